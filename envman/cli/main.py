@@ -1,0 +1,75 @@
+"""``envman`` entry point and its error boundary.
+
+Heavy modules (yaml, jinja2, docker, the matrix) are imported inside the commands so that every
+command starts in tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ..errors import EnvmanError
+
+app = typer.Typer(
+    name="envman",
+    help="Reproducible GPU training environments: resolve a consistent driver/CUDA/cuDNN/framework/Python "
+    "stack for your GPUs, generate and build the image, and diagnose the machine.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _register() -> None:
+    from . import matrix as matrix_cmds
+    from . import resolve as resolve_cmds
+
+    resolve_cmds.register(app)
+    app.add_typer(matrix_cmds.app, name="matrix")
+    for mod in ("project", "build", "doctor", "ci"):
+        try:
+            m = __import__(f"{__package__}.{mod}", fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{mod}":
+                raise
+            continue
+        m.register(app)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print envman's version and exit.", is_eager=True),
+) -> None:
+    if version:
+        from .. import __version__
+
+        typer.echo(f"envman {__version__}")
+        raise typer.Exit(0)
+
+
+def report_error(err: EnvmanError) -> int:
+    print(f"error: {err.message}", file=sys.stderr)
+    if err.hint:
+        print(f"hint: {err.hint}", file=sys.stderr)
+    return err.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    _register()
+    try:
+        app(args=argv, prog_name="envman", standalone_mode=True)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except EnvmanError as err:
+        return report_error(err)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def run() -> None:  # console_scripts target
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""One error root for everything a user can get wrong.
+
+The CLI is the only place that catches these, prints ``error:`` and ``hint:`` lines and exits with
+``exit_code``. Exit codes are documented in the README and are part of the CLI contract.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_USER = 1  # bad input, bad config, a check that failed (lock --check, doctor errors)
+EXIT_USAGE = 2  # the command line itself does not parse (unknown option …): click's convention
+EXIT_UNRESOLVABLE = 3  # no stack satisfies every constraint
+EXIT_ENGINE = 4  # no Docker engine / BuildKit client, a build that failed
+EXIT_SMOKE = 5  # the smoke test failed on the built image
+EXIT_SMOKE_NO_GPU = 6  # smoke passed its non-GPU checks but no GPU was visible: neither pass nor fail
+EXIT_DATA = 7  # envman's own matrices are corrupt (a bug or a bad local edit)
+
+
+class EnvmanError(Exception):
+    """A failure to show the user as one ``error:`` line plus an optional ``hint:`` line."""
+
+    exit_code = EXIT_USER
+
+    def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(EnvmanError):
+    """A command-line value or configuration value that cannot be used."""
+
+
+class MatrixError(EnvmanError):
+    """The compatibility data under matrices/ is malformed; ``problems`` lists every one."""
+
+    exit_code = EXIT_DATA
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        first = problems[0] if problems else "invalid matrix"
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(first + more, hint="fix the matrix file; every problem:\n  " + "\n  ".join(problems))
+
+
+class UnknownGpuError(UsageError):
+    """A target GPU name that no entry or alias of gpus.yaml matches."""
+
+
+class ResolutionError(EnvmanError):
+    """No stack satisfies every constraint. Carries the conflicts and the nearest alternatives."""
+
+    exit_code = EXIT_UNRESOLVABLE
+
+    def __init__(self, message: str, conflicts: list[str], alternatives: list[dict], hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.conflicts = list(conflicts)
+        self.alternatives = list(alternatives)

@@ -1,0 +1,261 @@
+"""Frozen value types shared by every layer: the matrix, a resolution request and its answer.
+
+Raw dicts never travel past the loaders: versions are ``packaging`` objects and architectures are
+``Cc`` values from here on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+class Ver(Version):
+    """A Version that prints as written: drivers are '570.124.06', never '570.124.6'."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self._text = str(text).strip()
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"<Ver {self._text!r}>"
+
+
+_SM = re.compile(r"^sm_(\d+)(\d)[a-z]?$")
+_CC = re.compile(r"^(\d+)\.(\d)$")
+
+
+@dataclass(frozen=True, order=True)
+class Cc:
+    """A CUDA compute capability, e.g. 8.9 (= ``sm_89``)."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str) -> Cc:
+        """Accept ``sm_89``, ``sm_90a``, ``8.9`` or ``89``; raise ValueError otherwise."""
+        t = str(text).strip().lower()
+        if m := _SM.match(t):
+            return cls(int(m.group(1)), int(m.group(2)))
+        if m := _CC.match(t):
+            return cls(int(m.group(1)), int(m.group(2)))
+        if t.isdigit() and len(t) in (2, 3):
+            return cls(int(t[:-1]), int(t[-1]))
+        raise ValueError(f"not a compute capability: {text!r}")
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.major}{self.minor}"
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+def sass_covers(archs: tuple[Cc, ...], device: Cc) -> Cc | None:
+    """The SASS in ``archs`` that runs on ``device``: same major, minor not above the device's.
+
+    Binary compatibility holds only within a major: sm_86 code runs on 8.9, sm_90 code never runs on
+    12.0 (CUDA C Programming Guide, "Binary Compatibility"). Returns the best such arch or None.
+    """
+    usable = [a for a in archs if a.major == device.major and a.minor <= device.minor]
+    return max(usable) if usable else None
+
+
+def ptx_covers(ptx: tuple[Cc, ...], device: Cc) -> Cc | None:
+    """PTX for compute_X.Y is JIT-compiled by the driver for any device of capability >= X.Y."""
+    usable = [a for a in ptx if a <= device]
+    return max(usable) if usable else None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source: str
+    uncertain: bool = False
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class CudaMajor:
+    major: int
+    minor_compat_floor: Version
+    prov: Provenance
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    version: Version  # X.Y
+    latest_update: str
+    min_driver: Version  # full compatibility (Linux)
+    archs: tuple[Cc, ...]
+    prov: Provenance
+
+    @property
+    def label(self) -> str:
+        return f"{self.version.major}.{self.version.minor}"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    id: str
+    name: str
+    cc: Cc
+    memory_gib: float | None
+    segment: str
+    aliases: tuple[str, ...]
+    prov: Provenance
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One build of a framework release: a CUDA variant (``cu128``) or ``cpu``."""
+
+    name: str
+    cuda: Version | None
+    cudnn: str | None
+    nccl: str | None
+    archs: tuple[Cc, ...]
+    ptx: tuple[Cc, ...]
+    index_url: str | None  # None: the plain PyPI package is this build
+    brings_cuda: bool  # the wheels carry their own CUDA libraries (no system CUDA needed)
+    prov: Provenance
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.cuda is None
+
+
+@dataclass(frozen=True)
+class FrameworkRelease:
+    framework: str  # "torch" | "tensorflow"
+    version: Version
+    python: tuple[str, ...]
+    pypi_default: str | None  # variant name of the plain PyPI wheel on Linux x86_64
+    companions: tuple[tuple[str, str | None], ...]
+    numpy_abi: int | None
+    variants: tuple[Variant, ...]
+    prov: Provenance
+    package: str  # the distribution name to install (torch, tensorflow)
+    extras: tuple[str, ...] = ()
+
+    def variant(self, name: str) -> Variant | None:
+        return next((v for v in self.variants if v.name == name), None)
+
+
+@dataclass(frozen=True)
+class CudnnRelease:
+    version: Version  # major.minor
+    cuda_majors: tuple[int, ...]
+    min_cc: tuple[tuple[int, Cc], ...]  # (CUDA major, lowest compute capability of that build)
+    prov: Provenance
+
+    def floor_for(self, cuda_major: int) -> Cc | None:
+        return next((cc for m, cc in self.min_cc if m == cuda_major), None)
+
+
+@dataclass(frozen=True)
+class CudaImage:
+    cuda: Version
+    update: str
+    cudnn: str | None
+    ubuntu: str
+    python: str
+    runtime: str
+    devel: str
+    prov: Provenance
+
+
+@dataclass(frozen=True)
+class BaseImages:
+    slim: str  # pattern with {python}
+    slim_prov: Provenance
+    default_python: str
+    cuda: tuple[CudaImage, ...]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    assumed_driver: Version
+    assumed_driver_prov: Provenance
+    cuda_majors: tuple[CudaMajor, ...]
+    cuda: tuple[CudaRelease, ...]
+    gpus: tuple[Gpu, ...]
+    frameworks: dict[str, tuple[FrameworkRelease, ...]]  # newest first
+    cudnn: tuple[CudnnRelease, ...]
+    base_images: BaseImages
+    digest: str  # sha256 over the matrix files' bytes: lets a lock notice changed data
+
+    def cuda_release(self, version: Version | None) -> CudaRelease | None:
+        if version is None:
+            return None
+        return next((c for c in self.cuda if c.version == version), None)
+
+    def cuda_major(self, major: int) -> CudaMajor | None:
+        return next((m for m in self.cuda_majors if m.major == major), None)
+
+    def cudnn_release(self, full: str | None) -> CudnnRelease | None:
+        if not full:
+            return None
+        parts = full.split(".")
+        if len(parts) < 2:
+            return None
+        mm = Version(".".join(parts[:2]))
+        return next((c for c in self.cudnn if c.version == mm), None)
+
+
+# --- a resolution request and its answer -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A GPU to serve: from gpus.yaml (``gpu`` set) or a bare capability (``sm_89``)."""
+
+    label: str
+    cc: Cc
+    gpu: Gpu | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    framework: str | None = None  # "torch" / "tensorflow"
+    framework_spec: SpecifierSet = field(default_factory=SpecifierSet)
+    framework_text: str | None = None  # what the user typed, for messages
+    python: SpecifierSet = field(default_factory=SpecifierSet)
+    targets: tuple[Target, ...] = ()
+    driver: Version | None = None
+    cuda: SpecifierSet = field(default_factory=SpecifierSet)
+    variant: str | None = None  # a pinned build, e.g. from torch==2.6.0+cu124
+    cpu: bool = False
+    cuda_devel: bool = False  # the project compiles CUDA code: needs nvcc of the framework's CUDA
+
+
+@dataclass(frozen=True)
+class Resolution:
+    framework: str | None
+    version: Version | None
+    variant: str | None
+    index_url: str | None
+    package: str | None
+    companions: tuple[tuple[str, str | None], ...]
+    cuda: str | None
+    cudnn: str | None
+    nccl: str | None
+    python: str
+    base_image: str
+    base_kind: str  # "slim" | "cuda-runtime" | "cuda-devel"
+    min_driver: str | None  # full compatibility
+    min_driver_minor_compat: str | None  # the major's floor, when minor-version compatibility applies
+    driver_mode: str | None  # "full" | "minor-compat" | None (cpu)
+    driver: str | None
+    driver_assumed: bool
+    arch_list: tuple[str, ...]
+    ptx: tuple[str, ...]
+    targets: tuple[Target, ...]
+    extras: tuple[str, ...]
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]

@@ -1,0 +1,498 @@
+"""PURE: (matrix, request) → the newest consistent stack, with a reason for every choice.
+
+No IO here: no files, no environment, no subprocess. Every candidate (release × variant) is judged
+against every constraint; the verdicts are kept so that a refusal can name exactly what blocks and
+which nearby stacks would work if one constraint moved.
+
+Preference order (documented in the README, deterministic):
+  1. SASS coverage of every target over PTX-only coverage (PTX JIT is a fallback, never a default);
+  2. the newest framework release;
+  3. full driver compatibility over CUDA minor-version compatibility (PTX JIT — Triton,
+     torch.compile — can fail below the full floor);
+  4. the highest CUDA;
+  5. the variant the plain PyPI wheel is (one index fewer), then the variant name.
+Python: the highest the release publishes wheels for that matches the request, capped at the
+matrix's default Python when the request names none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from .errors import ResolutionError, UsageError
+from .model import (
+    Cc,
+    FrameworkRelease,
+    Matrix,
+    Request,
+    Resolution,
+    Target,
+    Variant,
+    ptx_covers,
+    sass_covers,
+)
+
+KINDS = ("framework", "python", "driver", "arch", "cuda", "cudnn")
+
+
+@dataclass
+class _Cand:
+    rel: FrameworkRelease
+    var: Variant
+    python: str | None
+    failures: dict[str, str] = field(default_factory=dict)
+    mode: str | None = None  # driver: "full" | "minor-compat"
+    ptx_only: tuple[Target, ...] = ()
+    soft: list[str] = field(default_factory=list)  # verdicts resting on uncertain data: warn, never block
+
+    def key(self) -> tuple:
+        return (
+            not self.ptx_only,
+            self.rel.version,
+            self.mode == "full",
+            self.var.cuda or Version("0"),
+            self.var.name == self.rel.pypi_default,
+            self.var.name,
+        )
+
+
+def _describe(t: Target) -> str:
+    return f"{t.cc.sm} ({t.label})" if t.gpu else t.cc.sm
+
+
+def _py_key(p: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in p.split("."))
+
+
+def pick_python(available: tuple[str, ...], spec: SpecifierSet, default: str) -> str | None:
+    ok = sorted((p for p in available if spec.contains(p, prereleases=True)), key=_py_key)
+    if not ok:
+        return None
+    if len(spec) == 0:
+        capped = [p for p in ok if _py_key(p) <= _py_key(default)]
+        return capped[-1] if capped else ok[0]
+    return ok[-1]
+
+
+def _driver_verdict(matrix: Matrix, var: Variant, driver: Version) -> tuple[str | None, str | None]:
+    """(mode, failure): mode "full" or "minor-compat" when the driver runs the variant's CUDA."""
+    cr = matrix.cuda_release(var.cuda)
+    if cr is None:
+        return None, f"CUDA {var.cuda} is not in cuda.yaml"
+    if driver >= cr.min_driver:
+        return "full", None
+    major = matrix.cuda_major(cr.version.major)
+    if major is not None and driver >= major.minor_compat_floor:
+        return "minor-compat", None
+    floor = f"; {cr.version.major}.x minor-version floor {major.minor_compat_floor}" if major else ""
+    return None, f"driver {driver} is below {var.name}'s requirement ≥ {cr.min_driver}{floor}"
+
+
+def _judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, driver: Version) -> _Cand:
+    py = pick_python(rel.python, req.python, matrix.base_images.default_python)
+    c = _Cand(rel, var, py)
+    if not req.framework_spec.contains(rel.version, prereleases=True):
+        c.failures["framework"] = f"{rel.framework} {rel.version} does not match {req.framework_text}"
+    if py is None:
+        c.failures["python"] = (
+            f"{rel.framework} {rel.version} has no wheels for Python {req.python} (it has {_span(rel.python)})"
+        )
+    if req.cpu:
+        return c
+    if var.cuda is not None and not req.cuda.contains(var.cuda, prereleases=True):
+        c.failures["cuda"] = f"{var.name} has CUDA {var.cuda}, not {req.cuda}"
+    elif req.variant is not None and var.name != req.variant:
+        c.failures["cuda"] = f"{var.name} is not the requested build +{req.variant}"
+    mode, why = _driver_verdict(matrix, var, driver)
+    c.mode = mode
+    if why:
+        c.failures["driver"] = why
+    missing, ptx_only = [], []
+    for t in req.targets:
+        if sass_covers(var.archs, t.cc):
+            continue
+        if ptx_covers(var.ptx, t.cc):
+            ptx_only.append(t)
+        else:
+            missing.append(t)
+    c.ptx_only = tuple(ptx_only)
+    if missing:
+        newest = max(var.archs).sm if var.archs else "none"
+        c.failures["arch"] = (
+            f"{rel.framework} {rel.version} {var.name} carries no SASS for "
+            + ", ".join(_describe(t) for t in missing)
+            + f" (its arch list: {' '.join(a.sm for a in sorted(var.archs)) or newest})"
+        )
+    dnn = matrix.cudnn_release(var.cudnn)
+    floor = dnn.floor_for(var.cuda.major) if dnn is not None and var.cuda is not None else None
+    if floor is not None:
+        low = [t for t in req.targets if t.cc < floor]
+        if low:
+            why = (
+                f"cuDNN {var.cudnn} of {var.name} needs compute capability ≥ {floor}; "
+                + ", ".join(f"{t.label} is {t.cc}" for t in low)
+            )
+            if dnn.prov.uncertain:
+                c.soft.append(why + f" (matrix data uncertain: {dnn.prov.note})")
+            else:
+                c.failures["cudnn"] = why
+    return c
+
+
+def _span(pys: tuple[str, ...]) -> str:
+    s = sorted(pys, key=_py_key)
+    if not s:
+        return "none"
+    return s[0] if len(s) == 1 else f"{s[0]}–{s[-1]}"
+
+
+def _candidates(matrix: Matrix, req: Request, driver: Version) -> list[_Cand]:
+    out = []
+    for rel in matrix.frameworks.get(req.framework or "", ()):
+        for var in rel.variants:
+            if var.is_cpu != req.cpu:
+                continue
+            out.append(_judge(matrix, req, rel, var, driver))
+    return out
+
+
+def _best(cands: list[_Cand], ignore: frozenset[str] = frozenset()) -> _Cand | None:
+    ok = [c for c in cands if not (set(c.failures) - ignore)]
+    return max(ok, key=_Cand.key) if ok else None
+
+
+def check_request(matrix: Matrix, req: Request) -> None:
+    """Input errors (exit 1) that are not resolution failures."""
+    if req.framework is not None and req.framework not in matrix.frameworks:
+        raise UsageError(
+            f"unknown framework {req.framework!r}",
+            hint=f"envman knows: {', '.join(sorted(matrix.frameworks))} (or leave the framework out)",
+        )
+    if not req.cpu and not req.targets:
+        raise UsageError("no target GPU", hint="pass --target GPU (repeatable) or --cpu")
+    if req.framework and len(req.python):
+        known = sorted({p for r in matrix.frameworks[req.framework] for p in r.python}, key=_py_key)
+        if not any(req.python.contains(p, prereleases=True) for p in known):
+            raise UsageError(
+                f"no {req.framework} release has wheels for Python {req.python}",
+                hint=f"{req.framework} publishes wheels for Python {_span(tuple(known))}",
+            )
+
+
+def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
+    check_request(matrix, req)
+    driver = req.driver if req.driver is not None else matrix.assumed_driver
+    notes: list[str] = []
+    if req.driver is None and not req.cpu:
+        notes.append(
+            f"driver: none given; assuming a current driver {matrix.assumed_driver} "
+            "(pass --driver to resolve for an older one)"
+        )
+    if req.framework is None:
+        return _resolve_no_framework(matrix, req, driver, notes)
+    cands = _candidates(matrix, req, driver)
+    best = _best(cands)
+    if best is None:
+        raise _refusal(matrix, req, cands, driver)
+    return _build(matrix, req, best, cands, driver, notes)
+
+
+def _build(matrix: Matrix, req: Request, c: _Cand, cands: list[_Cand], driver: Version, notes: list[str]) -> Resolution:
+    rel, var = c.rel, c.var
+    warnings: list[str] = []
+    fw_text = req.framework_text or rel.framework
+    gpus = ", ".join(_describe(t) for t in req.targets)
+    newer_blocked = [
+        x for x in cands
+        if x.rel.version > rel.version and "framework" not in x.failures and x.failures
+    ]
+    why_not = ""
+    if newer_blocked:
+        top = max(newer_blocked, key=lambda x: (x.rel.version, x.var.cuda or Version("0")))
+        why_not = f"; newer {top.rel.version} is out: " + "; ".join(top.failures.values())
+    notes.append(
+        f"{rel.framework} {rel.version}: newest release matching '{fw_text}' that fits every constraint{why_not}"
+    )
+    if req.cpu:
+        notes.append(f"{var.name}: CPU-only build requested (--cpu)")
+    else:
+        cr = matrix.cuda_release(var.cuda)
+        assert cr is not None
+        others = [x for x in cands if x.rel.version == rel.version and x.var.name != var.name]
+        rejected = [f"{x.var.name} ({'; '.join(x.failures.values())})" for x in others if x.failures]
+        notes.append(
+            f"{var.name}: CUDA {cr.label} runs on driver {driver} "
+            f"({'fully, ≥ ' + str(cr.min_driver) if c.mode == 'full' else 'through minor-version compatibility'}) "
+            f"and its arch list carries SASS for {gpus}"
+            + (f"; not {', '.join(rejected)}" if rejected else "")
+        )
+        if c.mode == "minor-compat":
+            major = matrix.cuda_major(cr.version.major)
+            warnings.append(
+                f"driver {driver} is below CUDA {cr.label}'s full-compatibility floor {cr.min_driver}; it runs "
+                f"only through CUDA {cr.version.major}.x minor-version compatibility (≥ {major.minor_compat_floor if major else '?'}): "
+                f"PTX JIT (Triton, torch.compile, custom kernels) can fail — upgrade the driver to ≥ {cr.min_driver} for full support"
+            )
+        for t in c.ptx_only:
+            warnings.append(
+                f"{_describe(t)} is covered only by PTX ({' '.join(a.sm for a in var.ptx)}): the driver must JIT-compile "
+                "every kernel at first use (slow start, and it fails if the driver is older than the PTX)"
+            )
+        for t in req.targets:
+            if t.gpu is not None and t.gpu.segment == "embedded":
+                warnings.append(
+                    f"{t.label} is a Jetson: PyPI and download.pytorch.org wheels do not run on JetPack; "
+                    "use NVIDIA's JetPack builds (the arch check above still holds)"
+                )
+        warnings.extend(c.soft)
+        if var.prov.uncertain:
+            warnings.append(f"{rel.framework} {rel.version} {var.name}: matrix data marked uncertain: {var.prov.note}")
+    if req.python and len(req.python):
+        notes.append(f"Python {c.python}: newest Python matching '{req.python}' with {rel.framework} {rel.version} wheels")
+    else:
+        notes.append(
+            f"Python {c.python}: newest Python {rel.framework} {rel.version} publishes wheels for "
+            f"({_span(rel.python)}), capped at envman's default {matrix.base_images.default_python}"
+        )
+    base, base_kind, base_note = _base_image(matrix, req, var, c.python or matrix.base_images.default_python, rel)
+    notes.append(base_note)
+    if var.cudnn:
+        notes.append(f"cuDNN {var.cudnn}" + (f", NCCL {var.nccl}" if var.nccl else "") + f": what {rel.framework} {rel.version} {var.name} is built with")
+    index = None if var.name == rel.pypi_default else var.index_url
+    cr = matrix.cuda_release(var.cuda)
+    major = matrix.cuda_major(cr.version.major) if cr else None
+    return Resolution(
+        framework=rel.framework,
+        version=rel.version,
+        variant=var.name,
+        index_url=index,
+        package=rel.package,
+        companions=rel.companions,
+        cuda=cr.label if cr else None,
+        cudnn=var.cudnn,
+        nccl=var.nccl,
+        python=c.python or matrix.base_images.default_python,
+        base_image=base,
+        base_kind=base_kind,
+        min_driver=str(cr.min_driver) if cr else None,
+        min_driver_minor_compat=str(major.minor_compat_floor) if major else None,
+        driver_mode=c.mode if not req.cpu else None,
+        driver=str(driver) if not req.cpu else None,
+        driver_assumed=req.driver is None and not req.cpu,
+        arch_list=tuple(a.sm for a in sorted(var.archs)),
+        ptx=tuple(a.sm for a in sorted(var.ptx)),
+        targets=req.targets,
+        extras=rel.extras if not var.is_cpu else (),
+        notes=tuple(notes),
+        warnings=tuple(warnings),
+    )
+
+
+def _base_image(matrix: Matrix, req: Request, var: Variant, python: str, rel: FrameworkRelease | None) -> tuple[str, str, str]:
+    needs_system = var.cuda is not None and (req.cuda_devel or not var.brings_cuda)
+    if not needs_system:
+        img = matrix.base_images.slim.replace("{python}", python)
+        why = "its wheels bring their own CUDA libraries" if var.cuda is not None else "no system CUDA needed"
+        return img, "slim", f"base image {img}: slim Python base; {why} (no second CUDA copy)"
+    kind = "devel" if req.cuda_devel else "runtime"
+    exact = [i for i in matrix.base_images.cuda if i.cuda == var.cuda]
+    if not exact:
+        raise ResolutionError(
+            f"no nvidia/cuda base image is known for CUDA {var.cuda}",
+            conflicts=[f"base_images.yaml has no entry for CUDA {var.cuda}"],
+            alternatives=[],
+            hint="pass --base-image to use your own base",
+        )
+    img = exact[0]
+    ref = img.devel if req.cuda_devel else img.runtime
+    reason = "cuda_devel: the project compiles CUDA code and needs nvcc" if req.cuda_devel else (
+        f"{rel.framework if rel else 'the stack'} {rel.version if rel else ''} loads CUDA {var.cuda} from the system"
+    )
+    if var.cudnn and img.cudnn and not var.cudnn.startswith(img.cudnn):
+        reason += f" (image cuDNN {img.cudnn} vs build {var.cudnn})"
+    return ref, f"cuda-{kind}", f"base image {ref}: {reason}"
+
+
+def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: list[str]) -> Resolution:
+    py = pick_python(_all_slim_pythons(matrix), req.python, matrix.base_images.default_python)
+    if py is None:
+        raise UsageError(f"no supported Python matches {req.python}", hint=f"envman's default is {matrix.base_images.default_python}")
+    if req.cpu:
+        img = matrix.base_images.slim.replace("{python}", py)
+        notes.append(f"no framework, CPU only: base image {img}")
+        return _plain(matrix, req, py, img, "slim", None, None, notes, ())
+    # Pick the newest toolkit this driver fully runs that compiles for every target.
+    viable = []
+    for cr in matrix.cuda:
+        if not req.cuda.contains(cr.version, prereleases=True):
+            continue
+        if driver < cr.min_driver:
+            continue
+        if all(sass_covers(cr.archs, t.cc) for t in req.targets):
+            viable.append(cr)
+    if not viable:
+        raise ResolutionError(
+            "no CUDA toolkit fits the driver and every target",
+            conflicts=[f"driver {driver}; targets {', '.join(_describe(t) for t in req.targets)}; cuda {req.cuda or 'any'}"],
+            alternatives=[],
+            hint="relax --cuda or upgrade the driver",
+        )
+    cr = viable[0]
+    notes.append(
+        f"CUDA {cr.label}: newest toolkit that driver {driver} fully supports (≥ {cr.min_driver}) and that compiles for "
+        + ", ".join(_describe(t) for t in req.targets)
+    )
+    if req.cuda_devel:
+        imgs = [i for i in matrix.base_images.cuda if i.cuda == cr.version] or [
+            i for i in matrix.base_images.cuda if i.cuda <= cr.version
+        ]
+        if not imgs:
+            raise ResolutionError(f"no nvidia/cuda base image is known for CUDA {cr.label}", [], [], hint="pass --base-image")
+        img, kind = imgs[0].devel, "cuda-devel"
+        notes.append(f"base image {img}: cuda_devel needs nvcc")
+    else:
+        img, kind = matrix.base_images.slim.replace("{python}", py), "slim"
+        notes.append(f"base image {img}: no framework asked for, so the image carries no CUDA of its own")
+    major = matrix.cuda_major(cr.version.major)
+    return _plain(matrix, req, py, img, kind, cr.label, (str(cr.min_driver), str(major.minor_compat_floor) if major else None), notes, cr.archs, driver)
+
+
+def _all_slim_pythons(matrix: Matrix) -> tuple[str, ...]:
+    pys = {p for rels in matrix.frameworks.values() for r in rels for p in r.python}
+    return tuple(sorted(pys, key=_py_key))
+
+
+def _plain(matrix, req, py, img, kind, cuda, drivers, notes, archs, driver=None) -> Resolution:
+    return Resolution(
+        framework=None, version=None, variant=None, index_url=None, package=None, companions=(),
+        cuda=cuda, cudnn=None, nccl=None, python=py, base_image=img, base_kind=kind,
+        min_driver=drivers[0] if drivers else None, min_driver_minor_compat=drivers[1] if drivers else None,
+        driver_mode="full" if cuda else None, driver=str(driver) if driver is not None else None,
+        driver_assumed=req.driver is None and not req.cpu, arch_list=tuple(a.sm for a in sorted(archs)), ptx=(),
+        targets=req.targets, extras=(), notes=tuple(notes), warnings=(),
+    )
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+
+def summarize(c: _Cand, matrix: Matrix) -> dict:
+    cr = matrix.cuda_release(c.var.cuda)
+    return {
+        "framework": {"name": c.rel.framework, "version": str(c.rel.version), "variant": c.var.name},
+        "cuda": cr.label if cr else None,
+        "python": c.python,
+        "min_driver": str(cr.min_driver) if cr else None,
+    }
+
+
+def _refusal(matrix: Matrix, req: Request, cands: list[_Cand], driver: Version) -> ResolutionError:
+    fw = req.framework or ""
+    spec_text = req.framework_text or fw
+    in_spec = [c for c in cands if "framework" not in c.failures]
+    conflicts: list[str] = []
+    if not in_spec:
+        known = sorted({c.rel.version for c in cands})
+        conflicts.append(
+            f"no {fw} release in the matrix matches '{spec_text}' (known: {known[0]} … {known[-1]})" if known
+            else f"the matrix has no {fw} releases"
+        )
+    else:
+        for kind in KINDS[1:]:
+            if all(kind in c.failures for c in in_spec):
+                conflicts.extend(_kind_conflict(kind, in_spec, req, driver, spec_text))
+        if not conflicts:
+            closest = min(in_spec, key=lambda c: (len(c.failures), [-x for x in c.rel.version.release]))
+            conflicts.append(
+                f"no single build of '{spec_text}' meets every constraint at once; closest, "
+                f"{closest.rel.version} {closest.var.name}: " + "; ".join(closest.failures.values())
+            )
+    alternatives = _alternatives(matrix, req, cands, in_spec)
+    target_text = ", ".join(_describe(t) for t in req.targets) if not req.cpu else "CPU"
+    msg = f"no {fw} stack satisfies '{spec_text}' for {target_text}"
+    hint = None
+    if alternatives:
+        hint = "nearest working alternative: " + alternatives[0]["change"]
+    return ResolutionError(msg, conflicts=conflicts, alternatives=alternatives, hint=hint)
+
+
+def _kind_conflict(kind: str, in_spec: list[_Cand], req: Request, driver: Version, spec_text: str) -> list[str]:
+    if kind == "arch":
+        out = []
+        for t in req.targets:
+            if not any(sass_covers(c.var.archs, t.cc) or ptx_covers(c.var.ptx, t.cc) for c in in_spec):
+                newest = max((max(c.var.archs) for c in in_spec if c.var.archs), default=None)
+                oldest = min((min(c.var.archs) for c in in_spec if c.var.archs), default=None)
+                span = f" (those builds carry {oldest.sm} … {newest.sm})" if newest and oldest else ""
+                out.append(f"no build of '{spec_text}' carries SASS for {_describe(t)}{span}")
+        if not out:
+            out.append(
+                f"no single build of '{spec_text}' carries SASS for all of "
+                + ", ".join(_describe(t) for t in req.targets)
+                + "; split the targets into profiles"
+            )
+        return out
+    if kind == "driver":
+        need = sorted({c.failures["driver"].split("requirement ≥ ")[-1] for c in in_spec})
+        lowest = min(in_spec, key=lambda c: c.var.cuda or Version("0"))
+        return [f"driver {driver} is too old for every CUDA variant of '{spec_text}'; the lowest, {lowest.var.name}: {lowest.failures['driver']}"] if need else []
+    if kind == "python":
+        pys = sorted({p for c in in_spec for p in c.rel.python}, key=_py_key)
+        return [f"'{spec_text}' has no wheels for Python {req.python} (it has {_span(tuple(pys))})"]
+    if kind == "cuda":
+        have = sorted({str(c.var.cuda) for c in in_spec if c.var.cuda}, key=Version)
+        return [f"no variant of '{spec_text}' has CUDA {req.cuda} (they have {', '.join(have)})"]
+    if kind == "cudnn":
+        return [sorted({c.failures['cudnn'] for c in in_spec})[0]]
+    return []
+
+
+def _alternatives(matrix: Matrix, req: Request, cands: list[_Cand], in_spec: list[_Cand]) -> list[dict]:
+    alts: list[dict] = []
+    fw = req.framework or ""
+    # 1. another release of the framework (nearest newer, nearest older, newest overall)
+    outside = [c for c in cands if set(c.failures) == {"framework"}]
+    if outside:
+        lo = min((c.rel.version for c in in_spec), default=None)
+        hi = max((c.rel.version for c in in_spec), default=None)
+        picks: list[_Cand] = []
+        if hi is not None:
+            newer = [c for c in outside if c.rel.version > hi]
+            if newer:
+                first = min(c.rel.version for c in newer)
+                picks.append(max((c for c in newer if c.rel.version == first), key=_Cand.key))
+        if lo is not None:
+            older = [c for c in outside if c.rel.version < lo]
+            if older:
+                last = max(c.rel.version for c in older)
+                picks.append(max((c for c in older if c.rel.version == last), key=_Cand.key))
+        newest = max(outside, key=_Cand.key)
+        if newest not in picks:
+            picks.append(newest)
+        for c in picks:
+            rel_line = f"{c.rel.version.major}.{c.rel.version.minor}"
+            op = ">=" if hi is not None and c.rel.version > hi else "=="
+            change = f"{fw}{op}{rel_line}" + ("" if op == ">=" else ".*") + f" ({c.rel.version} {c.var.name})"
+            alts.append({"kind": "framework", "change": change, **summarize(c, matrix)})
+    # 2. same framework request, one other constraint moved
+    for kind in ("driver", "python", "cuda", "cudnn"):
+        c = _best(in_spec, frozenset({kind}))
+        if c is None:
+            continue
+        s = summarize(c, matrix)
+        if kind == "driver":
+            change = f"upgrade the NVIDIA driver to ≥ {s['min_driver']} for {fw} {c.rel.version} {c.var.name}"
+        elif kind == "python":
+            change = f"use Python {c.python} ({fw} {c.rel.version} {c.var.name})"
+        elif kind == "cuda":
+            change = f"allow CUDA {s['cuda']} ({fw} {c.rel.version} {c.var.name})"
+        else:
+            change = f"drop the targets that cuDNN {c.var.cudnn} no longer supports"
+        alts.append({"kind": kind, "change": change, **s})
+    # 3. several targets no single build serves: what each would get alone
+    if len(req.targets) > 1 and not alts:
+        alts.append({"kind": "targets", "change": "split the targets into profiles (one stack per GPU generation)"})
+    return alts
