@@ -211,7 +211,7 @@ def _build(matrix: Matrix, req: Request, c: _Cand, cands: list[_Cand], driver: V
     ]
     why_not = ""
     if newer_blocked:
-        top = max(newer_blocked, key=lambda x: (x.rel.version, x.var.cuda or Version("0")))
+        top = max(newer_blocked, key=lambda x: (x.rel.version, x.var.name == x.rel.pypi_default, x.var.cuda or Version("0")))
         why_not = f"; newer {top.rel.version} is out: " + "; ".join(top.failures.values())
     notes.append(
         f"{rel.framework} {rel.version}: newest release matching '{fw_text}' that fits every constraint{why_not}"
@@ -226,7 +226,9 @@ def _build(matrix: Matrix, req: Request, c: _Cand, cands: list[_Cand], driver: V
         notes.append(
             f"{var.name}: CUDA {cr.label} runs on driver {driver} "
             f"({'fully, ≥ ' + str(cr.min_driver) if c.mode == 'full' else 'through minor-version compatibility'}) "
-            f"and its arch list carries SASS for {gpus}"
+            + (f"and its arch list carries SASS for {', '.join(_describe(t) for t in req.targets if t not in c.ptx_only)}"
+               if len(c.ptx_only) < len(req.targets) else "")
+            + (f"; PTX only for {', '.join(_describe(t) for t in c.ptx_only)}" if c.ptx_only else "")
             + (f"; not {', '.join(rejected)}" if rejected else "")
         )
         if c.mode == "minor-compat":
@@ -259,6 +261,8 @@ def _build(matrix: Matrix, req: Request, c: _Cand, cands: list[_Cand], driver: V
         )
     base, base_kind, base_note = _base_image(matrix, req, var, c.python or matrix.base_images.default_python, rel)
     notes.append(base_note)
+    if base_kind.startswith("cuda-"):
+        c.python = _system_python(matrix, req, rel, var, c.python, notes)
     if var.cudnn:
         notes.append(f"cuDNN {var.cudnn}" + (f", NCCL {var.nccl}" if var.nccl else "") + f": what {rel.framework} {rel.version} {var.name} is built with")
     index = None if var.name == rel.pypi_default else var.index_url
@@ -314,6 +318,24 @@ def _base_image(matrix: Matrix, req: Request, var: Variant, python: str, rel: Fr
     if var.cudnn and img.cudnn and not var.cudnn.startswith(img.cudnn):
         reason += f" (image cuDNN {img.cudnn} vs build {var.cudnn})"
     return ref, f"cuda-{kind}", f"base image {ref}: {reason}"
+
+
+def _system_python(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, chosen: str | None, notes: list[str]) -> str | None:
+    """nvidia/cuda images carry their distro's Python: the stack must use that one."""
+    img = next(i for i in matrix.base_images.cuda if i.cuda == var.cuda)
+    if img.python == chosen:
+        return chosen
+    if img.python in rel.python and req.python.contains(img.python, prereleases=True):
+        notes[:] = [n for n in notes if not n.startswith(f"Python {chosen}:")]
+        notes.append(f"Python {img.python}: the Python of {img.runtime.split(':')[0]}:{img.update} on Ubuntu {img.ubuntu}")
+        return img.python
+    raise ResolutionError(
+        f"{rel.framework} {rel.version} {var.name} needs a system CUDA image, whose Python is {img.python}",
+        conflicts=[f"Python {req.python or chosen} requested; Ubuntu {img.ubuntu} in {img.runtime} has Python {img.python}"
+                   + ("" if img.python in rel.python else f", which {rel.framework} {rel.version} has no wheels for")],
+        alternatives=[],
+        hint=f"use Python {img.python}, or pass --base-image with a CUDA {var.cuda} image that has your Python",
+    )
 
 
 def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: list[str]) -> Resolution:
@@ -486,7 +508,9 @@ def _alternatives(matrix: Matrix, req: Request, cands: list[_Cand], in_spec: lis
         if kind == "driver":
             change = f"upgrade the NVIDIA driver to ≥ {s['min_driver']} for {fw} {c.rel.version} {c.var.name}"
         elif kind == "python":
-            change = f"use Python {c.python} ({fw} {c.rel.version} {c.var.name})"
+            py = pick_python(c.rel.python, SpecifierSet(), matrix.base_images.default_python)
+            s["python"] = py
+            change = f"use Python {py} ({fw} {c.rel.version} {c.var.name})"
         elif kind == "cuda":
             change = f"allow CUDA {s['cuda']} ({fw} {c.rel.version} {c.var.name})"
         else:

@@ -1,0 +1,306 @@
+"""Use cases over a project directory: init, lock, lock --check. Orchestrates the pure core and the
+adapters (spec, requirements, uv, render) and writes files only after every step succeeded."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import __version__
+from .errors import UsageError
+from .generated import WritePlan, ownership, sha256, with_header
+from .inputs import build_request
+from .lock import (
+    FW_LOCK, LOCK_FILE, PYLOCK, REQ_LOCK, build_lock, canonical_json, compile_python_lock, read_lock, render_lock,
+)
+from .matrix import load_matrix
+from .model import Matrix, Resolution
+from .pins import check_user_requirements, framework_pins
+from .plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
+from .render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, smoke_script
+from .requirements import Req, discover, read_requirements_file
+from .resolve import resolve_stack
+from .spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
+
+GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json",
+             ".envman/stack.json", ".envman/smoke.py")
+
+
+@dataclass
+class Outcome:
+    resolution: Resolution
+    lock: dict
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    spec_created: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def project_name(root: Path) -> str:
+    n = re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-")
+    return n or "envman-project"
+
+
+def spec_request(matrix: Matrix, spec: ProjectSpec):
+    fields = {"framework": f"{spec.source}: framework", "python": f"{spec.source}: python",
+              "driver": f"{spec.source}: driver", "cuda": f"{spec.source}: cuda"}
+    return build_request(matrix, framework=spec.framework, python=spec.python, targets=list(spec.targets),
+                         driver=spec.driver, cuda=spec.cuda, cpu=spec.cpu, cuda_devel=spec.cuda_devel, fields=fields)
+
+
+def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
+    reqs: list[Req] = []
+    for f in spec.requirements:
+        reqs.extend(read_requirements_file(root, f))
+    for i, p in enumerate(spec.packages):
+        reqs.append(Req(validate_requirement(p, f"packages[{i}]", spec.source), f"{spec.source} packages[{i}]"))
+    return reqs
+
+
+def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str]:
+    """What a lock depends on, hashed one by one so `lock --check` can say which input changed."""
+    h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest}
+    for f in spec.requirements:
+        try:
+            h[f"file:{f}"] = sha256((root / f).read_bytes())
+        except OSError:
+            h[f"file:{f}"] = "missing"
+    return h
+
+
+def combined(hashes: dict[str, str]) -> str:
+    return sha256(canonical_json(hashes))
+
+
+def _base(spec: ProjectSpec, res: Resolution) -> tuple[str, str]:
+    if spec.base_image:
+        return spec.base_image, "custom"
+    return res.base_image, res.base_kind
+
+
+def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
+             matrix: Matrix | None = None) -> Outcome:
+    matrix = matrix or load_matrix()
+    req = spec_request(matrix, spec)
+    res = resolve_stack(matrix, req)
+    reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
+    pins = framework_pins(res, spec.companions)
+    lines = pins + [str(r.req) for r in reqs]
+    hashes = input_hashes(root, spec, matrix)
+    inputs_hash = combined(hashes)
+    base, base_kind = _base(spec, res)
+
+    req_text = fw_text = py_text = None
+    notes: list[str] = []
+    if lines and not no_lock:
+        index_urls = [res.index_url] if res.index_url else []
+        roots = [p.split("==")[0].split("[")[0] for p in pins]
+        lr = compile_python_lock(lines, res.python, index_urls, roots, res)
+        req_text, py_text = lr.req_text, lr.pylock_text
+        fw_text = lr.fw_text if pins else None
+        notes.append(f"locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
+    elif lines and no_lock:
+        old = _reusable_python_lock(root, inputs_hash)
+        if old is not None:
+            req_text, fw_text, py_text = old
+            notes.append("--no-lock: kept the existing Python lock (its inputs are unchanged)")
+        else:
+            notes.append("--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
+
+    lock = build_lock(name=spec.name, inputs_hash=inputs_hash, res=res, base_image=base, base_kind=base_kind,
+                      base_digest=None, system_packages=list(spec.system_packages), req_text=req_text,
+                      fw_text=fw_text, pylock=py_text is not None)
+    lock["inputs"] = hashes
+    lock["lock_hash"] = sha256(canonical_json({k: v for k, v in lock.items() if k != "lock_hash"}))
+    lock_hash = lock["lock_hash"]
+
+    plan = plan_dockerfile(
+        name=spec.name, res=res, base_image=base, base_kind=base_kind,
+        header=with_header("", inputs_hash).rstrip("\n"),  # replaced below by the real header
+        system_packages=spec.system_packages, env=spec.env, command=spec.command, lock_hash=lock_hash,
+        inputs_hash=inputs_hash, fw_lock=FW_LOCK if pins and (fw_text is not None or no_lock) else None,
+        req_lock=REQ_LOCK if lines else None, version=__version__,
+    )
+    body = render_dockerfile(replace(plan, header="")).lstrip("\n")
+    files: list[tuple[Path, str]] = [(root / "Dockerfile", with_header(body, inputs_hash))]
+    files.append((root / ".dockerignore", with_header(DOCKERIGNORE, inputs_hash)))
+    tag = f"{spec.name}:{lock_hash[:12]}"
+    files.append((root / "compose.yaml", with_header(render_yaml(compose_plan(spec.name, tag, plan.gpu)), inputs_hash)))
+    files.append((root / ".devcontainer" / "devcontainer.json",
+                  with_header(render_json(devcontainer_plan(spec.name, plan.gpu)), inputs_hash, "//")))
+    imports = [[r.name, None] for r in reqs] + [[p.split("==")[0].split("[")[0], None] for p in pins]
+    files.append((root / ".envman" / "stack.json", render_json(smoke_expectation(res, sorted(imports), lock_hash))))
+    files.append((root / ".envman" / "smoke.py", smoke_script()))
+    if req_text is not None:
+        files.append((root / REQ_LOCK, with_header(req_text, inputs_hash)))
+    if fw_text is not None:
+        files.append((root / FW_LOCK, with_header(fw_text, inputs_hash)))
+    if py_text is not None:
+        files.append((root / PYLOCK, with_header(py_text, inputs_hash)))
+
+    wp = WritePlan(files)
+    wp.check(root, force)
+    _check_lock_owner(root, force)
+    lock_text = render_lock(lock)
+    wp.files.append((root / LOCK_FILE, lock_text))
+    written = wp.write()
+    return Outcome(res, lock, written, [p for p, _ in wp.files if p not in written], notes=notes)
+
+
+def _reusable_python_lock(root: Path, inputs_hash: str) -> tuple[str, str | None, str | None] | None:
+    def body(name: str) -> str | None:
+        p = root / name
+        o = ownership(p)
+        if not o.exists or not o.ours or o.edited or o.inputs_hash != inputs_hash:
+            return None
+        return p.read_text(encoding="utf-8").partition("\n")[2]
+
+    req = body(REQ_LOCK)
+    if req is None:
+        return None
+    return req, body(FW_LOCK), body(PYLOCK)
+
+
+def lock_is_ours(data: dict) -> bool:
+    return isinstance(data, dict) and data.get("lock_hash") == sha256(
+        canonical_json({k: v for k, v in data.items() if k != "lock_hash"})
+    )
+
+
+def _check_lock_owner(root: Path, force: bool) -> None:
+    p = root / LOCK_FILE
+    if force or not p.exists():
+        return
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        data = None
+    if not lock_is_ours(data):
+        raise UsageError(f"would overwrite {LOCK_FILE} (edited by hand or not envman's)",
+                         hint="re-run with --force to regenerate it")
+
+
+def spec_yaml(spec: ProjectSpec) -> str:
+    head = (
+        "# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n"
+        "# Keys: name, python, framework, companions, requirements, packages, system_packages,\n"
+        "#       targets + driver (or cpu: true), cuda, cuda_devel, command, env, profiles, base_image\n"
+    )
+    return head + render_yaml(spec.to_data())
+
+
+@dataclass
+class InitOptions:
+    targets: tuple[str, ...] = ()
+    driver: str | None = None
+    cpu: bool = False
+    python: str | None = None
+    framework: str | None = None
+    base_image: str | None = None
+    no_lock: bool = False
+    force: bool = False
+
+
+def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory", hint="pass the path of your training repository")
+    spec = load_spec(root)
+    created = False
+    notes: list[str] = []
+    if spec is None:
+        found = discover(root)
+        targets, driver = list(opts.targets), opts.driver
+        if not opts.cpu and not targets:
+            if detect_gpus is None:
+                raise UsageError("no target GPU", hint="pass --target GPU (repeatable) or --cpu")
+            targets, drv, note = detect_gpus()
+            notes.append(note)
+            driver = driver or (f">={drv}" if drv else None)
+        data = {
+            "name": project_name(root),
+            "python": opts.python or _python_from(found.python),
+            "framework": opts.framework or found.framework,
+            "companions": list(found.companions),
+            "requirements": list(found.requirement_files),
+            "packages": list(found.packages),
+            "cpu": opts.cpu,
+            "targets": [] if opts.cpu else targets,
+            "driver": driver,
+            "base_image": opts.base_image,
+        }
+        spec = parse_spec({k: v for k, v in data.items() if v not in (None, [], False)}, SPEC_FILE)
+        if found.found_in:
+            notes.append("found dependencies in: " + ", ".join(found.found_in))
+        if found.framework:
+            notes.append(f"framework constraint from the repository: {found.framework}")
+        created = True
+    else:
+        given = [n for n, v in (("--target", opts.targets), ("--driver", opts.driver), ("--cpu", opts.cpu),
+                                ("--python", opts.python), ("--framework", opts.framework)) if v]
+        if given:
+            raise UsageError(f"{spec.source} exists; {', '.join(given)} would be ignored",
+                             hint=f"edit {spec.source} instead (it is the single source of truth)")
+        if opts.base_image and opts.base_image != spec.base_image:
+            spec = replace(spec, base_image=opts.base_image)
+            notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
+    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force)
+    if created:
+        p = root / SPEC_FILE
+        from .fsutil import write_atomic
+
+        write_atomic(p, spec_yaml(spec))
+        out.written.insert(0, p)
+    out.spec_created = created
+    out.notes = notes + out.notes
+    return out
+
+
+def _python_from(text: str | None) -> str | None:
+    if not text:
+        return None
+    m = re.fullmatch(r"\s*=?=?\s*(\d+\.\d+)(\.\*|\.\d+)?\s*", text)
+    return m.group(1) if m else text.strip()
+
+
+def lock_project(root: Path, *, force: bool = False, base_image: str | None = None) -> Outcome:
+    spec = _require_spec(root)
+    if base_image:
+        spec = replace(spec, base_image=base_image)
+    return generate(root, spec, force=force)
+
+
+def _require_spec(root: Path) -> ProjectSpec:
+    spec = load_spec(root)
+    if spec is None:
+        raise UsageError(f"no {SPEC_FILE} (or [tool.envman] in pyproject.toml) in {root}", hint="run `envman init` first")
+    return spec
+
+
+def check_lock(root: Path) -> list[str]:
+    """Why the lock is stale (empty when it is current)."""
+    spec = _require_spec(root)
+    lock = read_lock(root / LOCK_FILE)
+    matrix = load_matrix()
+    now = input_hashes(root, spec, matrix)
+    then = lock.get("inputs") or {}
+    stale = []
+    labels = {"spec": spec.source, "matrices": "envman's matrices (compatibility data)"}
+    for k in sorted(set(now) | set(then)):
+        if now.get(k) != then.get(k):
+            stale.append(f"{labels.get(k, k.removeprefix('file:'))} changed since the lock")
+    pl = lock.get("python_lock") or {}
+    for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
+        name = pl.get(key)
+        if not name:
+            continue
+        o = ownership(root / name)
+        body = (root / name).read_text(encoding="utf-8").partition("\n")[2] if o.exists else None
+        if body is None:
+            stale.append(f"{name} is missing")
+        elif sha256(body) != pl.get(sha_key):
+            stale.append(f"{name} differs from the one envman.lock records")
+    if not lock_is_ours(lock):
+        stale.append(f"{LOCK_FILE} was edited by hand")
+    return stale
