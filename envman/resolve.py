@@ -401,6 +401,11 @@ def _plain(matrix, req, py, img, kind, cuda, drivers, notes, archs, driver=None)
 # --- refusals ------------------------------------------------------------------------------------
 
 
+def _min_driver(matrix: Matrix, var: Variant) -> Version:
+    cr = matrix.cuda_release(var.cuda)
+    return cr.min_driver if cr else Version("0")
+
+
 def summarize(c: _Cand, matrix: Matrix) -> dict:
     cr = matrix.cuda_release(c.var.cuda)
     return {
@@ -502,6 +507,10 @@ def _alternatives(matrix: Matrix, req: Request, cands: list[_Cand], in_spec: lis
     # 2. same framework request, one other constraint moved
     for kind in ("driver", "python", "cuda", "cudnn"):
         c = _best(in_spec, frozenset({kind}))
+        if c is not None and kind == "driver":
+            # the smallest upgrade that runs the newest fitting release
+            same = [x for x in in_spec if x.rel.version == c.rel.version and not (set(x.failures) - {"driver"})]
+            c = min(same, key=lambda x: (bool(x.ptx_only), _min_driver(matrix, x.var), x.var.name))
         if c is None:
             continue
         s = summarize(c, matrix)
