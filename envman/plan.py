@@ -37,6 +37,11 @@ class Step:
     mounts: tuple[str, ...]
     command: str
 
+    @property
+    def text(self) -> str:
+        """The RUN arguments: one mount per line, then the command."""
+        return " \\\n    ".join([*self.mounts, self.command])
+
 
 @dataclass(frozen=True)
 class DockerPlan:
@@ -46,6 +51,7 @@ class DockerPlan:
     header: str
     system_step: Step | None
     python_exe: str
+    user_command: str
     venv: str
     user: str
     uid: int
@@ -57,6 +63,16 @@ class DockerPlan:
     labels: tuple[tuple[str, str], ...]
     cmd_json: str | None
     gpu: bool
+
+
+def _user_command() -> str:
+    # Ubuntu 24.04 images (nvidia/cuda 12.6+) already own uid 1000 as "ubuntu": take the uid over, so
+    # files in bind-mounted workspaces keep the usual host uid.
+    return (
+        f'existing="$(getent passwd {APP_UID} | cut -d: -f1)"; '
+        f'if [ -n "$existing" ]; then userdel --remove "$existing"; fi; '
+        f"useradd --create-home --uid {APP_UID} --user-group --shell /bin/sh {APP_USER}"
+    )
 
 
 def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
@@ -126,7 +142,7 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     ]
     return DockerPlan(
         name=name, base_image=base_image, base_kind=base_kind, header=header, system_step=system,
-        python_exe=python_exe, venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
+        python_exe=python_exe, user_command=_user_command(), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
         cmd_json=json.dumps(list(command)) if command else None, gpu=gpu,

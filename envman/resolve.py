@@ -98,7 +98,7 @@ def _judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, dr
         c.failures["framework"] = f"{rel.framework} {rel.version} does not match {req.framework_text}"
     if py is None:
         c.failures["python"] = (
-            f"{rel.framework} {rel.version} has no wheels for Python {req.python} (it has {_span(rel.python)})"
+            f"{rel.framework} {rel.version} has no wheels for Python {show_spec(req.python)} (it has {_span(rel.python)})"
         )
     if req.cpu:
         return c
@@ -142,6 +142,14 @@ def _judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, dr
     return c
 
 
+def show_spec(spec: SpecifierSet) -> str:
+    """``==3.11.*`` reads back as the ``3.11`` the user typed."""
+    text = str(spec)
+    if text.startswith("==") and text.endswith(".*") and "," not in text:
+        return text[2:-2]
+    return text
+
+
 def _span(pys: tuple[str, ...]) -> str:
     s = sorted(pys, key=_py_key)
     if not s:
@@ -177,7 +185,7 @@ def check_request(matrix: Matrix, req: Request) -> None:
         known = sorted({p for r in matrix.frameworks[req.framework] for p in r.python}, key=_py_key)
         if not any(req.python.contains(p, prereleases=True) for p in known):
             raise UsageError(
-                f"no {req.framework} release has wheels for Python {req.python}",
+                f"no {req.framework} release has wheels for Python {show_spec(req.python)}",
                 hint=f"{req.framework} publishes wheels for Python {_span(tuple(known))}",
             )
 
@@ -253,7 +261,7 @@ def _build(matrix: Matrix, req: Request, c: _Cand, cands: list[_Cand], driver: V
         if var.prov.uncertain:
             warnings.append(f"{rel.framework} {rel.version} {var.name}: matrix data marked uncertain: {var.prov.note}")
     if req.python and len(req.python):
-        notes.append(f"Python {c.python}: newest Python matching '{req.python}' with {rel.framework} {rel.version} wheels")
+        notes.append(f"Python {c.python}: newest Python matching '{show_spec(req.python)}' with {rel.framework} {rel.version} wheels")
     else:
         notes.append(
             f"Python {c.python}: newest Python {rel.framework} {rel.version} publishes wheels for "
@@ -468,7 +476,7 @@ def _kind_conflict(kind: str, in_spec: list[_Cand], req: Request, driver: Versio
         return [f"driver {driver} is too old for every CUDA variant of '{spec_text}'; the lowest, {lowest.var.name}: {lowest.failures['driver']}"] if need else []
     if kind == "python":
         pys = sorted({p for c in in_spec for p in c.rel.python}, key=_py_key)
-        return [f"'{spec_text}' has no wheels for Python {req.python} (it has {_span(tuple(pys))})"]
+        return [f"'{spec_text}' has no wheels for Python {show_spec(req.python)} (it has {_span(tuple(pys))})"]
     if kind == "cuda":
         have = sorted({str(c.var.cuda) for c in in_spec if c.var.cuda}, key=Version)
         return [f"no variant of '{spec_text}' has CUDA {req.cuda} (they have {', '.join(have)})"]

