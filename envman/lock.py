@@ -138,12 +138,15 @@ def check_cuda_majors(lock: PythonLock, res: Resolution) -> None:
 class UvCommand:
     args: list[str]
     env: dict[str, str]
+    cwd: str | None = None
 
 
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None) -> UvCommand:
+    # uv runs in the input's directory with relative names: its `# via -r requirements.in` annotations
+    # must not carry a temporary path, or the same inputs would not give the same bytes.
     args = [
-        uv_binary(), "pip", "compile", str(input_file), "--python-platform", PLATFORM, "--python-version", python,
-        "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", str(output),
+        uv_binary(), "pip", "compile", input_file.name, "--python-platform", PLATFORM, "--python-version", python,
+        "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", output.name,
     ]
     for url in index_urls:
         args += ["--extra-index-url", url]
@@ -154,12 +157,12 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
     cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
     if cert:
         env["SSL_CERT_FILE"] = cert
-    return UvCommand(args, env)
+    return UvCommand(args, env, str(input_file.parent))
 
 
 def run_uv(cmd: UvCommand) -> None:
     try:
-        out = subprocess.run(cmd.args, capture_output=True, text=True, env=cmd.env, check=False)
+        out = subprocess.run(cmd.args, capture_output=True, text=True, env=cmd.env, cwd=cmd.cwd, check=False)
     except OSError as exc:
         raise UsageError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
     if out.returncode != 0:

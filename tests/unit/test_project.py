@@ -1,0 +1,152 @@
+"""init / lock / lock --check on sample repositories. Tests marked `network` run uv against PyPI for real."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envman.cli.main import main
+from envman.errors import UsageError
+from envman.project import InitOptions, check_lock, init_project, lock_project
+
+REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
+
+
+@pytest.fixture
+def repo(tmp_path):
+    def make(name: str) -> Path:
+        d = tmp_path / name
+        shutil.copytree(REPOS / name, d)
+        return d
+
+    return make
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_init_no_lock_detects_requirements_and_is_idempotent(repo):
+    d = repo("torch-repo")
+    out = init_project(d, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+    assert out.spec_created and str(out.resolution.version) == "2.14.1"
+    assert "framework constraint from the repository: torch>=2.3" in out.notes
+    spec = (d / "envman.yaml").read_text()
+    assert "framework: torch>=2.3" in spec and "- requirements.txt" in spec
+    for f in ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json", "envman.lock"):
+        assert (d / f).is_file(), f
+    before = snapshot(d)
+    again = init_project(d, InitOptions(no_lock=True))
+    assert again.written == [] and snapshot(d) == before
+
+
+def test_pyproject_and_environment_yml_discovery(repo):
+    out = init_project(repo("pyproject-repo"), InitOptions(targets=("a100",), no_lock=True))
+    assert out.resolution.framework == "torch" and str(out.resolution.version).startswith("2.14")
+    assert "found dependencies in: pyproject.toml" in out.notes
+    out = init_project(repo("conda-repo"), InitOptions(targets=("a100",), no_lock=True))
+    assert out.resolution.framework == "tensorflow" and str(out.resolution.version) == "2.15.1"
+    assert out.resolution.python == "3.11"
+
+
+def test_user_edited_file_is_not_overwritten_without_force(repo):
+    d = repo("torch-repo")
+    init_project(d, InitOptions(targets=("h100",), no_lock=True))
+    df = d / "Dockerfile"
+    df.write_text(df.read_text() + "RUN echo mine\n")
+    (d / "envman.yaml").write_text((d / "envman.yaml").read_text().replace("- h100", "- a100"))
+    before = snapshot(d)
+    with pytest.raises(UsageError) as exc:
+        init_project(d, InitOptions(no_lock=True))
+    assert exc.value.message == "would overwrite Dockerfile (edited by hand)"
+    assert snapshot(d) == before  # nothing half-written
+    init_project(d, InitOptions(no_lock=True, force=True))
+    assert "RUN echo mine" not in df.read_text()
+
+
+def test_existing_spec_refuses_conflicting_flags(repo):
+    d = repo("torch-repo")
+    init_project(d, InitOptions(targets=("h100",), no_lock=True))
+    with pytest.raises(UsageError) as exc:
+        init_project(d, InitOptions(targets=("v100",), no_lock=True))
+    assert exc.value.message == "envman.yaml exists; --target would be ignored"
+
+
+def test_contradicting_requirement_names_both_sides(repo):
+    d = repo("torch-repo")
+    (d / "requirements.txt").write_text("torch==2.3.0\n")
+    with pytest.raises(UsageError) as exc:
+        init_project(d, InitOptions(targets=("rtx-5090",), no_lock=True, framework="torch>=2.7"))
+    assert exc.value.message == "requirements.txt:1: asks for torch==2.3.0, but the stack pins torch 2.14.1 (cu130)"
+
+
+def test_cli_init_error_is_one_line_without_traceback(repo, capsys):
+    d = repo("torch-repo")
+    rc = main(["init", str(d), "--target", "h1000", "--no-lock"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.splitlines()[0] == "error: unknown GPU 'h1000'"
+    assert err.splitlines()[1].startswith("hint: did you mean") and "Traceback" not in err
+    assert not (d / "envman.yaml").exists()
+
+
+@pytest.mark.network
+def test_lock_with_uv_hashes_and_check(repo):
+    d = repo("torch-repo")
+    init_project(d, InitOptions(targets=("h100",), python="3.11"))
+    req = (d / "requirements.lock.txt").read_text()
+    fw = (d / "requirements.framework.lock.txt").read_text()
+    assert "torch==2.14.1 \\" in req and "--hash=sha256:" in req
+    assert "numpy==" in req and "numpy==" not in fw  # the framework layer holds only torch's closure
+    assert "nvidia-cudnn-cu13==9.24.0.43" in fw
+    assert (d / "pylock.toml").read_text().count("[[packages]]") >= 20
+    lock = json.loads((d / "envman.lock").read_text())
+    assert lock["stack"]["framework"] == {"name": "torch", "version": "2.14.1", "variant": "cu130", "index_url": None}
+    assert check_lock(d) == []
+    first = (d / "envman.lock").read_bytes()
+    lock_project(d)
+    assert (d / "envman.lock").read_bytes() == first  # same inputs, same bytes
+    (d / "requirements.txt").write_text("torch>=2.3\nnumpy<2.3\n")
+    assert check_lock(d) == ["requirements.txt changed since the lock"]
+    assert main(["lock", str(d), "--check"]) == 1
+
+
+def test_variant_index_pins_local_version_and_passes_the_index(matrix, tmp_path):
+    # download.pytorch.org is not reachable from CI, so this checks what envman hands to uv.
+    from envman.inputs import build_request
+    from envman.lock import uv_compile_command
+    from envman.pins import framework_pins
+    from envman.resolve import resolve_stack
+
+    res = resolve_stack(matrix, build_request(matrix, framework="torch==2.6.*", targets=["a100"], cuda="12.6", python="3.11"))
+    assert res.variant == "cu126" and res.index_url == "https://download.pytorch.org/whl/cu126"
+    assert framework_pins(res, ("torchvision",)) == ["torch==2.6.0+cu126", "torchvision==0.21.0+cu126"]
+    cmd = uv_compile_command(tmp_path / "in.txt", tmp_path / "out.txt", res.python, [res.index_url])
+    i = cmd.args.index("--extra-index-url")
+    assert cmd.args[i + 1] == "https://download.pytorch.org/whl/cu126"
+    assert cmd.args[cmd.args.index("--python-platform") + 1] == "x86_64-manylinux_2_28"
+    assert "--generate-hashes" in cmd.args
+
+
+@pytest.mark.network
+def test_other_cuda_major_wheels_are_refused(tmp_path):
+    (tmp_path / "envman.yaml").write_text(
+        "name: mixed\nframework: torch==2.14.1\ntargets: [h100]\npython: '3.11'\npackages: [nvidia-cublas-cu12]\n"
+    )
+    before = snapshot(tmp_path)
+    with pytest.raises(UsageError) as exc:
+        lock_project(tmp_path)
+    assert exc.value.message.startswith("nvidia-cublas-cu12==") and "contradicts the stack's CUDA 13.0" in exc.value.message
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.network
+def test_uv_failure_writes_nothing(tmp_path):
+    (tmp_path / "envman.yaml").write_text("name: bad\ncpu: true\npackages: ['numpy==0.0.0']\npython: '3.11'\n")
+    with pytest.raises(UsageError) as exc:
+        lock_project(tmp_path)
+    assert exc.value.message.startswith("uv could not resolve the requirements")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["envman.yaml"]
