@@ -73,3 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:  # console_scripts target
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
