@@ -26,7 +26,7 @@ SHM_SIZE = "16gb"  # PyTorch DataLoader workers share batches through /dev/shm; 
 def quote_docker(value: str) -> str:
     """A double-quoted Dockerfile word (ENV/LABEL): backslash, quote and $ are escaped, so no value can end
     the word, continue the line or expand a variable. Control characters are refused earlier (spec.py)."""
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029" for c in value):
         raise ValueError(f"control character in {value!r}")
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
@@ -48,7 +48,6 @@ class DockerPlan:
     name: str
     base_image: str
     base_kind: str
-    header: str
     system_step: Step | None
     python_exe: str
     user_command: str
@@ -63,6 +62,7 @@ class DockerPlan:
     labels: tuple[tuple[str, str], ...]
     cmd_json: str | None
     gpu: bool
+    stack_file: str
 
 
 def _user_command() -> str:
@@ -95,10 +95,11 @@ def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
     return Step(comment, tuple(mounts), cmd)
 
 
-def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: str, header: str,
+def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: str,
                     system_packages: tuple[str, ...], env: tuple[tuple[str, str], ...], command: tuple[str, ...],
                     lock_hash: str, inputs_hash: str, fw_lock: str | None, req_lock: str | None,
-                    offline_image: str | None = None, version: str = "") -> DockerPlan:
+                    offline_image: str | None = None, version: str = "",
+                    stack_file: str = ".envman/stack.json") -> DockerPlan:
     apt = list(system_packages)
     python_exe = "python3"
     if base_kind.startswith("cuda-"):
@@ -141,11 +142,11 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
         ("dev.envman.version", version),
     ]
     return DockerPlan(
-        name=name, base_image=base_image, base_kind=base_kind, header=header, system_step=system,
+        name=name, base_image=base_image, base_kind=base_kind, system_step=system,
         python_exe=python_exe, user_command=_user_command(), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
-        cmd_json=json.dumps(list(command)) if command else None, gpu=gpu,
+        cmd_json=json.dumps(list(command)) if command else None, gpu=gpu, stack_file=stack_file,
     )
 
 
@@ -178,17 +179,21 @@ def smoke_expectation(res: Resolution, imports: list[tuple[str, str]], lock_hash
     }
 
 
-def compose_plan(name: str, tag: str, gpu: bool) -> dict:
-    svc: dict = {"image": tag, "build": {"context": ".", "dockerfile": "Dockerfile"}, "shm_size": SHM_SIZE}
-    if gpu:
-        svc["deploy"] = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
-    return {"name": name, "services": {"train": svc}}
+def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -> dict:
+    """One service per stack: (profile, dockerfile, image tag, gpu)."""
+    out: dict = {}
+    for profile, dockerfile, tag, gpu in services:
+        svc: dict = {"image": tag, "build": {"context": ".", "dockerfile": dockerfile}, "shm_size": SHM_SIZE}
+        if gpu:
+            svc["deploy"] = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
+        out["train" if profile is None else f"train-{profile}"] = svc
+    return {"name": name, "services": out}
 
 
-def devcontainer_plan(name: str, gpu: bool) -> dict:
+def devcontainer_plan(name: str, gpu: bool, dockerfile: str = "../Dockerfile") -> dict:
     d: dict = {
         "name": name,
-        "build": {"dockerfile": "../Dockerfile", "context": ".."},
+        "build": {"dockerfile": dockerfile, "context": ".."},
         "runArgs": (["--gpus", "all"] if gpu else []) + ["--shm-size", SHM_SIZE.replace("gb", "g")],
         "remoteUser": APP_USER,
         "workspaceFolder": WORKDIR,

@@ -14,7 +14,7 @@ from .generated import WritePlan, ownership, sha256, with_header
 from .inputs import build_request
 from .lock import (
     FW_LOCK, LOCK_FILE, PYLOCK, REQ_LOCK, build_lock, canonical_json, compile_python_lock, read_lock, render_lock,
-)
+)  # noqa: F401
 from .matrix import load_matrix
 from .model import Matrix, Resolution
 from .pins import check_user_requirements, framework_pins
@@ -36,6 +36,7 @@ class Outcome:
     unchanged: list[Path] = field(default_factory=list)
     spec_created: bool = False
     notes: list[str] = field(default_factory=list)
+    built: list = field(default_factory=list)
 
 
 def project_name(root: Path) -> str:
@@ -80,76 +81,166 @@ def _base(spec: ProjectSpec, res: Resolution) -> tuple[str, str]:
     return res.base_image, res.base_kind
 
 
-def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
-             matrix: Matrix | None = None) -> Outcome:
-    matrix = matrix or load_matrix()
+@dataclass(frozen=True)
+class Names:
+    """Where one stack's files go: plain names, or ``envman.P.lock``/``Dockerfile.P`` … for profile P."""
+
+    profile: str | None
+    lock: str = LOCK_FILE
+    dockerfile: str = "Dockerfile"
+    req: str = REQ_LOCK
+    fw: str = FW_LOCK
+    pylock: str = PYLOCK
+    stack: str = ".envman/stack.json"
+
+    @classmethod
+    def for_profile(cls, p: str | None) -> Names:
+        if p is None:
+            return cls(None)
+        return cls(p, f"envman.{p}.lock", f"Dockerfile.{p}", f"requirements.{p}.lock.txt",
+                   f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json")
+
+
+@dataclass
+class Built:
+    names: Names
+    spec: ProjectSpec
+    resolution: Resolution
+    lock: dict
+    files: list[tuple[Path, str]]
+    gpu: bool
+    notes: list[str]
+
+
+def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
+    """A profile overrides the GPU-facing keys of the project's spec."""
+    over: dict = {"profiles": ()}
+    if profile.targets:
+        over.update(targets=profile.targets, cpu=False)
+    if profile.cpu:
+        over.update(cpu=True, targets=())
+    for key in ("driver", "cuda", "framework", "python"):
+        if getattr(profile, key):
+            over[key] = getattr(profile, key)
+    return replace(spec, **over)
+
+
+def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
+               matrix: Matrix) -> Built:
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
     pins = framework_pins(res, spec.companions)
     lines = pins + [str(r.req) for r in reqs]
-    hashes = input_hashes(root, spec, matrix)
     inputs_hash = combined(hashes)
     base, base_kind = _base(spec, res)
 
     req_text = fw_text = py_text = None
     notes: list[str] = []
+    label = f"profile {names.profile}: " if names.profile else ""
     if lines and not no_lock:
         index_urls = [res.index_url] if res.index_url else []
         roots = [p.split("==")[0].split("[")[0] for p in pins]
         lr = compile_python_lock(lines, res.python, index_urls, roots, res)
         req_text, py_text = lr.req_text, lr.pylock_text
         fw_text = lr.fw_text if pins else None
-        notes.append(f"locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
+        notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
     elif lines and no_lock:
-        old = _reusable_python_lock(root, inputs_hash)
+        old = _reusable_python_lock(root, names, inputs_hash)
         if old is not None:
             req_text, fw_text, py_text = old
-            notes.append("--no-lock: kept the existing Python lock (its inputs are unchanged)")
+            notes.append(f"{label}--no-lock: kept the existing Python lock (its inputs are unchanged)")
         else:
-            notes.append("--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
+            notes.append(f"{label}--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
 
     lock = build_lock(name=spec.name, inputs_hash=inputs_hash, res=res, base_image=base, base_kind=base_kind,
                       base_digest=None, system_packages=list(spec.system_packages), req_text=req_text,
-                      fw_text=fw_text, pylock=py_text is not None)
+                      fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
+                      file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock})
     lock["inputs"] = hashes
-    lock["lock_hash"] = sha256(canonical_json({k: v for k, v in lock.items() if k != "lock_hash"}))
+    lock["dockerfile"] = names.dockerfile
+    lock["lock_hash"] = lock_digest(lock)
     lock_hash = lock["lock_hash"]
 
     plan = plan_dockerfile(
         name=spec.name, res=res, base_image=base, base_kind=base_kind,
-        header=with_header("", inputs_hash).rstrip("\n"),  # replaced below by the real header
         system_packages=spec.system_packages, env=spec.env, command=spec.command, lock_hash=lock_hash,
-        inputs_hash=inputs_hash, fw_lock=FW_LOCK if pins and (fw_text is not None or no_lock) else None,
-        req_lock=REQ_LOCK if lines else None, version=__version__,
+        inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
+        req_lock=names.req if lines else None, version=__version__, stack_file=names.stack,
     )
-    body = render_dockerfile(replace(plan, header="")).lstrip("\n")
-    files: list[tuple[Path, str]] = [(root / "Dockerfile", with_header(body, inputs_hash))]
-    files.append((root / ".dockerignore", with_header(DOCKERIGNORE, inputs_hash)))
-    tag = f"{spec.name}:{lock_hash[:12]}"
-    files.append((root / "compose.yaml", with_header(render_yaml(compose_plan(spec.name, tag, plan.gpu)), inputs_hash)))
-    files.append((root / ".devcontainer" / "devcontainer.json",
-                  with_header(render_json(devcontainer_plan(spec.name, plan.gpu)), inputs_hash, "//")))
+    body = render_dockerfile(plan).lstrip("\n")
+    files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
     imports = [[r.name, None] for r in reqs] + [[p.split("==")[0].split("[")[0], None] for p in pins]
-    files.append((root / ".envman" / "stack.json", render_json(smoke_expectation(res, sorted(imports), lock_hash))))
-    files.append((root / ".envman" / "smoke.py", smoke_script()))
+    files.append((root / names.stack, render_json(smoke_expectation(res, sorted(imports), lock_hash))))
     if req_text is not None:
-        files.append((root / REQ_LOCK, with_header(req_text, inputs_hash)))
+        files.append((root / names.req, with_header(req_text, inputs_hash)))
     if fw_text is not None:
-        files.append((root / FW_LOCK, with_header(fw_text, inputs_hash)))
+        files.append((root / names.fw, with_header(fw_text, inputs_hash)))
     if py_text is not None:
-        files.append((root / PYLOCK, with_header(py_text, inputs_hash)))
+        files.append((root / names.pylock, with_header(py_text, inputs_hash)))
+    return Built(names, spec, res, lock, files, plan.gpu, notes)
+
+
+def stack_key(lock: dict) -> tuple:
+    st = lock["stack"]
+    fw = st.get("framework") or {}
+    return (fw.get("name"), fw.get("version"), fw.get("variant"), st.get("python"), lock["base_image"]["ref"])
+
+
+def shared_stacks(built: list[Built]) -> list[list[str]]:
+    groups: dict[tuple, list[str]] = {}
+    for b in built:
+        groups.setdefault(stack_key(b.lock), []).append(b.names.profile or "default")
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
+             matrix: Matrix | None = None) -> Outcome:
+    matrix = matrix or load_matrix()
+    hashes = input_hashes(root, spec, matrix)
+    if spec.profiles:
+        built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix)
+                 for p in spec.profiles]
+    else:
+        built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix)]
+    inputs_hash = combined(hashes)
+    files: list[tuple[Path, str]] = []
+    for b in built:
+        files.extend(b.files)
+    files.append((root / ".dockerignore", with_header(DOCKERIGNORE, inputs_hash)))
+    services = [(b.names.profile, b.names.dockerfile, f"{spec.name}:{b.lock['lock_hash'][:12]}", b.gpu) for b in built]
+    files.append((root / "compose.yaml", with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
+    first = built[0]
+    files.append((root / ".devcontainer" / "devcontainer.json",
+                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, "../" + first.names.dockerfile)), inputs_hash, "//")))
+    files.append((root / ".envman" / "smoke.py", smoke_script()))
 
     wp = WritePlan(files)
     wp.check(root, force)
-    _check_lock_owner(root, force)
-    lock_text = render_lock(lock)
-    wp.files.append((root / LOCK_FILE, lock_text))
+    for b in built:
+        _check_lock_owner(root, b.names.lock, force)
+    for b in built:
+        wp.files.append((root / b.names.lock, render_lock(b.lock)))
     written = wp.write()
-    return Outcome(res, lock, written, [p for p, _ in wp.files if p not in written], notes=notes)
+    notes = [n for b in built for n in b.notes]
+    for group in shared_stacks(built):
+        notes.append("profiles " + ", ".join(group) + " share one stack (their images differ only in labels)")
+    if len(built) > 1:
+        for b in built:
+            fw = b.lock["stack"].get("framework") or {}
+            notes.append(f"profile {b.names.profile}: {fw.get('name')} {fw.get('version')} {fw.get('variant')}, "
+                         f"Python {b.lock['stack']['python']} → {b.names.dockerfile}, {b.names.lock}")
+    out = Outcome(first.resolution, first.lock, written, [p for p, _ in wp.files if p not in written], notes=notes)
+    out.built = built
+    return out
 
 
-def _reusable_python_lock(root: Path, inputs_hash: str) -> tuple[str, str | None, str | None] | None:
+def lock_digest(lock: dict) -> str:
+    """The lock's identity: everything but the hash itself and what a push records afterwards."""
+    return sha256(canonical_json({k: v for k, v in lock.items() if k not in ("lock_hash", "pushed")}))
+
+
+def _reusable_python_lock(root: Path, names: Names, inputs_hash: str) -> tuple[str, str | None, str | None] | None:
     def body(name: str) -> str | None:
         p = root / name
         o = ownership(p)
@@ -157,20 +248,18 @@ def _reusable_python_lock(root: Path, inputs_hash: str) -> tuple[str, str | None
             return None
         return p.read_text(encoding="utf-8").partition("\n")[2]
 
-    req = body(REQ_LOCK)
+    req = body(names.req)
     if req is None:
         return None
-    return req, body(FW_LOCK), body(PYLOCK)
+    return req, body(names.fw), body(names.pylock)
 
 
 def lock_is_ours(data: dict) -> bool:
-    return isinstance(data, dict) and data.get("lock_hash") == sha256(
-        canonical_json({k: v for k, v in data.items() if k != "lock_hash"})
-    )
+    return isinstance(data, dict) and data.get("lock_hash") == lock_digest(data)
 
 
-def _check_lock_owner(root: Path, force: bool) -> None:
-    p = root / LOCK_FILE
+def _check_lock_owner(root: Path, name: str, force: bool) -> None:
+    p = root / name
     if force or not p.exists():
         return
     try:
@@ -178,7 +267,7 @@ def _check_lock_owner(root: Path, force: bool) -> None:
     except (OSError, json.JSONDecodeError):
         data = None
     if not lock_is_ours(data):
-        raise UsageError(f"would overwrite {LOCK_FILE} (edited by hand or not envman's)",
+        raise UsageError(f"would overwrite {name} (edited by hand or not envman's)",
                          hint="re-run with --force to regenerate it")
 
 
@@ -279,28 +368,32 @@ def _require_spec(root: Path) -> ProjectSpec:
 
 
 def check_lock(root: Path) -> list[str]:
-    """Why the lock is stale (empty when it is current)."""
+    """Why the lock is stale (empty when it is current). With profiles, every profile's lock is checked."""
     spec = _require_spec(root)
-    lock = read_lock(root / LOCK_FILE)
     matrix = load_matrix()
     now = input_hashes(root, spec, matrix)
-    then = lock.get("inputs") or {}
-    stale = []
+    names = [Names.for_profile(p.name) for p in spec.profiles] or [Names(None)]
+    stale: list[str] = []
     labels = {"spec": spec.source, "matrices": "envman's matrices (compatibility data)"}
-    for k in sorted(set(now) | set(then)):
-        if now.get(k) != then.get(k):
-            stale.append(f"{labels.get(k, k.removeprefix('file:'))} changed since the lock")
-    pl = lock.get("python_lock") or {}
-    for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
-        name = pl.get(key)
-        if not name:
-            continue
-        o = ownership(root / name)
-        body = (root / name).read_text(encoding="utf-8").partition("\n")[2] if o.exists else None
-        if body is None:
-            stale.append(f"{name} is missing")
-        elif sha256(body) != pl.get(sha_key):
-            stale.append(f"{name} differs from the one envman.lock records")
-    if not lock_is_ours(lock):
-        stale.append(f"{LOCK_FILE} was edited by hand")
+    for n in names:
+        lock = read_lock(root / n.lock)
+        then = lock.get("inputs") or {}
+        for k in sorted(set(now) | set(then)):
+            if now.get(k) != then.get(k):
+                msg = f"{labels.get(k, k.removeprefix('file:'))} changed since the lock"
+                if msg not in stale:
+                    stale.append(msg)
+        pl = lock.get("python_lock") or {}
+        for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
+            name = pl.get(key)
+            if not name:
+                continue
+            path = root / name
+            body = path.read_text(encoding="utf-8").partition("\n")[2] if path.exists() else None
+            if body is None:
+                stale.append(f"{name} is missing")
+            elif sha256(body) != pl.get(sha_key):
+                stale.append(f"{name} differs from the one {n.lock} records")
+        if not lock_is_ours(lock):
+            stale.append(f"{n.lock} was edited by hand")
     return stale

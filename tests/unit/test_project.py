@@ -150,3 +150,29 @@ def test_uv_failure_writes_nothing(tmp_path):
         lock_project(tmp_path)
     assert exc.value.message.startswith("uv could not resolve the requirements")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["envman.yaml"]
+
+
+def test_profiles_write_one_lock_and_dockerfile_each_and_say_which_share(tmp_path, capsys):
+    (tmp_path / "envman.yaml").write_text(
+        "name: fleet\nframework: torch\npython: '3.11'\npackages: [numpy]\n"
+        "profiles:\n  blackwell: {targets: [rtx-5090]}\n  hopper: {targets: [h100, h200]}\n"
+        "  legacy: {targets: [v100], driver: '>=535'}\n"
+    )
+    out = lock_project_no_network(tmp_path)
+    for p in ("blackwell", "hopper", "legacy"):
+        assert (tmp_path / f"Dockerfile.{p}").is_file() and (tmp_path / f"envman.{p}.lock").is_file()
+        assert f"COPY .envman/stack.{p}.json /opt/envman/stack.json" in (tmp_path / f"Dockerfile.{p}").read_text()
+    assert not (tmp_path / "envman.lock").exists()
+    locks = {p: json.loads((tmp_path / f"envman.{p}.lock").read_text()) for p in ("blackwell", "hopper", "legacy")}
+    assert locks["blackwell"]["stack"]["framework"]["variant"] == "cu130"
+    assert locks["legacy"]["stack"]["framework"]["variant"] == "cu126"  # Volta is not in cu13x builds
+    assert "profiles blackwell, hopper share one stack (their images differ only in labels)" in out.notes
+    assert set(json.loads(json.dumps(__import__("yaml").safe_load((tmp_path / "compose.yaml").read_text().split("\n", 1)[1])))["services"]) == {
+        "train-blackwell", "train-hopper", "train-legacy"}
+
+
+def lock_project_no_network(root: Path):
+    from envman.project import generate
+    from envman.spec import load_spec
+
+    return generate(root, load_spec(root), no_lock=True)
