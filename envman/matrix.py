@@ -458,18 +458,61 @@ def load_matrix(directory: Path | str | None = None) -> Matrix:
     return _load_cached(str(d.resolve()))
 
 
+def _cache_path(digest: str) -> Path | None:
+    import os
+
+    base = os.environ.get("ENVMAN_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "envman")
+    return Path(base) / f"matrix-{SCHEMA}-{digest[:32]}.pickle"
+
+
+def _read_cache(digest: str) -> Matrix | None:
+    """A validated matrix, pickled under the digest of the exact bytes it came from: parsing and
+    validating the YAML costs ~50 ms a run; unpickling ~3 ms. Any doubt means a fresh parse."""
+    import pickle
+
+    path = _cache_path(digest)
+    try:
+        with open(path, "rb") as fh:
+            m = pickle.load(fh)
+        return m if isinstance(m, Matrix) and m.digest == digest else None
+    except Exception:
+        return None
+
+
+def _write_cache(m: Matrix) -> None:
+    import pickle
+
+    from .fsutil import write_atomic
+
+    try:
+        write_atomic(_cache_path(m.digest), pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        pass  # a read-only home is fine: we just parse every time
+
+
 @lru_cache(maxsize=4)
 def _load_cached(directory: str) -> Matrix:
     d = Path(directory)
     problems: list[str] = []
     raw: dict[str, bytes] = {}
-    docs: dict[str, Any] = {}
     for name in FILES:
-        path = d / name
         try:
-            raw[name] = path.read_bytes()
+            raw[name] = (d / name).read_bytes()
         except OSError as exc:
             problems.append(f"{name}: (file): cannot read: {exc.strerror or exc}")
+    if not problems:
+        cached = _read_cache(_digest(raw))
+        if cached is not None:
+            return cached
+    m = _parse(raw, problems)
+    _write_cache(m)
+    return m
+
+
+def _parse(raw: dict[str, bytes], problems: list[str]) -> Matrix:
+    docs: dict[str, Any] = {}
+    for name in FILES:
+        if name not in raw:
             continue
         try:
             docs[name] = _yaml_load(raw[name].decode("utf-8"))

@@ -25,6 +25,9 @@ class Ver(Version):
     def __repr__(self) -> str:
         return f"<Ver {self._text!r}>"
 
+    def __reduce__(self):  # Version's slots would drop _text: rebuild from the text (matrix cache)
+        return (Ver, (self._text,))
+
 
 _SM = re.compile(r"^sm_(\d+)(\d)[a-z]?$")
 _CC = re.compile(r"^(\d+)\.(\d)$")

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from ..errors import EnvmanError
+from ..errors import EXIT_INTERNAL, EnvmanError
 
 app = typer.Typer(
     name="envman",
@@ -68,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: still one line, the traceback only on request
+        import os
+
+        if os.environ.get("ENVMAN_DEBUG"):
+            raise
+        print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("hint: this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it", file=sys.stderr)
+        return EXIT_INTERNAL
     return 0
 
 
