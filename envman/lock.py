@@ -181,7 +181,7 @@ class LockResult:
 
 
 def compile_python_lock(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
-                        pylock: bool = True) -> LockResult:
+                        pylock: bool = True, while_waiting=None) -> LockResult:
     with tempfile.TemporaryDirectory(prefix="envman-lock-") as td:
         tdp = Path(td)
         inp = tdp / "requirements.in"
@@ -191,7 +191,10 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
             cmds.append(uv_compile_command(inp, tdp / "pylock.toml", python, index_urls, fmt="pylock.toml"))
         # Both resolutions run at once: the lock costs what one uv run costs.
         with ThreadPoolExecutor(max_workers=len(cmds)) as pool:
-            for fut in [pool.submit(run_uv, c) for c in cmds]:
+            futures = [pool.submit(run_uv, c) for c in cmds]
+            if while_waiting is not None:
+                while_waiting()  # uv waits on the network: use the time (imports, template compile)
+            for fut in futures:
                 fut.result()
         text = (tdp / "out.txt").read_text(encoding="utf-8")
         py_text = (tdp / "pylock.toml").read_text(encoding="utf-8") if pylock else None

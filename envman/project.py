@@ -19,7 +19,7 @@ from .matrix import load_matrix
 from .model import Matrix, Resolution
 from .pins import check_user_requirements, framework_pins
 from .plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
-from .render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, smoke_script
+from .render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, smoke_script, warm
 from .requirements import Req, discover, read_requirements_file
 from .resolve import resolve_stack
 from .spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
@@ -141,7 +141,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     if lines and not no_lock:
         index_urls = [res.index_url] if res.index_url else []
         roots = [p.split("==")[0].split("[")[0] for p in pins]
-        lr = compile_python_lock(lines, res.python, index_urls, roots, res)
+        lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm)
         req_text, py_text = lr.req_text, lr.pylock_text
         fw_text = lr.fw_text if pins else None
         notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")

@@ -32,6 +32,11 @@ def _env():
     )
 
 
+def warm() -> None:
+    """Import jinja2 and compile the template ahead of need (called while uv resolves)."""
+    _env().get_template("Dockerfile.j2")
+
+
 def render_dockerfile(plan: DockerPlan) -> str:
     return _env().get_template("Dockerfile.j2").render(plan=plan)
 

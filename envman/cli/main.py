@@ -39,14 +39,18 @@ def _register() -> None:
         m.register(app)
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print envman's version and exit.", is_eager=True),
 ) -> None:
     if version:
         from .. import __version__
 
         typer.echo(f"envman {__version__}")
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
         raise typer.Exit(0)
 
 
