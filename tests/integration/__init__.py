@@ -1,0 +1,1 @@
+"""Tests against a real Docker engine (a package: its module names must not clash with tests/unit)."""

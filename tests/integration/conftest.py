@@ -1,0 +1,97 @@
+"""Fixtures for tests against a real Docker engine.
+
+Every fixture that needs something this machine may lack skips with the reason and the command that
+provides it (.ci/docker-up.sh, .ci/test-base-image.sh). What a test builds it registers with
+``built_images`` and it is removed afterwards, so repeated runs do not fill the disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+
+import pytest
+
+# Ryuk (testcontainers' reaper) is an image pulled from Docker Hub: no registry is reachable here, and our
+# fixtures remove what they start anyway.
+os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"
+
+from .engine_helpers import BASE_IMAGE, wait_for
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from envman.engine import Engine, EngineError
+
+    e = Engine()
+    try:
+        e.ping()
+    except EngineError as err:
+        pytest.skip(f"{err.message}; start one with .ci/docker-up.sh")
+    return e
+
+
+@pytest.fixture(scope="session")
+def build_client(engine):
+    from envman.engine import EngineError
+
+    try:
+        return engine.build_client
+    except EngineError as err:
+        pytest.skip(f"no BuildKit-capable docker client: {err.message}")
+
+
+@pytest.fixture(scope="session")
+def base_image(engine):
+    if not engine.image_exists(BASE_IMAGE):
+        pytest.skip(f"the test base image {BASE_IMAGE} is missing; build it with .ci/test-base-image.sh")
+    return BASE_IMAGE
+
+
+@pytest.fixture
+def token() -> str:
+    """Unique per test: image names, labels, secret contents."""
+    return uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def built_images(engine):
+    """Append every image reference or id a test creates; all are removed (forced) afterwards."""
+    refs: list[str] = []
+    yield refs
+    for ref in reversed(refs):
+        engine.remove_image(ref, force=True)
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """A registry on loopback (Debian's docker-registry, distribution 2.8) for push tests; the engine treats
+    127.0.0.1 registries as insecure (plain HTTP) without configuration."""
+    exe = shutil.which("docker-registry") or shutil.which("docker-registry", path="/usr/bin:/usr/sbin")
+    if not exe:
+        pytest.skip("docker-registry is not installed (apt-get install -y docker-registry)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "registry.yml"
+    cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
+                   f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n")
+    proc = subprocess.Popen([exe, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def up():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    try:
+        if not wait_for(up, 15):
+            pytest.fail("docker-registry did not start listening")
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
