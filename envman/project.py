@@ -126,7 +126,7 @@ def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
 
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
-               matrix: Matrix) -> Built:
+               matrix: Matrix, offline_image: str | None = None) -> Built:
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
@@ -167,6 +167,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         system_packages=spec.system_packages, env=spec.env, command=spec.command, lock_hash=lock_hash,
         inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
         req_lock=names.req if lines else None, version=__version__, stack_file=names.stack,
+        offline_image=offline_image,
     )
     body = render_dockerfile(plan).lstrip("\n")
     files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
@@ -233,6 +234,23 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     out = Outcome(first.resolution, first.lock, written, [p for p, _ in wp.files if p not in written], notes=notes)
     out.built = built
     return out
+
+
+def offline_dockerfile(root: Path, profile: str | None, offline_image: str) -> str:
+    """The project's Dockerfile with every pip install reading the wheelhouse image, bind-mounted, with
+    --no-index. Rendered from the same plan as the Dockerfile, so the two never drift apart."""
+    spec = _require_spec(root)
+    matrix = load_matrix()
+    hashes = input_hashes(root, spec, matrix)
+    names = Names.for_profile(profile)
+    if profile is not None:
+        prof = next((p for p in spec.profiles if p.name == profile), None)
+        if prof is None:
+            raise UsageError(f"no profile {profile!r} in {spec.source}",
+                             hint="profiles: " + ", ".join(p.name for p in spec.profiles))
+        spec = profile_spec(spec, prof)
+    built = _build_one(root, spec, names, hashes, True, matrix, offline_image=offline_image)
+    return built.files[0][1]
 
 
 def lock_digest(lock: dict) -> str:

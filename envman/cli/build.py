@@ -83,7 +83,49 @@ EXPECT_HELP = ("Expected stack: a smoke JSON or an envman.lock. "
                "Default: ./envman.lock (--host), the one baked into the image (--image)")
 
 
+def build(path: Path, opts) -> int:
+    from ..build import build_project
+
+    outcomes = build_project(path, opts, echo=typer.echo)
+    code = max((o.exit_code for o in outcomes), default=0)
+    for o in outcomes:
+        state = "built" if o.built else "reused"
+        extra = f", pushed as {o.pushed['pinned']}" if o.pushed else ""
+        gpu = ""
+        if o.smoke is not None and getattr(o.smoke, "no_gpu", False):
+            gpu = " — GPU checks skipped: no GPU visible (run `envman smoke --image` on a GPU machine)"
+        verdict = "FAILED" if o.exit_code else "ok"
+        typer.echo(f"{verdict}: {o.image} ({state}{extra}){gpu}" + (f" [{o.profile}]" if o.profile else ""))
+    return code
+
+
 def register(app: typer.Typer) -> None:
+    @app.command("build")
+    def build_cmd(
+        path: Path = typer.Argument(Path("."), help="Project directory"),
+        profile: Optional[str] = typer.Option(None, "--profile", help="Build only this profile (default: all)"),
+        offline: bool = typer.Option(False, "--offline", help="Install from the wheelhouse `envman fetch` made (--no-index)"),
+        wheelhouse: Optional[Path] = typer.Option(None, "--wheelhouse", help="Default: PATH/.envman/wheelhouse"),
+        rebuild: bool = typer.Option(False, "--rebuild", help="Build even when an image for this lock hash exists"),
+        tag: Optional[list[str]] = typer.Option(None, "--tag", help="Extra tag (repeatable)"),
+        no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test"),
+        require_gpu: bool = typer.Option(False, "--require-gpu", help="A smoke run without a visible GPU fails"),
+        ca_bundle: Optional[Path] = typer.Option(None, "--ca-bundle", help="CA bundle for a TLS-intercepting proxy (default: pip's)"),
+        base_image: Optional[str] = typer.Option(None, "--base-image", help="Must match the lock's base (see envman lock --base-image)"),
+        push: Optional[str] = typer.Option(None, "--push", help="Push to REGISTRY/name:<lock hash> and pin the digest in envman.lock"),
+        progress: Optional[str] = typer.Option(None, "--progress", help="tty or plain (default: tty in a terminal)"),
+    ) -> None:
+        """Build the image with BuildKit, smoke-test it, tag it <name>:<lock hash>.
+
+        Exit codes: 0 built (and smoke passed or found no GPU), 4 engine/build failure, 5 smoke failed."""
+        from ..build import BuildOptions
+
+        if progress not in (None, "tty", "plain"):
+            raise UsageError(f"--progress {progress!r}: expected tty or plain")
+        opts = BuildOptions(profile, offline, wheelhouse, rebuild, tuple(tag or ()), not no_smoke, require_gpu,
+                            ca_bundle, base_image, push, progress)
+        raise typer.Exit(build(path, opts))
+
     @app.command("smoke")
     def smoke_cmd(
         host: bool = typer.Option(False, "--host", help="Run the smoke test with this Python on this machine"),

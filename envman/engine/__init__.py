@@ -162,6 +162,63 @@ class Engine:
             raise
         return dest
 
+    def import_dir(self, directory: Path | str, ref: str) -> str:
+        """A directory's files as a one-layer image (``docker import``), streamed as a tar in sorted order.
+
+        envman uses it to bind-mount a wheelhouse into an offline build (``RUN --mount=type=bind,from=REF``)
+        with clients that cannot take a second build context: the wheels never become a layer of the image
+        being built."""
+        import subprocess
+        import tarfile
+        directory = Path(directory)
+        client = self.build_client
+        proc = subprocess.Popen([client.path, "import", "-", ref], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        errors: list[BaseException] = []
+
+        def feed() -> None:
+            try:
+                with tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                    for p in sorted(directory.rglob("*")):
+                        if p.is_file() and not p.name.startswith("."):
+                            info = tar.gettarinfo(str(p), arcname=str(p.relative_to(directory)))
+                            info.uid = info.gid = 0
+                            info.uname = info.gname = "root"
+                            info.mtime = 0
+                            info.mode = 0o644
+                            with open(p, "rb") as fh:
+                                tar.addfile(info, fh)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+            finally:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+
+        try:
+            with sigterm_raises():
+                feed()  # docker import prints only the image id: no risk of filling its pipes meanwhile
+                out, err = proc.stdout.read(), proc.stderr.read()
+                proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if proc.returncode != 0 or errors:
+            why = err.decode(errors="replace").strip() or (str(errors[0]) if errors else f"exit {proc.returncode}")
+            raise EngineError(f"cannot import {directory} as {ref}: {why}")
+        return out.decode().strip()
+
+    def registry_digest(self, ref: str) -> str | None:
+        """The manifest digest a registry holds for ``ref`` (through the engine), or None when the registry
+        has no such tag or does not answer."""
+        try:
+            data = self.client.api.inspect_distribution(ref)
+        except Exception:
+            return None
+        return (data.get("Descriptor") or {}).get("digest")
+
     # -- GPUs
     def has_nvidia_runtime(self) -> bool:
         """Can this engine give containers GPUs (``--gpus``)? The nvidia runtime registered, or, for a
