@@ -245,6 +245,15 @@ def build_lock(*, name: str, inputs_hash: str, res: Resolution, base_image: str,
     return body
 
 
+def stack_key(lock: dict) -> tuple:
+    """What makes two locks the same stack: framework build, CUDA, Python and base image (tag and digest).
+    Profiles with equal keys build identical dependency layers (they differ only in labels)."""
+    stack, base = lock.get("stack") or {}, lock.get("base_image") or {}
+    fw = stack.get("framework") or {}
+    return (fw.get("name"), fw.get("version"), fw.get("variant"), stack.get("cuda"), stack.get("python"),
+            base.get("ref"), base.get("digest"))
+
+
 def canonical_json(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

@@ -14,7 +14,8 @@ from .generated import WritePlan, ownership, sha256, with_header
 from .inputs import build_request
 from .lock import (
     FW_LOCK, LOCK_FILE, PYLOCK, REQ_LOCK, build_lock, canonical_json, compile_python_lock, read_lock, render_lock,
-)  # noqa: F401
+    stack_key,
+)
 from .matrix import load_matrix
 from .model import Matrix, Resolution
 from .pins import check_user_requirements, framework_pins
@@ -180,12 +181,6 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     if py_text is not None:
         files.append((root / names.pylock, with_header(py_text, inputs_hash)))
     return Built(names, spec, res, lock, files, plan.gpu, notes)
-
-
-def stack_key(lock: dict) -> tuple:
-    st = lock["stack"]
-    fw = st.get("framework") or {}
-    return (fw.get("name"), fw.get("version"), fw.get("variant"), st.get("python"), lock["base_image"]["ref"])
 
 
 def shared_stacks(built: list[Built]) -> list[list[str]]:

@@ -1,0 +1,120 @@
+"""``envman ci github|gitlab|bake|check``: CI pipelines and a docker-bake.json generated from the locks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+_REGISTRY = "Push the images to this registry, e.g. ghcr.io/acme or registry.example.com:5000/team"
+_RUNNER = ("Label of a self-hosted GPU runner for the smoke test (gpu or gpu,h100 for several labels); "
+           "PROFILE=LABEL for one profile (repeatable). Without it the smoke runs without a GPU.")
+_RUNNER_GITLAB = _RUNNER.replace("Label", "Tag").replace("LABEL", "TAG").replace("labels", "tags")
+_REGISTRY_GITLAB = _REGISTRY + " (default: the project's own, $CI_REGISTRY_IMAGE)"
+_SPEC = "What the check job pip-installs (default: this envman's version)"
+
+
+def _options(project, registry: Optional[str], runners: Optional[list[str]], spec: Optional[str], option: str):
+    from ..ci import CiOptions, parse_envman_spec, parse_registry, parse_runners
+
+    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option), parse_envman_spec(spec))
+
+
+def _report(project, opts, written, kind: str | None) -> None:
+    from ..ci import image_tags, shared_stacks
+
+    root = project.root
+    typer.echo("wrote: " + ", ".join(str(p.relative_to(root)) for p in written) if written else "up to date: nothing changed")
+    for img in project.images:
+        typer.echo(f"image: {image_tags(project, img, opts.registry)[0]}" + (f" (profile {img.profile})" if img.profile else ""))
+    if project.profiled:
+        typer.echo("stacks:")
+        for names, summary in shared_stacks(project):
+            shared = " (shared: the same stack, their builds read each other's cache)" if len(names) > 1 else ""
+            typer.echo(f"  {', '.join(names)}: {summary}{shared}")
+    if kind is None:
+        return
+    word = "LABEL" if kind == "github" else "TAG"
+    for img in project.images:
+        labels = opts.runner(img)
+        who = f"profile {img.profile}" if img.profile else "the image"
+        if labels:
+            typer.echo(f"smoke: {who} on the GPU runner {', '.join(labels)}")
+        elif not img.gpu:
+            typer.echo(f"smoke: {who} is CPU-only: no GPU runner needed")
+        else:
+            typer.echo(f"smoke: {who} without a GPU (no GPU runner: envman ci {kind} --gpu-runner {word})")
+    reg = opts.registry
+    if kind == "github" and reg and reg.host != "ghcr.io":
+        typer.echo("secrets: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN in the repository's Actions secrets")
+    if kind == "gitlab" and reg:
+        typer.echo("variables: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN (masked) in the project's CI/CD "
+                   "variables, and DOCKER_AUTH_CONFIG so the runner can pull the image")
+    if kind == "github" and any(opts.runner(i) for i in project.images):
+        typer.echo("actionlint: list your runner labels under self-hosted-runner.labels in .github/actionlint.yaml")
+
+
+def register(app: typer.Typer) -> None:
+    ci = typer.Typer(help="Generate CI pipelines (GitHub Actions, GitLab CI) and a docker-bake.json from the locks.",
+                     no_args_is_help=True, add_completion=False, rich_markup_mode=None)
+    app.add_typer(ci, name="ci")
+
+    @ci.command("github")
+    def github_cmd(
+        path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)"),
+        registry: Optional[str] = typer.Option(None, "--registry", metavar="REGISTRY", help=_REGISTRY),
+        gpu_runner: Optional[list[str]] = typer.Option(None, "--gpu-runner", metavar="LABEL", help=_RUNNER),
+        envman_spec: Optional[str] = typer.Option(None, "--envman-spec", metavar="SPEC", help=_SPEC),
+        force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+    ) -> None:
+        """Write .github/workflows/envman.yml (and docker-bake.json with profiles): check, build, smoke."""
+        from ..ci import github_files, load_ci_project, write_ci_files
+
+        project = load_ci_project(path.resolve())
+        opts = _options(project, registry, gpu_runner, envman_spec, "--gpu-runner")
+        _report(project, opts, write_ci_files(project.root, github_files(project, opts), force), "github")
+
+    @ci.command("gitlab")
+    def gitlab_cmd(
+        path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)"),
+        registry: Optional[str] = typer.Option(None, "--registry", metavar="REGISTRY", help=_REGISTRY_GITLAB),
+        gpu_runner: Optional[list[str]] = typer.Option(None, "--gpu-runner", metavar="TAG", help=_RUNNER_GITLAB),
+        envman_spec: Optional[str] = typer.Option(None, "--envman-spec", metavar="SPEC", help=_SPEC),
+        force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+    ) -> None:
+        """Write .gitlab-ci.yml (and docker-bake.json with profiles): stages check, build, smoke."""
+        from ..ci import gitlab_files, load_ci_project, write_ci_files
+
+        project = load_ci_project(path.resolve())
+        opts = _options(project, registry, gpu_runner, envman_spec, "--gpu-runner")
+        _report(project, opts, write_ci_files(project.root, gitlab_files(project, opts), force), "gitlab")
+
+    @ci.command("bake")
+    def bake_cmd(
+        path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)"),
+        registry: Optional[str] = typer.Option(None, "--registry", metavar="REGISTRY", help=_REGISTRY + " (tags and registry cache)"),
+        force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+    ) -> None:
+        """Write docker-bake.json: one target per profile, built in parallel by `docker buildx bake`."""
+        from ..ci import bake_files, load_ci_project, write_ci_files
+
+        project = load_ci_project(path.resolve())
+        opts = _options(project, registry, None, None, "--gpu-runner")
+        _report(project, opts, write_ci_files(project.root, bake_files(project, opts), force), None)
+
+    @ci.command("check")
+    def check_cmd(path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)")) -> None:
+        """Exit 1 when a CI file envman generated names images of other locks than the current ones."""
+        from ..ci import check_ci_files, load_ci_project
+
+        stale, notes = check_ci_files(load_ci_project(path.resolve()))
+        for n in notes:
+            typer.echo(n)
+        if stale:
+            for s in stale:
+                typer.echo(f"stale: {s}", err=True)
+            typer.echo("hint: regenerate the CI files and commit them with the locks", err=True)
+            raise typer.Exit(1)
+        if not notes:
+            typer.echo("no CI files generated by envman here")
