@@ -1,0 +1,33 @@
+"""What a check returns: one finding = severity, check id, a one-line verdict and a remedy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ERROR = "error"
+WARN = "warn"
+INFO = "info"
+SEVERITIES = (ERROR, WARN, INFO)
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # error | warn | info
+    check: str  # stable id, e.g. "driver-too-old"
+    verdict: str  # one line naming the versions involved
+    remedy: str | None = None  # a command to run or a version to install
+
+    def to_dict(self) -> dict:
+        return {"severity": self.severity, "check": self.check, "verdict": self.verdict, "remedy": self.remedy}
+
+
+def error(check: str, verdict: str, remedy: str | None = None) -> Finding:
+    return Finding(ERROR, check, verdict, remedy)
+
+
+def warn(check: str, verdict: str, remedy: str | None = None) -> Finding:
+    return Finding(WARN, check, verdict, remedy)
+
+
+def info(check: str, verdict: str, remedy: str | None = None) -> Finding:
+    return Finding(INFO, check, verdict, remedy)

@@ -1,0 +1,61 @@
+"""The doctor's report as text and as JSON-ready data (pure: the CLI prints it)."""
+
+from __future__ import annotations
+
+from .findings import ERROR, INFO, WARN, Finding
+from .view import FactsView
+
+REPORT_SCHEMA = 1
+_HEADINGS = ((ERROR, "errors", "✗"), (WARN, "warnings", "!"), (INFO, "info", "-"))
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def counts(findings: list[Finding]) -> dict[str, int]:
+    return {s: sum(1 for f in findings if f.severity == s) for s, _, _ in _HEADINGS}
+
+
+def status(findings: list[Finding]) -> str:
+    c = counts(findings)
+    return ERROR if c[ERROR] else WARN if c[WARN] else "ok"
+
+
+def verdict_line(findings: list[Finding], facts: dict) -> str:
+    """One line: can training work here, how many problems, and on what stack."""
+    c = counts(findings)
+    stack = FactsView(facts).stack_summary() or "nothing detected"
+    if c[ERROR]:
+        head = f"training will NOT work here: {_n(c[ERROR], 'error')}"
+        if c[WARN]:
+            head += f", {_n(c[WARN], 'warning')}"
+    elif c[WARN]:
+        head = f"ready, with {_n(c[WARN], 'warning')}"
+    else:
+        head = "ready"
+    return f"{head} ({stack})"
+
+
+def render_text(findings: list[Finding], facts: dict) -> str:
+    lines = ["verdict: " + verdict_line(findings, facts)]
+    for sev, title, mark in _HEADINGS:
+        group = [f for f in findings if f.severity == sev]
+        if not group:
+            continue
+        lines += ["", f"{title} ({len(group)})"]
+        for f in group:
+            lines.append(f"  {mark} [{f.check}] {f.verdict}")
+            if f.remedy:
+                lines.append(f"      fix: {f.remedy}")
+    return "\n".join(lines)
+
+
+def report_dict(findings: list[Finding], facts: dict) -> dict:
+    return {
+        "schema": REPORT_SCHEMA,
+        "verdict": verdict_line(findings, facts),
+        "status": status(findings),
+        "counts": counts(findings),
+        "findings": [f.to_dict() for f in findings],
+    }

@@ -1,0 +1,273 @@
+"""Installed Python packages of the environment under diagnosis, WITHOUT importing any of them.
+
+Importing torch costs seconds; its version, CUDA and variant sit in torch/version.py and its
+``*.dist-info`` directory name. TensorFlow's build info is a generated literal in
+tensorflow/python/platform/build_info.py. Everything else comes from the ``name-version.dist-info``
+directory names on the environment's path: one ``listdir`` per directory, no file opened.
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import json
+import os
+import re
+import struct
+import sys
+
+from .commands import read_text, run_command
+
+_NORM = re.compile(r"[-_.]+")
+# Wheels whose manylinux tag (WHEEL file) matters for the glibc check: the heavy native ones.
+TAGGED = ("torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tf-nightly", "numpy", "jaxlib",
+          "triton", "flash-attn", "bitsandbytes", "onnxruntime-gpu")
+TF_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
+_PY_PROBE = (
+    "import json,struct,sys;print(json.dumps({'version':sys.version.split()[0],'bits':struct.calcsize('P')*8,"
+    "'executable':sys.executable,'prefix':sys.prefix,'path':[p for p in sys.path if p]}))"
+)
+
+
+def norm(name: str) -> str:
+    return _NORM.sub("-", name).lower()
+
+
+def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict:
+    """Facts: python, pip, torch, tensorflow, numpy, wheel_tags, conda (see docs/facts.md)."""
+    env = target_environment(python, timeout)
+    f: dict = {"python": {k: env[k] for k in ("version", "bits", "executable") if env.get(k) is not None}}
+    if env.get("error"):
+        f["_error"] = env["error"]
+        return f
+    dists = scan_dists(env["path"])
+    f["pip"] = {n: d[1] for n, d in sorted(dists.items())}
+    torch = _torch(dists)
+    if torch:
+        f["torch"] = torch
+    tf = _tensorflow(dists)
+    if tf:
+        f["tensorflow"] = tf
+    if "numpy" in dists:
+        f["numpy"] = dists["numpy"][1]
+    tags = {}
+    for n in TAGGED:
+        if n in dists:
+            t = _wheel_tags(dists[n])
+            if t:
+                tags[n] = t
+    if tags:
+        f["wheel_tags"] = tags
+    conda = _conda(env.get("prefix"))
+    if conda:
+        f["conda"] = conda
+    return f
+
+
+def target_environment(python: str | None, timeout: float = 10.0) -> dict:
+    """Which Python's packages to read: ``--python``, else the active virtualenv ($VIRTUAL_ENV, the one a
+    user activated before running an envman installed elsewhere), else the interpreter running envman."""
+    here = {"version": sys.version.split()[0], "bits": struct.calcsize("P") * 8, "executable": sys.executable,
+            "prefix": sys.prefix, "path": [p for p in sys.path if p]}
+    if python is None:
+        venv = os.environ.get("VIRTUAL_ENV")
+        if not venv or _same(venv, sys.prefix):
+            return here
+        python = os.path.join(venv, "bin", "python")
+    exe = python if os.sep in python else (_which(python) or python)
+    # A venv's python is a symlink to the base interpreter: compare environments (prefixes), not binaries.
+    if _same(_prefix_of(exe), sys.prefix) and _same(os.path.dirname(os.path.abspath(exe)),
+                                                    os.path.dirname(os.path.abspath(sys.executable))):
+        return here
+    fast = _venv_layout(exe)
+    if fast:
+        return fast
+    ran = run_command([exe, "-c", _PY_PROBE], timeout)
+    if not ran.ok:
+        return {"executable": exe, "error": ran.error or ran.text.splitlines()[-1:] or f"{exe} failed"}
+    try:
+        return json.loads(ran.out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"executable": exe, "error": f"{exe}: unexpected output"}
+
+
+def _which(name: str) -> str | None:
+    import shutil
+
+    return shutil.which(name)
+
+
+def _same(a: str, b: str) -> bool:
+    """Same directory (symlinks in the directories resolved)."""
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except OSError:
+        return False
+
+
+def _prefix_of(exe: str) -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(exe)))
+
+
+def _venv_layout(exe: str) -> dict | None:
+    """A plain venv's site-packages straight from its layout (pyvenv.cfg), without starting its Python."""
+    prefix = _prefix_of(exe)
+    cfg = read_text(os.path.join(prefix, "pyvenv.cfg"), 1 << 14)
+    if cfg is None:
+        return None
+    kv = dict(re.findall(r"^\s*([\w-]+)\s*=\s*(.*?)\s*$", cfg, re.M))
+    if kv.get("include-system-site-packages", "false").lower() == "true":
+        return None  # the base interpreter's path matters too: ask the interpreter
+    version = kv.get("version_info") or kv.get("version")
+    site = sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages")))
+    if version:
+        mm = ".".join(version.split(".")[:2])
+        site = [s for s in site if f"python{mm}" in s] or site
+    if not site or not version:
+        return None
+    return {"version": version, "bits": _elf_bits(exe), "executable": exe, "prefix": prefix, "path": site}
+
+
+def _elf_bits(exe: str) -> int | None:
+    try:
+        with open(os.path.realpath(exe), "rb") as fh:
+            head = fh.read(5)
+    except OSError:
+        return None
+    return {1: 32, 2: 64}.get(head[4]) if head[:4] == b"\x7fELF" and len(head) == 5 else None
+
+
+def scan_dists(paths: list[str]) -> dict[str, tuple[str, str, str]]:
+    """normalised name -> (directory, metadata dir name, version); the first on the path wins, as in Python."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for d in paths:
+        try:
+            entries = os.listdir(d)
+        except OSError:
+            continue
+        for e in entries:
+            if e.endswith(".dist-info"):
+                name, _, ver = e[: -len(".dist-info")].rpartition("-")
+            elif e.endswith(".egg-info"):
+                parts = e[: -len(".egg-info")].split("-")
+                name, ver = parts[0], (parts[1] if len(parts) > 1 else "")
+                if not ver:
+                    ver = _pkg_info_version(os.path.join(d, e)) or ""
+            else:
+                continue
+            if not name or not ver:
+                continue
+            n = norm(name)
+            if n not in found:
+                found[n] = (d, e, ver)
+    return {n: (d, ver, e) for n, (d, e, ver) in found.items()}
+
+
+def _pkg_info_version(path: str) -> str | None:
+    text = read_text(os.path.join(path, "PKG-INFO") if os.path.isdir(path) else path, 1 << 14) or ""
+    m = re.search(r"^Version:\s*(\S+)", text, re.M)
+    return m.group(1) if m else None
+
+
+def _assignments(text: str) -> dict:
+    """Top-level ``name = literal`` / ``name: T = literal`` lines of a generated module."""
+    out = {}
+    for m in re.finditer(r"^(\w+)\s*(?::[^=\n]+)?=\s*(.+)$", text, re.M):
+        try:
+            out[m.group(1)] = ast.literal_eval(m.group(2).strip())
+        except (ValueError, SyntaxError):
+            continue
+    return out
+
+
+def _torch(dists: dict) -> dict | None:
+    if "torch" not in dists:
+        return None
+    loc, ver, _ = dists["torch"]
+    t: dict = {"version": ver, "location": os.path.join(loc, "torch")}
+    vals = _assignments(read_text(os.path.join(loc, "torch", "version.py"), 1 << 16) or "")
+    if isinstance(vals.get("__version__"), str):
+        t["version"] = vals["__version__"]
+    for k in ("cuda", "hip", "git_version", "debug"):
+        if k in vals:
+            t[k] = vals[k]
+    cm = str(t.get("cuda") or "").split(".")[0]
+    if cm:
+        cudnn = _wheel_version(dists, rf"nvidia-cudnn(-cu{cm})?")
+        if cudnn:
+            t["cudnn"], t["cudnn_source"] = cudnn, "wheel"
+        nccl = _wheel_version(dists, rf"nvidia-nccl(-cu{cm})?")
+        if nccl:
+            t["nccl"] = nccl
+    return t
+
+
+def _wheel_version(dists: dict, pattern: str) -> str | None:
+    rx = re.compile(pattern + "$")
+    return next((d[1] for n, d in sorted(dists.items()) if rx.match(n)), None)
+
+
+def _tensorflow(dists: dict) -> dict | None:
+    name = next((n for n in TF_DISTS if n in dists), None)
+    if name is None:
+        return None
+    loc, ver, _ = dists[name]
+    t: dict = {"version": ver, "package": name}
+    info = parse_build_info(read_text(os.path.join(loc, "tensorflow", "python", "platform", "build_info.py"), 1 << 16))
+    if info:
+        cuda, cudnn = str(info.get("cuda_version") or ""), str(info.get("cudnn_version") or "")
+        if cuda:
+            t["cuda"] = cuda.split("_")[-1] if "_" in cuda else cuda  # Windows writes '64_112'
+        if cudnn:
+            t["cudnn"] = cudnn.split("_")[-1]
+        if "is_cuda_build" in info:
+            t["is_cuda_build"] = bool(info["is_cuda_build"])
+        caps = info.get("cuda_compute_capabilities")
+        if isinstance(caps, list):
+            t["arch_list"] = [str(c) for c in caps]
+    elif name == "tensorflow-cpu":
+        t["is_cuda_build"] = False
+    return t
+
+
+def parse_build_info(text: str | None) -> dict | None:
+    """TF's generated ``build_info = {...}`` or ``build_info = collections.OrderedDict([...])``."""
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "build_info" for t in node.targets):
+            val = node.value
+            try:
+                if isinstance(val, ast.Dict):
+                    return ast.literal_eval(val)
+                if isinstance(val, ast.Call) and val.args:
+                    return dict(ast.literal_eval(val.args[0]))
+            except (ValueError, TypeError, SyntaxError):
+                return None
+    return None
+
+
+def _wheel_tags(dist: tuple[str, str, str]) -> list[str]:
+    loc, _, meta = dist
+    text = read_text(os.path.join(loc, meta, "WHEEL"), 1 << 14) or ""
+    return re.findall(r"^Tag:\s*(\S+)", text, re.M)
+
+
+def _conda(prefix: str | None) -> dict | None:
+    """A conda environment: whether its ``cpuonly`` metapackage pins a CPU pytorch."""
+    if not prefix:
+        return None
+    meta = os.path.join(prefix, "conda-meta")
+    try:
+        names = os.listdir(meta)
+    except OSError:
+        return None
+    c: dict = {"prefix": prefix, "cpuonly": any(n.startswith("cpuonly-") for n in names)}
+    pt = sorted(n for n in names if n.startswith("pytorch-") and n[len("pytorch-"):][:1].isdigit())
+    if pt:
+        c["pytorch"] = pt[-1][len("pytorch-"): -len(".json")].replace("-", " ", 1)
+    return c

@@ -1,0 +1,62 @@
+"""The project's envman.lock, read defensively for the drift check (plain json: no lock.py, no packaging).
+
+What the lock does not say (an older or newer layout) is left out; an unreadable lock is recorded as
+``{"path", "error"}`` and the drift check reports that instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from .commands import read_text
+
+LOCK_FILE = "envman.lock"
+STACK_KEYS = ("cuda", "cudnn", "nccl", "python", "min_driver", "min_driver_minor_compat")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.M)
+
+
+def probe_lock(project_dir: str) -> dict | None:
+    """None when the project has no envman.lock (nothing to drift from)."""
+    path = os.path.join(project_dir, LOCK_FILE)
+    if not os.path.exists(path):
+        return None
+    text = read_text(path, 8 << 20)
+    if text is None:
+        return {"path": path, "error": "cannot be read"}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return {"path": path, "error": f"not JSON ({exc})"}
+    if not isinstance(data, dict) or not isinstance(data.get("stack"), dict):
+        return {"path": path, "error": "no 'stack' in it (a layout this envman does not know)"}
+    stack = data["stack"]
+    lock: dict = {"path": path, "lock_version": data.get("lock_version")}
+    fw = stack.get("framework")
+    if isinstance(fw, dict):
+        lock["framework"] = {k: fw.get(k) for k in ("name", "version", "variant", "index_url") if fw.get(k) is not None}
+    for k in STACK_KEYS:
+        if isinstance(stack.get(k), (str, int, float)):
+            lock[k] = str(stack[k])
+    for k in ("arch_list", "ptx"):
+        if isinstance(stack.get(k), list):
+            lock[k] = [str(a) for a in stack[k]]
+    if isinstance(stack.get("companions"), dict):
+        lock["companions"] = {str(k): v for k, v in stack["companions"].items() if v}
+    base = data.get("base_image")
+    if isinstance(base, dict) and isinstance(base.get("kind"), str):
+        lock["base_kind"] = base["kind"]
+    req = (data.get("python_lock") or {}).get("requirements") if isinstance(data.get("python_lock"), dict) else None
+    if isinstance(req, str):
+        pins = read_pins(os.path.join(project_dir, req))
+        if pins:
+            lock["requirements"] = req
+            lock["packages"] = pins
+    return lock
+
+
+def read_pins(path: str) -> dict[str, str]:
+    """``name==version`` pins of a requirements lock (uv pip compile output)."""
+    text = read_text(path, 16 << 20) or ""
+    return {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(2) for m in _PIN.finditer(text)}

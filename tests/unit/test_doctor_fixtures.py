@@ -1,0 +1,78 @@
+"""Whole machines, recorded as facts files (tests/fixtures/facts/*.json): every finding, exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envman.doctor.checks import run_checks
+from envman.doctor.knowledge import knowledge_from_matrix
+from envman.doctor.report import render_text, report_dict, verdict_line
+from envman.matrix import load_matrix
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
+K = knowledge_from_matrix(load_matrix(FIX / "matrix"))
+
+
+def load(name: str) -> dict:
+    return json.loads((FIX / f"{name}.json").read_text(encoding="utf-8"))
+
+
+EXPECTED = {
+    # near-misses: a healthy H200 box, a container that has its GPU (driver under CUDA 12.6's full floor, above
+    # the 12.x minor-compat floor), an sm_89 device on sm_86 SASS
+    "h200_driver580_torch211_cu130": [],
+    "container_a100_minor_compat": [],
+    "rtx4090_on_sm86_sass": [],
+    "rtx5090_torch251_cu124": [("error", "arch-not-covered")],
+    "container_no_gpu": [("error", "container-no-gpu"), ("warn", "shm-small")],
+    "wsl1": [("error", "wsl1")],
+    "nvml_mismatch": [("error", "nvml-mismatch")],
+}
+
+
+def test_every_fixture_is_covered():
+    assert sorted(p.stem for p in FIX.glob("*.json")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_findings(name):
+    assert [(f.severity, f.check) for f in run_checks(load(name), K)] == EXPECTED[name]
+
+
+def test_nvml_mismatch_verdict():
+    (f,) = run_checks(load("nvml_mismatch"), K)
+    assert f.verdict == ("NVIDIA driver/library version mismatch: kernel module 550.54.15 is loaded, user-space library "
+                         "is 550.90.07; 'Failed to initialize NVML: Driver/library version mismatch'")
+    assert f.remedy == ("reboot, or stop every GPU process and reload the kernel module: "
+                        "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia")
+
+
+def test_container_without_gpu_verdicts():
+    err, shm = run_checks(load("container_no_gpu"), K)
+    assert err.verdict == "inside a Docker container with no GPU visible: torch 2.7.1+cu128 will run on the CPU"
+    assert shm.verdict.startswith("/dev/shm is 64 MiB in this container")
+
+
+def test_report_text_groups_by_severity_after_one_verdict_line():
+    facts = load("container_no_gpu")
+    text = render_text(run_checks(facts, K), facts)
+    assert text.splitlines()[0] == ("verdict: training will NOT work here: 1 error, 1 warning "
+                                    "(torch 2.7.1+cu128, no NVIDIA GPU, Python 3.11)")
+    assert text.index("errors (1)") < text.index("warnings (1)")
+    assert "      fix: restart it with GPU access: docker run --gpus all" in text
+
+
+def test_verdict_line_of_a_healthy_box():
+    facts = load("h200_driver580_torch211_cu130")
+    assert verdict_line([], facts) == "ready (torch 2.11.0+cu130, 1× NVIDIA H200, driver 580.95.05, Python 3.12)"
+
+
+def test_report_dict_is_json_ready():
+    facts = load("rtx5090_torch251_cu124")
+    d = report_dict(run_checks(facts, K), facts)
+    assert json.loads(json.dumps(d)) == d
+    assert d["status"] == "error" and d["counts"] == {"error": 1, "warn": 0, "info": 0}
+    assert d["findings"][0]["check"] == "arch-not-covered"
