@@ -141,7 +141,8 @@ class UvCommand:
     cwd: str | None = None
 
 
-def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None) -> UvCommand:
+def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
+                       offline: bool = False) -> UvCommand:
     # uv runs in the input's directory with relative names: its `# via -r requirements.in` annotations
     # must not carry a temporary path, or the same inputs would not give the same bytes.
     args = [
@@ -152,6 +153,8 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
         args += ["--extra-index-url", url]
     if fmt:
         args += ["--format", fmt]
+    if offline:
+        args.append("--offline")
     env = dict(os.environ)
     # TLS-intercepting proxies: uv reads SSL_CERT_FILE; reuse the bundle pip is told to use.
     cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
@@ -182,26 +185,53 @@ class LockResult:
 
 def compile_python_lock(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
                         pylock: bool = True, while_waiting=None) -> LockResult:
+    """One online uv resolution writes requirements.lock.txt (hashes and the ``# via`` graph the framework
+    layer is cut from); uv emits PEP 751 in a separate run, which is done from uv's cache (--offline) at the
+    same time. That run must agree package for package with the first: if the cache was cold or stale it
+    is redone, offline, once the online run has refreshed the cache."""
     with tempfile.TemporaryDirectory(prefix="envman-lock-") as td:
         tdp = Path(td)
         inp = tdp / "requirements.in"
         inp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        cmds = [uv_compile_command(inp, tdp / "out.txt", python, index_urls)]
-        if pylock:
-            cmds.append(uv_compile_command(inp, tdp / "pylock.toml", python, index_urls, fmt="pylock.toml"))
-        # Both resolutions run at once: the lock costs what one uv run costs.
-        with ThreadPoolExecutor(max_workers=len(cmds)) as pool:
-            futures = [pool.submit(run_uv, c) for c in cmds]
+        main = uv_compile_command(inp, tdp / "out.txt", python, index_urls)
+        side = uv_compile_command(inp, tdp / "pylock.toml", python, index_urls, fmt="pylock.toml", offline=True)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            fut_main = pool.submit(run_uv, main)
+            fut_side = pool.submit(_try_uv, side) if pylock else None
             if while_waiting is not None:
                 while_waiting()  # uv waits on the network: use the time (imports, template compile)
-            for fut in futures:
-                fut.result()
+            fut_main.result()
+            side_ok = fut_side.result() if fut_side else False
         text = (tdp / "out.txt").read_text(encoding="utf-8")
-        py_text = (tdp / "pylock.toml").read_text(encoding="utf-8") if pylock else None
-    lock = parse_uv_output(text)
+        lock = parse_uv_output(text)
+        py_text = None
+        if pylock:
+            want = {p.name: p.version for p in lock.packages}
+            py_text = (tdp / "pylock.toml").read_text(encoding="utf-8") if side_ok else None
+            if py_text is None or pylock_versions(py_text) != want:
+                run_uv(side)  # the cache is warm now
+                py_text = (tdp / "pylock.toml").read_text(encoding="utf-8")
+                if pylock_versions(py_text) != want:
+                    raise UsageError("uv's pylock.toml and requirements.lock.txt disagree",
+                                     hint="re-run `envman lock`; report it if it persists")
     check_cuda_majors(lock, res)
     closure = framework_closure(lock, roots)
     return LockResult(lock, lock.render(), lock.render(closure), py_text)
+
+
+def _try_uv(cmd: UvCommand) -> bool:
+    try:
+        run_uv(cmd)
+        return True
+    except UsageError:
+        return False
+
+
+def pylock_versions(text: str) -> dict[str, str]:
+    from ._compat import tomllib
+
+    doc = tomllib.loads(text)
+    return {canonicalize_name(p["name"]): str(p["version"]) for p in doc.get("packages", [])}
 
 
 # --- envman.lock ---------------------------------------------------------------------------------
