@@ -139,6 +139,16 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     req_text = fw_text = py_text = None
     notes: list[str] = []
     label = f"profile {names.profile}: " if names.profile else ""
+    digest_job = None
+    if not no_lock:
+        # the base image's digest, asked of its registry while uv resolves
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .registry import resolve_digest
+
+        pool = ThreadPoolExecutor(max_workers=1)
+        digest_job = pool.submit(resolve_digest, base)
+        pool.shutdown(wait=False)
     if lines and not no_lock:
         index_urls = [res.index_url] if res.index_url else []
         roots = [p.split("==")[0].split("[")[0] for p in pins]
@@ -154,8 +164,13 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         else:
             notes.append(f"{label}--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
 
+    base_digest = digest_job.result() if digest_job is not None else _kept_digest(root, names, base, inputs_hash)
+    if base_digest:
+        notes.append(f"{label}base image {base} pinned to {base_digest} (its registry answered)")
+    elif not no_lock:
+        notes.append(f"{label}base image {base}: no registry answered, the tag is kept and its digest is unpinned")
     lock = build_lock(name=spec.name, inputs_hash=inputs_hash, res=res, base_image=base, base_kind=base_kind,
-                      base_digest=None, system_packages=list(spec.system_packages), req_text=req_text,
+                      base_digest=base_digest, system_packages=list(spec.system_packages), req_text=req_text,
                       fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
                       file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock})
     lock["inputs"] = hashes
@@ -164,7 +179,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     lock_hash = lock["lock_hash"]
 
     plan = plan_dockerfile(
-        name=spec.name, res=res, base_image=base, base_kind=base_kind,
+        name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
+        base_kind=base_kind,
         system_packages=spec.system_packages, env=spec.env, command=spec.command, lock_hash=lock_hash,
         inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
         req_lock=names.req if lines else None, version=__version__, stack_file=names.stack,
@@ -251,6 +267,18 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str) -> s
 def lock_digest(lock: dict) -> str:
     """The lock's identity: everything but the hash itself and what a push records afterwards."""
     return sha256(canonical_json({k: v for k, v in lock.items() if k not in ("lock_hash", "pushed")}))
+
+
+def _kept_digest(root: Path, names: Names, base: str, inputs_hash: str) -> str | None:
+    """--no-lock asks no registry: keep the digest the current lock pinned, if it is for the same inputs."""
+    try:
+        old = json.loads((root / names.lock).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    b = old.get("base_image") or {}
+    if old.get("inputs_hash") == inputs_hash and b.get("ref") == base:
+        return b.get("digest")
+    return None
 
 
 def _reusable_python_lock(root: Path, names: Names, inputs_hash: str) -> tuple[str, str | None, str | None] | None:
