@@ -20,7 +20,7 @@ from .matrix import load_matrix
 from .model import Matrix, Resolution
 from .pins import check_user_requirements, framework_pins
 from .plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
-from .render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, smoke_script, warm
+from .render import DOCKERIGNORE, doctor_kit, render_dockerfile, render_json, render_yaml, smoke_script, warm
 from .requirements import Req, discover, read_requirements_file
 from .resolve import resolve_stack
 from .spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
@@ -226,6 +226,7 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     files.append((root / ".devcontainer" / "devcontainer.json",
                   with_header(render_json(devcontainer_plan(spec.name, first.gpu, "../" + first.names.dockerfile)), inputs_hash, "//")))
     files.append((root / ".envman" / "smoke.py", smoke_script()))
+    files.extend((root / ".envman" / "kit" / rel, text) for rel, text in sorted(doctor_kit().items()))
 
     wp = WritePlan(files)
     wp.check(root, force)
@@ -247,9 +248,10 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     return out
 
 
-def offline_dockerfile(root: Path, profile: str | None, offline_image: str) -> str:
-    """The project's Dockerfile with every pip install reading the wheelhouse image, bind-mounted, with
-    --no-index. Rendered from the same plan as the Dockerfile, so the two never drift apart."""
+def offline_dockerfile(root: Path, profile: str | None, offline_image: str | None) -> str:
+    """The project's Dockerfile as this envman renders it now; with ``offline_image``, every pip install
+    reads that wheelhouse image, bind-mounted, with --no-index. Rendered from the same plan as the
+    Dockerfile, so the two never drift apart."""
     spec = _require_spec(root)
     matrix = load_matrix()
     hashes = input_hashes(root, spec, matrix)

@@ -55,6 +55,23 @@ def smoke_script() -> str:
     return (templates_dir() / "smoke.py").read_text(encoding="utf-8")
 
 
+def doctor_kit() -> dict[str, str]:
+    """envman doctor's probes and pure checks (standard library only) plus the matrix knowledge as JSON,
+    for the image: its smoke test runs the same checks inside the container. Relative path → text."""
+    import json
+
+    from .doctor.cache import load_knowledge
+
+    pkg = Path(__file__).resolve().parent
+    files = {"envman/__init__.py": (pkg / "__init__.py").read_text(encoding="utf-8")}
+    for sub in ("doctor", "probes"):
+        for p in sorted((pkg / sub).glob("*.py")):
+            if p.name != "cache.py":  # the host-side cache needs the matrix loader; the image gets JSON
+                files[f"envman/{sub}/{p.name}"] = p.read_text(encoding="utf-8")
+    files["envman/knowledge.json"] = json.dumps(load_knowledge().to_dict(), sort_keys=True, indent=1) + "\n"
+    return files
+
+
 DOCKERIGNORE = """\
 # Keep the build context small and free of secrets; the Dockerfile bind-mounts the lock files it needs.
 .git

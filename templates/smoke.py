@@ -374,7 +374,22 @@ def decide(checks, gpu_visible, expect, require_gpu):
     return EXIT_PASS, "passed", notes
 
 
-def evaluate(expect, env_obs, fw_obs, import_obs, require_gpu=False):
+# Doctor findings about GPU visibility are this script's own "no GPU visible" verdict (exit 6), not failures.
+DOCTOR_GPU_VISIBILITY = ("container-no-gpu", "docker-no-nvidia", "no-driver", "nvidia-smi-failed")
+
+
+def evaluate_doctor(findings):
+    """envman doctor's verdicts on this environment (the image carries its checks): an error fails the smoke
+    test, except the GPU-visibility ones, which decide() reports as 'no GPU visible'."""
+    if findings is None:
+        return []
+    errors = [f for f in findings if f.get("severity") == "error" and f.get("check") not in DOCTOR_GPU_VISIBILITY]
+    detail = "; ".join("[%s] %s" % (f.get("check"), f.get("verdict")) for f in errors) or \
+        "%d finding(s), no error" % len(findings)
+    return [check("doctor", not errors, "no error", "%d error(s)" % len(errors), detail)]
+
+
+def evaluate(expect, env_obs, fw_obs, import_obs, require_gpu=False, doctor=None):
     """Every check from the observations, and the verdict. Pure."""
     checks = [evaluate_python(expect, env_obs["python"])]
     fw = expect["framework"]
@@ -387,6 +402,7 @@ def evaluate(expect, env_obs, fw_obs, import_obs, require_gpu=False):
         else:
             checks.append(check("framework", False, fw["name"], None, "the smoke test knows torch and tensorflow"))
     checks += evaluate_imports(expect, import_obs)
+    checks += evaluate_doctor(doctor)
     if visible and fw is not None and not stack_is_cpu_only(expect):
         if fw["name"] == "torch":
             checks += evaluate_torch_gpu(expect, fw_obs)
@@ -450,6 +466,30 @@ def expand_imports(expect):
         out.extend([dist, m] for m in found) if found else out.append([dist, dist.replace("-", "_")])
     expect["imports"] = out
     return expect
+
+
+DOCTOR_KIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kit")
+
+
+def observe_doctor(kit=DOCTOR_KIT, project_dir=None):
+    """Run envman doctor's probes and checks from the kit baked beside this script (stdlib-only copies of
+    envman/doctor and envman/probes plus the matrix knowledge as JSON). None when there is no kit."""
+    if not os.path.isdir(os.path.join(kit, "envman")):
+        return None
+    sys.path.insert(0, kit)
+    try:
+        from envman.doctor.checks import run_checks
+        from envman.doctor.knowledge import Knowledge
+        from envman.probes.facts import gather_facts
+
+        with open(os.path.join(kit, "envman", "knowledge.json")) as fh:
+            knowledge = Knowledge.from_dict(json.load(fh))
+        facts = gather_facts(project_dir or os.getcwd(), python=sys.executable)
+        return [f.to_dict() for f in run_checks(facts, knowledge)]
+    except Exception as exc:  # the doctor is a bonus: its own failure is reported, never fatal
+        return [{"severity": "warn", "check": "doctor-failed", "verdict": _error(exc), "remedy": ""}]
+    finally:
+        sys.path.remove(kit)
 
 
 def observe_imports(expect):
@@ -639,7 +679,10 @@ def run_smoke(expect_path, require_gpu=False):
         elif fw and fw["name"] == "tensorflow":
             fw_obs = observe_tensorflow(env_obs["gpu_visible"], env_obs["gpu_evidence"])
         import_obs = observe_imports(expand_imports(expect))
-    report.update(evaluate(expect, env_obs, fw_obs, import_obs, require_gpu))
+        doctor = observe_doctor()
+    report.update(evaluate(expect, env_obs, fw_obs, import_obs, require_gpu, doctor))
+    if doctor is not None:
+        report["doctor"] = doctor
     report["gpu"] = {"visible": env_obs["gpu_visible"], "evidence": env_obs["gpu_evidence"],
                      "nvidia_smi": env_obs["nvidia_smi"], "devices": fw_obs.get("devices", [])}
     report["observed"] = {"python": env_obs["python"], "platform": env_obs["platform"],

@@ -308,8 +308,9 @@ def test_script_is_stdlib_only():
     tree = ast.parse(SMOKE.read_text())
     top = {n.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for n in node.names}
     top |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    # torch, tensorflow and numpy are imported inside observe_* only, from the environment under test
-    assert top - stdlib - {"__future__"} == {"torch", "tensorflow", "numpy"}
+    # torch, tensorflow and numpy are imported inside observe_* only, from the environment under test;
+    # envman is the stdlib-only doctor kit baked beside the script (observe_doctor)
+    assert top - stdlib - {"__future__"} == {"torch", "tensorflow", "numpy", "envman"}
 
 
 def test_null_module_imports_every_public_top_level_module_of_the_distribution():
@@ -319,3 +320,31 @@ def test_null_module_imports_every_public_top_level_module_of_the_distribution()
     assert ["pyyaml", "yaml"] in mods and ["jinja2", "jinja2"] in mods
     assert ["pyyaml", "_yaml"] not in mods  # private modules are not part of the contract
     assert ["no-such-dist", "no_such_dist"] in mods  # unknown: guessed, and the import then fails visibly
+
+
+def test_doctor_findings_fail_the_smoke_except_gpu_visibility():
+    f = [{"severity": "error", "check": "lock-drift", "verdict": "numpy 2.0.0 installed, 2.1.3 locked"},
+         {"severity": "error", "check": "container-no-gpu", "verdict": "no GPU in this container"},
+         {"severity": "warn", "check": "shm-small", "verdict": "/dev/shm is 64 MiB"}]
+    [c] = smoke.evaluate_doctor(f)
+    assert c["status"] == "fail" and c["observed"] == "1 error(s)" and "[lock-drift]" in c["detail"]
+    [ok] = smoke.evaluate_doctor(f[1:])
+    assert ok["status"] == "pass"
+    assert smoke.evaluate_doctor(None) == []
+
+
+def test_doctor_kit_runs_from_a_copy_with_only_the_stdlib(tmp_path):
+    """The kit that generate() writes into .envman/kit is what the image gets: run it from a copy, in a
+    fresh interpreter that cannot see envman's installed package."""
+    from envman.render import doctor_kit
+
+    for rel, text in doctor_kit().items():
+        (tmp_path / "kit" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "kit" / rel).write_text(text)
+    code = ("import sys, json; sys.path[:] = [p for p in sys.path if 'site-packages' not in p and p != '']; "
+            f"sys.path.insert(0, {str(SMOKE.parent)!r}); import smoke; "
+            f"print(json.dumps(smoke.observe_doctor({str(tmp_path / 'kit')!r}, {str(tmp_path)!r})))")
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    findings = json.loads(out.stdout.strip().splitlines()[-1])
+    assert isinstance(findings, list) and not [f for f in findings if f["check"] == "doctor-failed"], findings
