@@ -71,6 +71,19 @@ def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = No
     return out
 
 
+def read_pyproject(project: Path) -> dict | None:
+    """pyproject.toml as a dict; None when there is none; a UsageError naming the file when it is invalid."""
+    pp = project / "pyproject.toml"
+    if not pp.is_file():
+        return None
+    from ._compat import tomllib
+
+    try:
+        return tomllib.loads(pp.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"pyproject.toml: invalid TOML: {exc}", hint="fix the file, or put envman's keys in envman.yaml") from None
+
+
 @dataclass(frozen=True)
 class Discovered:
     requirement_files: tuple[str, ...]
@@ -92,14 +105,8 @@ def discover(project: Path) -> Discovered:
     packages: list[str] = []
     found = list(files)
     python = None
-    pp = project / "pyproject.toml"
-    if pp.is_file():
-        from ._compat import tomllib
-
-        try:
-            doc = tomllib.loads(pp.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"pyproject.toml: invalid TOML: {exc}") from None
+    doc = read_pyproject(project)
+    if doc is not None:
         proj = doc.get("project", {})
         deps = proj.get("dependencies", []) or []
         for i, d in enumerate(deps):

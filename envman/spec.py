@@ -272,14 +272,10 @@ def load_spec(project: Path) -> ProjectSpec | None:
         except OSError as exc:
             raise UsageError(f"{SPEC_FILE}: cannot read: {exc.strerror}") from None
         return parse_spec(data, SPEC_FILE)
-    pp = project / "pyproject.toml"
-    if pp.is_file():
-        from ._compat import tomllib
+    from .requirements import read_pyproject
 
-        try:
-            doc = tomllib.loads(pp.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"pyproject.toml: invalid TOML: {exc}") from None
+    doc = read_pyproject(project)
+    if doc is not None:
         tool = doc.get("tool", {}).get("envman")
         if tool is not None:
             return parse_spec(tool, "pyproject.toml [tool.envman]")

@@ -176,3 +176,20 @@ def lock_project_no_network(root: Path):
     from envman.spec import load_spec
 
     return generate(root, load_spec(root), no_lock=True)
+
+
+def test_tool_envman_in_pyproject_is_the_spec(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nversion = "0"\n\n[tool.envman]\nname = "from-pyproject"\nframework = "torch==2.7.*"\n'
+        'targets = ["rtx-5090"]\npython = "3.11"\n'
+    )
+    out = lock_project_no_network(tmp_path)
+    assert out.lock["name"] == "from-pyproject" and out.resolution.variant == "cu128"
+    (tmp_path / "pyproject.toml").write_text('[tool.envman]\nname = "x"\ntargts = ["h100"]\n')
+    with pytest.raises(UsageError) as exc:
+        lock_project_no_network(tmp_path)
+    assert exc.value.message == "pyproject.toml [tool.envman]: targts: unknown key"
+    (tmp_path / "pyproject.toml").write_text("[tool.envman\n")
+    with pytest.raises(UsageError) as exc:
+        lock_project_no_network(tmp_path)
+    assert exc.value.message.startswith("pyproject.toml: invalid TOML")
