@@ -183,7 +183,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         base_kind=base_kind,
         system_packages=spec.system_packages, env=spec.env, command=spec.command, lock_hash=lock_hash,
         inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
-        req_lock=names.req if lines else None, version=__version__, stack_file=names.stack,
+        # the second install layer only when something beyond the framework's closure is locked
+        req_lock=names.req if lines and (reqs or not pins) else None, version=__version__, stack_file=names.stack,
         offline_image=offline_image,
     )
     body = render_dockerfile(plan).lstrip("\n")
