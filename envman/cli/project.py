@@ -16,7 +16,12 @@ def _show(out, root: Path) -> None:
     for n in out.notes:
         typer.echo(f"  - {n}")
     if out.written:
-        typer.echo("wrote: " + ", ".join(str(p.relative_to(root)) for p in out.written))
+        names = [str(p.relative_to(root)) for p in out.written]
+        private = [n for n in names if n.startswith(".envman/")]
+        shown = [n for n in names if not n.startswith(".envman/")]
+        if private:
+            shown.append(f".envman/ ({len(private)} files: expected stack, smoke script, doctor kit)")
+        typer.echo("wrote: " + ", ".join(shown))
     else:
         typer.echo("up to date: nothing changed")
     typer.echo(f"lock hash: {out.lock['lock_hash'][:12]} (image tag {out.lock['name']}:{out.lock['lock_hash'][:12]})")
