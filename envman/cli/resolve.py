@@ -11,8 +11,11 @@ from ..errors import EXIT_UNRESOLVABLE, ResolutionError, UsageError
 
 
 def detected_targets() -> tuple[list[str], str | None, str]:
-    """Names of this machine's GPUs, its driver, and a note on where they came from."""
+    """This machine's GPUs as targets (the matrix id when envman knows the GPU, else its sm_XY), the
+    driver, and a note on where they came from. NVML first, nvidia-smi as the fallback."""
+    from ..matrix import load_matrix
     from ..probes.nvidia import scan_gpus
+    from ..targets import find_gpu
 
     scan = scan_gpus()
     if not scan.gpus:
@@ -20,45 +23,35 @@ def detected_targets() -> tuple[list[str], str | None, str]:
             f"no NVIDIA GPU detected on this machine ({scan.error or 'no devices'})",
             hint="pass --target GPU (repeatable, e.g. --target h100) to resolve for GPUs you are not on, or --cpu",
         )
-    names = []
+    matrix = load_matrix()
+    targets = []
     for g in scan.gpus:
-        names.append(g.name)
-    return names, scan.driver, f"targets: detected via {scan.source}: " + ", ".join(f"{g.name} ({g.cc})" for g in scan.gpus)
+        known = find_gpu(matrix, g.name)
+        targets.append(known.id if known else (f"sm_{g.cc.replace('.', '')}" if g.cc else g.name))
+    note = f"targets: detected via {scan.source}: " + ", ".join(f"{g.name} ({g.cc})" for g in scan.gpus)
+    return list(dict.fromkeys(targets)), scan.driver, note
 
 
 def resolve_from_args(framework, python, target, driver, cuda, cpu, cuda_devel=False):
+    from dataclasses import replace
+
     from ..inputs import build_request
     from ..matrix import load_matrix
-    from ..model import Target
     from ..resolve import resolve_stack
-    from ..targets import find_gpu
 
     matrix = load_matrix()
     extra_notes: list[str] = []
     targets = list(target or [])
     if not cpu and not targets:
-        names, drv, note = detected_targets()
+        targets, drv, note = detected_targets()
         extra_notes.append(note)
-        targets = []
-        for n in names:
-            g = find_gpu(matrix, n)
-            targets.append(n if g else None)
-        if None in targets:
-            # An unlisted GPU still has a compute capability: resolve for that.
-            from ..probes.nvidia import scan_gpus
-
-            targets = [(g.cc and f"sm_{g.cc.replace('.', '')}") or g.name for g in scan_gpus().gpus]
         if driver is None and drv:
             driver = drv
             extra_notes.append(f"driver: {drv} detected on this machine")
-    req = build_request(matrix, framework=framework, python=python, targets=targets, driver=driver, cuda=cuda, cpu=cpu, cuda_devel=cuda_devel)
+    req = build_request(matrix, framework=framework, python=python, targets=targets, driver=driver, cuda=cuda,
+                        cpu=cpu, cuda_devel=cuda_devel)
     res = resolve_stack(matrix, req)
-    if extra_notes:
-        from dataclasses import replace
-
-        res = replace(res, notes=tuple(extra_notes) + res.notes)
-    _ = Target
-    return res
+    return replace(res, notes=tuple(extra_notes) + res.notes) if extra_notes else res
 
 
 def register(app: typer.Typer) -> None:
