@@ -23,6 +23,7 @@ from .model import (
     CudnnRelease,
     FrameworkRelease,
     Gpu,
+    LegacyBranch,
     Matrix,
     Provenance,
     Variant,
@@ -159,10 +160,24 @@ def _dupes(ctx: _Ctx, path: str, keys: list[Any], what: str) -> None:
         seen.add(k)
 
 
-def _load_cuda(ctx: _Ctx, doc: Any) -> tuple[Version, Provenance, tuple[CudaMajor, ...], tuple[CudaRelease, ...]]:
+def _load_cuda(ctx: _Ctx, doc: Any) -> tuple:
     drv_doc = ctx.req(doc, "assumed_current_driver", "", dict) or {}
     drv = ctx.version(drv_doc, "version", "assumed_current_driver") or Version("0")
     drv_prov = ctx.prov(drv_doc, "assumed_current_driver")
+    legacy = []
+    for p, e in ([(f"legacy_driver_branches[{i}]", x) for i, x in enumerate(doc.get("legacy_driver_branches") or [])]
+                 if isinstance(doc, dict) else []):
+        cc_raw = ctx.req(e, "max_cc", p, str)
+        branch = ctx.req(e, "branch", p, str)
+        last = ctx.version(e, "last_driver", p, optional=True)
+        prov = ctx.prov(e, p)
+        try:
+            cc = Cc.parse(cc_raw) if cc_raw else None
+        except ValueError:
+            ctx.bad(f"{p}.max_cc", f"expected a compute capability like '3.7', got {cc_raw!r}")
+            cc = None
+        if cc is not None and branch is not None:
+            legacy.append(LegacyBranch(cc, branch, last, prov))
     majors = []
     for p, e in _items(ctx, doc, "majors"):
         major = ctx.req(e, "major", p, int)
@@ -189,7 +204,7 @@ def _load_cuda(ctx: _Ctx, doc: Any) -> tuple[Version, Provenance, tuple[CudaMajo
             ctx.bad(f"{p}.latest_update", f"'{upd}' is not an update of {v}")
         rels.append(CudaRelease(v, upd or "", drv_min, archs, prov))
     _dupes(ctx, "releases", [r.version for r in rels], "CUDA release")
-    return drv, drv_prov, tuple(majors), tuple(sorted(rels, key=lambda r: r.version, reverse=True))
+    return drv, drv_prov, tuple(majors), tuple(sorted(rels, key=lambda r: r.version, reverse=True)), tuple(legacy)
 
 
 def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
@@ -523,9 +538,9 @@ def _parse(raw: dict[str, bytes], problems: list[str]) -> Matrix:
     ctxs = {n: _Ctx(n, problems) for n in FILES}
     ok = {n: n in docs and _check_schema(ctxs[n], docs[n]) for n in FILES}
     if ok["cuda.yaml"]:
-        drv, drv_prov, majors, cuda = _load_cuda(ctxs["cuda.yaml"], docs["cuda.yaml"])
+        drv, drv_prov, majors, cuda, legacy = _load_cuda(ctxs["cuda.yaml"], docs["cuda.yaml"])
     else:
-        drv, drv_prov, majors, cuda = Version("0"), Provenance(""), (), ()
+        drv, drv_prov, majors, cuda, legacy = Version("0"), Provenance(""), (), (), ()
     gpus = _load_gpus(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
     torch = _load_torch(ctxs["torch.yaml"], docs["torch.yaml"]) if ok["torch.yaml"] else ()
     tf = _load_tensorflow(ctxs["tensorflow.yaml"], docs["tensorflow.yaml"]) if ok["tensorflow.yaml"] else ()
@@ -535,7 +550,7 @@ def _parse(raw: dict[str, bytes], problems: list[str]) -> Matrix:
         if ok["base_images.yaml"]
         else BaseImages("", Provenance(""), "3.12", ())
     )
-    m = Matrix(drv, drv_prov, majors, cuda, gpus, {"torch": torch, "tensorflow": tf}, cudnn, base, _digest(raw))
+    m = Matrix(drv, drv_prov, majors, cuda, gpus, {"torch": torch, "tensorflow": tf}, cudnn, base, _digest(raw), legacy)
     _cross_check(m, problems)
     if problems:
         raise MatrixError(problems)

@@ -91,6 +91,16 @@ class CudaMajor:
 
 
 @dataclass(frozen=True)
+class LegacyBranch:
+    """GPUs up to ``max_cc`` run no driver newer than ``last_driver`` (None: the branch is still maintained)."""
+
+    max_cc: Cc
+    branch: str
+    last_driver: Version | None
+    prov: Provenance
+
+
+@dataclass(frozen=True)
 class CudaRelease:
     version: Version  # X.Y
     latest_update: str
@@ -192,6 +202,12 @@ class Matrix:
     cudnn: tuple[CudnnRelease, ...]
     base_images: BaseImages
     digest: str  # sha256 over the matrix files' bytes: lets a lock notice changed data
+    legacy_branches: tuple[LegacyBranch, ...] = ()
+
+    def last_driver_for(self, cc: Cc) -> LegacyBranch | None:
+        """The driver branch that ends support for a GPU of this capability (the lowest applicable one)."""
+        hits = [b for b in self.legacy_branches if cc <= b.max_cc]
+        return min(hits, key=lambda b: b.max_cc) if hits else None
 
     def cuda_release(self, version: Version | None) -> CudaRelease | None:
         if version is None:

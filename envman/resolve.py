@@ -194,11 +194,20 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     check_request(matrix, req)
     driver = req.driver if req.driver is not None else matrix.assumed_driver
     notes: list[str] = []
+    ceiling = _driver_ceiling(matrix, req)
     if req.driver is None and not req.cpu:
-        notes.append(
-            f"driver: none given; assuming a current driver {matrix.assumed_driver} "
-            "(pass --driver to resolve for an older one)"
-        )
+        if ceiling is not None and ceiling[1].last_driver is not None and ceiling[1].last_driver < driver:
+            t, b = ceiling
+            driver = b.last_driver
+            notes.append(
+                f"driver: none given; assuming {driver}, the last {b.branch} driver: {_describe(t)} runs no newer "
+                "branch (pass --driver to resolve for another)"
+            )
+        else:
+            notes.append(
+                f"driver: none given; assuming a current driver {matrix.assumed_driver} "
+                "(pass --driver to resolve for an older one)"
+            )
     if req.framework is None:
         return _resolve_no_framework(matrix, req, driver, notes)
     cands = _candidates(matrix, req, driver)
@@ -208,9 +217,24 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     return _build(matrix, req, best, cands, driver, notes)
 
 
+def _driver_ceiling(matrix: Matrix, req: Request):
+    """(target, branch) of the target whose support ends earliest, when one of them is a legacy GPU."""
+    best = None
+    for t in req.targets:
+        b = matrix.last_driver_for(t.cc)
+        if b is not None and b.last_driver is not None and (best is None or b.last_driver < best[1].last_driver):
+            best = (t, b)
+    return best
+
+
 def _build(matrix: Matrix, req: Request, c: _Cand, cands: list[_Cand], driver: Version, notes: list[str]) -> Resolution:
     rel, var = c.rel, c.var
     warnings: list[str] = []
+    ceiling = _driver_ceiling(matrix, req)
+    if req.driver is not None and ceiling is not None and req.driver > ceiling[1].last_driver:
+        t, b = ceiling
+        warnings.append(f"driver {req.driver} cannot drive {_describe(t)}: its support ends with {b.branch} "
+                        f"(last driver {b.last_driver})")
     fw_text = req.framework_text or rel.framework
     gpus = ", ".join(_describe(t) for t in req.targets)
     newer_blocked = [
@@ -241,10 +265,14 @@ def _build(matrix: Matrix, req: Request, c: _Cand, cands: list[_Cand], driver: V
         )
         if c.mode == "minor-compat":
             major = matrix.cuda_major(cr.version.major)
+            if ceiling is not None and ceiling[1].last_driver < cr.min_driver:
+                fix = f"no upgrade is possible: {_describe(ceiling[0])} runs no driver past {ceiling[1].branch}"
+            else:
+                fix = f"upgrade the driver to ≥ {cr.min_driver} for full support"
             warnings.append(
                 f"driver {driver} is below CUDA {cr.label}'s full-compatibility floor {cr.min_driver}; it runs "
                 f"only through CUDA {cr.version.major}.x minor-version compatibility (≥ {major.minor_compat_floor if major else '?'}): "
-                f"PTX JIT (Triton, torch.compile, custom kernels) can fail — upgrade the driver to ≥ {cr.min_driver} for full support"
+                f"PTX JIT (Triton, torch.compile, custom kernels) can fail — {fix}"
             )
         for t in c.ptx_only:
             warnings.append(

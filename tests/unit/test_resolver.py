@@ -211,3 +211,16 @@ def test_deterministic(matrix):
 
     kw = dict(framework="torch", targets=["v100", "rtx-5090"], driver="570.124.06")
     assert resolution_dict(resolve(matrix, **kw)) == resolution_dict(resolve(matrix, **kw))
+
+
+def test_kepler_assumes_its_last_driver_branch_not_a_current_one(matrix):
+    res = resolve(matrix, framework="torch", targets=["k80"])
+    assert str(res.version) == "2.3.1" and res.variant == "cu118" and res.driver == "470.256.02"
+    assert res.driver_mode == "minor-compat"
+    assert any("the last R470 driver" in n for n in res.notes)
+    assert any("no upgrade is possible" in w for w in res.warnings)
+
+
+def test_a_driver_past_the_last_branch_of_a_target_is_flagged(matrix):
+    res = resolve(matrix, framework="torch==2.3.*", targets=["k80"], driver="535.104.05")
+    assert any("cannot drive sm_37 (NVIDIA Tesla K80): its support ends with R470" in w for w in res.warnings)
