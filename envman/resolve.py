@@ -24,7 +24,6 @@ from packaging.version import Version
 
 from .errors import ResolutionError, UsageError
 from .model import (
-    Cc,
     FrameworkRelease,
     Matrix,
     Request,
@@ -213,7 +212,9 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     cands = _candidates(matrix, req, driver)
     best = _best(cands)
     if best is None:
-        raise _refusal(matrix, req, cands, driver)
+        from .refusal import refusal
+
+        raise refusal(matrix, req, cands, driver)
     return _build(matrix, req, best, cands, driver, notes)
 
 
@@ -236,7 +237,6 @@ def _build(matrix: Matrix, req: Request, c: _Cand, cands: list[_Cand], driver: V
         warnings.append(f"driver {req.driver} cannot drive {_describe(t)}: its support ends with {b.branch} "
                         f"(last driver {b.last_driver})")
     fw_text = req.framework_text or rel.framework
-    gpus = ", ".join(_describe(t) for t in req.targets)
     newer_blocked = [
         x for x in cands
         if x.rel.version > rel.version and "framework" not in x.failures and x.failures
@@ -432,136 +432,3 @@ def _plain(matrix, req, py, img, kind, cuda, drivers, notes, archs, driver=None)
         driver_assumed=req.driver is None and not req.cpu, arch_list=tuple(a.sm for a in sorted(archs)), ptx=(),
         targets=req.targets, extras=(), notes=tuple(notes), warnings=(),
     )
-
-
-# --- refusals ------------------------------------------------------------------------------------
-
-
-def _min_driver(matrix: Matrix, var: Variant) -> Version:
-    cr = matrix.cuda_release(var.cuda)
-    return cr.min_driver if cr else Version("0")
-
-
-def summarize(c: _Cand, matrix: Matrix) -> dict:
-    cr = matrix.cuda_release(c.var.cuda)
-    return {
-        "framework": {"name": c.rel.framework, "version": str(c.rel.version), "variant": c.var.name},
-        "cuda": cr.label if cr else None,
-        "python": c.python,
-        "min_driver": str(cr.min_driver) if cr else None,
-    }
-
-
-def _refusal(matrix: Matrix, req: Request, cands: list[_Cand], driver: Version) -> ResolutionError:
-    fw = req.framework or ""
-    spec_text = req.framework_text or fw
-    in_spec = [c for c in cands if "framework" not in c.failures]
-    conflicts: list[str] = []
-    if not in_spec:
-        known = sorted({c.rel.version for c in cands})
-        conflicts.append(
-            f"no {fw} release in the matrix matches '{spec_text}' (known: {known[0]} … {known[-1]})" if known
-            else f"the matrix has no {fw} releases"
-        )
-    else:
-        for kind in KINDS[1:]:
-            if all(kind in c.failures for c in in_spec):
-                conflicts.extend(_kind_conflict(kind, in_spec, req, driver, spec_text))
-        if not conflicts:
-            closest = min(in_spec, key=lambda c: (len(c.failures), [-x for x in c.rel.version.release]))
-            conflicts.append(
-                f"no single build of '{spec_text}' meets every constraint at once; closest, "
-                f"{closest.rel.version} {closest.var.name}: " + "; ".join(closest.failures.values())
-            )
-    alternatives = _alternatives(matrix, req, cands, in_spec)
-    target_text = ", ".join(_describe(t) for t in req.targets) if not req.cpu else "CPU"
-    msg = f"no {fw} stack satisfies '{spec_text}' for {target_text}"
-    hint = None
-    if alternatives:
-        hint = "nearest working alternative: " + alternatives[0]["change"]
-    return ResolutionError(msg, conflicts=conflicts, alternatives=alternatives, hint=hint)
-
-
-def _kind_conflict(kind: str, in_spec: list[_Cand], req: Request, driver: Version, spec_text: str) -> list[str]:
-    if kind == "arch":
-        out = []
-        for t in req.targets:
-            if not any(sass_covers(c.var.archs, t.cc) or ptx_covers(c.var.ptx, t.cc) for c in in_spec):
-                newest = max((max(c.var.archs) for c in in_spec if c.var.archs), default=None)
-                oldest = min((min(c.var.archs) for c in in_spec if c.var.archs), default=None)
-                span = f" (those builds carry {oldest.sm} … {newest.sm})" if newest and oldest else ""
-                out.append(f"no build of '{spec_text}' carries SASS for {_describe(t)}{span}")
-        if not out:
-            out.append(
-                f"no single build of '{spec_text}' carries SASS for all of "
-                + ", ".join(_describe(t) for t in req.targets)
-                + "; split the targets into profiles"
-            )
-        return out
-    if kind == "driver":
-        need = sorted({c.failures["driver"].split("requirement ≥ ")[-1] for c in in_spec})
-        lowest = min(in_spec, key=lambda c: c.var.cuda or Version("0"))
-        return [f"driver {driver} is too old for every CUDA variant of '{spec_text}'; the lowest, {lowest.var.name}: {lowest.failures['driver']}"] if need else []
-    if kind == "python":
-        pys = sorted({p for c in in_spec for p in c.rel.python}, key=_py_key)
-        return [f"'{spec_text}' has no wheels for Python {show_spec(req.python)} (it has {_span(tuple(pys))})"]
-    if kind == "cuda":
-        have = sorted({str(c.var.cuda) for c in in_spec if c.var.cuda}, key=Version)
-        return [f"no variant of '{spec_text}' has CUDA {req.cuda} (they have {', '.join(have)})"]
-    if kind == "cudnn":
-        return [sorted({c.failures['cudnn'] for c in in_spec})[0]]
-    return []
-
-
-def _alternatives(matrix: Matrix, req: Request, cands: list[_Cand], in_spec: list[_Cand]) -> list[dict]:
-    alts: list[dict] = []
-    fw = req.framework or ""
-    # 1. another release of the framework (nearest newer, nearest older, newest overall)
-    outside = [c for c in cands if set(c.failures) == {"framework"}]
-    if outside:
-        lo = min((c.rel.version for c in in_spec), default=None)
-        hi = max((c.rel.version for c in in_spec), default=None)
-        picks: list[_Cand] = []
-        if hi is not None:
-            newer = [c for c in outside if c.rel.version > hi]
-            if newer:
-                first = min(c.rel.version for c in newer)
-                picks.append(max((c for c in newer if c.rel.version == first), key=_Cand.key))
-        if lo is not None:
-            older = [c for c in outside if c.rel.version < lo]
-            if older:
-                last = max(c.rel.version for c in older)
-                picks.append(max((c for c in older if c.rel.version == last), key=_Cand.key))
-        newest = max(outside, key=_Cand.key)
-        if newest not in picks:
-            picks.append(newest)
-        for c in picks:
-            rel_line = f"{c.rel.version.major}.{c.rel.version.minor}"
-            op = ">=" if hi is not None and c.rel.version > hi else "=="
-            change = f"{fw}{op}{rel_line}" + ("" if op == ">=" else ".*") + f" ({c.rel.version} {c.var.name})"
-            alts.append({"kind": "framework", "change": change, **summarize(c, matrix)})
-    # 2. same framework request, one other constraint moved
-    for kind in ("driver", "python", "cuda", "cudnn"):
-        c = _best(in_spec, frozenset({kind}))
-        if c is not None and kind == "driver":
-            # the smallest upgrade that runs the newest fitting release
-            same = [x for x in in_spec if x.rel.version == c.rel.version and not (set(x.failures) - {"driver"})]
-            c = min(same, key=lambda x: (bool(x.ptx_only), _min_driver(matrix, x.var), x.var.name))
-        if c is None:
-            continue
-        s = summarize(c, matrix)
-        if kind == "driver":
-            change = f"upgrade the NVIDIA driver to ≥ {s['min_driver']} for {fw} {c.rel.version} {c.var.name}"
-        elif kind == "python":
-            py = pick_python(c.rel.python, SpecifierSet(), matrix.base_images.default_python)
-            s["python"] = py
-            change = f"use Python {py} ({fw} {c.rel.version} {c.var.name})"
-        elif kind == "cuda":
-            change = f"allow CUDA {s['cuda']} ({fw} {c.rel.version} {c.var.name})"
-        else:
-            change = f"drop the targets that cuDNN {c.var.cudnn} no longer supports"
-        alts.append({"kind": kind, "change": change, **s})
-    # 3. several targets no single build serves: what each would get alone
-    if len(req.targets) > 1 and not alts:
-        alts.append({"kind": "targets", "change": "split the targets into profiles (one stack per GPU generation)"})
-    return alts

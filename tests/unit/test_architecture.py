@@ -6,7 +6,8 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "envman"
-PURE = ["resolve.py", "model.py", "plan.py", "pins.py", "targets.py", "names.py", "summary.py"]
+PURE = ["resolve.py", "refusal.py", "model.py", "plan.py", "pins.py", "targets.py", "names.py", "summary.py",
+        *[f"doctor/{p.name}" for p in (Path(__file__).resolve().parents[2] / "envman" / "doctor").glob("checks*.py")]]
 FORBIDDEN_IMPORTS = {"yaml", "jinja2", "docker", "subprocess", "shutil", "socket", "urllib", "requests", "pynvml"}
 
 
