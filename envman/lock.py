@@ -142,7 +142,7 @@ class UvCommand:
 
 
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
-                       offline: bool = False) -> UvCommand:
+                       offline: bool = False, upgrade: bool = False) -> UvCommand:
     # uv runs in the input's directory with relative names: its `# via -r requirements.in` annotations
     # must not carry a temporary path, or the same inputs would not give the same bytes.
     args = [
@@ -155,6 +155,8 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
         args += ["--format", fmt]
     if offline:
         args.append("--offline")
+    if upgrade:
+        args.append("--upgrade")
     env = dict(os.environ)
     # TLS-intercepting proxies: uv reads SSL_CERT_FILE; reuse the bundle pip is told to use.
     cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
@@ -184,17 +186,27 @@ class LockResult:
 
 
 def compile_python_lock(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
-                        pylock: bool = True, while_waiting=None) -> LockResult:
+                        pylock: bool = True, while_waiting=None, previous: tuple[str | None, str | None] = (None, None),
+                        upgrade: bool = False) -> LockResult:
     """One online uv resolution writes requirements.lock.txt (hashes and the ``# via`` graph the framework
     layer is cut from); uv emits PEP 751 in a separate run, which is done from uv's cache (--offline) at the
     same time. That run must agree package for package with the first: if the cache was cold or stale it
-    is redone, offline, once the online run has refreshed the cache."""
+    is redone, offline, once the online run has refreshed the cache.
+
+    ``previous`` (the current requirements lock and pylock bodies) seed uv's output files: uv keeps the
+    pins that still satisfy the inputs, as ``uv lock`` does — a re-lock does not churn, and it is faster.
+    ``upgrade`` re-resolves everything to the newest allowed versions."""
     with tempfile.TemporaryDirectory(prefix="envman-lock-") as td:
         tdp = Path(td)
         inp = tdp / "requirements.in"
         inp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        main = uv_compile_command(inp, tdp / "out.txt", python, index_urls)
-        side = uv_compile_command(inp, tdp / "pylock.toml", python, index_urls, fmt="pylock.toml", offline=True)
+        if not upgrade:
+            for name, text in zip(("out.txt", "pylock.toml"), previous):
+                if text:
+                    (tdp / name).write_text(text, encoding="utf-8")
+        main = uv_compile_command(inp, tdp / "out.txt", python, index_urls, upgrade=upgrade)
+        side = uv_compile_command(inp, tdp / "pylock.toml", python, index_urls, fmt="pylock.toml", offline=True,
+                                  upgrade=upgrade)
         with ThreadPoolExecutor(max_workers=2) as pool:
             fut_main = pool.submit(run_uv, main)
             fut_side = pool.submit(_try_uv, side) if pylock else None

@@ -127,7 +127,7 @@ def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
 
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
-               matrix: Matrix, offline_image: str | None = None) -> Built:
+               matrix: Matrix, offline_image: str | None = None, upgrade: bool = False) -> Built:
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
@@ -152,7 +152,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     if lines and not no_lock:
         index_urls = [res.index_url] if res.index_url else []
         roots = [p.split("==")[0].split("[")[0] for p in pins]
-        lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm)
+        lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
+                                 previous=(_our_body(root / names.req), _our_body(root / names.pylock)))
         req_text, py_text = lr.req_text, lr.pylock_text
         fw_text = lr.fw_text if pins else None
         notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
@@ -208,14 +209,14 @@ def shared_stacks(built: list[Built]) -> list[list[str]]:
 
 
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
-             matrix: Matrix | None = None) -> Outcome:
+             matrix: Matrix | None = None, upgrade: bool = False) -> Outcome:
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
     if spec.profiles:
-        built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix)
-                 for p in spec.profiles]
+        built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
+                            upgrade=upgrade) for p in spec.profiles]
     else:
-        built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix)]
+        built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix, upgrade=upgrade)]
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:
@@ -270,6 +271,14 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
 def lock_digest(lock: dict) -> str:
     """The lock's identity: everything but the hash itself and what a push records afterwards."""
     return sha256(canonical_json({k: v for k, v in lock.items() if k not in ("lock_hash", "pushed")}))
+
+
+def _our_body(path: Path) -> str | None:
+    """A file envman generated and nobody edited, without its header (to seed uv's preferences)."""
+    o = ownership(path)
+    if not o.exists or not o.ours or o.edited:
+        return None
+    return path.read_text(encoding="utf-8").partition("\n")[2]
 
 
 def _kept_digest(root: Path, names: Names, base: str, inputs_hash: str) -> str | None:
@@ -397,11 +406,11 @@ def _python_from(text: str | None) -> str | None:
     return m.group(1) if m else text.strip()
 
 
-def lock_project(root: Path, *, force: bool = False, base_image: str | None = None) -> Outcome:
+def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False) -> Outcome:
     spec = _require_spec(root)
     if base_image:
         spec = replace(spec, base_image=base_image)
-    return generate(root, spec, force=force)
+    return generate(root, spec, force=force, upgrade=upgrade)
 
 
 def _require_spec(root: Path) -> ProjectSpec:

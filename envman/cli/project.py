@@ -55,8 +55,9 @@ def register(app: typer.Typer) -> None:
         check: bool = typer.Option(False, "--check", help="Exit 1 when envman.yaml, a requirements file or the matrices changed since the lock"),
         base_image: Optional[str] = typer.Option(None, "--base-image", help="Override the base image for this lock"),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+        upgrade: bool = typer.Option(False, "--upgrade", help="Re-resolve every package to the newest allowed version (default: keep pins that still fit)"),
     ) -> None:
-        """Resolve and hash-lock the whole stack (uv for the Python set)."""
+        """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
         root = path.resolve()
         if check:
             from ..project import check_lock
@@ -71,4 +72,4 @@ def register(app: typer.Typer) -> None:
             return
         from ..project import lock_project
 
-        _show(lock_project(root, force=force, base_image=base_image), root)
+        _show(lock_project(root, force=force, base_image=base_image, upgrade=upgrade), root)

@@ -193,3 +193,15 @@ def test_tool_envman_in_pyproject_is_the_spec(tmp_path):
     with pytest.raises(UsageError) as exc:
         lock_project_no_network(tmp_path)
     assert exc.value.message.startswith("pyproject.toml: invalid TOML")
+
+
+@pytest.mark.network
+def test_relock_keeps_pins_that_still_fit_and_upgrade_moves_them(tmp_path):
+    (tmp_path / "envman.yaml").write_text("name: pins\ncpu: true\npython: '3.11'\npackages: ['numpy==2.1.0']\n")
+    lock_project(tmp_path)
+    (tmp_path / "envman.yaml").write_text("name: pins\ncpu: true\npython: '3.11'\npackages: ['numpy>=2.0,<3']\n")
+    lock_project(tmp_path)
+    assert "numpy==2.1.0 \\" in (tmp_path / "requirements.lock.txt").read_text()  # no churn
+    assert '\nversion = "2.1.0"' in (tmp_path / "pylock.toml").read_text()
+    lock_project(tmp_path, upgrade=True)
+    assert "numpy==2.1.0 \\" not in (tmp_path / "requirements.lock.txt").read_text()
