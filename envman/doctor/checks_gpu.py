@@ -51,6 +51,12 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
         if v.driver_cuda:
             need += f"; this driver supports CUDA ≤ {v.driver_cuda}"
         remedy = f"install NVIDIA driver ≥ {full or floor}" if (full or floor) else "upgrade the NVIDIA driver"
+        ceilings = [(c, k.driver_ceiling(c)) for c in v.gpu_ccs()]
+        stuck = [(c, ce) for c, ce in ceilings if ce is not None and vcmp(ce[1], floor or full or "0") < 0]
+        if stuck:
+            c, (branch, last) = stuck[0]
+            remedy = (f"no driver that new runs a {c[0]}.{c[1]} GPU (support ends with {branch}, last {last}): "
+                      "keep this driver")
         alt = k.best_build(fw, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)  # type: ignore[arg-type]
         if alt:
             arel, ab = alt

@@ -28,6 +28,7 @@ class Build:
     archs: tuple[str, ...]  # SASS: ("sm_80", "sm_90")
     ptx: tuple[str, ...]
     index_url: str | None
+    cudnn_min_cc: tuple[int, int] | None = None  # its cuDNN runs on nothing older (None: unknown or uncertain)
 
     @property
     def is_cpu(self) -> bool:
@@ -66,6 +67,16 @@ class Knowledge:
     minor_floor: dict[int, str] = field(default_factory=dict)  # CUDA major -> minor-version-compat floor
     releases: dict[str, tuple[Release, ...]] = field(default_factory=dict)  # newest first
     digest: str | None = None  # the matrix's digest, to tell which data judged
+    # GPUs up to this compute capability run no driver past this branch: ((major, minor), "R470", "470.256.02")
+    legacy: tuple[tuple[tuple[int, int], str, str], ...] = ()
+
+    def driver_ceiling(self, cc: tuple[int, int]) -> tuple[str, str] | None:
+        """(branch, last driver) that ends support for a GPU of this capability, or None."""
+        hits = [(mc, br, last) for mc, br, last in self.legacy if tuple(cc) <= tuple(mc) and last]
+        if not hits:
+            return None
+        _, br, last = min(hits)
+        return br, last
 
     # --- lookups -----------------------------------------------------------------------------
 
@@ -132,6 +143,8 @@ class Knowledge:
             sass, _ = split_arch_list(b.archs)
             if any(sass_for(sass, c) is None for c in ccs):
                 continue
+            if b.cudnn_min_cc and any(tuple(c) < tuple(b.cudnn_min_cc) for c in ccs):
+                continue  # e.g. cuDNN 9 in torch 2.4+ cu118 builds: no Kepler, whatever the arch list says
             if driver and self.driver_mode(driver, b.cuda) == "too-old":
                 continue
             if python and rel.python and python not in rel.python:
@@ -159,7 +172,8 @@ class Knowledge:
                         "companions": [list(c) for c in r.companions], "extras": list(r.extras),
                         "builds": [
                             {"variant": b.variant, "cuda": b.cuda, "cudnn": b.cudnn, "nccl": b.nccl,
-                             "archs": list(b.archs), "ptx": list(b.ptx), "index_url": b.index_url}
+                             "archs": list(b.archs), "ptx": list(b.ptx), "index_url": b.index_url,
+                             "cudnn_min_cc": list(b.cudnn_min_cc) if b.cudnn_min_cc else None}
                             for b in r.builds
                         ],
                     }
@@ -168,6 +182,7 @@ class Knowledge:
                 for fw, rels in self.releases.items()
             },
             "digest": self.digest,
+            "legacy": [[list(mc), br, last] for mc, br, last in self.legacy],
         }
 
     @classmethod
@@ -180,7 +195,8 @@ class Knowledge:
                     r.get("numpy_abi"), r.get("pypi_default"), tuple(tuple(c) for c in r.get("companions", ())),
                     tuple(
                         Build(b["variant"], b.get("cuda"), b.get("cudnn"), b.get("nccl"), tuple(b.get("archs", ())),
-                              tuple(b.get("ptx", ())), b.get("index_url"))
+                              tuple(b.get("ptx", ())), b.get("index_url"),
+                              tuple(b["cudnn_min_cc"]) if b.get("cudnn_min_cc") else None)
                         for b in r.get("builds", ())
                     ),
                     tuple(r.get("extras", ())),
@@ -192,6 +208,7 @@ class Knowledge:
             {int(k): v for k, v in (d.get("minor_floor") or {}).items()},
             rels,
             d.get("digest"),
+            tuple((tuple(mc), br, last) for mc, br, last in (d.get("legacy") or ())),
         )
 
 
@@ -207,6 +224,13 @@ def covers(build_archs: tuple[str, ...] | list, build_ptx: tuple[str, ...] | lis
     return None
 
 
+def _cudnn_floor(m: Matrix, v) -> tuple[int, int] | None:
+    """The lowest capability the variant's cuDNN supports, when the matrix is sure of it."""
+    dnn = m.cudnn_release(v.cudnn) if v.cuda is not None else None
+    cc = dnn.floor_for(v.cuda.major) if dnn is not None and not dnn.prov.uncertain else None
+    return (cc.major, cc.minor) if cc is not None else None
+
+
 def knowledge_from_matrix(m: Matrix) -> Knowledge:
     """The adapter: plain strings and tuples out of the validated Matrix model."""
     rels: dict[str, tuple[Release, ...]] = {}
@@ -216,7 +240,7 @@ def knowledge_from_matrix(m: Matrix) -> Knowledge:
                 fw, str(r.version), r.package, tuple(r.python), r.numpy_abi, r.pypi_default, tuple(r.companions),
                 tuple(
                     Build(v.name, str(v.cuda) if v.cuda is not None else None, v.cudnn, v.nccl,
-                          tuple(a.sm for a in v.archs), tuple(a.sm for a in v.ptx), v.index_url)
+                          tuple(a.sm for a in v.archs), tuple(a.sm for a in v.ptx), v.index_url, _cudnn_floor(m, v))
                     for v in r.variants
                 ),
                 tuple(r.extras),
@@ -228,5 +252,7 @@ def knowledge_from_matrix(m: Matrix) -> Knowledge:
         {mj.major: str(mj.minor_compat_floor) for mj in m.cuda_majors},
         rels,
         m.digest,
+        tuple(((b.max_cc.major, b.max_cc.minor), b.branch, str(b.last_driver)) for b in m.legacy_branches
+              if b.last_driver is not None),
     )
 

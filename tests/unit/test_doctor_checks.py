@@ -107,7 +107,8 @@ def test_old_gpu_on_new_build_gets_a_variant_of_the_same_release():
 def test_kepler_gets_the_newest_build_that_still_carries_sm37():
     f = one(box(driver="470.256.02", gpus=[gpu(name="Tesla K80", cc="3.7", mem=11441)], **torch("2.7.1+cu126", "12.6")),
             "arch-not-covered")
-    assert f.remedy == (f"pip install torch==2.7.1 --index-url {IDX}/cu118 (torch 2.7.1+cu118 covers sm_37 and runs on "
+    # 2.4+ cu118 builds list sm_37 but ship cuDNN 9, which needs 5.0: the newest usable one is older
+    assert f.remedy == (f"pip install torch==2.2.2 --index-url {IDX}/cu118 (torch 2.2.2+cu118 covers sm_37 and runs on "
                         f"driver 470.256.02)")
 
 
@@ -571,3 +572,13 @@ def test_malformed_facts_never_break_a_check(junk):
         else:
             nested[key] = {k: junk for k in (base[key] or {})}
         assert [f.verdict for f in run_checks(nested, K) if f.check == "check-failed"] == [], (key, junk)
+
+
+def test_driver_too_old_on_kepler_does_not_ask_for_a_driver_the_gpu_cannot_run():
+    real = knowledge_from_matrix(load_matrix())  # legacy_driver_branches live in the shipped cuda.yaml
+    facts = box(driver="470.256.02", gpus=[gpu(name="Tesla K80", cc="3.7", mem=11441)], **torch("2.7.1+cu126", "12.6"))
+    f = one(facts, "driver-too-old", real)
+    assert f.remedy.startswith("no driver that new runs a 3.7 GPU (support ends with R470, last 470.256.02): keep this driver")
+    assert "torch==2.3.1" in f.remedy  # the newest build that runs on R470, carries sm_37 and has a cuDNN for it
+    assert real.to_dict()["legacy"] == [[[3, 7], "R470", "470.256.02"]]
+    assert Knowledge.from_dict(real.to_dict()).driver_ceiling((3, 7)) == ("R470", "470.256.02")
