@@ -30,3 +30,13 @@ def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -
         except OSError:
             pass
         raise
+
+
+def shipped_dir(name: str, marker: str) -> Path:
+    """A data folder of envman's (matrices/, templates/): inside the package when installed from a wheel,
+    beside it in a source checkout. ``marker`` is a file that must be in it."""
+    here = Path(__file__).resolve().parent
+    for cand in (here / name, here.parent / name):
+        if (cand / marker).is_file():
+            return cand
+    return here.parent / name

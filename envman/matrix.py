@@ -37,12 +37,9 @@ SEGMENTS = ("datacenter", "workstation", "consumer", "embedded")
 
 
 def default_matrix_dir() -> Path:
-    """matrices/ ships inside the package (wheel) and sits beside it in a source checkout."""
-    here = Path(__file__).resolve().parent
-    for cand in (here / "matrices", here.parent / "matrices"):
-        if (cand / "cuda.yaml").is_file():
-            return cand
-    return here.parent / "matrices"
+    from .fsutil import shipped_dir
+
+    return shipped_dir("matrices", "cuda.yaml")
 
 
 def _yaml_load(text: str) -> Any:

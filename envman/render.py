@@ -11,11 +11,9 @@ from .plan import DockerPlan
 
 
 def templates_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    for cand in (here / "templates", here.parent / "templates"):
-        if (cand / "Dockerfile.j2").is_file():
-            return cand
-    return here.parent / "templates"
+    from .fsutil import shipped_dir
+
+    return shipped_dir("templates", "Dockerfile.j2")
 
 
 @lru_cache(maxsize=1)
