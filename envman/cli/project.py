@@ -73,3 +73,15 @@ def register(app: typer.Typer) -> None:
         from ..project import lock_project
 
         _show(lock_project(root, force=force, base_image=base_image, upgrade=upgrade), root)
+        _remind_ci(root)
+
+
+def _remind_ci(root: Path) -> None:
+    """Generated CI files name images by lock hash: after a re-lock they must be regenerated too."""
+    if not any((root / f).exists() for f in (".github/workflows/envman.yml", ".gitlab-ci.yml", "docker-bake.json")):
+        return
+    from ..ci import check_ci_files, load_ci_project
+
+    stale, _ = check_ci_files(load_ci_project(root))
+    for s in stale:
+        typer.echo(f"note: {s} (commit them together with the locks)")
