@@ -65,6 +65,14 @@ class DockerPlan:
     stack_file: str
 
 
+def require_cuda(res: Resolution) -> str:
+    """The NVIDIA runtime's refusal line. A stack resolved for a fleet that runs its CUDA only through
+    minor-version compatibility must not be refused there: it then requires the major and the driver floor."""
+    if res.driver_mode == "minor-compat" and res.min_driver_minor_compat:
+        return f"cuda>={res.cuda.split('.')[0]}.0 driver>={res.min_driver_minor_compat}"
+    return f"cuda>={res.cuda}"
+
+
 def _user_command() -> str:
     # Ubuntu 24.04 images (nvidia/cuda 12.6+) already own uid 1000 as "ubuntu": take the uid over, so
     # files in bind-mounted workspaces keep the usual host uid.
@@ -127,7 +135,7 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
         base_env += [
             ("NVIDIA_VISIBLE_DEVICES", "all"),
             ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
-            ("NVIDIA_REQUIRE_CUDA", f"cuda>={res.cuda}"),
+            ("NVIDIA_REQUIRE_CUDA", require_cuda(res)),
         ]
     all_env = tuple((k, quote_docker(v)) for k, v in base_env + list(env))
     summary = stack_summary(res)

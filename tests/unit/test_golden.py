@@ -48,3 +48,14 @@ def test_golden_cases_cover_the_promised_stacks():
         spec = parse_spec({"name": case, **COMMON, **data})
         kinds[case] = spec
     assert kinds["cpu-only"].cpu and kinds["cuda-devel"].cuda_devel and len(kinds["two-gpu-fleet"].targets) == 2
+
+
+def test_require_cuda_does_not_refuse_the_fleet_the_stack_was_resolved_for(matrix):
+    from envman.inputs import build_request
+    from envman.plan import require_cuda
+    from envman.resolve import resolve_stack
+
+    full = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"]))
+    assert require_cuda(full) == "cuda>=13.0"
+    minor = resolve_stack(matrix, build_request(matrix, framework="torch==2.4.*", targets=["v100"], driver="470.57.02"))
+    assert minor.driver_mode == "minor-compat" and require_cuda(minor) == "cuda>=11.0 driver>=450.80.02"
