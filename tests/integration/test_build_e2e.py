@@ -45,6 +45,8 @@ def numpy_project(tmp_path, base_image, token, engine):
     yield d
     for suffix in ("", "-unverified"):
         engine.remove_image(good_tag(d) + suffix, force=True)
+    # images a --rebuild left untagged carry the project's title label: remove them too
+    engine.client.images.prune(filters={"dangling": True, "label": f"org.opencontainers.image.title={d.name}"})
 
 
 def test_quick_numpy_build_smoke_reuse_and_source_only_rebuild(numpy_project, engine, tmp_path, token):
