@@ -51,12 +51,14 @@ def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu:
 
 
 def fetch(path: Path, wheelhouse: Optional[Path], lock: Optional[Path], python: Optional[str],
-          glibc: Optional[str], as_json: bool) -> None:
+          glibc: Optional[str], as_json: bool, profile: Optional[str] = None) -> None:
     from .. import wheelhouse as wh
+    from ..project import Names
     from .output import emit_json
 
-    lock_file = lock or path / wh.DEFAULT_LOCK
-    lock_py, lock_glibc = wh.lock_target(path)
+    names = Names.for_profile(profile)
+    lock_file = lock or path / (names.req if profile else wh.DEFAULT_LOCK)
+    lock_py, lock_glibc = wh.lock_target(path, names.lock)
     py = python or lock_py
     if not py:
         raise UsageError(f"no Python version for the target: {path / 'envman.lock'} has no stack.python",
@@ -156,6 +158,7 @@ def register(app: typer.Typer) -> None:
         glibc: Optional[str] = typer.Option(
             None, "--glibc", help="Newest manylinux glibc of the image (default: the lock's platform, else 2.28)"),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable summary"),
+        profile: Optional[str] = typer.Option(None, "--profile", help="The wheels of this profile's lock (envman.P.lock)"),
     ) -> None:
         """Download every locked wheel, hash-checked, into a wheelhouse for offline builds."""
-        fetch(path, wheelhouse, lock, python, glibc, as_json)
+        fetch(path, wheelhouse, lock, python, glibc, as_json, profile)
