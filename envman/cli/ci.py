@@ -55,6 +55,15 @@ def _report(project, opts, written, kind: str | None) -> None:
         typer.echo("actionlint: list your runner labels under self-hosted-runner.labels in .github/actionlint.yaml")
 
 
+def _pipeline(kind: str, path: Path, registry, gpu_runner, envman_spec, force: bool) -> None:
+    from .. import ci as ci_mod
+
+    project = ci_mod.load_ci_project(path.resolve())
+    opts = _options(project, registry, gpu_runner, envman_spec, "--gpu-runner")
+    files = {"github": ci_mod.github_files, "gitlab": ci_mod.gitlab_files}[kind](project, opts)
+    _report(project, opts, ci_mod.write_ci_files(project.root, files, force), kind)
+
+
 def register(app: typer.Typer) -> None:
     ci = typer.Typer(help="Generate CI pipelines (GitHub Actions, GitLab CI) and a docker-bake.json from the locks.",
                      no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -69,11 +78,7 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
     ) -> None:
         """Write .github/workflows/envman.yml (and docker-bake.json with profiles): check, build, smoke."""
-        from ..ci import github_files, load_ci_project, write_ci_files
-
-        project = load_ci_project(path.resolve())
-        opts = _options(project, registry, gpu_runner, envman_spec, "--gpu-runner")
-        _report(project, opts, write_ci_files(project.root, github_files(project, opts), force), "github")
+        _pipeline("github", path, registry, gpu_runner, envman_spec, force)
 
     @ci.command("gitlab")
     def gitlab_cmd(
@@ -84,11 +89,7 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
     ) -> None:
         """Write .gitlab-ci.yml (and docker-bake.json with profiles): stages check, build, smoke."""
-        from ..ci import gitlab_files, load_ci_project, write_ci_files
-
-        project = load_ci_project(path.resolve())
-        opts = _options(project, registry, gpu_runner, envman_spec, "--gpu-runner")
-        _report(project, opts, write_ci_files(project.root, gitlab_files(project, opts), force), "gitlab")
+        _pipeline("gitlab", path, registry, gpu_runner, envman_spec, force)
 
     @ci.command("bake")
     def bake_cmd(
