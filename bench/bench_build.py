@@ -48,8 +48,8 @@ def main() -> None:
     ap.add_argument("--base", default="envman-test-base:bookworm")
     ap.add_argument("--keep", action="store_true", help="keep the images and wheelhouse afterwards")
     a = ap.parse_args()
-    from envman.build import wheelhouse_image
-    from envman.engine import Engine
+    from envman.app.build import wheelhouse_image
+    from envman.engine.docker import Engine
 
     engine = Engine()
     client = engine.build_client

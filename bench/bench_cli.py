@@ -69,7 +69,7 @@ def main() -> None:
         ini = timed(ENVMAN + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"], a.runs, setup=fresh)
         print(row("init --no-lock", ini, "target 0.3 s", 0.3))
         if not a.no_lock:
-            from envman.lock import uv_compile_command
+            from envman.lock.uv import uv_compile_command
 
             for label, reqs in (("lock (quickstart)", "torch>=2.3\nnumpy<3\n"), ("lock (101 pkgs)", TYPICAL)):
                 fresh()

@@ -4,4 +4,4 @@ The pipeline reads in module names: matrix → resolve → plan/render → lock 
 doctor = probes → checks.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from envman.portable.versions import arch_tuple, runs_ptx, runs_sass
+
 class Ver(Version):
     """A Version that prints as written: drivers are '570.124.06', never '570.124.6'."""
 
@@ -29,23 +31,25 @@ class Ver(Version):
         return (Ver, (self._text,))
 
 
-_SM = re.compile(r"^sm_(\d+)(\d)[a-z]?$")
+_SM = re.compile(r"^sm_(\d+)(\d)([af]?)$")
 _CC = re.compile(r"^(\d+)\.(\d)$")
 
 
 @dataclass(frozen=True, order=True)
 class Cc:
-    """A CUDA compute capability, e.g. 8.9 (= ``sm_89``)."""
+    """A CUDA compute capability, e.g. 8.9 (= ``sm_89``); as a build target it may carry the
+    arch-specific (``sm_90a``) or family (``sm_100f``) suffix."""
 
     major: int
     minor: int
+    suffix: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Cc:
-        """Accept ``sm_89``, ``sm_90a``, ``8.9`` or ``89``; raise ValueError otherwise."""
+        """Accept ``sm_89``, ``sm_90a``, ``sm_100f``, ``8.9`` or ``89``; raise ValueError otherwise."""
         t = str(text).strip().lower()
         if m := _SM.match(t):
-            return cls(int(m.group(1)), int(m.group(2)))
+            return cls(int(m.group(1)), int(m.group(2)), m.group(3))
         if m := _CC.match(t):
             return cls(int(m.group(1)), int(m.group(2)))
         if t.isdigit() and len(t) in (2, 3):
@@ -54,25 +58,26 @@ class Cc:
 
     @property
     def sm(self) -> str:
-        return f"sm_{self.major}{self.minor}"
+        return f"sm_{self.major}{self.minor}{self.suffix}"
+
+    @property
+    def arch(self) -> tuple:
+        """The portable island's architecture tuple."""
+        return arch_tuple(self.major, self.minor, self.suffix)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"
 
 
 def sass_covers(archs: tuple[Cc, ...], device: Cc) -> Cc | None:
-    """The SASS in ``archs`` that runs on ``device``: same major, minor not above the device's.
-
-    Binary compatibility holds only within a major: sm_86 code runs on 8.9, sm_90 code never runs on
-    12.0 (CUDA C Programming Guide, "Binary Compatibility"). Returns the best such arch or None.
-    """
-    usable = [a for a in archs if a.major == device.major and a.minor <= device.minor]
+    """The best SASS in ``archs`` that runs on ``device``, by the one rule in ``envman.portable.versions``."""
+    usable = [a for a in archs if runs_sass(a.arch, device.arch)]
     return max(usable) if usable else None
 
 
 def ptx_covers(ptx: tuple[Cc, ...], device: Cc) -> Cc | None:
-    """PTX for compute_X.Y is JIT-compiled by the driver for any device of capability >= X.Y."""
-    usable = [a for a in ptx if a <= device]
+    """The best PTX in ``ptx`` the driver can JIT-compile for ``device`` (the same one rule)."""
+    usable = [a for a in ptx if runs_ptx(a.arch, device.arch)]
     return max(usable) if usable else None
 
 
@@ -278,3 +283,14 @@ class Resolution:
     extras: tuple[str, ...]
     notes: tuple[str, ...]
     warnings: tuple[str, ...]
+
+
+# GPU names, normalised the same way by the matrix loader and the target lookup
+_GPU_DROP = re.compile(r"\b(nvidia|geforce|tesla)\b")
+_GPU_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def normalize_gpu_name(text: str) -> str:
+    """``NVIDIA GeForce RTX 4090`` and ``rtx-4090`` both become ``rtx4090``."""
+    t = _GPU_DROP.sub(" ", str(text).lower())
+    return _GPU_NON_ALNUM.sub("", t)

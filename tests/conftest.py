@@ -21,7 +21,7 @@ def update_golden(request) -> bool:
 @pytest.fixture(scope="session")
 def matrix():
     """The shipped matrices, loaded once."""
-    from envman.matrix import load_matrix
+    from envman.matrix.load import load_matrix
 
     return load_matrix()
 

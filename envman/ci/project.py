@@ -13,12 +13,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
-from ..errors import EXIT_SMOKE_NO_GPU, UsageError
-from ..generated import sha256
-from ..lock import LOCK_FILE, canonical_json, read_lock, stack_key
+from envman import __version__
+from envman.errors import EXIT_SMOKE_NO_GPU, UsageError
+from envman.files import sha256
+from envman.lock.uv import LOCK_FILE, canonical_json, read_lock, stack_key
 
-SMOKE = "python /opt/envman/smoke.py"  # the smoke test every envman image carries
+SMOKE = "env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"  # the smoke program every envman image carries
 SKIP_LINE = "GPU smoke skipped: no GPU runner configured (envman ci {kind} --gpu-runner {word})"
 
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
@@ -72,7 +72,7 @@ class CiProject:
 
 def load_ci_project(root: Path) -> CiProject:
     """The locks envman.yaml's profiles call for (envman.lock without profiles), or those on disk."""
-    from ..spec import load_spec
+    from envman.project.spec import load_spec
 
     spec = load_spec(root)
     if spec is not None and spec.profiles:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import UsageError
+from envman.errors import UsageError
 
 
 def _echo_err(line: str) -> None:
@@ -16,8 +16,8 @@ def _echo_err(line: str) -> None:
 
 def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu: bool, as_json: bool,
           save: Optional[Path], mount_script: bool) -> int:
-    from .. import smoke_runner
-    from .output import emit_json
+    from envman.app import smoke as smoke_runner
+    from envman.cli.output import emit_json
 
     if host == bool(image):
         raise UsageError("say where to run the smoke test: --host (this machine) or --image REF",
@@ -31,14 +31,14 @@ def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu:
         result = smoke_runner.run_smoke_host(expect, require_gpu=require_gpu)
         code = result.exit_code  # the script's own: 0, 1 or 6
     else:
-        from ..engine import Engine
+        from envman.engine.docker import Engine
 
         engine = Engine()
         engine.ping()
         if not engine.image_exists(image):
             raise UsageError(f"no image {image} on the engine", hint="build it first: envman build")
-        script = smoke_runner.smoke_script_path() if mount_script else None
-        result = smoke_runner.run_smoke_in_image(engine, image, require_gpu=require_gpu, expect=expect, script=script)
+        result = smoke_runner.run_smoke_in_image(engine, image, require_gpu=require_gpu, expect=expect,
+                                                 mount_kit=mount_script)
         code = result.cli_exit_code()  # 0, 5 (EXIT_SMOKE) or 6
     if save is not None:
         smoke_runner.save_report(result, save)
@@ -52,9 +52,9 @@ def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu:
 
 def fetch(path: Path, wheelhouse: Optional[Path], lock: Optional[Path], python: Optional[str],
           glibc: Optional[str], as_json: bool, profile: Optional[str] = None) -> None:
-    from .. import wheelhouse as wh
-    from ..project import Names
-    from .output import emit_json
+    from envman.lock import wheelhouse as wh
+    from envman.app.generate import Names
+    from envman.cli.output import emit_json
 
     names = Names.for_profile(profile)
     lock_file = lock or path / (names.req if profile else wh.DEFAULT_LOCK)
@@ -86,7 +86,7 @@ EXPECT_HELP = ("Expected stack: a smoke JSON or an envman.lock. "
 
 
 def build(path: Path, opts) -> int:
-    from ..build import build_project
+    from envman.app.build import build_project
 
     outcomes = build_project(path, opts, echo=typer.echo)
     code = max((o.exit_code for o in outcomes), default=0)
@@ -120,7 +120,7 @@ def register(app: typer.Typer) -> None:
         """Build the image with BuildKit, smoke-test it, tag it <name>:<lock hash>.
 
         Exit codes: 0 built (and smoke passed or found no GPU), 4 engine/build failure, 5 smoke failed."""
-        from ..build import BuildOptions
+        from envman.app.build import BuildOptions
 
         if progress not in (None, "tty", "plain"):
             raise UsageError(f"--progress {progress!r}: expected tty or plain")
@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the JSON report"),
         save: Optional[Path] = typer.Option(None, "--save", help="Also write the JSON report to this file"),
         mount_script: bool = typer.Option(
-            False, "--mount-script", help="--image: run this envman's smoke script instead of the image's"),
+            False, "--mount-script", help="--image: run this envman's smoke program (its kit, bind-mounted) instead of the image's"),
     ) -> None:
         """Check that an environment matches its lock and that its GPU stack works.
 

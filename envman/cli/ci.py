@@ -16,13 +16,13 @@ _SPEC = "What the check job pip-installs (default: this envman's version)"
 
 
 def _options(project, registry: Optional[str], runners: Optional[list[str]], spec: Optional[str], option: str):
-    from ..ci import CiOptions, parse_envman_spec, parse_registry, parse_runners
+    from envman.ci import CiOptions, parse_envman_spec, parse_registry, parse_runners
 
     return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option), parse_envman_spec(spec))
 
 
 def _report(project, opts, written, kind: str | None) -> None:
-    from ..ci import image_tags, shared_stacks
+    from envman.ci import image_tags, shared_stacks
 
     root = project.root
     typer.echo("wrote: " + ", ".join(str(p.relative_to(root)) for p in written) if written else "up to date: nothing changed")
@@ -56,7 +56,7 @@ def _report(project, opts, written, kind: str | None) -> None:
 
 
 def _pipeline(kind: str, path: Path, registry, gpu_runner, envman_spec, force: bool) -> None:
-    from .. import ci as ci_mod
+    from envman import ci as ci_mod
 
     project = ci_mod.load_ci_project(path.resolve())
     opts = _options(project, registry, gpu_runner, envman_spec, "--gpu-runner")
@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
     ) -> None:
         """Write docker-bake.json: one target per profile, built in parallel by `docker buildx bake`."""
-        from ..ci import bake_files, load_ci_project, write_ci_files
+        from envman.ci import bake_files, load_ci_project, write_ci_files
 
         project = load_ci_project(path.resolve())
         opts = _options(project, registry, None, None, "--gpu-runner")
@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
     @ci.command("check")
     def check_cmd(path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)")) -> None:
         """Exit 1 when a CI file envman generated names images of other locks than the current ones."""
-        from ..ci import check_ci_files, load_ci_project
+        from envman.ci import check_ci_files, load_ci_project
 
         stale, notes = check_ci_files(load_ci_project(path.resolve()))
         for n in notes:

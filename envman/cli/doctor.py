@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import EXIT_OK, EXIT_USER, UsageError
+from envman.errors import EXIT_OK, EXIT_USER, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -49,9 +49,11 @@ def register(app: typer.Typer) -> None:
         kn: dict = {}
         loader = threading.Thread(target=_load_knowledge, args=(kn,), daemon=True)
         loader.start()
-        from ..probes.facts import gather_facts, read_facts_file, write_facts_file
+        from envman import __version__
+        from envman.app.doctor import read_facts_file, write_facts_file
+        from envman.portable.facts.gather import gather_facts
 
-        facts = read_facts_file(facts_file) if facts_file is not None else gather_facts(path, python=python, deep=deep)
+        facts = read_facts_file(facts_file) if facts_file is not None else gather_facts(path, python=python, deep=deep, envman_version=__version__)
         if dump_facts == "-":
             import json
 
@@ -68,8 +70,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _load_knowledge(out: dict) -> None:
-    from ..doctor.cache import load_knowledge
-    from ..errors import EnvmanError
+    from envman.app.doctor import load_knowledge
+    from envman.errors import EnvmanError
 
     try:
         out["knowledge"] = load_knowledge()
@@ -81,9 +83,9 @@ def _load_knowledge(out: dict) -> None:
 
 def report(facts: dict, knowledge, knowledge_error: str | None, *, as_json: bool, strict: bool) -> int:
     """Judge, print, and return the exit code."""
-    from ..doctor.checks import run_checks, sort_findings
-    from ..doctor.findings import ERROR, WARN, warn
-    from ..doctor.report import render_text, report_dict
+    from envman.portable.doctor.checks import run_checks, sort_findings
+    from envman.portable.doctor.findings import ERROR, WARN, warn
+    from envman.portable.doctor.report import render_text, report_dict
 
     findings = run_checks(facts, knowledge)
     if knowledge_error:
@@ -93,7 +95,7 @@ def report(facts: dict, knowledge, knowledge_error: str | None, *, as_json: bool
             "reinstall envman, or fix the matrix file named above",
         )] + findings)
     if as_json:
-        from .output import emit_json
+        from envman.cli.output import emit_json
 
         emit_json(report_dict(findings, facts))
     else:

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from ..errors import EXIT_INTERNAL, EnvmanError
+from envman.errors import EXIT_INTERNAL, EnvmanError
 
 app = typer.Typer(
     name="envman",
@@ -24,8 +24,8 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from . import matrix as matrix_cmds
-    from . import resolve as resolve_cmds
+    from envman.cli import matrix as matrix_cmds
+    from envman.cli import resolve as resolve_cmds
 
     resolve_cmds.register(app)
     app.add_typer(matrix_cmds.app, name="matrix")
@@ -45,7 +45,7 @@ def _root(
     version: bool = typer.Option(False, "--version", help="Print envman's version and exit.", is_eager=True),
 ) -> None:
     if version:
-        from .. import __version__
+        from envman import __version__
 
         typer.echo(f"envman {__version__}")
         raise typer.Exit(0)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import UsageError
+from envman.errors import UsageError
 
 app = typer.Typer(help="Show the compatibility matrix, or refresh it from real wheel metadata.", no_args_is_help=True)
 
@@ -20,8 +20,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON"),
 ) -> None:
     """Print one subject of the matrix as a table."""
-    from ..matrix import load_matrix
-    from .output import emit_json, table
+    from envman.matrix.load import load_matrix
+    from envman.cli.output import emit_json, table
 
     if subject not in SUBJECTS:
         import difflib
@@ -85,8 +85,8 @@ def refresh(
     write: bool = typer.Option(False, "--write", help="Write the change into matrices/torch.yaml (otherwise only print it)"),
 ) -> None:
     """Read a real wheel's METADATA and torch/version.py; add or check the PyPI-default entry."""
-    from ..matrix import default_matrix_dir, load_matrix
-    from ..refresh import fetch_torch_wheel, plan_torch_refresh, read_torch_wheel
+    from envman.matrix.load import default_matrix_dir, load_matrix
+    from envman.matrix.refresh import fetch_torch_wheel, plan_torch_refresh, read_torch_wheel
 
     if framework != "torch":
         raise UsageError(f"refresh supports torch only, not {framework!r}", hint="TensorFlow's data comes from its tested build configurations page")
@@ -106,7 +106,7 @@ def refresh(
     if not write:
         typer.echo("(dry run: pass --write to apply)")
         return
-    from ..fsutil import write_atomic
+    from envman.files import write_atomic
 
     write_atomic(yaml_path, plan.new_text)
     typer.echo(f"wrote {yaml_path}")

@@ -9,7 +9,7 @@ import typer
 
 
 def _show(out, root: Path) -> None:
-    from .resolve import format_resolution
+    from envman.cli.resolve import format_resolution
 
     typer.echo(format_resolution(out.resolution))
     typer.echo("")
@@ -41,8 +41,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
     ) -> None:
         """Write envman.yaml, the locks, Dockerfile, compose.yaml and devcontainer.json for a repository."""
-        from ..project import InitOptions, init_project
-        from .resolve import detected_targets
+        from envman.app.generate import InitOptions, init_project
+        from envman.cli.resolve import detected_targets
 
         root = path.resolve()
         opts = InitOptions(tuple(target or ()), driver, cpu, python, framework, base_image, no_lock, force)
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
         root = path.resolve()
         if check:
-            from ..project import check_lock
+            from envman.app.generate import check_lock
 
             stale = check_lock(root)
             if stale:
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1)
             typer.echo("envman.lock is current")
             return
-        from ..project import lock_project
+        from envman.app.generate import lock_project
 
         _show(lock_project(root, force=force, base_image=base_image, upgrade=upgrade), root)
         _remind_ci(root)
@@ -80,7 +80,7 @@ def _remind_ci(root: Path) -> None:
     """Generated CI files name images by lock hash: after a re-lock they must be regenerated too."""
     if not any((root / f).exists() for f in (".github/workflows/envman.yml", ".gitlab-ci.yml", "docker-bake.json")):
         return
-    from ..ci import check_ci_files, load_ci_project
+    from envman.ci import check_ci_files, load_ci_project
 
     stale, _ = check_ci_files(load_ci_project(root))
     for s in stale:

@@ -7,15 +7,15 @@ from typing import Optional
 
 import typer
 
-from ..errors import EXIT_UNRESOLVABLE, ResolutionError, UsageError
+from envman.errors import EXIT_UNRESOLVABLE, ResolutionError, UsageError
 
 
 def detected_targets() -> tuple[list[str], str | None, str]:
     """This machine's GPUs as targets (the matrix id when envman knows the GPU, else its sm_XY), the
     driver, and a note on where they came from. NVML first, nvidia-smi as the fallback."""
-    from ..matrix import load_matrix
-    from ..probes.nvidia import scan_gpus
-    from ..targets import find_gpu
+    from envman.matrix.load import load_matrix
+    from envman.portable.facts.nvidia import scan_gpus
+    from envman.resolve.targets import find_gpu
 
     scan = scan_gpus()
     if not scan.gpus:
@@ -35,9 +35,9 @@ def detected_targets() -> tuple[list[str], str | None, str]:
 def resolve_from_args(framework, python, target, driver, cuda, cpu, cuda_devel=False):
     from dataclasses import replace
 
-    from ..inputs import build_request
-    from ..matrix import load_matrix
-    from ..resolve import resolve_stack
+    from envman.resolve.request import build_request
+    from envman.matrix.load import load_matrix
+    from envman.resolve.resolver import resolve_stack
 
     matrix = load_matrix()
     extra_notes: list[str] = []
@@ -66,8 +66,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
     ) -> None:
         """Pick the newest consistent stack for the target GPUs and explain every choice."""
-        from ..summary import refusal_dict, resolution_dict
-        from .output import emit_json
+        from envman.resolve.summary import refusal_dict, resolution_dict
+        from envman.cli.output import emit_json
 
         try:
             res = resolve_from_args(framework, python, target, driver, cuda, cpu)
@@ -97,7 +97,7 @@ def print_refusal(err: ResolutionError) -> None:
 
 
 def format_resolution(res) -> str:
-    from .output import table
+    from envman.cli.output import table
 
     rows = []
     if res.framework:

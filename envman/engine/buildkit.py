@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import CLIENT_HINT, EngineError
-from .signals import signals_deferred, sigterm_raises
+from envman.engine.errors import CLIENT_HINT, EngineError
+from envman.process import signals_deferred, sigterm_raises
 
 # Clients 23+ hand DOCKER_BUILDKIT=1 builds to buildx and fail without it; before 20.10 the built-in
 # Dockerfile frontend only knew RUN --mount behind a `# syntax=` line, which needs a registry.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import EXIT_ENGINE, EnvmanError
+from envman.errors import EXIT_ENGINE, EnvmanError
 
 START_HINT = (
     "start one: `sudo systemctl start docker` (systemd) or `sudo dockerd >/tmp/dockerd.log 2>&1 &`; "
@@ -37,6 +37,3 @@ class RunTimeout(EngineError):
         super().__init__(message)
         self.stdout, self.stderr = stdout, stderr
 
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived while envman held a container or a build client; handled like Ctrl-C."""

@@ -24,7 +24,7 @@ from .engine_helpers import BASE_IMAGE, wait_for
 
 @pytest.fixture(scope="session")
 def engine():
-    from envman.engine import Engine, EngineError
+    from envman.engine.docker import Engine, EngineError
 
     e = Engine()
     try:
@@ -36,7 +36,7 @@ def engine():
 
 @pytest.fixture(scope="session")
 def build_client(engine):
-    from envman.engine import EngineError
+    from envman.engine.docker import EngineError
 
     try:
         return engine.build_client

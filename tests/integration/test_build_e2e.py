@@ -52,7 +52,7 @@ def numpy_project(tmp_path, base_image, token, engine):
 def test_quick_numpy_build_smoke_reuse_and_source_only_rebuild(numpy_project, engine, tmp_path, token):
     d = numpy_project
     # the real CA bundle plus a marker: pip in the build trusts it, and no layer may keep it
-    from envman.build import default_ca_bundle
+    from envman.app.build import default_ca_bundle
 
     real = default_ca_bundle()
     bundle = tmp_path / "ca.pem"
@@ -97,7 +97,7 @@ def test_offline_build_from_the_wheelhouse(numpy_project, engine, tmp_path):
     out = envman("build", str(d), "--offline", "--progress", "plain")
     assert "--no-index --find-links /wheels" in (d / ".envman" / "Dockerfile.offline").read_text()
     assert f"tagged {good_tag(d)}" in out.stdout
-    from envman.build import wheelhouse_image
+    from envman.app.build import wheelhouse_image
 
     engine.remove_image(wheelhouse_image(d / ".envman" / "wheelhouse"), force=True)
 
@@ -134,7 +134,7 @@ def test_torch_2_14_1_offline_end_to_end(tmp_path, base_image, engine):
     d = tmp_path / "torch-e2e"
     shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "quickstart", d)
     (d / "requirements.txt").write_text("torch==2.14.1\n")
-    from envman.build import wheelhouse_image
+    from envman.app.build import wheelhouse_image
 
     wh = d / ".envman" / "wheelhouse"
     try:

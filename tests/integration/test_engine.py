@@ -88,7 +88,7 @@ def test_cache_mount_persists_between_builds(engine, build_client, base_image, b
 
 
 def test_failed_build_is_exit_4_with_the_failing_step(engine, build_client, base_image, tmp_path, token):
-    from envman.engine import BuildError
+    from envman.engine.docker import BuildError
     from envman.errors import EXIT_ENGINE
 
     ctx = write_context(tmp_path, base_image, token,
@@ -112,7 +112,7 @@ def test_run_exit_code_env_binds_and_no_network(engine, base_image, tmp_path):
 
 
 def test_run_timeout_removes_the_container(engine, base_image, token):
-    from envman.engine import RunTimeout
+    from envman.engine.docker import RunTimeout
 
     with pytest.raises(RunTimeout):
         engine.run(base_image, ["sh", "-c", "echo started; sleep 60"], timeout=2, labels={"org.envman.test": token})
@@ -122,7 +122,7 @@ def test_run_timeout_removes_the_container(engine, base_image, token):
 CHILD = """\
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job may inherit SIGINT ignored
-from envman.engine import Engine
+from envman.engine.docker import Engine
 try:
     Engine().run({image!r}, ["sleep", "60"], labels={{"org.envman.test": {token!r}}}, timeout=120)
 except KeyboardInterrupt as exc:
@@ -149,7 +149,7 @@ def test_signal_during_run_leaves_no_container(engine, base_image, token, sig):
 
 BUILD_CHILD = """\
 import sys
-from envman.engine import Engine
+from envman.engine.docker import Engine
 Engine().build({ctx!r}, tags=[{tag!r}], progress="plain", on_output=lambda l: print(l, flush=True))
 """
 
@@ -207,13 +207,13 @@ def test_smoke_script_in_the_base_image(engine, base_image, tmp_path):
     """The real smoke script in an image without any framework: non-GPU checks pass, no GPU -> exit 6."""
     import json
 
-    from envman.smoke_runner import NO_GPU, run_smoke_in_image, smoke_script_path
+    from envman.app.smoke import NO_GPU, run_smoke_in_image
 
     expect = tmp_path / "stack.json"
     expect.write_text(json.dumps({"schema": 1, "framework": None, "cuda": None, "cudnn": None, "nccl": None,
                                   "python": "3.11", "arch_list": [], "imports": [["ca-certificates-py", "ssl"]],
                                   "lock_hash": "0" * 64}))
-    r = run_smoke_in_image(engine, base_image, expect=expect, script=smoke_script_path(), gpus=False)
+    r = run_smoke_in_image(engine, base_image, expect=expect, mount_kit=True, gpus=False)
     assert r.exit_code == NO_GPU and r.cli_exit_code() == 6, r.report
     assert r.report["notes"] == ["GPU checks skipped: no GPU visible"]
     assert r.report["observed"]["python"].startswith("3.11.")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from envman.registry import resolve_digest
+from envman.lock.registry import resolve_digest
 
 pytestmark = pytest.mark.integration
 

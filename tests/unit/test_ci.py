@@ -9,15 +9,27 @@ from pathlib import Path
 import pytest
 import yaml
 
+from envman import __version__
 from envman.ci import (
-    BAKE_FILE, GITHUB_FILE, GITLAB_FILE, CiOptions, check_ci_files, github_files, gitlab_files, load_ci_project,
-    parse_envman_spec, parse_registry, parse_runners, shared_stacks, write_ci_files,
+    BAKE_FILE,
+    GITHUB_FILE,
+    GITLAB_FILE,
+    CiOptions,
+    check_ci_files,
+    github_files,
+    gitlab_files,
+    load_ci_project,
+    parse_envman_spec,
+    parse_registry,
+    parse_runners,
+    shared_stacks,
+    write_ci_files,
 )
 from envman.ci.files import dump_yaml
 from envman.ci.github import github_workflow
 from envman.cli.main import main
 from envman.errors import UsageError
-from envman.generated import ownership
+from envman.files import ownership
 
 PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "projects"
 
@@ -158,7 +170,7 @@ def test_runner_given_twice_and_profile_runner_without_profiles(project_dir):
 
 
 def test_envman_spec():
-    assert parse_envman_spec(None) == "envman==0.1.0"
+    assert parse_envman_spec(None) == f"envman=={__version__}"
     assert parse_envman_spec("envman[extra]>=0.1,<0.2") == "envman[extra]>=0.1,<0.2"
     assert parse_envman_spec("envman @ https://files.example.com/envman-0.1.0-py3-none-any.whl")
     for bad in ("numpy==1.0", "envman==0.1; rm -rf /", "envman==$(id)", "envman @ https://x/${{ secrets.T }}",

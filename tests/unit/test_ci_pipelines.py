@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envman.ci import BAKE_FILE, GITHUB_FILE, GITLAB_FILE, CiOptions, github_files, gitlab_files, load_ci_project
+from envman import __version__
+from envman.ci import (
+    BAKE_FILE,
+    GITHUB_FILE,
+    GITLAB_FILE,
+    CiOptions,
+    github_files,
+    gitlab_files,
+    load_ci_project,
+)
 from envman.ci.project import parse_registry, parse_runners
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +86,7 @@ def test_github_shape(generated):
         assert wf["on"] == ["push", "pull_request"], case
         assert wf["permissions"] == {"contents": "read"}, case
         jobs = wf["jobs"]
-        assert jobs["check"]["steps"][2]["run"] == "python -m pip install envman==0.1.0"
+        assert jobs["check"]["steps"][2]["run"] == f"python -m pip install envman=={__version__}"
         assert [s.get("run") for s in jobs["check"]["steps"][3:]] == ["envman lock --check", "envman ci check"]
         assert jobs["build"]["needs"] == "check"
         assert {j["needs"] for n, j in jobs.items() if n.startswith("smoke")} == {"build"}
@@ -120,7 +129,7 @@ def test_github_gpu_smoke_and_visible_skip(generated):
     hopper, blackwell = jobs["smoke-hopper"], jobs["smoke-blackwell"]
     assert hopper["runs-on"] == ["self-hosted", "gpu", "h100"]
     run = hopper["steps"][-1]["run"]
-    assert 'docker run --rm --gpus all "$image" python /opt/envman/smoke.py --require-gpu' in run
+    assert 'docker run --rm --gpus all "$image" env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke --require-gpu' in run
     assert hopper["steps"][-1]["env"]["ENVMAN_DIGEST"] == \
         "${{ fromJSON(needs.build.outputs.metadata)['hopper']['containerimage.digest'] }}"
     assert blackwell["runs-on"] == "ubuntu-latest"
@@ -267,7 +276,7 @@ def test_every_gitlab_pipeline_is_well_formed(generated):
     for case, doc in docs.items():
         assert gitlab_problems(doc) == [], case
         assert doc["stages"] == ["check", "build", "smoke"]
-        assert doc["envman-check"]["script"] == ["python -m pip install envman==0.1.0", "envman lock --check", "envman ci check"]
+        assert doc["envman-check"]["script"] == [f"python -m pip install envman=={__version__}", "envman lock --check", "envman ci check"]
 
 
 def test_gitlab_checker_catches_broken_pipelines(generated):
@@ -296,7 +305,7 @@ def test_gitlab_build_uses_buildx_on_dind_with_a_registry_cache(generated):
     assert script.startswith("docker buildx build \\\n  --file Dockerfile \\\n  --platform linux/amd64 \\\n")
     assert '--cache-to type=registry,ref="$CI_REGISTRY_IMAGE"/demo:buildcache,mode=max' in script
     smoke = doc["envman-smoke"]
-    assert smoke["tags"] == ["gpu"] and smoke["script"] == ["python /opt/envman/smoke.py --require-gpu"]
+    assert smoke["tags"] == ["gpu"] and smoke["script"] == ["env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke --require-gpu"]
     assert re.fullmatch(r"\$CI_REGISTRY_IMAGE/demo:[0-9a-f]{12}", smoke["image"]["name"])
 
 
@@ -327,7 +336,7 @@ def test_cpu_only_profile_needs_no_gpu_runner_and_skips_nothing(tmp_path):
     wf = yaml.safe_load(dict(github_files(p, opts))[GITHUB_FILE])
     legacy = wf["jobs"]["smoke-legacy"]
     assert legacy["name"] == "smoke test legacy (CPU-only stack)" and legacy["runs-on"] == "ubuntu-latest"
-    assert legacy["steps"][-1]["run"] == 'docker run --rm "$ENVMAN_IMAGE" python /opt/envman/smoke.py\n'
+    assert legacy["steps"][-1]["run"] == 'docker run --rm "$ENVMAN_IMAGE" env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke\n'
     assert wf["jobs"]["smoke-hopper"]["runs-on"] == ["self-hosted", "gpu"]
     gl = yaml.safe_load(dict(gitlab_files(p, opts))[GITLAB_FILE])
-    assert gl["envman-smoke-legacy"]["script"] == ["python /opt/envman/smoke.py"] and "tags" not in gl["envman-smoke-legacy"]
+    assert gl["envman-smoke-legacy"]["script"] == ["env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"] and "tags" not in gl["envman-smoke-legacy"]

@@ -47,7 +47,7 @@ def test_human_refusal_names_block_and_alternatives(capsys):
 
 
 def test_no_gpu_and_no_target_says_what_to_pass(capsys, monkeypatch):
-    from envman.probes import nvidia
+    from envman.portable.facts import nvidia
 
     monkeypatch.setattr(nvidia, "scan_gpus", lambda: nvidia.GpuScan(error="NVML: Driver Not Loaded; nvidia-smi not found"))
     rc, _, err = run(capsys, "resolve", "--framework", "torch")
@@ -58,7 +58,7 @@ def test_no_gpu_and_no_target_says_what_to_pass(capsys, monkeypatch):
 
 
 def test_detected_gpu_is_used_with_its_driver(capsys, monkeypatch):
-    from envman.probes import nvidia
+    from envman.portable.facts import nvidia
 
     scan = nvidia.GpuScan(driver="535.104.05", gpus=[nvidia.LocalGpu(0, "NVIDIA A100-SXM4-80GB", "8.0", 81920)], source="nvml")
     monkeypatch.setattr(nvidia, "scan_gpus", lambda: scan)

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from envman.errors import UsageError
 from envman.model import Cc, Resolution, Target
-from envman.plan import plan_dockerfile, quote_docker
-from envman.render import render_dockerfile
-from envman.spec import parse_spec
+from envman.image.plan import plan_dockerfile, quote_docker
+from envman.image.render import render_dockerfile
+from envman.project.spec import parse_spec
 
 RES = Resolution(
     framework="torch", version="2.14.1", variant="cu130", index_url=None, package="torch", companions=(),

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from envman.doctor.checks import run_checks
-from envman.doctor.knowledge import Knowledge, knowledge_from_matrix
-from envman.matrix import load_matrix
+from envman.portable.doctor.checks import run_checks
+from envman.app.doctor import knowledge_from_matrix
+from envman.portable.doctor.knowledge import Knowledge
+from envman.matrix.load import load_matrix
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
 K = knowledge_from_matrix(load_matrix(FIX / "matrix"))

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from envman.doctor.checks import run_checks
-from envman.doctor.knowledge import knowledge_from_matrix
-from envman.doctor.report import render_text, report_dict, verdict_line
-from envman.matrix import load_matrix
+from envman.portable.doctor.checks import run_checks
+from envman.app.doctor import knowledge_from_matrix
+from envman.portable.doctor.report import render_text, report_dict, verdict_line
+from envman.matrix.load import load_matrix
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
 K = knowledge_from_matrix(load_matrix(FIX / "matrix"))

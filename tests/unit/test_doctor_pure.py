@@ -9,17 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envman.doctor import versions
-from envman.doctor.cache import load_knowledge, matrix_dir
-from envman.doctor.knowledge import Knowledge, knowledge_from_matrix
-from envman.matrix import default_matrix_dir, load_matrix
+from envman.portable import versions
+from envman.app.doctor import load_knowledge, matrix_dir
+from envman.app.doctor import knowledge_from_matrix
+from envman.portable.doctor.knowledge import Knowledge
+from envman.matrix.load import default_matrix_dir, load_matrix
 from envman.model import Cc, sass_covers
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCTOR = ROOT / "envman" / "doctor"
+DOCTOR = ROOT / "envman" / "portable" / "doctor"
 FIX = ROOT / "tests" / "fixtures" / "facts"
-# cache.py is the doctor's one IO module (the Knowledge memo); everything else is the pure core.
-PURE = sorted(p for p in DOCTOR.glob("*.py") if p.name != "cache.py")
+PURE = sorted(DOCTOR.glob("*.py"))
 STDLIB_OK = set(sys.stdlib_module_names)
 
 
@@ -47,7 +47,8 @@ def test_pure_core_imports_only_the_stdlib_and_itself():
     for p in PURE:
         for name in _imports(p):
             if name.startswith("."):
-                assert not name.startswith(".."), f"{p.name} imports {name} (outside envman.doctor)"
+                assert not name.startswith("...") and (not name.startswith("..") or name == "..versions"), \
+                    f"{p.name} imports {name} (outside the doctor and versions)"
                 continue
             assert name.split(".")[0] in STDLIB_OK, f"{p.name} imports {name}"
             assert name.split(".")[0] not in ("subprocess", "os", "socket", "shutil", "glob"), f"{p.name} does IO: {name}"
@@ -57,7 +58,7 @@ def test_pure_core_runs_without_packaging_or_yaml(tmp_path):
     """The smoke test copies envman/doctor into images whose Python may lack both."""
     code = (
         "import sys; sys.modules['packaging'] = None; sys.modules['yaml'] = None\n"
-        "from envman.doctor.checks import run_checks\nfrom envman.doctor.knowledge import Knowledge\n"
+        "from envman.portable.doctor.checks import run_checks\nfrom envman.portable.doctor.knowledge import Knowledge\n"
         "import json; k = Knowledge.from_dict(json.load(open(sys.argv[1])))\n"
         "f = {'gpus': [{'index': 0, 'name': 'X', 'cc': '12.0'}], 'driver': '570.124.06',"
         " 'torch': {'version': '2.5.1+cu124', 'cuda': '12.4'}}\n"
@@ -82,13 +83,23 @@ def test_no_version_literals_in_checks():
                 assert not lit.fullmatch(repr(node.value)), f"{p.name}: version literal {node.value!r}"
 
 
-def test_sass_rule_agrees_with_the_model():
-    archs = [(m, n) for m in (3, 5, 6, 7, 8, 9, 10, 12) for n in range(0, 10)]
-    for dev in archs:
-        for a in archs:
-            want = sass_covers((Cc(*a),), Cc(*dev))
-            got = versions.sass_for([a], dev)
-            assert (want is None) == (got is None), (a, dev)
+def test_one_sass_rule_for_resolver_doctor_and_smoke():
+    """sm_100a (arch-specific) on a 10.3 device: the resolver, the doctor and the smoke program agree —
+    not covered; sm_100f (family) and plain sm_100 are."""
+    from envman.portable import smoke
+
+    devices = [(m, n) for m in (3, 5, 6, 7, 8, 9, 10, 12) for n in range(0, 10)]
+    names = [f"sm_{m}{n}{s}" for m, n in devices for s in ("", "a", "f")]
+    for dev in devices:
+        for name in names:
+            model = sass_covers((Cc.parse(name),), Cc(*dev)) is not None
+            doctor = versions.sass_for(versions.split_arch_list([name])[0], dev) is not None
+            program = smoke.arch_covers(dev, [name])[0]
+            assert model == doctor == program, (name, dev)
+    assert sass_covers((Cc.parse("sm_100a"),), Cc(10, 3)) is None
+    assert not smoke.arch_covers((10, 3), ["sm_100a"])[0]
+    assert versions.sass_for(versions.split_arch_list(["sm_100a"])[0], (10, 3)) is None
+    assert sass_covers((Cc.parse("sm_100f"),), Cc(10, 3)) == Cc(10, 0, "f")
 
 
 def test_cache_finds_the_same_matrix_directory_as_the_loader():

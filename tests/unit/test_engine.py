@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from envman import engine as eng
-from envman.engine import BuildClient, BuildError, Engine, EngineError, RunTimeout, Terminated, buildkit
+from envman.engine import docker as eng
+from envman.engine import buildkit
+from envman.engine.docker import BuildClient, BuildError, Engine, EngineError, RunTimeout, Terminated
 from envman.errors import EXIT_ENGINE
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envman.project import generate
-from envman.spec import parse_spec
+from envman.app.generate import generate
+from envman.project.spec import parse_spec
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 COMMON = {"packages": ["numpy"], "command": ["python", "train.py"], "env": {"WANDB_MODE": "offline"}}
@@ -51,9 +51,9 @@ def test_golden_cases_cover_the_promised_stacks():
 
 
 def test_require_cuda_does_not_refuse_the_fleet_the_stack_was_resolved_for(matrix):
-    from envman.inputs import build_request
-    from envman.plan import require_cuda
-    from envman.resolve import resolve_stack
+    from envman.resolve.request import build_request
+    from envman.image.plan import require_cuda
+    from envman.resolve.resolver import resolve_stack
 
     full = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"]))
     assert require_cuda(full) == "cuda>=13.0"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envman.errors import MatrixError
-from envman.matrix import _load_cached, load_matrix
+from envman.matrix.load import _load_cached, load_matrix
 
 
 def _problems(d) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from envman.cli.main import main
 from envman.errors import UsageError
-from envman.project import InitOptions, check_lock, init_project, lock_project
+from envman.app.generate import InitOptions, check_lock, init_project, lock_project
 
 REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
 
@@ -116,10 +116,10 @@ def test_lock_with_uv_hashes_and_check(repo):
 
 def test_variant_index_pins_local_version_and_passes_the_index(matrix, tmp_path):
     # download.pytorch.org is not reachable from CI, so this checks what envman hands to uv.
-    from envman.inputs import build_request
-    from envman.lock import uv_compile_command
-    from envman.pins import framework_pins
-    from envman.resolve import resolve_stack
+    from envman.resolve.request import build_request
+    from envman.lock.uv import uv_compile_command
+    from envman.lock.pins import framework_pins
+    from envman.resolve.resolver import resolve_stack
 
     res = resolve_stack(matrix, build_request(matrix, framework="torch==2.6.*", targets=["a100"], cuda="12.6", python="3.11"))
     assert res.variant == "cu126" and res.index_url == "https://download.pytorch.org/whl/cu126"
@@ -175,8 +175,8 @@ def test_profiles_write_one_lock_and_dockerfile_each_and_say_which_share(tmp_pat
 
 
 def lock_project_no_network(root: Path):
-    from envman.project import generate
-    from envman.spec import load_spec
+    from envman.app.generate import generate
+    from envman.project.spec import load_spec
 
     return generate(root, load_spec(root), no_lock=True)
 

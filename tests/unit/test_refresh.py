@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envman.matrix import _load_cached, default_matrix_dir, load_matrix
-from envman.refresh import fetch_torch_wheel, plan_torch_refresh, read_torch_wheel
+from envman.matrix.load import _load_cached, default_matrix_dir, load_matrix
+from envman.matrix.refresh import fetch_torch_wheel, plan_torch_refresh, read_torch_wheel
 
 
 @pytest.fixture(scope="module")

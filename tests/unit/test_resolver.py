@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from envman.errors import ResolutionError, UnknownGpuError, UsageError
-from envman.inputs import build_request
-from envman.resolve import resolve_stack
+from envman.resolve.request import build_request
+from envman.resolve.resolver import resolve_stack
 
 
 def resolve(matrix, **kw):
@@ -207,7 +207,7 @@ def test_target_forms_are_equivalent(matrix):
 
 
 def test_deterministic(matrix):
-    from envman.summary import resolution_dict
+    from envman.resolve.summary import resolution_dict
 
     kw = dict(framework="torch", targets=["v100", "rtx-5090"], driver="570.124.06")
     assert resolution_dict(resolve(matrix, **kw)) == resolution_dict(resolve(matrix, **kw))

@@ -1,26 +1,25 @@
-"""templates/smoke.py on recorded observations: the GPU branch is tested on its logic, without a GPU."""
+"""The smoke program (envman/portable/smoke.py) on recorded observations: the GPU branch is tested on its
+logic, without a GPU; the program itself runs from a kit copy as the image runs it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-SMOKE = Path(__file__).resolve().parents[2] / "templates" / "smoke.py"
+from envman.app.smoke import write_kit
+from envman.image.kit import SMOKE_MODULE
+from envman.portable import smoke
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("envman_smoke_under_test", SMOKE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-smoke = _load()
+def smoke_argv(tmp_path: Path) -> tuple[list[str], dict]:
+    """The smoke program as the image runs it: ``python -m envman_portable.smoke`` from a kit copy."""
+    kit = write_kit(tmp_path / "kit")
+    return [sys.executable, "-s", "-m", SMOKE_MODULE], {**os.environ, "PYTHONPATH": str(kit)}
 
 # Measured on this project's machines: torch 2.14.1+cu130 (ENVIRONMENT.md).
 EXPECT_CU130 = smoke.load_expect({
@@ -267,8 +266,11 @@ def test_unknown_framework_fails():
 def run_script(tmp_path, expect, *args, env=None):
     f = tmp_path / "stack.json"
     f.write_text(json.dumps(expect))
-    return subprocess.run([sys.executable, str(SMOKE), "--expect", str(f), *args], capture_output=True, text=True,
-                          timeout=60, env=env, check=False)
+    argv, kit_env = smoke_argv(tmp_path)
+    if env is not None:
+        kit_env = {**env, "PYTHONPATH": kit_env["PYTHONPATH"] + os.pathsep + env.get("PYTHONPATH", "")}
+    return subprocess.run([*argv, "--expect", str(f), *args], capture_output=True, text=True,
+                          timeout=60, env=kit_env, check=False)
 
 
 def test_script_on_this_host_without_gpu(tmp_path):
@@ -284,8 +286,6 @@ def test_script_on_this_host_without_gpu(tmp_path):
 def test_report_is_the_only_thing_on_stdout(tmp_path):
     mod = tmp_path / "noisy.py"
     mod.write_text("import os\nprint('hello from noisy')\nos.write(1, b'C-level noise\\n')\n")
-    import os
-
     p = run_script(tmp_path, {"schema": 1, "framework": None, "python": "3", "imports": [["noisy", "noisy"]]},
                    "--json", env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert json.loads(p.stdout)["exit_code"] == 6
@@ -294,23 +294,12 @@ def test_report_is_the_only_thing_on_stdout(tmp_path):
 
 
 def test_missing_expect_file_is_a_reported_failure(tmp_path):
-    p = subprocess.run([sys.executable, str(SMOKE), "--expect", str(tmp_path / "nope.json")], capture_output=True,
-                       text=True, timeout=60, check=False)
+    argv, env = smoke_argv(tmp_path)
+    p = subprocess.run([*argv, "--expect", str(tmp_path / "nope.json")], capture_output=True,
+                       text=True, timeout=60, check=False, env=env)
     assert p.returncode == 1
     (c,) = json.loads(p.stdout)["checks"]
     assert c["name"] == "expected stack" and "No such file" in c["detail"]
-
-
-def test_script_is_stdlib_only():
-    import ast
-
-    stdlib = set(sys.stdlib_module_names)
-    tree = ast.parse(SMOKE.read_text())
-    top = {n.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for n in node.names}
-    top |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    # torch, tensorflow and numpy are imported inside observe_* only, from the environment under test;
-    # envman is the stdlib-only doctor kit baked beside the script (observe_doctor)
-    assert top - stdlib - {"__future__"} == {"torch", "tensorflow", "numpy", "envman"}
 
 
 def test_null_module_imports_every_public_top_level_module_of_the_distribution():
@@ -331,20 +320,3 @@ def test_doctor_findings_fail_the_smoke_except_gpu_visibility():
     [ok] = smoke.evaluate_doctor(f[1:])
     assert ok["status"] == "pass"
     assert smoke.evaluate_doctor(None) == []
-
-
-def test_doctor_kit_runs_from_a_copy_with_only_the_stdlib(tmp_path):
-    """The kit that generate() writes into .envman/kit is what the image gets: run it from a copy, in a
-    fresh interpreter that cannot see envman's installed package."""
-    from envman.render import doctor_kit
-
-    for rel, text in doctor_kit().items():
-        (tmp_path / "kit" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "kit" / rel).write_text(text)
-    code = ("import sys, json; sys.path[:] = [p for p in sys.path if 'site-packages' not in p and p != '']; "
-            f"sys.path.insert(0, {str(SMOKE.parent)!r}); import smoke; "
-            f"print(json.dumps(smoke.observe_doctor({str(tmp_path / 'kit')!r}, {str(tmp_path)!r})))")
-    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    findings = json.loads(out.stdout.strip().splitlines()[-1])
-    assert isinstance(findings, list) and not [f for f in findings if f["check"] == "doctor-failed"], findings

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from envman import smoke_runner as sr
+from envman.app import smoke as sr
 from envman.cli.main import main
-from envman.engine import RunTimeout
+from envman.engine.docker import RunTimeout
 from envman.errors import EXIT_SMOKE, UsageError
 
 PY = "%d.%d" % sys.version_info[:2]
@@ -95,13 +95,13 @@ class FakeEngine:
 def test_in_image_run_binds_script_and_expect_read_only(stack_file):
     report = {"checks": [], "exit_code": 0, "status": "passed", "notes": []}
     e = FakeEngine((0, json.dumps(report), ""))
-    r = sr.run_smoke_in_image(e, "img:1", gpus=True, expect=stack_file, script=sr.smoke_script_path())
+    r = sr.run_smoke_in_image(e, "img:1", gpus=True, expect=stack_file, mount_kit=True)
     assert r.passed and r.gpus and r.cli_exit_code() == 0
     _image, cmd, kw = e.calls[0]
-    assert cmd == ["python3", "/opt/envman/smoke.py", "--json", "--expect", "/opt/envman/stack.json"]
+    assert cmd == ["python3", "-m", "envman_portable.smoke", "--json", "--expect", "/opt/envman/stack.json"]
     assert kw["gpus"] is True and kw["network"] is False
-    assert kw["env"] == {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
-    assert sorted(kw["binds"].values()) == ["/opt/envman/smoke.py", "/opt/envman/stack.json"]
+    assert kw["env"] == {"PYTHONPATH": "/opt/envman/kit", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
+    assert sorted(kw["binds"].values()) == ["/opt/envman/kit", "/opt/envman/stack.json"]
 
 
 def test_gpus_only_when_the_host_has_gpus_and_the_runtime(monkeypatch):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from envman import wheelhouse as wh
+from envman.lock import wheelhouse as wh
 from envman.errors import UsageError
-from envman.wheelhouse import Target, WheelhouseError
+from envman.lock.wheelhouse import Target, WheelhouseError
 
 A_WHEEL = b"not really a zip, but the hash is what counts"
 A_SHA = hashlib.sha256(A_WHEEL).hexdigest()

@@ -1,0 +1,234 @@
+"""``envman build``: the locked stack, built with BuildKit on the local engine, smoke-tested, tagged by
+lock hash — and, with ``--push``, pushed and pinned by digest in envman.lock.
+
+The image gets its good tag ``<name>:<lock hash 12>`` only after the smoke test passed; until then it is
+``<name>:<hash>-unverified``. The CA bundle reaches the build as a BuildKit secret and proxy settings as
+Docker's predefined proxy build args: neither lands in a layer or in the image history.
+"""
+
+from __future__ import annotations
+
+import configparser
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
+from envman.files import write_atomic
+from envman.lock.uv import read_lock
+from envman.image.plan import CA_SECRET
+from envman.app.generate import Names, check_lock, lock_digest, offline_dockerfile
+from envman.project.spec import load_spec
+
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+WHEELHOUSE = ".envman/wheelhouse"
+
+
+@dataclass
+class BuildOptions:
+    profile: str | None = None
+    offline: bool = False
+    wheelhouse: Path | None = None
+    rebuild: bool = False
+    tags: tuple[str, ...] = ()
+    smoke: bool = True
+    require_gpu: bool = False
+    ca_bundle: Path | None = None
+    base_image: str | None = None
+    push: str | None = None
+    progress: str | None = None
+
+
+@dataclass
+class BuildOutcome:
+    profile: str | None
+    image: str
+    built: bool
+    exit_code: int = EXIT_OK
+    smoke: object | None = None
+    pushed: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def default_ca_bundle(env: dict[str, str] | None = None) -> Path | None:
+    """The bundle the host's pip/requests are told to use: PIP_CERT, REQUESTS_CA_BUNDLE, SSL_CERT_FILE,
+    then `cert` in pip's config files. None when nothing is set (no proxy to trust)."""
+    env = dict(os.environ) if env is None else env
+    for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        if env.get(var) and Path(env[var]).is_file():
+            return Path(env[var])
+    home = Path(env.get("HOME", "~")).expanduser()
+    xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+    for conf in (Path(env.get("PIP_CONFIG_FILE", "/nonexistent")), xdg / "pip" / "pip.conf", home / ".pip" / "pip.conf",
+                 Path("/etc/pip.conf"), Path("/etc/xdg/pip/pip.conf")):
+        if not conf.is_file():
+            continue
+        cp = configparser.ConfigParser()
+        try:
+            cp.read(conf)
+        except configparser.Error:
+            continue
+        cert = cp.get("global", "cert", fallback=None)
+        if cert and Path(cert).is_file():
+            return Path(cert)
+    return None
+
+
+def proxy_args(env: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ) if env is None else env
+    return {k: env[k] for k in PROXY_VARS if env.get(k)}
+
+
+def wheelhouse_image(directory: Path) -> str:
+    """A name for the wheelhouse's content: its wheels' names and sizes (each wheel was hash-checked by fetch)."""
+    h = hashlib.sha256()
+    for p in sorted(directory.glob("*.whl")):
+        h.update(f"{p.name}\0{p.stat().st_size}\n".encode())
+    return f"envman-wheelhouse:{h.hexdigest()[:12]}"
+
+
+def _needed_files(dockerfile_text: str) -> list[str]:
+    return sorted(set(re.findall(r"--mount=type=bind,source=([^,\s]+)", dockerfile_text)))
+
+
+def _profiles(root: Path, opts: BuildOptions) -> list[Names]:
+    spec = load_spec(root)
+    if spec is None:
+        raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first")
+    if not spec.profiles:
+        if opts.profile:
+            raise UsageError(f"--profile {opts.profile}: envman.yaml declares no profiles")
+        return [Names(None)]
+    names = [p.name for p in spec.profiles]
+    if opts.profile:
+        if opts.profile not in names:
+            raise UsageError(f"--profile {opts.profile}: no such profile", hint="profiles: " + ", ".join(names))
+        return [Names.for_profile(opts.profile)]
+    return [Names.for_profile(n) for n in names]
+
+
+def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None], engine=None) -> list[BuildOutcome]:
+    root = root.resolve()
+    targets = _profiles(root, opts)
+    stale = check_lock(root)
+    if stale:
+        raise UsageError("the lock is stale: " + "; ".join(stale), hint="run `envman lock`, then build")
+    if engine is None:
+        from envman.engine.docker import Engine
+
+        engine = Engine()
+    server = engine.ping()
+    echo(f"engine: Docker {server}; builds through {engine.build_client.describe()}")
+    return [_build_one(root, n, opts, echo, engine) for n in targets]
+
+
+def _build_one(root: Path, names: Names, opts: BuildOptions, echo, engine) -> BuildOutcome:
+    from envman.app import smoke as smoke_runner
+
+    lock_path = root / names.lock
+    lock = read_lock(lock_path)
+    base = lock["base_image"]["ref"]
+    if opts.base_image and opts.base_image != base:
+        raise UsageError(f"--base-image {opts.base_image} differs from the lock's {base}",
+                         hint=f"lock for it first: envman lock --base-image {opts.base_image} (or add base_image to envman.yaml)")
+    dockerfile = root / names.dockerfile
+    text = dockerfile.read_text(encoding="utf-8")
+    if text != offline_dockerfile(root, names.profile, None):
+        from envman.files import ownership
+
+        why = "was edited by hand" if ownership(dockerfile).edited else "was generated by another envman version"
+        raise UsageError(f"{names.dockerfile} {why}: it no longer matches envman.yaml and the lock",
+                         hint="run `envman lock` (add --force to replace hand edits), then build")
+    missing = [f for f in _needed_files(text) if not (root / f).is_file()]
+    if missing:
+        raise UsageError(f"{names.dockerfile} needs {', '.join(missing)}, which is missing",
+                         hint="run `envman lock` (init --no-lock skips the Python lock)")
+    name, short = lock["name"], lock["lock_hash"][:12]
+    good, candidate = f"{name}:{short}", f"{name}:{short}-unverified"
+    out = BuildOutcome(names.profile, good, built=False)
+    label = f"[{names.profile}] " if names.profile else ""
+
+    remote = f"{opts.push.rstrip('/')}/{name}:{short}" if opts.push else None
+    if remote:
+        digest = engine.registry_digest(remote)
+        if digest:
+            echo(f"{label}{remote} is already in the registry ({digest}): skipping build and push")
+            out.pushed = _record_push(lock_path, lock, remote, digest)
+            return out
+
+    if engine.image_exists(good) and not opts.rebuild:
+        echo(f"{label}{good} exists for this lock hash: skipping the build (--rebuild forces it)")
+    else:
+        build_file = dockerfile
+        if opts.offline:
+            build_file = _offline_build_file(root, names, opts, echo, engine)
+        secrets = {}
+        ca = opts.ca_bundle or default_ca_bundle()
+        if opts.ca_bundle is not None and not opts.ca_bundle.is_file():
+            raise UsageError(f"--ca-bundle {opts.ca_bundle}: no such file", hint="the PEM bundle your proxy's CA is in")
+        if ca is not None:
+            secrets[CA_SECRET] = ca
+            echo(f"{label}CA bundle {ca} goes to the build as a BuildKit secret (never a layer)")
+        args = proxy_args()
+        if args:
+            echo(f"{label}proxy settings passed as build args: {', '.join(sorted(args))} (not kept in the image)")
+        echo(f"{label}building {candidate} from {build_file.relative_to(root)}")
+        result = engine.build(root, dockerfile=build_file, tags=[candidate], build_args=args, secrets=secrets,
+                              progress=opts.progress, on_output=echo)
+        out.built = True
+        echo(f"{label}built {candidate} in {result.seconds:.1f} s")
+        if opts.smoke:
+            res = smoke_runner.run_smoke_in_image(engine, candidate, require_gpu=opts.require_gpu)
+            out.smoke = res
+            report = root / (smoke_runner.REPORT_NAME if names.profile is None else f"envman.{names.profile}.smoke.json")
+            smoke_runner.save_report(res, report)
+            echo(f"{label}smoke test ({'with' if res.gpus else 'without'} GPU access), report in {report.name}:")
+            echo(res.summary())
+            if res.failed:
+                out.exit_code = EXIT_SMOKE
+                out.notes.append(f"smoke test failed: {candidate} keeps its -unverified tag for inspection; no good tag")
+                echo(f"{label}{out.notes[-1]}")
+                return out
+        else:
+            out.notes.append("not smoke-tested (--no-smoke)")
+        engine.tag(candidate, good)
+        engine.remove_image(candidate)
+        echo(f"{label}tagged {good}")
+    for t in opts.tags:
+        engine.tag(good, t)
+        echo(f"{label}tagged {t}")
+    if remote:
+        engine.tag(good, remote)
+        digest = engine.push(remote)
+        out.pushed = _record_push(lock_path, lock, remote, digest)
+        echo(f"{label}pushed {remote} → {out.pushed['pinned']} (recorded in {names.lock})")
+    return out
+
+
+def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo, engine) -> Path:
+    wh = (opts.wheelhouse or root / WHEELHOUSE).resolve()
+    if not wh.is_dir() or not any(wh.glob("*.whl")):
+        raise UsageError(f"no wheelhouse at {wh}", hint="run `envman fetch` first (it downloads every locked wheel)")
+    ref = wheelhouse_image(wh)
+    if not engine.image_exists(ref):
+        echo(f"importing the wheelhouse {wh} as {ref} (bind-mounted into the build, never a layer of the image)")
+        engine.import_dir(wh, ref)
+    text = offline_dockerfile(root, names.profile, ref)
+    path = root / ".envman" / (f"{names.dockerfile}.offline")
+    write_atomic(path, text)
+    return path
+
+
+def _record_push(lock_path: Path, lock: dict, remote: str, digest: str) -> dict:
+    """The pushed digest goes into the lock (outside its hash: the lock's identity does not change)."""
+    repo = remote.rsplit(":", 1)[0]
+    pushed = {"ref": remote, "digest": digest, "pinned": f"{repo}@{digest}"}
+    data = dict(lock)
+    data["pushed"] = pushed
+    assert lock_digest(data) == lock["lock_hash"]
+    write_atomic(lock_path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return pushed

@@ -1,0 +1,454 @@
+"""Use cases over a project directory: init, lock, lock --check. Orchestrates the pure core and the
+adapters (spec, requirements, uv, render) and writes files only after every step succeeded."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from envman import __version__
+from envman.errors import UsageError
+from envman.files import WritePlan, ownership, sha256, with_header
+from envman.resolve.request import build_request
+from envman.lock.uv import (
+    FW_LOCK, LOCK_FILE, PYLOCK, REQ_LOCK, build_lock, canonical_json, compile_python_lock, read_lock, render_lock,
+    stack_key,
+)
+from envman.matrix.load import load_matrix
+from envman.model import Matrix, Resolution
+from envman.lock.pins import check_user_requirements, framework_pins
+from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
+from envman.app.doctor import load_knowledge
+from envman.image.kit import doctor_kit
+from envman.image.render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, warm
+from envman.project.requirements import Req, discover, read_requirements_file
+from envman.resolve.resolver import resolve_stack
+from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
+
+GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json",
+             ".envman/stack.json")
+
+
+@dataclass
+class Outcome:
+    resolution: Resolution
+    lock: dict
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    spec_created: bool = False
+    notes: list[str] = field(default_factory=list)
+    built: list = field(default_factory=list)
+
+
+def project_name(root: Path) -> str:
+    n = re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-")
+    return n or "envman-project"
+
+
+def spec_request(matrix: Matrix, spec: ProjectSpec):
+    fields = {"framework": f"{spec.source}: framework", "python": f"{spec.source}: python",
+              "driver": f"{spec.source}: driver", "cuda": f"{spec.source}: cuda"}
+    return build_request(matrix, framework=spec.framework, python=spec.python, targets=list(spec.targets),
+                         driver=spec.driver, cuda=spec.cuda, cpu=spec.cpu, cuda_devel=spec.cuda_devel, fields=fields)
+
+
+def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
+    reqs: list[Req] = []
+    for f in spec.requirements:
+        reqs.extend(read_requirements_file(root, f))
+    for i, p in enumerate(spec.packages):
+        reqs.append(Req(validate_requirement(p, f"packages[{i}]", spec.source), f"{spec.source} packages[{i}]"))
+    return reqs
+
+
+def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str]:
+    """What a lock depends on, hashed one by one so `lock --check` can say which input changed."""
+    h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest}
+    for f in spec.requirements:
+        try:
+            h[f"file:{f}"] = sha256((root / f).read_bytes())
+        except OSError:
+            h[f"file:{f}"] = "missing"
+    return h
+
+
+def combined(hashes: dict[str, str]) -> str:
+    return sha256(canonical_json(hashes))
+
+
+def _base(spec: ProjectSpec, res: Resolution) -> tuple[str, str]:
+    if spec.base_image:
+        return spec.base_image, "custom"
+    return res.base_image, res.base_kind
+
+
+@dataclass(frozen=True)
+class Names:
+    """Where one stack's files go: plain names, or ``envman.P.lock``/``Dockerfile.P`` … for profile P."""
+
+    profile: str | None
+    lock: str = LOCK_FILE
+    dockerfile: str = "Dockerfile"
+    req: str = REQ_LOCK
+    fw: str = FW_LOCK
+    pylock: str = PYLOCK
+    stack: str = ".envman/stack.json"
+
+    @classmethod
+    def for_profile(cls, p: str | None) -> Names:
+        if p is None:
+            return cls(None)
+        return cls(p, f"envman.{p}.lock", f"Dockerfile.{p}", f"requirements.{p}.lock.txt",
+                   f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json")
+
+
+@dataclass
+class Built:
+    names: Names
+    spec: ProjectSpec
+    resolution: Resolution
+    lock: dict
+    files: list[tuple[Path, str]]
+    gpu: bool
+    notes: list[str]
+
+
+def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
+    """A profile overrides the GPU-facing keys of the project's spec."""
+    over: dict = {"profiles": ()}
+    if profile.targets:
+        over.update(targets=profile.targets, cpu=False)
+    if profile.cpu:
+        over.update(cpu=True, targets=())
+    for key in ("driver", "cuda", "framework", "python"):
+        if getattr(profile, key):
+            over[key] = getattr(profile, key)
+    return replace(spec, **over)
+
+
+def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
+               matrix: Matrix, offline_image: str | None = None, upgrade: bool = False) -> Built:
+    req = spec_request(matrix, spec)
+    res = resolve_stack(matrix, req)
+    reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
+    pins = framework_pins(res, spec.companions)
+    lines = pins + [str(r.req) for r in reqs]
+    inputs_hash = combined(hashes)
+    base, base_kind = _base(spec, res)
+
+    req_text = fw_text = py_text = None
+    notes: list[str] = []
+    label = f"profile {names.profile}: " if names.profile else ""
+    digest_job = None
+    if not no_lock:
+        # the base image's digest, asked of its registry while uv resolves
+        from concurrent.futures import ThreadPoolExecutor
+
+        from envman.lock.registry import resolve_digest
+
+        pool = ThreadPoolExecutor(max_workers=1)
+        digest_job = pool.submit(resolve_digest, base)
+        pool.shutdown(wait=False)
+    if lines and not no_lock:
+        index_urls = [res.index_url] if res.index_url else []
+        roots = [p.split("==")[0].split("[")[0] for p in pins]
+        lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
+                                 previous=(_our_body(root / names.req), _our_body(root / names.pylock)))
+        req_text, py_text = lr.req_text, lr.pylock_text
+        fw_text = lr.fw_text if pins else None
+        notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
+    elif lines and no_lock:
+        old = _reusable_python_lock(root, names, inputs_hash)
+        if old is not None:
+            req_text, fw_text, py_text = old
+            notes.append(f"{label}--no-lock: kept the existing Python lock (its inputs are unchanged)")
+        else:
+            notes.append(f"{label}--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
+
+    base_digest = digest_job.result() if digest_job is not None else _kept_digest(root, names, base, inputs_hash)
+    if base_digest:
+        notes.append(f"{label}base image {base} pinned to {base_digest} (its registry answered)")
+    elif not no_lock:
+        notes.append(f"{label}base image {base}: no registry answered, the tag is kept and its digest is unpinned")
+    lock = build_lock(name=spec.name, inputs_hash=inputs_hash, res=res, base_image=base, base_kind=base_kind,
+                      base_digest=base_digest, system_packages=list(spec.system_packages), req_text=req_text,
+                      fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
+                      file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock})
+    lock["inputs"] = hashes
+    lock["dockerfile"] = names.dockerfile
+    lock["lock_hash"] = lock_digest(lock)
+    lock_hash = lock["lock_hash"]
+
+    plan = plan_dockerfile(
+        name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
+        base_kind=base_kind,
+        system_packages=spec.system_packages, env=spec.env, command=spec.command, lock_hash=lock_hash,
+        inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
+        # the second install layer only when something beyond the framework's closure is locked
+        req_lock=names.req if lines and (reqs or not pins) else None, version=__version__, stack_file=names.stack,
+        offline_image=offline_image,
+    )
+    body = render_dockerfile(plan).lstrip("\n")
+    files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
+    imports = [[r.name, None] for r in reqs] + [[p.split("==")[0].split("[")[0], None] for p in pins]
+    files.append((root / names.stack, render_json(smoke_expectation(res, sorted(imports), lock_hash))))
+    if req_text is not None:
+        files.append((root / names.req, with_header(req_text, inputs_hash)))
+    if fw_text is not None:
+        files.append((root / names.fw, with_header(fw_text, inputs_hash)))
+    if py_text is not None:
+        files.append((root / names.pylock, with_header(py_text, inputs_hash)))
+    return Built(names, spec, res, lock, files, plan.gpu, notes)
+
+
+def shared_stacks(built: list[Built]) -> list[list[str]]:
+    groups: dict[tuple, list[str]] = {}
+    for b in built:
+        groups.setdefault(stack_key(b.lock), []).append(b.names.profile or "default")
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
+             matrix: Matrix | None = None, upgrade: bool = False) -> Outcome:
+    matrix = matrix or load_matrix()
+    hashes = input_hashes(root, spec, matrix)
+    if spec.profiles:
+        built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
+                            upgrade=upgrade) for p in spec.profiles]
+    else:
+        built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix, upgrade=upgrade)]
+    inputs_hash = combined(hashes)
+    files: list[tuple[Path, str]] = []
+    for b in built:
+        files.extend(b.files)
+    files.append((root / ".dockerignore", with_header(DOCKERIGNORE, inputs_hash)))
+    services = [(b.names.profile, b.names.dockerfile, f"{spec.name}:{b.lock['lock_hash'][:12]}", b.gpu) for b in built]
+    files.append((root / "compose.yaml", with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
+    first = built[0]
+    files.append((root / ".devcontainer" / "devcontainer.json",
+                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, "../" + first.names.dockerfile)), inputs_hash, "//")))
+    kit = doctor_kit(load_knowledge().to_dict())
+    files.extend((root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit.items()))
+
+    wp = WritePlan(files)
+    wp.check(root, force)
+    for b in built:
+        _check_lock_owner(root, b.names.lock, force)
+    for b in built:
+        wp.files.append((root / b.names.lock, render_lock(b.lock)))
+    written = wp.write()
+    notes = [n for b in built for n in b.notes]
+    for group in shared_stacks(built):
+        notes.append("profiles " + ", ".join(group) + " share one stack (their images differ only in labels)")
+    if len(built) > 1:
+        for b in built:
+            fw = b.lock["stack"].get("framework") or {}
+            notes.append(f"profile {b.names.profile}: {fw.get('name')} {fw.get('version')} {fw.get('variant')}, "
+                         f"Python {b.lock['stack']['python']} → {b.names.dockerfile}, {b.names.lock}")
+    out = Outcome(first.resolution, first.lock, written, [p for p, _ in wp.files if p not in written], notes=notes)
+    out.built = built
+    return out
+
+
+def offline_dockerfile(root: Path, profile: str | None, offline_image: str | None) -> str:
+    """The project's Dockerfile as this envman renders it now; with ``offline_image``, every pip install
+    reads that wheelhouse image, bind-mounted, with --no-index. Rendered from the same plan as the
+    Dockerfile, so the two never drift apart."""
+    spec = _require_spec(root)
+    matrix = load_matrix()
+    hashes = input_hashes(root, spec, matrix)
+    names = Names.for_profile(profile)
+    if profile is not None:
+        prof = next((p for p in spec.profiles if p.name == profile), None)
+        if prof is None:
+            raise UsageError(f"no profile {profile!r} in {spec.source}",
+                             hint="profiles: " + ", ".join(p.name for p in spec.profiles))
+        spec = profile_spec(spec, prof)
+    built = _build_one(root, spec, names, hashes, True, matrix, offline_image=offline_image)
+    return built.files[0][1]
+
+
+def lock_digest(lock: dict) -> str:
+    """The lock's identity: everything but the hash itself and what a push records afterwards."""
+    return sha256(canonical_json({k: v for k, v in lock.items() if k not in ("lock_hash", "pushed")}))
+
+
+def _our_body(path: Path) -> str | None:
+    """A file envman generated and nobody edited, without its header (to seed uv's preferences)."""
+    o = ownership(path)
+    if not o.exists or not o.ours or o.edited:
+        return None
+    return path.read_text(encoding="utf-8").partition("\n")[2]
+
+
+def _kept_digest(root: Path, names: Names, base: str, inputs_hash: str) -> str | None:
+    """--no-lock asks no registry: keep the digest the current lock pinned, if it is for the same inputs."""
+    try:
+        old = json.loads((root / names.lock).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    b = old.get("base_image") or {}
+    if old.get("inputs_hash") == inputs_hash and b.get("ref") == base:
+        return b.get("digest")
+    return None
+
+
+def _reusable_python_lock(root: Path, names: Names, inputs_hash: str) -> tuple[str, str | None, str | None] | None:
+    def body(name: str) -> str | None:
+        p = root / name
+        o = ownership(p)
+        if not o.exists or not o.ours or o.edited or o.inputs_hash != inputs_hash:
+            return None
+        return p.read_text(encoding="utf-8").partition("\n")[2]
+
+    req = body(names.req)
+    if req is None:
+        return None
+    return req, body(names.fw), body(names.pylock)
+
+
+def lock_is_ours(data: dict) -> bool:
+    return isinstance(data, dict) and data.get("lock_hash") == lock_digest(data)
+
+
+def _check_lock_owner(root: Path, name: str, force: bool) -> None:
+    p = root / name
+    if force or not p.exists():
+        return
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        data = None
+    if not lock_is_ours(data):
+        raise UsageError(f"would overwrite {name} (edited by hand or not envman's)",
+                         hint="re-run with --force to regenerate it")
+
+
+def spec_yaml(spec: ProjectSpec) -> str:
+    head = (
+        "# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n"
+        "# Keys: name, python, framework, companions, requirements, packages, system_packages,\n"
+        "#       targets + driver (or cpu: true), cuda, cuda_devel, command, env, profiles, base_image\n"
+    )
+    return head + render_yaml(spec.to_data())
+
+
+@dataclass
+class InitOptions:
+    targets: tuple[str, ...] = ()
+    driver: str | None = None
+    cpu: bool = False
+    python: str | None = None
+    framework: str | None = None
+    base_image: str | None = None
+    no_lock: bool = False
+    force: bool = False
+
+
+def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory", hint="pass the path of your training repository")
+    spec = load_spec(root)
+    created = False
+    notes: list[str] = []
+    if spec is None:
+        found = discover(root)
+        targets, driver = list(opts.targets), opts.driver
+        if not opts.cpu and not targets:
+            if detect_gpus is None:
+                raise UsageError("no target GPU", hint="pass --target GPU (repeatable) or --cpu")
+            targets, drv, note = detect_gpus()
+            notes.append(note)
+            driver = driver or (f">={drv}" if drv else None)
+        data = {
+            "name": project_name(root),
+            "python": opts.python or _python_from(found.python),
+            "framework": opts.framework or found.framework,
+            "companions": list(found.companions),
+            "requirements": list(found.requirement_files),
+            "packages": list(found.packages),
+            "cpu": opts.cpu,
+            "targets": [] if opts.cpu else targets,
+            "driver": driver,
+            "base_image": opts.base_image,
+        }
+        spec = parse_spec({k: v for k, v in data.items() if v not in (None, [], False)}, SPEC_FILE)
+        if found.found_in:
+            notes.append("found dependencies in: " + ", ".join(found.found_in))
+        if found.framework:
+            notes.append(f"framework constraint from the repository: {found.framework}")
+        created = True
+    else:
+        given = [n for n, v in (("--target", opts.targets), ("--driver", opts.driver), ("--cpu", opts.cpu),
+                                ("--python", opts.python), ("--framework", opts.framework)) if v]
+        if given:
+            raise UsageError(f"{spec.source} exists; {', '.join(given)} would be ignored",
+                             hint=f"edit {spec.source} instead (it is the single source of truth)")
+        if opts.base_image and opts.base_image != spec.base_image:
+            spec = replace(spec, base_image=opts.base_image)
+            notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
+    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force)
+    if created:
+        p = root / SPEC_FILE
+        from envman.files import write_atomic
+
+        write_atomic(p, spec_yaml(spec))
+        out.written.insert(0, p)
+    out.spec_created = created
+    out.notes = notes + out.notes
+    return out
+
+
+def _python_from(text: str | None) -> str | None:
+    if not text:
+        return None
+    m = re.fullmatch(r"\s*=?=?\s*(\d+\.\d+)(\.\*|\.\d+)?\s*", text)
+    return m.group(1) if m else text.strip()
+
+
+def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False) -> Outcome:
+    spec = _require_spec(root)
+    if base_image:
+        spec = replace(spec, base_image=base_image)
+    return generate(root, spec, force=force, upgrade=upgrade)
+
+
+def _require_spec(root: Path) -> ProjectSpec:
+    spec = load_spec(root)
+    if spec is None:
+        raise UsageError(f"no {SPEC_FILE} (or [tool.envman] in pyproject.toml) in {root}", hint="run `envman init` first")
+    return spec
+
+
+def check_lock(root: Path) -> list[str]:
+    """Why the lock is stale (empty when it is current). With profiles, every profile's lock is checked."""
+    spec = _require_spec(root)
+    matrix = load_matrix()
+    now = input_hashes(root, spec, matrix)
+    names = [Names.for_profile(p.name) for p in spec.profiles] or [Names(None)]
+    stale: list[str] = []
+    labels = {"spec": spec.source, "matrices": "envman's matrices (compatibility data)"}
+    for n in names:
+        lock = read_lock(root / n.lock)
+        then = lock.get("inputs") or {}
+        for k in sorted(set(now) | set(then)):
+            if now.get(k) != then.get(k):
+                msg = f"{labels.get(k, k.removeprefix('file:'))} changed since the lock"
+                if msg not in stale:
+                    stale.append(msg)
+        pl = lock.get("python_lock") or {}
+        for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
+            name = pl.get(key)
+            if not name:
+                continue
+            path = root / name
+            body = path.read_text(encoding="utf-8").partition("\n")[2] if path.exists() else None
+            if body is None:
+                stale.append(f"{name} is missing")
+            elif sha256(body) != pl.get(sha_key):
+                stale.append(f"{name} differs from the one {n.lock} records")
+        if not lock_is_ours(lock):
+            stale.append(f"{n.lock} was edited by hand")
+    return stale

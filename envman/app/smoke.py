@@ -1,0 +1,258 @@
+"""Run the smoke program (envman/portable/smoke.py) on this host or inside an image, and keep its report.
+
+The script is the contract: it prints a JSON report and exits 0 (passed, GPU checks included), 1 (a check
+failed) or 6 (non-GPU checks passed, no GPU visible). This module runs it, parses the report and saves it;
+it never decides a verdict of its own beyond "the script did not produce a report".
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
+from envman.files import write_atomic
+
+KIT_IN_IMAGE = "/opt/envman/kit"
+EXPECT_IN_IMAGE = "/opt/envman/stack.json"
+REPORT_NAME = "envman.smoke.json"  # saved beside the lock
+PASS, FAIL, NO_GPU = 0, 1, 6  # the script's own exit codes
+
+
+def load_smoke_module() -> ModuleType:
+    """The smoke program as a module (its pure functions: format_summary, load_expect …)."""
+    return importlib.import_module("envman.portable.smoke")
+
+
+def write_kit(directory: Path) -> Path:
+    """The kit as the image gets it (the island and the matrix knowledge), under ``directory``."""
+    from envman.app.doctor import load_knowledge
+    from envman.image.kit import doctor_kit
+
+    for rel, text in doctor_kit(load_knowledge().to_dict()).items():
+        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+        (directory / rel).write_text(text, encoding="utf-8")
+    return directory
+
+
+@dataclass
+class SmokeResult:
+    exit_code: int  # the script's: 0, 1 or 6 (1 also when it produced no report)
+    report: dict[str, Any]
+    where: str  # "host" or the image reference
+    gpus: bool  # was the run given GPU access
+    stderr: str = field(default="", repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == PASS
+
+    @property
+    def no_gpu(self) -> bool:
+        return self.exit_code == NO_GPU
+
+    @property
+    def failed(self) -> bool:
+        return not (self.passed or self.no_gpu)
+
+    def cli_exit_code(self) -> int:
+        """For `envman build`/`envman smoke --image`: 0, EXIT_SMOKE_NO_GPU (6) or EXIT_SMOKE (5)."""
+        return 0 if self.passed else EXIT_SMOKE_NO_GPU if self.no_gpu else EXIT_SMOKE
+
+    def summary(self) -> str:
+        return load_smoke_module().format_summary(self.report)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.report, "where": self.where, "gpus_requested": self.gpus}
+
+
+def parse_report(stdout: str) -> dict[str, Any] | None:
+    """The report is the JSON object on stdout; tolerate stray lines before it."""
+    text = stdout.strip()
+    for start in [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]:
+        if text[start:start + 1] == "{":
+            try:
+                obj = json.loads(text[start:])
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and "checks" in obj:
+                return obj
+    return None
+
+
+def _no_report(exit_code: int, stdout: str, stderr: str, why: str) -> dict[str, Any]:
+    tail = (stderr.strip() or stdout.strip())[-2000:]
+    return {"schema": 1, "tool": "envman-smoke", "status": "failed", "exit_code": FAIL, "notes": [],
+            "checks": [{"name": "smoke script", "status": "fail", "expected": "a JSON report", "observed": None,
+                        "detail": f"{why} (exit {exit_code}); output: {tail}", "gpu": False}]}
+
+
+def _result(rc: int, out: str, err: str, where: str, gpus: bool) -> SmokeResult:
+    report = parse_report(out)
+    if report is None:
+        return SmokeResult(FAIL, _no_report(rc, out, err, "the smoke script printed no report"), where, gpus, err)
+    if rc not in (PASS, FAIL, NO_GPU) or report.get("exit_code") != rc:
+        said = report.get("exit_code")
+        report.setdefault("notes", []).append(f"the smoke process exited {rc}, its report said {said}")
+        rc = FAIL if rc != NO_GPU else rc
+    return SmokeResult(rc, report, where, gpus, err)
+
+
+# ----------------------------------------------------------------------------------------- expectations
+def is_expected_stack(data: Any) -> bool:
+    return isinstance(data, dict) and "python" in data and "framework" in data
+
+
+def expected_stack(data: dict[str, Any]) -> dict[str, Any]:
+    """The expected-stack document from a file that is one, or derived from an envman.lock's ``stack``
+    section (which lacks the import list: the baked .envman/stack*.json beside the lock is preferred)."""
+    if is_expected_stack(data):
+        return data
+    if not isinstance(data, dict):
+        raise UsageError("no expected stack in this file (it is not a JSON object)", hint="see docs/smoke.md")
+    for key in ("smoke", "expect", "stack"):
+        sub = data.get(key)
+        if is_expected_stack(sub):
+            fw = sub.get("framework")
+            cpu = isinstance(fw, dict) and fw.get("variant") == "cpu"
+            keep = ("framework", "python", "arch_list", "imports") + (() if cpu else ("cuda", "cudnn", "nccl"))
+            out = {"schema": 1, "lock_hash": data.get("lock_hash"), "cuda": None, "cudnn": None, "nccl": None,
+                   "imports": []}
+            out.update({k: sub[k] for k in keep if k in sub})
+            if isinstance(fw, dict):
+                out["framework"] = {k: fw[k] for k in ("name", "version", "variant") if k in fw}
+            return out
+    raise UsageError(
+        "no expected stack in this file (want the smoke JSON: schema, framework, cuda, cudnn, nccl, python, "
+        "arch_list, imports; or an envman.lock)",
+        hint="see docs/smoke.md for the format",
+    )
+
+
+def baked_stack_for(lock_path: Path) -> Path:
+    """Where `envman lock` writes the expected stack of a lock: envman.lock -> .envman/stack.json,
+    envman.P.lock -> .envman/stack.P.json."""
+    name = lock_path.name
+    profile = name[len("envman."):-len(".lock")] if name.startswith("envman.") and name.endswith(".lock") else ""
+    return lock_path.parent / ".envman" / (f"stack.{profile}.json" if profile else "stack.json")
+
+
+def write_expect_file(source: Path, dest_dir: Path) -> Path:
+    """A file the script can read: ``source`` itself when it is an expected-stack file; for a lock, the stack
+    file written beside it when it belongs to this lock (same lock_hash), else one derived from the lock."""
+    data = _read_json(source)
+    if is_expected_stack(data):
+        return source
+    exp = expected_stack(data)  # refuses what is neither a stack nor a lock
+    baked = baked_stack_for(source)
+    if baked.is_file():
+        try:
+            other = json.loads(baked.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            other = None
+        if is_expected_stack(other) and other.get("lock_hash") == data.get("lock_hash"):
+            return baked
+    out = dest_dir / "stack.json"
+    write_atomic(out, json.dumps(exp, indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+
+
+# ----------------------------------------------------------------------------------------------- runners
+def run_smoke_host(expect: Path | str, *, require_gpu: bool = False, python: str | None = None,
+                   timeout: float = 900) -> SmokeResult:
+    """The script with this interpreter (or ``python``), on this machine."""
+    from envman.process import sigterm_raises
+
+    with tempfile.TemporaryDirectory(prefix="envman-smoke-") as tmp:
+        from envman.image.kit import SMOKE_MODULE
+
+        exp = write_expect_file(Path(expect), Path(tmp))
+        kit = write_kit(Path(tmp) / "kit")
+        # -s: no user site-packages; the kit comes first on the path, the interpreter's own packages after
+        argv = [python or sys.executable, "-s", "-m", SMOKE_MODULE, "--json", "--expect", str(exp)]
+        env = {**os.environ, "PYTHONPATH": str(kit)}
+        if require_gpu:
+            argv.append("--require-gpu")
+        with sigterm_raises():  # subprocess.run kills the child on any exception, Terminated included
+            try:
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+            except subprocess.TimeoutExpired as exc:
+                out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+                err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+                return SmokeResult(FAIL, _no_report(-1, out, err, f"timed out after {timeout:g} s"), "host", False, err)
+    return _result(p.returncode, p.stdout, p.stderr, "host", False)
+
+
+def host_has_nvidia_gpu() -> bool:
+    if glob.glob("/dev/nvidia[0-9]*"):
+        return True
+    from envman.portable.facts.nvidia import scan_gpus
+
+    return bool(scan_gpus().gpus)
+
+
+def gpu_access(engine: Any) -> bool:
+    """Give the smoke container GPUs when this host has NVIDIA GPUs and the engine can hand them out."""
+    return host_has_nvidia_gpu() and engine.has_nvidia_runtime()
+
+
+def run_smoke_in_image(
+    engine: Any,
+    image: str,
+    *,
+    require_gpu: bool = False,
+    gpus: bool | None = None,
+    expect: Path | str | None = None,
+    mount_kit: bool = False,
+    python: str = "python3",
+    timeout: float = 900,
+) -> SmokeResult:
+    """The smoke program baked into ``image`` (or this envman's kit, bind-mounted over it with ``mount_kit``)
+    against the expected stack baked beside it (or ``expect``, a stack or lock file, bind-mounted).
+    ``gpus`` None: decide with gpu_access."""
+    from envman.engine.docker import RunTimeout
+
+    if gpus is None:
+        gpus = gpu_access(engine)
+    with tempfile.TemporaryDirectory(prefix="envman-smoke-") as tmp:
+        binds: dict[str, str] = {}
+        if mount_kit:
+            binds[str(write_kit(Path(tmp) / "kit").resolve())] = KIT_IN_IMAGE
+        if expect is not None:
+            binds[str(write_expect_file(Path(expect), Path(tmp)).resolve())] = EXPECT_IN_IMAGE
+        from envman.image.kit import SMOKE_MODULE
+
+        argv = [python, "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE]
+        if require_gpu:
+            argv.append("--require-gpu")
+        env = {"PYTHONPATH": KIT_IN_IMAGE}
+        if gpus:
+            env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
+        try:
+            rc, out, err = engine.run(image, argv, gpus=gpus, env=env, binds=binds, timeout=timeout, network=False)
+        except RunTimeout as exc:
+            return SmokeResult(FAIL, _no_report(-1, exc.stdout, exc.stderr, exc.message), image, gpus, exc.stderr)
+    return _result(rc, out, err, image, gpus)
+
+
+def save_report(result: SmokeResult, path: Path | str) -> Path:
+    """Atomically, so an interrupted run never leaves half a report beside the lock."""
+    path = Path(path)
+    write_atomic(path, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    return path

@@ -1,0 +1,351 @@
+"""The only package that talks to Docker (envman.engine).
+
+The docker SDK (docker-py) does ping, inspect, run, tag and push. It cannot drive BuildKit, so builds go
+through a docker *client* that can: ``docker buildx build --load`` where the buildx plugin works, else a
+client whose BuildKit is built in (``DOCKER_BUILDKIT=1 docker build``, clients 20.10–22.x).
+``find_build_client`` finds one and says which; nothing here assumes the ``docker`` first on PATH can.
+
+Interruptions: ``run`` always removes its container and ``build`` kills its client's whole process group,
+on Ctrl-C and on SIGTERM alike (a SIGTERM handler that raises ``Terminated`` is installed around both).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from envman.engine.buildkit import (
+    NATIVE_BUILDKIT,
+    BuildClient,
+    BuildResult,
+    build_command,
+    candidate_clients,
+    classify_client,
+    default_progress,
+    find_build_client,
+    run_build_client,
+)
+from envman.engine.errors import CLIENT_HINT, START_HINT, BuildError, EngineError, RunTimeout
+from envman.process import Terminated, signals_deferred, sigterm_raises
+
+__all__ = [
+    "NATIVE_BUILDKIT", "RUN_LABEL", "BuildClient", "BuildError", "BuildResult", "CLIENT_HINT", "Engine", "EngineError",
+    "RunTimeout", "START_HINT", "Terminated", "build_command", "candidate_clients", "classify_client",
+    "default_progress", "find_build_client", "run_build_client", "sigterm_raises",
+]
+
+RUN_LABEL = "org.envman.run"  # on every container Engine.run starts: `docker ps -a --filter label=…` finds leftovers
+
+
+class Engine:
+    """A Docker engine: the SDK for everything but builds, a BuildKit-capable CLI client for builds."""
+
+    def __init__(self, client: Any = None, *, build_client: BuildClient | None = None, timeout: int = 120):
+        self._client = client
+        self._build_client = build_client
+        self._timeout = timeout
+
+    # -- connection
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env(version="auto", timeout=self._timeout)
+            except docker.errors.DockerException as exc:
+                raise self._no_engine(exc) from None
+        return self._client
+
+    @staticmethod
+    def _no_engine(exc: BaseException) -> EngineError:
+        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        return EngineError(f"no Docker engine answers at {where} ({reason})", hint=START_HINT)
+
+    def ping(self) -> str:
+        """The engine's version; EngineError (exit 4, with how to start one) when none answers."""
+        import docker
+        import requests
+
+        try:
+            self.client.ping()
+            return str(self.client.version().get("Version", "?"))
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._no_engine(exc) from None
+
+    @property
+    def build_client(self) -> BuildClient:
+        if self._build_client is None:
+            self._build_client = find_build_client()
+        return self._build_client
+
+    # -- images
+    def inspect_image(self, ref: str) -> dict | None:
+        import docker
+
+        try:
+            return self.client.api.inspect_image(ref)
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            if exc.status_code == 404:
+                return None
+            raise EngineError(f"cannot inspect image {ref}: {exc.explanation or exc}") from None
+
+    def image_exists(self, ref: str) -> bool:
+        return self.inspect_image(ref) is not None
+
+    def image_id(self, ref: str) -> str | None:
+        info = self.inspect_image(ref)
+        return info["Id"] if info else None
+
+    def tag(self, src: str, dst: str) -> None:
+        from docker.utils import parse_repository_tag
+
+        repo, tag = parse_repository_tag(dst)
+        if not self.image_exists(src):
+            raise EngineError(f"cannot tag {src} as {dst}: no such image")
+        if not self.client.api.tag(src, repo, tag or "latest", force=True):
+            raise EngineError(f"the engine refused to tag {src} as {dst}")
+
+    def push(self, ref: str) -> str:
+        """Push ``ref``; returns the manifest digest the registry reported."""
+        import docker
+        from docker.utils import parse_repository_tag
+
+        repo, tag = parse_repository_tag(ref)
+        digest = None
+        try:
+            for chunk in self.client.api.push(repo, tag=tag or "latest", stream=True, decode=True):
+                if chunk.get("error"):
+                    raise EngineError(f"push of {ref} failed: {chunk['error']}",
+                                      hint="log in with `docker login REGISTRY` if the registry needs credentials")
+                digest = (chunk.get("aux") or {}).get("Digest") or digest
+        except docker.errors.APIError as exc:
+            raise EngineError(f"push of {ref} failed: {exc.explanation or exc}") from None
+        if not digest:
+            raise EngineError(f"push of {ref} reported no digest")
+        return digest
+
+    def remove_image(self, ref: str, force: bool = False) -> bool:
+        """True if removed, False if there was no such image."""
+        import docker
+
+        try:
+            self.client.api.remove_image(ref, force=force)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+        except docker.errors.APIError as exc:
+            if exc.status_code == 404:
+                return False
+            raise EngineError(f"cannot remove image {ref}: {exc.explanation or exc}") from None
+
+    def save_image(self, ref: str, dest: Path | str) -> Path:
+        """``docker save`` into ``dest`` (written under a temporary name, then renamed)."""
+        dest = Path(dest)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                for chunk in self.client.api.get_image(ref):
+                    fh.write(chunk)
+            os.replace(tmp, dest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return dest
+
+    def import_dir(self, directory: Path | str, ref: str) -> str:
+        """A directory's files as a one-layer image (``docker import``), streamed as a tar in sorted order.
+
+        envman uses it to bind-mount a wheelhouse into an offline build (``RUN --mount=type=bind,from=REF``)
+        with clients that cannot take a second build context: the wheels never become a layer of the image
+        being built."""
+        import subprocess
+        import tarfile
+        directory = Path(directory)
+        client = self.build_client
+        proc = subprocess.Popen([client.path, "import", "-", ref], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        errors: list[BaseException] = []
+
+        def feed() -> None:
+            try:
+                with tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                    for p in sorted(directory.rglob("*")):
+                        if p.is_file() and not p.name.startswith("."):
+                            info = tar.gettarinfo(str(p), arcname=str(p.relative_to(directory)))
+                            info.uid = info.gid = 0
+                            info.uname = info.gname = "root"
+                            info.mtime = 0
+                            info.mode = 0o644
+                            with open(p, "rb") as fh:
+                                tar.addfile(info, fh)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+            finally:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+
+        try:
+            with sigterm_raises():
+                feed()  # docker import prints only the image id: no risk of filling its pipes meanwhile
+                out, err = proc.stdout.read(), proc.stderr.read()
+                proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if proc.returncode != 0 or errors:
+            why = err.decode(errors="replace").strip() or (str(errors[0]) if errors else f"exit {proc.returncode}")
+            raise EngineError(f"cannot import {directory} as {ref}: {why}")
+        return out.decode().strip()
+
+    def registry_digest(self, ref: str) -> str | None:
+        """The manifest digest a registry holds for ``ref`` (through the engine), or None when the registry
+        has no such tag or does not answer."""
+        try:
+            data = self.client.api.inspect_distribution(ref)
+        except Exception:
+            return None
+        return (data.get("Descriptor") or {}).get("digest")
+
+    # -- GPUs
+    def has_nvidia_runtime(self) -> bool:
+        """Can this engine give containers GPUs (``--gpus``)? The nvidia runtime registered, or, for a
+        local engine, the NVIDIA container toolkit's hook that dockerd calls for device requests."""
+        try:
+            info = self.client.info()
+        except Exception:
+            return False
+        if "nvidia" in (info.get("Runtimes") or {}):
+            return True
+        local = (os.environ.get("DOCKER_HOST") or "unix://").startswith("unix://")
+        return local and any(shutil.which(b) for b in ("nvidia-container-runtime-hook", "nvidia-container-cli"))
+
+    # -- containers
+    def run(
+        self,
+        image: str,
+        command: Sequence[str],
+        *,
+        gpus: bool = False,
+        env: Mapping[str, str] | None = None,
+        binds: Mapping[str | Path, str] | None = None,
+        timeout: float | None = 600,
+        network: bool = True,
+        labels: Mapping[str, str] | None = None,
+        user: str | None = None,
+    ) -> tuple[int, str, str]:
+        """Run ``command`` in a new container of ``image`` and return (exit code, stdout, stderr).
+
+        ``binds`` maps host paths to container paths, read-only unless the container path ends in ``:rw``.
+        The container is removed in every case: exit, timeout (RunTimeout), Ctrl-C and SIGTERM.
+        """
+        import docker
+        import requests
+
+        name = f"envman-run-{uuid.uuid4().hex[:12]}"
+        volumes = []
+        for host, target in (binds or {}).items():
+            mode = "rw" if target.endswith(":rw") else "ro"
+            target = target.removesuffix(":rw").removesuffix(":ro")
+            volumes.append(f"{Path(host).resolve()}:{target}:{mode}")
+        kwargs: dict[str, Any] = dict(
+            command=list(command), name=name, environment=dict(env or {}), volumes=volumes, detach=True,
+            labels={RUN_LABEL: "1", **(labels or {})}, user=user,
+        )
+        if gpus:
+            kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        if not network:
+            kwargs["network_mode"] = "none"
+        with sigterm_raises():
+            try:
+                container = self.client.containers.create(image, **kwargs)
+                container.start()
+                try:
+                    # None would fall back to the SDK's 120 s HTTP timeout, not "no limit"
+                    rc = int(container.wait(timeout=timeout if timeout is not None else 10**7)["StatusCode"])
+                except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                    out, err = self._logs(container)
+                    raise RunTimeout(f"container of {image} ran past {timeout:g} s and was removed", out, err) from None
+                out, err = self._logs(container)
+                return rc, out, err
+            except docker.errors.ImageNotFound:
+                raise EngineError(f"image {image} not found on the engine") from None
+            except docker.errors.APIError as exc:
+                raise EngineError(f"cannot run {image}: {exc.explanation or exc}") from None
+            finally:
+                with signals_deferred():
+                    self._remove_container(name)
+
+    @staticmethod
+    def _logs(container: Any) -> tuple[str, str]:
+        out = container.logs(stdout=True, stderr=False) or b""
+        err = container.logs(stdout=False, stderr=True) or b""
+        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    def _remove_container(self, name: str) -> None:
+        import docker
+
+        try:
+            self.client.api.remove_container(name, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code not in (404, 409):  # 409: removal already in progress
+                raise
+
+    # -- builds
+    def build(
+        self,
+        context_dir: Path | str,
+        *,
+        dockerfile: Path | str | None = None,
+        tags: Sequence[str] = (),
+        build_args: Mapping[str, str] | None = None,
+        secrets: Mapping[str, Path | str] | None = None,
+        extra_contexts: Mapping[str, Path | str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        target: str | None = None,
+        no_cache: bool = False,
+        progress: str | None = None,
+        on_output: Callable[[str], None] | None = None,
+    ) -> BuildResult:
+        """Build with BuildKit through ``self.build_client``. ``secrets`` maps secret ids to files
+        (``RUN --mount=type=secret,id=ID``): they reach the build and never a layer. ``progress`` None picks
+        tty in a terminal, plain in CI/pipes; in plain mode every line goes to ``on_output``."""
+        self.ping()
+        client = self.build_client
+        progress = progress or default_progress()
+        fd, iid = tempfile.mkstemp(prefix="envman-iid-")
+        os.close(fd)
+        started = time.monotonic()
+        try:
+            argv, env = build_command(
+                client, context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
+                extra_contexts=extra_contexts, progress=progress, iidfile=iid, labels=labels, target=target,
+                no_cache=no_cache,
+            )
+            rc, tail = run_build_client(argv, env, progress=progress, on_output=on_output)
+            if rc != 0:
+                shown = "\n  ".join(tail[-15:])
+                raise BuildError(
+                    f"the build failed (exit {rc}) using {client.describe()}", tail,
+                    hint=("last lines of its output:\n  " + shown) if shown else "see the build output above",
+                )
+            image_id = Path(iid).read_text().strip()
+        finally:
+            Path(iid).unlink(missing_ok=True)
+        if not image_id:
+            raise BuildError(f"the build using {client.describe()} reported no image id")
+        return BuildResult(image_id, tuple(tags), client, time.monotonic() - started)

@@ -1,0 +1,33 @@
+"""The kit baked into every image: the portable island, whole, plus the matrix knowledge as JSON.
+
+The island (envman/portable) is standard library only and imports nothing outside itself, so it is
+copied as a package named ``envman_portable``: the smoke program runs as ``python -m envman_portable.smoke``
+with the kit folder on the path, and the doctor's probes and checks run inside the container unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+
+from envman.resources import portable_dir
+
+PACKAGE = "envman_portable"
+KNOWLEDGE = "knowledge.json"
+SMOKE_MODULE = f"{PACKAGE}.smoke"
+
+
+def island_files() -> dict[str, str]:
+    """Relative path under the kit → text, for every module of the island (sorted, no caches)."""
+    root = portable_dir()
+    return {
+        f"{PACKAGE}/{p.relative_to(root).as_posix()}": p.read_text(encoding="utf-8")
+        for p in sorted(root.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
+
+
+def doctor_kit(knowledge: dict) -> dict[str, str]:
+    """The whole kit: the island plus ``knowledge`` (``Knowledge.to_dict()``) as JSON."""
+    files = island_files()
+    files[KNOWLEDGE] = json.dumps(knowledge, sort_keys=True, indent=1) + "\n"
+    return files

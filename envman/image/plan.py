@@ -1,0 +1,212 @@
+"""PURE: decide everything the Dockerfile, compose file and devcontainer need; templates only print.
+
+Cache order (repo2docker's lesson): base → system packages → user → Python venv → framework (its own
+layer, keyed by the framework lock alone) → the rest of the locked requirements → smoke script →
+the project's source last. A source edit rebuilds no dependency layer; a requirements edit does not
+re-install the framework. Lock files are bind-mounted into the RUN that needs them (no layer holds them),
+package caches are cache mounts, and the CA bundle is a BuildKit secret.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from envman.model import Resolution
+
+VENV = "/opt/venv"
+APP_USER = "app"
+APP_UID = 1000
+WORKDIR = "/app"
+SMOKE_DIR = "/opt/envman"
+CA_SECRET = "envman_ca"
+SHM_SIZE = "16gb"  # PyTorch DataLoader workers share batches through /dev/shm; Docker's default is 64 MiB
+
+
+def quote_docker(value: str) -> str:
+    """A double-quoted Dockerfile word (ENV/LABEL): backslash, quote and $ are escaped, so no value can end
+    the word, continue the line or expand a variable. Control characters are refused earlier (spec.py)."""
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029" for c in value):
+        raise ValueError(f"control character in {value!r}")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+@dataclass(frozen=True)
+class Step:
+    comment: str
+    mounts: tuple[str, ...]
+    command: str
+
+    @property
+    def text(self) -> str:
+        """The RUN arguments: one mount per line, then the command."""
+        return " \\\n    ".join([*self.mounts, self.command])
+
+
+@dataclass(frozen=True)
+class DockerPlan:
+    name: str
+    base_image: str
+    base_kind: str
+    system_step: Step | None
+    python_exe: str
+    user_command: str
+    venv: str
+    user: str
+    uid: int
+    workdir: str
+    framework_step: Step | None
+    requirements_step: Step | None
+    smoke_dir: str
+    env: tuple[tuple[str, str], ...]  # name, quoted value
+    labels: tuple[tuple[str, str], ...]
+    cmd_json: str | None
+    gpu: bool
+    stack_file: str
+
+
+def require_cuda(res: Resolution) -> str:
+    """The NVIDIA runtime's refusal line. A stack resolved for a fleet that runs its CUDA only through
+    minor-version compatibility must not be refused there: it then requires the major and the driver floor."""
+    if res.driver_mode == "minor-compat" and res.min_driver_minor_compat:
+        return f"cuda>={res.cuda.split('.')[0]}.0 driver>={res.min_driver_minor_compat}"
+    return f"cuda>={res.cuda}"
+
+
+def _user_command() -> str:
+    # Ubuntu 24.04 images (nvidia/cuda 12.6+) already own uid 1000 as "ubuntu": take the uid over, so
+    # files in bind-mounted workspaces keep the usual host uid.
+    return (
+        f'existing="$(getent passwd {APP_UID} | cut -d: -f1)"; '
+        f'if [ -n "$existing" ]; then userdel --remove "$existing"; fi; '
+        f"useradd --create-home --uid {APP_UID} --user-group --shell /bin/sh {APP_USER}"
+    )
+
+
+def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
+    mounts = [
+        "--mount=type=cache,target=/root/.cache/pip",
+        f"--mount=type=bind,source={lock_name},target=/tmp/envman/{lock_name}",
+        f"--mount=type=secret,id={CA_SECRET}",
+    ]
+    if offline_image:
+        mounts.append(f"--mount=type=bind,from={offline_image},target=/wheels")
+        src = "--no-index --find-links /wheels"
+    else:
+        src = ""
+    # The CA bundle (a TLS-intercepting proxy) exists only while this RUN runs, as a secret file.
+    cmd = (
+        f"if [ -s /run/secrets/{CA_SECRET} ]; then export PIP_CERT=/run/secrets/{CA_SECRET}; fi && "
+        f"{VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: {src}".rstrip()
+        + f" -r /tmp/envman/{lock_name}"
+    )
+    return Step(comment, tuple(mounts), cmd)
+
+
+def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: str,
+                    system_packages: tuple[str, ...], env: tuple[tuple[str, str], ...], command: tuple[str, ...],
+                    lock_hash: str, inputs_hash: str, fw_lock: str | None, req_lock: str | None,
+                    offline_image: str | None = None, version: str = "",
+                    stack_file: str = ".envman/stack.json") -> DockerPlan:
+    apt = list(system_packages)
+    python_exe = "python3"
+    if base_kind.startswith("cuda-"):
+        # nvidia/cuda images carry no Python: the distro's, with venv support.
+        apt += ["python3", "python3-venv"]
+    apt = sorted(set(apt))
+    system = None
+    if apt:
+        system = Step(
+            "system packages (apt lists and archives in cache mounts, not layers)",
+            ("--mount=type=cache,target=/var/cache/apt,sharing=locked", "--mount=type=cache,target=/var/lib/apt/lists,sharing=locked"),
+            "rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update && "
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + " ".join(apt),
+        )
+    fw = _pip_step(f"{res.framework} {res.version} ({res.variant}) and what it needs: its own layer", fw_lock, offline_image) if fw_lock else None
+    rq = _pip_step("the rest of the locked requirements (already-installed framework packages are skipped)", req_lock, offline_image) if req_lock else None
+    gpu = res.cuda is not None and res.framework is not None and res.variant != "cpu"
+    base_env = [
+        ("PATH", f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+        ("PYTHONUNBUFFERED", "1"),
+        ("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+    ]
+    if gpu:
+        # The NVIDIA container runtime reads these: expose the GPUs, and refuse a host whose driver is too old.
+        base_env += [
+            ("NVIDIA_VISIBLE_DEVICES", "all"),
+            ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+            ("NVIDIA_REQUIRE_CUDA", require_cuda(res)),
+        ]
+    all_env = tuple((k, quote_docker(v)) for k, v in base_env + list(env))
+    summary = stack_summary(res)
+    labels = [
+        ("org.opencontainers.image.title", name),
+        ("org.opencontainers.image.description", f"envman training image: {summary}"),
+        ("org.opencontainers.image.version", lock_hash[:12]),
+        ("org.opencontainers.image.base.name", base_image),
+        ("dev.envman.lock-hash", lock_hash),
+        ("dev.envman.inputs-hash", inputs_hash),
+        ("dev.envman.stack", summary),
+        ("dev.envman.version", version),
+    ]
+    return DockerPlan(
+        name=name, base_image=base_image, base_kind=base_kind, system_step=system,
+        python_exe=python_exe, user_command=_user_command(), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
+        framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
+        labels=tuple((k, quote_docker(v)) for k, v in labels),
+        cmd_json=json.dumps(list(command)) if command else None, gpu=gpu, stack_file=stack_file,
+    )
+
+
+def stack_summary(res: Resolution) -> str:
+    parts = []
+    if res.framework:
+        parts.append(f"{res.framework} {res.version} {res.variant}")
+    if res.cuda:
+        parts.append(f"CUDA {res.cuda}")
+    if res.cudnn:
+        parts.append(f"cuDNN {res.cudnn}")
+    parts.append(f"Python {res.python}")
+    if res.arch_list:
+        parts.append(" ".join(res.arch_list))
+    return ", ".join(parts)
+
+
+def smoke_expectation(res: Resolution, imports: list[tuple[str, str]], lock_hash: str) -> dict:
+    """The stack the smoke script checks the image against (baked in as JSON)."""
+    return {
+        "schema": 1,
+        "framework": None if res.framework is None else {"name": res.framework, "version": str(res.version), "variant": res.variant},
+        "cuda": res.cuda if res.variant != "cpu" else None,
+        "cudnn": res.cudnn,
+        "nccl": res.nccl,
+        "python": res.python,
+        "arch_list": list(res.arch_list),
+        "imports": [list(i) for i in imports],
+        "lock_hash": lock_hash,
+    }
+
+
+def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -> dict:
+    """One service per stack: (profile, dockerfile, image tag, gpu)."""
+    out: dict = {}
+    for profile, dockerfile, tag, gpu in services:
+        svc: dict = {"image": tag, "build": {"context": ".", "dockerfile": dockerfile}, "shm_size": SHM_SIZE}
+        if gpu:
+            svc["deploy"] = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
+        out["train" if profile is None else f"train-{profile}"] = svc
+    return {"name": name, "services": out}
+
+
+def devcontainer_plan(name: str, gpu: bool, dockerfile: str = "../Dockerfile") -> dict:
+    d: dict = {
+        "name": name,
+        "build": {"dockerfile": dockerfile, "context": ".."},
+        "runArgs": (["--gpus", "all"] if gpu else []) + ["--shm-size", SHM_SIZE.replace("gb", "g")],
+        "remoteUser": APP_USER,
+        "workspaceFolder": WORKDIR,
+        "workspaceMount": f"source=${{localWorkspaceFolder}},target={WORKDIR},type=bind",
+    }
+    if gpu:
+        d["hostRequirements"] = {"gpu": True}
+    return d

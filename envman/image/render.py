@@ -1,0 +1,65 @@
+"""Render the planned files. Jinja2 for the Dockerfile (strict: an unknown name is an error); compose and
+devcontainer are serialized from their planned dicts, so they are valid YAML/JSON by construction."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from envman.image.plan import DockerPlan
+
+
+def templates_dir() -> Path:
+    from envman.resources import templates_dir as locate
+
+    return locate()
+
+
+@lru_cache(maxsize=1)
+def _env():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def warm() -> None:
+    """Import jinja2 and compile the template ahead of need (called while uv resolves)."""
+    _env().get_template("Dockerfile.j2")
+
+
+def render_dockerfile(plan: DockerPlan) -> str:
+    return _env().get_template("Dockerfile.j2").render(plan=plan)
+
+
+def render_yaml(data: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def render_json(data: dict) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+DOCKERIGNORE = """\
+# Keep the build context small and free of secrets; the Dockerfile bind-mounts the lock files it needs.
+.git
+.venv
+venv
+**/__pycache__
+**/*.pyc
+.envman/wheelhouse
+.envman/reports
+.pytest_cache
+.mypy_cache
+*.egg-info
+.env
+"""

@@ -1,0 +1,57 @@
+"""PURE: the exact framework requirement lines a resolution stands for, and contradiction checks."""
+
+from __future__ import annotations
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from envman.errors import UsageError
+from envman.model import Resolution
+from envman.project.requirements import FRAMEWORKS, Req
+
+
+def framework_pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
+    """``torch==2.14.1`` from PyPI, ``torch==2.6.0+cu124`` from the cu124 index, companions to match."""
+    if res.framework is None:
+        return []
+    local = "" if res.index_url is None else f"+{res.variant}"
+    extras = f"[{','.join(res.extras)}]" if res.extras else ""
+    pins = [f"{res.package}{extras}=={res.version}{local}"]
+    comp = dict(res.companions)
+    for c in companions:
+        v = comp.get(c)
+        if v is None:
+            raise UsageError(
+                f"companions: {c} has no release matching {res.framework} {res.version}",
+                hint=f"drop {c} from companions, or pin an older {res.framework}",
+            )
+        pins.append(f"{c}=={v}{local}")
+    return pins
+
+
+def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: list[Req]) -> list[Req]:
+    """Drop the user's framework/companion lines after checking they agree with the stack."""
+    comp = dict(res.companions)
+    rest: list[Req] = []
+    for r in reqs:
+        fw = FRAMEWORKS.get(r.name)
+        if fw is not None or r.name in comp:
+            chosen = str(res.version) if fw is not None else comp.get(r.name)
+            label = f"{res.framework} {res.version} ({res.variant})" if fw is not None else f"{r.name} {chosen}"
+            if res.framework is None or (fw is not None and fw != res.framework):
+                raise UsageError(
+                    f"{r.origin}: asks for {r.req}, but the stack has no {fw or r.name}",
+                    hint="set framework in envman.yaml to match, or remove the line",
+                )
+            if chosen is None or not _contains(r.req.specifier, chosen):
+                raise UsageError(
+                    f"{r.origin}: asks for {r.req}, but the stack pins {label}",
+                    hint="relax the requirement, or set framework in envman.yaml to a range that includes it and re-run init",
+                )
+            continue
+        rest.append(r)
+    return rest
+
+
+def _contains(spec: SpecifierSet, version: str) -> bool:
+    return spec.contains(Version(version), prereleases=True) or spec.contains(version.split("+")[0], prereleases=True)

@@ -1,0 +1,359 @@
+"""A hash-checked wheelhouse on the host for air-gapped builds (`envman fetch`, `envman build --offline`).
+
+Every wheel of a hashed requirements lock (pip-compile/uv style: ``name==ver --hash=sha256:…``) is downloaded
+for the *target* (CPython X.Y, Linux x86_64 manylinux), not for this host, by ``pip download --platform``.
+Wheels already present with a hash from the lock are kept; new ones land in a staging directory, are
+checked against the lock and only then renamed into place, so an interrupted fetch leaves no partial wheel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.markers import InvalidMarker, Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from envman.errors import EnvmanError, UsageError
+
+DEFAULT_LOCK = "requirements.lock.txt"
+DEFAULT_WHEELHOUSE = ".envman/wheelhouse"  # the generated .dockerignore keeps it out of build contexts
+DEFAULT_GLIBC = "2.28"
+# Options a requirements file may carry that say where wheels come from; kept for pip, nothing else is.
+SOURCE_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host", "--no-index")
+
+
+class WheelhouseError(EnvmanError):
+    """A wheel that does not match its lock, or a download that failed."""
+
+
+@dataclass(frozen=True)
+class LockedWheel:
+    name: str  # canonical
+    version: str
+    hashes: frozenset[str]  # sha256 hex digests
+    marker: str | None = None
+    lineno: int = 0
+
+    def pin(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+@dataclass(frozen=True)
+class HashedLock:
+    wheels: tuple[LockedWheel, ...]
+    options: tuple[str, ...] = ()  # "--index-url https://…" lines, as written
+    source: str = DEFAULT_LOCK
+
+
+# ------------------------------------------------------------------------------------------------- parsing
+def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
+    """Join backslash continuations and drop comments; yields (first line number, text)."""
+    buf, start = "", 0
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not buf:
+            start = n
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        buf += line
+        if buf.strip():
+            yield start, buf.strip()
+        buf = ""
+    if buf.strip():
+        yield start, buf.strip()
+
+
+def parse_lock(text: str, source: str = DEFAULT_LOCK) -> HashedLock:
+    """Parse a hashed lock; UsageError naming every bad line (``file:line: what``) at once."""
+    wheels: list[LockedWheel] = []
+    options: list[str] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for n, line in _logical_lines(text):
+        if line.startswith("-"):
+            opt = line.split()[0].split("=", 1)[0]
+            if opt in SOURCE_OPTIONS:
+                options.append(line)
+            elif opt not in ("--hash",):
+                problems.append(f"{source}:{n}: option {opt} is not supported in a lock for fetching")
+            continue
+        hashes = re.findall(r"--hash[= ]([A-Za-z0-9]+):([0-9a-fA-F]+)", line)
+        spec = re.split(r"\s--hash", " " + line, maxsplit=1)[0].strip()
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement as exc:
+            problems.append(f"{source}:{n}: {exc}")
+            continue
+        pins = [s for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
+        if req.url or len(pins) != 1 or len(req.specifier) != 1:
+            problems.append(f"{source}:{n}: {req.name} is not pinned with == (a lock pins every package exactly)")
+            continue
+        algos = {a.lower() for a, _ in hashes}
+        sha = frozenset(h.lower() for a, h in hashes if a.lower() == "sha256")
+        if not sha:
+            problems.append(f"{source}:{n}: {req.name}=={pins[0].version} has no --hash=sha256:… "
+                            + (f"(only {', '.join(sorted(algos))})" if algos else "(regenerate the lock with hashes)"))
+            continue
+        name = canonicalize_name(req.name)
+        if name in seen and req.marker is None:
+            problems.append(f"{source}:{n}: {name} is locked twice (also line {seen[name]})")
+            continue
+        seen[name] = n
+        wheels.append(LockedWheel(name, pins[0].version, sha, str(req.marker) if req.marker else None, n))
+    if problems:
+        raise UsageError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                         hint="every problem:\n  " + "\n  ".join(problems) if len(problems) > 1 else None)
+    return HashedLock(tuple(wheels), tuple(options), source)
+
+
+def read_lock(path: Path | str) -> HashedLock:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read the lock {path}: {exc.strerror or exc}",
+                         hint="run `envman lock` first, or pass --lock FILE") from None
+    return parse_lock(text, str(path))
+
+
+def lock_target(project: Path | str, lock_name: str = "envman.lock") -> tuple[str | None, str | None]:
+    """(stack.python, the manylinux glibc of python_lock.platform) from <project>/envman.lock, where given:
+    the lock's ``"x86_64-manylinux_2_28"`` gives ``"2.28"``."""
+    try:
+        data = json.loads((Path(project) / lock_name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    stack = data.get("stack") if isinstance(data.get("stack"), dict) else {}
+    plat = (data.get("python_lock") or {}).get("platform") if isinstance(data.get("python_lock"), dict) else None
+    m = re.search(r"manylinux_(\d+)_(\d+)", plat or "")
+    py = stack.get("python")
+    return (str(py) if py else None), (f"{m.group(1)}.{m.group(2)}" if m else None)
+
+
+def lock_python(project: Path | str) -> str | None:
+    """stack.python from <project>/envman.lock, when there is one."""
+    return lock_target(project)[0]
+
+
+# ------------------------------------------------------------------------------------------------ target
+@dataclass(frozen=True)
+class Target:
+    python: str  # "3.11"
+    glibc: str = DEFAULT_GLIBC
+    arch: str = "x86_64"
+
+    @property
+    def py(self) -> tuple[int, int]:
+        try:
+            v = Version(self.python)
+        except InvalidVersion:
+            raise UsageError(f"not a Python version: {self.python!r}", hint="e.g. --python 3.11") from None
+        return v.major, v.minor
+
+    def platforms(self) -> list[str]:
+        """manylinux_2_N down to 2_17 plus the legacy aliases: pip's --platform does not expand
+        manylinux_2_N to older glibc tags by itself."""
+        major, top = (int(p) for p in self.glibc.split(".")[:2])
+        plats = [f"manylinux_{major}_{m}_{self.arch}" for m in range(top, 16, -1)]
+        legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+        plats += [f"{name}_{self.arch}" for m, name in legacy.items() if m <= top]
+        return plats
+
+    def tags(self) -> set[Tag]:
+        plats = self.platforms()
+        return set(cpython_tags(self.py, platforms=plats)) | set(compatible_tags(self.py, platforms=plats))
+
+    def marker_env(self) -> dict[str, str]:
+        major, minor = self.py
+        return {"python_version": f"{major}.{minor}", "python_full_version": f"{major}.{minor}.0",
+                "implementation_name": "cpython", "platform_python_implementation": "CPython",
+                "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+                "platform_machine": self.arch}
+
+    def wants(self, wheel: LockedWheel) -> bool:
+        if not wheel.marker:
+            return True
+        try:
+            return Marker(wheel.marker).evaluate(self.marker_env())
+        except InvalidMarker:
+            return True
+
+
+# --------------------------------------------------------------------------------------------- checking
+def sha256_file(path: Path | str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def wheel_for(filename: str, lock: HashedLock) -> LockedWheel | None:
+    """The locked package this wheel file is a build of (by name and version), if any."""
+    try:
+        name, version, _build, _tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    for w in lock.wheels:
+        if w.name == name and Version(w.version) == version:
+            return w
+    return None
+
+
+def fits_target(filename: str, target: Target) -> bool:
+    try:
+        return bool(set(parse_wheel_filename(filename)[3]) & target.tags())
+    except (InvalidWheelFilename, InvalidVersion):
+        return False
+
+
+@dataclass
+class WheelhouseState:
+    ok: dict[str, str] = field(default_factory=dict)  # package name -> file name
+    missing: list[LockedWheel] = field(default_factory=list)
+    bad: list[str] = field(default_factory=list)  # "file: why"
+    extra: list[str] = field(default_factory=list)  # files no locked package claims
+
+
+def scan_wheelhouse(directory: Path | str, lock: HashedLock, target: Target) -> WheelhouseState:
+    """Which locked wheels the wheelhouse already holds with a hash from the lock, for the target."""
+    directory = Path(directory)
+    state = WheelhouseState()
+    files = sorted(p for p in directory.glob("*.whl") if p.is_file()) if directory.is_dir() else []
+    for p in files:
+        w = wheel_for(p.name, lock)
+        if w is None or not target.wants(w):
+            state.extra.append(p.name)
+        elif not fits_target(p.name, target):
+            state.extra.append(p.name)  # another platform's build: harmless, pip will not pick it
+        elif sha256_file(p) not in w.hashes:
+            state.bad.append(f"{p.name}: sha256 not among the lock's hashes for {w.pin()}")
+        else:
+            state.ok.setdefault(w.name, p.name)
+    state.missing = [w for w in lock.wheels if target.wants(w) and w.name not in state.ok]
+    return state
+
+
+def verify_wheelhouse(directory: Path | str, lock: HashedLock, target: Target) -> WheelhouseState:
+    """Every wheel the target needs is there and hash-checked; WheelhouseError otherwise."""
+    state = scan_wheelhouse(directory, lock, target)
+    if state.bad or state.missing:
+        problems = state.bad + [f"{w.pin()}: missing" for w in state.missing]
+        raise WheelhouseError(
+            f"the wheelhouse {directory} does not match {lock.source}: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            hint="run `envman fetch` to (re)download what is missing or wrong",
+        )
+    return state
+
+
+# ---------------------------------------------------------------------------------------------- fetching
+def requirements_text(lock: HashedLock, wheels: Iterable[LockedWheel]) -> str:
+    """A lock pip can take for the target: markers already evaluated (pip would evaluate them for this
+    host, not the target), source options kept."""
+    lines = list(lock.options)
+    for w in wheels:
+        lines.append(w.pin() + "".join(f" --hash=sha256:{h}" for h in sorted(w.hashes)))
+    return "\n".join(lines) + "\n"
+
+
+def pip_download_command(requirements: Path | str, dest: Path | str, target: Target,
+                         python_exe: str | None = None) -> list[str]:
+    argv = [python_exe or sys.executable, "-m", "pip", "download", "--require-hashes", "--no-deps",
+            "--only-binary=:all:", "--progress-bar", "off", "--disable-pip-version-check"]
+    for plat in target.platforms():
+        argv += ["--platform", plat]
+    major, minor = target.py
+    argv += ["--python-version", f"{major}.{minor}", "--implementation", "cp", "--dest", str(dest),
+             "--requirement", str(requirements)]
+    return argv
+
+
+@dataclass
+class FetchResult:
+    wheelhouse: Path
+    downloaded: list[str]
+    kept: list[str]
+    extra: list[str]
+
+
+def _run_pip(argv: list[str], on_output: Callable[[str], None] | None) -> tuple[int, list[str]]:
+    from collections import deque
+
+    tail: deque[str] = deque(maxlen=30)
+    # The constraint file some hosts configure for pip (PIP_CONSTRAINT, pip.conf) pins *this* host's
+    # choices; a lock already pins everything, and a constraint can only make a hashed fetch fail. An empty
+    # PIP_CONSTRAINT does not override pip.conf; an empty file does.
+    env = {**os.environ, "PIP_CONSTRAINT": os.devnull}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            start_new_session=True, env=env, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line.rstrip())
+            if on_output:
+                on_output(line.rstrip())
+        return proc.wait(), list(tail)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
+    finally:
+        proc.stdout.close() if proc.stdout else None
+
+
+def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: Target, *, python_exe: str | None = None,
+                 on_output: Callable[[str], None] | None = None) -> FetchResult:
+    """Download what the wheelhouse lacks, check each file against the lock, then move it into place."""
+    from envman.process import sigterm_raises
+
+    wheelhouse = Path(wheelhouse)
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    before = scan_wheelhouse(wheelhouse, lock, target)
+    downloaded: list[str] = []
+    todo = before.missing  # a package whose file has a wrong hash is missing too: its file is replaced
+    if todo:
+        with sigterm_raises(), tempfile.TemporaryDirectory(prefix=".partial-", dir=wheelhouse) as staging:
+            req = Path(staging) / "requirements.txt"
+            req.write_text(requirements_text(lock, todo), encoding="utf-8")
+            dest = Path(staging) / "wheels"
+            rc, tail = _run_pip(pip_download_command(req, dest, target, python_exe), on_output)
+            if rc != 0:
+                raise WheelhouseError(f"pip download failed (exit {rc}) for {len(todo)} wheel(s)",
+                                      hint="last lines of its output:\n  " + "\n  ".join(tail[-12:]))
+            got = sorted(dest.glob("*")) if dest.is_dir() else []
+            problems = []
+            for f in got:
+                w = wheel_for(f.name, lock)
+                if w is None:
+                    problems.append(f"{f.name}: not in the lock")
+                elif sha256_file(f) not in w.hashes:
+                    problems.append(f"{f.name}: sha256 not among the lock's hashes for {w.pin()}")
+            if problems:
+                raise WheelhouseError(f"downloaded files do not match the lock: {problems[0]}",
+                                      hint="\n  ".join(problems))
+            for f in got:
+                os.replace(f, wheelhouse / f.name)
+                downloaded.append(f.name)
+    after = verify_wheelhouse(wheelhouse, lock, target)
+    kept = sorted(set(after.ok.values()) - set(downloaded))
+    return FetchResult(wheelhouse, sorted(downloaded), kept, after.extra)

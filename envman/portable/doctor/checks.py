@@ -1,0 +1,52 @@
+"""PURE checks: facts (docs/facts.md) + knowledge (from the matrix) -> findings.
+
+No IO, no environment, no yaml or packaging: only the standard library and envman.doctor modules, so
+the same checks judge this machine, a facts file from a bug report, and a built image (the smoke test
+copies envman/doctor/ into it together with ``Knowledge.to_dict()`` as JSON).
+"""
+
+from __future__ import annotations
+
+from . import checks_deep
+from . import checks_drift
+from . import checks_env
+from . import checks_gpu
+from . import checks_packages
+from . import checks_toolchain
+from .findings import SEVERITIES, Finding, info, warn
+from .knowledge import Knowledge
+from .view import FactsView, as_dict
+
+CHECKS = (
+    checks_gpu.CHECKS
+    + checks_env.CHECKS
+    + checks_packages.CHECKS
+    + checks_toolchain.CHECKS
+    + checks_deep.CHECKS
+    + checks_drift.CHECKS
+)
+
+
+def run_checks(facts: dict, knowledge: Knowledge | None = None) -> list[Finding]:
+    """Every check over the facts, errors first. A check that trips over malformed facts becomes a
+    ``check-failed`` warning, never an exception: facts may come from anywhere."""
+    k = knowledge if knowledge is not None else Knowledge()
+    v = FactsView(facts)
+    out: list[Finding] = []
+    for name, err in sorted(as_dict(v.f.get("probe_errors")).items()):
+        out.append(info("probe-failed", f"probe {name} failed: {err}: what it gathers is not checked"))
+    for check in CHECKS:
+        try:
+            out.extend(check(v, k))
+        except Exception as exc:  # noqa: BLE001 - a bad fact must not hide every other finding
+            out.append(warn(
+                "check-failed",
+                f"{check.__name__} could not evaluate these facts: {type(exc).__name__}: {exc}",
+                "report it to envman's maintainers with the facts file (envman doctor --dump-facts facts.json)",
+            ))
+    return sort_findings(out)
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(findings, key=lambda f: rank.get(f.severity, len(rank)))  # stable: check order within

@@ -1,0 +1,137 @@
+"""18. Drift: the host or container stack against the project's envman.lock."""
+
+from __future__ import annotations
+
+from .findings import Finding, error, info, warn
+from .knowledge import Knowledge, covers
+from ..versions import major_minor, sm, split_local, vcmp, vt
+from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
+
+SHOWN = 5  # differing packages named in the verdict
+
+
+def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
+    if "lock" not in v.f or v.f.get("lock") is None:
+        return []  # no envman.lock: nothing to drift from
+    lock = as_dict(v.f.get("lock"))
+    path = (as_str(lock.get("path")) or "envman.lock").rsplit("/", 1)[-1]  # it sits in the project directory
+    if as_str(lock.get("error")):
+        return [info("lock-unreadable", f"{path}: {lock['error']}: drift not checked",
+                     "regenerate it with `envman lock`")]
+    fw = as_dict(lock.get("framework"))
+    if not fw and not as_str(lock.get("python")):
+        return [info("lock-unreadable", f"{path} has no stack this envman understands: drift not checked",
+                     "regenerate it with `envman lock`")]
+    out: list[Finding] = []
+    out += _framework(v, fw, path)
+    out += _python(v, lock, path)
+    out += _cudnn(v, lock, path)
+    out += _packages(v, lock, path, skip=as_str(fw.get("name")))
+    out += _archs(v, lock, path)
+    out += _driver(v, lock, path)
+    return out
+
+
+def _framework(v: FactsView, fw: dict, path: str) -> list[Finding]:
+    name, ver, var = as_str(fw.get("name")), as_str(fw.get("version")), as_str(fw.get("variant"))
+    if not name or not ver:
+        return []
+    locked = f"{name} {ver}" + (f"+{var}" if var and "+" not in ver else "")
+    index = as_str(fw.get("index_url"))
+    fix = f"pip install {name}=={split_local(ver)[0]}" + (f" --index-url {index}" if index else "")
+    if name == "torch":
+        have_base, have_var, have = v.torch_base, v.torch_variant, v.torch_label if v.torch_version else None
+    elif name == "tensorflow":
+        have_base, have_var, have = v.tf_version, None, f"tensorflow {v.tf_version}" if v.tf_version else None
+    else:
+        return []
+    if have is None:
+        if not v.pip:
+            return []  # packages unknown: cannot tell
+        return [warn("lock-drift", f"{path} pins {locked}, but {name} is not installed here", fix)]
+    same_ver = vcmp(split_local(ver)[0], have_base) == 0 and vt(split_local(ver)[0]) == vt(have_base)
+    same_var = not var or not have_var or var == have_var
+    if same_ver and same_var:
+        return []
+    return [warn("lock-drift", f"{path} pins {locked}, installed is {have}", fix)]
+
+
+def _python(v: FactsView, lock: dict, path: str) -> list[Finding]:
+    want = major_minor(lock.get("python")) if as_str(lock.get("python")) else None
+    if not want or not v.python or want == v.python:
+        return []
+    return [warn("lock-drift", f"{path} pins Python {want}, this environment runs Python {v.python}",
+                 f"recreate the environment with Python {want} (uv venv -p {want})")]
+
+
+def _cudnn(v: FactsView, lock: dict, path: str) -> list[Finding]:
+    want = as_str(lock.get("cudnn"))
+    if not want:
+        return []
+    have = next((ver for n, ver in sorted(v.pip.items()) if n.startswith("nvidia-cudnn")), None)
+    if not have:
+        return []
+    n = min(len(vt(want)), len(vt(have)))
+    if vt(want)[:n] == vt(have)[:n]:
+        return []
+    pkg = next(n for n in sorted(v.pip) if n.startswith("nvidia-cudnn"))
+    return [warn("lock-drift", f"{path} pins cuDNN {want}, installed is {pkg} {have}", f"pip install {pkg}=={want}")]
+
+
+def _packages(v: FactsView, lock: dict, path: str, skip: str | None) -> list[Finding]:
+    """Every pinned package; the framework itself has its own finding."""
+    pins = {norm_name(k2): str(val) for k2, val in as_dict(lock.get("packages")).items() if norm_name(k2) != skip}
+    if not pins or not v.pip:
+        return []
+    diff = []
+    for name, want in sorted(pins.items()):
+        have = v.pip.get(name)
+        if have is None:
+            diff.append(f"{name} (locked {want}, missing)")
+            continue
+        w, h = split_local(want), split_local(have)
+        if w[0] != h[0] or (w[1] and h[1] and w[1] != h[1]):
+            diff.append(f"{name} {have} (locked {want})")
+    if not diff:
+        return []
+    more = f", and {len(diff) - SHOWN} more" if len(diff) > SHOWN else ""
+    req = as_str(lock.get("requirements")) or "requirements.lock.txt"
+    return [warn(
+        "lock-drift",
+        f"{len(diff)} package{'s differ' if len(diff) != 1 else ' differs'} from {path}: "
+        f"{', '.join(diff[:SHOWN])}{more}",
+        f"pip install -r {req} (or: uv pip sync {req})",
+    )]
+
+
+def _archs(v: FactsView, lock: dict, path: str) -> list[Finding]:
+    archs = [str(a) for a in as_list(lock.get("arch_list"))]
+    ptx = [str(a) for a in as_list(lock.get("ptx"))]
+    if not archs or not v.gpus:
+        return []
+    out = []
+    for c in v.gpu_ccs():
+        if covers(archs, ptx, c) is None:
+            out.append(warn(
+                "lock-drift",
+                f"{group_label(v.gpus_with_cc(c))} ({sm(c)}) is not in {path}'s arch list ({' '.join(archs)}): the "
+                f"locked stack will not run on it",
+                f"add {sm(c)} to the project's target GPUs and run `envman lock` again",
+            ))
+    return out
+
+
+def _driver(v: FactsView, lock: dict, path: str) -> list[Finding]:
+    floor = as_str(lock.get("min_driver_minor_compat")) or as_str(lock.get("min_driver"))
+    cuda = as_str(lock.get("cuda"))
+    if not v.driver or not floor or not cuda or vcmp(v.driver, floor) >= 0:
+        return []
+    return [error(
+        "lock-driver",
+        f"driver {v.driver} is older than {path}'s CUDA {cuda} stack needs (≥ {floor}): the locked image will not "
+        f"start its GPU work here",
+        f"install NVIDIA driver ≥ {as_str(lock.get('min_driver')) or floor}",
+    )]
+
+
+CHECKS = (check_lock,)

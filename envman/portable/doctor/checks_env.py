@@ -1,0 +1,247 @@
+"""Checks on where training runs: container, Docker, WSL, shared memory, RAM, disks, the library path."""
+
+from __future__ import annotations
+
+import re
+
+from .findings import Finding, error, warn
+from .knowledge import Knowledge
+from .remedies import gib
+from ..versions import major, vcmp, vt
+from .view import FactsView, as_dict, as_list, as_num, as_str
+
+# Policy thresholds (not compatibility data).
+SHM_MIN_MIB = 1024  # Docker's default is 64 MiB; a DataLoader with a few workers needs far more
+RAM_PER_VRAM = 2  # host RAM per byte of GPU memory before checkpoint loading gets tight
+DISK_MIN_FREE_GIB = 10
+DISK_MIN_FREE_FRACTION = 0.05
+
+# Which pip package ships which library. The soname major of each equals that package's version major.
+LIB_PACKAGES = {
+    "libcudart": "nvidia-cuda-runtime",
+    "libcudnn": "nvidia-cudnn",
+    "libnvJitLink": "nvidia-nvjitlink",
+    "libcublas": "nvidia-cublas",
+    "libcublasLt": "nvidia-cublas",
+    "libcusparse": "nvidia-cusparse",
+    "libcufft": "nvidia-cufft",
+    "libcurand": "nvidia-curand",
+    "libcusolver": "nvidia-cusolver",
+    "libnccl": "nvidia-nccl",
+    "libnvrtc": "nvidia-cuda-nvrtc",
+    "libcupti": "nvidia-cuda-cupti",
+}
+
+
+_CONTAINER_NOUN = {"docker": "Docker container", "podman": "Podman container", "kubernetes": "Kubernetes pod",
+                   "lxc": "LXC container", "containerd": "containerd container"}
+
+
+def _gpu_wanted(v: FactsView) -> str | None:
+    """What on this system expects a GPU, for the container check's verdict."""
+    if v.torch_is_cuda:
+        return v.torch_label
+    if v.tf_version and v.tf.get("is_cuda_build") is True:
+        return f"tensorflow {v.tf_version}"
+    nvd = v.env.get("NVIDIA_VISIBLE_DEVICES")
+    if nvd and nvd not in ("void", "none"):
+        return f"NVIDIA_VISIBLE_DEVICES={nvd}"
+    return None
+
+
+def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:
+    """5a. Inside a container started without GPU access (or without the driver libraries mounted)."""
+    if not v.in_container or v.gpus:
+        return []
+    kind = _CONTAINER_NOUN.get(as_str(v.f.get("container")) or "", "container")
+    nodes = [str(n) for n in as_list(v.f.get("device_nodes"))]
+    has_nodes = any(re.fullmatch(r"nvidia\d+", n) for n in nodes)
+    caps = v.env.get("NVIDIA_DRIVER_CAPABILITIES")
+    if has_nodes and not v.gpus_known:
+        return [error(
+            "container-no-gpu",
+            f"this {kind} has GPU device nodes but no NVIDIA driver libraries (NVML: "
+            f"{as_str(v.f.get('nvml_error')) or 'unavailable'}; NVIDIA_DRIVER_CAPABILITIES={caps or 'unset'})",
+            "start it with NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all) so the toolkit mounts libcuda and NVML",
+        )]
+    if not v.gpus_known:
+        return []
+    wanted = _gpu_wanted(v)
+    if wanted is None:
+        return []  # a CPU image in a container without a GPU is fine
+    nvd = v.env.get("NVIDIA_VISIBLE_DEVICES")
+    why = f" (NVIDIA_VISIBLE_DEVICES={nvd})" if nvd in ("void", "none", "") else ""
+    return [error(
+        "container-no-gpu",
+        f"inside a {kind} with no GPU visible{why}: {wanted} will run on the CPU",
+        "restart it with GPU access: docker run --gpus all … (the host needs the NVIDIA Container Toolkit); "
+        "Podman/CDI: --device nvidia.com/gpu=all; Kubernetes: resources.limits nvidia.com/gpu: 1",
+    )]
+
+
+def check_docker_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
+    """5b. A Docker engine on a GPU host that cannot hand GPUs to containers."""
+    d = as_dict(v.f.get("docker"))
+    if d.get("reachable") is not True or not v.gpus:
+        return []
+    if d.get("nvidia_runtime") is True or d.get("cdi") is True or d.get("toolkit") is True:
+        return []
+    if v.in_container and d.get("nvidia_runtime") is None:
+        return []  # the host's toolkit cannot be seen from in here
+    ver = as_str(d.get("version"))
+    return [warn(
+        "docker-no-nvidia",
+        f"Docker{' ' + ver if ver else ''} has no NVIDIA runtime, CDI spec or container toolkit: containers cannot use "
+        f"this machine's {v.gpu_summary()}",
+        "install the NVIDIA Container Toolkit (apt-get install nvidia-container-toolkit), then "
+        "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
+    )]
+
+
+def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
+    """17. WSL1 has no GPU; a Linux driver inside WSL2 breaks the one Windows provides."""
+    if v.wsl == 1:
+        distro = v.env.get("WSL_DISTRO_NAME") or "<distro>"
+        wants = v.torch_is_cuda or (v.tf_version and v.tf.get("is_cuda_build") is not False)
+        f = error if wants else warn
+        return [f(
+            "wsl1",
+            "this is WSL1, which has no GPU access (CUDA on WSL needs WSL2)"
+            + (f": {v.torch_label} will run on the CPU" if v.torch_is_cuda else ""),
+            f"from Windows PowerShell: wsl --set-version {distro} 2 (the GPU comes from the Windows NVIDIA driver)",
+        )]
+    if v.wsl == 2:
+        found = [str(p) for p in as_list(v.f.get("wsl_linux_driver"))]
+        if found:
+            return [error(
+                "wsl2-linux-driver",
+                f"a Linux NVIDIA driver is installed inside WSL2 ({found[0]}): it shadows the Windows driver's "
+                f"/usr/lib/wsl/lib/libcuda.so and breaks CUDA",
+                "remove it: sudo apt-get purge 'nvidia-driver-*' 'libnvidia-compute-*'; on WSL2 install only the "
+                "Windows driver and, for nvcc, a cuda-toolkit-X-Y package (never 'cuda' or 'cuda-drivers')",
+            )]
+    return []
+
+
+def check_shm(v: FactsView, k: Knowledge) -> list[Finding]:
+    """13. /dev/shm too small for DataLoader workers (Docker's default is 64 MiB)."""
+    shm = as_num(v.f.get("shm_mib"))
+    if shm is None or not v.in_container or shm >= SHM_MIN_MIB:
+        return []
+    return [warn(
+        "shm-small",
+        f"/dev/shm is {shm:.0f} MiB in this container: DataLoader workers (num_workers > 0) crash with 'bus error' "
+        f"or 'No space left on device'",
+        "restart the container with --shm-size=16g (or --ipc=host); Kubernetes: mount an emptyDir with "
+        "medium: Memory at /dev/shm",
+    )]
+
+
+def check_ram(v: FactsView, k: Knowledge) -> list[Finding]:
+    """16a. Host RAM below twice the total GPU memory."""
+    ram = as_num(v.f.get("ram_mib"))
+    limit = as_num(v.f.get("ram_limit_mib"))
+    if limit and (ram is None or limit < ram):
+        ram = limit
+    vram = sum(g.mem_total_mib or 0 for g in v.gpus)
+    if not ram or not vram or ram >= RAM_PER_VRAM * vram:
+        return []
+    per = f"{len(v.gpus)} × {gib(v.gpus[0].mem_total_mib)}" if len(v.gpus) > 1 else gib(vram)
+    return [warn(
+        "ram-small",
+        f"RAM {gib(ram)}{' (container limit)' if ram == limit else ''} is less than twice the GPU memory "
+        f"({per} = {gib(vram)}): loading checkpoints and pinned-memory DataLoaders can run out of host memory",
+        f"add RAM (≥ {gib(RAM_PER_VRAM * vram)}), or load checkpoints with torch.load(..., mmap=True) and use fewer "
+        f"DataLoader workers",
+    )]
+
+
+def check_disks(v: FactsView, k: Knowledge) -> list[Finding]:
+    """16b. The project/data disk is rotational, or nearly full."""
+    out = []
+    for d in as_list(v.f.get("disks")):
+        if not isinstance(d, dict):
+            continue
+        path = as_str(d.get("path")) or "?"
+        dev = as_str(d.get("device"))
+        if d.get("rotational") is True and d.get("virtual") is not True:  # virtio disks all claim to spin
+            out.append(warn(
+                "disk-rotational",
+                f"{path} is on a rotational disk{f' ({dev})' if dev else ''}: reading training data from it can starve "
+                f"the GPUs",
+                "move the data to an SSD/NVMe volume, or stage it onto local NVMe or into RAM before training",
+            ))
+        free, total = as_num(d.get("free_gib")), as_num(d.get("total_gib"))
+        if free is not None and (free < DISK_MIN_FREE_GIB or (total and free < DISK_MIN_FREE_FRACTION * total)):
+            of = f" of {total:.0f} GiB" if total else ""
+            out.append(warn(
+                "disk-full",
+                f"the disk holding {path} has {free:.1f} GiB free{of}: checkpoints will fail to save",
+                "free space (old checkpoints, ~/.cache/pip, ~/.cache/huggingface) or write outputs to another disk",
+            ))
+    return out
+
+
+def _pip_lib(v: FactsView, stem: str) -> tuple[str, str] | None:
+    prefix = LIB_PACKAGES.get(stem)
+    if not prefix:
+        return None
+    pat = re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")
+    found = v.pkgs_matching(pat)
+    if not found:
+        return None
+    name = max(found, key=lambda n: vt(found[n]))
+    return name, found[name]
+
+
+def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
+    """7. LD_LIBRARY_PATH entries whose older CUDA libraries win over the pip wheels' (same soname)."""
+    if not (v.torch_is_cuda or v.tf_version):
+        return []
+    entries = [e for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e]
+    out = []
+    for d in as_list(v.f.get("cuda_libs")):
+        if not isinstance(d, dict) or d.get("from") != "LD_LIBRARY_PATH":
+            continue
+        older, maybe = [], []
+        for stem, ver in sorted(as_dict(d.get("libs")).items()):
+            pip = _pip_lib(v, stem)
+            if pip is None or major(ver) != major(pip[1]):
+                continue  # another soname major is another library: no shadowing
+            if len(vt(ver)) == 1:
+                maybe.append(f"{stem}.so.{ver} ({pip[0]} {pip[1]})")
+            elif vcmp(ver, pip[1]) < 0 and not _same_prefix(ver, pip[1]):
+                older.append(f"{stem}.so.{ver} < {pip[0]} {pip[1]}")
+        if not older and not maybe:
+            continue
+        path = as_str(d.get("dir")) or "?"
+        rest = [e for e in entries if e.rstrip("/") != path.rstrip("/")]
+        fix = f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH"
+        fix += f" (drop {path}; the pip wheels bring their own libraries)"
+        who = v.torch_label if v.torch_is_cuda else f"tensorflow {v.tf_version}"
+        if older:
+            out.append(error(
+                "ld-library-path",
+                f"LD_LIBRARY_PATH entry {path} shadows the pip CUDA libraries {who} loads with older ones "
+                f"({'; '.join(older)}): expect 'undefined symbol' or cuDNN version errors",
+                fix,
+            ))
+        else:
+            out.append(warn(
+                "ld-library-path",
+                f"LD_LIBRARY_PATH entry {path} holds {', '.join(maybe)} of unknown version: it is loaded before the "
+                f"pip wheels' copies",
+                fix,
+            ))
+    return out
+
+
+def _same_prefix(short: str, full: str) -> bool:
+    """'12.8' vs '12.8.93': equal on the parts the shorter one names (not older)."""
+    a, b = vt(short), vt(full)
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+CHECKS = (check_container_gpu, check_docker_toolkit, check_wsl, check_shm, check_ram, check_disks,
+          check_ld_library_path)

@@ -1,0 +1,386 @@
+"""Checks on the driver, the GPUs and whether the installed frameworks can use them."""
+
+from __future__ import annotations
+
+import re
+
+from .findings import Finding, error, info, warn
+from .knowledge import Knowledge, covers
+from .remedies import build_for, fmt_archs, gib, install, tf_install
+from ..versions import major, sm, split_arch_list, vcmp
+from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
+
+# Policy, not compatibility data: memory other processes may hold before we call the GPU "busy".
+HELD_FRACTION = 0.10
+# A power limit this close to the default is the default (boards report 699.99 W against 700 W).
+POWER_TOLERANCE = 0.98
+_THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown")
+_HW_SLOW = ("hw_slowdown", "hw_power_brake_slowdown")
+
+
+def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[str, str, str, object]]:
+    """(framework, label, CUDA X.Y, release) for each installed CUDA build."""
+    out = []
+    if v.torch_is_cuda:
+        out.append(("torch", v.torch_label, v.torch_cuda, k.release("torch", v.torch_base)))
+    if v.tf_version and v.tf.get("is_cuda_build") is not False:
+        rel = k.release("tensorflow", v.tf_version)
+        gpu = next((b for b in rel.builds if not b.is_cpu), None) if rel else None
+        cuda = v.tf_cuda or (gpu.cuda if gpu else None)
+        if cuda:
+            out.append(("tensorflow", f"tensorflow {v.tf_version}", cuda, rel))
+    return out
+
+
+def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
+    """1. The driver must be at least the runtime's minor-version-compat floor (inclusive)."""
+    if not v.driver:
+        return []
+    out = []
+    for fw, label, cuda, rel in _cuda_frameworks(v, k):
+        mode = k.driver_mode(v.driver, cuda)
+        if mode is None and v.driver_cuda and major(v.driver_cuda) is not None:
+            # No data on this CUDA release: the driver's own CUDA version still tells across majors.
+            mode = "too-old" if major(v.driver_cuda) < major(cuda) else None  # type: ignore[operator]
+        if mode != "too-old":
+            continue
+        full, floor = k.full_driver(cuda), k.floor_driver(cuda)
+        need = f"CUDA {cuda} needs driver ≥ {full or floor}"
+        if full and floor and vcmp(full, floor) != 0:
+            need += f" (≥ {floor} with minor-version compatibility)"
+        if v.driver_cuda:
+            need += f"; this driver supports CUDA ≤ {v.driver_cuda}"
+        remedy = f"install NVIDIA driver ≥ {full or floor}" if (full or floor) else "upgrade the NVIDIA driver"
+        ceilings = [(c, k.driver_ceiling(c)) for c in v.gpu_ccs()]
+        stuck = [(c, ce) for c, ce in ceilings if ce is not None and vcmp(ce[1], floor or full or "0") < 0]
+        if stuck:
+            c, (branch, last) = stuck[0]
+            remedy = (f"no driver that new runs a {c[0]}.{c[1]} GPU (support ends with {branch}, last {last}): "
+                      "keep this driver")
+        alt = k.best_build(fw, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)  # type: ignore[arg-type]
+        if alt:
+            arel, ab = alt
+            remedy += f", or the build that runs on driver {v.driver}: {install(arel, ab, v)}"
+        out.append(error("driver-too-old", f"driver {v.driver} is too old for {label}: {need}", remedy))
+    return out
+
+
+def _torch_archs(v: FactsView, k: Knowledge) -> tuple[list, list, str] | None:
+    al = as_list(v.torch.get("arch_list"))
+    if al:
+        ptx = split_arch_list(al)[1]
+        return al, [f"compute_{a[0]}{a[1]}" for a in ptx], "torch.cuda.get_arch_list()"
+    rel = k.release("torch", v.torch_base)
+    b = rel.build(v.torch_variant) if rel else None
+    if b is None:
+        return None
+    return list(b.archs), list(b.ptx), "envman's matrix"
+
+
+def check_arch(v: FactsView, k: Knowledge) -> list[Finding]:
+    """2. Every GPU needs SASS of its own major (minor ≤ the device's) in the build, or at least PTX."""
+    out: list[Finding] = []
+    ccs = v.gpu_ccs()
+    if not ccs:
+        return out
+    if v.torch_is_cuda:
+        archs = _torch_archs(v, k)
+        rel = k.release("torch", v.torch_base)
+        if archs is None and rel is not None:  # (an unknown release is reported once, by not-in-matrix)
+            out.append(info(
+                "arch-unknown",
+                f"envman's matrix has no {v.torch_variant} build of torch {rel.line}: whether {v.torch_label} covers "
+                f"{fmt_archs(ccs)} is not checked",
+                "run `envman doctor --deep` to read the arch list from torch itself",
+            ))
+        elif archs is not None:
+            sass_l, ptx_l, src = archs
+            shown = fmt_archs(split_arch_list(sass_l)[0])
+            for c in ccs:
+                how = covers(sass_l, ptx_l, c)
+                if how == "sass":
+                    continue
+                who = group_label(v.gpus_with_cc(c))
+                fix = build_for(k, "torch", v, prefer=rel) or (
+                    f"no torch build in envman's matrix carries {sm(c)}: build torch from source with "
+                    f"TORCH_CUDA_ARCH_LIST=\"{c[0]}.{c[1]}\""
+                )
+                if how == "ptx":
+                    out.append(warn(
+                        "arch-ptx-only",
+                        f"{who} ({sm(c)}) has no SASS in {v.torch_label} (SASS {shown}, from {src}): it runs only "
+                        f"through PTX JIT — minutes of compilation at start, and kernels without PTX fail",
+                        fix,
+                    ))
+                else:
+                    out.append(error(
+                        "arch-not-covered",
+                        f"{who} ({sm(c)}) is not in {v.torch_label}'s arch list ({shown}, from {src}): CUDA kernels "
+                        f"fail with 'no kernel image is available for execution on the device'",
+                        fix,
+                    ))
+    if v.tf_version and v.tf.get("is_cuda_build") is not False:
+        out += _tf_arch(v, k, ccs)
+    return out
+
+
+def _tf_arch(v: FactsView, k: Knowledge, ccs: list[tuple[int, int]]) -> list[Finding]:
+    al = as_list(v.tf.get("arch_list"))
+    rel = k.release("tensorflow", v.tf_version)
+    if al:
+        sass_l, ptx_l = al, []
+    else:
+        b = next((b for b in rel.builds if not b.is_cpu), None) if rel else None
+        if b is None:
+            return []
+        sass_l, ptx_l = list(b.archs), list(b.ptx)
+    out = []
+    for c in ccs:
+        how = covers(sass_l, ptx_l, c)
+        who = group_label(v.gpus_with_cc(c))
+        if how is None:
+            newer = k.best_build("tensorflow", ccs=[c], driver=v.driver, python=v.python)
+            ptx_ok = next(
+                (r for r in k.releases.get("tensorflow", ())
+                 for b in r.builds if not b.is_cpu and covers(b.archs, b.ptx, c)),
+                None,
+            )
+            fix = tf_install(newer[0]) if newer else (tf_install(ptx_ok) if ptx_ok else None)
+            out.append(error(
+                "arch-not-covered",
+                f"{who} ({sm(c)}) is covered neither by SASS nor by PTX in tensorflow {v.tf_version} "
+                f"({fmt_archs(split_arch_list(sass_l)[0])})",
+                fix,
+            ))
+        elif how == "ptx":
+            out.append(info(
+                "arch-ptx-only",
+                f"{who} ({sm(c)}) runs tensorflow {v.tf_version} through PTX JIT (no SASS for it): the first start "
+                f"compiles kernels for minutes",
+                "set CUDA_CACHE_MAXSIZE=4294967296 so the JIT cache keeps the compiled kernels",
+            ))
+    return out
+
+
+def check_cpu_build(v: FactsView, k: Knowledge) -> list[Finding]:
+    """3. A CPU-only build on a machine with an NVIDIA GPU."""
+    if not v.gpus:
+        return []
+    out = []
+    where = f"this machine has {v.gpu_summary()}" + (f" (driver {v.driver})" if v.driver else "")
+    if v.torch_version and not v.torch_is_cuda and not str(v.torch_variant or "").startswith(("rocm", "xpu")):
+        cpuonly = as_dict(v.f.get("conda")).get("cpuonly") is True
+        rel = k.release("torch", v.torch_base)
+        fix = build_for(k, "torch", v, prefer=rel)
+        if cpuonly:
+            fix = "conda remove cpuonly, then " + (fix or "install a CUDA build of pytorch")
+        verdict = f"{v.torch_label} is a CPU-only build, but {where}: training will not use the GPU"
+        if cpuonly:
+            verdict += " (conda's cpuonly package selects it)"
+        out.append(error("cpu-only-build", verdict, fix or "install a CUDA build of torch"))
+    pkg = next((p for p in ("tensorflow-cpu", "tensorflow-intel") if v.pkg(p)), None)
+    if v.tf_version and (v.tf.get("is_cuda_build") is False or pkg):
+        rel = k.release("tensorflow", v.tf_version)
+        fix = tf_install(rel) if rel else "pip install 'tensorflow[and-cuda]'"
+        if pkg:
+            fix = f"pip uninstall -y {pkg} && {fix}"
+        out.append(error("cpu-only-build", f"tensorflow {v.tf_version} is a CPU-only build, but {where}", fix))
+    return out
+
+
+def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
+    """4. NVML driver/library mismatch (driver upgraded, old kernel module still loaded); other smi failures."""
+    smi = as_str(v.f.get("nvidia_smi_error")) or ""
+    nvml = as_str(v.f.get("nvml_error")) or ""
+    mod, lib = as_str(v.f.get("driver_module")), as_str(v.f.get("nvml_lib"))
+    mismatch = "mismatch" in smi.lower() or "mismatch" in nvml.lower() or bool(mod and lib and vcmp(mod, lib) != 0)
+    if mismatch:
+        parts = []
+        if mod and lib and vcmp(mod, lib) != 0:
+            parts.append(f"kernel module {mod} is loaded, user-space library is {lib}")
+        quote = smi or nvml
+        if quote:
+            parts.append(f"'{quote.splitlines()[0].strip()}'")
+        return [error(
+            "nvml-mismatch",
+            "NVIDIA driver/library version mismatch" + (": " + "; ".join(parts) if parts else ""),
+            "reboot, or stop every GPU process and reload the kernel module: "
+            "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
+        )]
+    if smi and not v.gpus:
+        return [error(
+            "nvidia-smi-failed",
+            f"nvidia-smi fails: '{smi.splitlines()[0].strip()}'",
+            "check that the kernel module is loaded (lsmod | grep nvidia; sudo dmesg | grep -i nvrm); after a kernel "
+            "update, reinstall the driver so DKMS rebuilds the module, then reboot",
+        )]
+    return []
+
+
+def check_no_driver(v: FactsView, k: Knowledge) -> list[Finding]:
+    """No GPU answered on a host: an error when one sits on the PCI bus, else a note for a CUDA build
+    (containers and WSL1 have their own checks)."""
+    if v.gpus or not v.gpus_known or v.in_container or v.wsl == 1 or v.f.get("nvidia_smi_error"):
+        return []
+    fws = _cuda_frameworks(v, k)
+    cuda = fws[0][2] if fws else None
+    need = (k.full_driver(cuda) or k.floor_driver(cuda)) if cuda else None
+    pci = as_num(v.f.get("pci_nvidia_gpus"))
+    if pci:
+        why = as_str(v.f.get("nvml_error"))
+        return [error(
+            "no-driver",
+            f"{pci:.0f} NVIDIA GPU{'s' if pci != 1 else ''} on the PCI bus, but no NVIDIA driver answers"
+            + (f" ({why})" if why else ""),
+            f"install the NVIDIA driver{f' ≥ {need}' if need else ''} and reboot; if it is installed, load it "
+            "(sudo modprobe nvidia; sudo dmesg | grep -i nvrm says why it fails)",
+        )]
+    if not fws:
+        return []
+    _, label, cuda, _ = fws[0]
+    return [info(
+        "no-gpu",
+        f"no NVIDIA GPU or driver found: {label} (CUDA {cuda}) will run on the CPU",
+        f"if this machine has an NVIDIA GPU, install driver ≥ {need}" if need else None,
+    )]
+
+
+def check_visible_devices(v: FactsView, k: Knowledge) -> list[Finding]:
+    """6. CUDA_VISIBLE_DEVICES that hides every GPU or names a missing one (CUDA stops at the first bad entry)."""
+    if "CUDA_VISIBLE_DEVICES" not in v.env or not v.gpus:
+        return []
+    val = v.env["CUDA_VISIBLE_DEVICES"]
+    n = len(v.gpus)
+    entries = [e.strip() for e in val.split(",")] if val.strip() else []
+    visible: list[str] = []
+    bad = None
+    for e in entries:
+        if re.fullmatch(r"\d+", e):
+            ok = int(e) < n
+        elif e.startswith("GPU-"):
+            uuids = [g.uuid for g in v.gpus if g.uuid]
+            ok = not uuids or any(u.startswith(e) for u in uuids)  # a unique prefix is enough for CUDA
+        else:
+            ok = e.startswith("MIG-")
+        if not ok:
+            bad = e
+            break
+        visible.append(e)
+    all_idx = ",".join(str(i) for i in range(n))
+    if not visible:
+        why = f" (its entry {bad!r} does not exist)" if bad is not None and bad != "" else ""
+        return [error(
+            "cuda-visible-devices",
+            f"CUDA_VISIBLE_DEVICES={val!r} hides every GPU{why}; {n} present: {v.gpu_summary()}",
+            f"unset CUDA_VISIBLE_DEVICES, or export CUDA_VISIBLE_DEVICES={all_idx}",
+        )]
+    if bad is not None:
+        keep = [e for e in entries if e != bad and not (e.isdigit() and int(e) >= n)]
+        return [warn(
+            "cuda-visible-devices",
+            f"CUDA_VISIBLE_DEVICES={val!r} names GPU {bad!r}, which does not exist (GPUs here: {all_idx}): CUDA "
+            f"stops at that entry, so only {','.join(visible)} {'is' if len(visible) == 1 else 'are'} visible",
+            f"export CUDA_VISIBLE_DEVICES={','.join(keep)}",
+        )]
+    return []
+
+
+def check_health(v: FactsView, k: Knowledge) -> list[Finding]:
+    """14. Thermal slowdown, a lowered power limit, uncorrected ECC errors, pending row remaps; MIG mode."""
+    out = []
+    for g in v.gpus:
+        r = g.raw
+        reasons = [str(x) for x in as_list(r.get("clocks_event_reasons"))]
+        temp = as_num(r.get("temp_c"))
+        at = f" at {temp:.0f} °C" if temp is not None else ""
+        hot = [x for x in reasons if x in _THERMAL]
+        slow = [x for x in reasons if x in _HW_SLOW]
+        if hot or slow:
+            out.append(warn(
+                "gpu-thermal" if hot else "gpu-slowdown",
+                f"{g.label} is slowing its clocks ({', '.join(hot + slow)}){at}",
+                "check cooling, fans and power cabling (nvidia-smi -q -d TEMPERATURE,PERFORMANCE shows the reasons)",
+            ))
+        pl, dpl = as_num(r.get("power_limit_w")), as_num(r.get("default_power_limit_w"))
+        if pl and dpl and pl < dpl * POWER_TOLERANCE:
+            out.append(warn(
+                "gpu-power-limit",
+                f"{g.label} power limit {pl:.0f} W is below its default {dpl:.0f} W",
+                f"sudo nvidia-smi -i {g.index} -pl {dpl:.0f}",
+            ))
+        ecc = as_num(r.get("ecc_uncorrected"))
+        if ecc and ecc > 0:
+            out.append(error(
+                "gpu-ecc",
+                f"{g.label} has {ecc:.0f} uncorrected ECC error{'s' if ecc != 1 else ''} since the driver loaded",
+                f"stop the jobs on GPU {g.index} and reset it (sudo nvidia-smi -r -i {g.index}) or reboot; "
+                "if the errors return, have the GPU replaced",
+            ))
+        if r.get("row_remap_failed") is True:
+            out.append(error(
+                "gpu-row-remap",
+                f"{g.label} failed a row remap: its memory has an unrepairable row",
+                "drain the node and have the GPU replaced",
+            ))
+        elif r.get("row_remap_pending") is True:
+            out.append(warn(
+                "gpu-row-remap",
+                f"{g.label} has a pending row remap (a failing memory row waits to be retired)",
+                f"reset the GPU (sudo nvidia-smi -r -i {g.index}) or reboot to apply it",
+            ))
+        if r.get("mig") is True or str(r.get("mig")).lower() == "enabled":
+            out.append(info(
+                "gpu-mig",
+                f"{g.label} is in MIG mode: CUDA sees its MIG instances, not the whole GPU",
+                "list them with nvidia-smi -L and pick one: export CUDA_VISIBLE_DEVICES=MIG-<uuid>",
+            ))
+    return out
+
+
+def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
+    """15. GPU memory already held by other processes (or by ones this container cannot see)."""
+    out = []
+    procs: dict[int, list[dict]] = {}
+    for p in as_list(v.f.get("gpu_processes")):
+        if isinstance(p, dict) and isinstance(p.get("gpu"), int):
+            procs.setdefault(p["gpu"], []).append(p)
+    free = [g.index for g in v.gpus
+            if not procs.get(g.index) and (g.mem_used_mib or 0) < HELD_FRACTION * (g.mem_total_mib or 1)]
+    for g in v.gpus:
+        total = g.mem_total_mib
+        if not total:
+            continue
+        mine = procs.get(g.index, [])
+        held = sum(as_num(p.get("used_mib")) or 0 for p in mine)
+        other = _elsewhere(free, g)
+        if mine and held >= HELD_FRACTION * total:
+            top = sorted(mine, key=lambda p: -(as_num(p.get("used_mib")) or 0))[:3]
+            who = ", ".join(
+                " ".join(str(x) for x in (f"pid {p.get('pid')}", p.get("name"), gib(as_num(p.get("used_mib")))) if x)
+                for p in top
+            )
+            pids = " ".join(str(p.get("pid")) for p in mine)
+            out.append(warn(
+                "gpu-memory-held",
+                f"{g.label}: {gib(held)} of {gib(total)} already held by {len(mine)} other "
+                f"process{'es' if len(mine) != 1 else ''} ({who})",
+                f"stop them (kill {pids})" + other,
+            ))
+        elif not mine and g.mem_used_mib and g.mem_used_mib >= HELD_FRACTION * total:
+            out.append(warn(
+                "gpu-memory-held",
+                f"{g.label}: {gib(g.mem_used_mib)} of {gib(total)} in use by processes not visible here "
+                f"(another container or user)",
+                "find them on the host: nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
+                + other,
+            ))
+    return out
+
+
+def _elsewhere(free: list[int], g: Gpu) -> str:
+    others = [i for i in free if i != g.index]
+    return f", or use an idle GPU: export CUDA_VISIBLE_DEVICES={others[0]}" if others else ""
+
+
+CHECKS = (check_nvml, check_driver, check_arch, check_cpu_build, check_no_driver, check_visible_devices,
+          check_health, check_memory_held)

@@ -1,0 +1,302 @@
+"""Checks on the installed Python packages: CUDA wheels, companions, cuDNN, NumPy, Python, glibc."""
+
+from __future__ import annotations
+
+import re
+
+from .findings import Finding, error, info, warn
+from .knowledge import Knowledge, Release
+from .remedies import tf_install
+from ..versions import major, major_minor, split_local, variant_cuda, vcmp, vt
+from .view import FactsView, as_dict, as_list, as_str
+
+_NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+$")
+_SUFFIX = re.compile(r"-cu(\d+)$")
+_NCCL = re.compile(r"^nvidia-nccl(-cu\d+)?$")
+_CUDNN = re.compile(r"^nvidia-cudnn(-cu\d+)?$")
+_CUDART = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?$")
+# From CUDA 13 NVIDIA drops the -cuNN suffix where the package version IS the CUDA version; for these the
+# version's major names the CUDA major (cuFFT, cuRAND, … have their own numbering and say nothing).
+_CUDA_VERSIONED = {
+    "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-cupti", "nvidia-cuda-nvcc", "nvidia-cuda-crt",
+    "nvidia-cuda-cccl", "nvidia-nvjitlink", "nvidia-cublas", "nvidia-nvtx", "nvidia-nvvm", "cuda-toolkit",
+}
+# PEP 600 defines these legacy manylinux tags by the glibc they need (a spec, not compatibility data).
+_LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
+
+
+def _cuda_major_of(name: str, version: str) -> int | None:
+    m = _SUFFIX.search(name)
+    if m:
+        return int(m.group(1))
+    if name in _CUDA_VERSIONED:
+        return major(version)
+    return None
+
+
+def _framework_cuda_major(v: FactsView) -> int | None:
+    if v.torch_cuda:
+        return major(v.torch_cuda)
+    if v.tf_cuda:
+        return major(v.tf_cuda)
+    return None
+
+
+def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
+    """8. nvidia-* wheels of two CUDA majors, or two NCCLs, in one environment."""
+    out: list[Finding] = []
+    by_major: dict[int, list[str]] = {}
+    for name, ver in v.pip.items():
+        if _NVIDIA.match(name) or name == "cuda-toolkit":
+            m = _cuda_major_of(name, ver)
+            if m is not None:
+                by_major.setdefault(m, []).append(name)
+    want = _framework_cuda_major(v)
+    if len(by_major) > 1:
+        keep = want if want in by_major else max(by_major, key=lambda m: len(by_major[m]))
+        drop = sorted(n for m, ns in by_major.items() if m != keep for n in ns)
+        listing = "; ".join(
+            f"CUDA {m}: " + ", ".join(f"{n} {v.pip[n]}" for n in sorted(ns)[:3]) + (" …" if len(ns) > 3 else "")
+            for m, ns in sorted(by_major.items())
+        )
+        who = f" ({v.torch_label} uses CUDA {want})" if want == keep and v.torch_cuda else ""
+        out.append(warn(
+            "cuda-wheels-mixed",
+            f"nvidia-* wheels of CUDA {' and '.join(str(m) for m in sorted(by_major))} are installed together{who}: "
+            f"{listing}",
+            f"pip uninstall -y {' '.join(drop)}",
+        ))
+    ncc = v.pkgs_matching(_NCCL)
+    if len(ncc) > 1:
+        keep_n = next((n for n in ncc if want is not None and _cuda_major_of(n, ncc[n]) == want), None)
+        drop_n = [n for n in ncc if n != keep_n] if keep_n else sorted(ncc)[:-1]
+        keep_n = keep_n or sorted(ncc)[-1]
+        out.append(error(
+            "nccl-duplicate",
+            f"{len(ncc)} NCCLs are installed: {', '.join(f'{n} {ver}' for n, ver in ncc.items())}: which one loads "
+            f"depends on import order",
+            f"pip uninstall -y {' '.join(drop_n)} (keep {keep_n} {ncc[keep_n]})",
+        ))
+    return out
+
+
+def _companion_release(k: Knowledge, comp: str, comp_base: str) -> Release | None:
+    rels = k.releases.get("torch", ())
+    return next((r for r in rels if r.companion(comp) and vcmp(r.companion(comp), comp_base) == 0), None)
+
+
+def check_companions(v: FactsView, k: Knowledge) -> list[Finding]:
+    """9. torchvision/torchaudio of another torch release or another variant."""
+    if not v.torch_version:
+        return []
+    out = []
+    rel = k.release("torch", v.torch_base)
+    exact = rel if rel and vcmp(rel.version, v.torch_base) == 0 else None
+    tv = v.torch_variant
+    build = rel.build(tv) if rel else None
+    index = f" --index-url {build.index_url}" if build and build.index_url else ""
+    for comp in ("torchvision", "torchaudio"):
+        cv = v.pkg(comp)
+        if not cv:
+            continue
+        base, label = split_local(cv)
+        expected = exact.companion(comp) if exact else None
+        if expected and vcmp(base, expected) != 0:
+            out.append(error(
+                "companion-mismatch",
+                f"{comp} {cv} does not pair with {v.torch_label}: torch {v.torch_base} pairs with {comp} {expected}",
+                f"pip install {comp}=={expected}{index}",
+            ))
+            continue
+        own = _companion_release(k, comp, base)
+        cvar = label or (own.pypi_default if own else None)
+        if not cvar or not tv or cvar == tv:
+            continue
+        cm, tm = variant_cuda(cvar), variant_cuda(tv)
+        severe = (cm is None) != (tm is None) or (cm and tm and major(cm) != major(tm))
+        out.append((error if severe else warn)(
+            "companion-mismatch",
+            f"{comp} {cv} is the {cvar} build, {v.torch_label} the {tv} build"
+            + (": its CUDA ops fail to load" if severe else ""),
+            f"pip install --force-reinstall {comp}=={expected or base}{index}" if index
+            else f"reinstall {comp} {expected or base} from the index torch's {tv} build came from",
+        ))
+    return out
+
+
+def _installed_cudnn(v: FactsView, cuda_major: int | None) -> tuple[str, str] | None:
+    """(version, where) of the cuDNN the framework loads: the loaded one (--deep) or the pip wheel."""
+    loaded = as_str(v.torch.get("cudnn"))
+    if loaded and v.torch.get("cudnn_source") == "loaded":
+        return loaded, "loaded by torch"
+    wheels = v.pkgs_matching(_CUDNN)
+    if cuda_major is not None:
+        wheels = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver) in (cuda_major, None)}
+    if wheels:
+        name = max(wheels, key=lambda n: vt(wheels[n]))
+        return wheels[name], name
+    return None
+
+
+def check_cudnn(v: FactsView, k: Knowledge) -> list[Finding]:
+    """11b. cuDNN older than the one the framework was built with."""
+    if not v.torch_is_cuda:
+        return []
+    rel = k.release("torch", v.torch_base)
+    b = rel.build(v.torch_variant) if rel else None
+    if not b or not b.cudnn:
+        return []
+    cm = major(v.torch_cuda)
+    got = _installed_cudnn(v, cm)
+    if not got:
+        return []
+    have, where = got
+    if major(have) == major(b.cudnn) and vcmp(major_minor(have), major_minor(b.cudnn)) >= 0:
+        return []
+    pkg = where if where.startswith("nvidia-cudnn") else f"nvidia-cudnn-cu{cm}"
+    return [error(
+        "cudnn-too-old",
+        f"cuDNN {have} ({where}) is older than the cuDNN {b.cudnn} {v.torch_label} was built with",
+        f"pip install {pkg}=={b.cudnn}",
+    )]
+
+
+def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
+    """11a. TensorFlow's CUDA/cuDNN libraries missing or of the wrong version for its release."""
+    if not v.tf_version or v.tf.get("is_cuda_build") is False or not v.gpus:
+        return []
+    rel = k.release("tensorflow", v.tf_version)
+    gpu = next((b for b in rel.builds if not b.is_cpu), None) if rel else None
+    cuda = v.tf_cuda or (gpu.cuda if gpu else None)
+    cudnn = (gpu.cudnn if gpu else None) or as_str(v.tf.get("cudnn"))
+    if not cuda or not cudnn:
+        return []
+    cm, dm = major(cuda), major(cudnn)
+    fix = tf_install(rel) if rel else f"install CUDA {cuda} and cuDNN {cudnn}"
+    label = f"tensorflow {v.tf_version}"
+    wheels = v.pkgs_matching(_CUDNN)
+    runtime = v.pkgs_matching(_CUDART)
+    sys_libs: dict[str, list[str]] = {}
+    for d in as_list(v.f.get("cuda_libs")):
+        for stem, ver in as_dict(as_dict(d).get("libs")).items():
+            sys_libs.setdefault(stem, []).append(str(ver))
+    has_cudnn_wheel = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver) in (cm, None)}
+    has_rt_wheel = {n: ver for n, ver in runtime.items() if _cuda_major_of(n, ver) == cm}
+    sys_cudnn = [x for x in sys_libs.get("libcudnn", []) if major(x) == dm]
+    sys_rt = [x for x in sys_libs.get("libcudart", []) if major(x) == cm]
+    missing = []
+    if not has_rt_wheel and not sys_rt:
+        missing.append(f"CUDA {cm} runtime (libcudart.so.{cm})")
+    if not has_cudnn_wheel and not sys_cudnn:
+        missing.append(f"cuDNN {dm} (libcudnn.so.{dm})")
+    if missing:
+        return [error(
+            "tf-cuda-libs",
+            f"{label} needs CUDA {cuda} and cuDNN {cudnn}; not found: {', '.join(missing)}: it will not see the GPU",
+            fix,
+        )]
+    out = []
+    for n, ver in has_cudnn_wheel.items():
+        if major(ver) != dm or vcmp(major_minor(ver), major_minor(cudnn)) < 0:
+            out.append(error(
+                "tf-cuda-libs",
+                f"{n} {ver} is installed, but {label} was built with cuDNN {cudnn}",
+                fix,
+            ))
+    return out
+
+
+def check_numpy(v: FactsView, k: Knowledge) -> list[Finding]:
+    """12a. NumPy 2 with a framework release built against NumPy 1."""
+    np = as_str(v.f.get("numpy")) or v.pkg("numpy")
+    if not np or major(np) is None or major(np) < 2:  # type: ignore[operator]
+        return []
+    out = []
+    for fw, ver in (("torch", v.torch_base), ("tensorflow", v.tf_version)):
+        rel = k.release(fw, ver) if ver else None
+        if not rel or rel.numpy_abi != 1:
+            continue
+        first2 = k.first_release(fw, lambda r, ver=ver: r.numpy_abi == 2 and vcmp(r.version, ver) > 0)
+        fix = "pip install 'numpy<2'"
+        if first2:
+            fix += f", or upgrade to {fw} {first2.version} (built against NumPy 2)"
+        out.append(error(
+            "numpy-abi",
+            f"numpy {np} with {fw} {ver}, which was built against NumPy 1: 'A module that was compiled using "
+            f"NumPy 1.x cannot be run in NumPy 2.x'",
+            fix,
+        ))
+    return out
+
+
+def check_python(v: FactsView, k: Knowledge) -> list[Finding]:
+    """12b. Python outside the versions the framework release has wheels for."""
+    if not v.python:
+        return []
+    out = []
+    for fw, ver in (("torch", v.torch_base), ("tensorflow", v.tf_version)):
+        rel = k.release(fw, ver) if ver else None
+        if not rel or not rel.python or v.python in rel.python:
+            continue
+        newer = k.first_release(fw, lambda r, ver=ver: v.python in r.python and vcmp(r.version, ver) > 0)
+        fix = f"use Python {rel.python[-1]} (uv venv -p {rel.python[-1]})"
+        if newer:
+            fix += f", or {fw} {newer.version}, the first with Python {v.python} wheels"
+        out.append(warn(
+            "python-unsupported",
+            f"Python {v.python} is outside {fw} {ver}'s wheels (Python {', '.join(rel.python)}): this install was "
+            f"built from source or copied from another Python",
+            fix,
+        ))
+    return out
+
+
+def _glibc_needed(tag: str) -> str | None:
+    m = re.search(r"manylinux_(\d+)_(\d+)_", tag)
+    if m:
+        return f"{m.group(1)}.{m.group(2)}"
+    m = re.search(r"(manylinux\d+)_", tag)
+    return _LEGACY_MANYLINUX.get(m.group(1)) if m else None
+
+
+def check_glibc(v: FactsView, k: Knowledge) -> list[Finding]:
+    """12c. glibc older than an installed wheel's manylinux tag demands."""
+    glibc = as_str(v.f.get("glibc"))
+    if not glibc:
+        return []
+    out = []
+    for name, tags in sorted(as_dict(v.f.get("wheel_tags")).items()):
+        needs = [n for n in (_glibc_needed(str(t)) for t in as_list(tags)) if n]
+        if not needs:
+            continue
+        need = min(needs, key=vt)
+        if vcmp(glibc, need) < 0:
+            out.append(error(
+                "glibc-too-old",
+                f"glibc {glibc} is older than {name}{' ' + v.pkg(name) if v.pkg(name) else ''}'s wheel needs "
+                f"(manylinux glibc ≥ {need})",
+                f"run on a distro with glibc ≥ {need} (or in a container built from one), or install a {name} "
+                f"release whose wheels are tagged for glibc {glibc}",
+            ))
+    return out
+
+
+def check_in_matrix(v: FactsView, k: Knowledge) -> list[Finding]:
+    """The judged data must know the framework; say so when it does not."""
+    out = []
+    for fw, ver in (("torch", v.torch_base), ("tensorflow", v.tf_version)):
+        if not ver or not k.releases.get(fw):
+            continue
+        if k.release(fw, ver) is None:
+            newest = k.newest(fw)
+            out.append(info(
+                "not-in-matrix",
+                f"{fw} {ver} is not in envman's matrix (newest known: {newest.version if newest else '-'}): its "
+                f"pairings, arch list and cuDNN are not checked",
+                "update envman, or run `envman doctor --deep` to read what torch reports about itself",
+            ))
+    return out
+
+
+CHECKS = (check_in_matrix, check_cuda_wheels, check_companions, check_cudnn, check_tf_libs, check_numpy,
+          check_python, check_glibc)

@@ -1,0 +1,130 @@
+"""10. Building CUDA extensions (flash-attn, apex, torch.utils.cpp_extension): toolkit, nvcc and gcc."""
+
+from __future__ import annotations
+
+from .findings import Finding, error, warn
+from .knowledge import Knowledge
+from ..versions import major, major_minor, vt
+from .view import FactsView, as_dict, as_num, as_str
+
+
+def _nvcc_used(v: FactsView) -> tuple[str, str | None, int | None] | None:
+    """(where, version X.Y, newest gcc it accepts) of the nvcc torch.utils.cpp_extension would run:
+    $CUDA_HOME/bin/nvcc when a CUDA home is known, else the one on PATH."""
+    home = as_dict(v.f.get("cuda_home"))
+    nvcc = as_dict(v.f.get("nvcc"))
+    if as_str(home.get("nvcc_version")):
+        return (as_str(home.get("path")) or "CUDA_HOME", major_minor(home.get("nvcc_version")),
+                _int(home.get("max_gcc")))
+    if as_str(nvcc.get("version")):
+        return as_str(nvcc.get("path")) or "nvcc", major_minor(nvcc.get("version")), _int(nvcc.get("max_gcc"))
+    return None
+
+
+def _int(x: object) -> int | None:
+    n = as_num(x)
+    return int(n) if n is not None else None
+
+
+# Packages whose install or upgrade compiles CUDA code here: only then does a missing toolkit matter.
+BUILDS_EXTENSIONS = ("ninja", "flash-attn", "deepspeed", "apex", "causal-conv1d", "mamba-ssm")
+
+
+def _builds_extensions(v: FactsView) -> str | None:
+    """Why this environment compiles CUDA code, or None."""
+    found = [p for p in BUILDS_EXTENSIONS if v.pkg(p)]
+    if found:
+        return ", ".join(found) + " installed"
+    if as_dict(v.f.get("lock")).get("base_kind") == "cuda-devel":
+        return "envman.lock asks for a CUDA devel image"
+    return None
+
+
+def _toolkit_pkg(cuda: str) -> str:
+    mj, mn = vt(cuda)[:2]
+    return f"cuda-toolkit-{mj}-{mn}"
+
+
+def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
+    if not v.torch_is_cuda:
+        return []
+    out: list[Finding] = []
+    cuda = v.torch_cuda or ""
+    home_known = "cuda_home" in v.f
+    home = as_dict(v.f.get("cuda_home"))
+    nvcc = as_dict(v.f.get("nvcc"))
+    if home_known and not home and not as_str(nvcc.get("path")):
+        why = _builds_extensions(v)
+        if why:
+            out.append(warn(
+                "ext-no-cuda-home",
+                f"no CUDA toolkit here (CUDA_HOME unset, no nvcc on PATH), but this environment builds CUDA extensions "
+                f"({why}): building them for {v.torch_label} will fail",
+                f"apt-get install {_toolkit_pkg(cuda)} (NVIDIA's repository), then "
+                f"export CUDA_HOME=/usr/local/cuda-{cuda}",
+            ))
+        return out
+    if home and not as_str(home.get("nvcc_version")) and home.get("source") in ("CUDA_HOME", "CUDA_PATH"):
+        out.append(warn(
+            "ext-no-cuda-home",
+            f"{home.get('source')}={home.get('path')} has no bin/nvcc: extension builds will fail",
+            f"point it at a CUDA {cuda} toolkit: export CUDA_HOME=/usr/local/cuda-{cuda}",
+        ))
+    used = _nvcc_used(v)
+    if used and used[1]:
+        where, nv, _ = used
+        if major(nv) != major(cuda):
+            out.append(error(
+                "ext-nvcc-mismatch",
+                f"nvcc {nv} ({where}) and {v.torch_label}'s CUDA {cuda} differ in major: torch.utils.cpp_extension "
+                f"refuses to build extensions",
+                f"install the CUDA {cuda} toolkit ({_toolkit_pkg(cuda)}) and export CUDA_HOME=/usr/local/cuda-{cuda}",
+            ))
+        elif nv != cuda:
+            out.append(warn(
+                "ext-nvcc-mismatch",
+                f"nvcc {nv} ({where}) ≠ {v.torch_label}'s CUDA {cuda} (minor): extensions build, but may miss "
+                f"features or fail to load",
+                f"install the CUDA {cuda} toolkit ({_toolkit_pkg(cuda)}) and export CUDA_HOME=/usr/local/cuda-{cuda}",
+            ))
+    out += _shadowed(v, home, nvcc)
+    out += _gcc(v, used)
+    return out
+
+
+def _shadowed(v: FactsView, home: dict, nvcc: dict) -> list[Finding]:
+    """A distro nvcc (or any other) first on PATH while CUDA_HOME names the intended toolkit."""
+    hv, pv = as_str(home.get("nvcc_version")), as_str(nvcc.get("version"))
+    hp, tk = as_str(home.get("path")), as_str(nvcc.get("toolkit"))
+    if not (hv and pv and hp) or home.get("source") == "nvcc":
+        return []
+    if (tk and tk.rstrip("/") == hp.rstrip("/")) or major_minor(hv) == major_minor(pv):
+        return []
+    distro = " (a distro package)" if nvcc.get("distro") is True else ""
+    fix = f"export PATH={hp.rstrip('/')}/bin:$PATH"
+    if distro:
+        fix += ", or remove the distro toolkit: sudo apt-get remove nvidia-cuda-toolkit"
+    return [warn(
+        "ext-nvcc-shadowed",
+        f"nvcc on PATH is {nvcc.get('path')}{distro}, CUDA {major_minor(pv)}, but {home.get('source')} points to "
+        f"{hp} (CUDA {major_minor(hv)}): CMake and setup.py builds that call nvcc from PATH use the wrong one",
+        fix,
+    )]
+
+
+def _gcc(v: FactsView, used: tuple[str, str | None, int | None] | None) -> list[Finding]:
+    gcc = as_str(v.f.get("gcc"))
+    if not gcc or not used or used[2] is None or major(gcc) is None:
+        return []
+    _, nv, max_gcc = used
+    if major(gcc) <= max_gcc:  # type: ignore[operator]
+        return []
+    return [warn(
+        "ext-gcc-too-new",
+        f"gcc {gcc} is newer than nvcc {nv} accepts (gcc ≤ {max_gcc}): nvcc stops with 'unsupported GNU version'",
+        f"apt-get install gcc-{max_gcc} g++-{max_gcc}, then export CC=gcc-{max_gcc} CXX=g++-{max_gcc} "
+        f"(torch passes CC to nvcc as -ccbin)",
+    )]
+
+
+CHECKS = (check_toolkit,)

@@ -1,0 +1,222 @@
+"""What the checks know about the world, derived from the matrix: plain values and small queries.
+
+The adapter from ``envman.model.Matrix`` lives on the host (``envman.app.doctor``); this module is
+standard-library only, so the checks can run inside an image from a JSON copy
+(``Knowledge.to_dict`` / ``Knowledge.from_dict``) without yaml, packaging or the matrix files.
+Every version a remedy names comes from here, never from a literal in the checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..versions import major, major_minor, ptx_for, sass_for, split_arch_list, vcmp, vge, vt
+
+
+
+@dataclass(frozen=True)
+class Build:
+    """One variant of a framework release: ``cu128`` (CUDA 12.8) or ``cpu``."""
+
+    variant: str
+    cuda: str | None  # "12.8"
+    cudnn: str | None
+    nccl: str | None
+    archs: tuple[str, ...]  # SASS: ("sm_80", "sm_90")
+    ptx: tuple[str, ...]
+    index_url: str | None
+    cudnn_min_cc: tuple[int, int] | None = None  # its cuDNN runs on nothing older (None: unknown or uncertain)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.cuda is None
+
+    def label(self, version: str) -> str:
+        return f"{version}+{self.variant}"
+
+
+@dataclass(frozen=True)
+class Release:
+    framework: str  # torch | tensorflow
+    version: str  # "2.7.1"
+    package: str
+    python: tuple[str, ...]
+    numpy_abi: int | None
+    pypi_default: str | None  # variant the plain PyPI wheel is
+    companions: tuple[tuple[str, str | None], ...]  # (("torchvision", "0.22.1"), ...)
+    builds: tuple[Build, ...]
+    extras: tuple[str, ...] = ()
+
+    def build(self, variant: str | None) -> Build | None:
+        return next((b for b in self.builds if b.variant == variant), None)
+
+    def companion(self, name: str) -> str | None:
+        return dict(self.companions).get(name)
+
+    @property
+    def line(self) -> str:
+        return major_minor(self.version) or self.version
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    min_driver: dict[str, str] = field(default_factory=dict)  # CUDA "12.8" -> full-compatibility driver
+    minor_floor: dict[int, str] = field(default_factory=dict)  # CUDA major -> minor-version-compat floor
+    releases: dict[str, tuple[Release, ...]] = field(default_factory=dict)  # newest first
+    digest: str | None = None  # the matrix's digest, to tell which data judged
+    # GPUs up to this compute capability run no driver past this branch: ((major, minor), "R470", "470.256.02")
+    legacy: tuple[tuple[tuple[int, int], str, str], ...] = ()
+
+    def driver_ceiling(self, cc: tuple[int, int]) -> tuple[str, str] | None:
+        """(branch, last driver) that ends support for a GPU of this capability, or None."""
+        hits = [(mc, br, last) for mc, br, last in self.legacy if tuple(cc) <= tuple(mc) and last]
+        if not hits:
+            return None
+        _, br, last = min(hits)
+        return br, last
+
+    # --- lookups -----------------------------------------------------------------------------
+
+    def release(self, framework: str, version: str | None) -> Release | None:
+        """The release of that version, else the newest patch of its minor line (patches share builds)."""
+        if not version:
+            return None
+        base = str(version).split("+")[0]
+        rels = self.releases.get(framework, ())
+        exact = next((r for r in rels if vcmp(r.version, base) == 0), None)
+        if exact:
+            return exact
+        line = vt(base)[:2]
+        return next((r for r in rels if vt(r.version)[:2] == line), None)
+
+    def newest(self, framework: str) -> Release | None:
+        rels = self.releases.get(framework, ())
+        return rels[0] if rels else None
+
+    def full_driver(self, cuda: str | None) -> str | None:
+        return self.min_driver.get(major_minor(cuda) or "")
+
+    def floor_driver(self, cuda: str | None) -> str | None:
+        m = major(cuda)
+        return self.minor_floor.get(m) if m is not None else None
+
+    def driver_mode(self, driver: str | None, cuda: str | None) -> str | None:
+        """'full' | 'minor' (minor-version compatibility) | 'too-old' | None when either is unknown.
+
+        Both floors are inclusive: a driver equal to the floor runs the runtime.
+        """
+        full, floor = self.full_driver(cuda), self.floor_driver(cuda)
+        if not driver or not cuda or (full is None and floor is None):
+            return None
+        if full is not None and vge(driver, full):
+            return "full"
+        if floor is not None and vge(driver, floor):
+            return "minor"
+        return "too-old"
+
+    # --- searches that name remedies ---------------------------------------------------------
+
+    def _candidates(self, framework: str, prefer: Release | None) -> Iterator[tuple[Release, Build]]:
+        """Preferred release first (newest CUDA first), then every release newest first."""
+        order = ([prefer] if prefer else []) + [r for r in self.releases.get(framework, ()) if r is not prefer]
+        for rel in order:
+            for b in sorted(rel.builds, key=lambda b: vt(b.cuda), reverse=True):
+                if not b.is_cpu:
+                    yield rel, b
+
+    def best_build(
+        self,
+        framework: str,
+        *,
+        ccs: list[tuple[int, int]] | tuple = (),
+        driver: str | None = None,
+        prefer: Release | None = None,
+        python: str | None = None,
+        cuda_major: int | None = None,
+    ) -> tuple[Release, Build] | None:
+        """The newest GPU build whose SASS covers every device, that runs on ``driver`` and has wheels
+        for ``python``; the preferred release wins when one of its builds qualifies."""
+        for rel, b in self._candidates(framework, prefer):
+            sass, _ = split_arch_list(b.archs)
+            if any(sass_for(sass, c) is None for c in ccs):
+                continue
+            if b.cudnn_min_cc and any(tuple(c) < tuple(b.cudnn_min_cc) for c in ccs):
+                continue  # e.g. cuDNN 9 in torch 2.4+ cu118 builds: no Kepler, whatever the arch list says
+            if driver and self.driver_mode(driver, b.cuda) == "too-old":
+                continue
+            if python and rel.python and python not in rel.python:
+                continue
+            if cuda_major is not None and major(b.cuda) != cuda_major:
+                continue
+            return rel, b
+        return None
+
+    def first_release(self, framework: str, pred) -> Release | None:
+        """The oldest release satisfying ``pred`` (releases are stored newest first)."""
+        return next((r for r in reversed(self.releases.get(framework, ())) if pred(r)), None)
+
+    # --- (de)serialisation: the image's smoke test carries knowledge as JSON ------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "min_driver": dict(self.min_driver),
+            "minor_floor": {str(k): v for k, v in self.minor_floor.items()},
+            "releases": {
+                fw: [
+                    {
+                        "framework": r.framework, "version": r.version, "package": r.package,
+                        "python": list(r.python), "numpy_abi": r.numpy_abi, "pypi_default": r.pypi_default,
+                        "companions": [list(c) for c in r.companions], "extras": list(r.extras),
+                        "builds": [
+                            {"variant": b.variant, "cuda": b.cuda, "cudnn": b.cudnn, "nccl": b.nccl,
+                             "archs": list(b.archs), "ptx": list(b.ptx), "index_url": b.index_url,
+                             "cudnn_min_cc": list(b.cudnn_min_cc) if b.cudnn_min_cc else None}
+                            for b in r.builds
+                        ],
+                    }
+                    for r in rels
+                ]
+                for fw, rels in self.releases.items()
+            },
+            "digest": self.digest,
+            "legacy": [[list(mc), br, last] for mc, br, last in self.legacy],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Knowledge:
+        rels = {}
+        for fw, lst in (d.get("releases") or {}).items():
+            rels[fw] = tuple(
+                Release(
+                    r["framework"], r["version"], r.get("package", fw), tuple(r.get("python", ())),
+                    r.get("numpy_abi"), r.get("pypi_default"), tuple(tuple(c) for c in r.get("companions", ())),
+                    tuple(
+                        Build(b["variant"], b.get("cuda"), b.get("cudnn"), b.get("nccl"), tuple(b.get("archs", ())),
+                              tuple(b.get("ptx", ())), b.get("index_url"),
+                              tuple(b["cudnn_min_cc"]) if b.get("cudnn_min_cc") else None)
+                        for b in r.get("builds", ())
+                    ),
+                    tuple(r.get("extras", ())),
+                )
+                for r in lst
+            )
+        return cls(
+            dict(d.get("min_driver") or {}),
+            {int(k): v for k, v in (d.get("minor_floor") or {}).items()},
+            rels,
+            d.get("digest"),
+            tuple((tuple(mc), br, last) for mc, br, last in (d.get("legacy") or ())),
+        )
+
+
+def covers(build_archs: tuple[str, ...] | list, build_ptx: tuple[str, ...] | list,
+           device: tuple[int, int]) -> str | None:
+    """'sass' when the build carries SASS that runs on ``device``, 'ptx' when only PTX JIT reaches it."""
+    sass, ptx_in_list = split_arch_list(build_archs)
+    _, ptx2 = split_arch_list([f"compute_{a[3:]}" if str(a).startswith("sm_") else a for a in build_ptx])
+    if sass_for(sass, device):
+        return "sass"
+    if ptx_for(ptx_in_list + ptx2, device):
+        return "ptx"
+    return None

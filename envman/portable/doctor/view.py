@@ -1,0 +1,173 @@
+"""A read-only, defensive view of a facts dict (docs/facts.md) for the checks.
+
+Facts may come from another machine, another envman version or a hand-edited bug report: a key may be
+missing (unknown — the check that needs it stays quiet), null, or of the wrong type. Every accessor here
+answers None / empty for those instead of raising.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..versions import cc, cuda_variant, major_minor, split_local
+
+_NAME_NORM = re.compile(r"[-_.]+")
+
+
+def norm_name(name: str) -> str:
+    """PEP 503 normalisation: 'Nvidia_CUDNN.cu12' -> 'nvidia-cudnn-cu12'."""
+    return _NAME_NORM.sub("-", str(name)).lower()
+
+
+def as_dict(x: object) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
+def as_list(x: object) -> list:
+    return x if isinstance(x, list) else []
+
+
+def as_num(x: object) -> float | None:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float)):
+        return float(x)
+    try:
+        return float(str(x).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def as_str(x: object) -> str | None:
+    if x is None or isinstance(x, (dict, list)):
+        return None
+    s = str(x).strip()
+    return s or None
+
+
+class Gpu:
+    def __init__(self, raw: dict, pos: int):
+        self.raw = raw
+        idx = raw.get("index")
+        self.index: int = idx if isinstance(idx, int) and not isinstance(idx, bool) else pos
+        self.name: str = as_str(raw.get("name")) or "NVIDIA GPU"
+        self.cc: tuple[int, int] | None = cc(raw.get("cc"))
+        self.uuid: str | None = as_str(raw.get("uuid"))
+        self.mem_total_mib = as_num(raw.get("mem_total_mib"))
+        self.mem_used_mib = as_num(raw.get("mem_used_mib"))
+
+    @property
+    def label(self) -> str:
+        return f"GPU {self.index} {self.name}"
+
+
+class FactsView:
+    def __init__(self, facts: dict):
+        self.f = facts if isinstance(facts, dict) else {}
+        f = self.f
+        gl = f.get("gpus")
+        self.gpus_known = isinstance(gl, list)
+        self.gpus = [Gpu(g, i) for i, g in enumerate(as_list(gl)) if isinstance(g, dict)]
+        self.driver = as_str(f.get("driver"))
+        self.driver_cuda = as_str(f.get("driver_cuda"))
+        self.pip = {norm_name(k): as_str(v) or "" for k, v in as_dict(f.get("pip")).items()}
+        self.env = {str(k): ("" if v is None else str(v)) for k, v in as_dict(f.get("env")).items()}
+        self.torch = as_dict(f.get("torch")) if as_str(as_dict(f.get("torch")).get("version")) else {}
+        self.tf = as_dict(f.get("tensorflow")) if as_str(as_dict(f.get("tensorflow")).get("version")) else {}
+        py = as_dict(f.get("python"))
+        self.python = major_minor(py.get("version")) if py.get("version") else None
+        self.in_container = f.get("in_container") is True
+        w = f.get("wsl")
+        self.wsl = w if isinstance(w, int) and not isinstance(w, bool) else None
+
+    # --- frameworks --------------------------------------------------------------------------
+
+    @property
+    def torch_version(self) -> str | None:
+        return as_str(self.torch.get("version"))
+
+    @property
+    def torch_base(self) -> str | None:
+        v = self.torch_version
+        return split_local(v)[0] if v else None
+
+    @property
+    def torch_cuda(self) -> str | None:
+        return major_minor(self.torch.get("cuda")) if as_str(self.torch.get("cuda")) else None
+
+    @property
+    def torch_variant(self) -> str | None:
+        """The local label (+cu128, +cpu); the plain PyPI wheel carries none: then its CUDA names it."""
+        if not self.torch_version:
+            return None
+        label = split_local(self.torch_version)[1]
+        if label:
+            return label
+        if as_str(self.torch.get("variant")):
+            return as_str(self.torch.get("variant"))
+        if as_str(self.torch.get("hip")):
+            return "rocm"
+        return cuda_variant(self.torch_cuda)
+
+    @property
+    def torch_is_cuda(self) -> bool:
+        return bool(self.torch_version) and self.torch_cuda is not None
+
+    @property
+    def torch_label(self) -> str:
+        base, var = self.torch_base, self.torch_variant
+        return f"torch {base}+{var}" if var else f"torch {base}"
+
+    @property
+    def tf_version(self) -> str | None:
+        return as_str(self.tf.get("version"))
+
+    @property
+    def tf_cuda(self) -> str | None:
+        return major_minor(self.tf.get("cuda")) if as_str(self.tf.get("cuda")) else None
+
+    # --- packages ----------------------------------------------------------------------------
+
+    def pkg(self, name: str) -> str | None:
+        return self.pip.get(norm_name(name)) or None
+
+    def pkgs_matching(self, pattern: re.Pattern) -> dict[str, str]:
+        return {n: v for n, v in sorted(self.pip.items()) if pattern.match(n)}
+
+    # --- GPUs --------------------------------------------------------------------------------
+
+    def gpu_ccs(self) -> list[tuple[int, int]]:
+        return sorted({g.cc for g in self.gpus if g.cc})
+
+    def gpus_with_cc(self, c: tuple[int, int]) -> list[Gpu]:
+        return [g for g in self.gpus if g.cc == c]
+
+    def gpu_summary(self) -> str:
+        if not self.gpus:
+            return "no NVIDIA GPU"
+        names: dict[str, int] = {}
+        for g in self.gpus:
+            names[g.name] = names.get(g.name, 0) + 1
+        return ", ".join(f"{n}× {name}" for name, n in names.items())
+
+    def stack_summary(self) -> str:
+        parts = []
+        if self.torch_version:
+            parts.append(self.torch_label)
+        if self.tf_version:
+            parts.append(f"tensorflow {self.tf_version}")
+        if self.gpus_known or self.gpus:
+            parts.append(self.gpu_summary())
+        if self.driver:
+            parts.append(f"driver {self.driver}")
+        if self.python:
+            parts.append(f"Python {self.python}")
+        return ", ".join(parts)
+
+
+def group_label(gpus: list[Gpu]) -> str:
+    """'GPU 0 NVIDIA H200' or 'GPUs 0, 1, 2 NVIDIA H200' (same model)."""
+    if len(gpus) == 1:
+        return gpus[0].label
+    return f"GPUs {', '.join(str(g.index) for g in gpus)} {gpus[0].name}"
+

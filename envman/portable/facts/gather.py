@@ -1,0 +1,84 @@
+"""``gather_facts``: every probe at once, merged into one facts dict (schema: docs/facts.md).
+
+Probes run in threads (most of their time is spent waiting on subprocesses, sockets and the kernel),
+each bounded by its own timeouts and all by one deadline. A probe that raises or overruns becomes an
+entry in ``probe_errors``; the others' facts still arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Callable
+
+
+FACTS_SCHEMA = 1
+DEADLINE_S = 10.0
+
+
+def gather_facts(
+    project_dir: str = ".", *, python: str | None = None, deep: bool = False, deep_timeout: float = 120.0,
+    deadline: float = DEADLINE_S, envman_version: str | None = None,
+) -> dict:
+    from .docker import probe_docker
+    from .nvidia import probe_nvidia
+    from .packages import probe_packages
+    from .project import probe_lock
+    from .system import probe_system
+    from .toolchain import probe_toolchain
+
+    project_dir = os.path.abspath(project_dir)
+    jobs: dict[str, Callable[[], dict]] = {
+        "packages": lambda: probe_packages(python),
+        "nvidia": probe_nvidia,
+        "toolchain": probe_toolchain,
+        "docker": lambda: {"docker": probe_docker()},
+        "system": lambda: probe_system(project_dir),
+        "project": lambda: {"lock": probe_lock(project_dir)},
+    }
+    results, errors = run_probes(jobs, deadline)
+    facts: dict = {
+        "schema": FACTS_SCHEMA,
+        "envman": envman_version,
+        "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "project": project_dir,
+    }
+    for name in ("system", "nvidia", "packages", "toolchain", "docker", "project"):
+        part = results.get(name) or {}
+        err = part.pop("_error", None)
+        if err:
+            errors[name] = err
+        facts.update(part)
+    if deep:
+        from .deep import merge_deep, probe_deep
+
+        exe = (facts.get("python") or {}).get("executable")
+        if facts.get("torch") and exe:
+            merge_deep(facts, probe_deep(exe, deep_timeout))
+    if errors:
+        facts["probe_errors"] = dict(sorted(errors.items()))
+    return facts
+
+
+def run_probes(jobs: dict[str, Callable[[], dict]], deadline: float) -> tuple[dict[str, dict], dict[str, str]]:
+    results: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+
+    def one(name: str, fn: Callable[[], dict]) -> None:
+        try:
+            results[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - a failed probe is a fact, not a crash
+            errors[name] = f"{type(exc).__name__}: {exc}"
+
+    threads = [threading.Thread(target=one, args=(n, fn), name=f"probe-{n}", daemon=True) for n, fn in jobs.items()]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + deadline
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
+    for n, t in zip(jobs, threads):
+        if t.is_alive():
+            errors[n] = f"timed out after {deadline:g} s"
+            results.pop(n, None)
+    return dict(results), errors

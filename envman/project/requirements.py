@@ -1,0 +1,155 @@
+"""Read a project's Python requirements: requirements*.txt, pyproject.toml, environment.yml.
+
+The framework (torch / tensorflow) and its companions are pulled out of the list: envman pins them to
+the exact build the resolver chose; everything else goes to uv as written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from envman.errors import UsageError
+
+FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow",
+              "tf-nightly": "tensorflow"}
+COMPANIONS = ("torchvision", "torchaudio")
+OWN_FILES = ("requirements.lock.txt", "requirements.framework.lock.txt")
+
+
+@dataclass(frozen=True)
+class Req:
+    req: Requirement
+    origin: str  # "requirements.txt:3", "pyproject.toml [project] dependencies", "envman.yaml packages[0]"
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(self.req.name)
+
+
+def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = None) -> list[Req]:
+    """pip's requirements format: requirement lines, comments, -r/-c includes. Other options are refused:
+    indexes belong to envman (the variant's index), and editable/URL installs cannot be hash-locked."""
+    path = (project / rel).resolve()
+    seen = _seen if _seen is not None else set()
+    if path in seen:
+        return []
+    seen.add(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{rel}: cannot read: {exc.strerror}", hint="fix the path under 'requirements' in envman.yaml") from None
+    out: list[Req] = []
+    joined = re.sub(r"\\\n", " ", text)
+    for n, raw in enumerate(joined.splitlines(), 1):
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if not line:
+            continue
+        where = f"{rel}:{n}"
+        if line.startswith(("-r ", "--requirement ", "-c ", "--constraint ")):
+            inc = line.split(None, 1)[1].strip()
+            if line.startswith(("-c", "--constraint")):
+                continue  # constraints do not add requirements; uv gets the pins from the lock
+            base = Path(rel).parent
+            out.extend(read_requirements_file(project, str(base / inc), seen))
+            continue
+        if line.startswith("-"):
+            opt = line.split()[0]
+            raise UsageError(
+                f"{where}: option {opt} is not supported",
+                hint="envman chooses the index for the framework build; put packages by name and version",
+            )
+        line = line.split(" --hash")[0].strip()
+        try:
+            out.append(Req(Requirement(line), where))
+        except InvalidRequirement as exc:
+            raise UsageError(f"{where}: {line!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per line") from None
+    return out
+
+
+def read_pyproject(project: Path) -> dict | None:
+    """pyproject.toml as a dict; None when there is none; a UsageError naming the file when it is invalid."""
+    pp = project / "pyproject.toml"
+    if not pp.is_file():
+        return None
+    from envman._compat import tomllib
+
+    try:
+        return tomllib.loads(pp.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"pyproject.toml: invalid TOML: {exc}", hint="fix the file, or put envman's keys in envman.yaml") from None
+
+
+@dataclass(frozen=True)
+class Discovered:
+    requirement_files: tuple[str, ...]
+    packages: tuple[str, ...]  # from pyproject / environment.yml (files are referenced, not copied)
+    framework: str | None  # e.g. "torch>=2.3"
+    companions: tuple[str, ...]
+    python: str | None
+    found_in: tuple[str, ...]
+
+
+def discover(project: Path) -> Discovered:
+    """What `envman init` learns from a repository without being told."""
+    files = sorted(
+        p.name for p in project.glob("requirements*.txt") if p.is_file() and p.name not in OWN_FILES
+    )
+    reqs: list[Req] = []
+    for f in files:
+        reqs.extend(read_requirements_file(project, f))
+    packages: list[str] = []
+    found = list(files)
+    python = None
+    doc = read_pyproject(project)
+    if doc is not None:
+        proj = doc.get("project", {})
+        deps = proj.get("dependencies", []) or []
+        for i, d in enumerate(deps):
+            try:
+                r = Req(Requirement(d), f"pyproject.toml dependencies[{i}]")
+            except InvalidRequirement as exc:
+                raise UsageError(f"pyproject.toml: project.dependencies[{i}]: {d!r} is not valid ({exc})") from None
+            reqs.append(r)
+            packages.append(d)
+        if deps:
+            found.append("pyproject.toml")
+        rp = proj.get("requires-python")
+        if isinstance(rp, str):
+            python = rp
+    env = project / "environment.yml"
+    if not env.is_file():
+        env = project / "environment.yaml"
+    if env.is_file():
+        import yaml
+
+        try:
+            doc = yaml.safe_load(env.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise UsageError(f"{env.name}: invalid YAML: {exc}") from None
+        for dep in doc.get("dependencies", []) or []:
+            if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
+                for i, d in enumerate(dep["pip"]):
+                    if isinstance(d, str) and not d.startswith("-"):
+                        try:
+                            reqs.append(Req(Requirement(d), f"{env.name} pip[{i}]"))
+                            packages.append(d)
+                        except InvalidRequirement:
+                            raise UsageError(f"{env.name}: dependencies.pip[{i}]: {d!r} is not a valid requirement") from None
+            elif isinstance(dep, str) and dep.split("=")[0].strip() == "python" and "=" in dep:
+                python = python or dep.split("=", 1)[1].strip("= ")
+        found.append(env.name)
+    fw, comps = None, []
+    for r in reqs:
+        if r.name in FRAMEWORKS:
+            spec = str(r.req.specifier)
+            fw_name = FRAMEWORKS[r.name]
+            fw = f"{fw_name}{spec}" if fw is None or fw == fw_name else fw
+        elif r.name in COMPANIONS and r.name not in comps:
+            comps.append(r.name)
+    rest = [p for p in packages if canonicalize_name(Requirement(p).name) not in FRAMEWORKS and canonicalize_name(Requirement(p).name) not in COMPANIONS]
+    return Discovered(tuple(files), tuple(rest), fw, tuple(comps), python, tuple(found))

@@ -1,0 +1,282 @@
+"""envman.yaml (or ``[tool.envman]`` in pyproject.toml) → a validated ``ProjectSpec``.
+
+Every value that can reach a generated file is validated here, at the boundary: names, package and apt
+specs, env names and values, the command. Errors name the file and the field, with the closest valid
+key as a hint.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from envman.errors import UsageError
+
+SPEC_FILE = "envman.yaml"
+KEYS = (
+    "name", "python", "framework", "companions", "requirements", "packages", "system_packages",
+    "targets", "driver", "cpu", "cuda_devel", "command", "env", "cuda", "profiles", "base_image",
+)
+PROFILE_KEYS = ("targets", "driver", "cpu", "cuda", "framework", "python")
+
+_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
+_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]*(?:=[A-Za-z0-9.+:~_-]+)?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# C0/C1 controls and Unicode line separators: nothing that any reader could take for a line break
+_CTRL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(?:@sha256:[0-9a-f]{64})?$")
+_REL_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    targets: tuple[str, ...] = ()
+    driver: str | None = None
+    cpu: bool = False
+    cuda: str | None = None
+    framework: str | None = None
+    python: str | None = None
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    name: str
+    python: str | None = None
+    framework: str | None = None
+    companions: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+    system_packages: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    driver: str | None = None
+    cpu: bool = False
+    cuda_devel: bool = False
+    cuda: str | None = None
+    command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    profiles: tuple[Profile, ...] = ()
+    base_image: str | None = None  # override (private mirror, air-gapped site, tests); must provide python3 + venv
+    source: str = SPEC_FILE  # where it was read from, for messages
+
+    def to_data(self) -> dict[str, Any]:
+        """The canonical, ordered form written to envman.yaml and hashed into the inputs hash."""
+        d: dict[str, Any] = {"name": self.name}
+        if self.python:
+            d["python"] = self.python
+        d["framework"] = self.framework
+        if self.companions:
+            d["companions"] = list(self.companions)
+        if self.requirements:
+            d["requirements"] = list(self.requirements)
+        if self.packages:
+            d["packages"] = list(self.packages)
+        if self.system_packages:
+            d["system_packages"] = list(self.system_packages)
+        if self.cpu:
+            d["cpu"] = True
+        else:
+            d["targets"] = list(self.targets)
+            if self.driver:
+                d["driver"] = self.driver
+        if self.cuda:
+            d["cuda"] = self.cuda
+        if self.cuda_devel:
+            d["cuda_devel"] = True
+        if self.command:
+            d["command"] = list(self.command)
+        if self.env:
+            d["env"] = dict(self.env)
+        if self.base_image:
+            d["base_image"] = self.base_image
+        if self.profiles:
+            d["profiles"] = {
+                p.name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in (
+                    ("targets", p.targets), ("driver", p.driver), ("cpu", p.cpu or None), ("cuda", p.cuda),
+                    ("framework", p.framework), ("python", p.python)) if v}
+                for p in self.profiles
+            }
+        return d
+
+
+class _V:
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, fld: str, problem: str, hint: str | None = None) -> UsageError:
+        return UsageError(f"{self.source}: {fld}: {problem}", hint=hint)
+
+    def text(self, data: dict, key: str, fld: str | None = None) -> str | None:
+        v = data.get(key)
+        if v is None:
+            return None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = str(v)
+        if not isinstance(v, str):
+            raise self.fail(fld or key, f"expected a string, got {type(v).__name__}")
+        if _CTRL.search(v):
+            raise self.fail(fld or key, f"{v!r} contains a control character (newline, tab …)", "keep values on one line")
+        return v.strip()
+
+    def flag(self, data: dict, key: str) -> bool:
+        v = data.get(key, False)
+        if not isinstance(v, bool):
+            raise self.fail(key, f"expected true or false, got {v!r}")
+        return v
+
+    def strings(self, data: dict, key: str, fld: str | None = None) -> tuple[str, ...]:
+        v = data.get(key)
+        if v is None:
+            return ()
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list):
+            raise self.fail(fld or key, f"expected a list of strings, got {type(v).__name__}")
+        out = []
+        for i, item in enumerate(v):
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                item = str(item)
+            if not isinstance(item, str):
+                raise self.fail(f"{fld or key}[{i}]", f"expected a string, got {item!r}")
+            if _CTRL.search(item):
+                raise self.fail(f"{fld or key}[{i}]", f"{item!r} contains a control character", "one value per line, no newlines")
+            out.append(item.strip())
+        return tuple(out)
+
+
+def validate_requirement(text: str, fld: str, source: str) -> Requirement:
+    """A PEP 508 requirement by name (no URLs: they would bypass the hash-checked lock)."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise UsageError(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})",
+                         hint="write it like numpy, pyyaml>=6 or transformers==4.46.*") from None
+    if req.url:
+        raise UsageError(f"{source}: {fld}: {text!r} is a direct URL", hint="pin it by name and version so the lock can hash-check it")
+    return req
+
+
+def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
+    v = _V(source)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise v.fail("(top)", "expected a mapping of keys", f"keys: {', '.join(KEYS)}")
+    for key in data:
+        if key not in KEYS:
+            close = difflib.get_close_matches(str(key), KEYS, n=1)
+            raise v.fail(str(key), "unknown key", f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(KEYS)}")
+    name = v.text(data, "name")
+    if not name:
+        raise v.fail("name", "missing", "a lowercase image name like my-trainer")
+    if not _NAME.match(name):
+        raise v.fail("name", f"{name!r} is not a valid image name", "lowercase letters, digits and . _ - between them")
+    fw = v.text(data, "framework")
+    if fw is not None and fw.lower() not in ("", "none"):
+        validate_requirement(fw, "framework", source)
+    else:
+        fw = None
+    companions = v.strings(data, "companions")
+    for i, c in enumerate(companions):
+        if c not in ("torchvision", "torchaudio"):
+            close = difflib.get_close_matches(c, ["torchvision", "torchaudio"], n=1)
+            raise v.fail(f"companions[{i}]", f"unknown companion {c!r}", f"did you mean {close[0]}?" if close else "torchvision or torchaudio")
+    reqs = v.strings(data, "requirements")
+    for i, r in enumerate(reqs):
+        if not _REL_PATH.match(r) or r.startswith("/") or ".." in Path(r).parts:
+            raise v.fail(f"requirements[{i}]", f"{r!r} is not a relative path inside the project", "e.g. requirements.txt")
+    packages = v.strings(data, "packages")
+    for i, p in enumerate(packages):
+        validate_requirement(p, f"packages[{i}]", source)
+    apt = v.strings(data, "system_packages")
+    for i, a in enumerate(apt):
+        if not _APT.match(a):
+            raise v.fail(f"system_packages[{i}]", f"{a!r} is not a Debian package name", "like libgl1 or git=1:2.39.5-0+deb12u1")
+    cpu = v.flag(data, "cpu")
+    targets = v.strings(data, "targets")
+    if cpu and targets:
+        raise v.fail("cpu", "cpu: true and targets exclude each other", "drop one of them")
+    cuda_devel = v.flag(data, "cuda_devel")
+    cmd_raw = data.get("command")
+    if isinstance(cmd_raw, str):
+        if _CTRL.search(cmd_raw):
+            raise v.fail("command", "contains a control character", "one line")
+        try:
+            command = tuple(shlex.split(cmd_raw))
+        except ValueError as exc:
+            raise v.fail("command", f"cannot split {cmd_raw!r}: {exc}", "write it as a list: [python, train.py]") from None
+    else:
+        command = v.strings(data, "command")
+    env_raw = data.get("env") or {}
+    if not isinstance(env_raw, dict):
+        raise v.fail("env", "expected a mapping NAME: value")
+    env = []
+    for k, val in env_raw.items():
+        if not isinstance(k, str) or not _ENV_NAME.match(k):
+            raise v.fail(f"env.{k}", f"{k!r} is not an environment variable name", "letters, digits and _, not starting with a digit")
+        if isinstance(val, bool) or not isinstance(val, (str, int, float)):
+            raise v.fail(f"env.{k}", f"expected a string value, got {val!r}")
+        sval = str(val)
+        if _CTRL.search(sval):
+            raise v.fail(f"env.{k}", "value contains a control character (newline, tab …)", "keep values on one line")
+        env.append((k, sval))
+    profiles = []
+    praw = data.get("profiles") or {}
+    if not isinstance(praw, dict):
+        raise v.fail("profiles", "expected a mapping of profile name → {targets, driver, …}")
+    for pname, pdata in praw.items():
+        if not isinstance(pname, str) or not _NAME.match(pname):
+            raise v.fail(f"profiles.{pname}", "not a valid profile name", "lowercase letters, digits, - and _")
+        if not isinstance(pdata, dict):
+            raise v.fail(f"profiles.{pname}", "expected a mapping like {targets: [h100]}")
+        for key in pdata:
+            if key not in PROFILE_KEYS:
+                close = difflib.get_close_matches(str(key), PROFILE_KEYS, n=1)
+                raise v.fail(f"profiles.{pname}.{key}", "unknown key", f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(PROFILE_KEYS)}")
+        pv = _V(source)
+        profiles.append(Profile(
+            pname, pv.strings(pdata, "targets", f"profiles.{pname}.targets"), pv.text(pdata, "driver", f"profiles.{pname}.driver"),
+            pv.flag(pdata, "cpu"), pv.text(pdata, "cuda", f"profiles.{pname}.cuda"),
+            pv.text(pdata, "framework", f"profiles.{pname}.framework"), pv.text(pdata, "python", f"profiles.{pname}.python"),
+        ))
+    base = v.text(data, "base_image")
+    if base is not None and not _IMAGE_REF.match(base):
+        raise v.fail("base_image", f"{base!r} is not an image reference", "like registry.example.com/python:3.11-slim or name@sha256:…")
+    return ProjectSpec(
+        base_image=base,
+        name=name, python=v.text(data, "python"), framework=fw, companions=companions, requirements=reqs,
+        packages=packages, system_packages=tuple(sorted(set(apt))), targets=targets, driver=v.text(data, "driver"),
+        cpu=cpu, cuda_devel=cuda_devel, cuda=v.text(data, "cuda"), command=command, env=tuple(env),
+        profiles=tuple(profiles), source=source,
+    )
+
+
+def load_spec(project: Path) -> ProjectSpec | None:
+    """envman.yaml first, else ``[tool.envman]`` in pyproject.toml; None when neither exists."""
+    path = project / SPEC_FILE
+    if path.is_file():
+        import yaml
+
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}" if mark else "(parse)"
+            raise UsageError(f"{SPEC_FILE}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}", hint="fix the syntax") from None
+        except OSError as exc:
+            raise UsageError(f"{SPEC_FILE}: cannot read: {exc.strerror}") from None
+        return parse_spec(data, SPEC_FILE)
+    from envman.project.requirements import read_pyproject
+
+    doc = read_pyproject(project)
+    if doc is not None:
+        tool = doc.get("tool", {}).get("envman")
+        if tool is not None:
+            return parse_spec(tool, "pyproject.toml [tool.envman]")
+    return None

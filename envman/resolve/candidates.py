@@ -1,0 +1,156 @@
+"""PURE: the candidates a resolution chooses from — every (release, variant) judged against the request,
+with what blocks it. Shared by the resolver (which picks the best) and the refusal (which explains why
+none fits)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from envman.model import (
+    FrameworkRelease,
+    Matrix,
+    Request,
+    Target,
+    Variant,
+    ptx_covers,
+    sass_covers,
+)
+
+KINDS = ("framework", "python", "driver", "arch", "cuda", "cudnn")
+
+
+@dataclass
+class Candidate:
+    rel: FrameworkRelease
+    var: Variant
+    python: str | None
+    failures: dict[str, str] = field(default_factory=dict)
+    mode: str | None = None  # driver: "full" | "minor-compat"
+    ptx_only: tuple[Target, ...] = ()
+    soft: list[str] = field(default_factory=list)  # verdicts resting on uncertain data: warn, never block
+
+    def key(self) -> tuple:
+        return (
+            not self.ptx_only,
+            self.rel.version,
+            self.mode == "full",
+            self.var.cuda or Version("0"),
+            self.var.name == self.rel.pypi_default,
+            self.var.name,
+        )
+
+
+def describe_target(t: Target) -> str:
+    return f"{t.cc.sm} ({t.label})" if t.gpu else t.cc.sm
+
+
+def python_key(p: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in p.split("."))
+
+
+def pick_python(available: tuple[str, ...], spec: SpecifierSet, default: str) -> str | None:
+    ok = sorted((p for p in available if spec.contains(p, prereleases=True)), key=python_key)
+    if not ok:
+        return None
+    if len(spec) == 0:
+        capped = [p for p in ok if python_key(p) <= python_key(default)]
+        return capped[-1] if capped else ok[0]
+    return ok[-1]
+
+
+def driver_verdict(matrix: Matrix, var: Variant, driver: Version) -> tuple[str | None, str | None]:
+    """(mode, failure): mode "full" or "minor-compat" when the driver runs the variant's CUDA."""
+    cr = matrix.cuda_release(var.cuda)
+    if cr is None:
+        return None, f"CUDA {var.cuda} is not in cuda.yaml"
+    if driver >= cr.min_driver:
+        return "full", None
+    major = matrix.cuda_major(cr.version.major)
+    if major is not None and driver >= major.minor_compat_floor:
+        return "minor-compat", None
+    floor = f"; {cr.version.major}.x minor-version floor {major.minor_compat_floor}" if major else ""
+    return None, f"driver {driver} is below {var.name}'s requirement ≥ {cr.min_driver}{floor}"
+
+
+def judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, driver: Version) -> Candidate:
+    py = pick_python(rel.python, req.python, matrix.base_images.default_python)
+    c = Candidate(rel, var, py)
+    if not req.framework_spec.contains(rel.version, prereleases=True):
+        c.failures["framework"] = f"{rel.framework} {rel.version} does not match {req.framework_text}"
+    if py is None:
+        c.failures["python"] = (
+            f"{rel.framework} {rel.version} has no wheels for Python {show_spec(req.python)} (it has {python_span(rel.python)})"
+        )
+    if req.cpu:
+        return c
+    if var.cuda is not None and not req.cuda.contains(var.cuda, prereleases=True):
+        c.failures["cuda"] = f"{var.name} has CUDA {var.cuda}, not {req.cuda}"
+    elif req.variant is not None and var.name != req.variant:
+        c.failures["cuda"] = f"{var.name} is not the requested build +{req.variant}"
+    mode, why = driver_verdict(matrix, var, driver)
+    c.mode = mode
+    if why:
+        c.failures["driver"] = why
+    missing, ptx_only = [], []
+    for t in req.targets:
+        if sass_covers(var.archs, t.cc):
+            continue
+        if ptx_covers(var.ptx, t.cc):
+            ptx_only.append(t)
+        else:
+            missing.append(t)
+    c.ptx_only = tuple(ptx_only)
+    if missing:
+        newest = max(var.archs).sm if var.archs else "none"
+        c.failures["arch"] = (
+            f"{rel.framework} {rel.version} {var.name} carries no SASS for "
+            + ", ".join(describe_target(t) for t in missing)
+            + f" (its arch list: {' '.join(a.sm for a in sorted(var.archs)) or newest})"
+        )
+    dnn = matrix.cudnn_release(var.cudnn)
+    floor = dnn.floor_for(var.cuda.major) if dnn is not None and var.cuda is not None else None
+    if floor is not None:
+        low = [t for t in req.targets if t.cc < floor]
+        if low:
+            why = (
+                f"cuDNN {var.cudnn} of {var.name} needs compute capability ≥ {floor}; "
+                + ", ".join(f"{t.label} is {t.cc}" for t in low)
+            )
+            if dnn.prov.uncertain:
+                c.soft.append(why + f" (matrix data uncertain: {dnn.prov.note})")
+            else:
+                c.failures["cudnn"] = why
+    return c
+
+
+def show_spec(spec: SpecifierSet) -> str:
+    """``==3.11.*`` reads back as the ``3.11`` the user typed."""
+    text = str(spec)
+    if text.startswith("==") and text.endswith(".*") and "," not in text:
+        return text[2:-2]
+    return text
+
+
+def python_span(pys: tuple[str, ...]) -> str:
+    s = sorted(pys, key=python_key)
+    if not s:
+        return "none"
+    return s[0] if len(s) == 1 else f"{s[0]}–{s[-1]}"
+
+
+def candidates_for(matrix: Matrix, req: Request, driver: Version) -> list[Candidate]:
+    out = []
+    for rel in matrix.frameworks.get(req.framework or "", ()):
+        for var in rel.variants:
+            if var.is_cpu != req.cpu:
+                continue
+            out.append(judge(matrix, req, rel, var, driver))
+    return out
+
+
+def best_candidate(cands: list[Candidate], ignore: frozenset[str] = frozenset()) -> Candidate | None:
+    ok = [c for c in cands if not (set(c.failures) - ignore)]
+    return max(ok, key=Candidate.key) if ok else None

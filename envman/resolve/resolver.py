@@ -1,0 +1,302 @@
+"""PURE: (matrix, request) → the newest consistent stack, with a reason for every choice.
+
+No IO here: no files, no environment, no subprocess. Every candidate (release × variant) is judged
+against every constraint; the verdicts are kept so that a refusal can name exactly what blocks and
+which nearby stacks would work if one constraint moved.
+
+Preference order (documented in the README, deterministic):
+  1. SASS coverage of every target over PTX-only coverage (PTX JIT is a fallback, never a default);
+  2. the newest framework release;
+  3. full driver compatibility over CUDA minor-version compatibility (PTX JIT — Triton,
+     torch.compile — can fail below the full floor);
+  4. the highest CUDA;
+  5. the variant the plain PyPI wheel is (one index fewer), then the variant name.
+Python: the highest the release publishes wheels for that matches the request, capped at the
+matrix's default Python when the request names none.
+"""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from envman.errors import ResolutionError, UsageError
+from envman.model import (
+    FrameworkRelease,
+    Matrix,
+    Request,
+    Resolution,
+    Variant,
+    sass_covers,
+)
+from envman.resolve.candidates import (
+    Candidate,
+    best_candidate,
+    candidates_for,
+    describe_target,
+    pick_python,
+    python_key,
+    python_span,
+    show_spec,
+)
+from envman.resolve.refusal import refusal
+
+
+def check_request(matrix: Matrix, req: Request) -> None:
+    """Input errors (exit 1) that are not resolution failures."""
+    if req.framework is not None and req.framework not in matrix.frameworks:
+        raise UsageError(
+            f"unknown framework {req.framework!r}",
+            hint=f"envman knows: {', '.join(sorted(matrix.frameworks))} (or leave the framework out)",
+        )
+    if not req.cpu and not req.targets:
+        raise UsageError("no target GPU", hint="pass --target GPU (repeatable) or --cpu")
+    if req.framework and len(req.python):
+        known = sorted({p for r in matrix.frameworks[req.framework] for p in r.python}, key=python_key)
+        if not any(req.python.contains(p, prereleases=True) for p in known):
+            raise UsageError(
+                f"no {req.framework} release has wheels for Python {show_spec(req.python)}",
+                hint=f"{req.framework} publishes wheels for Python {python_span(tuple(known))}",
+            )
+
+
+def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
+    check_request(matrix, req)
+    driver = req.driver if req.driver is not None else matrix.assumed_driver
+    notes: list[str] = []
+    ceiling = _driver_ceiling(matrix, req)
+    if req.driver is None and not req.cpu:
+        if ceiling is not None and ceiling[1].last_driver is not None and ceiling[1].last_driver < driver:
+            t, b = ceiling
+            driver = b.last_driver
+            notes.append(
+                f"driver: none given; assuming {driver}, the last {b.branch} driver: {describe_target(t)} runs no newer "
+                "branch (pass --driver to resolve for another)"
+            )
+        else:
+            notes.append(
+                f"driver: none given; assuming a current driver {matrix.assumed_driver} "
+                "(pass --driver to resolve for an older one)"
+            )
+    if req.framework is None:
+        return _resolve_no_framework(matrix, req, driver, notes)
+    cands = candidates_for(matrix, req, driver)
+    best = best_candidate(cands)
+    if best is None:
+        raise refusal(matrix, req, cands, driver)
+    return _build(matrix, req, best, cands, driver, notes)
+
+
+def _driver_ceiling(matrix: Matrix, req: Request):
+    """(target, branch) of the target whose support ends earliest, when one of them is a legacy GPU."""
+    best = None
+    for t in req.targets:
+        b = matrix.last_driver_for(t.cc)
+        if b is not None and b.last_driver is not None and (best is None or b.last_driver < best[1].last_driver):
+            best = (t, b)
+    return best
+
+
+def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], driver: Version, notes: list[str]) -> Resolution:
+    rel, var = c.rel, c.var
+    warnings: list[str] = []
+    ceiling = _driver_ceiling(matrix, req)
+    if req.driver is not None and ceiling is not None and req.driver > ceiling[1].last_driver:
+        t, b = ceiling
+        warnings.append(f"driver {req.driver} cannot drive {describe_target(t)}: its support ends with {b.branch} "
+                        f"(last driver {b.last_driver})")
+    fw_text = req.framework_text or rel.framework
+    newer_blocked = [
+        x for x in cands
+        if x.rel.version > rel.version and "framework" not in x.failures and x.failures
+    ]
+    why_not = ""
+    if newer_blocked:
+        top = max(newer_blocked, key=lambda x: (x.rel.version, x.var.name == x.rel.pypi_default, x.var.cuda or Version("0")))
+        why_not = f"; newer {top.rel.version} is out: " + "; ".join(top.failures.values())
+    notes.append(
+        f"{rel.framework} {rel.version}: newest release matching '{fw_text}' that fits every constraint{why_not}"
+    )
+    if req.cpu:
+        notes.append(f"{var.name}: CPU-only build requested (--cpu)")
+    else:
+        cr = matrix.cuda_release(var.cuda)
+        assert cr is not None
+        others = [x for x in cands if x.rel.version == rel.version and x.var.name != var.name]
+        rejected = [f"{x.var.name} ({'; '.join(x.failures.values())})" for x in others if x.failures]
+        notes.append(
+            f"{var.name}: CUDA {cr.label} runs on driver {driver} "
+            f"({'fully, ≥ ' + str(cr.min_driver) if c.mode == 'full' else 'through minor-version compatibility'}) "
+            + (f"and its arch list carries SASS for {', '.join(describe_target(t) for t in req.targets if t not in c.ptx_only)}"
+               if len(c.ptx_only) < len(req.targets) else "")
+            + (f"; PTX only for {', '.join(describe_target(t) for t in c.ptx_only)}" if c.ptx_only else "")
+            + (f"; not {', '.join(rejected)}" if rejected else "")
+        )
+        if c.mode == "minor-compat":
+            major = matrix.cuda_major(cr.version.major)
+            if ceiling is not None and ceiling[1].last_driver < cr.min_driver:
+                fix = f"no upgrade is possible: {describe_target(ceiling[0])} runs no driver past {ceiling[1].branch}"
+            else:
+                fix = f"upgrade the driver to ≥ {cr.min_driver} for full support"
+            warnings.append(
+                f"driver {driver} is below CUDA {cr.label}'s full-compatibility floor {cr.min_driver}; it runs "
+                f"only through CUDA {cr.version.major}.x minor-version compatibility (≥ {major.minor_compat_floor if major else '?'}): "
+                f"PTX JIT (Triton, torch.compile, custom kernels) can fail — {fix}"
+            )
+        for t in c.ptx_only:
+            warnings.append(
+                f"{describe_target(t)} is covered only by PTX ({' '.join(a.sm for a in var.ptx)}): the driver must JIT-compile "
+                "every kernel at first use (slow start, and it fails if the driver is older than the PTX)"
+            )
+        for t in req.targets:
+            if t.gpu is not None and t.gpu.segment == "embedded":
+                warnings.append(
+                    f"{t.label} is a Jetson: PyPI and download.pytorch.org wheels do not run on JetPack; "
+                    "use NVIDIA's JetPack builds (the arch check above still holds)"
+                )
+        warnings.extend(c.soft)
+        if var.prov.uncertain:
+            warnings.append(f"{rel.framework} {rel.version} {var.name}: matrix data marked uncertain: {var.prov.note}")
+    if req.python and len(req.python):
+        notes.append(f"Python {c.python}: newest Python matching '{show_spec(req.python)}' with {rel.framework} {rel.version} wheels")
+    else:
+        notes.append(
+            f"Python {c.python}: newest Python {rel.framework} {rel.version} publishes wheels for "
+            f"({python_span(rel.python)}), capped at envman's default {matrix.base_images.default_python}"
+        )
+    base, base_kind, base_note = _base_image(matrix, req, var, c.python or matrix.base_images.default_python, rel)
+    notes.append(base_note)
+    if base_kind.startswith("cuda-"):
+        c.python = _system_python(matrix, req, rel, var, c.python, notes)
+    if var.cudnn:
+        notes.append(f"cuDNN {var.cudnn}" + (f", NCCL {var.nccl}" if var.nccl else "") + f": what {rel.framework} {rel.version} {var.name} is built with")
+    index = None if var.name == rel.pypi_default else var.index_url
+    cr = matrix.cuda_release(var.cuda)
+    major = matrix.cuda_major(cr.version.major) if cr else None
+    return Resolution(
+        framework=rel.framework,
+        version=rel.version,
+        variant=var.name,
+        index_url=index,
+        package=rel.package,
+        companions=rel.companions,
+        cuda=cr.label if cr else None,
+        cudnn=var.cudnn,
+        nccl=var.nccl,
+        python=c.python or matrix.base_images.default_python,
+        base_image=base,
+        base_kind=base_kind,
+        min_driver=str(cr.min_driver) if cr else None,
+        min_driver_minor_compat=str(major.minor_compat_floor) if major else None,
+        driver_mode=c.mode if not req.cpu else None,
+        driver=str(driver) if not req.cpu else None,
+        driver_assumed=req.driver is None and not req.cpu,
+        arch_list=tuple(a.sm for a in sorted(var.archs)),
+        ptx=tuple(a.sm for a in sorted(var.ptx)),
+        targets=req.targets,
+        extras=rel.extras if not var.is_cpu else (),
+        notes=tuple(notes),
+        warnings=tuple(warnings),
+    )
+
+
+def _base_image(matrix: Matrix, req: Request, var: Variant, python: str, rel: FrameworkRelease | None) -> tuple[str, str, str]:
+    needs_system = var.cuda is not None and (req.cuda_devel or not var.brings_cuda)
+    if not needs_system:
+        img = matrix.base_images.slim.replace("{python}", python)
+        why = "its wheels bring their own CUDA libraries" if var.cuda is not None else "no system CUDA needed"
+        return img, "slim", f"base image {img}: slim Python base; {why} (no second CUDA copy)"
+    kind = "devel" if req.cuda_devel else "runtime"
+    exact = [i for i in matrix.base_images.cuda if i.cuda == var.cuda]
+    if not exact:
+        raise ResolutionError(
+            f"no nvidia/cuda base image is known for CUDA {var.cuda}",
+            conflicts=[f"base_images.yaml has no entry for CUDA {var.cuda}"],
+            alternatives=[],
+            hint="pass --base-image to use your own base",
+        )
+    img = exact[0]
+    ref = img.devel if req.cuda_devel else img.runtime
+    reason = "cuda_devel: the project compiles CUDA code and needs nvcc" if req.cuda_devel else (
+        f"{rel.framework if rel else 'the stack'} {rel.version if rel else ''} loads CUDA {var.cuda} from the system"
+    )
+    if var.cudnn and img.cudnn and not var.cudnn.startswith(img.cudnn):
+        reason += f" (image cuDNN {img.cudnn} vs build {var.cudnn})"
+    return ref, f"cuda-{kind}", f"base image {ref}: {reason}"
+
+
+def _system_python(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, chosen: str | None, notes: list[str]) -> str | None:
+    """nvidia/cuda images carry their distro's Python: the stack must use that one."""
+    img = next(i for i in matrix.base_images.cuda if i.cuda == var.cuda)
+    if img.python == chosen:
+        return chosen
+    if img.python in rel.python and req.python.contains(img.python, prereleases=True):
+        notes[:] = [n for n in notes if not n.startswith(f"Python {chosen}:")]
+        notes.append(f"Python {img.python}: the Python of {img.runtime.split(':')[0]}:{img.update} on Ubuntu {img.ubuntu}")
+        return img.python
+    raise ResolutionError(
+        f"{rel.framework} {rel.version} {var.name} needs a system CUDA image, whose Python is {img.python}",
+        conflicts=[f"Python {req.python or chosen} requested; Ubuntu {img.ubuntu} in {img.runtime} has Python {img.python}"
+                   + ("" if img.python in rel.python else f", which {rel.framework} {rel.version} has no wheels for")],
+        alternatives=[],
+        hint=f"use Python {img.python}, or pass --base-image with a CUDA {var.cuda} image that has your Python",
+    )
+
+
+def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: list[str]) -> Resolution:
+    py = pick_python(_all_slim_pythons(matrix), req.python, matrix.base_images.default_python)
+    if py is None:
+        raise UsageError(f"no supported Python matches {req.python}", hint=f"envman's default is {matrix.base_images.default_python}")
+    if req.cpu:
+        img = matrix.base_images.slim.replace("{python}", py)
+        notes.append(f"no framework, CPU only: base image {img}")
+        return _plain(matrix, req, py, img, "slim", None, None, notes, ())
+    # Pick the newest toolkit this driver fully runs that compiles for every target.
+    viable = []
+    for cr in matrix.cuda:
+        if not req.cuda.contains(cr.version, prereleases=True):
+            continue
+        if driver < cr.min_driver:
+            continue
+        if all(sass_covers(cr.archs, t.cc) for t in req.targets):
+            viable.append(cr)
+    if not viable:
+        raise ResolutionError(
+            "no CUDA toolkit fits the driver and every target",
+            conflicts=[f"driver {driver}; targets {', '.join(describe_target(t) for t in req.targets)}; cuda {req.cuda or 'any'}"],
+            alternatives=[],
+            hint="relax --cuda or upgrade the driver",
+        )
+    cr = viable[0]
+    notes.append(
+        f"CUDA {cr.label}: newest toolkit that driver {driver} fully supports (≥ {cr.min_driver}) and that compiles for "
+        + ", ".join(describe_target(t) for t in req.targets)
+    )
+    if req.cuda_devel:
+        imgs = [i for i in matrix.base_images.cuda if i.cuda == cr.version] or [
+            i for i in matrix.base_images.cuda if i.cuda <= cr.version
+        ]
+        if not imgs:
+            raise ResolutionError(f"no nvidia/cuda base image is known for CUDA {cr.label}", [], [], hint="pass --base-image")
+        img, kind = imgs[0].devel, "cuda-devel"
+        notes.append(f"base image {img}: cuda_devel needs nvcc")
+    else:
+        img, kind = matrix.base_images.slim.replace("{python}", py), "slim"
+        notes.append(f"base image {img}: no framework asked for, so the image carries no CUDA of its own")
+    major = matrix.cuda_major(cr.version.major)
+    return _plain(matrix, req, py, img, kind, cr.label, (str(cr.min_driver), str(major.minor_compat_floor) if major else None), notes, cr.archs, driver)
+
+
+def _all_slim_pythons(matrix: Matrix) -> tuple[str, ...]:
+    pys = {p for rels in matrix.frameworks.values() for r in rels for p in r.python}
+    return tuple(sorted(pys, key=python_key))
+
+
+def _plain(matrix, req, py, img, kind, cuda, drivers, notes, archs, driver=None) -> Resolution:
+    return Resolution(
+        framework=None, version=None, variant=None, index_url=None, package=None, companions=(),
+        cuda=cuda, cudnn=None, nccl=None, python=py, base_image=img, base_kind=kind,
+        min_driver=drivers[0] if drivers else None, min_driver_minor_compat=drivers[1] if drivers else None,
+        driver_mode="full" if cuda else None, driver=str(driver) if driver is not None else None,
+        driver_assumed=req.driver is None and not req.cpu, arch_list=tuple(a.sm for a in sorted(archs)), ptx=(),
+        targets=req.targets, extras=(), notes=tuple(notes), warnings=(),
+    )

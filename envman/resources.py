@@ -1,0 +1,41 @@
+"""Where envman's shipped data and its caches live: the one copy of each locator.
+
+matrices/ and templates/ sit beside the package in a source checkout and inside it (envman/matrices,
+envman/templates) in a wheel; the portable island is a subpackage either way.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def shipped_dir(name: str, marker: str) -> Path:
+    """A data folder of envman's; ``marker`` is a file that must be in it."""
+    for cand in (PACKAGE_DIR / name, PACKAGE_DIR.parent / name):
+        if (cand / marker).is_file():
+            return cand
+    return PACKAGE_DIR.parent / name
+
+
+def matrix_dir() -> Path:
+    return shipped_dir("matrices", "cuda.yaml")
+
+
+def templates_dir() -> Path:
+    return shipped_dir("templates", "Dockerfile.j2")
+
+
+def portable_dir() -> Path:
+    """The standard-library island copied whole into every image."""
+    return PACKAGE_DIR / "portable"
+
+
+def cache_dir() -> Path:
+    """envman's disk cache (the parsed matrix, the doctor's knowledge): ENVMAN_CACHE_DIR, else XDG's."""
+    if os.environ.get("ENVMAN_CACHE_DIR"):
+        return Path(os.environ["ENVMAN_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envman"
