@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import configparser
 import hashlib
-import json
 import os
 import re
 from collections.abc import Callable
@@ -19,9 +18,9 @@ from pathlib import Path
 
 from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
 from envman.files import write_atomic
-from envman.lock.uv import read_lock
+from envman.lock.lockfile import Lock, read_lock, write_lock
 from envman.image.plan import CA_SECRET
-from envman.app.generate import Names, check_lock, lock_digest, offline_dockerfile
+from envman.app.generate import Names, check_lock, offline_dockerfile
 from envman.project.spec import load_spec
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
@@ -131,7 +130,7 @@ def _build_one(root: Path, names: Names, opts: BuildOptions, echo, engine) -> Bu
 
     lock_path = root / names.lock
     lock = read_lock(lock_path)
-    base = lock["base_image"]["ref"]
+    base = lock.base_image["ref"]
     if opts.base_image and opts.base_image != base:
         raise UsageError(f"--base-image {opts.base_image} differs from the lock's {base}",
                          hint=f"lock for it first: envman lock --base-image {opts.base_image} (or add base_image to envman.yaml)")
@@ -147,7 +146,7 @@ def _build_one(root: Path, names: Names, opts: BuildOptions, echo, engine) -> Bu
     if missing:
         raise UsageError(f"{names.dockerfile} needs {', '.join(missing)}, which is missing",
                          hint="run `envman lock` (init --no-lock skips the Python lock)")
-    name, short = lock["name"], lock["lock_hash"][:12]
+    name, short = lock.name, lock.short_hash
     good, candidate = f"{name}:{short}", f"{name}:{short}-unverified"
     out = BuildOutcome(names.profile, good, built=False)
     label = f"[{names.profile}] " if names.profile else ""
@@ -223,12 +222,11 @@ def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo, engi
     return path
 
 
-def _record_push(lock_path: Path, lock: dict, remote: str, digest: str) -> dict:
+def _record_push(lock_path: Path, lock: Lock, remote: str, digest: str) -> dict:
     """The pushed digest goes into the lock (outside its hash: the lock's identity does not change)."""
     repo = remote.rsplit(":", 1)[0]
     pushed = {"ref": remote, "digest": digest, "pinned": f"{repo}@{digest}"}
-    data = dict(lock)
-    data["pushed"] = pushed
-    assert lock_digest(data) == lock["lock_hash"]
-    write_atomic(lock_path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    updated = lock.with_changes(pushed=pushed)
+    assert updated.lock_hash == lock.lock_hash
+    write_lock(lock_path, updated)
     return pushed

@@ -3,7 +3,6 @@ adapters (spec, requirements, uv, render) and writes files only after every step
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,9 +11,9 @@ from envman import __version__
 from envman.errors import UsageError
 from envman.files import WritePlan, ownership, sha256, with_header
 from envman.resolve.request import build_request
+from envman.lock.lockfile import LOCK_FILE, Lock, canonical_json, read_lock, render_lock, try_read_lock
 from envman.lock.uv import (
-    FW_LOCK, LOCK_FILE, PYLOCK, REQ_LOCK, build_lock, canonical_json, compile_python_lock, read_lock, render_lock,
-    stack_key,
+    FW_LOCK, PYLOCK, REQ_LOCK, build_lock, compile_python_lock,
 )
 from envman.matrix.load import load_matrix
 from envman.model import Matrix, Resolution
@@ -34,7 +33,7 @@ GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devco
 @dataclass
 class Outcome:
     resolution: Resolution
-    lock: dict
+    lock: Lock
     written: list[Path] = field(default_factory=list)
     unchanged: list[Path] = field(default_factory=list)
     spec_created: bool = False
@@ -109,7 +108,7 @@ class Built:
     names: Names
     spec: ProjectSpec
     resolution: Resolution
-    lock: dict
+    lock: Lock
     files: list[tuple[Path, str]]
     gpu: bool
     notes: list[str]
@@ -175,11 +174,9 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     lock = build_lock(name=spec.name, inputs_hash=inputs_hash, res=res, base_image=base, base_kind=base_kind,
                       base_digest=base_digest, system_packages=list(spec.system_packages), req_text=req_text,
                       fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
-                      file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock})
-    lock["inputs"] = hashes
-    lock["dockerfile"] = names.dockerfile
-    lock["lock_hash"] = lock_digest(lock)
-    lock_hash = lock["lock_hash"]
+                      file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock},
+                      inputs=hashes, dockerfile=names.dockerfile)
+    lock_hash = lock.lock_hash
 
     plan = plan_dockerfile(
         name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
@@ -206,7 +203,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
 def shared_stacks(built: list[Built]) -> list[list[str]]:
     groups: dict[tuple, list[str]] = {}
     for b in built:
-        groups.setdefault(stack_key(b.lock), []).append(b.names.profile or "default")
+        groups.setdefault(b.lock.stack_key(), []).append(b.names.profile or "default")
     return [g for g in groups.values() if len(g) > 1]
 
 
@@ -224,7 +221,7 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     for b in built:
         files.extend(b.files)
     files.append((root / ".dockerignore", with_header(DOCKERIGNORE, inputs_hash)))
-    services = [(b.names.profile, b.names.dockerfile, f"{spec.name}:{b.lock['lock_hash'][:12]}", b.gpu) for b in built]
+    services = [(b.names.profile, b.names.dockerfile, f"{spec.name}:{b.lock.short_hash}", b.gpu) for b in built]
     files.append((root / "compose.yaml", with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
     first = built[0]
     files.append((root / ".devcontainer" / "devcontainer.json",
@@ -270,11 +267,6 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
     return built.files[0][1]
 
 
-def lock_digest(lock: dict) -> str:
-    """The lock's identity: everything but the hash itself and what a push records afterwards."""
-    return sha256(canonical_json({k: v for k, v in lock.items() if k not in ("lock_hash", "pushed")}))
-
-
 def _our_body(path: Path) -> str | None:
     """A file envman generated and nobody edited, without its header (to seed uv's preferences)."""
     o = ownership(path)
@@ -285,12 +277,11 @@ def _our_body(path: Path) -> str | None:
 
 def _kept_digest(root: Path, names: Names, base: str, inputs_hash: str) -> str | None:
     """--no-lock asks no registry: keep the digest the current lock pinned, if it is for the same inputs."""
-    try:
-        old = json.loads((root / names.lock).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    old = try_read_lock(root / names.lock)
+    if old is None:
         return None
-    b = old.get("base_image") or {}
-    if old.get("inputs_hash") == inputs_hash and b.get("ref") == base:
+    b = old.base_image
+    if old.inputs_hash == inputs_hash and b.get("ref") == base:
         return b.get("digest")
     return None
 
@@ -309,19 +300,12 @@ def _reusable_python_lock(root: Path, names: Names, inputs_hash: str) -> tuple[s
     return req, body(names.fw), body(names.pylock)
 
 
-def lock_is_ours(data: dict) -> bool:
-    return isinstance(data, dict) and data.get("lock_hash") == lock_digest(data)
-
-
 def _check_lock_owner(root: Path, name: str, force: bool) -> None:
     p = root / name
     if force or not p.exists():
         return
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        data = None
-    if not lock_is_ours(data):
+    lock = try_read_lock(p)
+    if lock is None or not lock.is_intact():
         raise UsageError(f"would overwrite {name} (edited by hand or not envman's)",
                          hint="re-run with --force to regenerate it")
 
@@ -432,13 +416,13 @@ def check_lock(root: Path) -> list[str]:
     labels = {"spec": spec.source, "matrices": "envman's matrices (compatibility data)"}
     for n in names:
         lock = read_lock(root / n.lock)
-        then = lock.get("inputs") or {}
+        then = lock.inputs
         for k in sorted(set(now) | set(then)):
             if now.get(k) != then.get(k):
                 msg = f"{labels.get(k, k.removeprefix('file:'))} changed since the lock"
                 if msg not in stale:
                     stale.append(msg)
-        pl = lock.get("python_lock") or {}
+        pl = lock.python_lock
         for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
             name = pl.get(key)
             if not name:
@@ -449,6 +433,6 @@ def check_lock(root: Path) -> list[str]:
                 stale.append(f"{name} is missing")
             elif sha256(body) != pl.get(sha_key):
                 stale.append(f"{name} differs from the one {n.lock} records")
-        if not lock_is_ours(lock):
+        if not lock.is_intact():
             stale.append(f"{n.lock} was edited by hand")
     return stale

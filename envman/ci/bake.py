@@ -14,7 +14,7 @@ from pathlib import Path
 
 from envman.errors import UsageError
 from envman.files import Ownership, sha256
-from envman.lock.uv import canonical_json
+from envman.lock.lockfile import canonical_json
 from envman.ci.project import CiProject, Registry, cache_ref, image_tags, peers
 
 BAKE_FILE = "docker-bake.json"

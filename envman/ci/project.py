@@ -16,7 +16,7 @@ from pathlib import Path
 from envman import __version__
 from envman.errors import EXIT_SMOKE_NO_GPU, UsageError
 from envman.files import sha256
-from envman.lock.uv import LOCK_FILE, canonical_json, read_lock, stack_key
+from envman.lock.lockfile import LOCK_FILE, canonical_json, read_lock
 
 SMOKE = "env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"  # the smoke program every envman image carries
 SKIP_LINE = "GPU smoke skipped: no GPU runner configured (envman ci {kind} --gpu-runner {word})"
@@ -94,7 +94,7 @@ def load_ci_project(root: Path) -> CiProject:
 
 def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImage]:
     data = read_lock(root / lock_file)
-    name, lock_hash = data.get("name"), data.get("lock_hash")
+    name, lock_hash = data.name, data.get("lock_hash")
     if not isinstance(name, str) or not _NAME.match(name):
         raise UsageError(f"{lock_file}: name {name!r} is not a Docker repository name",
                          hint="fix `name` in envman.yaml, then run `envman lock`")
@@ -109,7 +109,7 @@ def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImag
                          hint="regenerate it with `envman lock`")
     if not (root / dockerfile).is_file():
         raise UsageError(f"{dockerfile}: not found (the image of {lock_file})", hint="run `envman lock` to regenerate it")
-    key = stack_key(data)
+    key = data.stack_key()
     fw_text = " ".join(str(x) for x in key[:3] if x) or "no framework"
     cuda = f"CUDA {key[3]}" if key[3] else "CPU"
     summary = f"{fw_text}, {cuda}, Python {key[4]}, base {key[5]}"

@@ -10,7 +10,6 @@ Files (in the project root):
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -23,12 +22,11 @@ from packaging.utils import canonicalize_name
 
 from envman import __version__
 from envman.errors import UsageError
-from envman.files import sha256, with_header
+from envman.files import sha256
+from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
 from envman.model import Resolution
 from envman.resolve.summary import resolution_dict
 
-LOCK_VERSION = 1
-LOCK_FILE = "envman.lock"
 REQ_LOCK = "requirements.lock.txt"
 FW_LOCK = "requirements.framework.lock.txt"
 PYLOCK = "pylock.toml"
@@ -258,7 +256,8 @@ def stack_data(res: Resolution) -> dict:
 
 def build_lock(*, name: str, inputs_hash: str, res: Resolution, base_image: str, base_kind: str,
                base_digest: str | None, system_packages: list[str], req_text: str | None, fw_text: str | None,
-               pylock: bool, profile: str | None = None, file_names: dict[str, str] | None = None) -> dict:
+               pylock: bool, profile: str | None = None, file_names: dict[str, str] | None = None,
+               inputs: dict[str, str] | None = None, dockerfile: str | None = None) -> Lock:
     names = {"requirements": REQ_LOCK, "framework": FW_LOCK, "pylock": PYLOCK, **(file_names or {})}
     body = {
         "lock_version": LOCK_VERSION,
@@ -283,39 +282,8 @@ def build_lock(*, name: str, inputs_hash: str, res: Resolution, base_image: str,
             "platform": PLATFORM,
         },
     }
-    body["lock_hash"] = sha256(canonical_json(body))
-    return body
-
-
-def stack_key(lock: dict) -> tuple:
-    """What makes two locks the same stack: framework build, CUDA, Python and base image (tag and digest).
-    Profiles with equal keys build identical dependency layers (they differ only in labels)."""
-    stack, base = lock.get("stack") or {}, lock.get("base_image") or {}
-    fw = stack.get("framework") or {}
-    return (fw.get("name"), fw.get("version"), fw.get("variant"), stack.get("cuda"), stack.get("python"),
-            base.get("ref"), base.get("digest"))
-
-
-def canonical_json(obj: object) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def render_lock(lock: dict) -> str:
-    return json.dumps(lock, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def read_lock(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path.name}: not found", hint="run `envman lock` (or `envman init`) first") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path.name}: unreadable: {exc}", hint="regenerate it with `envman lock`") from None
-    if not isinstance(data, dict) or data.get("lock_version") != LOCK_VERSION:
-        raise UsageError(f"{path.name}: lock_version {data.get('lock_version') if isinstance(data, dict) else '?'} is not {LOCK_VERSION}",
-                         hint="regenerate it with `envman lock`")
-    return data
-
-
-def with_lock_header(text: str, inputs_hash: str) -> str:
-    return with_header(text, inputs_hash, "#")
+    if inputs is not None:
+        body["inputs"] = inputs
+    if dockerfile is not None:
+        body["dockerfile"] = dockerfile
+    return Lock.create(body)

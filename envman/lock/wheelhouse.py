@@ -9,7 +9,6 @@ checked against the lock and only then renamed into place, so an interrupted fet
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import signal
@@ -133,17 +132,13 @@ def read_lock(path: Path | str) -> HashedLock:
 def lock_target(project: Path | str, lock_name: str = "envman.lock") -> tuple[str | None, str | None]:
     """(stack.python, the manylinux glibc of python_lock.platform) from <project>/envman.lock, where given:
     the lock's ``"x86_64-manylinux_2_28"`` gives ``"2.28"``."""
-    try:
-        data = json.loads((Path(project) / lock_name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from envman.lock.lockfile import try_read_lock
+
+    lock = try_read_lock(Path(project) / lock_name)
+    if lock is None:
         return None, None
-    if not isinstance(data, dict):
-        return None, None
-    stack = data.get("stack") if isinstance(data.get("stack"), dict) else {}
-    plat = (data.get("python_lock") or {}).get("platform") if isinstance(data.get("python_lock"), dict) else None
-    m = re.search(r"manylinux_(\d+)_(\d+)", plat or "")
-    py = stack.get("python")
-    return (str(py) if py else None), (f"{m.group(1)}.{m.group(2)}" if m else None)
+    m = re.search(r"manylinux_(\d+)_(\d+)", str(lock.python_lock.get("platform") or ""))
+    return lock.python, (f"{m.group(1)}.{m.group(2)}" if m else None)
 
 
 def lock_python(project: Path | str) -> str | None:

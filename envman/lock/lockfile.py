@@ -1,0 +1,180 @@
+"""``envman.lock``: the one model, reader, writer and digest of the whole-stack lock.
+
+Nothing else parses envman.lock. The file is JSON (sorted keys, so the same lock is the same bytes); its
+identity, ``lock_hash``, is the sha256 of its canonical JSON without ``lock_hash`` itself and without what a
+push records afterwards (``pushed``), so pushing never changes which image a lock names.
+
+Compatibility (``lock_version``): a lock written by an older envman with the same major layout is read;
+a lock from an older, incompatible layout, or from a newer envman, is refused with the command that fixes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from envman.errors import UsageError
+
+LOCK_FILE = "envman.lock"
+LOCK_VERSION = 1
+READABLE_VERSIONS = (1,)  # lock_versions this envman reads unchanged
+OUTSIDE_DIGEST = ("lock_hash", "pushed")
+REGENERATE = "regenerate it with `envman lock`"
+
+
+def canonical_json(obj: object) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def lock_digest(data: Mapping[str, Any]) -> str:
+    """The lock's identity: everything but the hash itself and what a push records afterwards."""
+    return sha256(canonical_json({k: v for k, v in data.items() if k not in OUTSIDE_DIGEST}))
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A parsed envman.lock. ``data`` is the whole document (read-only by convention: build a new Lock
+    with ``with_changes``); the properties are the typed views the rest of envman uses."""
+
+    data: Mapping[str, Any] = field(repr=False)
+
+    # --- construction -------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, body: Mapping[str, Any]) -> Lock:
+        """A new lock from its body (everything but lock_hash): the hash is computed here, once."""
+        data = {k: v for k, v in body.items() if k != "lock_hash"}
+        data["lock_hash"] = lock_digest(data)
+        return cls(data)
+
+    def with_changes(self, **changes: Any) -> Lock:
+        """A copy with keys replaced; the identity is recomputed unless only ``pushed`` changed."""
+        data = {**self.data, **changes}
+        if set(changes) - set(OUTSIDE_DIGEST):
+            data["lock_hash"] = lock_digest(data)
+        return replace(self, data=data)
+
+    # --- identity -----------------------------------------------------------------------------------
+    @property
+    def lock_hash(self) -> str:
+        return str(self.data.get("lock_hash") or "")
+
+    @property
+    def short_hash(self) -> str:
+        return self.lock_hash[:12]
+
+    def is_intact(self) -> bool:
+        """True when lock_hash matches the content: envman wrote it and nobody edited it."""
+        return self.lock_hash == lock_digest(self.data)
+
+    # --- typed views --------------------------------------------------------------------------------
+    def _section(self, key: str) -> Mapping[str, Any]:
+        v = self.data.get(key)
+        return v if isinstance(v, dict) else {}
+
+    @property
+    def name(self) -> Any:
+        return self.data.get("name")
+
+    @property
+    def profile(self) -> Any:
+        return self.data.get("profile")
+
+    @property
+    def inputs_hash(self) -> Any:
+        return self.data.get("inputs_hash")
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        return self._section("inputs")
+
+    @property
+    def stack(self) -> Mapping[str, Any]:
+        return self._section("stack")
+
+    @property
+    def base_image(self) -> Mapping[str, Any]:
+        return self._section("base_image")
+
+    @property
+    def python_lock(self) -> Mapping[str, Any]:
+        return self._section("python_lock")
+
+    @property
+    def dockerfile(self) -> Any:
+        return self.data.get("dockerfile")
+
+    @property
+    def python(self) -> str | None:
+        py = self.stack.get("python")
+        return str(py) if py else None
+
+    def stack_key(self) -> tuple:
+        """What makes two locks the same stack: framework build, CUDA, Python and base image (tag and
+        digest). Profiles with equal keys build identical dependency layers (they differ only in labels)."""
+        fw = self.stack.get("framework") or {}
+        return (fw.get("name"), fw.get("version"), fw.get("variant"), self.stack.get("cuda"), self.stack.get("python"),
+                self.base_image.get("ref"), self.base_image.get("digest"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    # read-only mapping access to the document, for code and tests that address it by key
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+
+def render_lock(lock: Lock) -> str:
+    return json.dumps(lock.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def parse_lock(text: str, name: str = LOCK_FILE) -> Lock:
+    """A Lock from the file's text; anything else is a UsageError naming the file and what to do."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{name}: unreadable: {exc}", hint=REGENERATE) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{name}: not a JSON object", hint=REGENERATE)
+    version = data.get("lock_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise UsageError(f"{name}: lock_version {version!r} is not {LOCK_VERSION}", hint=REGENERATE)
+    if version > LOCK_VERSION:
+        raise UsageError(f"{name}: lock_version {version} was written by a newer envman (this one reads {LOCK_VERSION})",
+                         hint="upgrade envman (pip install -U envman), or regenerate the lock with this one")
+    if version not in READABLE_VERSIONS:
+        raise UsageError(f"{name}: lock_version {version} is not {LOCK_VERSION}", hint=REGENERATE)
+    return Lock(data)
+
+
+def read_lock(path: Path) -> Lock:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{Path(path).name}: not found", hint="run `envman lock` (or `envman init`) first") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{Path(path).name}: unreadable: {exc}", hint=REGENERATE) from None
+    return parse_lock(text, Path(path).name)
+
+
+def try_read_lock(path: Path) -> Lock | None:
+    """The lock at ``path``, or None when there is none or it cannot be read (for best-effort callers)."""
+    try:
+        return read_lock(path)
+    except UsageError:
+        return None
+
+
+def write_lock(path: Path, lock: Lock) -> None:
+    from envman.files import write_atomic
+
+    write_atomic(path, render_lock(lock))
