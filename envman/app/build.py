@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
+from envman.errors import EXIT_OK, EXIT_SMOKE, LockError, UsageError
 from envman.files import write_atomic
 from envman.lock.uv import read_lock
 from envman.image.plan import CA_SECRET
@@ -121,7 +121,7 @@ def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
     targets = _profiles(root, opts)
     stale = check_lock(root)
     if stale:
-        raise UsageError("the lock is stale: " + "; ".join(stale), hint="run `envman lock`, then build")
+        raise LockError("the lock is stale: " + "; ".join(stale), hint="run `envman lock`, then build")
     if engine is None:
         from envman.engine.docker import Engine
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from envman import __version__
-from envman.errors import UsageError
+from envman.errors import InternalError, LockError, ToolError, UsageError
 from envman.files import sha256, with_header
 from envman.model import Resolution
 from envman.resolve.summary import resolution_dict
@@ -47,7 +47,7 @@ def uv_binary() -> str:
 
         exe = shutil.which("uv")
         if exe is None:
-            raise UsageError("uv is not installed", hint="pip install envman installs it; or put uv on PATH") from None
+            raise ToolError("uv is not installed", hint="pip install envman installs it; or put uv on PATH") from None
         return exe
 
 
@@ -86,7 +86,7 @@ def parse_uv_output(text: str) -> PythonLock:
         if not line.startswith((" ", "#")):
             m = re.match(r"^([A-Za-z0-9._-]+)(\[[^\]]*\])?==([^ \\;]+)", line)
             if not m:
-                raise UsageError(f"uv output: unexpected line {line!r}", hint="report this to envman's maintainers")
+                raise InternalError(f"uv output: unexpected line {line!r}", hint="report this to envman's maintainers")
             cur = LockedPackage(canonicalize_name(m.group(1)), m.group(3), [line])
             pkgs.append(cur)
             in_via = False
@@ -169,12 +169,12 @@ def run_uv(cmd: UvCommand) -> None:
     try:
         out = subprocess.run(cmd.args, capture_output=True, text=True, env=cmd.env, cwd=cmd.cwd, check=False)
     except OSError as exc:
-        raise UsageError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
+        raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
     if out.returncode != 0:
         msg = (out.stderr or out.stdout).strip()
         lines = [ln for ln in msg.splitlines() if ln.strip()]
         first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()), lines[0] if lines else "failed")
-        raise UsageError(f"uv could not resolve the requirements: {first.strip()}", hint="uv says:\n" + "\n".join(lines[-15:]))
+        raise ToolError(f"uv could not resolve the requirements: {first.strip()}", hint="uv says:\n" + "\n".join(lines[-15:]))
 
 
 @dataclass
@@ -224,7 +224,7 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
                 run_uv(side)  # the cache is warm now
                 py_text = (tdp / "pylock.toml").read_text(encoding="utf-8")
                 if pylock_versions(py_text) != want:
-                    raise UsageError("uv's pylock.toml and requirements.lock.txt disagree",
+                    raise ToolError("uv's pylock.toml and requirements.lock.txt disagree",
                                      hint="re-run `envman lock`; report it if it persists")
     check_cuda_majors(lock, res)
     closure = framework_closure(lock, roots)
@@ -235,7 +235,7 @@ def _try_uv(cmd: UvCommand) -> bool:
     try:
         run_uv(cmd)
         return True
-    except UsageError:
+    except ToolError:
         return False
 
 
@@ -308,11 +308,11 @@ def read_lock(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"{path.name}: not found", hint="run `envman lock` (or `envman init`) first") from None
+        raise LockError(f"{path.name}: not found", hint="run `envman lock` (or `envman init`) first") from None
     except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path.name}: unreadable: {exc}", hint="regenerate it with `envman lock`") from None
+        raise LockError(f"{path.name}: unreadable: {exc}", hint="regenerate it with `envman lock`") from None
     if not isinstance(data, dict) or data.get("lock_version") != LOCK_VERSION:
-        raise UsageError(f"{path.name}: lock_version {data.get('lock_version') if isinstance(data, dict) else '?'} is not {LOCK_VERSION}",
+        raise LockError(f"{path.name}: lock_version {data.get('lock_version') if isinstance(data, dict) else '?'} is not {LOCK_VERSION}",
                          hint="regenerate it with `envman lock`")
     return data
 
