@@ -1,7 +1,12 @@
-"""One error root for everything a user can get wrong.
+"""One error root for everything a user can get wrong, one subclass per kind of failure.
 
 The CLI is the only place that catches these, prints ``error:`` and ``hint:`` lines and exits with
 ``exit_code``. Exit codes are documented in the README and are part of the CLI contract.
+
+Kinds: UsageError (a bad value; SpecError for envman.yaml, LockError for a lock file, both under it so
+``except UsageError`` still catches them), ToolError (uv, pip, the network, a registry), DataError
+(envman's own matrices; MatrixError), ResolutionError, InternalError (a bug envman noticed itself);
+the engine's EngineError lives in envman/engine/errors.py.
 """
 
 from __future__ import annotations
@@ -34,10 +39,35 @@ class UsageError(EnvmanError):
     """A command-line value or configuration value that cannot be used."""
 
 
-class MatrixError(EnvmanError):
-    """The compatibility data under matrices/ is malformed; ``problems`` lists every one."""
+class SpecError(UsageError):
+    """envman.yaml (or [tool.envman]) or another project input that cannot be used."""
+
+
+class LockError(UsageError):
+    """An envman.lock or requirements lock that is missing, unreadable, malformed or stale."""
+
+
+class ToolError(EnvmanError):
+    """A tool envman runs, or a service it asks, failed: uv, pip, the network, a registry.
+
+    Exit 1 like a user error: no exit code of the README fits, and a new one would have to mean both
+    "retry later" (a network outage) and "fix your requirements" (uv finds no solution)."""
+
+
+class InternalError(EnvmanError):
+    """A bug in envman that envman noticed itself (output of a tool it did not expect, say): exit 70."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class DataError(EnvmanError):
+    """envman's own shipped data (the compatibility matrices) is corrupt: a bug or a bad local edit."""
 
     exit_code = EXIT_DATA
+
+
+class MatrixError(DataError):
+    """The compatibility data under matrices/ is malformed; ``problems`` lists every one."""
 
     def __init__(self, problems: list[str]):
         self.problems = list(problems)

@@ -15,13 +15,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
+from envman.errors import EXIT_OK, EXIT_SMOKE, LockError, UsageError
 from envman.files import write_atomic
 from envman.lock.lockfile import Lock, read_lock, write_lock
 from envman.image.plan import CA_SECRET
 from envman.app.generate import Names, check_lock, offline_dockerfile
 from envman.project.spec import load_spec
+
+if TYPE_CHECKING:
+    from envman.engine.protocol import ContainerEngine
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 WHEELHOUSE = ".envman/wheelhouse"
@@ -110,12 +114,13 @@ def _profiles(root: Path, opts: BuildOptions) -> list[Names]:
     return [Names.for_profile(n) for n in names]
 
 
-def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None], engine=None) -> list[BuildOutcome]:
+def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
+                  engine: ContainerEngine | None = None) -> list[BuildOutcome]:
     root = root.resolve()
     targets = _profiles(root, opts)
     stale = check_lock(root)
     if stale:
-        raise UsageError("the lock is stale: " + "; ".join(stale), hint="run `envman lock`, then build")
+        raise LockError("the lock is stale: " + "; ".join(stale), hint="run `envman lock`, then build")
     if engine is None:
         from envman.engine.docker import Engine
 
@@ -125,7 +130,8 @@ def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None], e
     return [_build_one(root, n, opts, echo, engine) for n in targets]
 
 
-def _build_one(root: Path, names: Names, opts: BuildOptions, echo, engine) -> BuildOutcome:
+def _build_one(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str], None],
+               engine: ContainerEngine) -> BuildOutcome:
     from envman.app import smoke as smoke_runner
 
     lock_path = root / names.lock
@@ -208,7 +214,8 @@ def _build_one(root: Path, names: Names, opts: BuildOptions, echo, engine) -> Bu
     return out
 
 
-def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo, engine) -> Path:
+def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str], None],
+                        engine: ContainerEngine) -> Path:
     wh = (opts.wheelhouse or root / WHEELHOUSE).resolve()
     if not wh.is_dir() or not any(wh.glob("*.whl")):
         raise UsageError(f"no wheelhouse at {wh}", hint="run `envman fetch` first (it downloads every locked wheel)")

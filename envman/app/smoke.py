@@ -17,10 +17,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
 from envman.files import write_atomic
+
+if TYPE_CHECKING:
+    from envman.engine.protocol import ContainerEngine
 
 KIT_IN_IMAGE = "/opt/envman/kit"
 EXPECT_IN_IMAGE = "/opt/envman/stack.json"
@@ -207,13 +210,13 @@ def host_has_nvidia_gpu() -> bool:
     return bool(scan_gpus().gpus)
 
 
-def gpu_access(engine: Any) -> bool:
+def gpu_access(engine: ContainerEngine) -> bool:
     """Give the smoke container GPUs when this host has NVIDIA GPUs and the engine can hand them out."""
     return host_has_nvidia_gpu() and engine.has_nvidia_runtime()
 
 
 def run_smoke_in_image(
-    engine: Any,
+    engine: ContainerEngine,
     image: str,
     *,
     require_gpu: bool = False,
@@ -231,7 +234,7 @@ def run_smoke_in_image(
     if gpus is None:
         gpus = gpu_access(engine)
     with tempfile.TemporaryDirectory(prefix="envman-smoke-") as tmp:
-        binds: dict[str, str] = {}
+        binds: dict[str | Path, str] = {}
         if mount_kit:
             binds[str(write_kit(Path(tmp) / "kit").resolve())] = KIT_IN_IMAGE
         if expect is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envman import __version__
-from envman.errors import EXIT_SMOKE_NO_GPU, UsageError
+from envman.errors import EXIT_SMOKE_NO_GPU, LockError, UsageError
 from envman.files import sha256
 from envman.lock.lockfile import LOCK_FILE, canonical_json, read_lock
 
@@ -88,7 +88,7 @@ def load_ci_project(root: Path) -> CiProject:
     images = tuple(_image(root, profile, name) for profile, name in wanted)
     names = sorted({n for n, _ in images})
     if len(names) != 1:
-        raise UsageError(f"the locks name different projects: {', '.join(names)}", hint="run `envman lock` to regenerate them")
+        raise LockError(f"the locks name different projects: {', '.join(names)}", hint="run `envman lock` to regenerate them")
     return CiProject(root, names[0], tuple(i for _, i in images))
 
 
@@ -96,16 +96,16 @@ def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImag
     data = read_lock(root / lock_file)
     name, lock_hash = data.name, data.get("lock_hash")
     if not isinstance(name, str) or not _NAME.match(name):
-        raise UsageError(f"{lock_file}: name {name!r} is not a Docker repository name",
+        raise LockError(f"{lock_file}: name {name!r} is not a Docker repository name",
                          hint="fix `name` in envman.yaml, then run `envman lock`")
     if not isinstance(lock_hash, str) or not _HASH.match(lock_hash):
-        raise UsageError(f"{lock_file}: lock_hash is not a sha256 hex digest", hint="regenerate it with `envman lock`")
+        raise LockError(f"{lock_file}: lock_hash is not a sha256 hex digest", hint="regenerate it with `envman lock`")
     if data.get("profile") != profile:
-        raise UsageError(f"{lock_file}: profile is {data.get('profile')!r}, expected {profile!r}",
+        raise LockError(f"{lock_file}: profile is {data.get('profile')!r}, expected {profile!r}",
                          hint="regenerate it with `envman lock`")
     dockerfile = data.get("dockerfile") or (f"Dockerfile.{profile}" if profile else "Dockerfile")
     if not isinstance(dockerfile, str) or not _DOCKERFILE.match(dockerfile):
-        raise UsageError(f"{lock_file}: dockerfile {dockerfile!r} is not a file name in the project",
+        raise LockError(f"{lock_file}: dockerfile {dockerfile!r} is not a file name in the project",
                          hint="regenerate it with `envman lock`")
     if not (root / dockerfile).is_file():
         raise UsageError(f"{dockerfile}: not found (the image of {lock_file})", hint="run `envman lock` to regenerate it")

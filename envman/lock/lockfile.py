@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from envman.errors import UsageError
+from envman.errors import LockError
 
 LOCK_FILE = "envman.lock"
 LOCK_VERSION = 1
@@ -138,21 +138,21 @@ def render_lock(lock: Lock) -> str:
 
 
 def parse_lock(text: str, name: str = LOCK_FILE) -> Lock:
-    """A Lock from the file's text; anything else is a UsageError naming the file and what to do."""
+    """A Lock from the file's text; anything else is a LockError naming the file and what to do."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{name}: unreadable: {exc}", hint=REGENERATE) from None
+        raise LockError(f"{name}: unreadable: {exc}", hint=REGENERATE) from None
     if not isinstance(data, dict):
-        raise UsageError(f"{name}: not a JSON object", hint=REGENERATE)
+        raise LockError(f"{name}: not a JSON object", hint=REGENERATE)
     version = data.get("lock_version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise UsageError(f"{name}: lock_version {version!r} is not {LOCK_VERSION}", hint=REGENERATE)
+        raise LockError(f"{name}: lock_version {version!r} is not {LOCK_VERSION}", hint=REGENERATE)
     if version > LOCK_VERSION:
-        raise UsageError(f"{name}: lock_version {version} was written by a newer envman (this one reads {LOCK_VERSION})",
+        raise LockError(f"{name}: lock_version {version} was written by a newer envman (this one reads {LOCK_VERSION})",
                          hint="upgrade envman (pip install -U envman), or regenerate the lock with this one")
     if version not in READABLE_VERSIONS:
-        raise UsageError(f"{name}: lock_version {version} is not {LOCK_VERSION}", hint=REGENERATE)
+        raise LockError(f"{name}: lock_version {version} is not {LOCK_VERSION}", hint=REGENERATE)
     return Lock(data)
 
 
@@ -160,9 +160,9 @@ def read_lock(path: Path) -> Lock:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UsageError(f"{Path(path).name}: not found", hint="run `envman lock` (or `envman init`) first") from None
+        raise LockError(f"{Path(path).name}: not found", hint="run `envman lock` (or `envman init`) first") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{Path(path).name}: unreadable: {exc}", hint=REGENERATE) from None
+        raise LockError(f"{Path(path).name}: unreadable: {exc}", hint=REGENERATE) from None
     return parse_lock(text, Path(path).name)
 
 
@@ -170,7 +170,7 @@ def try_read_lock(path: Path) -> Lock | None:
     """The lock at ``path``, or None when there is none or it cannot be read (for best-effort callers)."""
     try:
         return read_lock(path)
-    except UsageError:
+    except LockError:
         return None
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from envman import __version__
-from envman.errors import UsageError
+from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
 from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
 from envman.model import Resolution
@@ -45,7 +45,7 @@ def uv_binary() -> str:
 
         exe = shutil.which("uv")
         if exe is None:
-            raise UsageError("uv is not installed", hint="pip install envman installs it; or put uv on PATH") from None
+            raise ToolError("uv is not installed", hint="pip install envman installs it; or put uv on PATH") from None
         return exe
 
 
@@ -84,7 +84,7 @@ def parse_uv_output(text: str) -> PythonLock:
         if not line.startswith((" ", "#")):
             m = re.match(r"^([A-Za-z0-9._-]+)(\[[^\]]*\])?==([^ \\;]+)", line)
             if not m:
-                raise UsageError(f"uv output: unexpected line {line!r}", hint="report this to envman's maintainers")
+                raise InternalError(f"uv output: unexpected line {line!r}", hint="report this to envman's maintainers")
             cur = LockedPackage(canonicalize_name(m.group(1)), m.group(3), [line])
             pkgs.append(cur)
             in_via = False
@@ -167,12 +167,12 @@ def run_uv(cmd: UvCommand) -> None:
     try:
         out = subprocess.run(cmd.args, capture_output=True, text=True, env=cmd.env, cwd=cmd.cwd, check=False)
     except OSError as exc:
-        raise UsageError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
+        raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
     if out.returncode != 0:
         msg = (out.stderr or out.stdout).strip()
         lines = [ln for ln in msg.splitlines() if ln.strip()]
         first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()), lines[0] if lines else "failed")
-        raise UsageError(f"uv could not resolve the requirements: {first.strip()}", hint="uv says:\n" + "\n".join(lines[-15:]))
+        raise ToolError(f"uv could not resolve the requirements: {first.strip()}", hint="uv says:\n" + "\n".join(lines[-15:]))
 
 
 @dataclass
@@ -222,7 +222,7 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
                 run_uv(side)  # the cache is warm now
                 py_text = (tdp / "pylock.toml").read_text(encoding="utf-8")
                 if pylock_versions(py_text) != want:
-                    raise UsageError("uv's pylock.toml and requirements.lock.txt disagree",
+                    raise ToolError("uv's pylock.toml and requirements.lock.txt disagree",
                                      hint="re-run `envman lock`; report it if it persists")
     check_cuda_majors(lock, res)
     closure = framework_closure(lock, roots)
@@ -233,7 +233,7 @@ def _try_uv(cmd: UvCommand) -> bool:
     try:
         run_uv(cmd)
         return True
-    except UsageError:
+    except ToolError:
         return False
 
 

@@ -25,7 +25,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from envman.errors import EnvmanError, UsageError
+from envman.errors import EnvmanError, LockError, ToolError, UsageError
 
 DEFAULT_LOCK = "requirements.lock.txt"
 DEFAULT_WHEELHOUSE = ".envman/wheelhouse"  # the generated .dockerignore keeps it out of build contexts
@@ -35,7 +35,7 @@ SOURCE_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f"
 
 
 class WheelhouseError(EnvmanError):
-    """A wheel that does not match its lock, or a download that failed."""
+    """A wheelhouse, or a download, whose wheels do not match the lock (a failed pip download is a ToolError)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
 
 
 def parse_lock(text: str, source: str = DEFAULT_LOCK) -> HashedLock:
-    """Parse a hashed lock; UsageError naming every bad line (``file:line: what``) at once."""
+    """Parse a hashed lock; LockError naming every bad line (``file:line: what``) at once."""
     wheels: list[LockedWheel] = []
     options: list[str] = []
     problems: list[str] = []
@@ -114,7 +114,7 @@ def parse_lock(text: str, source: str = DEFAULT_LOCK) -> HashedLock:
         seen[name] = n
         wheels.append(LockedWheel(name, pins[0].version, sha, str(req.marker) if req.marker else None, n))
     if problems:
-        raise UsageError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+        raise LockError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                          hint="every problem:\n  " + "\n  ".join(problems) if len(problems) > 1 else None)
     return HashedLock(tuple(wheels), tuple(options), source)
 
@@ -124,7 +124,7 @@ def read_lock(path: Path | str) -> HashedLock:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"cannot read the lock {path}: {exc.strerror or exc}",
+        raise LockError(f"cannot read the lock {path}: {exc.strerror or exc}",
                          hint="run `envman lock` first, or pass --lock FILE") from None
     return parse_lock(text, str(path))
 
@@ -333,7 +333,7 @@ def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: Target, *, py
             dest = Path(staging) / "wheels"
             rc, tail = _run_pip(pip_download_command(req, dest, target, python_exe), on_output)
             if rc != 0:
-                raise WheelhouseError(f"pip download failed (exit {rc}) for {len(todo)} wheel(s)",
+                raise ToolError(f"pip download failed (exit {rc}) for {len(todo)} wheel(s)",
                                       hint="last lines of its output:\n  " + "\n  ".join(tail[-12:]))
             got = sorted(dest.glob("*")) if dest.is_dir() else []
             problems = []

@@ -20,7 +20,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from envman.errors import UsageError
+from envman.errors import ToolError, UsageError
 from envman.model import Matrix
 
 
@@ -97,7 +97,7 @@ def fetch_torch_wheel(version: str, python: str = "3.11", dest: Path | None = No
     wheels = sorted(dest.glob(f"torch-{version}*.whl"))
     if out.returncode != 0 or not wheels:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no wheel"]
-        raise UsageError(f"pip could not download torch=={version}: {tail[0]}", hint="pass --wheel PATH to read a wheel you have")
+        raise ToolError(f"pip could not download torch=={version}: {tail[0]}", hint="pass --wheel PATH to read a wheel you have")
     return wheels[0]
 
 

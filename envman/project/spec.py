@@ -16,7 +16,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from envman.errors import UsageError
+from envman.errors import SpecError
 
 SPEC_FILE = "envman.yaml"
 KEYS = (
@@ -109,8 +109,8 @@ class _V:
     def __init__(self, source: str):
         self.source = source
 
-    def fail(self, fld: str, problem: str, hint: str | None = None) -> UsageError:
-        return UsageError(f"{self.source}: {fld}: {problem}", hint=hint)
+    def fail(self, fld: str, problem: str, hint: str | None = None) -> SpecError:
+        return SpecError(f"{self.source}: {fld}: {problem}", hint=hint)
 
     def text(self, data: dict, key: str, fld: str | None = None) -> str | None:
         v = data.get(key)
@@ -155,10 +155,10 @@ def validate_requirement(text: str, fld: str, source: str) -> Requirement:
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise UsageError(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})",
+        raise SpecError(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})",
                          hint="write it like numpy, pyyaml>=6 or transformers==4.46.*") from None
     if req.url:
-        raise UsageError(f"{source}: {fld}: {text!r} is a direct URL", hint="pin it by name and version so the lock can hash-check it")
+        raise SpecError(f"{source}: {fld}: {text!r} is a direct URL", hint="pin it by name and version so the lock can hash-check it")
     return req
 
 
@@ -268,9 +268,9 @@ def load_spec(project: Path) -> ProjectSpec | None:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}" if mark else "(parse)"
-            raise UsageError(f"{SPEC_FILE}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}", hint="fix the syntax") from None
+            raise SpecError(f"{SPEC_FILE}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}", hint="fix the syntax") from None
         except OSError as exc:
-            raise UsageError(f"{SPEC_FILE}: cannot read: {exc.strerror}") from None
+            raise SpecError(f"{SPEC_FILE}: cannot read: {exc.strerror}") from None
         return parse_spec(data, SPEC_FILE)
     from envman.project.requirements import read_pyproject
 

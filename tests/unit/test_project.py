@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envman.cli.main import main
-from envman.errors import UsageError
+from envman.errors import ToolError, UsageError
 from envman.app.generate import InitOptions, check_lock, init_project, lock_project
 
 REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
@@ -146,7 +146,7 @@ def test_other_cuda_major_wheels_are_refused(tmp_path):
 @pytest.mark.network
 def test_uv_failure_writes_nothing(tmp_path):
     (tmp_path / "envman.yaml").write_text("name: bad\ncpu: true\npackages: ['numpy==0.0.0']\npython: '3.11'\n")
-    with pytest.raises(UsageError) as exc:
+    with pytest.raises(ToolError) as exc:
         lock_project(tmp_path)
     assert exc.value.message.startswith("uv could not resolve the requirements")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["envman.yaml"]

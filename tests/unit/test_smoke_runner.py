@@ -6,6 +6,7 @@ import json
 import sys
 
 import pytest
+from fakes import FakeEngine
 
 from envman.app import smoke as sr
 from envman.cli.main import main
@@ -78,26 +79,12 @@ def test_parse_report_skips_stray_lines():
     assert sr.parse_report("Segmentation fault\n") is None
 
 
-class FakeEngine:
-    def __init__(self, result=None, exc=None, nvidia=False):
-        self.result, self.exc, self.nvidia, self.calls = result, exc, nvidia, []
-
-    def run(self, image, command, **kw):
-        self.calls.append((image, command, kw))
-        if self.exc:
-            raise self.exc
-        return self.result
-
-    def has_nvidia_runtime(self):
-        return self.nvidia
-
-
 def test_in_image_run_binds_script_and_expect_read_only(stack_file):
     report = {"checks": [], "exit_code": 0, "status": "passed", "notes": []}
     e = FakeEngine((0, json.dumps(report), ""))
     r = sr.run_smoke_in_image(e, "img:1", gpus=True, expect=stack_file, mount_kit=True)
     assert r.passed and r.gpus and r.cli_exit_code() == 0
-    _image, cmd, kw = e.calls[0]
+    _image, cmd, kw = e.runs[0]
     assert cmd == ["python3", "-m", "envman_portable.smoke", "--json", "--expect", "/opt/envman/stack.json"]
     assert kw["gpus"] is True and kw["network"] is False
     assert kw["env"] == {"PYTHONPATH": "/opt/envman/kit", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}

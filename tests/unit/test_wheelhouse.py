@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envman.lock import wheelhouse as wh
-from envman.errors import UsageError
+from envman.errors import ToolError, UsageError
 from envman.lock.wheelhouse import Target, WheelhouseError
 
 A_WHEEL = b"not really a zip, but the hash is what counts"
@@ -201,7 +201,7 @@ def test_fetch_refuses_a_download_with_a_wrong_hash(tmp_path):
 
 def test_fetch_pip_failure(tmp_path):
     exe, _ = fake_pip(tmp_path, {}, rc=1)
-    with pytest.raises(WheelhouseError, match=r"pip download failed \(exit 1\) for 2 wheel\(s\)"):
+    with pytest.raises(ToolError, match=r"pip download failed \(exit 1\) for 2 wheel\(s\)"):
         wh.fetch_wheels(wh.parse_lock(LOCK), tmp_path / "w", T311, python_exe=exe)
 
 

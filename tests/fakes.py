@@ -1,0 +1,94 @@
+"""Fakes of envman's seams for offline unit tests (``from fakes import FakeEngine``: tests/ is on sys.path
+because tests/conftest.py is a rootdir conftest without an __init__.py beside it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from envman.engine.buildkit import BuildClient, BuildResult
+from envman.engine.errors import EngineError
+from envman.engine.protocol import ContainerEngine
+
+RunResult = tuple[int, str, str]
+
+
+class FakeEngine:
+    """An in-memory engine: a set of local image refs, a registry (ref → digest) and a log of what was asked.
+
+    ``run`` answers ``result`` (or raises ``exc``); ``log`` records ("build", tags), ("tag", src, dst),
+    ("remove", ref), ("push", ref), ("import", ref) in call order; ``runs`` holds (image, command, kwargs)."""
+
+    build_client = BuildClient("buildx", "/usr/bin/docker", "v0.12.1")
+
+    def __init__(self, result: RunResult | None = None, exc: BaseException | None = None, nvidia: bool = False, *,
+                 images: Sequence[str] = (), registry: Mapping[str, str] | None = None,
+                 push_digest: str = "sha256:" + "d" * 64, build_exc: BaseException | None = None):
+        self.result, self.exc, self.nvidia = result, exc, nvidia
+        self.images = set(images)
+        self.registry = dict(registry or {})
+        self.push_digest = push_digest
+        self.build_exc = build_exc
+        self.log: list[tuple] = []
+        self.runs: list[tuple[str, list[str], dict]] = []
+
+    def ping(self) -> str:
+        return "27.0.1"
+
+    def image_exists(self, ref: str) -> bool:
+        return ref in self.images
+
+    def build(self, context_dir: Path | str, *, dockerfile: Path | str | None = None, tags: Sequence[str] = (),
+              build_args: Mapping[str, str] | None = None, secrets: Mapping[str, Path | str] | None = None,
+              progress: str | None = None, on_output: Callable[[str], None] | None = None) -> BuildResult:
+        self.log.append(("build", tuple(tags)))
+        if self.build_exc is not None:
+            raise self.build_exc
+        self.images.update(tags)
+        return BuildResult("sha256:" + "b" * 64, tuple(tags), self.build_client, 1.0)
+
+    def tag(self, src: str, dst: str) -> None:
+        if src not in self.images:
+            raise EngineError(f"cannot tag {src} as {dst}: no such image")
+        self.log.append(("tag", src, dst))
+        self.images.add(dst)
+
+    def remove_image(self, ref: str, force: bool = False) -> bool:
+        self.log.append(("remove", ref))
+        if ref not in self.images:
+            return False
+        self.images.discard(ref)
+        return True
+
+    def push(self, ref: str) -> str:
+        if ref not in self.images:
+            raise EngineError(f"push of {ref} failed: no such image")
+        self.log.append(("push", ref))
+        self.registry[ref] = self.push_digest
+        return self.push_digest
+
+    def registry_digest(self, ref: str) -> str | None:
+        return self.registry.get(ref)
+
+    def import_dir(self, directory: Path | str, ref: str) -> str:
+        self.log.append(("import", ref))
+        self.images.add(ref)
+        return "sha256:" + "1" * 64
+
+    def has_nvidia_runtime(self) -> bool:
+        return self.nvidia
+
+    def run(self, image: str, command: Sequence[str], *, gpus: bool = False, env: Mapping[str, str] | None = None,
+            binds: Mapping[str | Path, str] | None = None, timeout: float | None = 600,
+            network: bool = True) -> RunResult:
+        self.runs.append((image, list(command), {"gpus": gpus, "env": dict(env or {}), "binds": dict(binds or {}),
+                                                 "timeout": timeout, "network": network}))
+        if self.exc is not None:
+            raise self.exc
+        if self.result is None:
+            raise AssertionError(f"FakeEngine.run({image!r}) without a result to answer")
+        return self.result
+
+
+def _conforms(engine: FakeEngine) -> ContainerEngine:  # a type checker proves FakeEngine fits the protocol
+    return engine
