@@ -9,8 +9,8 @@ test); the generic code asks ``registered()``, so it sees both.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from envman.frameworks.base import Framework, exact_pins
 from envman.frameworks.tensorflow import TENSORFLOW

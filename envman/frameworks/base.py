@@ -7,8 +7,9 @@ these descriptions from the registry in ``envman.frameworks`` instead of naming 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from envman._validate import Ctx
 from envman.errors import UsageError

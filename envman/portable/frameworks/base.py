@@ -5,7 +5,8 @@ into images as envman_portable)."""
 from __future__ import annotations
 
 import re
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 # Relative (Frobenius) error allowed against the CPU result: fp32 differs only by summation order;
 # bf16 keeps 8 bits of mantissa.

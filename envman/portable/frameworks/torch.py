@@ -7,7 +7,19 @@ from __future__ import annotations
 import re
 
 from ..versions import arch_covers
-from .base import TOL_BF16, TOL_FP32, Plugin, check, cuda_variant, error, op_check, release, release_matches, skip, split_local
+from .base import (
+    TOL_BF16,
+    TOL_FP32,
+    Plugin,
+    check,
+    cuda_variant,
+    error,
+    op_check,
+    release,
+    release_matches,
+    skip,
+    split_local,
+)
 
 
 def torch_variant(version, cuda):
