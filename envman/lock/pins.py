@@ -5,36 +5,26 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from envman import frameworks
 from envman.errors import UsageError
 from envman.model import Resolution
-from envman.project.requirements import FRAMEWORKS, Req
+from envman.project.requirements import Req
 
 
 def framework_pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
-    """``torch==2.14.1`` from PyPI, ``torch==2.6.0+cu124`` from the cu124 index, companions to match."""
+    """The exact requirement lines of ``res`` (``torch==2.6.0+cu124``, companions to match), in its framework's pin format."""
     if res.framework is None:
         return []
-    local = "" if res.index_url is None else f"+{res.variant}"
-    extras = f"[{','.join(res.extras)}]" if res.extras else ""
-    pins = [f"{res.package}{extras}=={res.version}{local}"]
-    comp = dict(res.companions)
-    for c in companions:
-        v = comp.get(c)
-        if v is None:
-            raise UsageError(
-                f"companions: {c} has no release matching {res.framework} {res.version}",
-                hint=f"drop {c} from companions, or pin an older {res.framework}",
-            )
-        pins.append(f"{c}=={v}{local}")
-    return pins
+    return frameworks.get(res.framework).pins(res, companions)
 
 
 def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: list[Req]) -> list[Req]:
     """Drop the user's framework/companion lines after checking they agree with the stack."""
     comp = dict(res.companions)
+    dists = frameworks.by_distribution()
     rest: list[Req] = []
     for r in reqs:
-        fw = FRAMEWORKS.get(r.name)
+        fw = dists.get(r.name)
         if fw is not None or r.name in comp:
             chosen = str(res.version) if fw is not None else comp.get(r.name)
             label = f"{res.framework} {res.version} ({res.variant})" if fw is not None else f"{r.name} {chosen}"

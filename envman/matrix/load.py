@@ -11,8 +11,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from envman import frameworks
+from envman._validate import Ctx as _Ctx
+from envman._validate import dupes as _dupes
+from envman._validate import items as _items
+from envman._validate import opt_str as _opt_str
 from envman.errors import MatrixError
 from envman.model import (
     BaseImages,
@@ -21,18 +26,22 @@ from envman.model import (
     CudaMajor,
     CudaRelease,
     CudnnRelease,
-    FrameworkRelease,
     Gpu,
     LegacyBranch,
     Matrix,
     Provenance,
-    Variant,
-    Ver,
 )
 from envman.model import normalize_gpu_name
 
 SCHEMA = 1
-FILES = ("cuda.yaml", "gpus.yaml", "torch.yaml", "tensorflow.yaml", "cudnn.yaml", "base_images.yaml")
+
+
+def matrix_files(fws: tuple[frameworks.Framework, ...]) -> tuple[str, ...]:
+    """The files a matrix is read from: the shared ones, with each framework's own file in between."""
+    return ("cuda.yaml", "gpus.yaml", *(fw.matrix_file for fw in fws), "cudnn.yaml", "base_images.yaml")
+
+
+FILES = matrix_files(frameworks.FRAMEWORKS)  # the files of the frameworks envman ships
 SEGMENTS = ("datacenter", "workstation", "consumer", "embedded")
 
 
@@ -49,96 +58,6 @@ def _yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader
 
 
-class _Ctx:
-    """Collects problems for one file; ``at`` builds dotted paths."""
-
-    def __init__(self, file: str, problems: list[str]):
-        self.file = file
-        self.problems = problems
-
-    def bad(self, path: str, what: str) -> None:
-        self.problems.append(f"{self.file}: {path}: {what}")
-
-    def req(self, obj: Any, key: str, path: str, kind: type | tuple = object) -> Any:
-        if not isinstance(obj, dict):
-            self.bad(path, "expected a mapping")
-            return None
-        if key not in obj or obj[key] is None:
-            self.bad(f"{path}.{key}" if path else key, "missing")
-            return None
-        val = obj[key]
-        if not isinstance(val, kind) or (kind is str and isinstance(val, bool)):
-            self.bad(f"{path}.{key}" if path else key, f"expected {_kind_name(kind)}, got {val!r}")
-            return None
-        return val
-
-    def version(self, obj: Any, key: str, path: str, *, optional: bool = False) -> Version | None:
-        if optional and (not isinstance(obj, dict) or obj.get(key) is None):
-            return None
-        raw = self.req(obj, key, path, (str, int, float))
-        if raw is None:
-            return None
-        p = f"{path}.{key}" if path else key
-        if not isinstance(raw, str):
-            self.bad(p, f"write versions as quoted strings, got {raw!r}")
-            return None
-        try:
-            return Ver(raw)
-        except InvalidVersion:
-            self.bad(p, f"not a version: {raw!r}")
-            return None
-
-    def archs(self, obj: Any, key: str, path: str, *, optional: bool = False) -> tuple[Cc, ...]:
-        if optional and (not isinstance(obj, dict) or obj.get(key) is None):
-            return ()
-        raw = self.req(obj, key, path, list)
-        if raw is None:
-            return ()
-        out = []
-        for i, a in enumerate(raw):
-            try:
-                if not str(a).startswith("sm_"):
-                    raise ValueError
-                out.append(Cc.parse(str(a)))
-            except ValueError:
-                self.bad(f"{path}.{key}[{i}]", f"not an architecture like sm_86: {a!r}")
-        if len(set(out)) != len(out):
-            self.bad(f"{path}.{key}", "duplicate architectures")
-        return tuple(out)
-
-    def prov(self, obj: Any, path: str) -> Provenance:
-        if not isinstance(obj, dict):
-            return Provenance("")
-        src = obj.get("source") if obj.get("source") is not None else obj.get("measured")
-        if not isinstance(src, str) or not src.strip():
-            self.bad(f"{path}.source" if path else "source", "missing: every entry cites a primary source URL or 'measured: <how>'")
-            src = ""
-        elif "source" in obj and not src.startswith(("http://", "https://", "measured:")):
-            self.bad(f"{path}.source", f"not a URL or 'measured: <how>': {src!r}")
-        elif "measured" in obj and "source" not in obj:
-            src = "measured: " + src
-        unc = obj.get("uncertain", False)
-        note = obj.get("note")
-        if not isinstance(unc, bool):
-            self.bad(f"{path}.uncertain", f"expected true/false, got {unc!r}")
-            unc = False
-        if unc and not note:
-            self.bad(f"{path}.note", "missing: an uncertain entry says what is unsure")
-        return Provenance(src, unc, note if isinstance(note, str) else None)
-
-
-def _kind_name(kind: Any) -> str:
-    names = {str: "a string", list: "a list", dict: "a mapping", int: "an integer", bool: "true/false"}
-    if isinstance(kind, tuple):
-        return " or ".join(names.get(k, k.__name__) for k in kind)
-    return names.get(kind, getattr(kind, "__name__", str(kind)))
-
-
-def _items(ctx: _Ctx, doc: Any, key: str) -> list[tuple[str, Any]]:
-    lst = ctx.req(doc, key, "", list)
-    return [(f"{key}[{i}]", e) for i, e in enumerate(lst or [])]
-
-
 def _check_schema(ctx: _Ctx, doc: Any) -> bool:
     if not isinstance(doc, dict):
         ctx.bad("(top)", "expected a mapping with 'schema: 1'")
@@ -147,14 +66,6 @@ def _check_schema(ctx: _Ctx, doc: Any) -> bool:
         ctx.bad("schema", f"expected {SCHEMA}, got {doc.get('schema')!r}")
         return False
     return True
-
-
-def _dupes(ctx: _Ctx, path: str, keys: list[Any], what: str) -> None:
-    seen: set[Any] = set()
-    for k in keys:
-        if k is not None and k in seen:
-            ctx.bad(path, f"duplicate {what} {k}")
-        seen.add(k)
 
 
 def _load_cuda(ctx: _Ctx, doc: Any) -> tuple:
@@ -247,136 +158,6 @@ def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
     return tuple(gpus)
 
 
-def _load_torch(ctx: _Ctx, doc: Any) -> tuple[FrameworkRelease, ...]:
-    index = ctx.req(doc, "index_url", "", str) or ""
-    if index and "{variant}" not in index:
-        ctx.bad("index_url", "must contain {variant}")
-    out: list[FrameworkRelease] = []
-    for p, e in _items(ctx, doc, "releases"):
-        line = ctx.version(e, "line", p)
-        py = _pythons(ctx, e, p)
-        default = e.get("pypi_default") if isinstance(e, dict) else None
-        numpy_abi = e.get("numpy_abi") if isinstance(e, dict) else None
-        if numpy_abi not in (None, 1, 2):
-            ctx.bad(f"{p}.numpy_abi", f"expected 1 or 2, got {numpy_abi!r}")
-            numpy_abi = None
-        prov = ctx.prov(e, p)
-        variants = []
-        for j, ve in enumerate(ctx.req(e, "variants", p, list) or []):
-            vp = f"{p}.variants[{j}]"
-            vname = ctx.req(ve, "name", vp, str)
-            if vname is None:
-                continue
-            vprov = ctx.prov(ve, vp)
-            if vname == "cpu":
-                variants.append(Variant("cpu", None, None, None, (), (), index.replace("{variant}", "cpu"), True, vprov))
-                continue
-            cuda = ctx.version(ve, "cuda", vp)
-            if cuda is not None and vname != f"cu{cuda.major}{cuda.minor}":
-                ctx.bad(f"{vp}.name", f"'{vname}' does not match cuda '{cuda}' (expected cu{cuda.major}{cuda.minor})")
-            cudnn = _opt_str(ctx, ve, "cudnn", vp)
-            nccl = _opt_str(ctx, ve, "nccl", vp)
-            archs = ctx.archs(ve, "archs", vp)
-            ptx = ctx.archs(ve, "ptx", vp, optional=True)
-            variants.append(Variant(vname, cuda, cudnn, nccl, archs, ptx, index.replace("{variant}", vname), True, vprov))
-        _dupes(ctx, f"{p}.variants", [v.name for v in variants], "variant")
-        names = {v.name for v in variants}
-        if default is not None and default not in names:
-            ctx.bad(f"{p}.pypi_default", f"'{default}' is not one of this release's variants ({', '.join(sorted(names))})")
-        for k, pe in enumerate(ctx.req(e, "patches", p, list) or []):
-            pp = f"{p}.patches[{k}]"
-            ver = ctx.version(pe, "version", pp)
-            pprov = ctx.prov(pe, pp)
-            if ver is None or line is None:
-                continue
-            if (ver.major, ver.minor) != (line.major, line.minor):
-                ctx.bad(f"{pp}.version", f"'{ver}' is not a {line} release")
-            comps = []
-            for c in ("torchvision", "torchaudio"):
-                cv = pe.get(c) if isinstance(pe, dict) else None
-                if cv is not None and not isinstance(cv, str):
-                    ctx.bad(f"{pp}.{c}", f"expected a quoted version or null, got {cv!r}")
-                    cv = None
-                comps.append((c, cv))
-            rel_prov = pprov if pprov.source else prov
-            if prov.uncertain and not rel_prov.uncertain:
-                rel_prov = Provenance(rel_prov.source, True, prov.note)
-            out.append(
-                FrameworkRelease(
-                    "torch", ver, _patch_python(ctx, pe, pp, py), default, tuple(comps), numpy_abi,
-                    tuple(variants), rel_prov, "torch",
-                )
-            )
-    _dupes(ctx, "releases", [r.version for r in out], "torch version")
-    return tuple(sorted(out, key=lambda r: r.version, reverse=True))
-
-
-def _load_tensorflow(ctx: _Ctx, doc: Any) -> tuple[FrameworkRelease, ...]:
-    out: list[FrameworkRelease] = []
-    for p, e in _items(ctx, doc, "releases"):
-        line = ctx.version(e, "line", p)
-        py = _pythons(ctx, e, p)
-        cuda = ctx.version(e, "cuda", p)
-        cudnn = _opt_str(ctx, e, "cudnn", p)
-        and_cuda = e.get("and_cuda") if isinstance(e, dict) else None
-        if not isinstance(and_cuda, bool):
-            ctx.bad(f"{p}.and_cuda", f"expected true/false, got {and_cuda!r}")
-            and_cuda = False
-        plats = e.get("gpu_platforms") if isinstance(e, dict) else None
-        if not isinstance(plats, list):
-            ctx.bad(f"{p}.gpu_platforms", "expected a list like [linux]")
-        archs = ctx.archs(e, "archs", p)
-        ptx = ctx.archs(e, "ptx", p, optional=True)
-        prov = ctx.prov(e, p)
-        patches = ctx.req(e, "patches", p, list) or []
-        if line is None or cuda is None:
-            continue
-        name = f"cu{cuda.major}{cuda.minor}"
-        gpu = Variant(name, cuda, cudnn, None, archs, ptx, None, and_cuda, prov)
-        cpu = Variant("cpu", None, None, None, (), (), None, True, prov)
-        for k, pv in enumerate(patches):
-            try:
-                ver = Version(str(pv))
-                if not isinstance(pv, str) or (ver.major, ver.minor) != (line.major, line.minor):
-                    raise InvalidVersion
-            except InvalidVersion:
-                ctx.bad(f"{p}.patches[{k}]", f"expected a quoted {line}.x version, got {pv!r}")
-                continue
-            out.append(
-                FrameworkRelease(
-                    "tensorflow", ver, py, name, (), None, (gpu, cpu), prov, "tensorflow",
-                    ("and-cuda",) if and_cuda else (),
-                )
-            )
-    _dupes(ctx, "releases", [r.version for r in out], "tensorflow version")
-    return tuple(sorted(out, key=lambda r: r.version, reverse=True))
-
-
-def _pythons(ctx: _Ctx, e: Any, p: str) -> tuple[str, ...]:
-    py = ctx.req(e, "python", p, list) or []
-    good = []
-    for i, v in enumerate(py):
-        if not isinstance(v, str) or len(v.split(".")) != 2:
-            ctx.bad(f"{p}.python[{i}]", f"expected a quoted 'X.Y', got {v!r}")
-        else:
-            good.append(v)
-    return tuple(good)
-
-
-def _patch_python(ctx: _Ctx, pe: Any, pp: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    if isinstance(pe, dict) and "python" in pe:
-        return _pythons(ctx, pe, pp)
-    return default
-
-
-def _opt_str(ctx: _Ctx, obj: Any, key: str, path: str) -> str | None:
-    val = obj.get(key) if isinstance(obj, dict) else None
-    if val is not None and not isinstance(val, str):
-        ctx.bad(f"{path}.{key}", f"write versions as quoted strings, got {val!r}")
-        return None
-    return val
-
-
 def _load_cudnn(ctx: _Ctx, doc: Any) -> tuple[CudnnRelease, ...]:
     out = []
     for p, e in _items(ctx, doc, "releases"):
@@ -431,11 +212,11 @@ def _load_base_images(ctx: _Ctx, doc: Any) -> BaseImages:
     return BaseImages(pattern, sprov, default_py, tuple(sorted(images, key=lambda i: i.cuda, reverse=True)))
 
 
-def _cross_check(m: Matrix, problems: list[str]) -> None:
+def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework, ...]) -> None:
     """Relations between files: every CUDA a build names exists, and its archs lie within it."""
     if not m.cuda:
         return  # cuda.yaml itself is broken: its own problems are already listed
-    for fw, fname in (("torch", "torch.yaml"), ("tensorflow", "tensorflow.yaml")):
+    for fw, fname in ((f.name, f.matrix_file) for f in fws):
         seen: set[tuple[str, str]] = set()
         for rel in m.frameworks.get(fw, ()):
             for v in rel.variants:
@@ -467,7 +248,7 @@ def _digest(texts: dict[str, bytes]) -> str:
 def load_matrix(directory: Path | str | None = None) -> Matrix:
     """Read and validate every matrix file; raise MatrixError listing all problems."""
     d = Path(directory) if directory is not None else default_matrix_dir()
-    return _load_cached(str(d.resolve()))
+    return _load_cached(str(d.resolve()), tuple(f.name for f in frameworks.registered()))
 
 
 def _cache_path(digest: str) -> Path | None:
@@ -504,11 +285,12 @@ def _write_cache(m: Matrix) -> None:
 
 
 @lru_cache(maxsize=4)
-def _load_cached(directory: str) -> Matrix:
+def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
     d = Path(directory)
+    fws = tuple(frameworks.get(n) for n in names)
     problems: list[str] = []
     raw: dict[str, bytes] = {}
-    for name in FILES:
+    for name in matrix_files(fws):
         try:
             raw[name] = (d / name).read_bytes()
         except OSError as exc:
@@ -517,14 +299,15 @@ def _load_cached(directory: str) -> Matrix:
         cached = _read_cache(_digest(raw))
         if cached is not None:
             return cached
-    m = _parse(raw, problems)
+    m = _parse(raw, problems, fws)
     _write_cache(m)
     return m
 
 
-def _parse(raw: dict[str, bytes], problems: list[str]) -> Matrix:
+def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Framework, ...]) -> Matrix:
+    files = matrix_files(fws)
     docs: dict[str, Any] = {}
-    for name in FILES:
+    for name in files:
         if name not in raw:
             continue
         try:
@@ -533,23 +316,25 @@ def _parse(raw: dict[str, bytes], problems: list[str]) -> Matrix:
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(parse)"
             problems.append(f"{name}: {where}: invalid YAML: {getattr(exc, 'problem', None) or exc}")
-    ctxs = {n: _Ctx(n, problems) for n in FILES}
-    ok = {n: n in docs and _check_schema(ctxs[n], docs[n]) for n in FILES}
+    ctxs = {n: _Ctx(n, problems) for n in files}
+    ok = {n: n in docs and _check_schema(ctxs[n], docs[n]) for n in files}
     if ok["cuda.yaml"]:
         drv, drv_prov, majors, cuda, legacy = _load_cuda(ctxs["cuda.yaml"], docs["cuda.yaml"])
     else:
         drv, drv_prov, majors, cuda, legacy = Version("0"), Provenance(""), (), (), ()
     gpus = _load_gpus(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
-    torch = _load_torch(ctxs["torch.yaml"], docs["torch.yaml"]) if ok["torch.yaml"] else ()
-    tf = _load_tensorflow(ctxs["tensorflow.yaml"], docs["tensorflow.yaml"]) if ok["tensorflow.yaml"] else ()
+    releases = {
+        fw.name: fw.load_releases(docs[fw.matrix_file], ctxs[fw.matrix_file]) if ok[fw.matrix_file] else ()
+        for fw in fws
+    }
     cudnn = _load_cudnn(ctxs["cudnn.yaml"], docs["cudnn.yaml"]) if ok["cudnn.yaml"] else ()
     base = (
         _load_base_images(ctxs["base_images.yaml"], docs["base_images.yaml"])
         if ok["base_images.yaml"]
         else BaseImages("", Provenance(""), "3.12", ())
     )
-    m = Matrix(drv, drv_prov, majors, cuda, gpus, {"torch": torch, "tensorflow": tf}, cudnn, base, _digest(raw), legacy)
-    _cross_check(m, problems)
+    m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, _digest(raw), legacy)
+    _cross_check(m, problems, fws)
     if problems:
         raise MatrixError(problems)
     return m

@@ -13,11 +13,9 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from envman import frameworks
 from envman.errors import UsageError
 
-FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow",
-              "tf-nightly": "tensorflow"}
-COMPANIONS = ("torchvision", "torchaudio")
 OWN_FILES = ("requirements.lock.txt", "requirements.framework.lock.txt")
 
 
@@ -143,13 +141,14 @@ def discover(project: Path) -> Discovered:
             elif isinstance(dep, str) and dep.split("=")[0].strip() == "python" and "=" in dep:
                 python = python or dep.split("=", 1)[1].strip("= ")
         found.append(env.name)
+    dists, companions = frameworks.by_distribution(), frameworks.companions()
     fw, comps = None, []
     for r in reqs:
-        if r.name in FRAMEWORKS:
+        if r.name in dists:
             spec = str(r.req.specifier)
-            fw_name = FRAMEWORKS[r.name]
+            fw_name = dists[r.name]
             fw = f"{fw_name}{spec}" if fw is None or fw == fw_name else fw
-        elif r.name in COMPANIONS and r.name not in comps:
+        elif r.name in companions and r.name not in comps:
             comps.append(r.name)
-    rest = [p for p in packages if canonicalize_name(Requirement(p).name) not in FRAMEWORKS and canonicalize_name(Requirement(p).name) not in COMPANIONS]
+    rest = [p for p in packages if canonicalize_name(Requirement(p).name) not in dists and canonicalize_name(Requirement(p).name) not in companions]
     return Discovered(tuple(files), tuple(rest), fw, tuple(comps), python, tuple(found))

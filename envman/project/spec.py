@@ -16,6 +16,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from envman import frameworks
 from envman.errors import SpecError
 
 SPEC_FILE = "envman.yaml"
@@ -184,9 +185,10 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         fw = None
     companions = v.strings(data, "companions")
     for i, c in enumerate(companions):
-        if c not in ("torchvision", "torchaudio"):
-            close = difflib.get_close_matches(c, ["torchvision", "torchaudio"], n=1)
-            raise v.fail(f"companions[{i}]", f"unknown companion {c!r}", f"did you mean {close[0]}?" if close else "torchvision or torchaudio")
+        known = frameworks.companions()
+        if c not in known:
+            close = difflib.get_close_matches(c, list(known), n=1)
+            raise v.fail(f"companions[{i}]", f"unknown companion {c!r}", f"did you mean {close[0]}?" if close else " or ".join(known))
     reqs = v.strings(data, "requirements")
     for i, r in enumerate(reqs):
         if not _REL_PATH.match(r) or r.startswith("/") or ".." in Path(r).parts:

@@ -12,11 +12,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from envman import frameworks
 from envman.errors import UsageError
 from envman.model import Matrix, Request, Ver
 from envman.resolve.targets import parse_targets
 
-FRAMEWORK_ALIASES = {"pytorch": "torch", "tf": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow"}
 _LOCAL = re.compile(r"\+(cu\d+|cpu)\b")
 
 
@@ -39,10 +39,11 @@ def parse_framework(text: str | None, known: tuple[str, ...], field: str = "--fr
             f"{field}: {raw!r} is not a valid requirement ({exc})",
             hint="write it like torch, torch>=2.4, torch==2.5.* or tensorflow==2.15.*",
         ) from None
-    name = FRAMEWORK_ALIASES.get(req.name.lower(), req.name.lower())
+    aliases = frameworks.aliases()
+    name = aliases.get(req.name.lower(), req.name.lower())
     if name not in known:
-        close = difflib.get_close_matches(name, list(known) + list(FRAMEWORK_ALIASES), n=1)
-        hint = f"did you mean {FRAMEWORK_ALIASES.get(close[0], close[0])}?" if close else f"envman knows: {', '.join(known)}"
+        close = difflib.get_close_matches(name, list(known) + list(aliases), n=1)
+        hint = f"did you mean {aliases.get(close[0], close[0])}?" if close else f"envman knows: {', '.join(known)}"
         raise UsageError(f"{field}: unknown framework {req.name!r}", hint=hint)
     if variant == "cpu":
         variant = None

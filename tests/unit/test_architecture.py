@@ -5,6 +5,7 @@ The layers, lowest first (README "Layout"):
     portable/                      stdlib-only island, copied whole into every image
     errors, resources, _compat     leaves
     model, files, process          values; atomic files; signals
+    _validate                      "file: dotted.path: problem" accessors (was matrix._Ctx)
     frameworks/                    per-framework plug-ins (schema, names, pins)
     matrix/                        data → model
     resolve/, image/plan           PURE core
@@ -27,6 +28,7 @@ PKG = ROOT / "envman"
 RANK = {
     "portable": 0, "errors": 1, "resources": 1, "_compat": 1, "envman": 1,
     "model": 2, "files": 2, "process": 2,
+    "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
     "frameworks": 3, "matrix": 4,
     "resolve": 5, "image.plan": 5,
     "project": 6, "lock": 6, "image": 6, "image.render": 6, "image.kit": 6, "engine": 6, "ci": 6, "fit": 6,

@@ -14,6 +14,7 @@ import pytest
 from envman.app.smoke import write_kit
 from envman.image.kit import SMOKE_MODULE
 from envman.portable import smoke
+from envman.portable.frameworks import torch as torch_smoke
 
 
 def smoke_argv(tmp_path: Path) -> tuple[list[str], dict]:
@@ -64,19 +65,19 @@ def failed(report):
     ("2.4.0", None, "cpu"),
 ])
 def test_torch_variant(version, cuda, variant):
-    assert smoke.torch_variant(version, cuda) == variant
+    assert torch_smoke.torch_variant(version, cuda) == variant
 
 
 @pytest.mark.parametrize("text,number", [("9.24.0.43", 92400), ("9.1.0.70", 90100), ("8.9.7.29", 8907),
                                          ("8.6.0", 8600)])
 def test_cudnn_number_and_back(text, number):
-    assert smoke.cudnn_number(text) == number
-    assert smoke.cudnn_text(number) == ".".join(text.split(".")[:3])
+    assert torch_smoke.cudnn_number(text) == number
+    assert torch_smoke.cudnn_text(number) == ".".join(text.split(".")[:3])
 
 
 @pytest.mark.parametrize("value,text", [((2, 30, 7), "2.30.7"), (21805, "2.18.5"), (2708, "2.7.8"), (None, None)])
 def test_nccl_text(value, text):
-    assert smoke.nccl_text(value) == text
+    assert torch_smoke.nccl_text(value) == text
 
 
 def test_release_matches_on_the_parts_both_give():

@@ -1,0 +1,49 @@
+"""What envman knows about one framework on the host side: its names, its matrix file and the loader of
+that file's schema, its companions, and how a resolution becomes exact requirement lines.
+
+Everything generic (the matrix loader, the request parser, requirement discovery, the lock's pins) reads
+these descriptions from the registry in ``envman.frameworks`` instead of naming torch or tensorflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from envman._validate import Ctx
+from envman.errors import UsageError
+from envman.model import FrameworkRelease, Resolution
+
+
+def exact_pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
+    """``torch==2.14.1`` from PyPI, ``torch==2.6.0+cu124`` from the cu124 index, companions to match."""
+    if res.framework is None:
+        return []
+    local = "" if res.index_url is None else f"+{res.variant}"
+    extras = f"[{','.join(res.extras)}]" if res.extras else ""
+    pins = [f"{res.package}{extras}=={res.version}{local}"]
+    comp = dict(res.companions)
+    for c in companions:
+        v = comp.get(c)
+        if v is None:
+            raise UsageError(
+                f"companions: {c} has no release matching {res.framework} {res.version}",
+                hint=f"drop {c} from companions, or pin an older {res.framework}",
+            )
+        pins.append(f"{c}=={v}{local}")
+    return pins
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str  # the key in Matrix.frameworks, the stack's framework name, the smoke program's dispatch key
+    matrix_file: str  # its file under matrices/, with ``schema: 1`` like every other
+    # the schema loader of that file: (parsed YAML, validation context) → releases, newest first;
+    # problems go to the context, never raised
+    load_releases: Callable[[Any, Ctx], tuple[FrameworkRelease, ...]]
+    distributions: tuple[str, ...]  # pip names (canonical) that install it: found in requirements, pinned by envman
+    aliases: tuple[str, ...] = ()  # other names a user may type for --framework (``tf``, ``pytorch``)
+    companions: tuple[str, ...] = ()  # packages built in lockstep with it (torchvision, torchaudio)
+    # the exact requirement lines of a resolution (res, wanted companions) → ["torch==2.6.0+cu124", …]
+    pins: Callable[[Resolution, tuple[str, ...]], list[str]] = exact_pins

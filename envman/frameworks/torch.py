@@ -1,0 +1,86 @@
+"""PyTorch: matrices/torch.yaml (releases → patches with companions, variants served from a wheel index
+named per variant), and its names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envman._validate import Ctx, dupes, items, opt_str, patch_python, pythons
+from envman.frameworks.base import Framework
+from envman.model import FrameworkRelease, Provenance, Variant
+
+COMPANIONS = ("torchvision", "torchaudio")
+
+
+def load_releases(doc: Any, ctx: Ctx) -> tuple[FrameworkRelease, ...]:
+    index = ctx.req(doc, "index_url", "", str) or ""
+    if index and "{variant}" not in index:
+        ctx.bad("index_url", "must contain {variant}")
+    out: list[FrameworkRelease] = []
+    for p, e in items(ctx, doc, "releases"):
+        line = ctx.version(e, "line", p)
+        py = pythons(ctx, e, p)
+        default = e.get("pypi_default") if isinstance(e, dict) else None
+        numpy_abi = e.get("numpy_abi") if isinstance(e, dict) else None
+        if numpy_abi not in (None, 1, 2):
+            ctx.bad(f"{p}.numpy_abi", f"expected 1 or 2, got {numpy_abi!r}")
+            numpy_abi = None
+        prov = ctx.prov(e, p)
+        variants = []
+        for j, ve in enumerate(ctx.req(e, "variants", p, list) or []):
+            vp = f"{p}.variants[{j}]"
+            vname = ctx.req(ve, "name", vp, str)
+            if vname is None:
+                continue
+            vprov = ctx.prov(ve, vp)
+            if vname == "cpu":
+                variants.append(Variant("cpu", None, None, None, (), (), index.replace("{variant}", "cpu"), True, vprov))
+                continue
+            cuda = ctx.version(ve, "cuda", vp)
+            if cuda is not None and vname != f"cu{cuda.major}{cuda.minor}":
+                ctx.bad(f"{vp}.name", f"'{vname}' does not match cuda '{cuda}' (expected cu{cuda.major}{cuda.minor})")
+            cudnn = opt_str(ctx, ve, "cudnn", vp)
+            nccl = opt_str(ctx, ve, "nccl", vp)
+            archs = ctx.archs(ve, "archs", vp)
+            ptx = ctx.archs(ve, "ptx", vp, optional=True)
+            variants.append(Variant(vname, cuda, cudnn, nccl, archs, ptx, index.replace("{variant}", vname), True, vprov))
+        dupes(ctx, f"{p}.variants", [v.name for v in variants], "variant")
+        names = {v.name for v in variants}
+        if default is not None and default not in names:
+            ctx.bad(f"{p}.pypi_default", f"'{default}' is not one of this release's variants ({', '.join(sorted(names))})")
+        for k, pe in enumerate(ctx.req(e, "patches", p, list) or []):
+            pp = f"{p}.patches[{k}]"
+            ver = ctx.version(pe, "version", pp)
+            pprov = ctx.prov(pe, pp)
+            if ver is None or line is None:
+                continue
+            if (ver.major, ver.minor) != (line.major, line.minor):
+                ctx.bad(f"{pp}.version", f"'{ver}' is not a {line} release")
+            comps = []
+            for c in COMPANIONS:
+                cv = pe.get(c) if isinstance(pe, dict) else None
+                if cv is not None and not isinstance(cv, str):
+                    ctx.bad(f"{pp}.{c}", f"expected a quoted version or null, got {cv!r}")
+                    cv = None
+                comps.append((c, cv))
+            rel_prov = pprov if pprov.source else prov
+            if prov.uncertain and not rel_prov.uncertain:
+                rel_prov = Provenance(rel_prov.source, True, prov.note)
+            out.append(
+                FrameworkRelease(
+                    "torch", ver, patch_python(ctx, pe, pp, py), default, tuple(comps), numpy_abi,
+                    tuple(variants), rel_prov, "torch",
+                )
+            )
+    dupes(ctx, "releases", [r.version for r in out], "torch version")
+    return tuple(sorted(out, key=lambda r: r.version, reverse=True))
+
+
+TORCH = Framework(
+    name="torch",
+    matrix_file="torch.yaml",
+    load_releases=load_releases,
+    distributions=("torch",),
+    aliases=("pytorch",),
+    companions=COMPANIONS,
+)

@@ -1,0 +1,48 @@
+"""The smoke program's frameworks, one module each, and the registry ``smoke.py`` dispatches on by the
+expected stack's framework name. Standard library only; the observers import their framework lazily.
+
+``register`` adds a plug-in at run time (a test, a framework envman does not ship yet).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from . import tensorflow, torch
+from .base import Plugin
+
+PLUGINS = (torch.PLUGIN, tensorflow.PLUGIN)
+
+_registry = list(PLUGINS)
+
+__all__ = ["PLUGINS", "Plugin", "get", "names", "register", "unregister", "using"]
+
+
+def names():
+    return tuple(p.name for p in _registry)
+
+
+def get(name):
+    """The plug-in for a framework name, or None."""
+    return next((p for p in _registry if p.name == name), None)
+
+
+def register(plugin):
+    if get(plugin.name) is not None:
+        raise ValueError("a smoke plug-in named %r is already registered" % plugin.name)
+    _registry.append(plugin)
+    return plugin
+
+
+def unregister(name):
+    _registry[:] = [p for p in _registry if p.name != name]
+
+
+@contextmanager
+def using(plugin):
+    """``with frameworks.using(toy):`` - registered inside the block only."""
+    register(plugin)
+    try:
+        yield plugin
+    finally:
+        unregister(plugin.name)

@@ -1,0 +1,73 @@
+"""What every framework plug-in of the smoke program shares: the check records, version comparison, the
+tolerances of GPU-against-CPU comparisons. Standard library only, Python 3.8+ (this package is copied whole
+into images as envman_portable)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+# Relative (Frobenius) error allowed against the CPU result: fp32 differs only by summation order;
+# bf16 keeps 8 bits of mantissa.
+TOL_FP32 = 1e-3
+TOL_BF16 = 2e-2
+
+
+class Plugin(NamedTuple):
+    """One framework in the smoke program, found by the expected stack's ``framework.name``."""
+
+    name: str
+    observe: Callable  # (gpu_visible, gpu_evidence) -> observations: imports the framework, records errors, never raises
+    evaluate: Callable  # PURE (expect, observations) -> checks that need no GPU
+    evaluate_gpu: Callable  # PURE (expect, observations) -> checks run only when a GPU is visible
+
+
+def check(name, ok, expected=None, observed=None, detail="", gpu=False):
+    return {"name": name, "status": "pass" if ok else "fail", "expected": expected, "observed": observed,
+            "detail": detail, "gpu": gpu}
+
+
+def skip(name, detail, gpu=False):
+    return {"name": name, "status": "skip", "expected": None, "observed": None, "detail": detail, "gpu": gpu}
+
+
+def release(text):
+    """'2.14.1+cu130' -> (2, 14, 1); '13.0' -> (13, 0); None or junk -> ()."""
+    if text is None:
+        return ()
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(text))
+    return tuple(int(p) for p in m.group(1).split(".")) if m else ()
+
+
+def release_matches(expected, observed):
+    """Equal on the parts both give: TF reports cuDNN as '9', torch CUDA as '13.0'."""
+    e, o = release(expected), release(observed)
+    n = min(len(e), len(o))
+    return n > 0 and e[:n] == o[:n]
+
+
+def split_local(version):
+    public, _, local = str(version).partition("+")
+    return public, (local or None)
+
+
+def cuda_variant(cuda):
+    """'13.0' -> 'cu130', '12.6' -> 'cu126', None -> 'cpu' (the wheel-index naming)."""
+    r = release(cuda)
+    return "cu%d%d" % (r[0], r[1]) if len(r) >= 2 else "cpu"
+
+
+def op_check(name, result, tol):
+    if not result:
+        return check(name, False, None, None, "not run", gpu=True)
+    if result.get("error"):
+        return check(name, False, "runs", None, result["error"], gpu=True)
+    err = result.get("rel_err")
+    ok = err is not None and err <= tol
+    return check(name, ok, "rel. error <= %g vs CPU" % tol, None if err is None else "%.2e" % err,
+                 result.get("detail", ""), gpu=True)
+
+
+def error(exc):
+    return ("%s: %s" % (type(exc).__name__, exc)).strip()[:500]

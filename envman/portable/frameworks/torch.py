@@ -1,0 +1,235 @@
+"""PyTorch in the smoke program: what ``observe_torch`` records inside the image (versions, cuDNN, NCCL,
+arch list; on a visible GPU, a matmul, a cuDNN conv and a bf16 matmul against the CPU) and the pure
+checks on those observations."""
+
+from __future__ import annotations
+
+import re
+
+from ..versions import arch_covers
+from .base import (
+    TOL_BF16,
+    TOL_FP32,
+    Plugin,
+    check,
+    cuda_variant,
+    error,
+    op_check,
+    release,
+    release_matches,
+    skip,
+    split_local,
+)
+
+
+def torch_variant(version, cuda):
+    """The local version names the variant (2.14.1+cu130); PyPI's default wheels carry none, so the
+    CUDA torch was built with decides."""
+    local = split_local(version)[1]
+    if local and re.match(r"(cu\d+|cpu|rocm[\d.]+|xpu)$", local):
+        return local
+    return cuda_variant(cuda)
+
+
+def cudnn_number(version):
+    """'9.24.0.43' -> 92400 (cuDNN >= 9: major*10000 + minor*100 + patch); '8.9.7' -> 8907 (cuDNN 8:
+    major*1000 + minor*100 + patch), the form torch.backends.cudnn.version() returns."""
+    r = release(version) + (0, 0, 0)
+    major, minor, patch = r[0], r[1], r[2]
+    return major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch
+
+
+def cudnn_text(number):
+    """92400 -> '9.24.0'; 8907 -> '8.9.7'."""
+    n = int(number)
+    if n >= 90000:
+        return "%d.%d.%d" % (n // 10000, n % 10000 // 100, n % 100)
+    return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
+
+
+def nccl_text(value):
+    """torch.cuda.nccl.version(): a tuple (2, 30, 7) in recent torch, an int in older (2708, 21805)."""
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        return ".".join(str(int(p)) for p in value[:3])
+    n = int(value)
+    if n >= 10000:  # NCCL >= 2.9: major*10000 + minor*100 + patch
+        return "%d.%d.%d" % (n // 10000, n % 10000 // 100, n % 100)
+    return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
+
+
+def evaluate_torch(expect, obs):
+    """Non-GPU checks for a torch stack. obs: what observe_torch recorded."""
+    fw = expect["framework"]
+    if obs.get("import_error"):
+        return [check("framework", False, "torch " + fw["version"], None,
+                      "torch does not import: " + obs["import_error"])]
+    out = []
+    version, cuda = obs.get("version"), obs.get("cuda")
+    want = split_local(fw["version"])[0]
+    out.append(check("framework version", split_local(version)[0] == want, fw["version"], version))
+    variant = torch_variant(version, cuda)
+    out.append(check("framework variant", variant == fw["variant"], fw["variant"], variant,
+                     "from the version's local part" if split_local(version)[1] else "from torch.version.cuda"))
+    if expect["cuda"] is not None or cuda is not None:
+        ok = cuda is not None and expect["cuda"] is not None and release_matches(expect["cuda"], cuda)
+        out.append(check("torch.version.cuda", ok, expect["cuda"] or "none (a CPU build)", cuda))
+    if expect["cudnn"]:
+        n = obs.get("cudnn")
+        want_n = cudnn_number(expect["cudnn"])
+        why = "" if n is not None else "torch.backends.cudnn.version() is None" + (
+            ": " + obs["cudnn_error"] if obs.get("cudnn_error") else " (cuDNN not found)")
+        out.append(check("cudnn", n == want_n, "%s (%d)" % (expect["cudnn"], want_n),
+                         None if n is None else "%s (%d)" % (cudnn_text(n), n), why))
+    if expect["nccl"]:
+        got = obs.get("nccl")
+        if got is None and obs.get("nccl_error") and not obs.get("gpu_visible"):
+            out.append(skip("nccl", "NCCL version not readable without a GPU: " + obs["nccl_error"]))
+        else:
+            out.append(check("nccl", got is not None and release_matches(expect["nccl"], got) and
+                             len(release(got)) >= min(3, len(release(expect["nccl"]))), expect["nccl"], got,
+                             obs.get("nccl_error") or ""))
+    if expect["arch_list"]:
+        got = obs.get("arch_list") or []
+        missing = [a for a in expect["arch_list"] if a not in got]
+        extra = [a for a in got if a not in expect["arch_list"]]
+        out.append(check("arch list", not missing, " ".join(expect["arch_list"]), " ".join(got),
+                         ("missing " + " ".join(missing)) if missing else
+                         ("also has " + " ".join(extra)) if extra else "equal"))
+    return out
+
+
+def evaluate_torch_gpu(expect, obs):
+    """GPU checks for a torch stack on a machine where a GPU is visible."""
+    if obs.get("import_error"):
+        return []
+    out = []
+    if not obs.get("cuda_available"):
+        why = obs.get("cuda_error") or "torch.cuda.is_available() is False"
+        return [check("cuda available", False, True, False,
+                      "a GPU is visible (%s) but torch cannot use it (%s): this stack would silently run on the "
+                      "CPU" % (obs.get("gpu_evidence", "?"), why), gpu=True)]
+    out.append(check("cuda available", True, True, True, "%d device(s)" % obs.get("device_count", 0), gpu=True))
+    arch = obs.get("arch_list") or []
+    for dev in obs.get("devices", []):
+        ok, how = arch_covers(dev["capability"], arch)
+        out.append(check("capability %s (%s)" % (".".join(map(str, dev["capability"])), dev.get("name", "?")), ok,
+                         "covered by arch list", " ".join(arch), how, gpu=True))
+    for op in obs.get("ops", []):
+        cc = tuple(op["capability"])
+        tag = " on cc %d.%d" % cc
+        out.append(op_check("matmul+backward" + tag, op.get("matmul"), TOL_FP32))
+        out.append(op_check("cudnn conv fwd+bwd" + tag, op.get("conv"), TOL_FP32))
+        if cc >= (8, 0):
+            out.append(op_check("bf16 matmul" + tag, op.get("bf16"), TOL_BF16))
+        else:
+            out.append(skip("bf16 matmul" + tag, "compute capability %d.%d has no native bf16" % cc, gpu=True))
+    nccl = obs.get("nccl_gpu")
+    if expect["nccl"] or nccl is not None:
+        ok = bool(nccl) and nccl.get("available") and nccl.get("version") is not None
+        out.append(check("nccl present", ok, expect["nccl"] or "present", nccl and nccl.get("version"),
+                         (nccl or {}).get("error") or "", gpu=True))
+    return out
+
+
+def _rel_err(torch, got, ref):
+    got, ref = got.detach().float().cpu(), ref.detach().float().cpu()
+    return float((got - ref).norm() / ref.norm().clamp_min(1e-12))
+
+
+def _torch_ops(torch, dev):
+    res = {}
+    g = torch.Generator().manual_seed(0)
+    try:  # matmul + backward: d(sum(x @ w))/dx = ones @ w^T
+        x = torch.randn(512, 512, generator=g).to(dev).requires_grad_()
+        w = torch.randn(512, 512, generator=g).to(dev).requires_grad_()
+        (x @ w).sum().backward()
+        torch.cuda.synchronize(dev)
+        ref = torch.ones(512, 512) @ w.detach().cpu().t()
+        res["matmul"] = {"rel_err": _rel_err(torch, x.grad, ref)}
+    except Exception as exc:
+        res["matmul"] = {"error": error(exc)}
+    tf32 = torch.backends.cudnn.allow_tf32
+    try:  # cuDNN conv forward + backward, compared with the CPU (TF32 off: compare fp32 with fp32)
+        torch.backends.cudnn.allow_tf32 = False
+        conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        xc = torch.randn(4, 3, 32, 32, generator=g)
+        ref = conv(xc)
+        conv_d = torch.nn.Conv2d(3, 8, 3, padding=1).to(dev)
+        conv_d.load_state_dict(conv.state_dict())
+        xd = xc.to(dev).requires_grad_()
+        yd = conv_d(xd)
+        yd.sum().backward()
+        torch.cuda.synchronize(dev)
+        ok_grad = xd.grad is not None and conv_d.weight.grad is not None and bool(torch.isfinite(xd.grad).all())
+        res["conv"] = {"rel_err": _rel_err(torch, yd, ref) if ok_grad else None,
+                       "detail": "cudnn %s" % torch.backends.cudnn.version()}
+        if not ok_grad:
+            res["conv"] = {"error": "backward produced no finite gradients"}
+    except Exception as exc:
+        res["conv"] = {"error": error(exc)}
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        a = torch.randn(256, 256, generator=g).bfloat16()
+        b = torch.randn(256, 256, generator=g).bfloat16()
+        c = (a.to(dev) @ b.to(dev))
+        torch.cuda.synchronize(dev)
+        res["bf16"] = {"rel_err": _rel_err(torch, c, a.float() @ b.float())}
+    except Exception as exc:
+        res["bf16"] = {"error": error(exc)}
+    return res
+
+
+def observe_torch(gpu_visible, gpu_evidence):
+    obs = {"gpu_visible": gpu_visible, "gpu_evidence": gpu_evidence}
+    try:
+        import torch
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        obs["import_error"] = error(exc)
+        return obs
+    obs["version"] = str(torch.__version__)
+    obs["cuda"] = getattr(torch.version, "cuda", None)
+    try:
+        obs["cudnn"] = torch.backends.cudnn.version()
+    except Exception as exc:
+        obs["cudnn"], obs["cudnn_error"] = None, error(exc)
+    try:
+        obs["nccl"] = nccl_text(torch.cuda.nccl.version())
+    except Exception as exc:
+        obs["nccl"], obs["nccl_error"] = None, error(exc)
+    try:
+        obs["cuda_available"] = bool(torch.cuda.is_available())
+    except Exception as exc:
+        obs["cuda_available"], obs["cuda_error"] = False, error(exc)
+    # get_arch_list() is empty without a usable device; the compiled-in flags are not.
+    arch = torch.cuda.get_arch_list() if obs["cuda_available"] else []
+    if not arch and hasattr(torch._C, "_cuda_getArchFlags"):
+        flags = torch._C._cuda_getArchFlags()
+        arch = flags.split() if flags else []
+    obs["arch_list"] = list(arch)
+    if not (gpu_visible and obs["cuda_available"]):
+        return obs
+    obs["device_count"] = torch.cuda.device_count()
+    obs["devices"], obs["ops"] = [], []
+    seen = set()
+    for i in range(obs["device_count"]):
+        cc = list(torch.cuda.get_device_capability(i))
+        obs["devices"].append({"index": i, "name": torch.cuda.get_device_name(i), "capability": cc})
+        if tuple(cc) not in seen:  # one set of ops per distinct capability
+            seen.add(tuple(cc))
+            obs["ops"].append(dict(_torch_ops(torch, torch.device("cuda", i)), capability=cc, device=i))
+    try:
+        import torch.distributed as dist
+
+        obs["nccl_gpu"] = {"available": bool(dist.is_available() and dist.is_nccl_available()),
+                           "version": nccl_text(torch.cuda.nccl.version())}
+    except Exception as exc:
+        obs["nccl_gpu"] = {"available": False, "version": None, "error": error(exc)}
+    return obs
+
+
+PLUGIN = Plugin("torch", observe_torch, evaluate_torch, evaluate_torch_gpu)

@@ -1,0 +1,191 @@
+"""A framework envman does not ship, added from outside its modules: a toy ``Framework`` (names, matrix file,
+schema loader, pin format) and a toy smoke plug-in, registered for the test only. It loads from its own
+matrix file, resolves, renders a Dockerfile and a smoke expectation, is found in requirements, and the smoke
+program evaluates recorded observations of it — the path docs/frameworks.md describes for JAX."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envman import frameworks
+from envman._validate import dupes, items, opt_str, pythons
+from envman.errors import MatrixError
+from envman.frameworks import Framework
+from envman.model import FrameworkRelease, Variant
+from envman.portable import frameworks as smoke_frameworks
+from envman.portable import smoke
+from envman.portable.frameworks.base import Plugin, check, error, split_local
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+# ---------------------------------------------------------------------------- host side: the Framework
+def load_toy_releases(doc, ctx):
+    """toyfw.yaml: releases → builds, one CUDA wheel each (plus the CPU build every release has)."""
+    out = []
+    for p, e in items(ctx, doc, "releases"):
+        ver = ctx.version(e, "version", p)
+        py = pythons(ctx, e, p)
+        prov = ctx.prov(e, p)
+        variants = []
+        for j, b in enumerate(ctx.req(e, "builds", p, list) or []):
+            bp = f"{p}.builds[{j}]"
+            cuda = ctx.version(b, "cuda", bp)
+            cudnn = opt_str(ctx, b, "cudnn", bp)
+            archs = ctx.archs(b, "archs", bp)
+            bprov = ctx.prov(b, bp)
+            if cuda is not None:
+                variants.append(Variant(f"cu{cuda.major}{cuda.minor}", cuda, cudnn, None, archs, (), None, True, bprov))
+        variants.append(Variant("cpu", None, None, None, (), (), None, True, prov))
+        if ver is not None:
+            out.append(FrameworkRelease("toyfw", ver, py, variants[0].name, (), None, tuple(variants), prov, "toyfw"))
+    dupes(ctx, "releases", [r.version for r in out], "toyfw version")
+    return tuple(sorted(out, key=lambda r: r.version, reverse=True))
+
+
+def toy_pins(res, companions):
+    """One wheel for every CUDA build, chosen by an extra: ``toyfw[cuda12]==1.2.0`` (JAX's ``jax[cuda12]``)."""
+    extra = "" if res.variant == "cpu" or res.cuda is None else f"[cuda{str(res.cuda).split('.')[0]}]"
+    return [f"{res.package}{extra}=={res.version}"]
+
+
+TOY = Framework(
+    name="toyfw", matrix_file="toyfw.yaml", load_releases=load_toy_releases,
+    distributions=("toyfw",), aliases=("toy",), pins=toy_pins,
+)
+
+
+# ---------------------------------------------------------------------------- image side: the smoke plug-in
+def observe_toy(gpu_visible, gpu_evidence):
+    obs = {"gpu_visible": gpu_visible, "gpu_evidence": gpu_evidence}
+    try:
+        import toyfw  # noqa: F401 - not installed anywhere: the observer records the error
+    except ImportError as exc:
+        obs["import_error"] = error(exc)
+    return obs
+
+
+def evaluate_toy(expect, obs):
+    fw = expect["framework"]
+    if obs.get("import_error"):
+        return [check("framework", False, "toyfw " + fw["version"], None, "toyfw does not import: " + obs["import_error"])]
+    return [check("framework version", split_local(obs.get("version"))[0] == fw["version"], fw["version"], obs.get("version"))]
+
+
+def evaluate_toy_gpu(expect, obs):
+    devices = obs.get("devices") or []
+    return [check("toyfw devices", bool(devices), ">= 1 GPU", len(devices), " ".join(devices), gpu=True)]
+
+
+TOY_PLUGIN = Plugin("toyfw", observe_toy, evaluate_toy, evaluate_toy_gpu)
+
+
+# ---------------------------------------------------------------------------- fixtures
+@pytest.fixture
+def toy_dir(tmp_path, monkeypatch) -> Path:
+    """The fixture matrix plus toyfw.yaml; the pickled-matrix cache kept inside the test's folder."""
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
+    d = tmp_path / "matrices"
+    shutil.copytree(FIXTURES / "matrix", d)
+    shutil.copy(FIXTURES / "toyfw" / "toyfw.yaml", d / "toyfw.yaml")
+    return d
+
+
+@pytest.fixture
+def toy_matrix(toy_dir):
+    from envman.matrix.load import load_matrix
+
+    with frameworks.using(TOY):
+        yield load_matrix(toy_dir)
+
+
+# ---------------------------------------------------------------------------- tests
+def test_the_registry_holds_the_toy_only_while_registered(toy_dir):
+    from envman.matrix.load import load_matrix
+
+    assert "toyfw" not in load_matrix(toy_dir).frameworks  # its file is ignored while nobody registers it
+    with frameworks.using(TOY):
+        assert frameworks.get("toyfw") is TOY and frameworks.by_alias("TOY") is TOY
+        assert frameworks.by_distribution()["toyfw"] == "toyfw"
+        m = load_matrix(toy_dir)
+        with pytest.raises(ValueError, match="already registered"):
+            frameworks.register(TOY)
+    assert [f.name for f in frameworks.registered()] == ["torch", "tensorflow"]
+    assert list(m.frameworks) == ["torch", "tensorflow", "toyfw"]
+    assert [str(r.version) for r in m.frameworks["toyfw"]] == ["1.2.0", "1.1.0"]
+    assert [v.name for v in m.frameworks["toyfw"][0].variants] == ["cu128", "cpu"]
+
+
+def test_the_generic_cross_checks_cover_the_toy_file(toy_dir):
+    from envman.matrix.load import load_matrix
+
+    text = (toy_dir / "toyfw.yaml").read_text()
+    (toy_dir / "toyfw.yaml").write_text(text.replace('cuda: "12.8"', 'cuda: "12.4"').replace("sm_70, ", "sm70, "))
+    with frameworks.using(TOY), pytest.raises(MatrixError) as exc:
+        load_matrix(toy_dir)
+    assert exc.value.problems == [
+        "toyfw.yaml: releases[1].builds[0].archs[0]: not an architecture like sm_86: 'sm70'",
+        "toyfw.yaml: 1.2.0 cu124: cuda: 12.4 is not a CUDA release in cuda.yaml",
+    ]
+
+
+def test_a_toy_stack_resolves_by_alias(toy_matrix):
+    from envman.lock.pins import framework_pins
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    res = resolve_stack(toy_matrix, build_request(toy_matrix, framework="toy>=1.1", targets=["h100"], python="3.11"))
+    assert (res.framework, str(res.version), res.variant, str(res.cuda), res.package) == ("toyfw", "1.2.0", "cu128", "12.8", "toyfw")
+    old = resolve_stack(toy_matrix, build_request(toy_matrix, framework="toyfw==1.1.*", targets=["h100"]))
+    assert (str(old.version), old.variant) == ("1.1.0", "cu118")
+    assert framework_pins(res, ()) == ["toyfw[cuda12]==1.2.0"]  # the toy's own pin format
+
+
+def test_a_toy_project_renders_with_the_toy_pins(toy_matrix, toy_dir, tmp_path, monkeypatch):
+    from envman.app.generate import generate
+    from envman.project.spec import parse_spec
+
+    # generate() bakes the doctor's knowledge from envman's own matrix folder, not from the matrix it is given
+    monkeypatch.setattr("envman.app.doctor.matrix_dir", lambda: toy_dir)
+    root = tmp_path / "project"
+    root.mkdir()
+    spec = parse_spec({"name": "toy-trainer", "framework": "toyfw", "python": "3.11", "targets": ["h100"],
+                       "packages": ["numpy"]})
+    generate(root, spec, no_lock=True, matrix=toy_matrix)
+    dockerfile = (root / "Dockerfile").read_text()
+    assert "# toyfw 1.2.0 (cu128) and what it needs: its own layer" in dockerfile
+    assert "dev.envman.stack" in dockerfile and "toyfw 1.2.0 cu128, CUDA 12.8" in dockerfile
+    stack = json.loads((root / ".envman" / "stack.json").read_text())
+    assert stack["framework"] == {"name": "toyfw", "version": "1.2.0", "variant": "cu128"}
+    assert ["toyfw", None] in stack["imports"]  # from the toy pin, extra stripped
+
+
+def test_requirements_name_the_toy_framework(tmp_path):
+    from envman.project.requirements import discover
+
+    (tmp_path / "requirements.txt").write_text("toyfw>=1.1\nnumpy\n")
+    with frameworks.using(TOY):
+        found = discover(tmp_path)
+    assert found.framework == "toyfw>=1.1"
+
+
+EXPECT = smoke.load_expect({"schema": 1, "framework": {"name": "toyfw", "version": "1.2.0", "variant": "cu128"},
+                            "cuda": "12.8", "cudnn": None, "nccl": None, "python": "3.11", "imports": []})
+GPU_ENV = {"python": "3.11.7", "gpu_visible": True, "gpu_evidence": "device nodes /dev/nvidia0"}
+
+
+def test_the_smoke_program_dispatches_to_the_toy_plugin():
+    with smoke_frameworks.using(TOY_PLUGIN):
+        good = smoke.evaluate(EXPECT, GPU_ENV, {"version": "1.2.0", "devices": ["gpu:0"]}, {})
+        silent_cpu = smoke.evaluate(EXPECT, GPU_ENV, {"version": "1.2.0", "devices": []}, {})
+        missing = smoke.evaluate(EXPECT, GPU_ENV, TOY_PLUGIN.observe(True, "device nodes /dev/nvidia0"), {})
+    assert good["exit_code"] == 0 and [c["name"] for c in good["checks"]] == ["python", "framework version", "toyfw devices"]
+    assert silent_cpu["exit_code"] == 1 and silent_cpu["checks"][-1]["status"] == "fail"
+    assert missing["exit_code"] == 1 and "toyfw does not import: ModuleNotFoundError" in missing["checks"][1]["detail"]
+    unknown = smoke.evaluate(EXPECT, GPU_ENV, {}, {})  # unregistered again
+    assert unknown["exit_code"] == 1
+    assert unknown["checks"][1]["detail"] == "the smoke test knows torch and tensorflow"
