@@ -9,7 +9,6 @@ import typer
 
 from envman.errors import UsageError
 
-
 EXPECT_HELP = ("Expected stack: a smoke JSON or an envman.lock. "
                "Default: ./envman.lock (--host), the one baked into the image (--image)")
 
