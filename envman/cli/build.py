@@ -7,23 +7,28 @@ from typing import Optional
 
 import typer
 
-from envman.errors import UsageError
+from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
 
 
 def build(path: Path, opts) -> int:
     from envman.app.build import build_project
 
     outcomes = build_project(path, opts, echo=typer.echo)
-    code = max((o.exit_code for o in outcomes), default=0)
+    code = max((exit_code(o) for o in outcomes), default=EXIT_OK)
     for o in outcomes:
         state = "built" if o.built else "reused"
         extra = f", pushed as {o.pushed['pinned']}" if o.pushed else ""
         gpu = ""
         if o.smoke is not None and getattr(o.smoke, "no_gpu", False):
             gpu = " — GPU checks skipped: no GPU visible (run `envman smoke --image` on a GPU machine)"
-        verdict = "FAILED" if o.exit_code else "ok"
+        verdict = "FAILED" if exit_code(o) else "ok"
         typer.echo(f"{verdict}: {o.image} ({state}{extra}){gpu}" + (f" [{o.profile}]" if o.profile else ""))
     return code
+
+
+def exit_code(outcome) -> int:
+    """5 (EXIT_SMOKE) when the image's smoke test failed; a failed build raised its own error (exit 4)."""
+    return EXIT_SMOKE if outcome.smoke is not None and outcome.smoke.failed else EXIT_OK
 
 
 def register(app: typer.Typer) -> None:

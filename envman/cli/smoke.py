@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from envman.errors import UsageError
+from envman.errors import EXIT_OK, EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
 
 EXPECT_HELP = ("Expected stack: a smoke JSON or an envman.lock. "
                "Default: ./envman.lock (--host), the one baked into the image (--image)")
@@ -23,10 +23,8 @@ def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu:
                          hint="envman smoke --host --expect envman.lock")
     if host:
         result = smoke_runner.smoke_host(expect, require_gpu=require_gpu)
-        code = result.exit_code  # the script's own: 0, 1 or 6
     else:
         result = smoke_runner.smoke_image(image, expect=expect, require_gpu=require_gpu, mount_kit=mount_script)
-        code = result.cli_exit_code()  # 0, 5 (EXIT_SMOKE) or 6
     if save is not None:
         smoke_runner.save_report(result, save)
     if as_json:
@@ -34,7 +32,14 @@ def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu:
     else:
         where = "this host" if host else f"{image}{' with GPUs' if result.gpus else ''}"
         typer.echo(f"smoke test on {where}:\n{result.summary()}")
-    return code
+    return exit_code(result, host=host)
+
+
+def exit_code(result, *, host: bool) -> int:
+    """--host relays the script's own code (0, 1 or 6); --image maps its verdict to 0, 5 (EXIT_SMOKE) or 6."""
+    if host:
+        return result.exit_code
+    return EXIT_OK if result.passed else EXIT_SMOKE_NO_GPU if result.no_gpu else EXIT_SMOKE
 
 
 def register(app: typer.Typer) -> None:
