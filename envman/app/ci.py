@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-KINDS = ("github", "gitlab")
-
 
 @dataclass(frozen=True)
 class CiImageReport:
@@ -39,8 +37,10 @@ def _options(project, registry: str | None, runners, spec: str | None, option: s
 def _outcome(project, opts, written) -> CiOutcome:
     from envman.ci import image_tags, shared_stacks
 
-    images = tuple(CiImageReport(image_tags(project, img, opts.registry)[0], img.profile, img.gpu, tuple(opts.runner(img)))
-                   for img in project.images)
+    images = tuple(
+        CiImageReport(image_tags(project, img, opts.registry)[0], img.profile, img.gpu, tuple(opts.runner(img)))
+        for img in project.images
+    )
     stacks = tuple((tuple(names), summary) for names, summary in shared_stacks(project)) if project.profiled else ()
     reg = opts.registry
     return CiOutcome(project.root, tuple(written), images, project.profiled, stacks, reg is not None,

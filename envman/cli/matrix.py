@@ -9,7 +9,8 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    matrix = typer.Typer(help="Show the compatibility matrix, or refresh it from real wheel metadata.", no_args_is_help=True)
+    matrix = typer.Typer(help="Show the compatibility matrix, or refresh it from real wheel metadata.",
+                         no_args_is_help=True)
     app.add_typer(matrix, name="matrix")
 
     @matrix.command("show")

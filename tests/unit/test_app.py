@@ -38,7 +38,8 @@ def one_4090(monkeypatch):
 
 @pytest.fixture
 def no_gpu(monkeypatch):
-    monkeypatch.setattr(nvidia, "scan_gpus", lambda: nvidia.GpuScan(error="NVML: Driver Not Loaded; nvidia-smi not found"))
+    scan = nvidia.GpuScan(error="NVML: Driver Not Loaded; nvidia-smi not found")
+    monkeypatch.setattr(nvidia, "scan_gpus", lambda: scan)
 
 
 # --- resolve ----------------------------------------------------------------------------------------
@@ -225,6 +226,7 @@ def test_ci_pipeline_outcome_and_the_lock_reminder(tmp_path):
     lock["lock_hash"] = "f" * 64
     (d / "envman.legacy.lock").write_text(json.dumps(lock))
     assert app_ci.stale_ci_files(d) == [
-        ".github/workflows/envman.yml was generated from other locks: re-run `envman ci github` with the options you used",
+        ".github/workflows/envman.yml was generated from other locks: "
+        "re-run `envman ci github` with the options you used",
         "docker-bake.json was generated from other locks: re-run `envman ci bake` with the options you used",
     ]
