@@ -13,6 +13,7 @@ import glob
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -139,3 +140,116 @@ def _cudnn_floor(m: Matrix, v) -> tuple[int, int] | None:
     dnn = m.cudnn_release(v.cudnn) if v.cuda is not None else None
     cc = dnn.floor_for(v.cuda.major) if dnn is not None and not dnn.prov.uncertain else None
     return (cc.major, cc.minor) if cc is not None else None
+
+
+# --- the use case: ``envman doctor`` -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """The judged facts: findings sorted as the report shows them. The CLI prints it and picks the exit code."""
+
+    facts: dict
+    findings: tuple  # of portable.doctor.findings.Finding
+
+    @property
+    def has_errors(self) -> bool:
+        from envman.portable.doctor.findings import ERROR
+
+        return any(f.severity == ERROR for f in self.findings)
+
+    @property
+    def has_warnings(self) -> bool:
+        from envman.portable.doctor.findings import WARN
+
+        return any(f.severity == WARN for f in self.findings)
+
+    def text(self) -> str:
+        from envman.portable.doctor.report import render_text
+
+        return render_text(list(self.findings), self.facts)
+
+    def to_json(self) -> dict:
+        from envman.portable.doctor.report import report_dict
+
+        return report_dict(list(self.findings), self.facts)
+
+
+def check_doctor_args(path: str = ".", *, facts_file: str | None = None, python: str | None = None,
+                      deep: bool = False) -> None:
+    """A UsageError for options that contradict each other or name nothing."""
+    import shutil
+
+    if facts_file is not None and (deep or python):
+        raise UsageError(
+            f"--facts judges a recorded file; {'--deep' if deep else '--python'} probes this machine",
+            hint="drop it, or run `envman doctor --deep --dump-facts facts.json` on the machine the facts "
+            "came from",
+        )
+    if python is not None and not (os.path.exists(python) or shutil.which(python)):
+        raise UsageError(f"--python {python}: not found",
+                         hint="pass the interpreter of the environment to examine, e.g. --python .venv/bin/python")
+    if facts_file is None and not os.path.isdir(path):
+        raise UsageError(f"project directory {path}: not found", hint="pass the project's directory (default: .)")
+
+
+def _gather(path: str, facts_file: str | None, python: str | None, deep: bool) -> dict:
+    if facts_file is not None:
+        return read_facts_file(facts_file)
+    from envman.portable.facts.gather import gather_facts
+
+    return gather_facts(path, python=python, deep=deep, envman_version=__version__)
+
+
+def collect_facts(path: str = ".", *, facts_file: str | None = None, python: str | None = None,
+                  deep: bool = False) -> dict:
+    """This machine's facts (probes with timeouts), or those recorded in ``facts_file``."""
+    check_doctor_args(path, facts_file=facts_file, python=python, deep=deep)
+    return _gather(path, facts_file, python, deep)
+
+
+def _load_knowledge(out: dict) -> None:
+    from envman.errors import EnvmanError
+
+    try:
+        out["knowledge"] = load_knowledge()
+    except EnvmanError as err:
+        out["error"] = err.message
+    except Exception as exc:  # noqa: BLE001 - the doctor still judges what needs no matrix
+        out["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def judge_facts(facts: dict, knowledge: Knowledge | None, knowledge_error: str | None = None) -> DoctorReport:
+    """The pure checks on ``facts``; without knowledge, a matrix-unavailable warning and the checks that need none."""
+    from envman.portable.doctor.checks import run_checks, sort_findings
+    from envman.portable.doctor.findings import warn
+
+    findings = run_checks(facts, knowledge)
+    if knowledge_error:
+        findings = sort_findings([warn(
+            "matrix-unavailable",
+            f"envman's compatibility data cannot be loaded ({knowledge_error}): checks that need it are skipped",
+            "reinstall envman, or fix the matrix file named above",
+        )] + findings)
+    return DoctorReport(facts, tuple(findings))
+
+
+def run_doctor(path: str = ".", *, facts_file: str | None = None, python: str | None = None, deep: bool = False,
+               dump_facts: str | None = None) -> DoctorReport:
+    """Gather (or read) the facts, write them to ``dump_facts`` when asked, and judge them."""
+    import threading
+
+    check_doctor_args(path, facts_file=facts_file, python=python, deep=deep)
+    # Knowledge (cached JSON, else the matrix) loads while the probes wait on subprocesses and the kernel.
+    kn: dict = {}
+    loader = threading.Thread(target=_load_knowledge, args=(kn,), daemon=True)
+    loader.start()
+    facts = _gather(path, facts_file, python, deep)
+    if dump_facts:
+        try:
+            write_facts_file(dump_facts, facts)
+        except OSError as exc:
+            raise UsageError(f"cannot write {dump_facts}: {exc.strerror or exc}",
+                             hint="choose a writable path for --dump-facts") from None
+    loader.join()
+    return judge_facts(facts, kn.get("knowledge"), kn.get("error"))

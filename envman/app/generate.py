@@ -341,8 +341,8 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
         found = discover(root)
         targets, driver = list(opts.targets), opts.driver
         if not opts.cpu and not targets:
-            if detect_gpus is None:
-                raise UsageError("no target GPU", hint="pass --target GPU (repeatable) or --cpu")
+            if detect_gpus is None:  # this machine's GPUs (raises a UsageError naming --target and --cpu)
+                from envman.app.resolve import detected_targets as detect_gpus
             targets, drv, note = detect_gpus()
             notes.append(note)
             driver = driver or (f">={drv}" if drv else None)

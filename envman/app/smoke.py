@@ -259,3 +259,26 @@ def save_report(result: SmokeResult, path: Path | str) -> Path:
     path = Path(path)
     write_atomic(path, json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
     return path
+
+
+def smoke_host(expect: Path | str | None = None, *, require_gpu: bool = False) -> SmokeResult:
+    """``envman smoke --host``: the expected stack from ``expect``, else ./envman.lock."""
+    if expect is None:
+        expect = Path("envman.lock")
+        if not expect.is_file():
+            raise UsageError("no envman.lock here to take the expected stack from",
+                             hint="pass --expect FILE (an expected-stack JSON or an envman.lock)")
+    return run_smoke_host(expect, require_gpu=require_gpu)
+
+
+def smoke_image(image: str, *, expect: Path | str | None = None, require_gpu: bool = False, mount_kit: bool = False,
+                engine: Any = None) -> SmokeResult:
+    """``envman smoke --image``: on the local engine (``engine`` defaults to it), which must hold ``image``."""
+    if engine is None:
+        from envman.engine.docker import Engine
+
+        engine = Engine()
+        engine.ping()
+    if not engine.image_exists(image):
+        raise UsageError(f"no image {image} on the engine", hint="build it first: envman build")
+    return run_smoke_in_image(engine, image, require_gpu=require_gpu, expect=expect, mount_kit=mount_kit)

@@ -1,4 +1,4 @@
-"""``envman smoke`` and ``envman fetch``; ``envman build`` joins them here, on envman.engine."""
+"""``envman build``: build the image with BuildKit, smoke-test it, tag it by lock hash."""
 
 from __future__ import annotations
 
@@ -7,98 +7,28 @@ from typing import Optional
 
 import typer
 
-from envman.errors import UsageError
-
-
-def _echo_err(line: str) -> None:
-    typer.echo(line, err=True)
-
-
-def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu: bool, as_json: bool,
-          save: Optional[Path], mount_script: bool) -> int:
-    from envman.app import smoke as smoke_runner
-    from envman.cli.output import emit_json
-
-    if host == bool(image):
-        raise UsageError("say where to run the smoke test: --host (this machine) or --image REF",
-                         hint="envman smoke --host --expect envman.lock")
-    if host:
-        if expect is None:
-            expect = Path("envman.lock")
-            if not expect.is_file():
-                raise UsageError("no envman.lock here to take the expected stack from",
-                                 hint="pass --expect FILE (an expected-stack JSON or an envman.lock)")
-        result = smoke_runner.run_smoke_host(expect, require_gpu=require_gpu)
-        code = result.exit_code  # the script's own: 0, 1 or 6
-    else:
-        from envman.engine.docker import Engine
-
-        engine = Engine()
-        engine.ping()
-        if not engine.image_exists(image):
-            raise UsageError(f"no image {image} on the engine", hint="build it first: envman build")
-        result = smoke_runner.run_smoke_in_image(engine, image, require_gpu=require_gpu, expect=expect,
-                                                 mount_kit=mount_script)
-        code = result.cli_exit_code()  # 0, 5 (EXIT_SMOKE) or 6
-    if save is not None:
-        smoke_runner.save_report(result, save)
-    if as_json:
-        emit_json(result.to_json())
-    else:
-        where = "this host" if host else f"{image}{' with GPUs' if result.gpus else ''}"
-        typer.echo(f"smoke test on {where}:\n{result.summary()}")
-    return code
-
-
-def fetch(path: Path, wheelhouse: Optional[Path], lock: Optional[Path], python: Optional[str],
-          glibc: Optional[str], as_json: bool, profile: Optional[str] = None) -> None:
-    from envman.lock import wheelhouse as wh
-    from envman.app.generate import Names
-    from envman.cli.output import emit_json
-
-    names = Names.for_profile(profile)
-    lock_file = lock or path / (names.req if profile else wh.DEFAULT_LOCK)
-    lock_py, lock_glibc = wh.lock_target(path, names.lock)
-    py = python or lock_py
-    if not py:
-        raise UsageError(f"no Python version for the target: {path / 'envman.lock'} has no stack.python",
-                         hint="pass --python 3.11 (the image's Python)")
-    target = wh.Target(python=py, glibc=glibc or lock_glibc or wh.DEFAULT_GLIBC)
-    target.tags()  # a bad --python fails here, before anything is read or downloaded
-    parsed = wh.read_lock(lock_file)
-    dest = wheelhouse or path / wh.DEFAULT_WHEELHOUSE
-    res = wh.fetch_wheels(parsed, dest, target, on_output=None if as_json else (lambda s: _echo_err(f"  {s}")))
-    if as_json:
-        emit_json({"wheelhouse": str(res.wheelhouse), "downloaded": res.downloaded, "kept": res.kept,
-                   "extra": res.extra, "python": py, "platforms": target.platforms()[0]})
-        return
-    typer.echo(
-        f"wheelhouse {res.wheelhouse}: {len(res.downloaded)} downloaded, {len(res.kept)} already there, "
-        f"all {len(res.downloaded) + len(res.kept)} hash-checked against {lock_file} "
-        f"(target CPython {py}, {target.platforms()[0]})"
-    )
-    if res.extra:
-        typer.echo(f"  {len(res.extra)} other file(s) in it are not in the lock for this target (left alone)")
-
-
-EXPECT_HELP = ("Expected stack: a smoke JSON or an envman.lock. "
-               "Default: ./envman.lock (--host), the one baked into the image (--image)")
+from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
 
 
 def build(path: Path, opts) -> int:
     from envman.app.build import build_project
 
     outcomes = build_project(path, opts, echo=typer.echo)
-    code = max((o.exit_code for o in outcomes), default=0)
+    code = max((exit_code(o) for o in outcomes), default=EXIT_OK)
     for o in outcomes:
         state = "built" if o.built else "reused"
         extra = f", pushed as {o.pushed['pinned']}" if o.pushed else ""
         gpu = ""
         if o.smoke is not None and getattr(o.smoke, "no_gpu", False):
             gpu = " — GPU checks skipped: no GPU visible (run `envman smoke --image` on a GPU machine)"
-        verdict = "FAILED" if o.exit_code else "ok"
+        verdict = "FAILED" if exit_code(o) else "ok"
         typer.echo(f"{verdict}: {o.image} ({state}{extra}){gpu}" + (f" [{o.profile}]" if o.profile else ""))
     return code
+
+
+def exit_code(outcome) -> int:
+    """5 (EXIT_SMOKE) when the image's smoke test failed; a failed build raised its own error (exit 4)."""
+    return EXIT_SMOKE if outcome.smoke is not None and outcome.smoke.failed else EXIT_OK
 
 
 def register(app: typer.Typer) -> None:
@@ -127,38 +57,3 @@ def register(app: typer.Typer) -> None:
         opts = BuildOptions(profile, offline, wheelhouse, rebuild, tuple(tag or ()), not no_smoke, require_gpu,
                             ca_bundle, base_image, push, progress)
         raise typer.Exit(build(path, opts))
-
-    @app.command("smoke")
-    def smoke_cmd(
-        host: bool = typer.Option(False, "--host", help="Run the smoke test with this Python on this machine"),
-        image: Optional[str] = typer.Option(
-            None, "--image", help="Run it inside this image (with GPUs when the host has them)"),
-        expect: Optional[Path] = typer.Option(None, "--expect", help=EXPECT_HELP),
-        require_gpu: bool = typer.Option(False, "--require-gpu", help="No visible GPU is a failure instead of exit 6"),
-        as_json: bool = typer.Option(False, "--json", help="Print the JSON report"),
-        save: Optional[Path] = typer.Option(None, "--save", help="Also write the JSON report to this file"),
-        mount_script: bool = typer.Option(
-            False, "--mount-script", help="--image: run this envman's smoke program (its kit, bind-mounted) instead of the image's"),
-    ) -> None:
-        """Check that an environment matches its lock and that its GPU stack works.
-
-        Exit codes: 0 passed (GPU checks included), 6 passed but no GPU visible; a failure is 1 with --host
-        (the script's code) and 5 with --image."""
-        raise typer.Exit(smoke(host, image, expect, require_gpu, as_json, save, mount_script))
-
-    @app.command("fetch")
-    def fetch_cmd(
-        path: Path = typer.Argument(Path("."), help="Project directory"),
-        wheelhouse: Optional[Path] = typer.Option(
-            None, "--wheelhouse", help="Where the wheels go (default: PATH/.envman/wheelhouse)"),
-        lock: Optional[Path] = typer.Option(
-            None, "--lock", help="Hashed requirements lock (default: PATH/requirements.lock.txt)"),
-        python: Optional[str] = typer.Option(
-            None, "--python", help="Target Python X.Y (default: stack.python of PATH/envman.lock)"),
-        glibc: Optional[str] = typer.Option(
-            None, "--glibc", help="Newest manylinux glibc of the image (default: the lock's platform, else 2.28)"),
-        as_json: bool = typer.Option(False, "--json", help="Machine-readable summary"),
-        profile: Optional[str] = typer.Option(None, "--profile", help="The wheels of this profile's lock (envman.P.lock)"),
-    ) -> None:
-        """Download every locked wheel, hash-checked, into a wheelhouse for offline builds."""
-        fetch(path, wheelhouse, lock, python, glibc, as_json, profile)

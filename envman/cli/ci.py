@@ -15,29 +15,22 @@ _REGISTRY_GITLAB = _REGISTRY + " (default: the project's own, $CI_REGISTRY_IMAGE
 _SPEC = "What the check job pip-installs (default: this envman's version)"
 
 
-def _options(project, registry: Optional[str], runners: Optional[list[str]], spec: Optional[str], option: str):
-    from envman.ci import CiOptions, parse_envman_spec, parse_registry, parse_runners
-
-    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option), parse_envman_spec(spec))
-
-
-def _report(project, opts, written, kind: str | None) -> None:
-    from envman.ci import image_tags, shared_stacks
-
-    root = project.root
+def _report(out, kind: str | None) -> None:
+    root = out.root
+    written = out.written
     typer.echo("wrote: " + ", ".join(str(p.relative_to(root)) for p in written) if written else "up to date: nothing changed")
-    for img in project.images:
-        typer.echo(f"image: {image_tags(project, img, opts.registry)[0]}" + (f" (profile {img.profile})" if img.profile else ""))
-    if project.profiled:
+    for img in out.images:
+        typer.echo(f"image: {img.tag}" + (f" (profile {img.profile})" if img.profile else ""))
+    if out.profiled:
         typer.echo("stacks:")
-        for names, summary in shared_stacks(project):
+        for names, summary in out.stacks:
             shared = " (shared: the same stack, their builds read each other's cache)" if len(names) > 1 else ""
             typer.echo(f"  {', '.join(names)}: {summary}{shared}")
     if kind is None:
         return
     word = "LABEL" if kind == "github" else "TAG"
-    for img in project.images:
-        labels = opts.runner(img)
+    for img in out.images:
+        labels = img.runner
         who = f"profile {img.profile}" if img.profile else "the image"
         if labels:
             typer.echo(f"smoke: {who} on the GPU runner {', '.join(labels)}")
@@ -45,23 +38,19 @@ def _report(project, opts, written, kind: str | None) -> None:
             typer.echo(f"smoke: {who} is CPU-only: no GPU runner needed")
         else:
             typer.echo(f"smoke: {who} without a GPU (no GPU runner: envman ci {kind} --gpu-runner {word})")
-    reg = opts.registry
-    if kind == "github" and reg and reg.host != "ghcr.io":
+    if kind == "github" and out.has_registry and out.registry_host != "ghcr.io":
         typer.echo("secrets: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN in the repository's Actions secrets")
-    if kind == "gitlab" and reg:
+    if kind == "gitlab" and out.has_registry:
         typer.echo("variables: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN (masked) in the project's CI/CD "
                    "variables, and DOCKER_AUTH_CONFIG so the runner can pull the image")
-    if kind == "github" and any(opts.runner(i) for i in project.images):
+    if kind == "github" and any(i.runner for i in out.images):
         typer.echo("actionlint: list your runner labels under self-hosted-runner.labels in .github/actionlint.yaml")
 
 
 def _pipeline(kind: str, path: Path, registry, gpu_runner, envman_spec, force: bool) -> None:
-    from envman import ci as ci_mod
+    from envman.app.ci import write_pipeline
 
-    project = ci_mod.load_ci_project(path.resolve())
-    opts = _options(project, registry, gpu_runner, envman_spec, "--gpu-runner")
-    files = {"github": ci_mod.github_files, "gitlab": ci_mod.gitlab_files}[kind](project, opts)
-    _report(project, opts, ci_mod.write_ci_files(project.root, files, force), kind)
+    _report(write_pipeline(kind, path, registry, gpu_runner, envman_spec, force), kind)
 
 
 def register(app: typer.Typer) -> None:
@@ -98,18 +87,16 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
     ) -> None:
         """Write docker-bake.json: one target per profile, built in parallel by `docker buildx bake`."""
-        from envman.ci import bake_files, load_ci_project, write_ci_files
+        from envman.app.ci import write_bake
 
-        project = load_ci_project(path.resolve())
-        opts = _options(project, registry, None, None, "--gpu-runner")
-        _report(project, opts, write_ci_files(project.root, bake_files(project, opts), force), None)
+        _report(write_bake(path, registry, force), None)
 
     @ci.command("check")
     def check_cmd(path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)")) -> None:
         """Exit 1 when a CI file envman generated names images of other locks than the current ones."""
-        from envman.ci import check_ci_files, load_ci_project
+        from envman.app.ci import check_ci
 
-        stale, notes = check_ci_files(load_ci_project(path.resolve()))
+        stale, notes = check_ci(path)
         for n in notes:
             typer.echo(n)
         if stale:

@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from envman.cli import build, ci, doctor, fetch, init, lock, matrix, resolve, smoke
 from envman.errors import EXIT_INTERNAL, EnvmanError
 
 app = typer.Typer(
@@ -21,22 +22,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-
-def _register() -> None:
-    from envman.cli import matrix as matrix_cmds
-    from envman.cli import resolve as resolve_cmds
-
-    resolve_cmds.register(app)
-    app.add_typer(matrix_cmds.app, name="matrix")
-    for mod in ("project", "build", "doctor", "ci"):
-        try:
-            m = __import__(f"{__package__}.{mod}", fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{mod}":
-                raise
-            continue
-        m.register(app)
 
 
 @app.callback(invoke_without_command=True)
@@ -54,6 +39,13 @@ def _root(
         raise typer.Exit(0)
 
 
+# One module per command, registered here in the order `envman --help` lists them: a renamed or broken
+# module fails at start-up instead of its command silently disappearing. The modules import typer only;
+# each command imports its use case (envman.app.*) when it runs.
+for _command in (resolve, init, lock, build, smoke, fetch, doctor, matrix, ci):
+    _command.register(app)
+
+
 def report_error(err: EnvmanError) -> int:
     print(f"error: {err.message}", file=sys.stderr)
     if err.hint:
@@ -62,7 +54,6 @@ def report_error(err: EnvmanError) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register()
     try:
         app(args=argv, prog_name="envman", standalone_mode=True)
     except SystemExit as exc:

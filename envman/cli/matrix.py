@@ -7,106 +7,44 @@ from typing import Optional
 
 import typer
 
-from envman.errors import UsageError
 
-app = typer.Typer(help="Show the compatibility matrix, or refresh it from real wheel metadata.", no_args_is_help=True)
+def register(app: typer.Typer) -> None:
+    matrix = typer.Typer(help="Show the compatibility matrix, or refresh it from real wheel metadata.",
+                         no_args_is_help=True)
+    app.add_typer(matrix, name="matrix")
 
-SUBJECTS = ("torch", "tensorflow", "gpus", "cuda", "cudnn", "base-images")
+    @matrix.command("show")
+    def show(
+        subject: str = typer.Argument(..., help="torch | tensorflow | gpus | cuda | cudnn | base-images"),
+        as_json: bool = typer.Option(False, "--json", help="Print as JSON"),
+    ) -> None:
+        """Print one subject of the matrix as a table."""
+        from envman.app.matrix import show_matrix
+        from envman.cli.output import emit_json, table
 
+        header, rows = show_matrix(subject)
+        if as_json:
+            emit_json([dict(zip(header, r)) for r in rows])
+            return
+        typer.echo(table(rows, header))
 
-@app.command("show")
-def show(
-    subject: str = typer.Argument(..., help="torch | tensorflow | gpus | cuda | cudnn | base-images"),
-    as_json: bool = typer.Option(False, "--json", help="Print as JSON"),
-) -> None:
-    """Print one subject of the matrix as a table."""
-    from envman.matrix.load import load_matrix
-    from envman.cli.output import emit_json, table
+    @matrix.command("refresh")
+    def refresh(
+        framework: str = typer.Argument(..., help="torch"),
+        version: Optional[str] = typer.Option(None, "--version", help="Release to read (default: newest in the matrix)"),
+        wheel: Optional[Path] = typer.Option(None, "--wheel", help="Read this local wheel instead of downloading it with pip"),
+        write: bool = typer.Option(False, "--write", help="Write the change into matrices/torch.yaml (otherwise only print it)"),
+    ) -> None:
+        """Read a real wheel's METADATA and torch/version.py; add or check the PyPI-default entry."""
+        from envman.app.matrix import plan_refresh, write_refresh
 
-    if subject not in SUBJECTS:
-        import difflib
-
-        close = difflib.get_close_matches(subject, SUBJECTS, n=1)
-        raise UsageError(f"unknown matrix subject {subject!r}", hint=f"did you mean {close[0]}?" if close else "one of: " + ", ".join(SUBJECTS))
-    m = load_matrix()
-    header, rows = _rows(m, subject)
-    if as_json:
-        emit_json([dict(zip(header, r)) for r in rows])
-        return
-    typer.echo(table(rows, header))
-
-
-def _flag(prov) -> str:
-    return "uncertain" if prov.uncertain else ""
-
-
-def _rows(m, subject: str) -> tuple[list[str], list[list[str]]]:
-    if subject == "cuda":
-        floors = {c.major: str(c.minor_compat_floor) for c in m.cuda_majors}
-        return (
-            ["cuda", "latest", "min_driver", "minor_compat_floor", "archs", "data"],
-            [[c.label, c.latest_update, str(c.min_driver), floors.get(c.version.major, "?"),
-              f"{min(c.archs).sm}…{max(c.archs).sm}" if c.archs else "", _flag(c.prov)] for c in m.cuda],
-        )
-    if subject == "gpus":
-        return (
-            ["id", "name", "cc", "memory_gib", "segment", "aliases"],
-            [[g.id, g.name, str(g.cc), f"{g.memory_gib:g}" if g.memory_gib else "", g.segment, ", ".join(g.aliases)]
-             for g in sorted(m.gpus, key=lambda g: (g.segment, g.cc, g.id))],
-        )
-    if subject in ("torch", "tensorflow"):
-        rows = []
-        for r in m.frameworks[subject]:
-            for v in r.variants:
-                rows.append([
-                    str(r.version), v.name + (" *" if v.name == r.pypi_default else ""), str(v.cuda or "-"),
-                    v.cudnn or "-", " ".join(a.sm for a in sorted(v.archs)) or "-",
-                    " ".join(r.python), ", ".join(f"{k} {x}" for k, x in r.companions if x),
-                    "uncertain" if (v.prov.uncertain or r.prov.uncertain) else "",
-                ])
-        return (["version", "variant (* = PyPI)", "cuda", "cudnn", "archs", "python", "companions", "data"], rows)
-    if subject == "cudnn":
-        return (
-            ["cudnn", "cuda_majors", "min_cc", "data"],
-            [[str(c.version), ",".join(map(str, c.cuda_majors)), ", ".join(f"cu{k}: {cc}" for k, cc in c.min_cc), _flag(c.prov)]
-             for c in m.cudnn],
-        )
-    rows = [["(slim)", m.base_images.slim, "-", "-", _flag(m.base_images.slim_prov)]]
-    for i in m.base_images.cuda:
-        rows.append([str(i.cuda), i.runtime, i.devel, i.python, _flag(i.prov)])
-    return (["cuda", "runtime", "devel", "python", "data"], rows)
-
-
-@app.command("refresh")
-def refresh(
-    framework: str = typer.Argument(..., help="torch"),
-    version: Optional[str] = typer.Option(None, "--version", help="Release to read (default: newest in the matrix)"),
-    wheel: Optional[Path] = typer.Option(None, "--wheel", help="Read this local wheel instead of downloading it with pip"),
-    write: bool = typer.Option(False, "--write", help="Write the change into matrices/torch.yaml (otherwise only print it)"),
-) -> None:
-    """Read a real wheel's METADATA and torch/version.py; add or check the PyPI-default entry."""
-    from envman.matrix.load import default_matrix_dir, load_matrix
-    from envman.matrix.refresh import fetch_torch_wheel, plan_torch_refresh, read_torch_wheel
-
-    if framework != "torch":
-        raise UsageError(f"refresh supports torch only, not {framework!r}", hint="TensorFlow's data comes from its tested build configurations page")
-    m = load_matrix()
-    ver = version or str(m.frameworks["torch"][0].version)
-    path = wheel if wheel is not None else fetch_torch_wheel(ver)
-    facts = read_torch_wheel(path)
-    if facts.version.split("+")[0] != ver.split("+")[0]:
-        raise UsageError(f"{path}: the wheel is torch {facts.version}, not {ver}", hint="pass the wheel of the version you asked for")
-    yaml_path = default_matrix_dir() / "torch.yaml"
-    plan = plan_torch_refresh(m, facts, yaml_path.read_text(encoding="utf-8"))
-    typer.echo(plan.report)
-    if plan.new_text is None:
-        if plan.mismatches:
-            raise typer.Exit(1)
-        return
-    if not write:
-        typer.echo("(dry run: pass --write to apply)")
-        return
-    from envman.files import write_atomic
-
-    write_atomic(yaml_path, plan.new_text)
-    typer.echo(f"wrote {yaml_path}")
+        plan = plan_refresh(framework, version, wheel)
+        typer.echo(plan.report)
+        if plan.new_text is None:
+            if plan.mismatches:
+                raise typer.Exit(1)
+            return
+        if not write:
+            typer.echo("(dry run: pass --write to apply)")
+            return
+        typer.echo(f"wrote {write_refresh(plan)}")

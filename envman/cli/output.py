@@ -1,10 +1,12 @@
-"""Plain-text tables and JSON for the CLI. No rich: it costs ~100 ms of import per run."""
+"""Plain-text tables, JSON and the resolver's text for the CLI. No rich: it costs ~100 ms of import per run."""
 
 from __future__ import annotations
 
 import json
 import sys
 from typing import Any
+
+from envman.errors import ResolutionError
 
 
 def table(rows: list[list[str]], header: list[str] | None = None) -> str:
@@ -22,3 +24,64 @@ def table(rows: list[list[str]], header: list[str] | None = None) -> str:
 
 def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+
+
+def print_refusal(err: ResolutionError) -> None:
+    lines = [f"error: {err.message}"]
+    if err.conflicts:
+        lines.append("blocked by:")
+        lines += [f"  - {c}" for c in err.conflicts]
+    if err.alternatives:
+        lines.append("nearest alternatives:")
+        lines += [f"  - {a['change']}" for a in err.alternatives]
+    if err.hint:
+        lines.append(f"hint: {err.hint}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def format_resolution(res) -> str:
+    rows = []
+    if res.framework:
+        how = "plain PyPI wheel" if res.index_url is None else res.index_url
+        rows.append(["framework", f"{res.framework} {res.version}", f"{res.variant} ({how})"])
+        comps = ", ".join(f"{k} {v}" for k, v in res.companions if v)
+        if comps:
+            rows.append(["companions", comps, ""])
+    rows.append(["python", res.python, ""])
+    if res.cuda:
+        rows.append(["cuda", res.cuda, f"cuDNN {res.cudnn or '-'}, NCCL {res.nccl or '-'}"])
+        drv = f"≥ {res.min_driver}"
+        if res.min_driver_minor_compat:
+            drv += f" (minor-compat ≥ {res.min_driver_minor_compat})"
+        mode = {"full": "full", "minor-compat": "minor-version compat only"}.get(res.driver_mode or "", "")
+        rows.append(["driver", drv, f"{res.driver}{' (assumed)' if res.driver_assumed else ''}: {mode}"])
+    if res.arch_list:
+        rows.append(["arch list", " ".join(res.arch_list), ("PTX " + " ".join(res.ptx)) if res.ptx else ""])
+    if res.targets:
+        rows.append(["targets", ", ".join(f"{t.label} ({t.cc.sm})" for t in res.targets), ""])
+    rows.append(["base image", res.base_image, res.base_kind])
+    out = [table(rows)]
+    if res.notes:
+        out.append("\nwhy:")
+        out += [f"  - {n}" for n in res.notes]
+    if res.warnings:
+        out.append("\nwarnings:")
+        out += [f"  ! {w}" for w in res.warnings]
+    return "\n".join(out)
+
+
+def format_outcome(out, root) -> str:
+    """What ``envman init`` and ``envman lock`` print: the stack, the notes, the files, the lock hash."""
+    lines = [format_resolution(out.resolution), ""]
+    lines += [f"  - {n}" for n in out.notes]
+    if out.written:
+        names = [str(p.relative_to(root)) for p in out.written]
+        private = [n for n in names if n.startswith(".envman/")]
+        shown = [n for n in names if not n.startswith(".envman/")]
+        if private:
+            shown.append(f".envman/ ({len(private)} files: expected stack, smoke script, doctor kit)")
+        lines.append("wrote: " + ", ".join(shown))
+    else:
+        lines.append("up to date: nothing changed")
+    lines.append(f"lock hash: {out.lock['lock_hash'][:12]} (image tag {out.lock['name']}:{out.lock['lock_hash'][:12]})")
+    return "\n".join(lines)

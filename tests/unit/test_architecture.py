@@ -20,7 +20,6 @@ import ast
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "envman"
@@ -107,7 +106,6 @@ def test_imports_point_downwards():
     assert not bad, "imports that point up or sideways:\n" + "\n".join(sorted(bad))
 
 
-@pytest.mark.xfail(strict=True, reason="the commands' use cases are being moved from cli/ to app/ (next commit)")
 def test_cli_talks_to_the_use_cases_only():
     bad = [f"{m} -> {d}" for m in MODULES if unit(m) == "cli" for d in imports(m) if unit(d) not in CLI_MAY_IMPORT]
     assert not bad, "\n".join(sorted(bad))

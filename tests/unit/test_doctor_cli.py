@@ -94,9 +94,9 @@ def test_missing_project_directory(capsys, tmp_path):
 
 
 def test_broken_matrix_is_a_warning_and_the_rest_still_judges(capsys, monkeypatch):
-    import envman.cli.doctor as cli_doctor
+    import envman.app.doctor as app_doctor
 
-    monkeypatch.setattr(cli_doctor, "_load_knowledge", lambda out: out.update(error="torch.yaml: (file): cannot read"))
+    monkeypatch.setattr(app_doctor, "_load_knowledge", lambda out: out.update(error="torch.yaml: (file): cannot read"))
     code, out, _ = doctor(capsys, "--facts", BROKEN)
     assert code == 1 and "[container-no-gpu]" in out
     assert ("[matrix-unavailable] envman's compatibility data cannot be loaded (torch.yaml: (file): cannot read): "

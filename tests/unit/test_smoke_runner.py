@@ -137,3 +137,17 @@ def test_cli_smoke_needs_a_place(capsys):
         "error: say where to run the smoke test: --host (this machine) or --image REF",
         "hint: envman smoke --host --expect envman.lock",
     ]
+
+
+@pytest.mark.parametrize("script_code, image_code", [(0, 0), (1, EXIT_SMOKE), (6, 6)])
+def test_cli_maps_the_verdict_to_its_exit_codes(script_code, image_code):
+    from envman.app.build import BuildOutcome
+    from envman.cli import build as cli_build
+    from envman.cli import smoke as cli_smoke
+
+    r = sr.SmokeResult(script_code, {}, "img:1", False)
+    assert cli_smoke.exit_code(r, host=True) == script_code  # --host relays the script's own code
+    assert cli_smoke.exit_code(r, host=False) == image_code == r.cli_exit_code()
+    built = BuildOutcome(None, "img:1", True, smoke=r)
+    assert cli_build.exit_code(built) == (EXIT_SMOKE if script_code == 1 else 0)
+    assert cli_build.exit_code(BuildOutcome(None, "img:1", False)) == 0  # reused, or --no-smoke

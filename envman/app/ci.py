@@ -1,0 +1,87 @@
+"""``envman ci …`` as use cases: load the locked project, write its CI files, check them; values back.
+
+Also the reminder ``envman lock`` gives when a re-lock left generated CI files naming old images.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CiImageReport:
+    tag: str  # the first tag the pipeline gives the image (with the registry's prefix)
+    profile: str | None
+    gpu: bool  # False: a CPU-only stack
+    runner: tuple[str, ...]  # the GPU runner's labels for its smoke; () for none
+
+
+@dataclass(frozen=True)
+class CiOutcome:
+    root: Path
+    written: tuple[Path, ...]  # empty: up to date
+    images: tuple[CiImageReport, ...]
+    profiled: bool
+    stacks: tuple[tuple[tuple[str, ...], str], ...]  # (profiles, summary) grouped by shared stack
+    has_registry: bool
+    registry_host: str | None  # the server to log in to; None is Docker Hub (or no registry)
+
+
+def _options(project, registry: str | None, runners, spec: str | None, option: str):
+    from envman.ci import CiOptions, parse_envman_spec, parse_registry, parse_runners
+
+    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option), parse_envman_spec(spec))
+
+
+def _outcome(project, opts, written) -> CiOutcome:
+    from envman.ci import image_tags, shared_stacks
+
+    images = tuple(
+        CiImageReport(image_tags(project, img, opts.registry)[0], img.profile, img.gpu, tuple(opts.runner(img)))
+        for img in project.images
+    )
+    stacks = tuple((tuple(names), summary) for names, summary in shared_stacks(project)) if project.profiled else ()
+    reg = opts.registry
+    return CiOutcome(project.root, tuple(written), images, project.profiled, stacks, reg is not None,
+                     reg.host if reg else None)
+
+
+def write_pipeline(kind: str, path: Path, registry: str | None = None, gpu_runners=(), envman_spec: str | None = None,
+                   force: bool = False) -> CiOutcome:
+    """``kind`` github or gitlab: the pipeline file (and docker-bake.json with profiles)."""
+    from envman import ci as ci_mod
+
+    project = ci_mod.load_ci_project(Path(path).resolve())
+    opts = _options(project, registry, gpu_runners, envman_spec, "--gpu-runner")
+    files = {"github": ci_mod.github_files, "gitlab": ci_mod.gitlab_files}[kind](project, opts)
+    return _outcome(project, opts, ci_mod.write_ci_files(project.root, files, force))
+
+
+def write_bake(path: Path, registry: str | None = None, force: bool = False) -> CiOutcome:
+    """docker-bake.json: one target per profile."""
+    from envman.ci import bake_files, load_ci_project, write_ci_files
+
+    project = load_ci_project(Path(path).resolve())
+    opts = _options(project, registry, None, None, "--gpu-runner")
+    return _outcome(project, opts, write_ci_files(project.root, bake_files(project, opts), force))
+
+
+def check_ci(path: Path) -> tuple[list[str], list[str]]:
+    """(stale, notes): CI files envman generated that name images of other locks, and what was checked."""
+    from envman.ci import check_ci_files, load_ci_project
+
+    return check_ci_files(load_ci_project(Path(path).resolve()))
+
+
+def stale_ci_files(root: Path) -> list[str]:
+    """After a re-lock: generated CI files name images by lock hash, so they must be regenerated too.
+    Nothing (and no CI project loaded) when the project has none of them."""
+    from envman.ci import BAKE_FILE, GITHUB_FILE, GITLAB_FILE
+
+    if not any((root / f).exists() for f in (GITHUB_FILE, GITLAB_FILE, BAKE_FILE)):
+        return []
+    from envman.ci import check_ci_files, load_ci_project
+
+    stale, _ = check_ci_files(load_ci_project(root))
+    return stale

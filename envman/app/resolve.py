@@ -1,0 +1,75 @@
+"""``envman resolve`` as a use case: this machine's GPUs as targets, the request, the resolver, the notes.
+
+Returns values (a Resolution, or raises ResolutionError with its alternatives); the CLI prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from envman.errors import ResolutionError, UsageError
+from envman.model import Matrix, Resolution
+
+
+def detected_targets(matrix: Matrix | None = None) -> tuple[list[str], str | None, str]:
+    """This machine's GPUs as targets (the matrix id when envman knows the GPU, else its sm_XY), the
+    driver, and a note on where they came from. NVML first, nvidia-smi as the fallback."""
+    from envman.portable.facts.nvidia import scan_gpus
+    from envman.resolve.targets import find_gpu
+
+    scan = scan_gpus()
+    if not scan.gpus:
+        raise UsageError(
+            f"no NVIDIA GPU detected on this machine ({scan.error or 'no devices'})",
+            hint="pass --target GPU (repeatable, e.g. --target h100) to resolve for GPUs you are not on, or --cpu",
+        )
+    if matrix is None:
+        from envman.matrix.load import load_matrix
+
+        matrix = load_matrix()
+    targets = []
+    for g in scan.gpus:
+        known = find_gpu(matrix, g.name)
+        targets.append(known.id if known else (f"sm_{g.cc.replace('.', '')}" if g.cc else g.name))
+    note = f"targets: detected via {scan.source}: " + ", ".join(f"{g.name} ({g.cc})" for g in scan.gpus)
+    return list(dict.fromkeys(targets)), scan.driver, note
+
+
+def resolve_request(framework: str | None = None, python: str | None = None, targets: Iterable[str] = (),
+                    driver: str | None = None, cuda: str | None = None, cpu: bool = False,
+                    cuda_devel: bool = False, matrix: Matrix | None = None) -> Resolution:
+    """The newest consistent stack for these constraints; without targets (and not ``cpu``), for this
+    machine's GPUs and driver. ``matrix`` defaults to the shipped one. Raises ResolutionError."""
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    if matrix is None:
+        from envman.matrix.load import load_matrix
+
+        matrix = load_matrix()
+    extra_notes: list[str] = []
+    targets = list(targets or ())
+    if not cpu and not targets:
+        targets, drv, note = detected_targets(matrix)
+        extra_notes.append(note)
+        if driver is None and drv:
+            driver = drv
+            extra_notes.append(f"driver: {drv} detected on this machine")
+    req = build_request(matrix, framework=framework, python=python, targets=targets, driver=driver, cuda=cuda,
+                        cpu=cpu, cuda_devel=cuda_devel)
+    res = resolve_stack(matrix, req)
+    return replace(res, notes=tuple(extra_notes) + res.notes) if extra_notes else res
+
+
+def resolution_json(res: Resolution) -> dict:
+    """The stable JSON contract of ``envman resolve --json``."""
+    from envman.resolve.summary import resolution_dict
+
+    return resolution_dict(res)
+
+
+def refusal_json(err: ResolutionError) -> dict:
+    from envman.resolve.summary import refusal_dict
+
+    return refusal_dict(err)

@@ -1,0 +1,41 @@
+"""``envman lock``: resolve and hash-lock the stack, and keep the locks current (``--check``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("lock")
+    def lock_cmd(
+        path: Path = typer.Argument(Path("."), help="The project (default: here)"),
+        check: bool = typer.Option(False, "--check", help="Exit 1 when envman.yaml, a requirements file or the matrices changed since the lock"),
+        base_image: Optional[str] = typer.Option(None, "--base-image", help="Override the base image for this lock"),
+        force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+        upgrade: bool = typer.Option(False, "--upgrade", help="Re-resolve every package to the newest allowed version (default: keep pins that still fit)"),
+    ) -> None:
+        """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
+        root = path.resolve()
+        if check:
+            from envman.app.generate import check_lock
+
+            stale = check_lock(root)
+            if stale:
+                for s in stale:
+                    typer.echo(f"stale: {s}", err=True)
+                typer.echo("hint: run `envman lock` and commit the result", err=True)
+                raise typer.Exit(1)
+            typer.echo("envman.lock is current")
+            return
+        from envman.app.ci import stale_ci_files
+        from envman.app.generate import lock_project
+        from envman.cli.output import format_outcome
+
+        typer.echo(format_outcome(lock_project(root, force=force, base_image=base_image, upgrade=upgrade), root))
+        # generated CI files name images by lock hash: after a re-lock they must be regenerated too
+        for s in stale_ci_files(root):
+            typer.echo(f"note: {s} (commit them together with the locks)")
+

@@ -1,0 +1,25 @@
+"""Every command has its own module in envman/cli/, registered statically by envman/cli/main.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from envman.cli.main import app
+
+CLI = Path(__file__).resolve().parents[2] / "envman" / "cli"
+NOT_COMMANDS = {"__init__", "main", "output"}
+
+
+def test_one_module_per_command_and_each_is_registered():
+    modules = {p.stem for p in CLI.glob("*.py")} - NOT_COMMANDS
+    commands = typer.main.get_command(app).commands
+    assert set(commands) == modules
+    assert list(commands) == ["resolve", "init", "lock", "build", "smoke", "fetch", "doctor", "matrix", "ci"]
+
+
+def test_main_registers_without_a_fallback():
+    """A renamed command module must fail at start-up, not make its command silently disappear."""
+    src = (CLI / "main.py").read_text(encoding="utf-8")
+    assert "__import__" not in src and "ModuleNotFoundError" not in src
