@@ -26,6 +26,8 @@ class CiOutcome:
     stacks: tuple[tuple[tuple[str, ...], str], ...]  # (profiles, summary) grouped by shared stack
     has_registry: bool
     registry_host: str | None  # the server to log in to; None is Docker Hub (or no registry)
+    runner_word: str = ""  # the backend's name for a runner selector (LABEL, TAG); "" for the bake file
+    setup_notes: tuple[str, ...] = ()  # what the user must set up by hand in the CI system
 
 
 def _options(project, registry: str | None, runners, spec: str | None, option: str):
@@ -34,7 +36,7 @@ def _options(project, registry: str | None, runners, spec: str | None, option: s
     return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option), parse_envman_spec(spec))
 
 
-def _outcome(project, opts, written) -> CiOutcome:
+def _outcome(project, opts, written, backend=None) -> CiOutcome:
     from envman.ci import image_tags, shared_stacks
 
     images = tuple(
@@ -43,8 +45,11 @@ def _outcome(project, opts, written) -> CiOutcome:
     )
     stacks = tuple((tuple(names), summary) for names, summary in shared_stacks(project)) if project.profiled else ()
     reg = opts.registry
+    word, notes = ("", ())
+    if backend is not None:
+        word, notes = backend.runner_word, tuple(backend.setup_notes(opts, any(i.runner for i in images)))
     return CiOutcome(project.root, tuple(written), images, project.profiled, stacks, reg is not None,
-                     reg.host if reg else None)
+                     reg.host if reg else None, word, notes)
 
 
 def write_pipeline(kind: str, path: Path, registry: str | None = None, gpu_runners=(), envman_spec: str | None = None,
@@ -54,8 +59,9 @@ def write_pipeline(kind: str, path: Path, registry: str | None = None, gpu_runne
 
     project = ci_mod.load_ci_project(Path(path).resolve())
     opts = _options(project, registry, gpu_runners, envman_spec, "--gpu-runner")
-    files = {"github": ci_mod.github_files, "gitlab": ci_mod.gitlab_files}[kind](project, opts)
-    return _outcome(project, opts, ci_mod.write_ci_files(project.root, files, force))
+    b = ci_mod.backend(kind)
+    files = ci_mod.pipeline_files(b, project, opts)
+    return _outcome(project, opts, ci_mod.write_ci_files(project.root, files, force), b)
 
 
 def write_bake(path: Path, registry: str | None = None, force: bool = False) -> CiOutcome:
@@ -77,9 +83,9 @@ def check_ci(path: Path) -> tuple[list[str], list[str]]:
 def stale_ci_files(root: Path) -> list[str]:
     """After a re-lock: generated CI files name images by lock hash, so they must be regenerated too.
     Nothing (and no CI project loaded) when the project has none of them."""
-    from envman.ci import BAKE_FILE, GITHUB_FILE, GITLAB_FILE
+    from envman.ci import BACKENDS, BAKE_FILE
 
-    if not any((root / f).exists() for f in (GITHUB_FILE, GITLAB_FILE, BAKE_FILE)):
+    if not any((root / f).exists() for f in (*(b.file for b in BACKENDS), BAKE_FILE)):
         return []
     from envman.ci import check_ci_files, load_ci_project
 

@@ -8,7 +8,9 @@ image of each lock by its hash: `envman ci check` (run by the pipelines) fails w
 from __future__ import annotations
 
 from envman.ci.bake import BAKE_FILE, bake_data, bake_ownership, render_bake
-from envman.ci.files import GITHUB_FILE, GITLAB_FILE, check_ci_files, dump_yaml, with_ci_header, write_ci_files
+from envman.ci.base import CiBackend
+from envman.ci import files as _files
+from envman.ci.files import GITHUB_FILE, GITLAB_FILE, dump_yaml, with_ci_header, write_ci_files
 from envman.ci.github import github_workflow
 from envman.ci.gitlab import gitlab_pipeline
 from envman.ci.project import (
@@ -17,7 +19,7 @@ from envman.ci.project import (
 )
 
 __all__ = [
-    "BAKE_FILE", "GITHUB_FILE", "GITLAB_FILE", "CiImage", "CiOptions", "CiProject", "Registry", "bake_data",
+    "BACKENDS", "BAKE_FILE", "GITHUB_FILE", "GITLAB_FILE", "CiBackend", "CiImage", "backend", "pipeline_files", "CiOptions", "CiProject", "Registry", "bake_data",
     "bake_ownership", "check_ci_files", "github_files", "gitlab_files", "bake_files", "image_tags",
     "load_ci_project", "parse_envman_spec", "parse_registry", "parse_runners", "render_bake", "shared_stacks",
     "write_ci_files",
@@ -28,13 +30,55 @@ def bake_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
     return [(BAKE_FILE, render_bake(project, opts.registry))]
 
 
-def github_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
-    body = dump_yaml(github_workflow(project, opts))
-    files = [(GITHUB_FILE, with_ci_header(body, project.inputs_hash, "envman ci github"))]
+def _github_notes(opts: CiOptions, gpu_runner: bool) -> list[str]:
+    reg = opts.registry
+    notes = []
+    if reg is not None and reg.host != "ghcr.io":
+        notes.append("secrets: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN in the repository's Actions secrets")
+    if gpu_runner:
+        notes.append("actionlint: list your runner labels under self-hosted-runner.labels in .github/actionlint.yaml")
+    return notes
+
+
+def _gitlab_notes(opts: CiOptions, gpu_runner: bool) -> list[str]:
+    if opts.registry is None:
+        return []
+    return ["variables: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN (masked) in the project's CI/CD "
+            "variables, and DOCKER_AUTH_CONFIG so the runner can pull the image"]
+
+
+BACKENDS: tuple[CiBackend, ...] = (
+    CiBackend("github", GITHUB_FILE, "LABEL", github_workflow, _github_notes),
+    CiBackend("gitlab", GITLAB_FILE, "TAG", gitlab_pipeline, _gitlab_notes),
+)
+
+
+def backend(name: str) -> CiBackend:
+    for b in BACKENDS:
+        if b.name == name:
+            return b
+    raise KeyError(name)
+
+
+def pipeline_files(b: CiBackend, project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
+    """The backend's pipeline file, plus docker-bake.json when the project has profiles."""
+    body = dump_yaml(b.pipeline(project, opts))
+    files = [(b.file, with_ci_header(body, project.inputs_hash, b.command))]
     return files + (bake_files(project, opts) if project.profiled else [])
+
+
+def github_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
+    return pipeline_files(backend("github"), project, opts)
 
 
 def gitlab_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
-    body = dump_yaml(gitlab_pipeline(project, opts))
-    files = [(GITLAB_FILE, with_ci_header(body, project.inputs_hash, "envman ci gitlab"))]
-    return files + (bake_files(project, opts) if project.profiled else [])
+    return pipeline_files(backend("gitlab"), project, opts)
+
+
+def pipeline_commands() -> dict[str, str]:
+    return {b.file: b.command for b in BACKENDS}
+
+
+def check_ci_files(project: CiProject) -> tuple[list[str], list[str]]:
+    """(stale, notes): envman's CI files (every backend's, and the bake file) that name other locks' images."""
+    return _files.check_ci_files(project, pipeline_commands())

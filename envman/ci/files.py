@@ -12,7 +12,7 @@ from envman.ci.project import CiProject
 
 GITHUB_FILE = ".github/workflows/envman.yml"
 GITLAB_FILE = ".gitlab-ci.yml"
-COMMANDS = {GITHUB_FILE: "envman ci github", GITLAB_FILE: "envman ci gitlab", BAKE_FILE: "envman ci bake"}
+BAKE_COMMAND = "envman ci bake"
 
 
 def dump_yaml(data: dict) -> str:
@@ -57,13 +57,14 @@ def write_ci_files(root: Path, files: list[tuple[str, str]], force: bool) -> lis
     return WritePlan([(root / rel, text) for rel, text in files]).write()
 
 
-def check_ci_files(project: CiProject) -> tuple[list[str], list[str]]:
-    """(stale, notes): envman's CI files whose image tags no longer match the locks."""
+def check_ci_files(project: CiProject, pipelines: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(stale, notes): envman's CI files whose image tags no longer match the locks. ``pipelines``: each
+    backend's file → the command that regenerates it."""
     stale, notes = [], []
-    for rel, command in COMMANDS.items():
+    for rel, command in {**pipelines, BAKE_FILE: BAKE_COMMAND}.items():
         o = file_ownership(project.root / rel)
         if not o.exists:
-            if rel == BAKE_FILE and project.profiled and any(file_ownership(project.root / f).ours for f in (GITHUB_FILE, GITLAB_FILE)):
+            if rel == BAKE_FILE and project.profiled and any(file_ownership(project.root / f).ours for f in pipelines):
                 stale.append(f"{BAKE_FILE} is missing (the pipeline builds the profiles with it): run `{command}`")
             continue
         if not o.ours or o.edited:

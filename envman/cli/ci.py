@@ -28,7 +28,6 @@ def _report(out, kind: str | None) -> None:
             typer.echo(f"  {', '.join(names)}: {summary}{shared}")
     if kind is None:
         return
-    word = "LABEL" if kind == "github" else "TAG"
     for img in out.images:
         labels = img.runner
         who = f"profile {img.profile}" if img.profile else "the image"
@@ -37,14 +36,9 @@ def _report(out, kind: str | None) -> None:
         elif not img.gpu:
             typer.echo(f"smoke: {who} is CPU-only: no GPU runner needed")
         else:
-            typer.echo(f"smoke: {who} without a GPU (no GPU runner: envman ci {kind} --gpu-runner {word})")
-    if kind == "github" and out.has_registry and out.registry_host != "ghcr.io":
-        typer.echo("secrets: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN in the repository's Actions secrets")
-    if kind == "gitlab" and out.has_registry:
-        typer.echo("variables: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN (masked) in the project's CI/CD "
-                   "variables, and DOCKER_AUTH_CONFIG so the runner can pull the image")
-    if kind == "github" and any(i.runner for i in out.images):
-        typer.echo("actionlint: list your runner labels under self-hosted-runner.labels in .github/actionlint.yaml")
+            typer.echo(f"smoke: {who} without a GPU (no GPU runner: envman ci {kind} --gpu-runner {out.runner_word})")
+    for note in out.setup_notes:
+        typer.echo(note)
 
 
 def _pipeline(kind: str, path: Path, registry, gpu_runner, envman_spec, force: bool) -> None:
