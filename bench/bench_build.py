@@ -55,7 +55,8 @@ def main() -> None:
     client = engine.build_client
     tmp = Path(tempfile.mkdtemp(prefix="envman-bench-build-"))
     proj = tmp / "proj"
-    shutil.copytree(ROOT / "examples" / "quickstart", proj)
+    shutil.copytree(ROOT / "examples" / "quickstart", proj,  # the example's own files only
+                    ignore=lambda _d, names: [n for n in names if n not in ("requirements.txt", "train.py")])
     (proj / "requirements.txt").write_text("torch==2.14.1\n")
     refs: list[str] = []
     try:

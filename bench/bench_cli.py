@@ -64,7 +64,8 @@ def main() -> None:
 
         def fresh():
             shutil.rmtree(proj, ignore_errors=True)
-            shutil.copytree(ROOT / "examples" / "quickstart", proj)
+            shutil.copytree(ROOT / "examples" / "quickstart", proj,  # the example's own files only
+                            ignore=lambda _d, names: [n for n in names if n not in ("requirements.txt", "train.py")])
 
         ini = timed(ENVMAN + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"], a.runs, setup=fresh)
         print(row("init --no-lock", ini, "target 0.3 s", 0.3))

@@ -1,7 +1,7 @@
 """envman: reproducible GPU training environments.
 
-The pipeline reads in module names: matrix → resolve → plan/render → lock → build → smoke;
-doctor = probes → checks.
+The pipeline reads in folder names: matrix/ → resolve/ → image/ (plan, render) → lock/ → app/build →
+portable/smoke; doctor = portable/facts → portable/doctor. cli/ presents app/ (the use cases).
 """
 
 __version__ = "0.2.0"

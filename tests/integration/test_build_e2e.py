@@ -132,7 +132,9 @@ def test_push_records_digest_and_skips_when_present(numpy_project, engine, regis
 def test_torch_2_14_1_offline_end_to_end(tmp_path, base_image, engine):
     """The issue's end-to-end: torch 2.14.1 for Python 3.11 → fetch → offline build → smoke (no GPU)."""
     d = tmp_path / "torch-e2e"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "quickstart", d)
+    # only the example's own files: the README's quick start may have written envman's files beside them
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "quickstart", d,
+                    ignore=lambda _d, names: [n for n in names if n not in ("requirements.txt", "train.py")])
     (d / "requirements.txt").write_text("torch==2.14.1\n")
     from envman.app.build import wheelhouse_image
 

@@ -183,3 +183,14 @@ def test_only_cli_exits_or_prints():
             continue
         assert "sys.exit(" not in path.read_text(encoding="utf-8"), mod
         assert "typer" not in third_party(path), mod
+
+
+def test_every_package_ships_in_the_wheel():
+    """pyproject lists packages explicitly (matrices/ and templates/ are mapped in): a new subpackage
+    missing there would install without its code."""
+    from envman._compat import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {_modname(p.parent / "__init__.py") for p in PKG.rglob("*.py") if "__pycache__" not in p.parts}
+    assert all((ROOT / m.replace(".", "/") / "__init__.py").is_file() for m in on_disk), "a folder without __init__.py"
+    assert on_disk <= listed, sorted(on_disk - listed)
