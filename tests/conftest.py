@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -7,6 +8,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_MATRIX = Path(__file__).resolve().parent / "fixtures" / "matrix"
+SHIPPED_MATRIX = ROOT / "matrices"
+
+# Every test reads the frozen fixture matrix (tests/fixtures/matrix/README.md), never the shipped data:
+# a data change moves tests/data/ only. Set here, before any test imports envman, and for subprocesses.
+os.environ["ENVMAN_MATRIX_DIR"] = str(FIXTURE_MATRIX)
 
 
 def pytest_addoption(parser):
@@ -20,15 +26,15 @@ def update_golden(request) -> bool:
 
 @pytest.fixture(scope="session")
 def matrix():
-    """The shipped matrices, loaded once."""
+    """The frozen fixture matrix, loaded once."""
     from envman.matrix.load import load_matrix
 
-    return load_matrix()
+    return load_matrix(FIXTURE_MATRIX)
 
 
 @pytest.fixture
 def matrix_copy(tmp_path) -> Path:
-    """A writable copy of the small fixture matrix, for loader tests that break it on purpose."""
+    """A writable copy of the fixture matrix, for loader tests that break it on purpose."""
     d = tmp_path / "matrices"
     shutil.copytree(FIXTURE_MATRIX, d)
     return d
