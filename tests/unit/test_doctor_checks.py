@@ -576,7 +576,7 @@ def test_malformed_facts_never_break_a_check(junk):
 
 
 def test_driver_too_old_on_kepler_does_not_ask_for_a_driver_the_gpu_cannot_run():
-    real = knowledge_from_matrix(load_matrix())  # legacy_driver_branches live in the shipped cuda.yaml
+    real = knowledge_from_matrix(load_matrix())  # the fixture cuda.yaml's legacy_driver_branches
     facts = box(driver="470.256.02", gpus=[gpu(name="Tesla K80", cc="3.7", mem=11441)], **torch("2.7.1+cu126", "12.6"))
     f = one(facts, "driver-too-old", real)
     assert f.remedy.startswith("no driver that new runs a 3.7 GPU (support ends with R470, last 470.256.02): keep this driver")

@@ -125,8 +125,3 @@ def test_adapter_carries_floors_archs_and_companions():
     assert k.release("torch", "1.12.1") is None
     assert k.driver_mode("570.124.06", "12.8") == "full" and k.driver_mode("525.60.13", "12.8") == "minor"
     assert k.driver_mode("525.60.12", "12.8") == "too-old" and k.driver_mode(None, "12.8") is None
-
-
-def test_shipped_matrix_feeds_the_doctor():
-    k = knowledge_from_matrix(load_matrix())
-    assert k.releases["torch"] and k.min_driver and k.minor_floor
