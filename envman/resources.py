@@ -21,6 +21,14 @@ def shipped_dir(name: str, marker: str) -> Path:
 
 
 def matrix_dir() -> Path:
+    """The compatibility matrix envman reads: ENVMAN_MATRIX_DIR if set (the test suite points it at its
+    frozen fixture so that a data change never moves a logic or golden test), else the shipped matrices/."""
+    if os.environ.get("ENVMAN_MATRIX_DIR"):
+        return Path(os.environ["ENVMAN_MATRIX_DIR"])
+    return shipped_matrix_dir()
+
+
+def shipped_matrix_dir() -> Path:
     return shipped_dir("matrices", "cuda.yaml")
 
 

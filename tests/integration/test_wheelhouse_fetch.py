@@ -49,7 +49,7 @@ def project(tmp_path):
     p.mkdir()
     (p / "requirements.lock.txt").write_text(LOCK)
     (p / "envman.lock").write_text(
-        '{"stack": {"python": "3.11"}, "python_lock": {"platform": "x86_64-manylinux_2_28"}}')
+        '{"lock_version": 1, "stack": {"python": "3.11"}, "python_lock": {"platform": "x86_64-manylinux_2_28"}}')
     return p
 
 

@@ -47,7 +47,7 @@ def no_gpu(monkeypatch):
 
 def test_resolve_request_for_explicit_targets(fixture_matrix):
     res = resolve_request("torch", targets=["h100"], matrix=fixture_matrix)
-    assert resolution_json(res)["framework"] == {"name": "torch", "version": "2.7.1", "variant": "cu128",
+    assert resolution_json(res)["framework"] == {"name": "torch", "version": "2.14.1", "variant": "cu130",
                                                  "index_url": None}
     assert [t.label for t in res.targets] == ["NVIDIA H100 SXM5 80GB"]
     assert not any(n.startswith("targets: detected") for n in res.notes)
@@ -63,7 +63,7 @@ def test_resolve_request_without_targets_uses_this_machines_gpus_and_driver(fixt
 
 def test_resolve_request_refusal_is_an_exception_with_data(fixture_matrix):
     with pytest.raises(ResolutionError) as ei:
-        resolve_request("torch==2.5.*", targets=["h100"], matrix=fixture_matrix)
+        resolve_request("torch==2.5.*", targets=["rtx-5090"], matrix=fixture_matrix)  # sm_120 needs torch >= 2.7
     assert set(refusal_json(ei.value)) == {"error", "conflicts", "alternatives"}
 
 
@@ -76,7 +76,7 @@ def test_detected_targets_names_known_gpus_by_id_and_others_by_sm(fixture_matrix
     scan = nvidia.GpuScan(driver="580.95.05", source="nvidia-smi", gpus=[
         nvidia.LocalGpu(0, "NVIDIA GeForce RTX 4090", "8.9", 24564),
         nvidia.LocalGpu(1, "NVIDIA GeForce RTX 4090", "8.9", 24564),
-        nvidia.LocalGpu(2, "NVIDIA L4", "8.9", 23034),
+        nvidia.LocalGpu(2, "NVIDIA Prototype X1", "8.9", 23034),  # not in the matrix
     ])
     monkeypatch.setattr(nvidia, "scan_gpus", lambda: scan)
     targets, driver, note = detected_targets(fixture_matrix)
@@ -105,7 +105,11 @@ def test_init_detects_the_gpus_itself(tmp_path, no_gpu):
 def test_show_matrix_rows(fixture_matrix):
     header, rows = show_matrix("gpus", fixture_matrix)
     assert header == ["id", "name", "cc", "memory_gib", "segment", "aliases"]
-    assert [r[0] for r in rows] == ["rtx-4090", "h100-sxm"]  # by segment, then capability
+    ids = [r[0] for r in rows]
+    assert sorted(ids) == sorted(g.id for g in fixture_matrix.gpus)
+    by_id = {g.id: g for g in fixture_matrix.gpus}
+    keys = [(by_id[i].segment, by_id[i].cc, i) for i in ids]
+    assert keys == sorted(keys)  # by segment, then capability
     for subject in SUBJECTS:
         header, rows = show_matrix(subject, fixture_matrix)
         assert rows and all(len(r) == len(header) for r in rows), subject

@@ -1,6 +1,6 @@
 """Each doctor check: a positive case and the near-misses that must stay quiet.
 
-Knowledge comes from tests/fixtures/facts/matrix through the real loader and adapter, so the versions
+Knowledge comes from tests/fixtures/matrix (frozen) through the real loader and adapter, so the versions
 the remedies name are that test data's, whatever the shipped matrices say.
 """
 
@@ -16,7 +16,7 @@ from envman.portable.doctor.knowledge import Knowledge
 from envman.matrix.load import load_matrix
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
-K = knowledge_from_matrix(load_matrix(FIX / "matrix"))
+K = knowledge_from_matrix(load_matrix(FIX.parent / "matrix"))
 IDX = "https://download.pytorch.org/whl"
 
 
@@ -109,7 +109,7 @@ def test_kepler_gets_the_newest_build_that_still_carries_sm37():
     f = one(box(driver="470.256.02", gpus=[gpu(name="Tesla K80", cc="3.7", mem=11441)], **torch("2.7.1+cu126", "12.6")),
             "arch-not-covered")
     # 2.4+ cu118 builds list sm_37 but ship cuDNN 9, which needs 5.0: the newest usable one is older
-    assert f.remedy == (f"pip install torch==2.2.2 --index-url {IDX}/cu118 (torch 2.2.2+cu118 covers sm_37 and runs on "
+    assert f.remedy == (f"pip install torch==2.3.1 --index-url {IDX}/cu118 (torch 2.3.1+cu118 covers sm_37 and runs on "
                         f"driver 470.256.02)")
 
 
@@ -408,7 +408,7 @@ def test_loaded_cudnn_newer_than_built_is_fine():
 
 def test_numpy2_with_a_numpy1_build():
     f = one(box(**torch("2.2.2+cu121", "12.1"), numpy="2.1.3"), "numpy-abi")
-    assert f.remedy == "pip install 'numpy<2', or upgrade to torch 2.5.1 (built against NumPy 2)"
+    assert f.remedy == "pip install 'numpy<2', or upgrade to torch 2.3.0 (built against NumPy 2)"
 
 
 def test_numpy1_with_numpy2_build_is_fine():
@@ -417,7 +417,7 @@ def test_numpy1_with_numpy2_build_is_fine():
 
 def test_python_outside_the_wheels():
     f = one(box(python={"version": "3.13.1"}, **torch("2.2.2+cu121", "12.1")), "python-unsupported")
-    assert f.remedy == "use Python 3.12 (uv venv -p 3.12), or torch 2.5.1, the first with Python 3.13 wheels"
+    assert f.remedy == "use Python 3.12 (uv venv -p 3.12), or torch 2.5.0, the first with Python 3.13 wheels"
 
 
 @pytest.mark.parametrize("tags, glibc, bad", [
@@ -576,7 +576,7 @@ def test_malformed_facts_never_break_a_check(junk):
 
 
 def test_driver_too_old_on_kepler_does_not_ask_for_a_driver_the_gpu_cannot_run():
-    real = knowledge_from_matrix(load_matrix())  # legacy_driver_branches live in the shipped cuda.yaml
+    real = knowledge_from_matrix(load_matrix())  # the fixture cuda.yaml's legacy_driver_branches
     facts = box(driver="470.256.02", gpus=[gpu(name="Tesla K80", cc="3.7", mem=11441)], **torch("2.7.1+cu126", "12.6"))
     f = one(facts, "driver-too-old", real)
     assert f.remedy.startswith("no driver that new runs a 3.7 GPU (support ends with R470, last 470.256.02): keep this driver")

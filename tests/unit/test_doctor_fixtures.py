@@ -13,7 +13,7 @@ from envman.portable.doctor.report import render_text, report_dict, verdict_line
 from envman.matrix.load import load_matrix
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
-K = knowledge_from_matrix(load_matrix(FIX / "matrix"))
+K = knowledge_from_matrix(load_matrix(FIX.parent / "matrix"))
 
 
 def load(name: str) -> dict:

@@ -1,4 +1,5 @@
-"""The resolver on the shipped matrices: Kepler to Blackwell, R450 to R580, torch 1.13 to 2.14, TensorFlow."""
+"""The resolver on the frozen fixture matrix (a copy of matrices/ at 4364329): Kepler to Blackwell, R450 to
+R580, torch 1.13 to 2.14, TensorFlow. What the shipped data hands out today: tests/data/test_shipped_matrix.py."""
 
 from __future__ import annotations
 

@@ -124,12 +124,12 @@ def test_the_generic_cross_checks_cover_the_toy_file(toy_dir):
     from envman.matrix.load import load_matrix
 
     text = (toy_dir / "toyfw.yaml").read_text()
-    (toy_dir / "toyfw.yaml").write_text(text.replace('cuda: "12.8"', 'cuda: "12.4"').replace("sm_70, ", "sm70, "))
+    (toy_dir / "toyfw.yaml").write_text(text.replace('cuda: "12.8"', 'cuda: "10.2"').replace("sm_70, ", "sm70, "))
     with frameworks.using(TOY), pytest.raises(MatrixError) as exc:
         load_matrix(toy_dir)
     assert exc.value.problems == [
         "toyfw.yaml: releases[1].builds[0].archs[0]: not an architecture like sm_86: 'sm70'",
-        "toyfw.yaml: 1.2.0 cu124: cuda: 12.4 is not a CUDA release in cuda.yaml",
+        "toyfw.yaml: 1.2.0 cu102: cuda: 10.2 is not a CUDA release in cuda.yaml",
     ]
 
 

@@ -1,0 +1,101 @@
+"""The shipped matrices/: what users get today, and the data's own consistency.
+
+The only tests a data change edits. Logic and golden tests run on the frozen tests/fixtures/matrix; here
+the same resolver runs on matrices/, so a row that fails after a data change is a real change in what
+envman hands out: read its `why`, then update the row (or the data). An unused addition (a CUDA release
+no build uses) fails nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from envman.resolve.request import build_request
+from envman.resolve.resolver import resolve_stack
+
+# (request, expected stack, why) — the stack is compared field by field on the Resolution.
+SCENARIOS = [
+    (dict(framework="torch", targets=["h100"]), dict(version="2.14.1", variant="cu130", python="3.12", cuda="13.0"),
+     "the newest torch the matrix knows, in its plain PyPI build"),
+    (dict(framework="torch", targets=["rtx-5090"]), dict(version="2.14.1", variant="cu130"),
+     "Blackwell (sm_120) is in every build from 2.7 on: the newest wins"),
+    (dict(framework="torch==2.7.*", targets=["rtx-5090"]), dict(version="2.7.1", variant="cu128"),
+     "an RTX 5090 needs torch >= 2.7, and in 2.7 only cu128 carries sm_120"),
+    (dict(framework="torch", targets=["rtx-5090"], driver="565.57.01"), dict(version="2.11.0", variant="cu128"),
+     "R565 runs CUDA 12.x only: the newest line that still has a 12.8 build"),
+    (dict(framework="torch", targets=["v100"]), dict(version="2.14.1", variant="cu126"),
+     "Volta is not in the cu13x builds (they start at sm_75)"),
+    (dict(framework="torch", targets=["v100", "rtx-5090"]), dict(version="2.10.0", variant="cu128"),
+     "the newest single build that carries both sm_70 and sm_120"),
+    (dict(framework="torch", targets=["k80"]), dict(version="2.3.1", variant="cu118"),
+     "Kepler: cuDNN 9 (torch 2.4+) dropped sm_37"),
+    (dict(framework="torch", targets=["a100"], driver="450.80.02"), dict(version="2.7.1", variant="cu118"),
+     "R450 is the CUDA 11.x minor-compatibility floor: the newest cu118 build"),
+    (dict(framework="torch", targets=["h100"], driver="535.104.05"), dict(version="2.14.1", variant="cu126"),
+     "R535 runs 12.x builds through minor-version compatibility, not 13.x"),
+    (dict(framework="tensorflow", targets=["h100"]), dict(version="2.21.0", variant="cu125"),
+     "the newest TensorFlow and the CUDA it was tested with"),
+    (dict(framework="tensorflow==2.13.*", targets=["a100"]), dict(version="2.13.1", variant="cu118", python="3.10"),
+     "TF 2.13 uses the system CUDA: the CUDA base image's Python"),
+    (dict(framework="torch", cpu=True), dict(version="2.14.1", variant="cpu", python="3.12"),
+     "CPU only: the newest torch, cpu build"),
+    (dict(targets=["h100"], driver="550.54.15"), dict(framework=None, cuda="12.4"),
+     "no framework: the newest CUDA toolkit the driver runs in full"),
+]
+
+
+@pytest.mark.parametrize("request_, expected, why", SCENARIOS, ids=[s[2] for s in SCENARIOS])
+def test_scenario(matrix, request_, expected, why):
+    res = resolve_stack(matrix, build_request(matrix, **request_))
+    got = {k: (None if getattr(res, k) is None else str(getattr(res, k))) for k in expected}
+    assert got == expected, why
+
+
+# --- the data's own consistency ----------------------------------------------------------------
+
+
+def test_envman_reads_the_shipped_matrix_unless_told_otherwise(monkeypatch):
+    from envman.matrix.load import default_matrix_dir
+    from envman.resources import shipped_matrix_dir
+
+    monkeypatch.delenv("ENVMAN_MATRIX_DIR")
+    assert default_matrix_dir() == shipped_matrix_dir() and (shipped_matrix_dir() / "cuda.yaml").is_file()
+
+
+def test_shipped_matrices_are_consistent(matrix):
+    # load_matrix already cross-checks; these are the facts every later stage leans on.
+    assert len(matrix.gpus) >= 40
+    torch = {str(r.version): r for r in matrix.frameworks["torch"]}
+    for v in ("1.13.0", "2.0.0", "2.4.0", "2.7.1", "2.14.1"):
+        assert v in torch, v
+    tf = {str(r.version) for r in matrix.frameworks["tensorflow"]}
+    assert "2.10.0" in tf and "2.15.0" in tf
+    majors = {m.major for m in matrix.cuda_majors}
+    assert majors >= {11, 12, 13}
+    assert {c.label for c in matrix.cuda} >= {"11.0", "11.8", "12.0", "12.8", "13.0"}
+
+
+def test_every_shipped_entry_has_a_source(matrix):
+    entries = [*matrix.cuda, *matrix.gpus, *matrix.cudnn, *matrix.base_images.cuda]
+    for rels in matrix.frameworks.values():
+        for r in rels:
+            entries.append(r)
+            entries.extend(r.variants)
+    for e in entries:
+        assert e.prov.source.startswith(("http://", "https://", "measured:")), e
+        assert not e.prov.uncertain or e.prov.note, e
+
+
+def test_measured_torch_2_14_1(matrix):
+    rel = next(r for r in matrix.frameworks["torch"] if str(r.version) == "2.14.1")
+    assert rel.pypi_default == "cu130"
+    v = rel.variant("cu130")
+    assert v.cudnn == "9.24.0.43" and v.nccl == "2.30.7" and str(v.cuda) == "13.0"
+    assert [a.sm for a in sorted(v.archs)] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+
+
+def test_shipped_matrix_feeds_the_doctor(matrix):
+    from envman.app.doctor import knowledge_from_matrix
+
+    k = knowledge_from_matrix(matrix)
+    assert k.releases["torch"] and k.min_driver and k.minor_floor
