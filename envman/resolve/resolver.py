@@ -17,6 +17,8 @@ matrix's default Python when the request names none.
 
 from __future__ import annotations
 
+import re
+
 from packaging.version import Version
 
 from envman.errors import ResolutionError, UsageError
@@ -77,6 +79,8 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
                 f"driver: none given; assuming a current driver {matrix.assumed_driver} "
                 "(pass --driver to resolve for an older one)"
             )
+    if not req.cpu:
+        driver = _check_targets(matrix, req, driver, notes)
     if req.framework is None:
         return _resolve_no_framework(matrix, req, driver, notes)
     cands = candidates_for(matrix, req, driver)
@@ -84,6 +88,50 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     if best is None:
         raise refusal(matrix, req, cands, driver)
     return _build(matrix, req, best, cands, driver, notes)
+
+
+def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[str]) -> Version:
+    """Targets no stack can serve, whatever the framework: a Jetson, or a GPU older drivers cannot run.
+    Returns the driver to resolve for (raised to a target's floor when none was given)."""
+    for t in req.targets:
+        if t.gpu is not None and t.gpu.segment == "embedded":
+            raise ResolutionError(
+                f"{t.label} is a Jetson (compute capability {t.cc} ({t.cc.sm})): envman resolves Linux x86_64 "
+                "PyPI/download.pytorch.org stacks, which do not run on JetPack (L4T, aarch64, integrated GPU)",
+                conflicts=[f"{t.label}: Jetson modules run the CUDA, cuDNN and driver of their JetPack release"],
+                alternatives=[],
+                hint="use NVIDIA's Jetson route: JetPack's L4T containers (nvcr.io/nvidia/l4t-jetpack, "
+                "nvcr.io/nvidia/l4t-pytorch, nvcr.io/nvidia/l4t-ml) or the Jetson wheels of NVIDIA's Jetson AI Lab "
+                "(https://pypi.jetson-ai-lab.io) and 'Installing PyTorch for Jetson Platform' "
+                "(https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/)",
+            )
+    floors = [t for t in req.targets if t.gpu is not None and t.gpu.min_driver is not None]
+    if not floors:
+        return driver
+    top = max(floors, key=lambda t: t.gpu.min_driver)
+    floor = top.gpu.min_driver
+    if req.driver is None:
+        if driver < floor:
+            notes.append(f"driver: none given; assuming ≥ {floor}, the first driver branch that runs {top.label} "
+                         f"({top.gpu.family})")
+            return floor
+        return driver
+    blocked = [t for t in floors if driver < t.gpu.min_driver]
+    if blocked:
+        t = max(blocked, key=lambda x: x.gpu.min_driver)
+        g = t.gpu
+        short = re.sub(r"^(NVIDIA )?(GeForce |Tesla )?", "", g.name)
+        unsure = f" (matrix data uncertain: {g.min_driver_prov.note})" if g.min_driver_prov and g.min_driver_prov.uncertain else ""
+        raise ResolutionError(
+            f"{short} needs NVIDIA driver ≥ {g.min_driver} ({g.family}); driver {driver} cannot run it",
+            conflicts=[f"{describe_target(x)}: {x.gpu.family or 'its generation'} runs on driver branch "
+                       f"{x.gpu.min_driver} or newer" for x in blocked]
+                      + ([f"source: {g.min_driver_prov.source}{unsure}"] if g.min_driver_prov else []),
+            alternatives=[{"kind": "driver", "change": f"upgrade the NVIDIA driver to ≥ {g.min_driver}"}],
+            hint=f"upgrade the NVIDIA driver to ≥ {g.min_driver} (the {g.family} floor), or pass the driver the "
+            "machines really run with --driver",
+        )
+    return driver
 
 
 def _driver_ceiling(matrix: Matrix, req: Request):
@@ -148,10 +196,18 @@ def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], d
                 "every kernel at first use (slow start, and it fails if the driver is older than the PTX)"
             )
         for t in req.targets:
-            if t.gpu is not None and t.gpu.segment == "embedded":
+            best = sass_covers(var.archs, t.cc) if t not in c.ptx_only else None
+            if best is not None and (best.major, best.minor) != (t.cc.major, t.cc.minor):
                 warnings.append(
-                    f"{t.label} is a Jetson: PyPI and download.pytorch.org wheels do not run on JetPack; "
-                    "use NVIDIA's JetPack builds (the arch check above still holds)"
+                    f"{describe_target(t)} relies on {best.sm} code on a {t.cc} device (same-major binary "
+                    f"compatibility): it runs, but no kernel was built for {t.cc.sm} itself"
+                )
+        for t in req.targets:
+            if t.gpu is not None and t.gpu.host_arch == "aarch64":
+                warnings.append(
+                    f"{t.label} sits in a Grace (aarch64) system: envman's stacks are Linux x86_64 wheels and "
+                    "images, which do not run on its Arm host; build for linux/arm64 on an Arm machine and check "
+                    "that every wheel has a manylinux aarch64 build (envman has no CPU-architecture axis yet)"
                 )
         warnings.extend(c.soft)
         if var.prov.uncertain:

@@ -81,3 +81,104 @@ def test_torchaudio_ends_at_2_11(matrix):
     assert comps["2.12.0"]["torchaudio"] == comps["2.12.1"]["torchaudio"] == "2.11.0"
     for v in ("2.13.0", "2.14.0", "2.14.1", "2.15.0"):
         assert comps[v]["torchaudio"] is None, v  # null: no torchaudio exists for this torch
+
+
+# --- GPU generations: driver floors, Jetson, Grace, same-major SASS ------------------------------------
+
+import pytest  # noqa: E402
+
+from envman.errors import MatrixError, ResolutionError  # noqa: E402
+from envman.resolve.request import build_request  # noqa: E402
+from envman.resolve.resolver import resolve_stack  # noqa: E402
+
+
+def _resolve(matrix, **kw):
+    return resolve_stack(matrix, build_request(matrix, **kw))
+
+
+def _refuse(matrix, **kw) -> ResolutionError:
+    with pytest.raises(ResolutionError) as exc:
+        _resolve(matrix, **kw)
+    return exc.value
+
+
+def test_gpu_generations_carry_their_first_driver_branch(matrix):
+    by_id = {g.id: g for g in matrix.gpus}
+    floors = {gid: (by_id[gid].family, str(by_id[gid].min_driver)) for gid in
+              ("h100-sxm", "rtx-4090", "b200", "gb200", "rtx-5090", "b300", "gb300", "gb10")}
+    assert floors == {
+        "h100-sxm": ("Hopper", "520"), "rtx-4090": ("Ada Lovelace", "520"),
+        "b200": ("Blackwell", "570"), "gb200": ("Blackwell", "570"), "rtx-5090": ("Blackwell RTX", "570"),
+        "b300": ("Blackwell Ultra", "575"), "gb300": ("Blackwell Ultra", "575"), "gb10": ("Blackwell GB10", "580"),
+    }
+    assert all(g.min_driver is None for g in matrix.gpus if g.segment == "embedded")  # JetPack's driver
+
+
+def test_h100_on_driver_470_is_refused_naming_the_floor(matrix):
+    err = _refuse(matrix, framework="torch", targets=["h100"], driver="470.57.02")
+    assert err.message == "H100 SXM5 80GB needs NVIDIA driver ≥ 520 (Hopper); driver 470.57.02 cannot run it"
+    assert err.hint.startswith("upgrade the NVIDIA driver to ≥ 520 (the Hopper floor)")
+    assert err.conflicts[0] == "9.0 (sm_90, NVIDIA H100 SXM5 80GB): Hopper runs on driver branch 520 or newer"
+    assert err.exit_code == 3
+
+
+def test_rtx_5090_on_driver_535_is_refused(matrix):
+    err = _refuse(matrix, framework="torch", targets=["rtx-5090"], driver="535.104.05")
+    assert err.message == "RTX 5090 needs NVIDIA driver ≥ 570 (Blackwell RTX); driver 535.104.05 cannot run it"
+
+
+def test_a_mixed_fleet_is_refused_on_its_highest_floor(matrix):
+    err = _refuse(matrix, framework="torch", targets=["a100", "h100", "rtx-5090"], driver="515.65.01")
+    assert err.message.startswith("RTX 5090 needs NVIDIA driver ≥ 570")
+    assert len([c for c in err.conflicts if "runs on driver branch" in c]) == 2  # H100 and RTX 5090, not A100
+
+
+def test_the_floor_does_not_block_a_driver_that_meets_it(matrix):
+    res = _resolve(matrix, framework="torch", targets=["h100"], driver="520.61.05")
+    assert res.version is not None
+
+
+@pytest.mark.parametrize("name", ["Jetson Nano", "jetson-orin-nano", "Jetson Orin NX", "jetson-agx-orin", "jetson-thor"])
+def test_jetson_is_recognised_and_refused_naming_jetpack(matrix, name):
+    err = _refuse(matrix, framework="torch", targets=[name])
+    assert "is a Jetson" in err.message and "JetPack" in err.message
+    assert "nvcr.io/nvidia/l4t-" in err.hint and "Jetson AI Lab" in err.hint
+
+
+def test_jetson_is_refused_without_a_framework_too(matrix):
+    assert "is a Jetson (compute capability 5.3 (sm_53))" in _refuse(matrix, targets=["jetson-nano"]).message
+
+
+def test_titan_v_is_known(matrix):
+    res = _resolve(matrix, framework="torch", targets=["TITAN V"])
+    (t,) = res.targets
+    assert t.gpu.id == "titan-v" and str(t.cc) == "7.0" and t.gpu.memory_gib == 12
+    assert res.variant == "cu126"  # the cu13x builds start at sm_75
+
+
+def test_b300_on_sm_100_code_is_warned(matrix):
+    res = _resolve(matrix, framework="torch", targets=["b300"])
+    assert any("relies on sm_100 code on a 10.3 device" in w for w in res.warnings)
+
+
+def test_exact_sass_gives_no_same_major_warning(matrix):
+    res = _resolve(matrix, framework="torch", targets=["h100"])
+    assert not [w for w in res.warnings if "relies on" in w]
+
+
+@pytest.mark.parametrize("gpu", ["gh200", "gb200", "gb300", "gb10"])
+def test_grace_hosts_warn_that_stacks_are_x86_64(matrix, gpu):
+    res = _resolve(matrix, framework="torch", targets=[gpu])
+    assert any("Grace (aarch64)" in w and "x86_64" in w for w in res.warnings)
+
+
+def test_loader_validates_driver_floors(matrix_copy):
+    from envman.matrix.load import load_matrix
+
+    gpus = matrix_copy / "gpus.yaml"
+    text = gpus.read_text()
+    gpus.write_text(text.replace("gpus:", 'driver_floors:\n  - {cc: "9", family: Hopper, min_driver: "x", source: "https://example.test/f"}\ngpus:', 1))
+    with pytest.raises(MatrixError) as exc:
+        load_matrix(matrix_copy)
+    text_all = "\n".join(exc.value.problems) if hasattr(exc.value, "problems") else str(exc.value)
+    assert "driver_floors[0].cc" in text_all and "driver_floors[0].min_driver" in text_all

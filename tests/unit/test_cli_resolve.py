@@ -42,7 +42,7 @@ def test_refusal_json_and_exit_3(capsys):
 def test_human_refusal_names_block_and_alternatives(capsys):
     rc, _, err = run(capsys, "resolve", "--target", "rtx-5090", "--framework", "torch==2.5.*")
     assert rc == 3
-    assert err.splitlines()[0] == "error: no torch stack satisfies 'torch==2.5.*' for sm_120 (NVIDIA GeForce RTX 5090)"
+    assert err.splitlines()[0] == "error: no torch stack satisfies 'torch==2.5.*' for 12.0 (sm_120, NVIDIA GeForce RTX 5090)"
     assert "blocked by:" in err and "nearest alternatives:" in err and "torch>=2.7 (2.7.0 cu128)" in err
 
 

@@ -41,10 +41,10 @@ CASES = [
     (dict(framework="torch", targets=["gtx-1080"]), "2.14.1", "cu126", "3.12"),  # sm_60 SASS runs on 6.1
     (dict(framework="torch", targets=["v100", "rtx-5090"]), "2.10.0", "cu128", "3.12"),  # one build serves both
     # drivers: minor-version compatibility, inclusive floors
-    (dict(framework="torch==2.4.*", targets=["h100"], driver="470.57.02"), "2.4.1", "cu118", "3.12"),  # R470: not cu121
+    (dict(framework="torch==2.4.*", targets=["a100"], driver="470.57.02"), "2.4.1", "cu118", "3.12"),  # R470: not cu121
     (dict(framework="torch", targets=["a100"], driver="450.80.02"), "2.7.1", "cu118", "3.12"),  # R450 at the 11.x floor
     (dict(framework="torch==2.14.*", targets=["h100"], driver="525.60.13"), "2.14.1", "cu126", "3.12"),
-    (dict(framework="torch", targets=["rtx-5090"], driver="565.57.01"), "2.11.0", "cu128", "3.12"),  # 13.x needs R580
+    (dict(framework="torch", targets=["rtx-5090"], driver="570.86.16"), "2.11.0", "cu128", "3.12"),  # 13.x needs R580
     (dict(framework="torch", targets=["h100"], driver="535.104.05"), "2.14.1", "cu126", "3.12"),  # R535: 12.x full up to 12.2
     # TensorFlow
     (dict(framework="tensorflow", targets=["h100"]), "2.21.0", "cu125", "3.12"),
@@ -79,7 +79,7 @@ def test_new_torch_on_h100_full_stack(matrix):
 
 
 def test_minor_version_compat_is_a_warning_with_the_ptx_caveat(matrix):
-    res = resolve(matrix, framework="torch==2.4.*", targets=["h100"], driver="470.57.02")
+    res = resolve(matrix, framework="torch==2.4.*", targets=["a100"], driver="470.57.02")
     assert res.driver_mode == "minor-compat"
     assert any("minor-version compatibility" in w and "torch.compile" in w and "520.61.05" in w for w in res.warnings)
     assert any("not cu121 (driver 470.57.02 is below cu121's requirement ≥ 530.30.02" in n for n in res.notes)
@@ -118,9 +118,9 @@ def test_no_framework_picks_newest_toolkit_for_the_driver(matrix):
     assert res.framework is None and res.cuda == "12.4"
 
 
-def test_jetson_warns_about_jetpack(matrix):
-    res = resolve(matrix, framework="torch", targets=["jetson-agx-orin"])
-    assert any("Jetson" in w for w in res.warnings)
+def test_jetson_is_refused_naming_jetpack(matrix):
+    err = refuse(matrix, framework="torch", targets=["jetson-agx-orin"])
+    assert "Jetson" in err.message and "JetPack" in err.message and "l4t" in err.hint
 
 
 # --- refusals -------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_jetson_warns_about_jetpack(matrix):
 def test_rtx5090_on_torch_2_5_refused_with_torch_2_7_cu128(matrix):
     err = refuse(matrix, framework="torch==2.5.*", targets=["rtx-5090"])
     assert err.conflicts == [
-        "no build of 'torch==2.5.*' carries SASS for sm_120 (NVIDIA GeForce RTX 5090) (those builds carry sm_37 … sm_90)"
+        "no build of 'torch==2.5.*' carries SASS for 12.0 (sm_120, NVIDIA GeForce RTX 5090) (those builds carry sm_37 … sm_90)"
     ]
     first = err.alternatives[0]
     assert first["kind"] == "framework" and first["framework"] == {"name": "torch", "version": "2.7.0", "variant": "cu128"}
@@ -223,4 +223,4 @@ def test_kepler_assumes_its_last_driver_branch_not_a_current_one(matrix):
 
 def test_a_driver_past_the_last_branch_of_a_target_is_flagged(matrix):
     res = resolve(matrix, framework="torch==2.3.*", targets=["k80"], driver="535.104.05")
-    assert any("cannot drive sm_37 (NVIDIA Tesla K80): its support ends with R470" in w for w in res.warnings)
+    assert any("cannot drive 3.7 (sm_37, NVIDIA Tesla K80): its support ends with R470" in w for w in res.warnings)
