@@ -200,7 +200,7 @@ def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], d
             if best is not None and (best.major, best.minor) != (t.cc.major, t.cc.minor):
                 warnings.append(
                     f"{describe_target(t)} relies on {best.sm} code on a {t.cc} device (same-major binary "
-                    f"compatibility): it runs, but no kernel was built for {t.cc.sm} itself"
+                    f"compatibility): the build's arch list has no {t.cc.sm}"
                 )
         for t in req.targets:
             if t.gpu is not None and t.gpu.host_arch == "aarch64":

@@ -32,7 +32,7 @@ def test_torch_2_15_is_the_newest_with_its_pypi_pins(matrix):
     cu132 = newest.variant("cu132")
     assert (str(cu132.cuda), cu132.cudnn, cu132.nccl) == ("13.2", "9.26.0.51", "2.30.7")
     assert [a.sm for a in cu132.archs] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
-    assert cu132.ptx == () and cu132.prov.uncertain  # arch list not measured in libtorch_cuda.so
+    assert cu132.ptx == () and not cu132.prov.uncertain  # measured in libtorch_cuda.so
     assert dict(newest.companions) == {"torchvision": "0.29.2", "torchaudio": None}
 
 
@@ -182,3 +182,21 @@ def test_loader_validates_driver_floors(matrix_copy):
         load_matrix(matrix_copy)
     text_all = "\n".join(exc.value.problems) if hasattr(exc.value, "problems") else str(exc.value)
     assert "driver_floors[0].cc" in text_all and "driver_floors[0].min_driver" in text_all
+
+
+def test_a_gpu_may_override_its_generations_floor(matrix_copy):
+    from envman.matrix.load import load_matrix
+
+    gpus = matrix_copy / "gpus.yaml"
+    text = gpus.read_text().replace(
+        "gpus:", 'driver_floors:\n  - {cc: "9.0", family: Hopper, min_driver: "520", source: "https://example.test/f"}\ngpus:', 1
+    )
+    gpus.write_text(text + '  - {id: gh-x, name: "Test GH", cc: "9.0", segment: datacenter, min_driver: "535", '
+                    'host_arch: aarch64, source: "https://example.test/gh"}\n')
+    m = load_matrix(matrix_copy)
+    by_id = {g.id: g for g in m.gpus}
+    assert str(by_id["gh-x"].min_driver) == "535" and by_id["gh-x"].min_driver_prov.source == "https://example.test/gh"
+    assert by_id["gh-x"].family == "Hopper" and by_id["gh-x"].host_arch == "aarch64"
+    assert [str(g.min_driver) for g in m.gpus if g.cc == by_id["gh-x"].cc and g.id != "gh-x"] == ["520"] * (
+        sum(1 for g in m.gpus if g.cc == by_id["gh-x"].cc) - 1
+    )
