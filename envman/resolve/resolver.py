@@ -24,9 +24,11 @@ from packaging.version import Version
 from envman.errors import ResolutionError, UsageError
 from envman.model import (
     FrameworkRelease,
+    Gpu,
     Matrix,
     Request,
     Resolution,
+    Target,
     Variant,
     sass_covers,
 )
@@ -105,33 +107,41 @@ def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[st
                 "(https://pypi.jetson-ai-lab.io) and 'Installing PyTorch for Jetson Platform' "
                 "(https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/)",
             )
-    floors = [t for t in req.targets if t.gpu is not None and t.gpu.min_driver is not None]
+    floors = [(t, g) for t in req.targets if (g := _floor_gpu(matrix, t)) is not None]
     if not floors:
         return driver
-    top = max(floors, key=lambda t: t.gpu.min_driver)
-    floor = top.gpu.min_driver
+    top, top_gpu = max(floors, key=lambda x: x[1].min_driver)
     if req.driver is None:
-        if driver < floor:
-            notes.append(f"driver: none given; assuming ≥ {floor}, the first driver branch that runs {top.label} "
-                         f"({top.gpu.family})")
-            return floor
+        if driver < top_gpu.min_driver:
+            notes.append(f"driver: none given; assuming ≥ {top_gpu.min_driver}, the first driver branch that runs "
+                         f"{describe_target(top)} ({top_gpu.family})")
+            return top_gpu.min_driver
         return driver
-    blocked = [t for t in floors if driver < t.gpu.min_driver]
+    blocked = [(t, g) for t, g in floors if driver < g.min_driver]
     if blocked:
-        t = max(blocked, key=lambda x: x.gpu.min_driver)
-        g = t.gpu
-        short = re.sub(r"^(NVIDIA )?(GeForce |Tesla )?", "", g.name)
-        unsure = f" (matrix data uncertain: {g.min_driver_prov.note})" if g.min_driver_prov and g.min_driver_prov.uncertain else ""
+        t, g = max(blocked, key=lambda x: x[1].min_driver)
+        short = re.sub(r"^(NVIDIA )?(GeForce |Tesla )?", "", t.gpu.name) if t.gpu else describe_target(t)
+        prov = g.min_driver_prov
+        unsure = f" (matrix data uncertain: {prov.note})" if prov and prov.uncertain else ""
         raise ResolutionError(
             f"{short} needs NVIDIA driver ≥ {g.min_driver} ({g.family}); driver {driver} cannot run it",
-            conflicts=[f"{describe_target(x)}: {x.gpu.family or 'its generation'} runs on driver branch "
-                       f"{x.gpu.min_driver} or newer" for x in blocked]
-                      + ([f"source: {g.min_driver_prov.source}{unsure}"] if g.min_driver_prov else []),
+            conflicts=[f"{describe_target(x)}: {y.family or 'its generation'} runs on driver branch {y.min_driver} or newer"
+                       for x, y in blocked]
+                      + ([f"source: {prov.source}{unsure}"] if prov else []),
             alternatives=[{"kind": "driver", "change": f"upgrade the NVIDIA driver to ≥ {g.min_driver}"}],
             hint=f"upgrade the NVIDIA driver to ≥ {g.min_driver} (the {g.family} floor), or pass the driver the "
             "machines really run with --driver",
         )
     return driver
+
+
+def _floor_gpu(matrix: Matrix, t: Target) -> Gpu | None:
+    """The GPU whose driver floor applies to a target: its own, or for a bare capability (sm_90) the lowest
+    floor among the known non-Jetson GPUs of that capability."""
+    if t.gpu is not None:
+        return t.gpu if t.gpu.min_driver is not None else None
+    same = [g for g in matrix.gpus if g.cc == t.cc and g.min_driver is not None and g.segment != "embedded"]
+    return min(same, key=lambda g: g.min_driver) if same else None
 
 
 def _driver_ceiling(matrix: Matrix, req: Request):

@@ -200,3 +200,8 @@ def test_a_gpu_may_override_its_generations_floor(matrix_copy):
     assert [str(g.min_driver) for g in m.gpus if g.cc == by_id["gh-x"].cc and g.id != "gh-x"] == ["520"] * (
         sum(1 for g in m.gpus if g.cc == by_id["gh-x"].cc) - 1
     )
+
+
+def test_a_bare_capability_takes_its_generations_floor(matrix):
+    err = _refuse(matrix, framework="torch", targets=["sm_90"], driver="470.57.02")
+    assert err.message == "9.0 (sm_90) needs NVIDIA driver ≥ 520 (Hopper); driver 470.57.02 cannot run it"
