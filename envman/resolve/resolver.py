@@ -125,8 +125,8 @@ def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[st
         unsure = f" (matrix data uncertain: {prov.note})" if prov and prov.uncertain else ""
         raise ResolutionError(
             f"{short} needs NVIDIA driver ≥ {g.min_driver} ({g.family}); driver {driver} cannot run it",
-            conflicts=[f"{describe_target(x)}: {y.family or 'its generation'} runs on driver branch {y.min_driver} or newer"
-                       for x, y in blocked]
+            conflicts=[f"{describe_target(x)}: {y.family or 'its generation'} runs on driver branch "
+                       f"{y.min_driver} or newer" for x, y in blocked]
                       + ([f"source: {prov.source}{unsure}"] if prov else []),
             alternatives=[{"kind": "driver", "change": f"upgrade the NVIDIA driver to ≥ {g.min_driver}"}],
             hint=f"upgrade the NVIDIA driver to ≥ {g.min_driver} (the {g.family} floor), or pass the driver the "

@@ -138,7 +138,10 @@ def test_the_floor_does_not_block_a_driver_that_meets_it(matrix):
     assert res.version is not None
 
 
-@pytest.mark.parametrize("name", ["Jetson Nano", "jetson-orin-nano", "Jetson Orin NX", "jetson-agx-orin", "jetson-thor"])
+JETSONS = ["Jetson Nano", "jetson-orin-nano", "Jetson Orin NX", "jetson-agx-orin", "jetson-thor"]
+
+
+@pytest.mark.parametrize("name", JETSONS)
 def test_jetson_is_recognised_and_refused_naming_jetpack(matrix, name):
     err = _refuse(matrix, framework="torch", targets=[name])
     assert "is a Jetson" in err.message and "JetPack" in err.message
@@ -177,7 +180,8 @@ def test_loader_validates_driver_floors(matrix_copy):
 
     gpus = matrix_copy / "gpus.yaml"
     text = gpus.read_text()
-    gpus.write_text(text.replace("gpus:", 'driver_floors:\n  - {cc: "9", family: Hopper, min_driver: "x", source: "https://example.test/f"}\ngpus:', 1))
+    bad = 'driver_floors:\n  - {cc: "9", family: Hopper, min_driver: "x", source: "https://example.test/f"}\ngpus:'
+    gpus.write_text(text.replace("gpus:", bad, 1))
     with pytest.raises(MatrixError) as exc:
         load_matrix(matrix_copy)
     text_all = "\n".join(exc.value.problems) if hasattr(exc.value, "problems") else str(exc.value)
@@ -188,9 +192,8 @@ def test_a_gpu_may_override_its_generations_floor(matrix_copy):
     from envman.matrix.load import load_matrix
 
     gpus = matrix_copy / "gpus.yaml"
-    text = gpus.read_text().replace(
-        "gpus:", 'driver_floors:\n  - {cc: "9.0", family: Hopper, min_driver: "520", source: "https://example.test/f"}\ngpus:', 1
-    )
+    floors = 'driver_floors:\n  - {cc: "9.0", family: Hopper, min_driver: "520", source: "https://example.test/f"}\ngpus:'
+    text = gpus.read_text().replace("gpus:", floors, 1)
     gpus.write_text(text + '  - {id: gh-x, name: "Test GH", cc: "9.0", segment: datacenter, min_driver: "535", '
                     'host_arch: aarch64, source: "https://example.test/gh"}\n')
     m = load_matrix(matrix_copy)
