@@ -127,6 +127,10 @@ class Gpu:
     segment: str
     aliases: tuple[str, ...]
     prov: Provenance
+    family: str | None = None  # architecture family named in messages ("Hopper")
+    min_driver: Version | None = None  # first driver branch that runs this GPU at all ("520")
+    min_driver_prov: Provenance | None = None
+    host_arch: str | None = None  # "aarch64" on Grace systems; None: x86_64 hosts (or not recorded)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ def matrix_files(fws: tuple[frameworks.Framework, ...]) -> tuple[str, ...]:
 
 FILES = matrix_files(frameworks.FRAMEWORKS)  # the files of the frameworks envman ships
 SEGMENTS = ("datacenter", "workstation", "consumer", "embedded")
+HOST_ARCHS = ("x86_64", "aarch64")
 
 
 def default_matrix_dir() -> Path:
@@ -115,9 +116,45 @@ def _load_cuda(ctx: _Ctx, doc: Any) -> tuple:
     return drv, drv_prov, tuple(majors), tuple(sorted(rels, key=lambda r: r.version, reverse=True)), tuple(legacy)
 
 
+def _cc_field(ctx: _Ctx, raw: Any, path: str) -> Cc | None:
+    try:
+        cc = Cc.parse(raw)
+        if "." not in raw:
+            raise ValueError
+        return cc
+    except ValueError:
+        ctx.bad(path, f"expected a compute capability like '8.9', got {raw!r}")
+        return None
+
+
+def _load_driver_floors(ctx: _Ctx, doc: Any) -> dict[Cc, tuple[str, Version, Provenance]]:
+    """driver_floors: compute capability -> (family, first driver branch, provenance)."""
+    floors: dict[Cc, tuple[str, Version, Provenance]] = {}
+    raw = doc.get("driver_floors") if isinstance(doc, dict) else None
+    if raw is None:
+        return floors
+    if not isinstance(raw, list):
+        ctx.bad("driver_floors", "expected a list")
+        return floors
+    for i, e in enumerate(raw):
+        p = f"driver_floors[{i}]"
+        cc_raw = ctx.req(e, "cc", p, str)
+        family = ctx.req(e, "family", p, str)
+        floor = ctx.version(e, "min_driver", p)
+        prov = ctx.prov(e, p)
+        cc = _cc_field(ctx, cc_raw, f"{p}.cc") if cc_raw is not None else None
+        if cc is None or family is None or floor is None:
+            continue
+        if cc in floors:
+            ctx.bad(f"{p}.cc", f"duplicate compute capability {cc}")
+        floors[cc] = (family, floor, prov)
+    return floors
+
+
 def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
     gpus: list[Gpu] = []
     owner: dict[str, str] = {}
+    floors = _load_driver_floors(ctx, doc)
     for p, e in _items(ctx, doc, "gpus"):
         gid = ctx.req(e, "id", p, str)
         name = ctx.req(e, "name", p, str)
@@ -134,17 +171,19 @@ def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
             aliases = []
         if seg is not None and seg not in SEGMENTS:
             ctx.bad(f"{p}.segment", f"expected one of {', '.join(SEGMENTS)}, got {seg!r}")
-        cc = None
-        if cc_raw is not None:
-            try:
-                cc = Cc.parse(cc_raw)
-                if "." not in cc_raw:
-                    raise ValueError
-            except ValueError:
-                ctx.bad(f"{p}.cc", f"expected a compute capability like '8.9', got {cc_raw!r}")
-                cc = None
+        cc = _cc_field(ctx, cc_raw, f"{p}.cc") if cc_raw is not None else None
+        own_floor = ctx.version(e, "min_driver", p, optional=True)
+        host = e.get("host_arch") if isinstance(e, dict) else None
+        if host is not None and host not in HOST_ARCHS:
+            ctx.bad(f"{p}.host_arch", f"expected one of {', '.join(HOST_ARCHS)}, got {host!r}")
+            host = None
         if gid is None or name is None or cc is None:
             continue
+        family, floor, floor_prov = floors.get(cc, (None, None, None))
+        if own_floor is not None:  # a GPU's own floor overrides its generation's, with the GPU's source
+            floor, floor_prov = own_floor, prov
+        if seg == "embedded":  # Jetson: the driver comes with JetPack, no desktop/server branch applies
+            floor = floor_prov = None
         for a in [gid, name, *aliases]:
             key = normalize_gpu_name(a)
             if not key:
@@ -153,7 +192,7 @@ def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
                 ctx.bad(f"{p}.aliases", f"{a!r} also names {owner[key]} (normalised: {key!r})")
             else:
                 owner[key] = gid
-        gpus.append(Gpu(gid, name, cc, mem, seg or "", tuple(aliases), prov))
+        gpus.append(Gpu(gid, name, cc, mem, seg or "", tuple(aliases), prov, family, floor, floor_prov, host))
     _dupes(ctx, "gpus", [g.id for g in gpus], "id")
     return tuple(gpus)
 

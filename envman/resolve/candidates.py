@@ -44,7 +44,8 @@ class Candidate:
 
 
 def describe_target(t: Target) -> str:
-    return f"{t.cc.sm} ({t.label})" if t.gpu else t.cc.sm
+    """A capability written both ways, ``3.7 (sm_37)``, with the GPU's name when there is one."""
+    return f"{t.cc} ({t.cc.sm}, {t.label})" if t.gpu else f"{t.cc} ({t.cc.sm})"
 
 
 def python_key(p: str) -> tuple[int, ...]:

@@ -17,14 +17,18 @@ matrix's default Python when the request names none.
 
 from __future__ import annotations
 
+import re
+
 from packaging.version import Version
 
 from envman.errors import ResolutionError, UsageError
 from envman.model import (
     FrameworkRelease,
+    Gpu,
     Matrix,
     Request,
     Resolution,
+    Target,
     Variant,
     sass_covers,
 )
@@ -77,6 +81,8 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
                 f"driver: none given; assuming a current driver {matrix.assumed_driver} "
                 "(pass --driver to resolve for an older one)"
             )
+    if not req.cpu:
+        driver = _check_targets(matrix, req, driver, notes)
     if req.framework is None:
         return _resolve_no_framework(matrix, req, driver, notes)
     cands = candidates_for(matrix, req, driver)
@@ -84,6 +90,58 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     if best is None:
         raise refusal(matrix, req, cands, driver)
     return _build(matrix, req, best, cands, driver, notes)
+
+
+def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[str]) -> Version:
+    """Targets no stack can serve, whatever the framework: a Jetson, or a GPU older drivers cannot run.
+    Returns the driver to resolve for (raised to a target's floor when none was given)."""
+    for t in req.targets:
+        if t.gpu is not None and t.gpu.segment == "embedded":
+            raise ResolutionError(
+                f"{t.label} is a Jetson (compute capability {t.cc} ({t.cc.sm})): envman resolves Linux x86_64 "
+                "PyPI/download.pytorch.org stacks, which do not run on JetPack (L4T, aarch64, integrated GPU)",
+                conflicts=[f"{t.label}: Jetson modules run the CUDA, cuDNN and driver of their JetPack release"],
+                alternatives=[],
+                hint="use NVIDIA's Jetson route: JetPack's L4T containers (nvcr.io/nvidia/l4t-jetpack, "
+                "nvcr.io/nvidia/l4t-pytorch, nvcr.io/nvidia/l4t-ml) or the Jetson wheels of NVIDIA's Jetson AI Lab "
+                "(https://pypi.jetson-ai-lab.io) and 'Installing PyTorch for Jetson Platform' "
+                "(https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/)",
+            )
+    floors = [(t, g) for t in req.targets if (g := _floor_gpu(matrix, t)) is not None]
+    if not floors:
+        return driver
+    top, top_gpu = max(floors, key=lambda x: x[1].min_driver)
+    if req.driver is None:
+        if driver < top_gpu.min_driver:
+            notes.append(f"driver: none given; assuming ≥ {top_gpu.min_driver}, the first driver branch that runs "
+                         f"{describe_target(top)} ({top_gpu.family})")
+            return top_gpu.min_driver
+        return driver
+    blocked = [(t, g) for t, g in floors if driver < g.min_driver]
+    if blocked:
+        t, g = max(blocked, key=lambda x: x[1].min_driver)
+        short = re.sub(r"^(NVIDIA )?(GeForce |Tesla )?", "", t.gpu.name) if t.gpu else describe_target(t)
+        prov = g.min_driver_prov
+        unsure = f" (matrix data uncertain: {prov.note})" if prov and prov.uncertain else ""
+        raise ResolutionError(
+            f"{short} needs NVIDIA driver ≥ {g.min_driver} ({g.family}); driver {driver} cannot run it",
+            conflicts=[f"{describe_target(x)}: {y.family or 'its generation'} runs on driver branch "
+                       f"{y.min_driver} or newer" for x, y in blocked]
+                      + ([f"source: {prov.source}{unsure}"] if prov else []),
+            alternatives=[{"kind": "driver", "change": f"upgrade the NVIDIA driver to ≥ {g.min_driver}"}],
+            hint=f"upgrade the NVIDIA driver to ≥ {g.min_driver} (the {g.family} floor), or pass the driver the "
+            "machines really run with --driver",
+        )
+    return driver
+
+
+def _floor_gpu(matrix: Matrix, t: Target) -> Gpu | None:
+    """The GPU whose driver floor applies to a target: its own, or for a bare capability (sm_90) the lowest
+    floor among the known non-Jetson GPUs of that capability."""
+    if t.gpu is not None:
+        return t.gpu if t.gpu.min_driver is not None else None
+    same = [g for g in matrix.gpus if g.cc == t.cc and g.min_driver is not None and g.segment != "embedded"]
+    return min(same, key=lambda g: g.min_driver) if same else None
 
 
 def _driver_ceiling(matrix: Matrix, req: Request):
@@ -148,10 +206,18 @@ def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], d
                 "every kernel at first use (slow start, and it fails if the driver is older than the PTX)"
             )
         for t in req.targets:
-            if t.gpu is not None and t.gpu.segment == "embedded":
+            best = sass_covers(var.archs, t.cc) if t not in c.ptx_only else None
+            if best is not None and (best.major, best.minor) != (t.cc.major, t.cc.minor):
                 warnings.append(
-                    f"{t.label} is a Jetson: PyPI and download.pytorch.org wheels do not run on JetPack; "
-                    "use NVIDIA's JetPack builds (the arch check above still holds)"
+                    f"{describe_target(t)} relies on {best.sm} code on a {t.cc} device (same-major binary "
+                    f"compatibility): the build's arch list has no {t.cc.sm}"
+                )
+        for t in req.targets:
+            if t.gpu is not None and t.gpu.host_arch == "aarch64":
+                warnings.append(
+                    f"{t.label} sits in a Grace (aarch64) system: envman's stacks are Linux x86_64 wheels and "
+                    "images, which do not run on its Arm host; build for linux/arm64 on an Arm machine and check "
+                    "that every wheel has a manylinux aarch64 build (envman has no CPU-architecture axis yet)"
                 )
         warnings.extend(c.soft)
         if var.prov.uncertain:

@@ -21,7 +21,7 @@ def test_success_json_shape(capsys):
     d = json.loads(out)
     assert set(d) >= {"framework", "companions", "cuda", "cudnn", "python", "base_image", "min_driver", "arch_list",
                       "targets", "notes", "warnings"}
-    assert d["framework"] == {"name": "torch", "version": "2.14.1", "variant": "cu130", "index_url": None}
+    assert d["framework"] == {"name": "torch", "version": "2.15.0", "variant": "cu132", "index_url": None}
     assert d["targets"] == [{"name": "NVIDIA H100 SXM5 80GB", "compute_capability": "9.0", "sm": "sm_90", "id": "h100-sxm"}]
     assert isinstance(d["notes"], list) and d["notes"] and isinstance(d["warnings"], list)
 
@@ -42,7 +42,7 @@ def test_refusal_json_and_exit_3(capsys):
 def test_human_refusal_names_block_and_alternatives(capsys):
     rc, _, err = run(capsys, "resolve", "--target", "rtx-5090", "--framework", "torch==2.5.*")
     assert rc == 3
-    assert err.splitlines()[0] == "error: no torch stack satisfies 'torch==2.5.*' for sm_120 (NVIDIA GeForce RTX 5090)"
+    assert err.splitlines()[0] == "error: no torch stack satisfies 'torch==2.5.*' for 12.0 (sm_120, NVIDIA GeForce RTX 5090)"
     assert "blocked by:" in err and "nearest alternatives:" in err and "torch>=2.7 (2.7.0 cu128)" in err
 
 

@@ -1,0 +1,210 @@
+"""Facts of the shipped matrices that issue #13 corrected, one test each, with where they come from.
+
+These assert the shipped data on purpose (tests/unit runs on data of its own where it can): when a
+fact changes upstream, the data and this file change together, with the new source.
+"""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+
+def _release(matrix, framework: str, version: str):
+    v = Version(version)
+    for rel in matrix.frameworks[framework]:
+        if (rel.version.major, rel.version.minor) == (v.major, v.minor):
+            return rel
+    raise AssertionError(f"{framework} {version} not in the matrix")
+
+
+def _variant(matrix, version: str, name: str):
+    var = _release(matrix, "torch", version).variant(name)
+    assert var is not None, f"torch {version} has no {name} variant"
+    return var
+
+
+def test_torch_2_15_is_the_newest_with_its_pypi_pins(matrix):
+    # torch-2.15.0 wheel METADATA (PyPI): cuda-toolkit==13.2.2, nvidia-cudnn-cu13==9.26.0.51,
+    # nvidia-nccl-cu13==2.30.7; torch/version.py '2.15.0+cu132'
+    newest = matrix.frameworks["torch"][0]
+    assert str(newest.version) == "2.15.0"
+    assert newest.pypi_default == "cu132"
+    cu132 = newest.variant("cu132")
+    assert (str(cu132.cuda), cu132.cudnn, cu132.nccl) == ("13.2", "9.26.0.51", "2.30.7")
+    assert [a.sm for a in cu132.archs] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    assert cu132.ptx == () and not cu132.prov.uncertain  # measured in libtorch_cuda.so
+    assert dict(newest.companions) == {"torchvision": "0.29.2", "torchaudio": None}
+
+
+def test_torch_2_15_requires_python_3_11_and_adds_3_15(matrix):
+    # PyPI: Requires-Python >=3.11; cp311..cp315 wheels, no cp310
+    assert _release(matrix, "torch", "2.15").python == ("3.11", "3.12", "3.13", "3.14", "3.15")
+
+
+def test_cuda_13_2_and_cudnn_9_26_exist_for_the_2_15_default(matrix):
+    cr = matrix.cuda_release(Version("13.2"))
+    assert cr is not None and cr.latest_update == "13.2.2" and str(cr.min_driver) == "595.71.05"
+    assert matrix.cudnn_release("9.26.0.51") is not None
+    assert str(matrix.cuda_major(13).minor_compat_floor) == "580.65.06"
+    assert any(i.cuda == Version("13.2") for i in matrix.base_images.cuda)
+
+
+def test_torch_2_11_cu128_bundles_cudnn_9_19(matrix):
+    assert _variant(matrix, "2.11", "cu128").cudnn == "9.19.0.56"
+    assert _variant(matrix, "2.11", "cu130").cudnn == "9.19.0.56"
+
+
+def test_torch_2_12_to_2_14_cu126_bundle_nccl_2_29_3(matrix):
+    for line in ("2.12", "2.13", "2.14"):
+        var = _variant(matrix, line, "cu126")
+        assert var.nccl == "2.29.3", line
+        assert var.prov.uncertain  # the cu126 METADATA is on download.pytorch.org, not read
+
+
+def test_cuda_13_0_latest_update_is_13_0_3_everywhere(matrix):
+    assert matrix.cuda_release(Version("13.0")).latest_update == "13.0.3"
+    imgs = [i for i in matrix.base_images.cuda if i.cuda == Version("13.0")]
+    assert imgs and all(i.update == "13.0.3" for i in imgs)
+
+
+def test_no_ptx_in_release_wheels_before_2_13(matrix):
+    # pytorch/pytorch#188914: release builds before 2.13 carried no PTX; 2.13.0 and 2.14.1 measured: none
+    for rel in matrix.frameworks["torch"]:
+        if rel.version < Version("2.15"):
+            for var in rel.variants:
+                assert var.ptx == (), f"torch {rel.version} {var.name} lists PTX {var.ptx}"
+
+
+def test_torchaudio_ends_at_2_11(matrix):
+    comps = {str(r.version): dict(r.companions) for r in matrix.frameworks["torch"]}
+    assert comps["2.11.0"]["torchaudio"] == "2.11.0"
+    assert comps["2.12.0"]["torchaudio"] == comps["2.12.1"]["torchaudio"] == "2.11.0"
+    for v in ("2.13.0", "2.14.0", "2.14.1", "2.15.0"):
+        assert comps[v]["torchaudio"] is None, v  # null: no torchaudio exists for this torch
+
+
+# --- GPU generations: driver floors, Jetson, Grace, same-major SASS ------------------------------------
+
+import pytest  # noqa: E402
+
+from envman.errors import MatrixError, ResolutionError  # noqa: E402
+from envman.resolve.request import build_request  # noqa: E402
+from envman.resolve.resolver import resolve_stack  # noqa: E402
+
+
+def _resolve(matrix, **kw):
+    return resolve_stack(matrix, build_request(matrix, **kw))
+
+
+def _refuse(matrix, **kw) -> ResolutionError:
+    with pytest.raises(ResolutionError) as exc:
+        _resolve(matrix, **kw)
+    return exc.value
+
+
+def test_gpu_generations_carry_their_first_driver_branch(matrix):
+    by_id = {g.id: g for g in matrix.gpus}
+    floors = {gid: (by_id[gid].family, str(by_id[gid].min_driver)) for gid in
+              ("h100-sxm", "rtx-4090", "b200", "gb200", "rtx-5090", "b300", "gb300", "gb10")}
+    assert floors == {
+        "h100-sxm": ("Hopper", "520"), "rtx-4090": ("Ada Lovelace", "520"),
+        "b200": ("Blackwell", "570"), "gb200": ("Blackwell", "570"), "rtx-5090": ("Blackwell RTX", "570"),
+        "b300": ("Blackwell Ultra", "575"), "gb300": ("Blackwell Ultra", "575"), "gb10": ("Blackwell GB10", "580"),
+    }
+    assert all(g.min_driver is None for g in matrix.gpus if g.segment == "embedded")  # JetPack's driver
+
+
+def test_h100_on_driver_470_is_refused_naming_the_floor(matrix):
+    err = _refuse(matrix, framework="torch", targets=["h100"], driver="470.57.02")
+    assert err.message == "H100 SXM5 80GB needs NVIDIA driver ≥ 520 (Hopper); driver 470.57.02 cannot run it"
+    assert err.hint.startswith("upgrade the NVIDIA driver to ≥ 520 (the Hopper floor)")
+    assert err.conflicts[0] == "9.0 (sm_90, NVIDIA H100 SXM5 80GB): Hopper runs on driver branch 520 or newer"
+    assert err.exit_code == 3
+
+
+def test_rtx_5090_on_driver_535_is_refused(matrix):
+    err = _refuse(matrix, framework="torch", targets=["rtx-5090"], driver="535.104.05")
+    assert err.message == "RTX 5090 needs NVIDIA driver ≥ 570 (Blackwell RTX); driver 535.104.05 cannot run it"
+
+
+def test_a_mixed_fleet_is_refused_on_its_highest_floor(matrix):
+    err = _refuse(matrix, framework="torch", targets=["a100", "h100", "rtx-5090"], driver="515.65.01")
+    assert err.message.startswith("RTX 5090 needs NVIDIA driver ≥ 570")
+    assert len([c for c in err.conflicts if "runs on driver branch" in c]) == 2  # H100 and RTX 5090, not A100
+
+
+def test_the_floor_does_not_block_a_driver_that_meets_it(matrix):
+    res = _resolve(matrix, framework="torch", targets=["h100"], driver="520.61.05")
+    assert res.version is not None
+
+
+JETSONS = ["Jetson Nano", "jetson-orin-nano", "Jetson Orin NX", "jetson-agx-orin", "jetson-thor"]
+
+
+@pytest.mark.parametrize("name", JETSONS)
+def test_jetson_is_recognised_and_refused_naming_jetpack(matrix, name):
+    err = _refuse(matrix, framework="torch", targets=[name])
+    assert "is a Jetson" in err.message and "JetPack" in err.message
+    assert "nvcr.io/nvidia/l4t-" in err.hint and "Jetson AI Lab" in err.hint
+
+
+def test_jetson_is_refused_without_a_framework_too(matrix):
+    assert "is a Jetson (compute capability 5.3 (sm_53))" in _refuse(matrix, targets=["jetson-nano"]).message
+
+
+def test_titan_v_is_known(matrix):
+    res = _resolve(matrix, framework="torch", targets=["TITAN V"])
+    (t,) = res.targets
+    assert t.gpu.id == "titan-v" and str(t.cc) == "7.0" and t.gpu.memory_gib == 12
+    assert res.variant == "cu126"  # the cu13x builds start at sm_75
+
+
+def test_b300_on_sm_100_code_is_warned(matrix):
+    res = _resolve(matrix, framework="torch", targets=["b300"])
+    assert any("relies on sm_100 code on a 10.3 device" in w for w in res.warnings)
+
+
+def test_exact_sass_gives_no_same_major_warning(matrix):
+    res = _resolve(matrix, framework="torch", targets=["h100"])
+    assert not [w for w in res.warnings if "relies on" in w]
+
+
+@pytest.mark.parametrize("gpu", ["gh200", "gb200", "gb300", "gb10"])
+def test_grace_hosts_warn_that_stacks_are_x86_64(matrix, gpu):
+    res = _resolve(matrix, framework="torch", targets=[gpu])
+    assert any("Grace (aarch64)" in w and "x86_64" in w for w in res.warnings)
+
+
+def test_loader_validates_driver_floors(matrix_copy):
+    from envman.matrix.load import load_matrix
+
+    gpus = matrix_copy / "gpus.yaml"
+    text = gpus.read_text()
+    bad = 'driver_floors:\n  - {cc: "9", family: Hopper, min_driver: "x", source: "https://example.test/f"}\ngpus:'
+    gpus.write_text(text.replace("gpus:", bad, 1))
+    with pytest.raises(MatrixError) as exc:
+        load_matrix(matrix_copy)
+    text_all = "\n".join(exc.value.problems) if hasattr(exc.value, "problems") else str(exc.value)
+    assert "driver_floors[0].cc" in text_all and "driver_floors[0].min_driver" in text_all
+
+
+def test_a_gpu_may_override_its_generations_floor(matrix_copy):
+    from envman.matrix.load import load_matrix
+
+    gpus = matrix_copy / "gpus.yaml"
+    floors = 'driver_floors:\n  - {cc: "9.0", family: Hopper, min_driver: "520", source: "https://example.test/f"}\ngpus:'
+    text = gpus.read_text().replace("gpus:", floors, 1)
+    gpus.write_text(text + '  - {id: gh-x, name: "Test GH", cc: "9.0", segment: datacenter, min_driver: "535", '
+                    'host_arch: aarch64, source: "https://example.test/gh"}\n')
+    m = load_matrix(matrix_copy)
+    by_id = {g.id: g for g in m.gpus}
+    assert str(by_id["gh-x"].min_driver) == "535" and by_id["gh-x"].min_driver_prov.source == "https://example.test/gh"
+    assert by_id["gh-x"].family == "Hopper" and by_id["gh-x"].host_arch == "aarch64"
+    assert [str(g.min_driver) for g in m.gpus if g.cc == by_id["gh-x"].cc and g.id != "gh-x"] == ["520"] * (
+        sum(1 for g in m.gpus if g.cc == by_id["gh-x"].cc) - 1
+    )
+
+
+def test_a_bare_capability_takes_its_generations_floor(matrix):
+    err = _refuse(matrix, framework="torch", targets=["sm_90"], driver="470.57.02")
+    assert err.message == "9.0 (sm_90) needs NVIDIA driver ≥ 520 (Hopper); driver 470.57.02 cannot run it"
