@@ -15,14 +15,14 @@ from envman.resolve.resolver import resolve_stack
 
 # (request, expected stack, why) — the stack is compared field by field on the Resolution.
 SCENARIOS = [
-    (dict(framework="torch", targets=["h100"]), dict(version="2.14.1", variant="cu130", python="3.12", cuda="13.0"),
+    (dict(framework="torch", targets=["h100"]), dict(version="2.15.0", variant="cu132", python="3.12", cuda="13.2"),
      "the newest torch the matrix knows, in its plain PyPI build"),
-    (dict(framework="torch", targets=["rtx-5090"]), dict(version="2.14.1", variant="cu130"),
+    (dict(framework="torch", targets=["rtx-5090"]), dict(version="2.15.0", variant="cu132"),
      "Blackwell (sm_120) is in every build from 2.7 on: the newest wins"),
     (dict(framework="torch==2.7.*", targets=["rtx-5090"]), dict(version="2.7.1", variant="cu128"),
      "an RTX 5090 needs torch >= 2.7, and in 2.7 only cu128 carries sm_120"),
-    (dict(framework="torch", targets=["rtx-5090"], driver="565.57.01"), dict(version="2.11.0", variant="cu128"),
-     "R565 runs CUDA 12.x only: the newest line that still has a 12.8 build"),
+    (dict(framework="torch", targets=["rtx-5090"], driver="570.86.16"), dict(version="2.11.0", variant="cu128"),
+     "R570 (the Blackwell floor) runs CUDA 12.x only: the newest line that still has a 12.8 build"),
     (dict(framework="torch", targets=["v100"]), dict(version="2.14.1", variant="cu126"),
      "Volta is not in the cu13x builds (they start at sm_75)"),
     (dict(framework="torch", targets=["v100", "rtx-5090"]), dict(version="2.10.0", variant="cu128"),
@@ -37,7 +37,7 @@ SCENARIOS = [
      "the newest TensorFlow and the CUDA it was tested with"),
     (dict(framework="tensorflow==2.13.*", targets=["a100"]), dict(version="2.13.1", variant="cu118", python="3.10"),
      "TF 2.13 uses the system CUDA: the CUDA base image's Python"),
-    (dict(framework="torch", cpu=True), dict(version="2.14.1", variant="cpu", python="3.12"),
+    (dict(framework="torch", cpu=True), dict(version="2.15.0", variant="cpu", python="3.12"),
      "CPU only: the newest torch, cpu build"),
     (dict(targets=["h100"], driver="550.54.15"), dict(framework=None, cuda="12.4"),
      "no framework: the newest CUDA toolkit the driver runs in full"),

@@ -21,7 +21,7 @@ def test_success_json_shape(capsys):
     d = json.loads(out)
     assert set(d) >= {"framework", "companions", "cuda", "cudnn", "python", "base_image", "min_driver", "arch_list",
                       "targets", "notes", "warnings"}
-    assert d["framework"] == {"name": "torch", "version": "2.15.0", "variant": "cu132", "index_url": None}
+    assert d["framework"] == {"name": "torch", "version": "2.14.1", "variant": "cu130", "index_url": None}
     assert d["targets"] == [{"name": "NVIDIA H100 SXM5 80GB", "compute_capability": "9.0", "sm": "sm_90", "id": "h100-sxm"}]
     assert isinstance(d["notes"], list) and d["notes"] and isinstance(d["warnings"], list)
 

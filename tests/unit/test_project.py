@@ -32,7 +32,7 @@ def snapshot(d: Path) -> dict[str, bytes]:
 def test_init_no_lock_detects_requirements_and_is_idempotent(repo):
     d = repo("torch-repo")
     out = init_project(d, InitOptions(targets=("h100",), python="3.11", no_lock=True))
-    assert out.spec_created and str(out.resolution.version) == "2.15.0"
+    assert out.spec_created and str(out.resolution.version) == "2.14.1"
     assert "framework constraint from the repository: torch>=2.3" in out.notes
     spec = (d / "envman.yaml").read_text()
     assert "framework: torch>=2.3" in spec and "- requirements.txt" in spec
@@ -80,7 +80,7 @@ def test_contradicting_requirement_names_both_sides(repo):
     (d / "requirements.txt").write_text("torch==2.3.0\n")
     with pytest.raises(UsageError) as exc:
         init_project(d, InitOptions(targets=("rtx-5090",), no_lock=True, framework="torch>=2.7"))
-    assert exc.value.message == "requirements.txt:1: asks for torch==2.3.0, but the stack pins torch 2.15.0 (cu132)"
+    assert exc.value.message == "requirements.txt:1: asks for torch==2.3.0, but the stack pins torch 2.14.1 (cu130)"
 
 
 def test_cli_init_error_is_one_line_without_traceback(repo, capsys):
@@ -99,12 +99,12 @@ def test_lock_with_uv_hashes_and_check(repo):
     init_project(d, InitOptions(targets=("h100",), python="3.11"))
     req = (d / "requirements.lock.txt").read_text()
     fw = (d / "requirements.framework.lock.txt").read_text()
-    assert "torch==2.15.0 \\" in req and "--hash=sha256:" in req
+    assert "torch==2.14.1 \\" in req and "--hash=sha256:" in req
     assert "numpy==" in req and "numpy==" not in fw  # the framework layer holds only torch's closure
-    assert "nvidia-cudnn-cu13==9.26.0.51" in fw
+    assert "nvidia-cudnn-cu13==9.24.0.43" in fw
     assert (d / "pylock.toml").read_text().count("[[packages]]") >= 20
     lock = json.loads((d / "envman.lock").read_text())
-    assert lock["stack"]["framework"] == {"name": "torch", "version": "2.15.0", "variant": "cu132", "index_url": None}
+    assert lock["stack"]["framework"] == {"name": "torch", "version": "2.14.1", "variant": "cu130", "index_url": None}
     assert check_lock(d) == []
     first = (d / "envman.lock").read_bytes()
     lock_project(d)
@@ -164,7 +164,7 @@ def test_profiles_write_one_lock_and_dockerfile_each_and_say_which_share(tmp_pat
         assert f"COPY .envman/stack.{p}.json /opt/envman/stack.json" in (tmp_path / f"Dockerfile.{p}").read_text()
     assert not (tmp_path / "envman.lock").exists()
     locks = {p: json.loads((tmp_path / f"envman.{p}.lock").read_text()) for p in ("blackwell", "hopper", "legacy")}
-    assert locks["blackwell"]["stack"]["framework"]["variant"] == "cu132"
+    assert locks["blackwell"]["stack"]["framework"]["variant"] == "cu130"
     assert locks["legacy"]["stack"]["framework"]["variant"] == "cu126"  # Volta is not in cu13x builds
     assert "profiles blackwell, hopper share one stack (their images differ only in labels)" in out.notes
     import yaml

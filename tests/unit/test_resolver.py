@@ -23,12 +23,12 @@ def refuse(matrix, **kw) -> ResolutionError:
 # (request, expected framework version, variant, python) — every row a stack that must come out exactly.
 CASES = [
     # Hopper / Blackwell on a current driver: the newest release and the plain PyPI build
-    (dict(framework="torch", targets=["h100"]), "2.15.0", "cu132", "3.12"),
-    (dict(framework="torch", targets=["NVIDIA H100 PCIe"]), "2.15.0", "cu132", "3.12"),
-    (dict(framework="torch", targets=["b200"]), "2.15.0", "cu132", "3.12"),
-    (dict(framework="torch", targets=["gb300"]), "2.15.0", "cu132", "3.12"),  # 10.3 runs sm_100 SASS
-    (dict(framework="torch", targets=["rtx-5090"]), "2.15.0", "cu132", "3.12"),
-    (dict(framework="torch", targets=["t4"], python="3.11"), "2.15.0", "cu132", "3.11"),
+    (dict(framework="torch", targets=["h100"]), "2.14.1", "cu130", "3.12"),
+    (dict(framework="torch", targets=["NVIDIA H100 PCIe"]), "2.14.1", "cu130", "3.12"),
+    (dict(framework="torch", targets=["b200"]), "2.14.1", "cu130", "3.12"),
+    (dict(framework="torch", targets=["gb300"]), "2.14.1", "cu130", "3.12"),  # 10.3 runs sm_100 SASS
+    (dict(framework="torch", targets=["rtx-5090"]), "2.14.1", "cu130", "3.12"),
+    (dict(framework="torch", targets=["t4"], python="3.11"), "2.14.1", "cu130", "3.11"),
     (dict(framework="torch==2.7.*", targets=["GeForce RTX 5090"]), "2.7.1", "cu128", "3.12"),
     # old frameworks on new GPUs: the variant that carries the architecture
     (dict(framework="torch==2.0.*", targets=["h100"]), "2.0.1", "cu118", "3.11"),  # cu117 has no sm_90
@@ -42,17 +42,17 @@ CASES = [
     (dict(framework="torch", targets=["gtx-1080"]), "2.14.1", "cu126", "3.12"),  # sm_60 SASS runs on 6.1
     (dict(framework="torch", targets=["v100", "rtx-5090"]), "2.10.0", "cu128", "3.12"),  # one build serves both
     # drivers: minor-version compatibility, inclusive floors
-    (dict(framework="torch==2.4.*", targets=["a100"], driver="470.57.02"), "2.4.1", "cu118", "3.12"),  # R470: not cu121
+    (dict(framework="torch==2.4.*", targets=["h100"], driver="470.57.02"), "2.4.1", "cu118", "3.12"),  # R470: not cu121
     (dict(framework="torch", targets=["a100"], driver="450.80.02"), "2.7.1", "cu118", "3.12"),  # R450 at the 11.x floor
     (dict(framework="torch==2.14.*", targets=["h100"], driver="525.60.13"), "2.14.1", "cu126", "3.12"),
-    (dict(framework="torch", targets=["rtx-5090"], driver="570.86.16"), "2.11.0", "cu128", "3.12"),  # 13.x needs R580
+    (dict(framework="torch", targets=["rtx-5090"], driver="565.57.01"), "2.11.0", "cu128", "3.12"),  # 13.x needs R580
     (dict(framework="torch", targets=["h100"], driver="535.104.05"), "2.14.1", "cu126", "3.12"),  # R535: 12.x full up to 12.2
     # TensorFlow
     (dict(framework="tensorflow", targets=["h100"]), "2.21.0", "cu125", "3.12"),
     (dict(framework="tensorflow==2.15.*", targets=["a100"]), "2.15.1", "cu122", "3.11"),
     (dict(framework="tensorflow==2.13.*", targets=["a100"]), "2.13.1", "cu118", "3.10"),  # system CUDA → image Python
     # CPU
-    (dict(framework="torch", cpu=True), "2.15.0", "cpu", "3.12"),
+    (dict(framework="torch", cpu=True), "2.14.1", "cpu", "3.12"),
     (dict(framework="torch==2.13.0", cpu=True, python="3.11"), "2.13.0", "cpu", "3.11"),
 ]
 
@@ -71,16 +71,16 @@ def test_pypi_default_has_no_index_but_other_variants_do(matrix):
 
 def test_new_torch_on_h100_full_stack(matrix):
     res = resolve(matrix, framework="torch", targets=["h100"], python="3.11")
-    assert res.cuda == "13.2" and res.cudnn == "9.26.0.51" and res.nccl == "2.30.7"
+    assert res.cuda == "13.0" and res.cudnn == "9.24.0.43" and res.nccl == "2.30.7"
     assert res.arch_list == ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
     assert res.base_image == "python:3.11-slim-bookworm" and res.base_kind == "slim"
-    assert res.driver_mode == "minor-compat" and res.driver_assumed  # 13.2 is full from 595.71.05
+    assert res.driver_mode == "full" and res.driver_assumed
     assert any(n.startswith("driver: none given; assuming a current driver 580.95.05") for n in res.notes)
-    assert dict(res.companions)["torchvision"] == "0.29.2"
+    assert dict(res.companions)["torchvision"] == "0.29.1"
 
 
 def test_minor_version_compat_is_a_warning_with_the_ptx_caveat(matrix):
-    res = resolve(matrix, framework="torch==2.4.*", targets=["a100"], driver="470.57.02")
+    res = resolve(matrix, framework="torch==2.4.*", targets=["h100"], driver="470.57.02")
     assert res.driver_mode == "minor-compat"
     assert any("minor-version compatibility" in w and "torch.compile" in w and "520.61.05" in w for w in res.warnings)
     assert any("not cu121 (driver 470.57.02 is below cu121's requirement ≥ 530.30.02" in n for n in res.notes)
@@ -166,7 +166,7 @@ def test_kepler_and_blackwell_in_one_fleet_cannot_share_a_build(matrix):
 
 def test_unknown_framework_version(matrix):
     err = refuse(matrix, framework="torch==9.*", targets=["h100"])
-    assert err.conflicts[0].startswith("no torch release in the matrix matches 'torch==9.*' (known: 1.13.0 … 2.15.0)")
+    assert err.conflicts[0].startswith("no torch release in the matrix matches 'torch==9.*' (known: 1.13.0 … 2.14.1)")
 
 
 # --- bad input: one line, a hint, exit 1 --------------------------------------------------------
@@ -197,7 +197,7 @@ def test_python_no_release_supports(matrix):
     with pytest.raises(UsageError) as exc:
         resolve(matrix, framework="torch", python="2.7", targets=["h100"])
     assert exc.value.message == "no torch release has wheels for Python 2.7"
-    assert exc.value.hint == "torch publishes wheels for Python 3.7–3.15"
+    assert exc.value.hint == "torch publishes wheels for Python 3.7–3.14"
 
 
 def test_target_forms_are_equivalent(matrix):
