@@ -55,9 +55,11 @@ def _root(
 
 
 def report_error(err: EnvmanError) -> int:
-    print(f"error: {err.message}", file=sys.stderr)
+    from envman.redact import redact  # the last line of defence: no token in a message, whoever wrote it
+
+    print(f"error: {redact(err.message)}", file=sys.stderr)
     if err.hint:
-        print(f"hint: {err.hint}", file=sys.stderr)
+        print(f"hint: {redact(err.hint)}", file=sys.stderr)
     return err.exit_code
 
 
@@ -77,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if os.environ.get("ENVMAN_DEBUG"):
             raise
-        print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from envman.redact import redact
+
+        print(f"error: internal error: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
         print("hint: this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it", file=sys.stderr)
         return EXIT_INTERNAL
     return 0

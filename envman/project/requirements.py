@@ -14,6 +14,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envman.errors import UsageError
+from envman.redact import redact
 
 FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow",
               "tf-nightly": "tensorflow"}
@@ -58,7 +59,7 @@ def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = No
             out.extend(read_requirements_file(project, str(base / inc), seen))
             continue
         if line.startswith("-"):
-            opt = line.split()[0]
+            opt = redact(line.split()[0])  # --index-url=https://user:TOKEN@… is echoed without its token
             raise UsageError(
                 f"{where}: option {opt} is not supported",
                 hint="envman chooses the index for the framework build; put packages by name and version",
@@ -67,7 +68,7 @@ def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = No
         try:
             out.append(Req(Requirement(line), where))
         except InvalidRequirement as exc:
-            raise UsageError(f"{where}: {line!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per line") from None
+            raise UsageError(redact(f"{where}: {line!r} is not a valid requirement ({exc})"), hint="one PEP 508 requirement per line") from None
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envman.errors import UsageError
+from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
 KEYS = (
@@ -110,7 +111,7 @@ class _V:
         self.source = source
 
     def fail(self, fld: str, problem: str, hint: str | None = None) -> UsageError:
-        return UsageError(f"{self.source}: {fld}: {problem}", hint=hint)
+        return UsageError(redact(f"{self.source}: {fld}: {problem}"), hint=hint)  # a value may carry a URL token
 
     def text(self, data: dict, key: str, fld: str | None = None) -> str | None:
         v = data.get(key)
@@ -155,11 +156,23 @@ def validate_requirement(text: str, fld: str, source: str) -> Requirement:
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise UsageError(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})",
+        raise UsageError(redact(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})"),
                          hint="write it like numpy, pyyaml>=6 or transformers==4.46.*") from None
     if req.url:
-        raise UsageError(f"{source}: {fld}: {text!r} is a direct URL", hint="pin it by name and version so the lock can hash-check it")
+        raise UsageError(redact(f"{source}: {fld}: {text!r} is a direct URL"), hint="pin it by name and version so the lock can hash-check it")
     return req
+
+
+def validate_base_image(value: str, fld: str = "--base-image", source: str | None = None) -> str:
+    """An image reference, wherever it comes from (envman.yaml, --base-image): it is written into FROM, so
+    nothing but a reference passes (no --platform=…, no `AS x`, no line continuation, no newline)."""
+    where = f"{source}: {fld}" if source else fld
+    if not isinstance(value, str) or _CTRL.search(value):
+        raise UsageError(f"{where}: {value!r} contains a control character (newline, tab …)", hint="keep values on one line")
+    if not _IMAGE_REF.match(value):
+        raise UsageError(f"{where}: {value!r} is not an image reference",
+                         hint="like registry.example.com/python:3.11-slim or name@sha256:…")
+    return value
 
 
 def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
@@ -246,8 +259,8 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
             pv.text(pdata, "framework", f"profiles.{pname}.framework"), pv.text(pdata, "python", f"profiles.{pname}.python"),
         ))
     base = v.text(data, "base_image")
-    if base is not None and not _IMAGE_REF.match(base):
-        raise v.fail("base_image", f"{base!r} is not an image reference", "like registry.example.com/python:3.11-slim or name@sha256:…")
+    if base is not None:
+        validate_base_image(base, "base_image", source)
     return ProjectSpec(
         base_image=base,
         name=name, python=v.text(data, "python"), framework=fw, companions=companions, requirements=reqs,
