@@ -284,6 +284,8 @@ def load_spec(project: Path) -> ProjectSpec | None:
             raise UsageError(f"{SPEC_FILE}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}", hint="fix the syntax") from None
         except OSError as exc:
             raise UsageError(f"{SPEC_FILE}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{SPEC_FILE}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
         return parse_spec(data, SPEC_FILE)
     from envman.project.requirements import read_pyproject
 

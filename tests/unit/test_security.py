@@ -261,3 +261,63 @@ def test_symlinked_folder_inside_the_project_is_fine(repo):
     (repo / ".devcontainer").symlink_to(repo / "dc", target_is_directory=True)
     init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True))
     assert (repo / "dc" / "devcontainer.json").is_file()
+
+
+# --- item 7: includes outside the project, Ctrl-C, non-UTF-8 inputs -------------------------------------------
+
+
+@pytest.mark.parametrize("line", ["-r /etc/passwd", "-r ../outside.txt", "--requirement ../../x.txt"])
+def test_includes_outside_the_project_are_refused(tmp_path, line):
+    from envman.project.requirements import read_requirements_file
+
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (tmp_path / "outside.txt").write_text("numpy\n")
+    (proj / "requirements.txt").write_text(f"{line}\n")
+    with pytest.raises(UsageError) as exc:
+        read_requirements_file(proj, "requirements.txt")
+    assert exc.value.message.endswith(": outside the project")
+
+
+def test_symlinked_requirements_file_out_of_the_project_is_refused(tmp_path):
+    from envman.project.requirements import read_requirements_file
+
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (tmp_path / "secret.txt").write_text("numpy\n")
+    (proj / "requirements.txt").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(UsageError) as exc:
+        read_requirements_file(proj, "requirements.txt")
+    assert exc.value.message == "requirements.txt: outside the project"
+
+
+@pytest.mark.parametrize("name,content", [
+    ("envman.yaml", b"name: d\xe9mo\ncpu: true\n"),
+    ("requirements.txt", b"numpy\nd\xe9mo\n"),
+])
+def test_non_utf8_input_is_one_error_line(tmp_path, capsys, name, content):
+    if name != "envman.yaml":
+        (tmp_path / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\nrequirements: [requirements.txt]\n")
+    (tmp_path / name).write_bytes(content)
+    assert main(["lock", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    at = content.index(bytes([0xE9]))
+    assert err == [f"error: {name}: not UTF-8 text (byte {at})", "hint: save it as UTF-8"]
+
+
+def test_ctrl_c_is_one_error_line(tmp_path, capsys, monkeypatch):
+    import os
+    import signal
+    import time
+
+    import envman.app.generate
+
+    def interrupted(*a, **k):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+        raise AssertionError("not interrupted")
+
+    monkeypatch.setattr(envman.app.generate, "lock_project", interrupted)
+    assert main(["lock", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
