@@ -321,3 +321,11 @@ def test_ctrl_c_is_one_error_line(tmp_path, capsys, monkeypatch):
     assert main(["lock", str(tmp_path)]) == 130
     assert capsys.readouterr().err == "error: interrupted\n"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ci_envman_spec_with_a_token_is_refused():
+    from envman.ci.project import parse_envman_spec
+
+    with pytest.raises(UsageError) as exc:
+        parse_envman_spec(f"envman @ https://bob:{TOKEN}@files.example.com/envman-0.1.0-py3-none-any.whl")
+    assert TOKEN not in exc.value.message and "carries credentials" in exc.value.message
