@@ -118,8 +118,9 @@ class WritePlan:
     def write(self) -> list[Path]:
         """All or nothing, in the order given (the caller puts envman.lock last: it is the commit point)."""
         changed = []
-        for path, _ in self.files:
-            clean_stale_temps(path)  # left by a run that was killed
+        if self.root is not None:
+            check_inside(self.root, [p for p, _ in self.files])  # before anything is touched, temps included
+        clean_stale_temps([p for p, _ in self.files])  # left by a run that was killed
         for path, text in self.files:
             try:
                 if path.read_text(encoding="utf-8") == text:
@@ -157,19 +158,23 @@ def _tmp_name(name: str) -> re.Pattern:
     return re.compile(r"\." + re.escape(name) + r"\.[a-z0-9_]{8}\.tmp\Z")
 
 
-def clean_stale_temps(path: Path) -> None:
-    """Temp files a killed run left beside ``path``."""
-    rx = _tmp_name(path.name)
-    try:
-        entries = list(os.scandir(path.parent))
-    except OSError:
-        return
-    for e in entries:
-        if rx.match(e.name) and e.is_file(follow_symlinks=False):
-            try:
-                os.unlink(e.path)
-            except OSError:
-                pass
+def clean_stale_temps(paths: list[Path]) -> None:
+    """Temp files a killed run left beside any of ``paths`` (one listing per folder)."""
+    by_dir: dict[Path, list[str]] = {}
+    for p in paths:
+        by_dir.setdefault(p.parent, []).append(p.name)
+    for d, names in by_dir.items():
+        rx = re.compile("|".join(_tmp_name(n).pattern for n in names))
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if rx.match(e.name) and e.is_file(follow_symlinks=False):
+                try:
+                    os.unlink(e.path)
+                except OSError:
+                    pass
 
 
 def _name_max(directory: Path) -> int:
@@ -238,7 +243,6 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
             for m in reversed(missing):
                 m.mkdir()
                 created.append(m)
-            clean_stale_temps(path)
             if path.exists():
                 st.old = path.read_bytes()
                 st.old_mode = path.stat().st_mode & 0o7777
