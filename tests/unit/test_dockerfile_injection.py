@@ -173,7 +173,7 @@ def test_base_image_is_one_word_in_from_or_refused(value):
     assert froms == [f"FROM {value}"] and not value.startswith("-") and "\\" not in value and " " not in value
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
           deadline=None)
 @given(value=image_text, command=st.sampled_from(["lock", "build"]))
 def test_cli_base_image_is_validated_like_the_spec(tmp_path, capsys, value, command):
