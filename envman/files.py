@@ -8,6 +8,7 @@ Header (first line, in the file's comment syntax):
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -20,6 +21,13 @@ from envman.errors import UsageError
 
 def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -> None:
     path = Path(path)
+    try:
+        _write_atomic(path, data, mode)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="nothing was changed; fix that and re-run") from None
+
+
+def _write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -87,7 +95,11 @@ class WritePlan:
     files: list[tuple[Path, str]]
     private_dir: str = ".envman"  # envman's own directory: always envman's to rewrite
 
+    root: Path | None = None
+
     def check(self, root: Path, force: bool) -> None:
+        self.root = root
+        check_inside(root, [p for p, _ in self.files])  # even with --force: a link never leads a write outside
         if force:
             return
         blocked = []
@@ -104,13 +116,172 @@ class WritePlan:
             )
 
     def write(self) -> list[Path]:
+        """All or nothing, in the order given (the caller puts envman.lock last: it is the commit point)."""
         changed = []
+        if self.root is not None:
+            check_inside(self.root, [p for p, _ in self.files])  # before anything is touched, temps included
+        clean_stale_temps([p for p, _ in self.files])  # left by a run that was killed
         for path, text in self.files:
             try:
                 if path.read_text(encoding="utf-8") == text:
                     continue
             except (OSError, UnicodeDecodeError):
                 pass
-            write_atomic(path, text)
-            changed.append(path)
-        return changed
+            changed.append((path, text))
+        commit_files(changed, self.root)
+        return [p for p, _ in changed]
+
+
+# --- all-or-nothing writes -----------------------------------------------------------------------
+
+
+def check_inside(root: Path, paths: list[Path]) -> None:
+    """No folder on the way to a file envman writes may be a symbolic link that leads out of the project."""
+    real_root = root.resolve()
+    for path in paths:
+        try:
+            rel = path.relative_to(root)
+        except ValueError:
+            raise UsageError(f"{path} is outside the project {root}", hint="a bug in envman: report it") from None
+        cur = root
+        for part in rel.parts[:-1]:
+            cur = cur / part
+            if cur.is_symlink():
+                target = cur.resolve()
+                if target != real_root and real_root not in target.parents:
+                    raise UsageError(f"{cur.relative_to(root)} is a symbolic link to {target}, outside the project",
+                                     hint="envman writes only inside the project: replace the link with a folder")
+
+
+def _tmp_name(name: str) -> re.Pattern:
+    # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp"): 8 characters of [a-z0-9_] between them
+    return re.compile(r"\." + re.escape(name) + r"\.[a-z0-9_]{8}\.tmp\Z")
+
+
+def clean_stale_temps(paths: list[Path]) -> None:
+    """Temp files a killed run left beside any of ``paths`` (one listing per folder)."""
+    by_dir: dict[Path, list[str]] = {}
+    for p in paths:
+        by_dir.setdefault(p.parent, []).append(p.name)
+    for d, names in by_dir.items():
+        rx = re.compile("|".join(_tmp_name(n).pattern for n in names))
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if rx.match(e.name) and e.is_file(follow_symlinks=False):
+                try:
+                    os.unlink(e.path)
+                except OSError:
+                    pass
+
+
+def _name_max(directory: Path) -> int:
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def _preflight(path: Path) -> str | None:
+    """Why ``path`` cannot be written (None when it can): checked for every file before any is written."""
+    if path.is_dir():
+        return "it is a folder"
+    d = path.parent
+    while not d.exists():
+        if d.is_symlink():
+            return f"{d} is a dangling symbolic link"
+        d = d.parent
+    if not d.is_dir():
+        return f"{d.name} is a file, not a folder"
+    if len(os.fsencode(f".{path.name}.xxxxxxxx.tmp")) > _name_max(d):
+        return os.strerror(errno.ENAMETOOLONG)
+    if not os.access(d, os.W_OK | os.X_OK):
+        return f"{os.strerror(errno.EACCES)} (folder {d})"
+    return None
+
+
+@dataclass
+class _Staged:
+    path: Path
+    tmp: str | None = None
+    old: bytes | None = None  # the file's content before this run (None: it did not exist)
+    old_mode: int | None = None
+    done: bool = False
+
+
+def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> None:
+    """Check every target, stage every file as a temp file beside its target, then rename them in order.
+    On any failure the renamed files get their old content back, the temps and new folders are removed, and a
+    UsageError names the file and the reason: the project is as it was."""
+    def show(p: Path) -> str:
+        try:
+            return str(p.relative_to(root)) if root is not None else str(p)
+        except ValueError:
+            return str(p)
+
+    if root is not None:
+        check_inside(root, [p for p, _ in files])
+    problems = [f"{show(p)}: {why}" for p, _ in files if (why := _preflight(p))]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"cannot write {problems[0]}{more}", hint="nothing was changed; fix that and re-run")
+    staged: list[_Staged] = []
+    created: list[Path] = []
+    current: Path | None = None
+    try:
+        for path, text in files:
+            current = path
+            st = _Staged(path)
+            staged.append(st)
+            missing = []
+            d = path.parent
+            while not d.exists():
+                missing.append(d)
+                d = d.parent
+            for m in reversed(missing):
+                m.mkdir()
+                created.append(m)
+            if path.exists():
+                st.old = path.read_bytes()
+                st.old_mode = path.stat().st_mode & 0o7777
+            fd, st.tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text.encode("utf-8"))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(st.tmp, st.old_mode if st.old_mode is not None else 0o644)
+        for st in staged:
+            current = st.path
+            os.replace(st.tmp, st.path)
+            st.done, st.tmp = True, None
+    except BaseException as exc:
+        _roll_back(staged, created)
+        if isinstance(exc, OSError) and current is not None:
+            raise UsageError(f"cannot write {show(current)}: {exc.strerror or exc}",
+                             hint="nothing was changed; fix that and re-run") from None
+        raise
+
+
+def _roll_back(staged: list[_Staged], created: list[Path]) -> None:
+    for st in reversed(staged):
+        try:
+            if st.tmp is not None:
+                os.unlink(st.tmp)
+        except OSError:
+            pass
+        if not st.done:
+            continue
+        try:
+            if st.old is None:
+                os.unlink(st.path)
+            else:
+                _write_atomic(st.path, st.old, st.old_mode)
+        except OSError:
+            pass  # best effort: the disk that failed the write may fail this too
+    for d in reversed(created):
+        try:
+            d.rmdir()
+        except OSError:
+            pass

@@ -208,7 +208,8 @@ def shared_stacks(built: list[Built]) -> list[list[str]]:
 
 
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
-             matrix: Matrix | None = None, upgrade: bool = False) -> Outcome:
+             matrix: Matrix | None = None, upgrade: bool = False,
+             extra: list[tuple[Path, str]] | None = None) -> Outcome:
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
     if spec.profiles:
@@ -233,7 +234,8 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     wp.check(root, force)
     for b in built:
         _check_lock_owner(root, b.names.lock, force)
-    for b in built:
+    wp.files.extend(extra or ())  # e.g. the envman.yaml init creates: in the same all-or-nothing write
+    for b in built:  # envman.lock last: it is the commit point
         wp.files.append((root / b.names.lock, render_lock(b.lock)))
     written = wp.write()
     notes = [n for b in built for n in b.notes]
@@ -334,6 +336,10 @@ class InitOptions:
 def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory", hint="pass the path of your training repository")
+    if opts.base_image is not None:
+        from envman.project.spec import validate_base_image
+
+        validate_base_image(opts.base_image)  # the same check as envman.yaml's base_image
     spec = load_spec(root)
     created = False
     notes: list[str] = []
@@ -373,12 +379,11 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
         if opts.base_image and opts.base_image != spec.base_image:
             spec = replace(spec, base_image=opts.base_image)
             notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
-    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force)
-    if created:
-        p = root / SPEC_FILE
-        from envman.files import write_atomic
-
-        write_atomic(p, spec_yaml(spec))
+    p = root / SPEC_FILE
+    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force,
+                   extra=[(p, spec_yaml(spec))] if created else None)
+    if created and p in out.written:
+        out.written.remove(p)
         out.written.insert(0, p)
     out.spec_created = created
     out.notes = notes + out.notes
@@ -393,6 +398,10 @@ def _python_from(text: str | None) -> str | None:
 
 
 def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False) -> Outcome:
+    if base_image is not None:
+        from envman.project.spec import validate_base_image
+
+        validate_base_image(base_image)  # the same check as envman.yaml's base_image
     spec = _require_spec(root)
     if base_image:
         spec = replace(spec, base_image=base_image)

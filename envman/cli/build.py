@@ -46,6 +46,8 @@ def register(app: typer.Typer) -> None:
         base_image: Optional[str] = typer.Option(None, "--base-image", help="Must match the lock's base (see envman lock --base-image)"),
         push: Optional[str] = typer.Option(None, "--push", help="Push to REGISTRY/name:<lock hash> and pin the digest in envman.lock"),
         progress: Optional[str] = typer.Option(None, "--progress", help="tty or plain (default: tty in a terminal)"),
+        allow_secrets_in_context: bool = typer.Option(
+            False, "--allow-secrets-in-context", help="Build even when a credential file (.env, .netrc, *.pem …) would enter the build context"),
     ) -> None:
         """Build the image with BuildKit, smoke-test it, tag it <name>:<lock hash>.
 
@@ -55,5 +57,5 @@ def register(app: typer.Typer) -> None:
         if progress not in (None, "tty", "plain"):
             raise UsageError(f"--progress {progress!r}: expected tty or plain")
         opts = BuildOptions(profile, offline, wheelhouse, rebuild, tuple(tag or ()), not no_smoke, require_gpu,
-                            ca_bundle, base_image, push, progress)
+                            ca_bundle, base_image, push, progress, allow_secrets_in_context=allow_secrets_in_context)
         raise typer.Exit(build(path, opts))

@@ -47,20 +47,37 @@ for _command in (resolve, init, lock, build, smoke, fetch, doctor, matrix, ci):
 
 
 def report_error(err: EnvmanError) -> int:
-    print(f"error: {err.message}", file=sys.stderr)
+    from envman.redact import redact  # the last line of defence: no token in a message, whoever wrote it
+
+    print(f"error: {redact(err.message)}", file=sys.stderr)
     if err.hint:
-        print(f"hint: {err.hint}", file=sys.stderr)
+        print(f"hint: {redact(err.hint)}", file=sys.stderr)
     return err.exit_code
 
 
+class Interrupted(BaseException):
+    """Ctrl-C. Typer turns a KeyboardInterrupt into a silent exit (or "Aborted!", by version); this one reaches
+    the boundary. A BaseException, like KeyboardInterrupt, so that no ``except Exception`` swallows it."""
+
+
+def _on_sigint(signum, frame):
+    raise Interrupted()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
         app(args=argv, prog_name="envman", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     except EnvmanError as err:
         return report_error(err)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         print("error: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug: still one line, the traceback only on request
@@ -68,9 +85,14 @@ def main(argv: list[str] | None = None) -> int:
 
         if os.environ.get("ENVMAN_DEBUG"):
             raise
-        print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from envman.redact import redact
+
+        print(f"error: internal error: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
         print("hint: this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return 0
 
 

@@ -49,17 +49,12 @@ def render_json(data: dict) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-DOCKERIGNORE = """\
-# Keep the build context small and free of secrets; the Dockerfile bind-mounts the lock files it needs.
-.git
-.venv
-venv
-**/__pycache__
-**/*.pyc
-.envman/wheelhouse
-.envman/reports
-.pytest_cache
-.mypy_cache
-*.egg-info
-.env
-"""
+def render_dockerignore() -> str:
+    """templates/dockerignore: what never enters a build context (caches, virtualenvs, credentials)."""
+    return (templates_dir() / "dockerignore").read_text(encoding="utf-8")
+
+
+def __getattr__(name: str) -> str:  # DOCKERIGNORE, read from its template file when first asked for
+    if name == "DOCKERIGNORE":
+        return render_dockerignore()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,7 @@ from envman import __version__
 from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
 from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
+from envman.redact import redact
 from envman.model import Resolution
 from envman.resolve.summary import resolution_dict
 
@@ -77,7 +78,7 @@ def parse_uv_output(text: str) -> PythonLock:
     in_via = False
     for line in text.splitlines():
         if line.startswith(("--index-url", "--extra-index-url", "--find-links")):
-            header.append(line)
+            header.append(redact(line))  # an index token from UV_INDEX_URL never lands in a lock file
             continue
         if not line.strip() or (line.startswith("#") and cur is None):
             continue
@@ -169,7 +170,7 @@ def run_uv(cmd: UvCommand) -> None:
     except OSError as exc:
         raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
     if out.returncode != 0:
-        msg = (out.stderr or out.stdout).strip()
+        msg = redact((out.stderr or out.stdout).strip())
         lines = [ln for ln in msg.splitlines() if ln.strip()]
         first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()), lines[0] if lines else "failed")
         raise ToolError(f"uv could not resolve the requirements: {first.strip()}", hint="uv says:\n" + "\n".join(lines[-15:]))
@@ -212,15 +213,15 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
                 while_waiting()  # uv waits on the network: use the time (imports, template compile)
             fut_main.result()
             side_ok = fut_side.result() if fut_side else False
-        text = (tdp / "out.txt").read_text(encoding="utf-8")
+        text = redact((tdp / "out.txt").read_text(encoding="utf-8"))
         lock = parse_uv_output(text)
         py_text = None
         if pylock:
             want = {p.name: p.version for p in lock.packages}
-            py_text = (tdp / "pylock.toml").read_text(encoding="utf-8") if side_ok else None
+            py_text = redact((tdp / "pylock.toml").read_text(encoding="utf-8")) if side_ok else None
             if py_text is None or pylock_versions(py_text) != want:
                 run_uv(side)  # the cache is warm now
-                py_text = (tdp / "pylock.toml").read_text(encoding="utf-8")
+                py_text = redact((tdp / "pylock.toml").read_text(encoding="utf-8"))
                 if pylock_versions(py_text) != want:
                     raise ToolError("uv's pylock.toml and requirements.lock.txt disagree",
                                      hint="re-run `envman lock`; report it if it persists")

@@ -15,6 +15,7 @@ from packaging.utils import canonicalize_name
 
 from envman import frameworks
 from envman.errors import UsageError
+from envman.redact import redact
 
 OWN_FILES = ("requirements.lock.txt", "requirements.framework.lock.txt")
 
@@ -33,6 +34,9 @@ def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = No
     """pip's requirements format: requirement lines, comments, -r/-c includes. Other options are refused:
     indexes belong to envman (the variant's index), and editable/URL installs cannot be hash-locked."""
     path = (project / rel).resolve()
+    real_root = project.resolve()
+    if path != real_root and real_root not in path.parents:  # -r /etc/passwd, ../x, a link out of the project
+        raise UsageError(f"{rel}: outside the project", hint="requirement files and their -r/-c includes must be inside the project")
     seen = _seen if _seen is not None else set()
     if path in seen:
         return []
@@ -41,6 +45,8 @@ def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = No
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{rel}: cannot read: {exc.strerror}", hint="fix the path under 'requirements' in envman.yaml") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{rel}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
     out: list[Req] = []
     joined = re.sub(r"\\\n", " ", text)
     for n, raw in enumerate(joined.splitlines(), 1):
@@ -56,7 +62,7 @@ def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = No
             out.extend(read_requirements_file(project, str(base / inc), seen))
             continue
         if line.startswith("-"):
-            opt = line.split()[0]
+            opt = redact(line.split()[0])  # --index-url=https://user:TOKEN@… is echoed without its token
             raise UsageError(
                 f"{where}: option {opt} is not supported",
                 hint="envman chooses the index for the framework build; put packages by name and version",
@@ -65,7 +71,7 @@ def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = No
         try:
             out.append(Req(Requirement(line), where))
         except InvalidRequirement as exc:
-            raise UsageError(f"{where}: {line!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per line") from None
+            raise UsageError(redact(f"{where}: {line!r} is not a valid requirement ({exc})"), hint="one PEP 508 requirement per line") from None
     return out
 
 
@@ -78,6 +84,8 @@ def read_pyproject(project: Path) -> dict | None:
 
     try:
         return tomllib.loads(pp.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"pyproject.toml: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"pyproject.toml: invalid TOML: {exc}", hint="fix the file, or put envman's keys in envman.yaml") from None
 
@@ -129,6 +137,8 @@ def discover(project: Path) -> Discovered:
             doc = yaml.safe_load(env.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
             raise UsageError(f"{env.name}: invalid YAML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{env.name}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
         for dep in doc.get("dependencies", []) or []:
             if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
                 for i, d in enumerate(dep["pip"]):

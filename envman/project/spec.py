@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from envman import frameworks
 from envman.errors import SpecError
+from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
 KEYS = (
@@ -111,7 +112,7 @@ class _V:
         self.source = source
 
     def fail(self, fld: str, problem: str, hint: str | None = None) -> SpecError:
-        return SpecError(f"{self.source}: {fld}: {problem}", hint=hint)
+        return SpecError(redact(f"{self.source}: {fld}: {problem}"), hint=hint)  # a value may carry a URL token
 
     def text(self, data: dict, key: str, fld: str | None = None) -> str | None:
         v = data.get(key)
@@ -156,11 +157,23 @@ def validate_requirement(text: str, fld: str, source: str) -> Requirement:
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise SpecError(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})",
+        raise SpecError(redact(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})"),
                          hint="write it like numpy, pyyaml>=6 or transformers==4.46.*") from None
     if req.url:
-        raise SpecError(f"{source}: {fld}: {text!r} is a direct URL", hint="pin it by name and version so the lock can hash-check it")
+        raise SpecError(redact(f"{source}: {fld}: {text!r} is a direct URL"), hint="pin it by name and version so the lock can hash-check it")
     return req
+
+
+def validate_base_image(value: str, fld: str = "--base-image", source: str | None = None) -> str:
+    """An image reference, wherever it comes from (envman.yaml, --base-image): it is written into FROM, so
+    nothing but a reference passes (no --platform=…, no `AS x`, no line continuation, no newline)."""
+    where = f"{source}: {fld}" if source else fld
+    if not isinstance(value, str) or _CTRL.search(value):
+        raise SpecError(f"{where}: {value!r} contains a control character (newline, tab …)", hint="keep values on one line")
+    if not _IMAGE_REF.match(value):
+        raise SpecError(f"{where}: {value!r} is not an image reference",
+                         hint="like registry.example.com/python:3.11-slim or name@sha256:…")
+    return value
 
 
 def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
@@ -248,8 +261,8 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
             pv.text(pdata, "framework", f"profiles.{pname}.framework"), pv.text(pdata, "python", f"profiles.{pname}.python"),
         ))
     base = v.text(data, "base_image")
-    if base is not None and not _IMAGE_REF.match(base):
-        raise v.fail("base_image", f"{base!r} is not an image reference", "like registry.example.com/python:3.11-slim or name@sha256:…")
+    if base is not None:
+        validate_base_image(base, "base_image", source)
     return ProjectSpec(
         base_image=base,
         name=name, python=v.text(data, "python"), framework=fw, companions=companions, requirements=reqs,
@@ -273,6 +286,8 @@ def load_spec(project: Path) -> ProjectSpec | None:
             raise SpecError(f"{SPEC_FILE}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}", hint="fix the syntax") from None
         except OSError as exc:
             raise SpecError(f"{SPEC_FILE}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"{SPEC_FILE}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
         return parse_spec(data, SPEC_FILE)
     from envman.project.requirements import read_pyproject
 

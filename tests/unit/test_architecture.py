@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "envman"
 
 RANK = {
-    "portable": 0, "errors": 1, "resources": 1, "_compat": 1, "envman": 1,
+    "portable": 0, "errors": 1, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
     "model": 2, "files": 2, "process": 2,
     "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
     "frameworks": 3, "matrix": 4,
@@ -35,7 +35,7 @@ RANK = {
 }
 # adapters that build on another adapter (same rank): named here, so a new sideways arrow is a decision
 SIDEWAYS = {("ci", "lock"), ("ci", "project"), ("lock", "project"), ("image.render", "image.plan")}
-CLI_MAY_IMPORT = {"app", "cli", "errors", "model", "envman"}
+CLI_MAY_IMPORT = {"app", "cli", "errors", "model", "envman", "redact"}
 PURE = ["resolve", "image.plan", "model"]
 FORBIDDEN_IN_PURE = {"yaml", "jinja2", "docker", "subprocess", "shutil", "socket", "urllib", "requests", "pynvml",
                      "os", "glob", "tempfile"}

@@ -142,3 +142,58 @@ def test_unknown_key_hint_names_closest():
     with pytest.raises(UsageError) as exc:
         parse_spec({"name": "demo", "targts": ["h100"]})
     assert exc.value.hint == "did you mean 'targets'?"
+
+
+# --- command-line values go through the same validators as envman.yaml's (issue #12) ----------------------
+
+image_text = st.one_of(
+    st.text(max_size=30),
+    st.text(alphabet=string.ascii_lowercase + string.digits + "./:@-_ \\\n\t=ASas", min_size=1, max_size=30),
+    st.sampled_from(["--platform=linux/arm64 python:3.11-slim", " AS x", "python:3.11 AS x", "python:3.11\\",
+                     "python:3.11\nRUN id", "python:3.11-slim", "registry.example.com:5000/team/py:3.11"]),
+)
+
+
+@settings(max_examples=300)
+@given(value=image_text)
+def test_base_image_is_one_word_in_from_or_refused(value):
+    from envman.project.spec import validate_base_image
+
+    try:
+        validate_base_image(value)
+    except UsageError as exc:
+        assert exc.message.startswith("--base-image: ") and "\n" not in exc.message
+        return
+    plan = plan_dockerfile(
+        name="demo", res=RES, base_image=value, base_kind="custom", system_packages=(), env=(), command=(),
+        lock_hash="a" * 64, inputs_hash="b" * 64, fw_lock=None, req_lock="requirements.lock.txt",
+    )
+    lines = logical_lines(render_dockerfile(plan))
+    froms = [ln for ln in lines if ln.split()[0] == "FROM"]
+    assert froms == [f"FROM {value}"] and not value.startswith("-") and "\\" not in value and " " not in value
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+          deadline=None)
+@given(value=image_text, command=st.sampled_from(["lock", "build"]))
+def test_cli_base_image_is_validated_like_the_spec(tmp_path, capsys, value, command):
+    """Through the real command line: a value the spec would refuse is refused before anything else is read."""
+    from envman.cli.main import main
+    from envman.project.spec import parse_spec
+
+    capsys.readouterr()
+    try:
+        parse_spec({"name": "demo", "cpu": True, "base_image": value})
+        spec_ok = value == value.strip()  # envman.yaml trims blanks; the command line takes the value as given
+    except UsageError:
+        spec_ok = False
+    if value.startswith("-"):
+        argv = [command, str(tmp_path), f"--base-image={value}"]
+    else:
+        argv = [command, str(tmp_path), "--base-image", value]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    if spec_ok:
+        assert err.startswith("error: no envman.yaml"), err
+    else:
+        assert err.startswith("error: --base-image: ") and len(err.splitlines()) == 2, err

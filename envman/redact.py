@@ -1,0 +1,55 @@
+"""Credentials never leave the process: no file envman writes and no line it prints carries the userinfo of a
+URL (``https://bob:TOKEN@host/simple`` → ``https://host/simple``). Tokens reach uv only through the
+environment it inherits (UV_INDEX_URL, PIP_INDEX_URL, netrc …), which envman passes through untouched.
+
+Also the names of files that hold credentials, so that a build context can be checked for them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+# scheme://userinfo@ — userinfo runs to the last '@' before the path, query, fragment or a blank; a password with
+# a raw '@' (not %40) is still cut whole. git+https, sftp … are schemes too.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@\"'<>]*(?:@[^\s/?#@\"'<>]*)*@")
+
+
+def redact_url(url: str) -> str:
+    """One URL without its userinfo; anything that is not a URL with a host comes back unchanged."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    if not parts.netloc or "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def redact(text: str) -> str:
+    """Every URL in ``text`` without its userinfo (lock files, messages, uv's output)."""
+    if "@" not in text or "://" not in text:
+        return text
+    return _USERINFO.sub(r"\1", text)
+
+
+# Files that hold credentials: never part of a build context (.dockerignore) and refused by `envman build`
+# when a context would ship one. Patterns match a path relative to the project, at any depth.
+CREDENTIAL_FILES = (
+    ".env", ".env.*", ".pypirc", ".netrc", "_netrc", "pip.conf", "pip.ini", ".git-credentials",
+    "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa", "id_rsa.*", "id_dsa", "id_dsa.*", "id_ecdsa", "id_ecdsa.*",
+    "id_ed25519", "id_ed25519.*", "*.kubeconfig",
+)
+CREDENTIAL_PATHS = (".aws/credentials", ".aws/config", ".docker/config.json", ".kube/config", ".config/gcloud/*",
+                    ".azure/*")
+
+
+def is_credential_file(rel: str) -> bool:
+    """``rel``: a path relative to the project, '/'-separated."""
+    name = rel.rsplit("/", 1)[-1]
+    if name == ".env.example" or name.endswith((".pub",)):
+        return False
+    if any(fnmatch.fnmatchcase(name, p) for p in CREDENTIAL_FILES):
+        return True
+    return any(fnmatch.fnmatchcase(rel, p) or fnmatch.fnmatchcase(rel, "*/" + p) for p in CREDENTIAL_PATHS)

@@ -1,0 +1,331 @@
+"""Issue #12: no credential in a file envman writes, a message it prints or a build context it sends; every
+value from any source is validated alike; no write is led outside the project by a symbolic link."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import envman.lock.registry
+import envman.lock.uv
+from envman.app.build import BuildOptions, build_project, context_secrets
+from envman.app.generate import InitOptions, init_project
+from envman.cli.main import main
+from envman.errors import ToolError, UsageError
+from envman.image.render import render_dockerignore
+from envman.redact import is_credential_file, redact, redact_url
+
+REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
+TOKEN = "TOKEN"
+HASH = "a" * 64
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+# --- redaction ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url,want", [
+    ("https://bob:TOKEN@host/simple", "https://host/simple"),
+    ("https://TOKEN@host:8443/simple/", "https://host:8443/simple/"),
+    ("https://bob:p@ss@host/simple", "https://host/simple"),
+    ("https://host/simple", "https://host/simple"),
+    ("git+https://bob:TOKEN@github.com/o/r.git@v1", "git+https://github.com/o/r.git@v1"),
+    ("not a url", "not a url"),
+])
+def test_redact_url(url, want):
+    assert redact_url(url) == want
+    assert redact(url) == want
+
+
+def test_redact_text_keeps_everything_but_userinfo():
+    text = "--index-url https://bob:TOKEN@host/simple\n--extra-index-url=http://x:y@h2/s x@y.z 'https://t@h3/'"
+    assert redact(text) == "--index-url https://host/simple\n--extra-index-url=http://h2/s x@y.z 'https://h3/'"
+
+
+# --- item 1: an index token never lands in a generated file ---------------------------------------------
+
+UV_OUT = f"""--index-url https://bob:{TOKEN}@host.example/simple
+--extra-index-url https://download.pytorch.org/whl/cpu
+
+numpy==2.1.0 \\
+    --hash=sha256:{HASH}
+    # via -r requirements.in
+"""
+PYLOCK = f"""lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11"
+
+[[packages]]
+name = "numpy"
+version = "2.1.0"
+index = "https://bob:{TOKEN}@host.example/simple"
+wheels = [{{ url = "https://bob:{TOKEN}@host.example/files/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "{HASH}" }} }}]
+"""
+
+
+@pytest.fixture
+def fake_uv(monkeypatch):
+    """uv as it answers with UV_INDEX_URL=https://bob:TOKEN@host.example/simple (--emit-index-url echoes it)."""
+    seen = []
+
+    def run_uv(cmd):
+        seen.append(cmd)
+        out = Path(cmd.cwd) / cmd.args[cmd.args.index("-o") + 1]
+        out.write_text(PYLOCK if "--format" in cmd.args else UV_OUT, encoding="utf-8")
+
+    monkeypatch.setattr(envman.lock.uv, "run_uv", run_uv)
+    monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
+    monkeypatch.setenv("UV_INDEX_URL", f"https://bob:{TOKEN}@host.example/simple")
+    return seen
+
+
+def test_index_token_never_lands_in_a_generated_file(tmp_path, fake_uv, capsys):
+    (tmp_path / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\nframework: none\npackages: [numpy]\n")
+    assert main(["lock", str(tmp_path)]) == 0
+    # the credential reaches uv through its environment, untouched
+    assert fake_uv and all(c.env["UV_INDEX_URL"] == f"https://bob:{TOKEN}@host.example/simple" for c in fake_uv)
+    files = snapshot(tmp_path)
+    assert {"requirements.lock.txt", "pylock.toml", "envman.lock", "Dockerfile", "compose.yaml", ".dockerignore"} <= set(files)
+    leaks = [name for name, data in files.items() if TOKEN.encode() in data]
+    assert leaks == []
+    assert "--index-url https://host.example/simple" in (tmp_path / "requirements.lock.txt").read_text()
+    assert 'index = "https://host.example/simple"' in (tmp_path / "pylock.toml").read_text()
+    out = capsys.readouterr()
+    assert TOKEN not in out.out + out.err
+
+
+def test_uv_error_output_is_redacted(monkeypatch):
+    class Done:
+        returncode, stdout = 2, ""
+        stderr = f"error: Failed to fetch: `https://bob:{TOKEN}@host.example/simple/numpy/`\n  Caused by: 401"
+
+    monkeypatch.setattr(envman.lock.uv.subprocess, "run", lambda *a, **k: Done())
+    with pytest.raises(ToolError) as exc:
+        envman.lock.uv.run_uv(envman.lock.uv.UvCommand(["uv"], {}))
+    assert TOKEN not in exc.value.message + exc.value.hint
+    assert "https://host.example/simple/numpy/" in exc.value.message
+
+
+# --- item 2: messages redact ----------------------------------------------------------------------------
+
+
+def test_index_option_in_requirements_is_refused_without_its_token(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
+    (tmp_path / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\nrequirements: [requirements.txt]\n")
+    (tmp_path / "requirements.txt").write_text(f"--index-url=https://bob:{TOKEN}@host/simple\nnumpy\n")
+    assert main(["lock", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert TOKEN not in err
+    assert err.splitlines()[0].startswith("error: requirements.txt:1: option --index-url=https://host/simple")
+
+
+def test_spec_values_are_echoed_without_token():
+    from envman.project.spec import parse_spec
+
+    with pytest.raises(UsageError) as exc:
+        parse_spec({"name": "demo", "cpu": True, "packages": [f"pkg @ https://bob:{TOKEN}@host/p.whl"]})
+    assert TOKEN not in exc.value.message and "https://host/p.whl" in exc.value.message
+
+
+def test_error_boundary_redacts_any_message(capsys):
+    from envman.cli.main import report_error
+
+    assert report_error(UsageError(f"cannot reach https://u:{TOKEN}@h/x", hint=f"try https://u:{TOKEN}@h/y")) == 1
+    err = capsys.readouterr().err
+    assert TOKEN not in err and err == "error: cannot reach https://h/x\nhint: try https://h/y\n"
+
+
+# --- item 3: the build context ships no credentials --------------------------------------------------
+
+SECRETS = [".env", ".env.local", "sub/.netrc", ".pypirc", "pip.conf", "certs/server.pem", "tls.key", "id_ed25519",
+           "deploy/id_rsa", ".aws/credentials", ".docker/config.json", ".kube/config", "prod.kubeconfig",
+           ".git-credentials", ".config/gcloud/application_default_credentials.json", ".azure/accessTokens.json"]
+
+
+def _tree(root: Path, names) -> None:
+    for n in names:
+        (root / n).parent.mkdir(parents=True, exist_ok=True)
+        (root / n).write_text("x")
+
+
+def test_credential_names():
+    for n in SECRETS:
+        assert is_credential_file(n), n
+    for n in ("train.py", ".env.example", "id_ed25519.pub", "uv.toml", "keys.py", "docs/pem.md"):
+        assert not is_credential_file(n), n
+
+
+def test_generated_dockerignore_excludes_every_credential_file(tmp_path):
+    _tree(tmp_path, SECRETS + ["train.py", ".env.example", ".Dockerfile.abcd1234.tmp"])
+    text = render_dockerignore()
+    assert not text.startswith("DOCKERIGNORE")
+    (tmp_path / ".dockerignore").write_text(text)
+    assert context_secrets(tmp_path) == []
+    from envman.app.build import _dockerignore_rules, _ignored
+
+    rules = _dockerignore_rules(tmp_path)
+    assert _ignored(".Dockerfile.abcd1234.tmp", rules) and _ignored("a/b/.lock.x.tmp", rules)
+    assert not _ignored("train.py", rules) and not _ignored(".env.example", rules) and not _ignored("uv.toml", rules)
+
+
+def test_build_refuses_a_context_with_credentials(tmp_path):
+    _tree(tmp_path, [".env", "certs/server.pem", "train.py"])
+    (tmp_path / ".dockerignore").write_text(".env\n")
+    assert context_secrets(tmp_path) == ["certs/server.pem"]
+    with pytest.raises(UsageError) as exc:
+        build_project(tmp_path, BuildOptions(), echo=lambda s: None)
+    assert exc.value.message == "the build context would ship credentials: certs/server.pem"
+    assert "--allow-secrets-in-context" in exc.value.hint
+    # allowed: the check is skipped, and the build goes on to its next question
+    with pytest.raises(UsageError) as exc:
+        build_project(tmp_path, BuildOptions(allow_secrets_in_context=True), echo=lambda s: None)
+    assert exc.value.message.startswith("no envman.yaml")
+
+
+def test_dockerignore_negation_and_folders(tmp_path):
+    _tree(tmp_path, ["keys/a.pem", "keys/b.pem"])
+    (tmp_path / ".dockerignore").write_text("keys\n!keys/b.pem\n")
+    assert context_secrets(tmp_path) == ["keys/b.pem"]
+
+
+def test_cli_build_flag_and_one_line(tmp_path, capsys):
+    _tree(tmp_path, [".netrc"])
+    assert main(["build", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "error: the build context would ship credentials: .netrc" and err[1].startswith("hint: ")
+    assert main(["build", str(tmp_path), "--allow-secrets-in-context"]) == 1
+    assert capsys.readouterr().err.startswith("error: no envman.yaml")
+
+
+# --- item 4: --base-image is validated like envman.yaml's base_image ---------------------------------------
+
+BAD_IMAGES = ["--platform=linux/arm64 python:3.11-slim", " AS x", "python:3.11 AS x", "python:3.11\\",
+              "python:3.11\nRUN id", "python:3.11\r", "-x"]
+
+
+@pytest.fixture
+def repo(tmp_path):
+    d = tmp_path / "torch-repo"
+    shutil.copytree(REPOS / "torch-repo", d)
+    return d
+
+
+@pytest.mark.parametrize("bad", BAD_IMAGES)
+@pytest.mark.parametrize("command", ["init", "lock", "build"])
+def test_cli_base_image_is_validated(repo, capsys, bad, command):
+    if command != "init":
+        init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+    before = snapshot(repo)
+    extra = ["--target", "h100", "--no-lock"] if command == "init" else []
+    assert main([command, str(repo), "--base-image", bad, *extra]) == 1
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert lines[0].startswith("error: --base-image: ") and lines[1].startswith("hint: ") and len(lines) == 2, err
+    assert snapshot(repo) == before
+
+
+def test_valid_base_image_on_the_command_line(repo):
+    out = init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True,
+                                         base_image="registry.example.com:5000/python:3.11-slim"))
+    assert "FROM registry.example.com:5000/python:3.11-slim" in (repo / "Dockerfile").read_text()
+    assert out.spec_created
+
+
+# --- item 5: a symbolic link never leads a write outside the project -------------------------------------
+
+
+@pytest.mark.parametrize("link", [".devcontainer", ".envman"])
+def test_symlinked_folder_out_of_the_project_is_refused(repo, tmp_path, capsys, link):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / link).symlink_to(outside, target_is_directory=True)
+    before = snapshot(repo)
+    assert main(["init", str(repo), "--target", "h100", "--python", "3.11", "--no-lock"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"error: {link} is a symbolic link to {outside.resolve()}, outside the project", err
+    assert list(outside.iterdir()) == []
+    assert snapshot(repo) == before
+    # --force does not lift it
+    with pytest.raises(UsageError):
+        init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True, force=True))
+    assert list(outside.iterdir()) == []
+
+
+def test_symlinked_folder_inside_the_project_is_fine(repo):
+    (repo / "dc").mkdir()
+    (repo / ".devcontainer").symlink_to(repo / "dc", target_is_directory=True)
+    init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+    assert (repo / "dc" / "devcontainer.json").is_file()
+
+
+# --- item 7: includes outside the project, Ctrl-C, non-UTF-8 inputs -------------------------------------------
+
+
+@pytest.mark.parametrize("line", ["-r /etc/passwd", "-r ../outside.txt", "--requirement ../../x.txt"])
+def test_includes_outside_the_project_are_refused(tmp_path, line):
+    from envman.project.requirements import read_requirements_file
+
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (tmp_path / "outside.txt").write_text("numpy\n")
+    (proj / "requirements.txt").write_text(f"{line}\n")
+    with pytest.raises(UsageError) as exc:
+        read_requirements_file(proj, "requirements.txt")
+    assert exc.value.message.endswith(": outside the project")
+
+
+def test_symlinked_requirements_file_out_of_the_project_is_refused(tmp_path):
+    from envman.project.requirements import read_requirements_file
+
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (tmp_path / "secret.txt").write_text("numpy\n")
+    (proj / "requirements.txt").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(UsageError) as exc:
+        read_requirements_file(proj, "requirements.txt")
+    assert exc.value.message == "requirements.txt: outside the project"
+
+
+@pytest.mark.parametrize("name,content", [
+    ("envman.yaml", b"name: d\xe9mo\ncpu: true\n"),
+    ("requirements.txt", b"numpy\nd\xe9mo\n"),
+])
+def test_non_utf8_input_is_one_error_line(tmp_path, capsys, name, content):
+    if name != "envman.yaml":
+        (tmp_path / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\nrequirements: [requirements.txt]\n")
+    (tmp_path / name).write_bytes(content)
+    assert main(["lock", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    at = content.index(bytes([0xE9]))
+    assert err == [f"error: {name}: not UTF-8 text (byte {at})", "hint: save it as UTF-8"]
+
+
+def test_ctrl_c_is_one_error_line(tmp_path, capsys, monkeypatch):
+    import os
+    import signal
+    import time
+
+    import envman.app.generate
+
+    def interrupted(*a, **k):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+        raise AssertionError("not interrupted")
+
+    monkeypatch.setattr(envman.app.generate, "lock_project", interrupted)
+    assert main(["lock", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ci_envman_spec_with_a_token_is_refused():
+    from envman.ci.project import parse_envman_spec
+
+    with pytest.raises(UsageError) as exc:
+        parse_envman_spec(f"envman @ https://bob:{TOKEN}@files.example.com/envman-0.1.0-py3-none-any.whl")
+    assert TOKEN not in exc.value.message and "carries credentials" in exc.value.message

@@ -1,0 +1,165 @@
+"""Issue #12: writes are all or nothing. Every target is checked first, every file is staged beside its target,
+then renamed; a failure at any step leaves the project as it was (no mixed set, no temp file) and is one
+`error:` line naming the file (exit 1, not 70)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import envman.files
+from envman.app.generate import InitOptions, init_project
+from envman.cli.main import main
+from envman.errors import UsageError
+from envman.files import WritePlan, commit_files
+
+REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def temps(d: Path) -> list[str]:
+    return [str(p.relative_to(d)) for p in d.rglob("*.tmp")]
+
+
+def failing_on(monkeypatch, name: str, k: int, err: int = errno.ENOSPC):
+    """os.<name> (or tempfile.mkstemp) raises OSError(err) on its k-th call (0-based), works otherwise."""
+    mod = envman.files.tempfile if name == "mkstemp" else envman.files.os
+    real = getattr(mod, name)
+    calls = [0]
+
+    def fake(*a, **kw):
+        calls[0] += 1
+        if calls[0] - 1 == k:
+            raise OSError(err, os.strerror(err))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(mod, name, fake)
+    return calls
+
+
+def files_for(root: Path, tag: str) -> list[tuple[Path, str]]:
+    return [(root / "a.txt", f"a {tag}\n"), (root / "sub" / "b.txt", f"b {tag}\n"),
+            (root / "sub" / "deep" / "c.txt", f"c {tag}\n"), (root / "envman.lock", f"lock {tag}\n")]
+
+
+@pytest.mark.parametrize("k", range(4))
+@pytest.mark.parametrize("first_run", [True, False])
+def test_failed_rename_leaves_all_old(tmp_path, monkeypatch, k, first_run):
+    if not first_run:
+        commit_files(files_for(tmp_path, "old"), tmp_path)
+    before = snapshot(tmp_path)
+    failing_on(monkeypatch, "replace", k)
+    with pytest.raises(UsageError) as exc:
+        commit_files(files_for(tmp_path, "new"), tmp_path)
+    shown = ["a.txt", "sub/b.txt", "sub/deep/c.txt", "envman.lock"][k]
+    assert exc.value.message == f"cannot write {shown}: No space left on device"
+    assert snapshot(tmp_path) == before and temps(tmp_path) == []
+    if first_run:
+        assert list(tmp_path.iterdir()) == []  # folders it created are gone too
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_failed_staging_leaves_all_old(tmp_path, monkeypatch, k):
+    commit_files(files_for(tmp_path, "old"), tmp_path)
+    before = snapshot(tmp_path)
+    failing_on(monkeypatch, "mkstemp", k)
+    with pytest.raises(UsageError):
+        commit_files(files_for(tmp_path, "new"), tmp_path)
+    assert snapshot(tmp_path) == before and temps(tmp_path) == []
+
+
+def test_success_writes_all_and_lock_last(tmp_path, monkeypatch):
+    order = []
+    real = os.replace
+    monkeypatch.setattr(envman.files.os, "replace", lambda a, b: (order.append(Path(b).name), real(a, b)))
+    commit_files(files_for(tmp_path, "new"), tmp_path)
+    assert order[-1] == "envman.lock" and (tmp_path / "sub" / "deep" / "c.txt").read_text() == "c new\n"
+    assert temps(tmp_path) == []
+
+
+def test_unwritable_folder_is_found_before_anything_is_written(tmp_path, monkeypatch):
+    (tmp_path / ".devcontainer").mkdir()
+    real = os.access
+    monkeypatch.setattr(envman.files.os, "access",
+                        lambda p, m: False if Path(p).name == ".devcontainer" else real(p, m))
+    files = [(tmp_path / "Dockerfile", "x\n"), (tmp_path / ".devcontainer" / "devcontainer.json", "{}\n")]
+    with pytest.raises(UsageError) as exc:
+        commit_files(files, tmp_path)
+    assert exc.value.message.startswith("cannot write .devcontainer/devcontainer.json: Permission denied (folder ")
+    assert not (tmp_path / "Dockerfile").exists()
+
+
+def test_name_too_long_and_folder_target_are_found_first(tmp_path):
+    (tmp_path / "Dockerfile").mkdir()
+    files = [(tmp_path / "ok.txt", "x\n"), (tmp_path / ("n" * 250), "x\n"), (tmp_path / "Dockerfile", "x\n")]
+    with pytest.raises(UsageError) as exc:
+        commit_files(files, tmp_path)
+    assert exc.value.message == f"cannot write {'n' * 250}: File name too long (and 1 more)"
+    assert not (tmp_path / "ok.txt").exists()
+
+
+def test_stale_temps_of_a_killed_run_are_cleaned(tmp_path):
+    (tmp_path / ".a.txt.ab_cd123.tmp").write_text("half")
+    (tmp_path / ".other.ab_cd123.tmp").write_text("not ours")
+    (tmp_path / "a.txt").write_text("same\n")
+    WritePlan([(tmp_path / "a.txt", "same\n")], root=tmp_path).write()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.ab_cd123.tmp", "a.txt"]
+
+
+# --- through the use case and the CLI ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def repo(tmp_path):
+    d = tmp_path / "torch-repo"
+    shutil.copytree(REPOS / "torch-repo", d)
+    return d
+
+
+def _count_replaces(monkeypatch, fn) -> int:
+    calls = []
+    real = os.replace
+    monkeypatch.setattr(envman.files.os, "replace", lambda a, b: (calls.append(b), real(a, b)))
+    fn()
+    monkeypatch.setattr(envman.files.os, "replace", real)
+    return len(calls)
+
+
+def test_init_is_all_or_nothing_at_every_rename(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    shutil.copytree(REPOS / "torch-repo", src)
+    probe = tmp_path / "probe"
+    shutil.copytree(src, probe)
+    n = _count_replaces(monkeypatch, lambda: init_project(probe, InitOptions(targets=("h100",), python="3.11", no_lock=True)))
+    assert n >= 8  # envman.yaml, Dockerfile, locks, compose, devcontainer, the kit …
+    for k in range(n):
+        d = tmp_path / f"k{k}"
+        shutil.copytree(src, d)
+        before = snapshot(d)
+        failing_on(monkeypatch, "replace", k, errno.EACCES)
+        with pytest.raises(UsageError) as exc:
+            init_project(d, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+        monkeypatch.undo()
+        assert exc.value.message.startswith("cannot write ") and "Permission denied" in exc.value.message
+        assert snapshot(d) == before, k
+        assert temps(d) == [] and not (d / ".envman").exists() and not (d / ".devcontainer").exists()
+
+
+def test_relock_failure_keeps_the_old_set(repo, monkeypatch, capsys):
+    init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+    spec = repo / "envman.yaml"
+    spec.write_text(spec.read_text().replace("- h100", "- h100\n- a100"))
+    before = snapshot(repo)
+    failing_on(monkeypatch, "replace", 2, errno.ENOSPC)
+    assert main(["init", str(repo), "--no-lock"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: cannot write ") and err[0].endswith(": No space left on device")
+    assert err[1] == "hint: nothing was changed; fix that and re-run"
+    assert snapshot(repo) == before and temps(repo) == []
