@@ -134,7 +134,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
     pins = framework_pins(res, spec.companions)
-    lines = pins + [str(r.req) for r in reqs]
+    lines = pins + [r.line for r in reqs]
     inputs_hash = combined(hashes)
     base, base_kind = _base(spec, res)
 
@@ -152,7 +152,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         digest_job = pool.submit(resolve_digest, base)
         pool.shutdown(wait=False)
     if lines and not no_lock:
-        index_urls = [res.index_url] if res.index_url else []
+        index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
         roots = [p.split("==")[0].split("[")[0] for p in pins]
         lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)))
@@ -354,9 +354,19 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
     created = False
     notes: list[str] = []
     if spec is None:
-        found = discover(root)
+        from envman.project.discover import discover_repo, nothing_found
+
+        matrix = load_matrix()
+        found = discover_repo(root, {k: list(v) for k, v in matrix.frameworks.items()})
+        if not found.read and not opts.framework:
+            raise nothing_found(root)
+        inf = found.inference
+        cpu = opts.cpu
+        if inf.cpu and not opts.targets and not opts.cpu:
+            cpu = True
+            notes.append("a CPU stack: the repository asks for a CPU build of its framework")
         targets, driver = list(opts.targets), opts.driver
-        if not opts.cpu and not targets:
+        if not cpu and not targets:
             if detect_gpus is None:
                 raise UsageError("no target GPU", hint="pass --target GPU (repeatable) or --cpu")
             targets, drv, note = detect_gpus()
@@ -365,20 +375,28 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
         data = {
             "name": project_name(root),
             "python": opts.python or _python_from(found.python),
-            "framework": opts.framework or found.framework,
-            "companions": list(found.companions),
+            "framework": opts.framework or inf.framework,
+            "companions": list(inf.companions),
             "requirements": list(found.requirement_files),
             "packages": list(found.packages),
-            "cpu": opts.cpu,
-            "targets": [] if opts.cpu else targets,
+            "cpu": cpu,
+            "targets": [] if cpu else targets,
             "driver": driver,
+            "cuda": inf.cuda if not opts.framework and not cpu else None,
             "base_image": opts.base_image,
+            "install_project": found.install_project,
+            "index_urls": found.index_urls,
+            "find_links": found.find_links,
         }
         spec = parse_spec({k: v for k, v in data.items() if v not in (None, [], False)}, SPEC_FILE)
-        if found.found_in:
-            notes.append("found dependencies in: " + ", ".join(found.found_in))
-        if found.framework:
-            notes.append(f"framework constraint from the repository: {found.framework}")
+        if found.read:
+            notes.append("found dependencies in: " + ", ".join(found.read))
+        notes.extend(found.report()[1:] if found.read else found.report())
+        notes.extend(inf.notes)
+        if inf.framework:
+            notes.append(f"framework constraint from the repository: {inf.framework}")
+        if found.python:
+            notes.append(f"Python constraint from the repository: {found.python}")
         created = True
     else:
         given = [n for n, v in (("--target", opts.targets), ("--driver", opts.driver), ("--cpu", opts.cpu),

@@ -14,6 +14,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envman.errors import UsageError
+from envman.project.req import Req  # noqa: F401  (re-exported: the lock and pins read it from here)
 
 FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow",
               "tf-nightly": "tensorflow"}
@@ -21,54 +22,12 @@ COMPANIONS = ("torchvision", "torchaudio")
 OWN_FILES = ("requirements.lock.txt", "requirements.framework.lock.txt")
 
 
-@dataclass(frozen=True)
-class Req:
-    req: Requirement
-    origin: str  # "requirements.txt:3", "pyproject.toml [project] dependencies", "envman.yaml packages[0]"
-
-    @property
-    def name(self) -> str:
-        return canonicalize_name(self.req.name)
-
-
 def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = None) -> list[Req]:
-    """pip's requirements format: requirement lines, comments, -r/-c includes. Other options are refused:
-    indexes belong to envman (the variant's index), and editable/URL installs cannot be hash-locked."""
-    path = (project / rel).resolve()
-    seen = _seen if _seen is not None else set()
-    if path in seen:
-        return []
-    seen.add(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{rel}: cannot read: {exc.strerror}", hint="fix the path under 'requirements' in envman.yaml") from None
-    out: list[Req] = []
-    joined = re.sub(r"\\\n", " ", text)
-    for n, raw in enumerate(joined.splitlines(), 1):
-        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-        if not line:
-            continue
-        where = f"{rel}:{n}"
-        if line.startswith(("-r ", "--requirement ", "-c ", "--constraint ")):
-            inc = line.split(None, 1)[1].strip()
-            if line.startswith(("-c", "--constraint")):
-                continue  # constraints do not add requirements; uv gets the pins from the lock
-            base = Path(rel).parent
-            out.extend(read_requirements_file(project, str(base / inc), seen))
-            continue
-        if line.startswith("-"):
-            opt = line.split()[0]
-            raise UsageError(
-                f"{where}: option {opt} is not supported",
-                hint="envman chooses the index for the framework build; put packages by name and version",
-            )
-        line = line.split(" --hash")[0].strip()
-        try:
-            out.append(Req(Requirement(line), where))
-        except InvalidRequirement as exc:
-            raise UsageError(f"{where}: {line!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per line") from None
-    return out
+    """pip's requirements format, read by envman.project.sources.requirements_txt (includes, VCS and
+    editable lines, index options); the requirements to lock."""
+    from envman.project.sources.requirements_txt import read_requirements
+
+    return read_requirements(project, rel, _seen=_seen).reqs
 
 
 def read_pyproject(project: Path) -> dict | None:
