@@ -365,6 +365,8 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
         if inf.cpu and not opts.targets and not opts.cpu:
             cpu = True
             notes.append("a CPU stack: the repository asks for a CPU build of its framework")
+        elif inf.cpu and opts.targets:
+            notes.append("the repository asks for a CPU build of its framework; --target was given, so a GPU stack is resolved")
         targets, driver = list(opts.targets), opts.driver
         if not cpu and not targets:
             if detect_gpus is None:

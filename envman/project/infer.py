@@ -119,15 +119,19 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
         if r.name in COMPANIONS and name == "torch":
             if r.name not in inf.companions and not r.origin.endswith(")"):
                 inf.companions.append(r.name)
-            if len(r.req.specifier) == 0:
-                continue
             spec, _ = _split_local(r)
             ok = [rel.version for rel in rels if dict(rel.companions).get(r.name)
                   and spec.contains(dict(rel.companions)[r.name], prereleases=True)]
             if not ok:
                 raise UsageError(f"{r.origin}: {r.req} has no release beside any torch in envman's matrix",
                                  hint=f"relax {r.name}'s pin, or drop it and let envman choose the matching one")
-            constraints.append((r.origin, str(r.req), _exact_set(ok)))
+            if len(ok) == len(rels):
+                continue
+            constraints.append((r.origin, str(r.req), _exact_set(ok, [rel.version for rel in rels])))
+            if len(r.req.specifier):
+                inf.notes.append(f"{r.origin}: {r.req} exists beside torch " + ", ".join(str(v) for v in sorted(ok)))
+            else:
+                inf.notes.append(f"{r.origin}: {r.name} is released beside torch {min(ok)}…{max(ok)} only; the range is narrowed to those")
     for i, (oa, la, sa) in enumerate(constraints):
         for ob, lb, sb in constraints[i + 1:]:
             both = [v for v in allowed if (sa & sb).contains(v, prereleases=True)]
@@ -163,10 +167,13 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     return inf
 
 
-def _exact_set(versions: list[Version]) -> SpecifierSet:
+def _exact_set(versions: list[Version], every: list[Version]) -> SpecifierSet:
+    """The releases in ``versions`` as one specifier: a range, minus the releases inside it that are not in it."""
     if len(versions) == 1:
         return SpecifierSet(f"=={versions[0]}")
-    return SpecifierSet(f">={min(versions)},<={max(versions)}")
+    lo, hi = min(versions), max(versions)
+    holes = sorted(v for v in every if lo < v < hi and v not in versions)
+    return SpecifierSet(",".join([f">={lo}", f"<={hi}"] + [f"!={v}" for v in holes]))
 
 
 def _spec_text(spec: SpecifierSet, allowed: list[Version]) -> str:

@@ -102,7 +102,6 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
             host = urlsplit(arg).hostname or ""
             if host in FRAMEWORK_INDEX_HOSTS:
                 found.fates.append(Fate(where, line, "dropped", "replaced by envman's framework index for the chosen variant"))
-                found.warnings.append(f"{where}: {opt} {arg} replaced by envman's framework index (the stack's variant decides it)")
             elif opt in ("-f", "--find-links"):
                 found.find_links.append((where, arg))
                 found.fates.append(Fate(where, line, "kept", "recorded under find_links: in envman.yaml"))
@@ -137,5 +136,5 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         found.constraints.append(Req(req, where))
         found.fates.append(Fate(where, line, "kept", "as a constraint: it narrows the framework's range, installs nothing"))
         return
-    found.reqs.append(Req(req, where))
+    found.reqs.append(Req(req, where, raw=line if req.url else None))  # a URL line goes to uv as written
     found.fates.append(Fate(where, line, "kept"))

@@ -63,7 +63,6 @@ def read_setup_py(project: Path, rel: str = "setup.py", wanted: tuple[str, ...] 
         except _Unreadable as exc:
             found.fates.append(Fate(where, str(exc), "dropped", "computed when setup.py runs; envman never runs it — "
                                     "list these packages under packages: in envman.yaml"))
-            found.warnings.append(f"{where} is computed ({exc}) and cannot be read without running setup.py")
             continue
         _apply(found, key, value, where, wanted)
     return found
