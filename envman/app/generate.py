@@ -397,6 +397,9 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
         notes.extend(inf.notes)
         if inf.framework:
             notes.append(f"framework constraint from the repository: {inf.framework}")
+        elif not opts.framework:
+            notes.append("no framework (torch, tensorflow) named by the repository, directly or through a package that "
+                         "pulls one: the image has none; pass --framework or set framework in envman.yaml if it needs one")
         if found.python:
             notes.append(f"Python constraint from the repository: {found.python}")
         created = True

@@ -18,7 +18,7 @@ from envman.project.requirements import COMPANIONS, FRAMEWORKS, OWN_FILES, read_
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import read_conda
 from envman.project.sources.poetry import read_poetry
-from envman.project.sources.pyproject import read_pyproject_project
+from envman.project.sources.pyproject import OPTIONAL, read_pyproject_project
 from envman.project.sources.requirements_txt import read_requirements
 from envman.project.sources.setup_py import read_setup_cfg, read_setup_py
 
@@ -49,8 +49,18 @@ class Discovery:
             out.append("read: " + ", ".join(self.read))
         for f, why in self.skipped:
             out.append(f"skipped {f}: {why}")
+        groups: dict[str, list[Fate]] = {}
         for fate in self.fates:
-            if fate.fate != "kept" or fate.why:
+            if fate.why == OPTIONAL:
+                groups.setdefault(fate.origin.rsplit("[", 1)[0], []).append(fate)
+        for fate in self.fates:
+            if fate.why == OPTIONAL:
+                key = fate.origin.rsplit("[", 1)[0]
+                if key in groups:
+                    g = groups.pop(key)
+                    names = ", ".join(f.text.split(";")[0].strip() for f in g)
+                    out.append(f"{key}: not installed, {len(g)} line{'s' if len(g) > 1 else ''} ({names}): {OPTIONAL}")
+            elif fate.fate != "kept" or fate.why:
                 out.append(fate.describe())
         out.extend(self.warnings)
         return out
@@ -119,7 +129,14 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     all_reqs = [r for fd in founds + extra for r in fd.reqs]
     constraints = [r for fd in founds + extra for r in fd.constraints]
     variants = [v for fd in founds + extra for v in fd.variants]
-    d.inference = infer_framework(all_reqs + constraints, variants, releases, load_dependents())
+    dependents = load_dependents()
+    d.inference = infer_framework(all_reqs + constraints, variants, releases, dependents)
+    optional = [r for fd in founds + extra for r in fd.optional]
+    if d.inference.name is None and optional:
+        # nothing required names a framework: an extra that does (train = ["torch"]) is the best evidence left
+        d.inference = infer_framework(optional, variants, releases, dependents)
+        if d.inference.name:
+            d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
     d.python = _python(fd_py for fd in founds + extra for fd_py in fd.python)
     return d
 
@@ -138,13 +155,30 @@ def _python(pairs) -> str | None:
     return str(total)
 
 
+def sub_projects(root: Path, depth: int = 3) -> list[str]:
+    """Folders (up to ``depth`` levels down) that hold a dependency file of their own; a project's own
+    subfolders are not listed again."""
+    out: list[str] = []
+
+    def walk(d: Path, level: int) -> None:
+        for p in sorted(d.iterdir()):
+            if not p.is_dir() or p.name.startswith((".", "_")) or p.name in ("docs", "doc", "node_modules", "tests"):
+                continue
+            if any((p / f).is_file() for f in DEP_FILES) or any(p.glob("requirements*.txt")):
+                out.append(p.relative_to(root).as_posix())
+            elif level < depth:
+                walk(p, level + 1)
+
+    walk(root, 1)
+    return out
+
+
 def nothing_found(root: Path) -> UsageError:
-    projects = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
-                      and any((p / f).is_file() for f in DEP_FILES))
+    projects = sub_projects(root)
     if projects:
-        return UsageError(f"{root.name}: no dependency file at the top; it is a collection of projects: "
-                          + ", ".join(projects),
-                          hint=f"run `envman init {root.name}/{projects[0]}` for one of them")
+        shown = ", ".join(projects[:8]) + (f" … and {len(projects) - 8} more" if len(projects) > 8 else "")
+        return UsageError(f"{root.name}: no dependency file at the top; it is a collection of {len(projects)} projects: "
+                          + shown, hint=f"run `envman init {root.name}/{projects[0]}` for one of them")
     return UsageError(f"{root.name}: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
                       "pyproject.toml, setup.py, setup.cfg, environment.yml)",
                       hint="pass --framework (e.g. --framework torch), or write envman.yaml with packages:")

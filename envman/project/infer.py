@@ -123,7 +123,9 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             ok = [rel.version for rel in rels if dict(rel.companions).get(r.name)
                   and spec.contains(dict(rel.companions)[r.name], prereleases=True)]
             if not ok:
-                raise UsageError(f"{r.origin}: {r.req} has no release beside any torch in envman's matrix",
+                known = sorted((rel.version, dict(rel.companions).get(r.name)) for rel in rels if dict(rel.companions).get(r.name))
+                span = f" (envman knows {r.name} {known[0][1]}…{known[-1][1]}, beside torch {known[0][0]}…{known[-1][0]})" if known else ""
+                raise UsageError(f"{r.origin}: {r.req} has no release beside any torch in envman's matrix{span}",
                                  hint=f"relax {r.name}'s pin, or drop it and let envman choose the matching one")
             if len(ok) == len(rels):
                 continue
@@ -183,4 +185,4 @@ def _spec_text(spec: SpecifierSet, allowed: list[Version]) -> str:
     ok = [v for v in allowed if spec.contains(v, prereleases=True)]
     if len(ok) == 1 and len(spec) > 1:
         return f"=={ok[0]}"
-    return ",".join(sorted(str(s) for s in spec))
+    return ",".join(sorted({str(s).replace(" ", "") for s in spec}))

@@ -65,8 +65,8 @@ def test_poetry_constraints_become_pep440(init):
     assert spec["framework"] == "torch<2.5,>=2.4" and str(out.resolution.version).startswith("2.4.")
     assert spec["python"] == "<4,>=3.10" and out.resolution.python == "3.12"
     assert spec["packages"] == ["transformers<5,>=4.40", "numpy==1.26.*"]
-    assert ("pyproject.toml tool.poetry.group.dev.dependencies.pytest: dropped 'pytest>=8,<9' (an optional extra or "
-            "group; name it under packages: in envman.yaml to install it)") in out.notes
+    assert ("pyproject.toml tool.poetry.group.dev.dependencies.pytest: not installed, 1 line (pytest>=8,<9): an optional "
+            "extra or group; name it under packages: in envman.yaml to install it") in out.notes
 
 
 @pytest.mark.parametrize("text,pep440", [
@@ -144,7 +144,7 @@ def test_empty_repo_with_framework_given_resolves(init):
 
 def test_collection_of_projects_lists_them(tmp_path):
     e = refusal(tmp_path, "collection")
-    assert e.message == "collection: no dependency file at the top; it is a collection of projects: serving, trainer"
+    assert e.message == "collection: no dependency file at the top; it is a collection of 2 projects: serving, trainer"
     assert e.hint == "run `envman init collection/serving` for one of them"
 
 

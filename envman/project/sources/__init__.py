@@ -30,6 +30,7 @@ class Found:
     file: str
     reqs: list[Req] = field(default_factory=list)
     constraints: list[Req] = field(default_factory=list)  # from -c files: they narrow, they install nothing
+    optional: list[Req] = field(default_factory=list)  # extras / groups not asked for: a framework hint only
     python: list[tuple[str, SpecifierSet]] = field(default_factory=list)  # (origin, constraint)
     variants: list[tuple[str, str]] = field(default_factory=list)  # (origin, "cu118" | "cpu") from conda pins
     index_urls: list[tuple[str, str]] = field(default_factory=list)  # (origin, url) honoured for other packages
@@ -42,6 +43,7 @@ class Found:
     def merge(self, other: Found) -> None:
         self.reqs += other.reqs
         self.constraints += other.constraints
+        self.optional += other.optional
         self.python += other.python
         self.variants += other.variants
         self.index_urls += other.index_urls

@@ -22,7 +22,7 @@ _SPEC = re.compile(r"^([A-Za-z0-9_.\-]+)(?:::)?\s*(.*)$")
 
 def conda_spec(spec: str) -> str:
     """Conda's match spec → PEP 440: ``=2.1`` → ``==2.1.*``, ``==2.1.0`` stays, ``2.1.0=py3_0`` (build) drops the build."""
-    spec = spec.strip().split(" ")[0]
+    spec = re.sub(r"([<>=!]=?)\s+", r"\1", spec.strip()).split(" ")[0]  # ">= 1.13" is one constraint
     if not spec:
         return ""
     if re.fullmatch(r"[<>!=]=?.*", spec) and not re.fullmatch(r"=[^=].*", spec):
@@ -55,7 +55,7 @@ def read_conda(project: Path, rel: str) -> Found:
             found.fates.append(Fate(where, str(dep), "dropped", "not a conda package spec"))
             continue
         m = _SPEC.match(dep.split("::")[-1].strip())
-        name, spec = (m.group(1).lower(), m.group(2)) if m else (dep, "")
+        name, spec = (m.group(1).lower(), m.group(2).strip()) if m else (dep, "")
         if "=" in name:
             name, _, rest = name.partition("=")
             spec = "=" + rest + spec

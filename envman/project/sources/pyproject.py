@@ -11,6 +11,7 @@ from envman.project.req import Req
 from envman.project.sources import Fate, Found
 
 FILE = "pyproject.toml"
+OPTIONAL = "an optional extra or group; name it under packages: in envman.yaml to install it"
 
 
 def add_requirement(found: Found, text: str, where: str, *, optional: bool = False) -> None:
@@ -19,8 +20,8 @@ def add_requirement(found: Found, text: str, where: str, *, optional: bool = Fal
     except InvalidRequirement as exc:
         raise UsageError(f"{where}: {text!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per entry") from None
     if optional:
-        found.fates.append(Fate(where, text, "dropped", "an optional extra or group; name it under packages: in envman.yaml to install it"))
-        found.constraints.append(Req(req, where))
+        found.fates.append(Fate(where, text, "dropped", OPTIONAL))
+        found.optional.append(Req(req, where))
         return
     found.reqs.append(Req(req, where, raw=text if req.url else None))
     found.fates.append(Fate(where, text, "kept"))
