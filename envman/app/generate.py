@@ -66,7 +66,16 @@ def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str]:
     """What a lock depends on, hashed one by one so `lock --check` can say which input changed."""
     h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest}
+    files = list(spec.requirements)
     for f in spec.requirements:
+        # files a requirements file pulls in with -r/-c are inputs of the lock as much as the file itself
+        try:
+            from envman.project.sources.requirements_txt import read_requirements
+
+            files += [i for i in read_requirements(root, f).includes if i not in files]
+        except UsageError:
+            pass  # the lock step reports it; here the file's own hash says it changed
+    for f in files:
         try:
             h[f"file:{f}"] = sha256((root / f).read_bytes())
         except OSError:

@@ -180,3 +180,36 @@ def test_torchaudio_without_a_release_narrows_the_range(tmp_path):
     d = discover_repo(tmp_path, {k: list(v) for k, v in m.frameworks.items()})
     with_audio = [r.version for r in m.frameworks["torch"] if dict(r.companions).get("torchaudio")]
     assert d.inference.framework == f"torch<={max(with_audio)},>={min(with_audio)}"
+
+
+def test_lock_check_covers_included_requirement_files(init):
+    from envman.app.generate import check_lock
+
+    d, out, spec = init("skip-variants")
+    assert "file:requirements/base.txt" in out.lock["inputs"]
+    (d / "requirements" / "base.txt").write_text("torch>=2.3\nnumpy\nscipy\n")
+    assert check_lock(d) == ["requirements/base.txt changed since the lock"]
+
+
+@pytest.mark.network
+def test_a_git_requirement_is_locked_to_its_commit(tmp_path):
+    """A local bare repository over file:// stands in for GitHub; uv pins the URL to the commit."""
+    import subprocess
+
+    src = tmp_path / "src"
+    (src / "tinypkg").mkdir(parents=True)
+    (src / "tinypkg" / "__init__.py").write_text("")
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = '
+                                        '"setuptools.build_meta"\n[project]\nname = "tinypkg"\nversion = "0.1"\n')
+    git = ["git", "-c", "user.email=t@example.test", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], cwd=src, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=src, check=True)
+    subprocess.run(git + ["commit", "-qm", "init"], cwd=src, check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(tmp_path / "tiny.git")], check=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, check=True, capture_output=True, text=True).stdout.strip()
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "requirements.txt").write_text(f"git+file://{tmp_path}/tiny.git\n-e .\n")
+    out = init_project(proj, InitOptions(cpu=True, framework="none"))
+    assert f"tinypkg @ git+file://{tmp_path}/tiny.git@{commit}" in (proj / "requirements.lock.txt").read_text()
+    assert "requirements.txt:2: project '-e .' (installs this repository (install_project: true))" in out.notes
