@@ -126,6 +126,10 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
                 d.packages.append(r.line)
     if not d.read:
         return d
+    urls = [r.origin for fd in founds + extra for r in fd.reqs if r.req.url]
+    if urls:
+        d.warnings.append(f"{', '.join(urls)}: VCS/URL requirements are locked to their commit, but the image's "
+                          "hash-checked wheel install cannot install them yet: `envman build` fails on them until it does")
     all_reqs = [r for fd in founds + extra for r in fd.reqs]
     constraints = [r for fd in founds + extra for r in fd.constraints]
     variants = [v for fd in founds + extra for v in fd.variants]
