@@ -106,9 +106,16 @@ class Names:
     stack: str = ".envman/stack.json"
 
     @classmethod
-    def for_profile(cls, p: str | None) -> Names:
+    def for_root(cls, root: Path) -> Names:
+        """The default stack's names in this repository: ``Dockerfile.envman`` beside a Dockerfile of its own."""
+        from envman.project.coexist import place_files
+
+        return cls(None, dockerfile=place_files(root).dockerfile)
+
+    @classmethod
+    def for_profile(cls, p: str | None, root: Path | None = None) -> Names:
         if p is None:
-            return cls(None)
+            return cls.for_root(root) if root is not None else cls(None)
         return cls(p, f"envman.{p}.lock", f"Dockerfile.{p}", f"requirements.{p}.lock.txt",
                    f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json")
 
@@ -223,21 +230,25 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
              matrix: Matrix | None = None, upgrade: bool = False) -> Outcome:
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
+    from envman.project.coexist import place_files
+
+    place = place_files(root)  # before any slow step: the repository's own files decide envman's names
     if spec.profiles:
         built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
                             upgrade=upgrade) for p in spec.profiles]
     else:
-        built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix, upgrade=upgrade)]
+        built = [_build_one(root, spec, Names.for_root(root), hashes, no_lock, matrix, upgrade=upgrade)]
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:
         files.extend(b.files)
-    files.append((root / ".dockerignore", with_header(DOCKERIGNORE, inputs_hash)))
+    files.append((root / place.dockerignore, with_header(DOCKERIGNORE, inputs_hash)))
     services = [(b.names.profile, b.names.dockerfile, f"{spec.name}:{b.lock['lock_hash'][:12]}", b.gpu) for b in built]
-    files.append((root / "compose.yaml", with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
+    files.append((root / place.compose, with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
     first = built[0]
-    files.append((root / ".devcontainer" / "devcontainer.json",
-                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, "../" + first.names.dockerfile)), inputs_hash, "//")))
+    files.append((root / place.devcontainer,
+                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, place.devcontainer_dockerfile(first.names.dockerfile))),
+                              inputs_hash, "//")))
     kit = doctor_kit(load_knowledge().to_dict())
     files.extend((root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit.items()))
 
@@ -248,7 +259,7 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     for b in built:
         wp.files.append((root / b.names.lock, render_lock(b.lock)))
     written = wp.write()
-    notes = [n for b in built for n in b.notes]
+    notes = list(place.notes) + [n for b in built for n in b.notes]
     for group in shared_stacks(built):
         notes.append("profiles " + ", ".join(group) + " share one stack (their images differ only in labels)")
     if len(built) > 1:
@@ -268,7 +279,7 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
     spec = _require_spec(root)
     matrix = load_matrix()
     hashes = input_hashes(root, spec, matrix)
-    names = Names.for_profile(profile)
+    names = Names.for_profile(profile, root)
     if profile is not None:
         prof = next((p for p in spec.profiles if p.name == profile), None)
         if prof is None:

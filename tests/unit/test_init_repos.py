@@ -213,3 +213,31 @@ def test_a_git_requirement_is_locked_to_its_commit(tmp_path):
     out = init_project(proj, InitOptions(cpu=True, framework="none"))
     assert f"tinypkg @ git+file://{tmp_path}/tiny.git@{commit}" in (proj / "requirements.lock.txt").read_text()
     assert "requirements.txt:2: project '-e .' (installs this repository (install_project: true))" in out.notes
+
+
+def test_the_repositorys_own_docker_files_are_kept_and_envman_writes_beside_them(init):
+    from envman.app.generate import offline_dockerfile
+
+    src = REPOS / "own-docker"
+    theirs = {f: (src / f).read_bytes() for f in ("Dockerfile", ".dockerignore", "docker-compose.yml",
+                                                    ".devcontainer/devcontainer.json")}
+    d, out, spec = init("own-docker")
+    for f, body in theirs.items():
+        assert (d / f).read_bytes() == body, f
+    for f in ("Dockerfile.envman", "Dockerfile.envman.dockerignore", "compose.envman.yaml",
+              ".devcontainer/envman/devcontainer.json"):
+        assert (d / f).is_file(), f
+    assert out.lock["dockerfile"] == "Dockerfile.envman"
+    assert '"dockerfile": "../../Dockerfile.envman"' in (d / ".devcontainer/envman/devcontainer.json").read_text()
+    assert "Dockerfile.envman" in (d / "compose.envman.yaml").read_text()
+    kept = [n for n in out.notes if n.startswith("the repository's own")]
+    assert kept == [
+        "the repository's own Dockerfile is kept; envman writes Dockerfile.envman beside it",
+        "the repository's own .dockerignore is kept; envman writes Dockerfile.envman.dockerignore (BuildKit reads it for that Dockerfile)",
+        "the repository's own docker-compose.yml is kept; envman writes compose.envman.yaml (docker compose -f compose.envman.yaml …)",
+        "the repository's own .devcontainer/devcontainer.json is kept; envman writes .devcontainer/envman/devcontainer.json "
+        "(a second configuration editors offer to choose)",
+    ]
+    assert offline_dockerfile(d, None, None) == (d / "Dockerfile.envman").read_text()
+    again = init_project(d, InitOptions(no_lock=True))
+    assert again.written == []
