@@ -49,13 +49,16 @@ class Discovery:
             out.append("read: " + ", ".join(self.read))
         for f, why in self.skipped:
             out.append(f"skipped {f}: {why}")
+        def key_of(f: Fate) -> str:  # "… optional-dependencies.extra[3]" and "… group.dev.dependencies.pytest" → the table
+            return f.origin.rsplit("[", 1)[0] if f.origin.endswith("]") else f.origin.rsplit(".", 1)[0]
+
         groups: dict[str, list[Fate]] = {}
         for fate in self.fates:
             if fate.why == OPTIONAL:
-                groups.setdefault(fate.origin.rsplit("[", 1)[0], []).append(fate)
+                groups.setdefault(key_of(fate), []).append(fate)
         for fate in self.fates:
             if fate.why == OPTIONAL:
-                key = fate.origin.rsplit("[", 1)[0]
+                key = key_of(fate)
                 if key in groups:
                     g = groups.pop(key)
                     names = ", ".join(f.text.split(";")[0].strip() for f in g)

@@ -65,7 +65,7 @@ def test_poetry_constraints_become_pep440(init):
     assert spec["framework"] == "torch<2.5,>=2.4" and str(out.resolution.version).startswith("2.4.")
     assert spec["python"] == "<4,>=3.10" and out.resolution.python == "3.12"
     assert spec["packages"] == ["transformers<5,>=4.40", "numpy==1.26.*"]
-    assert ("pyproject.toml tool.poetry.group.dev.dependencies.pytest: not installed, 1 line (pytest>=8,<9): an optional "
+    assert ("pyproject.toml tool.poetry.group.dev.dependencies: not installed, 1 line (pytest>=8,<9): an optional "
             "extra or group; name it under packages: in envman.yaml to install it") in out.notes
 
 
