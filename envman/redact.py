@@ -13,7 +13,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 # scheme://userinfo@ — userinfo runs to the last '@' before the path, query, fragment or a blank; a password with
 # a raw '@' (not %40) is still cut whole. git+https, sftp … are schemes too.
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@\"'<>]*(?:@[^\s/?#@\"'<>]*)*@")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/?#@\"'<>]*(?:@[^\s/?#@\"'<>]*)*)@")
+
+
+def _keeps(scheme: str, userinfo: str) -> bool:
+    """An ssh login name (git+ssh://git@github.com/…) is an address, not a secret: it stays."""
+    return scheme.lower().rstrip(":/").endswith("ssh") and ":" not in userinfo
 
 
 def redact_url(url: str) -> str:
@@ -22,7 +27,7 @@ def redact_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return redact(url)
-    if not parts.netloc or "@" not in parts.netloc:
+    if not parts.netloc or "@" not in parts.netloc or _keeps(parts.scheme, parts.netloc.rpartition("@")[0]):
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
@@ -31,7 +36,7 @@ def redact(text: str) -> str:
     """Every URL in ``text`` without its userinfo (lock files, messages, uv's output)."""
     if "@" not in text or "://" not in text:
         return text
-    return _USERINFO.sub(r"\1", text)
+    return _USERINFO.sub(lambda m: m.group(0) if _keeps(m.group(1), m.group(2)) else m.group(1), text)
 
 
 # Files that hold credentials: never part of a build context (.dockerignore) and refused by `envman build`

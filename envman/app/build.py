@@ -106,7 +106,7 @@ def _profiles(root: Path, opts: BuildOptions) -> list[Names]:
     if not spec.profiles:
         if opts.profile:
             raise UsageError(f"--profile {opts.profile}: envman.yaml declares no profiles")
-        return [Names(None)]
+        return [Names.for_root(root)]
     names = [p.name for p in spec.profiles]
     if opts.profile:
         if opts.profile not in names:

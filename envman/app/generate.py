@@ -22,7 +22,7 @@ from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, 
 from envman.app.doctor import load_knowledge
 from envman.image.kit import doctor_kit
 from envman.image.render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, warm
-from envman.project.requirements import Req, discover, read_requirements_file
+from envman.project.requirements import Req, read_requirements_file
 from envman.resolve.resolver import resolve_stack
 from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
 
@@ -65,7 +65,16 @@ def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str]:
     """What a lock depends on, hashed one by one so `lock --check` can say which input changed."""
     h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest}
+    files = list(spec.requirements)
     for f in spec.requirements:
+        # files a requirements file pulls in with -r/-c are inputs of the lock as much as the file itself
+        try:
+            from envman.project.sources.requirements_txt import read_requirements
+
+            files += [i for i in read_requirements(root, f).includes if i not in files]
+        except UsageError:
+            pass  # the lock step reports it; here the file's own hash says it changed
+    for f in files:
         try:
             h[f"file:{f}"] = sha256((root / f).read_bytes())
         except OSError:
@@ -96,9 +105,16 @@ class Names:
     stack: str = ".envman/stack.json"
 
     @classmethod
-    def for_profile(cls, p: str | None) -> Names:
+    def for_root(cls, root: Path) -> Names:
+        """The default stack's names in this repository: ``Dockerfile.envman`` beside a Dockerfile of its own."""
+        from envman.project.coexist import place_files
+
+        return cls(None, dockerfile=place_files(root).dockerfile)
+
+    @classmethod
+    def for_profile(cls, p: str | None, root: Path | None = None) -> Names:
         if p is None:
-            return cls(None)
+            return cls.for_root(root) if root is not None else cls(None)
         return cls(p, f"envman.{p}.lock", f"Dockerfile.{p}", f"requirements.{p}.lock.txt",
                    f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json")
 
@@ -133,7 +149,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
     pins = framework_pins(res, spec.companions)
-    lines = pins + [str(r.req) for r in reqs]
+    lines = pins + [r.line for r in reqs]
     inputs_hash = combined(hashes)
     base, base_kind = _base(spec, res)
 
@@ -151,7 +167,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         digest_job = pool.submit(resolve_digest, base)
         pool.shutdown(wait=False)
     if lines and not no_lock:
-        index_urls = [res.index_url] if res.index_url else []
+        index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
         roots = [p.split("==")[0].split("[")[0] for p in pins]
         lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)))
@@ -212,21 +228,25 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
              extra: list[tuple[Path, str]] | None = None) -> Outcome:
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
+    from envman.project.coexist import place_files
+
+    place = place_files(root)  # before any slow step: the repository's own files decide envman's names
     if spec.profiles:
         built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
                             upgrade=upgrade) for p in spec.profiles]
     else:
-        built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix, upgrade=upgrade)]
+        built = [_build_one(root, spec, Names.for_root(root), hashes, no_lock, matrix, upgrade=upgrade)]
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:
         files.extend(b.files)
-    files.append((root / ".dockerignore", with_header(DOCKERIGNORE, inputs_hash)))
+    files.append((root / place.dockerignore, with_header(DOCKERIGNORE, inputs_hash)))
     services = [(b.names.profile, b.names.dockerfile, f"{spec.name}:{b.lock.short_hash}", b.gpu) for b in built]
-    files.append((root / "compose.yaml", with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
+    files.append((root / place.compose, with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
     first = built[0]
-    files.append((root / ".devcontainer" / "devcontainer.json",
-                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, "../" + first.names.dockerfile)), inputs_hash, "//")))
+    files.append((root / place.devcontainer,
+                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, place.devcontainer_dockerfile(first.names.dockerfile))),
+                              inputs_hash, "//")))
     kit = doctor_kit(load_knowledge().to_dict())
     files.extend((root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit.items()))
 
@@ -238,7 +258,7 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     for b in built:  # envman.lock last: it is the commit point
         wp.files.append((root / b.names.lock, render_lock(b.lock)))
     written = wp.write()
-    notes = [n for b in built for n in b.notes]
+    notes = list(place.notes) + [n for b in built for n in b.notes]
     for group in shared_stacks(built):
         notes.append("profiles " + ", ".join(group) + " share one stack (their images differ only in labels)")
     if len(built) > 1:
@@ -258,7 +278,7 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
     spec = _require_spec(root)
     matrix = load_matrix()
     hashes = input_hashes(root, spec, matrix)
-    names = Names.for_profile(profile)
+    names = Names.for_profile(profile, root)
     if profile is not None:
         prof = next((p for p in spec.profiles if p.name == profile), None)
         if prof is None:
@@ -344,9 +364,21 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
     created = False
     notes: list[str] = []
     if spec is None:
-        found = discover(root)
+        from envman.project.discover import discover_repo, nothing_found
+
+        matrix = load_matrix()
+        found = discover_repo(root, {k: list(v) for k, v in matrix.frameworks.items()})
+        if not found.read and not opts.framework:
+            raise nothing_found(root)
+        inf = found.inference
+        cpu = opts.cpu
+        if inf.cpu and not opts.targets and not opts.cpu:
+            cpu = True
+            notes.append("a CPU stack: the repository asks for a CPU build of its framework")
+        elif inf.cpu and opts.targets:
+            notes.append("the repository asks for a CPU build of its framework; --target was given, so a GPU stack is resolved")
         targets, driver = list(opts.targets), opts.driver
-        if not opts.cpu and not targets:
+        if not cpu and not targets:
             if detect_gpus is None:  # this machine's GPUs (raises a UsageError naming --target and --cpu)
                 from envman.app.resolve import detected_targets as detect_gpus
             targets, drv, note = detect_gpus()
@@ -355,20 +387,31 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
         data = {
             "name": project_name(root),
             "python": opts.python or _python_from(found.python),
-            "framework": opts.framework or found.framework,
-            "companions": list(found.companions),
+            "framework": opts.framework or inf.framework,
+            "companions": list(inf.companions),
             "requirements": list(found.requirement_files),
             "packages": list(found.packages),
-            "cpu": opts.cpu,
-            "targets": [] if opts.cpu else targets,
+            "cpu": cpu,
+            "targets": [] if cpu else targets,
             "driver": driver,
+            "cuda": inf.cuda if not opts.framework and not cpu else None,
             "base_image": opts.base_image,
+            "install_project": found.install_project,
+            "index_urls": found.index_urls,
+            "find_links": found.find_links,
         }
         spec = parse_spec({k: v for k, v in data.items() if v not in (None, [], False)}, SPEC_FILE)
-        if found.found_in:
-            notes.append("found dependencies in: " + ", ".join(found.found_in))
-        if found.framework:
-            notes.append(f"framework constraint from the repository: {found.framework}")
+        if found.read:
+            notes.append("found dependencies in: " + ", ".join(found.read))
+        notes.extend(found.report()[1:] if found.read else found.report())
+        notes.extend(inf.notes)
+        if inf.framework:
+            notes.append(f"framework constraint from the repository: {inf.framework}")
+        elif not opts.framework:
+            notes.append("no framework (torch, tensorflow) named by the repository, directly or through a package that "
+                         "pulls one: the image has none; pass --framework or set framework in envman.yaml if it needs one")
+        if found.python:
+            notes.append(f"Python constraint from the repository: {found.python}")
         created = True
     else:
         given = [n for n, v in (("--target", opts.targets), ("--driver", opts.driver), ("--cpu", opts.cpu),

@@ -33,7 +33,9 @@ def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: 
                     f"{r.origin}: asks for {r.req}, but the stack has no {fw or r.name}",
                     hint="set framework in envman.yaml to match, or remove the line",
                 )
-            if chosen is None or not _contains(r.req.specifier, chosen):
+            # torch==2.0.1+cu118 names the build as well: it holds when the stack is that variant's build
+            local = f"{chosen}+{res.variant}" if chosen is not None and res.index_url else None
+            if chosen is None or not (_contains(r.req.specifier, chosen) or (local and _contains(r.req.specifier, local))):
                 raise UsageError(
                     f"{r.origin}: asks for {r.req}, but the stack pins {label}",
                     hint="relax the requirement, or set framework in envman.yaml to a range that includes it and re-run init",

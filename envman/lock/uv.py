@@ -83,7 +83,8 @@ def parse_uv_output(text: str) -> PythonLock:
         if not line.strip() or (line.startswith("#") and cur is None):
             continue
         if not line.startswith((" ", "#")):
-            m = re.match(r"^([A-Za-z0-9._-]+)(\[[^\]]*\])?==([^ \\;]+)", line)
+            # name==version, or name @ URL for a VCS/URL requirement (uv pins a git URL to its commit)
+            m = re.match(r"^([A-Za-z0-9._-]+)(\[[^\]]*\])?(?:==| @ )([^ \\;]+)", line)
             if not m:
                 raise InternalError(f"uv output: unexpected line {line!r}", hint="report this to envman's maintainers")
             cur = LockedPackage(canonicalize_name(m.group(1)), m.group(3), [line])
@@ -217,7 +218,7 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
         lock = parse_uv_output(text)
         py_text = None
         if pylock:
-            want = {p.name: p.version for p in lock.packages}
+            want = {p.name: p.version for p in lock.packages if "://" not in p.version}
             py_text = redact((tdp / "pylock.toml").read_text(encoding="utf-8")) if side_ok else None
             if py_text is None or pylock_versions(py_text) != want:
                 run_uv(side)  # the cache is warm now
@@ -242,7 +243,9 @@ def pylock_versions(text: str) -> dict[str, str]:
     from envman._compat import tomllib
 
     doc = tomllib.loads(text)
-    return {canonicalize_name(p["name"]): str(p["version"]) for p in doc.get("packages", [])}
+    # a VCS/URL package is pinned by its commit/URL, compared through requirements.lock.txt's line
+    return {canonicalize_name(p["name"]): str(p["version"]) for p in doc.get("packages", [])
+            if not any(k in p for k in ("vcs", "archive", "directory"))}
 
 
 # --- envman.lock ---------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ the exact build the resolver chose; everything else goes to uv as written.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,64 +14,17 @@ from packaging.utils import canonicalize_name
 
 from envman import frameworks
 from envman.errors import UsageError
-from envman.redact import redact
+from envman.project.req import Req  # noqa: F401  (re-exported: the lock and pins read it from here)
 
 OWN_FILES = ("requirements.lock.txt", "requirements.framework.lock.txt")
 
 
-@dataclass(frozen=True)
-class Req:
-    req: Requirement
-    origin: str  # "requirements.txt:3", "pyproject.toml [project] dependencies", "envman.yaml packages[0]"
-
-    @property
-    def name(self) -> str:
-        return canonicalize_name(self.req.name)
-
-
 def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = None) -> list[Req]:
-    """pip's requirements format: requirement lines, comments, -r/-c includes. Other options are refused:
-    indexes belong to envman (the variant's index), and editable/URL installs cannot be hash-locked."""
-    path = (project / rel).resolve()
-    real_root = project.resolve()
-    if path != real_root and real_root not in path.parents:  # -r /etc/passwd, ../x, a link out of the project
-        raise UsageError(f"{rel}: outside the project", hint="requirement files and their -r/-c includes must be inside the project")
-    seen = _seen if _seen is not None else set()
-    if path in seen:
-        return []
-    seen.add(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{rel}: cannot read: {exc.strerror}", hint="fix the path under 'requirements' in envman.yaml") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{rel}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
-    out: list[Req] = []
-    joined = re.sub(r"\\\n", " ", text)
-    for n, raw in enumerate(joined.splitlines(), 1):
-        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-        if not line:
-            continue
-        where = f"{rel}:{n}"
-        if line.startswith(("-r ", "--requirement ", "-c ", "--constraint ")):
-            inc = line.split(None, 1)[1].strip()
-            if line.startswith(("-c", "--constraint")):
-                continue  # constraints do not add requirements; uv gets the pins from the lock
-            base = Path(rel).parent
-            out.extend(read_requirements_file(project, str(base / inc), seen))
-            continue
-        if line.startswith("-"):
-            opt = redact(line.split()[0])  # --index-url=https://user:TOKEN@… is echoed without its token
-            raise UsageError(
-                f"{where}: option {opt} is not supported",
-                hint="envman chooses the index for the framework build; put packages by name and version",
-            )
-        line = line.split(" --hash")[0].strip()
-        try:
-            out.append(Req(Requirement(line), where))
-        except InvalidRequirement as exc:
-            raise UsageError(redact(f"{where}: {line!r} is not a valid requirement ({exc})"), hint="one PEP 508 requirement per line") from None
-    return out
+    """pip's requirements format, read by envman.project.sources.requirements_txt (includes, VCS and
+    editable lines, index options); the requirements to lock."""
+    from envman.project.sources.requirements_txt import read_requirements
+
+    return read_requirements(project, rel, _seen=_seen).reqs
 
 
 def read_pyproject(project: Path) -> dict | None:

@@ -24,6 +24,7 @@ SPEC_FILE = "envman.yaml"
 KEYS = (
     "name", "python", "framework", "companions", "requirements", "packages", "system_packages",
     "targets", "driver", "cpu", "cuda_devel", "command", "env", "cuda", "profiles", "base_image",
+    "install_project", "index_urls", "find_links",
 )
 PROFILE_KEYS = ("targets", "driver", "cpu", "cuda", "framework", "python")
 
@@ -65,6 +66,9 @@ class ProjectSpec:
     env: tuple[tuple[str, str], ...] = ()
     profiles: tuple[Profile, ...] = ()
     base_image: str | None = None  # override (private mirror, air-gapped site, tests); must provide python3 + venv
+    install_project: bool = False  # the repository itself is installed (`-e .` / `.` in its requirements)
+    index_urls: tuple[str, ...] = ()  # extra indexes the repository names, for its non-framework packages
+    find_links: tuple[str, ...] = ()
     source: str = SPEC_FILE  # where it was read from, for messages
 
     def to_data(self) -> dict[str, Any]:
@@ -97,6 +101,12 @@ class ProjectSpec:
             d["env"] = dict(self.env)
         if self.base_image:
             d["base_image"] = self.base_image
+        if self.install_project:
+            d["install_project"] = True
+        if self.index_urls:
+            d["index_urls"] = list(self.index_urls)
+        if self.find_links:
+            d["find_links"] = list(self.find_links)
         if self.profiles:
             d["profiles"] = {
                 p.name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in (
@@ -159,9 +169,14 @@ def validate_requirement(text: str, fld: str, source: str) -> Requirement:
     except InvalidRequirement as exc:
         raise SpecError(redact(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})"),
                          hint="write it like numpy, pyyaml>=6 or transformers==4.46.*") from None
-    if req.url:
+    if req.url and not (req.url.startswith(("git+https://", "git+ssh://", "git+file://")) and not _is_framework(req.name)):
         raise SpecError(redact(f"{source}: {fld}: {text!r} is a direct URL"), hint="pin it by name and version so the lock can hash-check it")
     return req
+
+
+def _is_framework(name: str) -> bool:
+    n = name.lower().replace("_", "-")
+    return n in frameworks.by_distribution() or n in frameworks.companions()
 
 
 def validate_base_image(value: str, fld: str = "--base-image", source: str | None = None) -> str:
@@ -260,6 +275,11 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
             pv.flag(pdata, "cpu"), pv.text(pdata, "cuda", f"profiles.{pname}.cuda"),
             pv.text(pdata, "framework", f"profiles.{pname}.framework"), pv.text(pdata, "python", f"profiles.{pname}.python"),
         ))
+    index_urls = v.strings(data, "index_urls")
+    find_links = v.strings(data, "find_links")
+    for i, u in enumerate(index_urls + find_links):
+        if not re.match(r"^(https?|file)://\S+$", u):
+            raise v.fail("index_urls" if i < len(index_urls) else "find_links", f"{u!r} is not a URL", "like https://pypi.example.com/simple")
     base = v.text(data, "base_image")
     if base is not None:
         validate_base_image(base, "base_image", source)
@@ -268,7 +288,8 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         name=name, python=v.text(data, "python"), framework=fw, companions=companions, requirements=reqs,
         packages=packages, system_packages=tuple(sorted(set(apt))), targets=targets, driver=v.text(data, "driver"),
         cpu=cpu, cuda_devel=cuda_devel, cuda=v.text(data, "cuda"), command=command, env=tuple(env),
-        profiles=tuple(profiles), source=source,
+        profiles=tuple(profiles), source=source, install_project=v.flag(data, "install_project"),
+        index_urls=index_urls, find_links=find_links,
     )
 
 

@@ -56,10 +56,10 @@ def pick_python(available: tuple[str, ...], spec: SpecifierSet, default: str) ->
     ok = sorted((p for p in available if spec.contains(p, prereleases=True)), key=python_key)
     if not ok:
         return None
-    if len(spec) == 0:
-        capped = [p for p in ok if python_key(p) <= python_key(default)]
-        return capped[-1] if capped else ok[0]
-    return ok[-1]
+    # a floor (requires-python = ">=3.8") does not lift the default cap; only a repository that needs a
+    # newer Python than the cap gets one, and then the oldest that satisfies it
+    capped = [p for p in ok if python_key(p) <= python_key(default)]
+    return capped[-1] if capped else ok[0]
 
 
 def driver_verdict(matrix: Matrix, var: Variant, driver: Version) -> tuple[str | None, str | None]:

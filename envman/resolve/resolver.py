@@ -223,7 +223,10 @@ def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], d
         if var.prov.uncertain:
             warnings.append(f"{rel.framework} {rel.version} {var.name}: matrix data marked uncertain: {var.prov.note}")
     if req.python and len(req.python):
-        notes.append(f"Python {c.python}: newest Python matching '{show_spec(req.python)}' with {rel.framework} {rel.version} wheels")
+        capped = python_key(c.python or "0.0") <= python_key(matrix.base_images.default_python) and any(
+            req.python.contains(p, prereleases=True) and python_key(p) > python_key(c.python or "0.0") for p in rel.python)
+        notes.append(f"Python {c.python}: newest Python matching '{show_spec(req.python)}' with {rel.framework} {rel.version} wheels"
+                     + (f", capped at envman's default {matrix.base_images.default_python}" if capped else ""))
     else:
         notes.append(
             f"Python {c.python}: newest Python {rel.framework} {rel.version} publishes wheels for "

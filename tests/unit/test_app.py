@@ -94,9 +94,10 @@ def test_no_gpu_detected_is_a_usage_error(fixture_matrix, no_gpu):
 def test_init_detects_the_gpus_itself(tmp_path, no_gpu):
     from envman.app.generate import InitOptions, init_project
 
+    (tmp_path / "requirements.txt").write_text("numpy\n")
     with pytest.raises(UsageError, match="no NVIDIA GPU detected on this machine"):
         init_project(tmp_path, InitOptions(no_lock=True))
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["requirements.txt"]
 
 
 # --- matrix -----------------------------------------------------------------------------------------

@@ -38,7 +38,9 @@ def project(tmp_path):
     """A CPU project without a framework or requirements: nothing for uv to lock, so no network."""
     d = tmp_path / "proj"
     d.mkdir()
-    init_project(d, InitOptions(cpu=True, python="3.11", no_lock=True))
+    # no dependency file: init refuses to guess an empty image, so the project says what it is in envman.yaml
+    (d / "envman.yaml").write_text("name: proj\npython: '3.11'\ncpu: true\n")
+    init_project(d, InitOptions(no_lock=True))
     return d
 
 

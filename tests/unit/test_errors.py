@@ -57,7 +57,9 @@ def test_a_bad_spec_through_the_cli(tmp_path, capsys):
 def project(tmp_path):
     d = tmp_path / "demo"
     d.mkdir()
-    init_project(d, InitOptions(cpu=True, python="3.11", no_lock=True))
+    # no dependency file: init refuses to guess an empty image, so the project says what it is in envman.yaml
+    (d / "envman.yaml").write_text("name: proj\npython: '3.11'\ncpu: true\n")
+    init_project(d, InitOptions(no_lock=True))
     return d
 
 

@@ -46,7 +46,7 @@ def test_init_no_lock_detects_requirements_and_is_idempotent(repo):
 def test_pyproject_and_environment_yml_discovery(repo):
     out = init_project(repo("pyproject-repo"), InitOptions(targets=("a100",), no_lock=True))
     assert out.resolution.framework == "torch" and str(out.resolution.version).startswith("2.14")
-    assert "found dependencies in: pyproject.toml" in out.notes
+    assert "found dependencies in: pyproject.toml [project]" in out.notes
     out = init_project(repo("conda-repo"), InitOptions(targets=("a100",), no_lock=True))
     assert out.resolution.framework == "tensorflow" and str(out.resolution.version) == "2.15.1"
     assert out.resolution.python == "3.11"

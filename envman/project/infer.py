@@ -1,0 +1,189 @@
+"""Which framework a repository needs, and in what range, from every requirement it states: direct
+lines, extras, conda pins, setup.py, Poetry, and packages that pull a framework in transitively (the
+table in matrices/framework_dependents.yaml). Ranges from every source are intersected; two sources that
+cannot both hold are a refusal that names both.
+
+PURE apart from reading the dependents table (``load_dependents``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from envman.errors import UsageError
+from envman import frameworks
+from envman.project.requirements import Req
+
+_LOCAL = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)$")
+
+
+@dataclass(frozen=True)
+class Dependent:
+    package: str
+    framework: str
+    extra: str | None
+    seen: str
+    source: str
+
+
+def load_dependents() -> tuple[Dependent, ...]:
+    import yaml
+
+    from envman.resources import matrix_dir
+
+    path = matrix_dir() / "framework_dependents.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    out = []
+    for i, row in enumerate(doc.get("dependents") or []):
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("package", "framework", "source")):
+            raise UsageError(f"framework_dependents.yaml: dependents[{i}]: needs package, framework and source",
+                             hint="each row names the package, the framework it pulls and where that was read")
+        out.append(Dependent(row["package"], row["framework"], row.get("extra"), str(row.get("seen", "")), row["source"]))
+    return tuple(out)
+
+
+@dataclass
+class Inference:
+    framework: str | None = None  # "torch>=2.3,<2.6" or "torch+cu118" (the local label is a variant constraint)
+    name: str | None = None
+    cpu: bool = False
+    variant: str | None = None
+    cuda: str | None = None  # "11.8" when a range comes with a CUDA pin (conda pytorch-cuda=11.8)
+    companions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:
+    variant = None
+    parts = []
+    for s in req.req.specifier:
+        v = s.version
+        m = _LOCAL.search(v)
+        if m:
+            variant = m.group(1)
+            v = v[: m.start()]
+        parts.append(f"{s.operator}{v}")
+    return SpecifierSet(",".join(parts)), variant
+
+
+def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: dict[str, list],
+                    dependents: tuple[Dependent, ...]) -> Inference:
+    """``releases``: framework → its FrameworkRelease list (versions and companion versions) from the matrix."""
+    inf = Inference()
+    direct: dict[str, list[tuple[Req, SpecifierSet]]] = {}
+    for r in reqs:
+        fw = frameworks.by_distribution().get(r.name)
+        if fw is None:
+            continue
+        spec, variant = _split_local(r)
+        direct.setdefault(fw, []).append((r, spec))
+        if r.name == "tensorflow-cpu" or variant == "cpu":
+            inf.cpu = True
+            inf.notes.append(f"{r.origin}: {r.req} means a CPU stack")
+        elif variant:
+            variants = variants + [(r.origin, variant)]
+    if len(direct) > 1:
+        a, b = (direct[k][0][0] for k in sorted(direct))
+        raise UsageError(f"{a.origin}: {a.req} and {b.origin}: {b.req}: the repository names two frameworks",
+                         hint="pass --framework to choose one, or split the repository into profiles")
+    transitive: list[tuple[Req, Dependent]] = []
+    by_pkg = {d.package: d for d in dependents}
+    for r in reqs:
+        d = by_pkg.get(r.name)
+        if d is not None and (d.extra is None or d.extra in r.req.extras):
+            transitive.append((r, d))
+    if direct:
+        name = next(iter(direct))
+    elif transitive:
+        names = sorted({d.framework for _, d in transitive})
+        if len(names) > 1:
+            (ra, da), (rb, db) = (next(t for t in transitive if t[1].framework == n) for n in names)
+            raise UsageError(f"{ra.origin}: {ra.req} pulls {da.framework} and {rb.origin}: {rb.req} pulls {db.framework}",
+                             hint="pass --framework to choose one")
+        name = names[0]
+        r, d = transitive[0]
+        inf.notes.append(f"framework {name} inferred from {r.origin}: {r.req} (it requires {name}: {d.seen}; {d.source})")
+    else:
+        return inf
+    inf.name = name
+    rels = releases.get(name, [])
+    allowed = [rel.version for rel in rels]
+    constraints: list[tuple[str, str, SpecifierSet]] = []  # (origin, line, spec over framework versions)
+    for r, spec in direct.get(name, []):
+        if len(spec):
+            constraints.append((r.origin, str(r.req), spec))
+    # a companion pin steers the framework: torchvision==0.20.1 exists only beside torch 2.5.1
+    for r in reqs:
+        if r.name in frameworks.companions() and name == "torch":
+            if r.name not in inf.companions and not r.origin.endswith(")"):
+                inf.companions.append(r.name)
+            spec, _ = _split_local(r)
+            ok = [rel.version for rel in rels if dict(rel.companions).get(r.name)
+                  and spec.contains(dict(rel.companions)[r.name], prereleases=True)]
+            if not ok:
+                known = sorted((rel.version, dict(rel.companions).get(r.name)) for rel in rels if dict(rel.companions).get(r.name))
+                span = f" (envman knows {r.name} {known[0][1]}…{known[-1][1]}, beside torch {known[0][0]}…{known[-1][0]})" if known else ""
+                raise UsageError(f"{r.origin}: {r.req} has no release beside any torch in envman's matrix{span}",
+                                 hint=f"relax {r.name}'s pin, or drop it and let envman choose the matching one")
+            if len(ok) == len(rels):
+                continue
+            constraints.append((r.origin, str(r.req), _exact_set(ok, [rel.version for rel in rels])))
+            if len(r.req.specifier):
+                inf.notes.append(f"{r.origin}: {r.req} exists beside torch " + ", ".join(str(v) for v in sorted(ok)))
+            else:
+                inf.notes.append(f"{r.origin}: {r.name} is released beside torch {min(ok)}…{max(ok)} only; the range is narrowed to those")
+    for i, (oa, la, sa) in enumerate(constraints):
+        for ob, lb, sb in constraints[i + 1:]:
+            both = [v for v in allowed if (sa & sb).contains(v, prereleases=True)]
+            if allowed and not both and any(sa.contains(v, prereleases=True) for v in allowed) \
+                    and any(sb.contains(v, prereleases=True) for v in allowed):
+                raise UsageError(f"{oa}: {la} contradicts {ob}: {lb}",
+                                 hint="no release satisfies both lines: relax one of them")
+    total = SpecifierSet()
+    for _, _, s in constraints:
+        total &= s
+    if allowed and constraints and not any(total.contains(v, prereleases=True) for v in allowed):
+        lines = "; ".join(f"{o}: {ln}" for o, ln, _ in constraints)
+        raise UsageError(f"no {name} release in envman's matrix satisfies {lines}",
+                         hint="relax the pins, or pass --framework with a range envman knows")
+    vs = sorted({v for _, v in variants if v != "cpu"})
+    if any(v == "cpu" for _, v in variants):
+        inf.cpu = True
+    if len(vs) > 1:
+        a, b = (next(o for o, v in variants if v == x) for x in vs[:2])
+        raise UsageError(f"{a}: CUDA variant {vs[0]} contradicts {b}: CUDA variant {vs[1]}",
+                         hint="keep one CUDA pin, or pass --framework with the variant, e.g. torch==2.1.*+cu121")
+    inf.variant = vs[0] if vs else None
+    text = _spec_text(total, allowed)
+    inf.framework = f"{name}{text}"
+    if inf.variant:
+        asked = next(o for o, v in variants if v == inf.variant)
+        if text.startswith("==") and "*" not in text and "," not in text:
+            inf.framework += f"+{inf.variant}"  # the local label pins the variant itself
+        elif inf.variant.startswith("cu"):
+            digits = inf.variant[2:]
+            inf.cuda = f"{digits[:-1]}.{digits[-1]}"
+        inf.notes.append(f"CUDA variant {inf.variant} from {asked}")
+    return inf
+
+
+def _exact_set(versions: list[Version], every: list[Version]) -> SpecifierSet:
+    """The releases in ``versions`` as one specifier: a range, minus the releases inside it that are not in it."""
+    if len(versions) == 1:
+        return SpecifierSet(f"=={versions[0]}")
+    lo, hi = min(versions), max(versions)
+    holes = sorted(v for v in every if lo < v < hi and v not in versions)
+    return SpecifierSet(",".join([f">={lo}", f"<={hi}"] + [f"!={v}" for v in holes]))
+
+
+def _spec_text(spec: SpecifierSet, allowed: list[Version]) -> str:
+    """The intersected range, as short as it stays true: one release left → ``==`` it."""
+    if not len(spec):
+        return ""
+    ok = [v for v in allowed if spec.contains(v, prereleases=True)]
+    if len(ok) == 1 and len(spec) > 1:
+        return f"=={ok[0]}"
+    return ",".join(sorted({str(s).replace(" ", "") for s in spec}))

@@ -1,0 +1,54 @@
+"""Readers for the dependency files real repositories use. Each reads one file statically (no code of the
+repository is ever executed) and returns a ``Found``: the requirements it kept, the Python constraints
+it states, index options, and the fate of every line it looked at, so nothing is dropped silently."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+
+from envman.project.req import Req
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What happened to one input line: kept, rewrote (→ new text), dropped (why), or project."""
+
+    origin: str
+    text: str
+    fate: str
+    why: str = ""
+
+    def describe(self) -> str:
+        tail = f" ({self.why})" if self.why else ""
+        return f"{self.origin}: {self.fate} {self.text!r}{tail}"
+
+
+@dataclass
+class Found:
+    file: str
+    reqs: list[Req] = field(default_factory=list)
+    constraints: list[Req] = field(default_factory=list)  # from -c files: they narrow, they install nothing
+    optional: list[Req] = field(default_factory=list)  # extras / groups not asked for: a framework hint only
+    python: list[tuple[str, SpecifierSet]] = field(default_factory=list)  # (origin, constraint)
+    variants: list[tuple[str, str]] = field(default_factory=list)  # (origin, "cu118" | "cpu") from conda pins
+    index_urls: list[tuple[str, str]] = field(default_factory=list)  # (origin, url) honoured for other packages
+    find_links: list[tuple[str, str]] = field(default_factory=list)
+    install_project: bool = False
+    includes: list[str] = field(default_factory=list)  # files read through -r/-c
+    fates: list[Fate] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def merge(self, other: Found) -> None:
+        self.reqs += other.reqs
+        self.constraints += other.constraints
+        self.optional += other.optional
+        self.python += other.python
+        self.variants += other.variants
+        self.index_urls += other.index_urls
+        self.find_links += other.find_links
+        self.install_project = self.install_project or other.install_project
+        self.includes += [other.file] + other.includes
+        self.fates += other.fates
+        self.warnings += other.warnings

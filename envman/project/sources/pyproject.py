@@ -1,0 +1,57 @@
+"""pyproject.toml: ``[project]`` (dependencies, optional-dependencies, requires-python) and PEP 735
+``[dependency-groups]``. Poetry's tables are read by ``poetry.py``."""
+
+from __future__ import annotations
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from envman.errors import UsageError
+from envman.project.req import Req
+from envman.project.sources import Fate, Found
+
+FILE = "pyproject.toml"
+OPTIONAL = "an optional extra or group; name it under packages: in envman.yaml to install it"
+
+
+def add_requirement(found: Found, text: str, where: str, *, optional: bool = False) -> None:
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise UsageError(f"{where}: {text!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per entry") from None
+    if optional:
+        found.fates.append(Fate(where, text, "dropped", OPTIONAL))
+        found.optional.append(Req(req, where))
+        return
+    found.reqs.append(Req(req, where, raw=text if req.url else None))
+    found.fates.append(Fate(where, text, "kept"))
+
+
+def add_python(found: Found, text: str, where: str) -> None:
+    try:
+        found.python.append((where, SpecifierSet(text)))
+    except InvalidSpecifier:
+        found.warnings.append(f"{where}: {text!r} is not a Python version specifier (ignored)")
+
+
+def read_pyproject_project(doc: dict, wanted_groups: tuple[str, ...] = ()) -> Found:
+    found = Found(FILE)
+    proj = doc.get("project") or {}
+    for i, d in enumerate(proj.get("dependencies") or []):
+        add_requirement(found, d, f"{FILE} project.dependencies[{i}]")
+    for extra, deps in sorted((proj.get("optional-dependencies") or {}).items()):
+        for i, d in enumerate(deps or []):
+            add_requirement(found, d, f"{FILE} project.optional-dependencies.{extra}[{i}]", optional=extra not in wanted_groups)
+    for group, deps in sorted((doc.get("dependency-groups") or {}).items()):
+        for i, d in enumerate(deps or []):
+            if isinstance(d, dict):  # {include-group = "…"}
+                found.fates.append(Fate(f"{FILE} dependency-groups.{group}[{i}]", str(d), "kept",
+                                        "an include of another group (read with it)"))
+                continue
+            add_requirement(found, d, f"{FILE} dependency-groups.{group}[{i}]", optional=group not in wanted_groups)
+    if isinstance(proj.get("requires-python"), str):
+        add_python(found, proj["requires-python"], f"{FILE} project.requires-python")
+    if "dependencies" in (proj.get("dynamic") or []):
+        found.warnings.append(f"{FILE}: project.dependencies is dynamic (computed by the build backend); "
+                              "envman reads the files it names only if they are requirements*.txt")
+    return found

@@ -1,0 +1,150 @@
+"""pip's requirements format, as repositories write it: includes (-r/-c), editable and VCS lines, index
+options and per-line hashes. Nothing is executed; every line's fate is recorded."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from envman.errors import UsageError
+from envman.project.req import Req
+from envman.project.sources import Fate, Found
+from envman.redact import redact
+
+FRAMEWORK_INDEX_HOSTS = ("download.pytorch.org",)
+_URL = re.compile(r"^(git|hg|svn|bzr)\+|^https?://|^file:")
+_IGNORED_OPTIONS = ("--pre", "--prefer-binary", "--no-binary", "--only-binary", "--trusted-host", "--no-index",
+                    "--use-feature", "--config-settings", "--global-option", "--no-build-isolation")
+_PROJECT = (".", "./", "file:.", "-e .", "-e ./")
+
+
+def url_name(url: str) -> str:
+    """A name for a VCS/URL line without one: ``#egg=`` if given, else the repository (or subdirectory)."""
+    m = re.search(r"[#&]egg=([A-Za-z0-9._-]+)", url)
+    if m:
+        return m.group(1)
+    m = re.search(r"[#&]subdirectory=([^&]+)", url)
+    if m:
+        return Path(m.group(1)).name
+    path = urlsplit(re.sub(r"^[a-z]+\+", "", url)).path.split("@")[0]
+    name = Path(path).name
+    for ext in (".git", ".zip", ".tar.gz", ".whl"):
+        name = name.removesuffix(ext)
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name) or "unnamed"
+
+
+def _url_req(url: str, where: str) -> Req:
+    return Req(Requirement(f"{url_name(url)} @ {url.split('#')[0]}"), where, raw=url)
+
+
+def read_requirements(project: Path, rel: str, *, constraints: bool = False, _seen: set[Path] | None = None) -> Found:
+    path = (project / rel).resolve()
+    real_root = project.resolve()
+    if path != real_root and real_root not in path.parents:  # -r /etc/passwd, ../x, a link out of the project
+        raise UsageError(f"{rel}: outside the project",
+                         hint="requirement files and their -r/-c includes must be inside the project")
+    seen = _seen if _seen is not None else set()
+    found = Found(rel)
+    if path in seen:
+        return found
+    seen.add(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{rel}: cannot read: {exc.strerror}", hint="fix the path under 'requirements' in envman.yaml") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{rel}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
+    # line numbers stay those of the file: a continuation is joined onto its first line
+    lines = text.splitlines()
+    n = 0
+    while n < len(lines):
+        start = n
+        raw = lines[n]
+        while raw.rstrip().endswith("\\") and n + 1 < len(lines):
+            n += 1
+            raw = raw.rstrip()[:-1] + " " + lines[n]
+        n += 1
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if not line:
+            continue
+        where = f"{rel}:{start + 1}"
+        _read_line(project, rel, line, where, found, constraints, seen)
+    return found
+
+
+def _read_line(project: Path, rel: str, line: str, where: str, found: Found, constraints: bool, seen: set[Path]) -> None:
+    # what envman records (envman.yaml, its report, its messages) never carries a URL's credentials: uv gets them
+    # from the environment (UV_INDEX_URL, netrc, git's credential helper)
+    line = redact(line)
+    base = Path(rel).parent
+    if line.startswith("-"):
+        try:
+            parts = shlex.split(line)
+        except ValueError:
+            parts = line.split()
+        opt, arg = parts[0], " ".join(parts[1:])
+        if "=" in opt and opt.startswith("--"):
+            opt, arg = opt.split("=", 1)
+        elif re.fullmatch(r"-[rcefi]\S+", opt):
+            opt, arg = opt[:2], opt[2:]
+        if opt in ("-r", "--requirement", "-c", "--constraint"):
+            inc = (base / arg).as_posix()
+            sub = read_requirements(project, inc, constraints=constraints or opt in ("-c", "--constraint"), _seen=seen)
+            found.fates.append(Fate(where, line, "kept", f"read {inc}"))
+            found.merge(sub)
+            return
+        if opt in ("-e", "--editable"):
+            if arg.rstrip("/") in (".", "file:.") or arg.startswith(".[") or arg.startswith("./["):
+                found.install_project = True
+                found.fates.append(Fate(where, line, "project", "installs this repository (install_project: true)"))
+            elif _URL.match(arg):
+                found.reqs.append(_url_req(arg, where))
+                found.fates.append(Fate(where, line, "rewrote", f"→ {arg!r}: a VCS install is not editable in an image"))
+            else:
+                found.fates.append(Fate(where, line, "dropped",
+                                        f"local path {arg}: it is part of the repository's source, not a package uv can lock"))
+            return
+        if opt in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"):
+            host = urlsplit(arg).hostname or ""
+            if host in FRAMEWORK_INDEX_HOSTS:
+                found.fates.append(Fate(where, line, "dropped", "replaced by envman's framework index for the chosen variant"))
+            elif opt in ("-f", "--find-links"):
+                found.find_links.append((where, arg))
+                found.fates.append(Fate(where, line, "kept", "recorded under find_links: in envman.yaml"))
+            else:
+                found.index_urls.append((where, arg))
+                found.fates.append(Fate(where, line, "kept", "extra index passed to uv for the other packages"))
+                if opt in ("-i", "--index-url"):
+                    found.warnings.append(f"{where}: {opt} {arg} is used as an extra index beside PyPI, not instead of it")
+            return
+        if opt in _IGNORED_OPTIONS:
+            found.fates.append(Fate(where, line, "dropped", "a pip install option; uv resolves and the lock pins"))
+            return
+        raise UsageError(f"{where}: option {opt} is not supported",
+                         hint="write packages by name and version; envman chooses the framework index")
+    line = re.split(r"\s--hash[ =]", " " + line)[0].strip()
+    if line.rstrip("/") in (".", "file:.") or line.startswith((".[", "./[")):
+        found.install_project = True
+        found.fates.append(Fate(where, line, "project", "installs this repository (install_project: true)"))
+        return
+    if _URL.match(line):
+        found.reqs.append(_url_req(line, where))
+        found.fates.append(Fate(where, line, "kept", "URL requirement passed to uv as written"))
+        return
+    if line.startswith(("./", "../", "/")):
+        found.fates.append(Fate(where, line, "dropped", "local path: part of the repository's source, not lockable"))
+        return
+    try:
+        req = Requirement(line)
+    except InvalidRequirement as exc:
+        raise UsageError(f"{where}: {line!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per line") from None
+    if constraints:
+        found.constraints.append(Req(req, where))
+        found.fates.append(Fate(where, line, "kept", "as a constraint: it narrows the framework's range, installs nothing"))
+        return
+    found.reqs.append(Req(req, where, raw=line if req.url else None))  # a URL line goes to uv as written
+    found.fates.append(Fate(where, line, "kept"))

@@ -1,0 +1,102 @@
+"""setup.py read with ``ast`` (never executed) and setup.cfg read with configparser: install_requires,
+python_requires, extras_require. A value computed at run time is reported as unreadable, not guessed."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+from pathlib import Path
+
+from envman.project.sources import Fate, Found
+from envman.project.sources.pyproject import add_python, add_requirement
+
+KEYS = ("install_requires", "python_requires", "extras_require")
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _literal(node: ast.AST, names: dict[str, ast.AST], depth: int = 0):
+    """A literal, or a module-level name bound to one; anything else is computed."""
+    if isinstance(node, ast.Name) and node.id in names and depth < 5:
+        return _literal(names[node.id], names, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _literal(node.left, names, depth + 1) + _literal(node.right, names, depth + 1)
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise _Unreadable(ast.unparse(node)[:60]) from None
+
+
+def _setup_call(tree: ast.Module) -> ast.Call | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == "setup") or (isinstance(f, ast.Attribute) and f.attr == "setup"):
+                return node
+    return None
+
+
+def read_setup_py(project: Path, rel: str = "setup.py", wanted: tuple[str, ...] = ()) -> Found:
+    found = Found(rel)
+    try:
+        tree = ast.parse((project / rel).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError) as exc:
+        found.warnings.append(f"{rel}: cannot be parsed ({exc.__class__.__name__}); its requirements are not read")
+        return found
+    names: dict[str, ast.AST] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            names[stmt.targets[0].id] = stmt.value
+    call = _setup_call(tree)
+    if call is None:
+        found.warnings.append(f"{rel}: no setup(...) call found; its requirements are not read")
+        return found
+    kw = {k.arg: k.value for k in call.keywords if k.arg in KEYS}
+    if any(k.arg is None for k in call.keywords):
+        found.warnings.append(f"{rel}: setup(**…) passes keywords computed at run time; only the literal ones are read")
+    for key, node in kw.items():
+        where = f"{rel} {key}"
+        try:
+            value = _literal(node, names)
+        except _Unreadable as exc:
+            found.fates.append(Fate(where, str(exc), "dropped", "computed when setup.py runs; envman never runs it — "
+                                    "list these packages under packages: in envman.yaml"))
+            continue
+        _apply(found, key, value, where, wanted)
+    return found
+
+
+def _apply(found: Found, key: str, value, where: str, wanted: tuple[str, ...]) -> None:
+    if key == "python_requires" and isinstance(value, str):
+        add_python(found, value, where)
+    elif key == "install_requires":
+        items = value.splitlines() if isinstance(value, str) else list(value or [])
+        for i, d in enumerate(x.strip() for x in items):
+            if d and not d.startswith("#"):
+                add_requirement(found, d, f"{where}[{i}]")
+    elif key == "extras_require" and isinstance(value, dict):
+        for extra, deps in sorted(value.items()):
+            items = deps.splitlines() if isinstance(deps, str) else list(deps or [])
+            for i, d in enumerate(x.strip() for x in items):
+                if d:
+                    add_requirement(found, d, f"{where}.{extra}[{i}]", optional=extra not in wanted)
+
+
+def read_setup_cfg(project: Path, rel: str = "setup.cfg", wanted: tuple[str, ...] = ()) -> Found:
+    found = Found(rel)
+    cp = configparser.ConfigParser(interpolation=None)
+    try:
+        cp.read_string((project / rel).read_text(encoding="utf-8"))
+    except (OSError, configparser.Error) as exc:
+        found.warnings.append(f"{rel}: cannot be parsed ({exc.__class__.__name__}); its requirements are not read")
+        return found
+    if cp.has_option("options", "install_requires"):
+        _apply(found, "install_requires", cp.get("options", "install_requires"), f"{rel} options.install_requires", wanted)
+    if cp.has_option("options", "python_requires"):
+        _apply(found, "python_requires", cp.get("options", "python_requires").strip(), f"{rel} options.python_requires", wanted)
+    if cp.has_section("options.extras_require"):
+        extras = {k: v for k, v in cp.items("options.extras_require")}
+        _apply(found, "extras_require", extras, f"{rel} options.extras_require", wanted)
+    return found

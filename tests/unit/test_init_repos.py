@@ -1,0 +1,243 @@
+"""`envman init` on the layouts real training repositories use (issue #10). Every fixture under
+tests/fixtures/repos/ was written for these tests; discovery and resolution run offline (--no-lock)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envman.app.generate import InitOptions, init_project, user_requirements
+from envman.errors import UsageError
+from envman.project.infer import load_dependents
+from envman.project.sources.conda import conda_spec
+from envman.project.sources.poetry import poetry_constraint
+from envman.project.sources.requirements_txt import url_name
+from envman.project.spec import load_spec
+
+REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
+
+
+@pytest.fixture
+def init(tmp_path):
+    def run(name: str, **opts):
+        d = tmp_path / name
+        shutil.copytree(REPOS / name, d)
+        opts.setdefault("targets", ("h100",))
+        out = init_project(d, InitOptions(no_lock=True, **opts), detect_gpus=lambda: pytest.fail("no GPU probe"))
+        return d, out, yaml.safe_load((d / "envman.yaml").read_text())
+
+    return run
+
+
+def refusal(tmp_path, name: str, **opts) -> UsageError:
+    d = tmp_path / name
+    shutil.copytree(REPOS / name, d)
+    with pytest.raises(UsageError) as ei:
+        init_project(d, InitOptions(targets=("h100",), no_lock=True, **opts))
+    assert not (d / "envman.yaml").exists() and not (d / "Dockerfile").exists()
+    return ei.value
+
+
+def test_conda_env_with_pytorch_cuda_maps_to_the_matrix_terms(init):
+    d, out, spec = init("conda-cuda")
+    r = out.resolution
+    assert (r.framework, str(r.version), r.variant, r.python) == ("torch", "2.1.2", "cu118", "3.10")
+    assert spec["framework"] == "torch==2.1.*" and spec["cuda"] == "11.8" and spec["python"] == "3.10"
+    assert spec["packages"] == ["einops>=0.7"] and spec["install_project"] is True
+    assert "environment.yml dependencies[2]: rewrote 'pytorch-cuda=11.8' (the framework's CUDA variant cu118)" in out.notes
+    assert ("environment.yml dependencies[4]: dropped 'ffmpeg' (a conda package; add its PyPI name under packages: "
+            "or its Debian name under system_packages: if needed)") in out.notes
+
+
+def test_setup_py_is_read_with_ast_and_a_computed_value_is_said(init):
+    d, out, spec = init("setup-py")
+    assert spec["framework"] == "torch<2.3,>=2.1" and str(out.resolution.version) == "2.2.2"
+    assert spec["packages"] == ["numpy>=1.24", "tqdm"] and spec["python"] == ">=3.9"
+    assert out.resolution.python == "3.12"
+    assert any(n.startswith("setup.py extras_require: dropped ") and "envman never runs it" in n for n in out.notes)
+
+
+def test_poetry_constraints_become_pep440(init):
+    d, out, spec = init("poetry-repo")
+    assert spec["framework"] == "torch<2.5,>=2.4" and str(out.resolution.version).startswith("2.4.")
+    assert spec["python"] == "<4,>=3.10" and out.resolution.python == "3.12"
+    assert spec["packages"] == ["transformers<5,>=4.40", "numpy==1.26.*"]
+    assert ("pyproject.toml tool.poetry.group.dev.dependencies: not installed, 1 line (pytest>=8,<9): an optional "
+            "extra or group; name it under packages: in envman.yaml to install it") in out.notes
+
+
+@pytest.mark.parametrize("text,pep440", [
+    ("^1.2.3", ">=1.2.3,<2"), ("^0.2.3", ">=0.2.3,<0.3"), ("^0.0.3", ">=0.0.3,<0.0.4"), ("~1.2", ">=1.2,<1.3"),
+    ("~1.2.3", ">=1.2.3,<1.3"), ("1.2.3", "==1.2.3"), ("*", ""), (">=1,<2", ">=1,<2"), ("~=1.4", "~=1.4"),
+])
+def test_poetry_constraint(text, pep440):
+    assert poetry_constraint(text) == pep440
+
+
+@pytest.mark.parametrize("text,pep440", [("=2.1", "==2.1.*"), ("2.1.0", "==2.1.0"), ("==2.1.0", "==2.1.0"),
+                                         (">=2.0", ">=2.0"), ("2.1.0=py3.10_cuda11.8_0", "==2.1.0")])
+def test_conda_spec(text, pep440):
+    assert conda_spec(text) == pep440
+
+
+def test_transitive_only_peft_means_torch(init):
+    d, out, spec = init("transitive-peft")
+    assert spec["framework"] == "torch" and out.resolution.framework == "torch"
+    assert any(n.startswith("framework torch inferred from requirements.txt:1: peft>=0.10 (it requires torch") for n in out.notes)
+
+
+def test_dependents_table_has_a_source_per_row():
+    rows = load_dependents()
+    assert {"peft", "accelerate", "deepspeed", "tf-keras", "tensorflow-hub"} <= {r.package for r in rows}
+    assert all(r.source.startswith("https://pypi.org/pypi/") for r in rows)
+
+
+def test_vcs_editable_and_index_lines_are_kept(init):
+    d, out, spec = init("vcs-index")
+    assert spec["install_project"] is True
+    assert spec["index_urls"] == ["https://pypi.example.com/simple"]
+    assert spec["find_links"] == ["https://wheels.example.com/links.html"]
+    assert ("requirements.txt:1: dropped '--extra-index-url https://download.pytorch.org/whl/cu121' "
+            "(replaced by envman's framework index for the chosen variant)") in out.notes
+    assert "skipped docs/requirements.txt: docs/ is not the training environment; name it under requirements: to use it" in out.notes
+    lines = [r.line for r in user_requirements(d, load_spec(d))]
+    assert lines == ["torch==2.1.2", "git+https://github.com/example/clip.git",
+                     "mylib @ git+https://github.com/example/mono.git@v1#subdirectory=python",
+                     "git+https://github.com/example/bee.git#egg=bee"]
+
+
+def test_url_names():
+    assert url_name("git+https://github.com/openai/CLIP.git") == "CLIP"
+    assert url_name("git+https://github.com/x/mono.git@v1#subdirectory=python/pkg") == "pkg"
+    assert url_name("git+https://github.com/x/y.git#egg=bee") == "bee"
+
+
+def test_dev_tpu_docs_variants_are_skipped_and_said(init):
+    d, out, spec = init("skip-variants")
+    assert spec["requirements"] == ["requirements.txt"] and spec["framework"] == "torch>=2.3"
+    assert "found dependencies in: requirements.txt (with requirements/base.txt)" in out.notes
+    for f in ("requirements-dev.txt", "requirements-tpu.txt"):
+        assert (f"skipped {f}: a dev/test/docs/hardware variant; name it under requirements: in envman.yaml "
+                "to use it") in out.notes
+
+
+def test_python_floor_does_not_lift_the_default_cap(init):
+    d, out, spec = init("python-floor")
+    assert spec["python"] == ">=3.8" and out.resolution.python == "3.12"
+
+
+def test_empty_repo_is_refused_with_what_was_looked_at(tmp_path):
+    e = refusal(tmp_path, "empty-repo")
+    assert e.message == ("empty-repo: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
+                         "pyproject.toml, setup.py, setup.cfg, environment.yml)")
+    assert e.hint == "pass --framework (e.g. --framework torch), or write envman.yaml with packages:"
+    assert e.exit_code == 1
+
+
+def test_empty_repo_with_framework_given_resolves(init):
+    d, out, spec = init("empty-repo", framework="torch==2.5.*")
+    assert str(out.resolution.version) == "2.5.1"
+
+
+def test_collection_of_projects_lists_them(tmp_path):
+    e = refusal(tmp_path, "collection")
+    assert e.message == "collection: no dependency file at the top; it is a collection of 2 projects: serving, trainer"
+    assert e.hint == "run `envman init collection/serving` for one of them"
+
+
+def test_contradiction_names_both_files_and_lines(tmp_path):
+    e = refusal(tmp_path, "contradiction")
+    assert e.message == "requirements.txt:1: torch==2.0.1 contradicts setup.py install_requires[0]: torch>=2.3"
+
+
+def test_companion_pin_steers_the_framework(init):
+    d, out, spec = init("companion-steer")
+    assert spec["framework"] == "torch==2.5.1" and str(out.resolution.version) == "2.5.1"
+    assert "requirements.txt:1: torchvision==0.20.1 exists beside torch 2.5.1" in out.notes
+
+
+def test_local_version_label_constrains_the_variant(init):
+    d, out, spec = init("local-label")
+    r = out.resolution
+    assert (str(r.version), r.variant) == ("2.0.1", "cu118") and spec["framework"] == "torch==2.0.1+cu118"
+
+
+def test_tensorflow_cpu_means_a_cpu_stack(init):
+    d, out, spec = init("tf-cpu", targets=())
+    assert spec["cpu"] is True and out.resolution.variant == "cpu"
+    assert "a CPU stack: the repository asks for a CPU build of its framework" in out.notes
+
+
+def test_torchaudio_without_a_release_narrows_the_range(tmp_path):
+    from envman.matrix.load import load_matrix
+    from envman.project.discover import discover_repo
+
+    (tmp_path / "requirements.txt").write_text("torchaudio\ntorch\n")
+    m = load_matrix()
+    d = discover_repo(tmp_path, {k: list(v) for k, v in m.frameworks.items()})
+    with_audio = [r.version for r in m.frameworks["torch"] if dict(r.companions).get("torchaudio")]
+    assert d.inference.framework == f"torch<={max(with_audio)},>={min(with_audio)}"
+
+
+def test_lock_check_covers_included_requirement_files(init):
+    from envman.app.generate import check_lock
+
+    d, out, spec = init("skip-variants")
+    assert "file:requirements/base.txt" in out.lock["inputs"]
+    (d / "requirements" / "base.txt").write_text("torch>=2.3\nnumpy\nscipy\n")
+    assert check_lock(d) == ["requirements/base.txt changed since the lock"]
+
+
+@pytest.mark.network
+def test_a_git_requirement_is_locked_to_its_commit(tmp_path):
+    """A local bare repository over file:// stands in for GitHub; uv pins the URL to the commit."""
+    import subprocess
+
+    src = tmp_path / "src"
+    (src / "tinypkg").mkdir(parents=True)
+    (src / "tinypkg" / "__init__.py").write_text("")
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = '
+                                        '"setuptools.build_meta"\n[project]\nname = "tinypkg"\nversion = "0.1"\n')
+    git = ["git", "-c", "user.email=t@example.test", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], cwd=src, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=src, check=True)
+    subprocess.run(git + ["commit", "-qm", "init"], cwd=src, check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(tmp_path / "tiny.git")], check=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, check=True, capture_output=True, text=True).stdout.strip()
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "requirements.txt").write_text(f"git+file://{tmp_path}/tiny.git\n-e .\n")
+    out = init_project(proj, InitOptions(cpu=True, framework="none"))
+    assert f"tinypkg @ git+file://{tmp_path}/tiny.git@{commit}" in (proj / "requirements.lock.txt").read_text()
+    assert "requirements.txt:2: project '-e .' (installs this repository (install_project: true))" in out.notes
+
+
+def test_the_repositorys_own_docker_files_are_kept_and_envman_writes_beside_them(init):
+    from envman.app.generate import offline_dockerfile
+
+    src = REPOS / "own-docker"
+    theirs = {f: (src / f).read_bytes() for f in ("Dockerfile", ".dockerignore", "docker-compose.yml",
+                                                    ".devcontainer/devcontainer.json")}
+    d, out, spec = init("own-docker")
+    for f, body in theirs.items():
+        assert (d / f).read_bytes() == body, f
+    for f in ("Dockerfile.envman", "Dockerfile.envman.dockerignore", "compose.envman.yaml",
+              ".devcontainer/envman/devcontainer.json"):
+        assert (d / f).is_file(), f
+    assert out.lock["dockerfile"] == "Dockerfile.envman"
+    assert '"dockerfile": "../../Dockerfile.envman"' in (d / ".devcontainer/envman/devcontainer.json").read_text()
+    assert "Dockerfile.envman" in (d / "compose.envman.yaml").read_text()
+    kept = [n for n in out.notes if n.startswith("the repository's own")]
+    assert kept == [
+        "the repository's own Dockerfile is kept; envman writes Dockerfile.envman beside it",
+        "the repository's own .dockerignore is kept; envman writes Dockerfile.envman.dockerignore (BuildKit reads it for that Dockerfile)",
+        "the repository's own docker-compose.yml is kept; envman writes compose.envman.yaml (docker compose -f compose.envman.yaml …)",
+        "the repository's own .devcontainer/devcontainer.json is kept; envman writes .devcontainer/envman/devcontainer.json "
+        "(a second configuration editors offer to choose)",
+    ]
+    assert offline_dockerfile(d, None, None) == (d / "Dockerfile.envman").read_text()
+    again = init_project(d, InitOptions(no_lock=True))
+    assert again.written == []
