@@ -304,3 +304,66 @@ def test_probe_on_this_machine_stays_bounded():
     t = time.monotonic()
     probe_extensions(scan_dists([p for p in sys.path if p and os.path.isdir(p)]))
     assert time.monotonic() - t < 5
+
+
+# --- the machine under the driver ----------------------------------------------------------------
+
+
+def hgx(**kw):
+    f = box(cc="9.0", name="NVIDIA H100 80GB HBM3", driver="550.54.15", nvswitch_count=4)
+    f.update(kw)
+    return f
+
+
+def test_nvswitch_without_fabric_manager_and_its_near_miss():
+    (f,) = found(hgx(fabricmanager={"active": "inactive"}), "fabricmanager")
+    assert "error 802 'system not yet initialized'" in f.verdict and "nvidia-fabricmanager is inactive" in f.verdict
+    (g,) = found(hgx(fabricmanager={"active": "active", "version": "550.90.07"}), "fabricmanager")
+    assert "nvidia-fabricmanager 550.90.07 runs, but the driver is 550.54.15" in g.verdict
+    assert found(hgx(fabricmanager={"active": "active", "version": "550.54.15"}), "fabricmanager") == []
+    assert found(box(), "fabricmanager") == []
+
+
+COMPAT = {"path": "/usr/local/cuda-12.8/compat/libcuda.so.570.124.06", "version": "570.124.06"}
+
+
+def test_cuda_compat_on_geforce_and_under_a_newer_driver():
+    on_path = {"LD_LIBRARY_PATH": "/usr/local/cuda-12.8/compat"}
+    (f,) = found(box(cuda_compat=[COMPAT], env=on_path), "cuda-compat")
+    assert f.severity == "error" and f.check == "cuda-compat-unsupported-gpu" and "error 804" in f.verdict
+    newer = box(cc="9.0", name="NVIDIA H100 80GB HBM3", driver="575.51.03", cuda_compat=[COMPAT], env=on_path)
+    (g,) = found(newer, "cuda-compat")
+    assert g.check == "cuda-compat-older" and "error 803" in g.verdict and "driver 575.51.03 is newer" in g.verdict
+    older = box(cc="9.0", name="NVIDIA H100 80GB HBM3", driver="535.104.05", cuda_compat=[COMPAT], env=on_path)
+    assert found(older, "cuda-compat") == []  # the intended use: an older data-center driver
+
+
+def test_kernel_module_missing_for_the_running_kernel():
+    facts = box(gpus=[], driver=None, kernel="6.8.0-51-generic", nvml_lib="550.120", nvidia_ko=[])
+    (f,) = found(facts, "kernel-module")
+    assert f.verdict.startswith("the NVIDIA driver 550.120 is installed but no nvidia.ko exists for the running kernel "
+                                "6.8.0-51-generic")
+    built = dict(facts, nvidia_ko=["/lib/modules/6.8.0-51-generic/updates/dkms/nvidia.ko.zst"])
+    assert found(built, "kernel-module") == [] and found(built, "secure-boot") == []
+    unsigned = dict(facts, nvidia_ko=["/lib/modules/6.8.0-51-generic/updates/dkms/nvidia.ko"], secure_boot=True,
+                    nvidia_ko_signed=False)
+    assert [f.check for f in found(unsigned, "secure-boot")] == ["secure-boot-unsigned"]
+
+
+def test_container_with_libcuda_but_no_gpu_list_is_not_missing_libraries():
+    base = {"in_container": True, "container": "docker", "device_nodes": ["nvidia0", "nvidiactl"],
+            "nvml_error": "NVML Shared Library Not Found", "env": {}}
+    assert [f.check for f in found(base, "container-")] == ["container-no-gpu"]
+    seen = dict(base, libcuda={"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "version": "570.124.06"})
+    (f,) = found(seen, "container-")
+    assert f.check == "container-gpu-unlisted" and f.severity == "warn"
+    assert "libcuda.so.1 570.124.06" in f.verdict
+
+
+def test_workload_precision_is_read_without_yaml(tmp_path):
+    from envman.portable.facts.host import read_workload
+
+    (tmp_path / "envman.yaml").write_text("framework: torch\nworkload:\n  model: llama-8b\n  precision: bf16\nx: 1\n")
+    assert read_workload(str(tmp_path)) == {"precision": "bf16"}
+    (tmp_path / "envman.yaml").write_text("framework: torch\nprecision: bf16\n")
+    assert read_workload(str(tmp_path)) is None

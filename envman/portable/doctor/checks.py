@@ -12,6 +12,7 @@ from . import checks_drift
 from . import checks_env
 from . import checks_extensions
 from . import checks_gpu
+from . import checks_host
 from . import checks_packages
 from . import checks_toolchain
 from .findings import SEVERITIES, Finding, info, warn
@@ -26,6 +27,7 @@ CHECKS = (
     + checks_deep.CHECKS
     + checks_drift.CHECKS
     + checks_extensions.CHECKS
+    + checks_host.CHECKS
 )
 
 
