@@ -367,3 +367,15 @@ def test_workload_precision_is_read_without_yaml(tmp_path):
     assert read_workload(str(tmp_path)) == {"precision": "bf16"}
     (tmp_path / "envman.yaml").write_text("framework: torch\nprecision: bf16\n")
     assert read_workload(str(tmp_path)) is None
+
+
+def test_project_pin_without_wheels_for_this_python(tmp_path):
+    from envman.portable.facts.host import read_framework_pins
+
+    (tmp_path / "requirements.txt").write_text("numpy<2\ntorch==2.2.2\n")
+    pins = read_framework_pins(str(tmp_path))
+    assert pins == {"torch": {"version": "2.2.2", "file": "requirements.txt"}}
+    facts = box(python={"version": "3.13.1", "bits": 64, "executable": "/venv/bin/python"}, pins=pins)
+    (f,) = found(facts, "pin-no-wheels")
+    assert f.verdict.startswith("requirements.txt pins torch==2.2.2, which has no wheels for Python 3.13")
+    assert found(dict(facts, python={"version": "3.11.9", "bits": 64}), "pin-no-wheels") == []

@@ -285,5 +285,28 @@ def check_python_bits(v: FactsView, k: Knowledge) -> list[Finding]:
     )]
 
 
+def check_pin_python(v: FactsView, k: Knowledge) -> list[Finding]:
+    """A project pin (torch==1.13.1) with no wheels for the running Python."""
+    out = []
+    lock = as_dict(v.f.get("lock"))
+    pins = {fw: as_dict(p) for fw, p in as_dict(v.f.get("pins")).items()}
+    fw_lock = as_dict(lock.get("framework"))
+    if as_str(fw_lock.get("name")) and as_str(fw_lock.get("version")):
+        pins.setdefault(str(fw_lock["name"]), {"version": fw_lock["version"], "file": "envman.lock"})
+    for fw, p in sorted(pins.items()):
+        ver = as_str(p.get("version"))
+        rel = k.release(fw, ver)
+        if not v.python or rel is None or not rel.python or v.python in rel.python:
+            continue
+        out.append(error(
+            "pin-no-wheels-for-python",
+            f"{p.get('file') or 'the project'} pins {fw}=={ver}, which has no wheels for Python {v.python} (it was "
+            f"published for Python {', '.join(rel.python)}): 'No matching distribution found for {fw}=={ver}'",
+            f"use Python {rel.python[-1]} for this project (uv venv --python {rel.python[-1]}), or move the pin to a "
+            f"release with Python {v.python} wheels",
+        ))
+    return out
+
+
 CHECKS = (check_ext_archs, check_ext_torch, check_ext_cuda_libs, check_bnb_binary, check_capability_floor,
-          check_tf_windows, check_python_bits)
+          check_tf_windows, check_python_bits, check_pin_python)

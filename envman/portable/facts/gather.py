@@ -22,7 +22,7 @@ def gather_facts(
     deadline: float = DEADLINE_S, envman_version: str | None = None,
 ) -> dict:
     from .docker import probe_docker
-    from .host import probe_host, read_workload
+    from .host import probe_host, read_framework_pins, read_workload
     from .nvidia import probe_nvidia
     from .packages import probe_packages
     from .project import probe_lock
@@ -36,7 +36,8 @@ def gather_facts(
         "toolchain": probe_toolchain,
         "docker": lambda: {"docker": probe_docker()},
         "system": lambda: probe_system(project_dir),
-        "project": lambda: {"lock": probe_lock(project_dir), "workload": read_workload(project_dir)},
+        "project": lambda: {"lock": probe_lock(project_dir), "workload": read_workload(project_dir),
+                             "pins": read_framework_pins(project_dir)},
         "host": probe_host,
     }
     results, errors = run_probes(jobs, deadline)

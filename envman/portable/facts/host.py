@@ -102,3 +102,22 @@ def read_workload(project_dir: str) -> dict | None:
         return None
     p = re.search(r"^[ \t]+precision:[ \t]*['\"]?([\w-]+)", m.group(1), re.M)
     return {"precision": p.group(1)} if p else None
+
+
+PIN_FILES = ("requirements.txt", "requirements-gpu.txt", "requirements/base.txt")
+FRAMEWORK_DISTS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-cpu": "tensorflow"}
+
+
+def read_framework_pins(project_dir: str) -> dict | None:
+    """``{"torch": {"version": "1.13.1", "file": "requirements.txt"}}``: framework pins of the project's
+    envman.lock requirements or requirements files (the first file that pins one wins)."""
+    out: dict = {}
+    for name in PIN_FILES:
+        text = read_text(os.path.join(project_dir, name), 1 << 20)
+        if not text:
+            continue
+        for m in re.finditer(r"^\s*([A-Za-z][\w.-]*)\s*==\s*([\w.+!-]+)", text, re.M):
+            fw = FRAMEWORK_DISTS.get(m.group(1).lower())
+            if fw and fw not in out:
+                out[fw] = {"version": m.group(2), "file": name}
+    return out or None
