@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 from envman import __version__
 from envman.errors import UsageError
 from envman.files import write_atomic
-from envman.portable.doctor.knowledge import Build, Knowledge, Release
+import dataclasses
+
+from envman.portable.doctor.knowledge import Build, ExtBuild, Feature, Knowledge, Release
 from envman.portable.facts.gather import FACTS_SCHEMA
 
-FORMAT = 1  # bump when Knowledge.to_dict changes shape
+FORMAT = 2  # bump when Knowledge.to_dict changes shape
 
 
 from envman.resources import cache_dir, matrix_dir
@@ -57,7 +59,7 @@ def load_knowledge(directory: Path | None = None, use_cache: bool = True) -> Kno
             pass
     from envman.matrix.load import load_matrix
 
-    k = knowledge_from_matrix(load_matrix(d))
+    k = with_extensions(knowledge_from_matrix(load_matrix(d)), d)
     if path is not None:
         _save(path, k)
     return k
@@ -95,6 +97,60 @@ def knowledge_from_matrix(m: Matrix) -> Knowledge:
         tuple(((b.max_cc.major, b.max_cc.minor), b.branch, str(b.last_driver)) for b in m.legacy_branches
               if b.last_driver is not None),
     )
+
+
+EXTENSIONS_FILE = "extensions.yaml"
+
+
+def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
+    """``k`` plus matrices/extensions.yaml (feature floors, PTX ISA per CUDA, packages' own CUDA builds).
+    The file is optional; a malformed entry is a DataError naming file and path."""
+    from envman.errors import DataError
+
+    p = Path(directory) / EXTENSIONS_FILE
+    if not p.exists():
+        return k
+    import yaml
+
+    doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    problems: list[str] = []
+
+    def need(entry: dict, key: str, where: str) -> str:
+        val = entry.get(key)
+        if not isinstance(val, str) or not val:
+            problems.append(f"{EXTENSIONS_FILE}: {where}.{key}: missing or not a quoted string")
+            return ""
+        return val
+
+    features = []
+    for i, f in enumerate(doc.get("features") or ()):
+        where = f"features[{i}]"
+        if not f.get("source"):
+            problems.append(f"{EXTENSIONS_FILE}: {where}: no source")
+        mc = need(f, "min_cc", where)
+        asked = f.get("asked_by") or {}
+        pkgs = tuple((str(p["name"]), str(p["version"]) if p.get("version") is not None else None)
+                     for p in asked.get("packages") or ())
+        cc = tuple(int(x) for x in mc.split(".")) if mc else (0, 0)
+        features.append(Feature(need(f, "id", where), f.get("name") or f.get("id", ""), cc,
+                                tuple(str(x) for x in asked.get("precision") or ()), pkgs,
+                                f.get("fails", ""), f.get("instead", "")))
+    ptx = {}
+    for i, e in enumerate(doc.get("ptx_isa") or ()):
+        if not e.get("source"):
+            problems.append(f"{EXTENSIONS_FILE}: ptx_isa[{i}]: no source")
+        ptx[need(e, "cuda", f"ptx_isa[{i}]")] = need(e, "isa", f"ptx_isa[{i}]")
+    builds = []
+    for i, b in enumerate(doc.get("builds") or ()):
+        if not b.get("source"):
+            problems.append(f"{EXTENSIONS_FILE}: builds[{i}]: no source")
+        builds.append(ExtBuild(need(b, "package", f"builds[{i}]"), need(b, "from", f"builds[{i}]"),
+                               need(b, "cuda", f"builds[{i}]"), b.get("cudnn")))
+    tfw = doc.get("tensorflow_windows_native_gpu_last") or {}
+    if problems:
+        raise DataError("; ".join(problems))
+    return dataclasses.replace(k, features=tuple(features), ptx_isa=ptx, ext_builds=tuple(builds),
+                               tf_windows_gpu_last=tfw.get("version") if isinstance(tfw, dict) else None)
 
 
 # --- facts files: `--dump-facts FILE` writes one, `--facts FILE` judges one from another machine --------

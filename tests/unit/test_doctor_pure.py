@@ -11,7 +11,7 @@ from pathlib import Path
 
 from envman.portable import versions
 from envman.app.doctor import load_knowledge, matrix_dir
-from envman.app.doctor import knowledge_from_matrix
+from envman.app.doctor import knowledge_from_matrix, with_extensions
 from envman.portable.doctor.knowledge import Knowledge
 from envman.matrix.load import default_matrix_dir, load_matrix
 from envman.model import Cc, sass_covers
@@ -108,7 +108,8 @@ def test_cache_finds_the_same_matrix_directory_as_the_loader():
 
 def test_knowledge_round_trips_through_json_and_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path))
-    k = knowledge_from_matrix(load_matrix(FIX.parent / "matrix"))
+    k = with_extensions(knowledge_from_matrix(load_matrix(FIX.parent / "matrix")), FIX.parent / "matrix")
+    assert k.features and k.ptx_isa and k.ext_builds  # extensions.yaml rides along
     assert Knowledge.from_dict(json.loads(json.dumps(k.to_dict()))) == k
     first = load_knowledge(FIX.parent / "matrix")
     assert len(list(tmp_path.glob("knowledge-*.json"))) == 1

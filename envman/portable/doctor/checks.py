@@ -10,7 +10,9 @@ from __future__ import annotations
 from . import checks_deep
 from . import checks_drift
 from . import checks_env
+from . import checks_extensions
 from . import checks_gpu
+from . import checks_host
 from . import checks_packages
 from . import checks_toolchain
 from .findings import SEVERITIES, Finding, info, warn
@@ -24,6 +26,8 @@ CHECKS = (
     + checks_toolchain.CHECKS
     + checks_deep.CHECKS
     + checks_drift.CHECKS
+    + checks_extensions.CHECKS
+    + checks_host.CHECKS
 )
 
 

@@ -57,6 +57,15 @@ def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:
     nodes = [str(n) for n in as_list(v.f.get("device_nodes"))]
     has_nodes = any(re.fullmatch(r"nvidia\d+", n) for n in nodes)
     caps = v.env.get("NVIDIA_DRIVER_CAPABILITIES")
+    libcuda = as_dict(v.f.get("libcuda"))
+    if has_nodes and not v.gpus_known and as_str(libcuda.get("path")):
+        return [warn(
+            "container-gpu-unlisted",
+            f"this {kind} has GPU device nodes and the driver library ({libcuda['path']}"
+            f"{' ' + str(libcuda['version']) if as_str(libcuda.get('version')) else ''}), but the GPU list was not "
+            f"collected (NVML: {as_str(v.f.get('nvml_error')) or 'unavailable'}): the GPU checks did not run",
+            "run nvidia-smi inside the container to see what NVML says; NVIDIA_DRIVER_CAPABILITIES needs utility for it",
+        )]
     if has_nodes and not v.gpus_known:
         return [error(
             "container-no-gpu",

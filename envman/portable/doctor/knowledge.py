@@ -60,6 +60,29 @@ class Release:
 
 
 @dataclass(frozen=True)
+class Feature:
+    """A GPU feature with a hardware floor (matrices/extensions.yaml ``features``)."""
+
+    id: str  # "bf16"
+    name: str
+    min_cc: tuple[int, int]
+    precisions: tuple[str, ...] = ()  # workload.precision values that ask for it
+    packages: tuple[tuple[str, str | None], ...] = ()  # (dist, version prefix) whose presence asks for it
+    fails: str = ""
+    instead: str = ""
+
+
+@dataclass(frozen=True)
+class ExtBuild:
+    """From ``since`` on, ``package``'s PyPI wheel is built for CUDA ``cuda`` (major) and cuDNN ``cudnn``."""
+
+    package: str
+    since: str
+    cuda: str
+    cudnn: str | None = None
+
+
+@dataclass(frozen=True)
 class Knowledge:
     min_driver: dict[str, str] = field(default_factory=dict)  # CUDA "12.8" -> full-compatibility driver
     minor_floor: dict[int, str] = field(default_factory=dict)  # CUDA major -> minor-version-compat floor
@@ -67,6 +90,21 @@ class Knowledge:
     digest: str | None = None  # the matrix's digest, to tell which data judged
     # GPUs up to this compute capability run no driver past this branch: ((major, minor), "R470", "470.256.02")
     legacy: tuple[tuple[tuple[int, int], str, str], ...] = ()
+    features: tuple[Feature, ...] = ()
+    ptx_isa: dict[str, str] = field(default_factory=dict)  # CUDA "12.4" -> newest PTX ISA "8.4" it JITs
+    ext_builds: tuple[ExtBuild, ...] = ()  # newest first per package
+    tf_windows_gpu_last: str | None = None  # last TensorFlow with GPU support on native Windows
+
+    def max_ptx_isa(self, cuda: str | None) -> str | None:
+        """The newest PTX ISA a driver supporting CUDA ``cuda`` can JIT: its own, or that of the newest
+        CUDA in the table not above it."""
+        known = [c for c in self.ptx_isa if vcmp(c, cuda) <= 0] if cuda else []
+        return self.ptx_isa[max(known, key=vt)] if known else None
+
+    def ext_build_for(self, package: str, cuda_major: int | None) -> ExtBuild | None:
+        """The newest listed release line of ``package`` built for that CUDA major."""
+        hits = [b for b in self.ext_builds if b.package == package and major(b.cuda) == cuda_major]
+        return max(hits, key=lambda b: vt(b.since)) if hits else None
 
     def driver_ceiling(self, cc: tuple[int, int]) -> tuple[str, str] | None:
         """(branch, last driver) that ends support for a GPU of this capability, or None."""
@@ -181,6 +219,14 @@ class Knowledge:
             },
             "digest": self.digest,
             "legacy": [[list(mc), br, last] for mc, br, last in self.legacy],
+            "features": [
+                {"id": f.id, "name": f.name, "min_cc": list(f.min_cc), "precisions": list(f.precisions),
+                 "packages": [list(p) for p in f.packages], "fails": f.fails, "instead": f.instead}
+                for f in self.features
+            ],
+            "ptx_isa": dict(self.ptx_isa),
+            "ext_builds": [[b.package, b.since, b.cuda, b.cudnn] for b in self.ext_builds],
+            "tf_windows_gpu_last": self.tf_windows_gpu_last,
         }
 
     @classmethod
@@ -207,6 +253,14 @@ class Knowledge:
             rels,
             d.get("digest"),
             tuple((tuple(mc), br, last) for mc, br, last in (d.get("legacy") or ())),
+            tuple(
+                Feature(f["id"], f.get("name", f["id"]), tuple(f["min_cc"]), tuple(f.get("precisions", ())),
+                        tuple(tuple(p) for p in f.get("packages", ())), f.get("fails", ""), f.get("instead", ""))
+                for f in d.get("features") or ()
+            ),
+            dict(d.get("ptx_isa") or {}),
+            tuple(ExtBuild(*b) for b in d.get("ext_builds") or ()),
+            d.get("tf_windows_gpu_last"),
         )
 
 

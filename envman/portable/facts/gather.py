@@ -22,6 +22,7 @@ def gather_facts(
     deadline: float = DEADLINE_S, envman_version: str | None = None,
 ) -> dict:
     from .docker import probe_docker
+    from .host import probe_host, read_framework_pins, read_workload
     from .nvidia import probe_nvidia
     from .packages import probe_packages
     from .project import probe_lock
@@ -35,7 +36,9 @@ def gather_facts(
         "toolchain": probe_toolchain,
         "docker": lambda: {"docker": probe_docker()},
         "system": lambda: probe_system(project_dir),
-        "project": lambda: {"lock": probe_lock(project_dir)},
+        "project": lambda: {"lock": probe_lock(project_dir), "workload": read_workload(project_dir),
+                             "pins": read_framework_pins(project_dir)},
+        "host": probe_host,
     }
     results, errors = run_probes(jobs, deadline)
     facts: dict = {
@@ -44,7 +47,7 @@ def gather_facts(
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "project": project_dir,
     }
-    for name in ("system", "nvidia", "packages", "toolchain", "docker", "project"):
+    for name in ("system", "nvidia", "packages", "toolchain", "docker", "project", "host"):
         part = results.get(name) or {}
         err = part.pop("_error", None)
         if err:

@@ -58,6 +58,11 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict:
                 tags[n] = t
     if tags:
         f["wheel_tags"] = tags
+    from .extensions import probe_extensions
+
+    exts = probe_extensions(dists)
+    if exts:
+        f["extensions"] = exts
     conda = _conda(env.get("prefix"))
     if conda:
         f["conda"] = conda

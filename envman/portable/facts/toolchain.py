@@ -17,6 +17,7 @@ ENV_NAMES = (
     "CUDA_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING",
     "CUDA_LAUNCH_BLOCKING", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "NVCC_CCBIN", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE",
     "NCCL_SOCKET_IFNAME", "OMP_NUM_THREADS", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_FLAGS", "WSL_DISTRO_NAME",
+    "BNB_CUDA_VERSION",
 )
 _LIB = re.compile(
     r"^(libcudart|libcudnn|libnvJitLink|libcublas|libcublasLt|libcusparse|libcufft|libcurand|libcusolver|libnccl|"

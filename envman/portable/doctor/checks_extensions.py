@@ -1,0 +1,312 @@
+"""Checks on compiled GPU extensions (flash-attn, xformers, bitsandbytes, onnxruntime-gpu, …) and on GPU
+features with a hardware floor (bf16, FlashAttention-2, Triton, FP8).
+
+Facts: ``extensions`` (the kernels and sonames each ``.so`` carries, read by envman.portable.fatbin),
+``workload``; knowledge: matrices/extensions.yaml.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .findings import Finding, error
+from .knowledge import Knowledge
+from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
+from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
+
+# Which pip package ships which CUDA library (soname stem -> distribution prefix).
+_LIB_DIST = {
+    "libcudart": "nvidia-cuda-runtime", "libcublas": "nvidia-cublas", "libcublasLt": "nvidia-cublas",
+    "libcudnn": "nvidia-cudnn", "libcufft": "nvidia-cufft", "libcurand": "nvidia-curand",
+    "libcusparse": "nvidia-cusparse", "libcusolver": "nvidia-cusolver", "libnccl": "nvidia-nccl",
+    "libnvrtc": "nvidia-cuda-nvrtc", "libnvJitLink": "nvidia-nvjitlink",
+}
+_SONAME = re.compile(r"^(lib[A-Za-z]+)\.so\.(\d+)(?:\.\d+)*$")
+# What the loader failing means for each package, in the words of its users' bug reports.
+_LOAD_FAILS = {
+    "onnxruntime-gpu": "the CUDAExecutionProvider fails to load and onnxruntime silently falls back to the CPU",
+    "bitsandbytes": "bitsandbytes falls back to its CPU library ('CUDA Setup failed' / 8-bit optimizers unavailable)",
+}
+_TORCH_IN_LOCAL = re.compile(r"(?:torch|pt)(\d)\.?(\d{1,2})")
+
+
+def _files(v: FactsView):
+    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
+        e = as_dict(e)
+        for f in as_list(e.get("files")):
+            if isinstance(f, dict) and as_str(f.get("file")):
+                yield dist, as_str(e.get("version")) or "?", f
+
+
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _short(name: str) -> str:
+    """'flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so' -> 'flash_attn_2_cuda.so'."""
+    return re.sub(r"\.(cpython|abi3|cp\d)[^/]*\.so$", ".so", _base(name))
+
+
+def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
+    """An extension with neither SASS for the GPU nor PTX it can JIT; PTX newer than the driver JITs."""
+    out: list[Finding] = []
+    ccs = v.gpu_ccs()
+    if not ccs:
+        return out
+    done: set[tuple[str, tuple[int, int], str]] = set()
+    for dist, ver, f in _files(v):
+        sass = [str(a) for a in as_list(f.get("sass"))]
+        ptx = [str(a) for a in as_list(f.get("ptx"))]
+        if not sass and not ptx:
+            continue  # a host-only library of the package
+        for c in ccs:
+            label = "%d.%d (sm_%d%d)" % (c[0], c[1], c[0], c[1])
+            gpus = group_label(v.gpus_with_cc(c))
+            covered, _why = arch_covers(c, sass + ptx)
+            carries = " ".join(sass + ptx)
+            if not covered:
+                if (dist, c, "arch") in done:
+                    continue
+                done.add((dist, c, "arch"))
+                out.append(error(
+                    "ext-arch-not-covered",
+                    f"{_short(f['file'])} ({dist} {ver}) carries {carries}; the {gpus} is {label}: no kernel of it "
+                    f"runs there ('no kernel image is available for execution on the device')",
+                    f"rebuild it for this GPU: TORCH_CUDA_ARCH_LIST=\"{c[0]}.{c[1]}\" pip install --no-binary {dist} "
+                    f"--no-build-isolation --force-reinstall {dist}=={ver.split('+')[0]} (or use a release whose "
+                    f"wheel lists sm_{c[0]}{c[1]})",
+                ))
+                continue
+            s, p = split_arch_list(sass + ptx)
+            if any(a[0] == c[0] and a[1] <= c[1] for a in s):
+                continue  # SASS runs: PTX is never JIT-compiled
+            jit = ptx_for(p, c)
+            isa = as_str(f.get("ptx_isa"))
+            drv_isa = k.max_ptx_isa(v.driver_cuda)
+            if jit and isa and drv_isa and vcmp(isa, drv_isa) > 0 and (dist, c, "ptx") not in done:
+                done.add((dist, c, "ptx"))
+                out.append(error(
+                    "ext-ptx-too-new",
+                    f"{_short(f['file'])} ({dist} {ver}) reaches the {gpus} ({label}) only through PTX ISA {isa}, "
+                    f"newer than driver {v.driver or '?'} (CUDA {v.driver_cuda}) can JIT (≤ {drv_isa}): "
+                    f"'the provided PTX was compiled with an unsupported toolchain'",
+                    f"upgrade the NVIDIA driver, or install a {dist} build with SASS for sm_{c[0]}{c[1]}",
+                ))
+    return out
+
+
+def _torch_wanted(e: dict) -> str | None:
+    """The torch major.minor an extension wheel was built against: its METADATA pin (==X.Y.Z) or the
+    +cu123torch2.4 / +pt24 local version label."""
+    req = as_str(e.get("requires_torch")) or ""
+    m = re.fullmatch(r"==\s*([\d.]+)", req)
+    if m:
+        return major_minor(m.group(1))
+    local = (as_str(e.get("version")) or "").partition("+")[2].lower()
+    m = _TORCH_IN_LOCAL.search(local)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def check_ext_torch(v: FactsView, k: Knowledge) -> list[Finding]:
+    """An extension wheel built for another torch: its C++ symbols do not resolve ('undefined symbol')."""
+    have = major_minor(v.torch_base) if v.torch_base else None
+    if not have:
+        return []
+    out = []
+    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
+        e = as_dict(e)
+        want = _torch_wanted(e)
+        if want is None or vcmp(want, have) == 0:
+            continue
+        ver = as_str(e.get("version")) or "?"
+        out.append(error(
+            "ext-torch-mismatch",
+            f"{dist} {ver} was built for torch {want}, but {v.torch_label} is installed: importing it fails with "
+            f"'undefined symbol: _ZN3c10…' (torch's C++ ABI changes with every minor release)",
+            f"pip install --no-build-isolation --force-reinstall --no-deps {dist}=={ver.split('+')[0]} (builds it "
+            f"against the installed torch), or go back to torch {want}",
+        ))
+    return out
+
+
+def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
+    """CUDA library majors this environment can load for ``stem``; None when nothing is known."""
+    found: set[int] = set()
+    known = False
+    if stem in ("libcudart", "libcublas", "libcublasLt", "libcufft", "libcurand", "libcusparse", "libcusolver",
+                "libnvrtc", "libnvJitLink") and v.torch_is_cuda:
+        known = True
+        if major(v.torch_cuda) is not None:
+            found.add(major(v.torch_cuda))  # type: ignore[arg-type]
+    if stem == "libcudnn" and as_str(v.torch.get("cudnn")):
+        known = True
+        found.add(major(v.torch.get("cudnn")))  # type: ignore[arg-type]
+    prefix = _LIB_DIST.get(stem)
+    if prefix:
+        pat = re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")
+        for name, ver in v.pkgs_matching(pat).items():
+            known = True
+            # nvidia-cuda-runtime-cu12 12.4.127 -> 12; nvidia-cudnn-cu12 9.1.0.70 -> 9 (soname major = version major)
+            if major(ver) is not None:
+                found.add(major(ver))  # type: ignore[arg-type]
+    for d in as_list(v.f.get("cuda_libs")):
+        ver = as_dict(as_dict(d).get("libs")).get(stem)
+        if as_str(ver):
+            known = True
+            found.add(major(ver))  # type: ignore[arg-type]
+    return found if known else None
+
+
+def check_ext_cuda_libs(v: FactsView, k: Knowledge) -> list[Finding]:
+    """An extension linked against CUDA libraries of a major this environment does not have
+    (onnxruntime-gpu's CUDA 11 build next to a CUDA 12 torch)."""
+    out = []
+    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
+        e = as_dict(e)
+        missing: dict[str, str] = {}
+        for f in as_list(e.get("files")):
+            for so in as_list(as_dict(f).get("needed")):
+                m = _SONAME.match(str(so))
+                if not m:
+                    continue
+                have = _provided_majors(v, m.group(1))
+                if have is not None and int(m.group(2)) not in have:
+                    missing.setdefault(str(so), _short(str(as_dict(f).get("file"))))
+        if not missing:
+            continue
+        ver = as_str(e.get("version")) or "?"
+        sonames = sorted(missing)
+        files = sorted(set(missing.values()))
+        cm = [major(v.torch_cuda)] if v.torch_is_cuda else []
+        have = f"this environment has CUDA {cm[0]} ({v.torch_label})" if cm else "this environment has no such library"
+        fails = _LOAD_FAILS.get(dist, f"loading {', '.join(files)} fails ('{sonames[0]}: cannot open shared object file')")
+        fix = None
+        b = k.ext_build_for(dist, cm[0]) if cm else None
+        if b is not None:
+            fix = (f"pip install '{dist}>={b.since}' (built for CUDA {b.cuda}"
+                   + (f" and cuDNN {b.cudnn}" if b.cudnn else "") + ")")
+        elif cm:
+            fix = f"install a {dist} build for CUDA {cm[0]}, or the CUDA {cm[0]}-era libraries it names"
+        out.append(error(
+            "ext-cuda-libs",
+            f"{', '.join(files)} ({dist} {ver}) needs {', '.join(sonames)}; {have}: {fails}",
+            fix,
+        ))
+    return out
+
+
+def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
+    """bitsandbytes picks libbitsandbytes_cudaXYZ.so by torch's CUDA (or BNB_CUDA_VERSION): none there."""
+    e = as_dict(as_dict(v.f.get("extensions")).get("bitsandbytes"))
+    names = [_base(str(as_dict(f).get("file"))) for f in as_list(e.get("files"))]
+    have = sorted({m.group(1) for n in names if (m := re.match(r"libbitsandbytes_cuda(\d+)\w*\.so", n))})
+    if not have:
+        return []
+    env = v.env.get("BNB_CUDA_VERSION")
+    want = env if env else ("".join(str(x) for x in vt(v.torch_cuda)[:2]) if v.torch_is_cuda else None)
+    if not want or want in have:
+        return []
+    src = f"BNB_CUDA_VERSION={env}" if env else f"{v.torch_label} (CUDA {v.torch_cuda})"
+    return [error(
+        "bnb-cuda-binary",
+        f"bitsandbytes {e.get('version') or '?'} looks for libbitsandbytes_cuda{want}.so because of {src}, but ships "
+        f"only {', '.join(f'cuda{h}' for h in have)}: it cannot load its CUDA library",
+        "unset BNB_CUDA_VERSION" if env else "pip install -U bitsandbytes (newer releases ship more CUDA builds)",
+    )]
+
+
+def _asked(v: FactsView, feat) -> str | None:
+    """What on this machine asks for ``feat``: a package or the project's workload.precision."""
+    prec = as_str(as_dict(v.f.get("workload")).get("precision"))
+    if prec and prec.lower() in feat.precisions:
+        return f"the project's workload.precision is {prec}"
+    for name, prefix in feat.packages:
+        ver = v.pkg(name)
+        if ver and (prefix is None or vt(ver)[:len(vt(prefix))] == vt(prefix)):
+            return f"{norm_name(name)} {ver} is installed"
+    return None
+
+
+def check_capability_floor(v: FactsView, k: Knowledge) -> list[Finding]:
+    """bf16 / FlashAttention-2 on < 8.0, Triton and torch.compile on < 7.0, FP8 on < 8.9."""
+    out = []
+    for feat in k.features:
+        low = [c for c in v.gpu_ccs() if tuple(c) < tuple(feat.min_cc)]
+        if not low:
+            continue
+        why = _asked(v, feat)
+        if why is None:
+            continue
+        gpus = [g for c in low for g in v.gpus_with_cc(c)]
+        c = low[0]
+        need = "%d.%d" % tuple(feat.min_cc)
+        out.append(error(
+            f"gpu-too-old-{feat.id}",
+            f"{feat.name} needs compute capability ≥ {need}; the {group_label(gpus)} is {c[0]}.{c[1]} (sm_{c[0]}{c[1]}) "
+            f"and {why}: {feat.fails}",
+            feat.instead or None,
+        ))
+    return out
+
+
+def check_tf_windows(v: FactsView, k: Knowledge) -> list[Finding]:
+    """Native Windows TensorFlow past the last release with GPU support runs on the CPU."""
+    last = k.tf_windows_gpu_last
+    if as_str(v.f.get("os")) != "Windows" or not v.tf_version or not last or vcmp(major_minor(v.tf_version), last) <= 0:
+        return []
+    if not (v.gpus or v.pkgs_matching(re.compile(r"^nvidia-")) or v.tf.get("is_cuda_build")):
+        return []
+    return [error(
+        "tf-windows-native",
+        f"tensorflow {v.tf_version} on native Windows has no GPU support (the last release with it is {last}): it "
+        f"runs on the CPU whatever CUDA is installed",
+        f"use WSL2 (pip install 'tensorflow[and-cuda]' inside it), or natively: pip install 'tensorflow<{_next(last)}' "
+        f"with the CUDA and cuDNN it was tested with (tensorflow.org/install/source_windows#gpu)",
+    )]
+
+
+def _next(version: str) -> str:
+    t = vt(version)
+    return f"{t[0]}.{t[1] + 1}" if len(t) > 1 else str(t[0] + 1)
+
+
+def check_python_bits(v: FactsView, k: Knowledge) -> list[Finding]:
+    """A 32-bit interpreter: no CUDA framework publishes 32-bit wheels."""
+    bits = as_dict(v.f.get("python")).get("bits")
+    if bits != 32:
+        return []
+    exe = as_str(as_dict(v.f.get("python")).get("executable")) or "this Python"
+    return [error(
+        "python-32bit",
+        f"{exe} is a 32-bit Python {v.python or ''}: torch, TensorFlow and the CUDA wheels exist only for 64-bit "
+        f"interpreters ('No matching distribution found for torch')",
+        "install a 64-bit Python (python.org's 'Windows installer (64-bit)', or uv python install) and recreate the "
+        "virtual environment with it",
+    )]
+
+
+def check_pin_python(v: FactsView, k: Knowledge) -> list[Finding]:
+    """A project pin (torch==1.13.1) with no wheels for the running Python."""
+    out = []
+    lock = as_dict(v.f.get("lock"))
+    pins = {fw: as_dict(p) for fw, p in as_dict(v.f.get("pins")).items()}
+    fw_lock = as_dict(lock.get("framework"))
+    if as_str(fw_lock.get("name")) and as_str(fw_lock.get("version")):
+        pins.setdefault(str(fw_lock["name"]), {"version": fw_lock["version"], "file": "envman.lock"})
+    for fw, p in sorted(pins.items()):
+        ver = as_str(p.get("version"))
+        rel = k.release(fw, ver)
+        if not v.python or rel is None or not rel.python or v.python in rel.python:
+            continue
+        out.append(error(
+            "pin-no-wheels-for-python",
+            f"{p.get('file') or 'the project'} pins {fw}=={ver}, which has no wheels for Python {v.python} (it was "
+            f"published for Python {', '.join(rel.python)}): 'No matching distribution found for {fw}=={ver}'",
+            f"use Python {rel.python[-1]} for this project (uv venv --python {rel.python[-1]}), or move the pin to a "
+            f"release with Python {v.python} wheels",
+        ))
+    return out
+
+
+CHECKS = (check_ext_archs, check_ext_torch, check_ext_cuda_libs, check_bnb_binary, check_capability_floor,
+          check_tf_windows, check_python_bits, check_pin_python)

@@ -1,0 +1,78 @@
+"""Compiled GPU extensions of the environment: which kernels each ``.so`` carries and which CUDA
+libraries it will ask the loader for, read from the files (nothing imported).
+
+Bounded: only the distributions in ``EXTENSION_DISTS``, only the ``*.so`` files their RECORD lists, at
+most ``MAX_FILES_PER_DIST`` per distribution and ``MAX_FILES`` in all, and a time budget after which the
+rest is marked ``truncated``. Reading a library costs a few header reads (envman.portable.fatbin), not a
+read of its bulk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from ..fatbin import needed_libs, read_fatbin
+from .commands import read_text
+
+# Distributions that ship CUDA code compiled against torch (or their own CUDA): flash-attn, xformers, …
+EXTENSION_DISTS = (
+    "flash-attn", "flash-attn-3", "xformers", "bitsandbytes", "mamba-ssm", "causal-conv1d", "apex", "deepspeed",
+    "vllm", "onnxruntime-gpu", "transformer-engine", "transformer-engine-torch", "auto-gptq", "exllamav2",
+    "torch-scatter", "torch-sparse", "torch-cluster", "natten", "sageattention", "liger-kernel", "fbgemm-gpu",
+)
+MAX_FILES_PER_DIST = 64
+MAX_FILES = 256
+BUDGET_S = 2.0
+# Sonames worth recording: CUDA's libraries and torch's (a torch extension links libc10/libtorch*).
+_NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvJitLink|"
+                     r"cupti|c10|c10_cuda|torch|torch_cuda|torch_cpu|torch_python)\.so")
+_REQ_TORCH = re.compile(r"^Requires-Dist:[ \t]*torch[ \t]*(\(?[^;\n]*?\)?)[ \t]*(?:;.*)?$", re.M | re.I)
+
+
+def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = BUDGET_S) -> dict:
+    """``{dist: {version, requires_torch, files: [{file, sass, ptx, ptx_isa, needed}], truncated}}``."""
+    end = time.monotonic() + budget_s
+    out: dict = {}
+    total = 0
+    for name in EXTENSION_DISTS:
+        if name not in dists:
+            continue
+        loc, ver, meta = dists[name]
+        e: dict = {"version": ver}
+        md = read_text(os.path.join(loc, meta, "METADATA"), 1 << 16) or ""
+        m = _REQ_TORCH.search(md)
+        if m:
+            e["requires_torch"] = m.group(1).strip("() ") or "any"
+        files = []
+        for rel in _shared_objects(loc, meta):
+            if total >= MAX_FILES or len(files) >= MAX_FILES_PER_DIST or time.monotonic() > end:
+                e["truncated"] = True
+                break
+            total += 1
+            path = os.path.join(loc, rel)
+            one: dict = {"file": rel}
+            try:
+                one.update(read_fatbin(path))
+                one["needed"] = [n for n in needed_libs(path) if _NEEDED.match(n)]
+            except (OSError, ValueError, IndexError) as exc:  # struct.error is a ValueError
+                one["error"] = f"{type(exc).__name__}: {exc}"
+            files.append(one)
+        e["files"] = files
+        out[name] = e
+    return out
+
+
+def _shared_objects(loc: str, meta: str) -> list[str]:
+    """``*.so`` paths (relative to ``loc``) the distribution's RECORD lists, sorted."""
+    text = read_text(os.path.join(loc, meta, "RECORD"), 8 << 20)
+    if text is None:
+        return []
+    out = []
+    for line in text.splitlines():
+        rel = line.split(",", 1)[0]
+        base = os.path.basename(rel)
+        if (base.endswith(".so") or ".so." in base) and not rel.startswith(".."):
+            out.append(rel)
+    return sorted(set(out))

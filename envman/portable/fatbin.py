@@ -1,0 +1,156 @@
+"""Which GPU code a shared object carries, read from its ELF file with the standard library alone.
+
+nvcc embeds device code in the ``.nv_fatbin`` section of a host object: one or more *fat binary
+containers*, each a 16-byte header (magic ``0xBA55ED50``, u16 version, u16 header size, u64 size of the
+entries that follow) and then entries. An entry header (64 bytes in every CUDA release seen) starts
+
+    u16 kind (1 = PTX, 2 = ELF cubin = SASS)   u16 version   u32 header size   u64 payload size
+    u32 compressed size   u32 -   u16 code minor   u16 code major   u32 arch (80 = sm_80 / compute_80)
+    u32 name offset   u32 name length   u64 flags (0x2000: compressed)   ...
+
+and the next entry starts ``header size + payload size`` bytes later. For PTX the code version is the PTX
+ISA (8.5 for CUDA 12.5's nvcc), which decides which drivers can JIT it. Layout as decoded by
+cuda-fatbin-decompression (RWTH, Apache-2.0) and checked here against nvcc 13.0's own output.
+
+Only headers are read (a few seeks per entry), so a 500 MB flash-attn library costs microseconds, not a
+read of its bulk. Arch-specific SASS (``sm_90a``) is reported as its base arch; the fat binary does not mark
+it in the fields decoded here.
+
+Also ``needed_libs``: the DT_NEEDED sonames of the object (``libcudart.so.11.0``), what the dynamic loader
+will look for.
+"""
+
+from __future__ import annotations
+
+import struct
+
+FATBIN_MAGIC = 0xBA55ED50
+KIND_PTX = 1
+KIND_ELF = 2
+FLAG_COMPRESSED = 0x2000
+MAX_ENTRIES = 4096  # flash-attn carries a few hundred; a corrupt file must not loop forever
+
+
+class NotElf(ValueError):
+    pass
+
+
+def _elf_layout(fh) -> tuple[str, bool, list[tuple[str, int, int, int, int, int]]]:
+    """(endian prefix, is 64-bit, sections [(name, type, offset, size, link, entsize)])."""
+    ident = fh.read(16)
+    if len(ident) < 16 or ident[:4] != b"\x7fELF":
+        raise NotElf("not an ELF file")
+    is64 = ident[4] == 2
+    e = "<" if ident[5] == 1 else ">"
+    if is64:
+        hdr = struct.unpack(e + "HHIQQQIHHHHHH", fh.read(48))
+        shoff, shentsize, shnum, shstrndx = hdr[5], hdr[10], hdr[11], hdr[12]
+    else:
+        hdr = struct.unpack(e + "HHIIIIIHHHHHH", fh.read(36))
+        shoff, shentsize, shnum, shstrndx = hdr[5], hdr[10], hdr[11], hdr[12]
+    if not shoff or not shnum or shnum > 65000:
+        return e, is64, []
+    fh.seek(shoff)
+    raw = fh.read(shentsize * shnum)
+    fmt = e + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII")
+    size = struct.calcsize(fmt)
+    heads = []
+    for i in range(shnum):
+        chunk = raw[i * shentsize: i * shentsize + size]
+        if len(chunk) < size:
+            break
+        s = struct.unpack(fmt, chunk)
+        # (name index, type, offset, size, link, entsize)
+        heads.append((s[0], s[1], s[4], s[5], s[6], s[9]))
+    names = b""
+    if shstrndx < len(heads):
+        fh.seek(heads[shstrndx][2])
+        names = fh.read(min(heads[shstrndx][3], 1 << 20))
+    out = []
+    for n, typ, off, sz, link, ent in heads:
+        end = names.find(b"\0", n)
+        out.append((names[n:end if end >= 0 else None].decode("ascii", "replace"), typ, off, sz, link, ent))
+    return e, is64, out
+
+
+def read_fatbin(path: str) -> dict:
+    """``{"sass": ["sm_80", "sm_90"], "ptx": ["compute_90"], "ptx_isa": "8.5", "compressed": bool}`` for
+    the GPU code in ``path`` (empty lists when it carries none). Raises OSError / ValueError on a file
+    that cannot be read or is not ELF."""
+    with open(path, "rb") as fh:
+        _, _, sections = _elf_layout(fh)
+        sec = next((s for s in sections if s[0] == ".nv_fatbin"), None)
+        sass: set[int] = set()
+        ptx: set[int] = set()
+        isa: tuple[int, int] | None = None
+        compressed = False
+        if sec is not None:
+            start, end = sec[2], sec[2] + sec[3]
+            pos, seen = start, 0
+            while pos + 16 <= end and seen < MAX_ENTRIES:
+                fh.seek(pos)
+                magic, _ver, hsize, fat_size = struct.unpack("<IHHQ", fh.read(16))
+                if magic != FATBIN_MAGIC:
+                    pos += 8  # containers are 8-byte aligned; padding between them
+                    continue
+                epos, eend = pos + hsize, min(pos + hsize + fat_size, end)
+                while epos + 32 <= eend and seen < MAX_ENTRIES:
+                    fh.seek(epos)
+                    head = fh.read(48)
+                    if len(head) < 48:
+                        break
+                    kind, _v, ehsize, psize = struct.unpack_from("<HHIQ", head, 0)
+                    minor, major_, arch = struct.unpack_from("<HHI", head, 24)
+                    (flags,) = struct.unpack_from("<Q", head, 40)
+                    if ehsize < 32 or kind not in (KIND_PTX, KIND_ELF):
+                        break
+                    seen += 1
+                    compressed |= bool(flags & FLAG_COMPRESSED)
+                    if kind == KIND_ELF:
+                        sass.add(arch)
+                    else:
+                        ptx.add(arch)
+                        if isa is None or (major_, minor) > isa:
+                            isa = (major_, minor)
+                    epos += ehsize + psize
+                pos = max(pos + 16, (pos + hsize + fat_size + 7) & ~7)
+    out: dict = {"sass": [_arch("sm", a) for a in sorted(sass)], "ptx": [_arch("compute", a) for a in sorted(ptx)]}
+    if isa is not None:
+        out["ptx_isa"] = "%d.%d" % isa
+    if compressed:
+        out["compressed"] = True
+    return out
+
+
+def _arch(kind: str, num: int) -> str:
+    return "%s_%d" % (kind, num)
+
+
+DT_NEEDED = 1
+DT_STRTAB = 5
+SHT_DYNAMIC = 6
+
+
+def needed_libs(path: str) -> list[str]:
+    """DT_NEEDED entries of the ELF object at ``path`` (``["libcudart.so.12", "libc10.so", …]``)."""
+    with open(path, "rb") as fh:
+        e, is64, sections = _elf_layout(fh)
+        dyn = next((s for s in sections if s[1] == SHT_DYNAMIC), None)
+        if dyn is None or dyn[4] >= len(sections):
+            return []
+        fh.seek(dyn[2])
+        raw = fh.read(min(dyn[3], 1 << 20))
+        strtab = sections[dyn[4]]
+        fh.seek(strtab[2])
+        strings = fh.read(min(strtab[3], 4 << 20))
+    fmt = e + ("qQ" if is64 else "iI")
+    step = struct.calcsize(fmt)
+    out = []
+    for i in range(0, len(raw) - step + 1, step):
+        tag, val = struct.unpack_from(fmt, raw, i)
+        if tag == 0:
+            break
+        if tag == DT_NEEDED and val < len(strings):
+            end = strings.find(b"\0", val)
+            out.append(strings[val:end if end >= 0 else None].decode("ascii", "replace"))
+    return out
