@@ -262,6 +262,22 @@ class Request:
     cuda_devel: bool = False  # the project compiles CUDA code: needs nvcc of the framework's CUDA
 
 
+class Note(str):
+    """One reason the resolver gives, with its topic ("driver", "framework", "variant", "python",
+    "base-image", "libraries", "targets", "cuda"). It is its text wherever text is wanted (JSON, the CLI);
+    the topic lets a later decision replace an earlier reason without matching strings."""
+
+    topic: str
+
+    def __new__(cls, topic: str, text: str) -> Note:
+        self = super().__new__(cls, text)
+        self.topic = topic
+        return self
+
+    def __reduce__(self):  # pickles (the matrix cache, multiprocessing) keep the topic
+        return (Note, (self.topic, str(self)))
+
+
 @dataclass(frozen=True)
 class Resolution:
     framework: str | None
@@ -285,7 +301,7 @@ class Resolution:
     ptx: tuple[str, ...]
     targets: tuple[Target, ...]
     extras: tuple[str, ...]
-    notes: tuple[str, ...]
+    notes: tuple[str, ...]  # Note values: the reasons, in the order the decisions were taken
     warnings: tuple[str, ...]
 
 

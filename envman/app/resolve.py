@@ -48,14 +48,16 @@ def resolve_request(framework: str | None = None, python: str | None = None, tar
         from envman.matrix.load import load_matrix
 
         matrix = load_matrix()
-    extra_notes: list[str] = []
+    from envman.model import Note
+
+    extra_notes: list[Note] = []
     targets = list(targets or ())
     if not cpu and not targets:
         targets, drv, note = detected_targets(matrix)
-        extra_notes.append(note)
+        extra_notes.append(Note("targets", note))
         if driver is None and drv:
             driver = drv
-            extra_notes.append(f"driver: {drv} detected on this machine")
+            extra_notes.append(Note("driver", f"driver: {drv} detected on this machine"))
     req = build_request(matrix, framework=framework, python=python, targets=targets, driver=driver, cuda=cuda,
                         cpu=cpu, cuda_devel=cuda_devel)
     res = resolve_stack(matrix, req)

@@ -23,9 +23,11 @@ from packaging.version import Version
 
 from envman.errors import ResolutionError, UsageError
 from envman.model import (
+    CudaRelease,
     FrameworkRelease,
     Gpu,
     Matrix,
+    Note,
     Request,
     Resolution,
     Target,
@@ -66,21 +68,23 @@ def check_request(matrix: Matrix, req: Request) -> None:
 def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     check_request(matrix, req)
     driver = req.driver if req.driver is not None else matrix.assumed_driver
-    notes: list[str] = []
+    notes: list[Note] = []
     ceiling = _driver_ceiling(matrix, req)
     if req.driver is None and not req.cpu:
         if ceiling is not None and ceiling[1].last_driver is not None and ceiling[1].last_driver < driver:
             t, b = ceiling
             driver = b.last_driver
-            notes.append(
+            notes.append(Note(
+                "driver",
                 f"driver: none given; assuming {driver}, the last {b.branch} driver: {describe_target(t)} runs no newer "
-                "branch (pass --driver to resolve for another)"
-            )
+                "branch (pass --driver to resolve for another)",
+            ))
         else:
-            notes.append(
+            notes.append(Note(
+                "driver",
                 f"driver: none given; assuming a current driver {matrix.assumed_driver} "
-                "(pass --driver to resolve for an older one)"
-            )
+                "(pass --driver to resolve for an older one)",
+            ))
     if not req.cpu:
         driver = _check_targets(matrix, req, driver, notes)
     if req.framework is None:
@@ -92,7 +96,7 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     return _build(matrix, req, best, cands, driver, notes)
 
 
-def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[str]) -> Version:
+def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[Note]) -> Version:
     """Targets no stack can serve, whatever the framework: a Jetson, or a GPU older drivers cannot run.
     Returns the driver to resolve for (raised to a target's floor when none was given)."""
     for t in req.targets:
@@ -113,8 +117,8 @@ def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[st
     top, top_gpu = max(floors, key=lambda x: x[1].min_driver)
     if req.driver is None:
         if driver < top_gpu.min_driver:
-            notes.append(f"driver: none given; assuming ≥ {top_gpu.min_driver}, the first driver branch that runs "
-                         f"{describe_target(top)} ({top_gpu.family})")
+            notes.append(Note("driver", f"driver: none given; assuming ≥ {top_gpu.min_driver}, the first driver "
+                                        f"branch that runs {describe_target(top)} ({top_gpu.family})"))
             return top_gpu.min_driver
         return driver
     blocked = [(t, g) for t, g in floors if driver < g.min_driver]
@@ -154,90 +158,124 @@ def _driver_ceiling(matrix: Matrix, req: Request):
     return best
 
 
-def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], driver: Version, notes: list[str]) -> Resolution:
+def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], driver: Version,
+           notes: list[Note]) -> Resolution:
+    """The chosen candidate as a Resolution: each decision adds its reason (a Note) or a warning."""
     rel, var = c.rel, c.var
     warnings: list[str] = []
-    ceiling = _driver_ceiling(matrix, req)
-    if req.driver is not None and ceiling is not None and req.driver > ceiling[1].last_driver:
-        t, b = ceiling
-        warnings.append(f"driver {req.driver} cannot drive {describe_target(t)}: its support ends with {b.branch} "
-                        f"(last driver {b.last_driver})")
-    fw_text = req.framework_text or rel.framework
-    newer_blocked = [
-        x for x in cands
-        if x.rel.version > rel.version and "framework" not in x.failures and x.failures
-    ]
-    why_not = ""
-    if newer_blocked:
-        top = max(newer_blocked, key=lambda x: (x.rel.version, x.var.name == x.rel.pypi_default, x.var.cuda or Version("0")))
-        why_not = f"; newer {top.rel.version} is out: " + "; ".join(top.failures.values())
-    notes.append(
-        f"{rel.framework} {rel.version}: newest release matching '{fw_text}' that fits every constraint{why_not}"
-    )
+    warnings += _legacy_driver_warning(matrix, req)
+    notes.append(_release_note(req, rel, cands))
     if req.cpu:
-        notes.append(f"{var.name}: CPU-only build requested (--cpu)")
+        notes.append(Note("variant", f"{var.name}: CPU-only build requested (--cpu)"))
     else:
         cr = matrix.cuda_release(var.cuda)
         assert cr is not None
-        others = [x for x in cands if x.rel.version == rel.version and x.var.name != var.name]
-        rejected = [f"{x.var.name} ({'; '.join(x.failures.values())})" for x in others if x.failures]
-        notes.append(
-            f"{var.name}: CUDA {cr.label} runs on driver {driver} "
-            f"({'fully, ≥ ' + str(cr.min_driver) if c.mode == 'full' else 'through minor-version compatibility'}) "
-            + (f"and its arch list carries SASS for {', '.join(describe_target(t) for t in req.targets if t not in c.ptx_only)}"
-               if len(c.ptx_only) < len(req.targets) else "")
-            + (f"; PTX only for {', '.join(describe_target(t) for t in c.ptx_only)}" if c.ptx_only else "")
-            + (f"; not {', '.join(rejected)}" if rejected else "")
-        )
-        if c.mode == "minor-compat":
-            major = matrix.cuda_major(cr.version.major)
-            if ceiling is not None and ceiling[1].last_driver < cr.min_driver:
-                fix = f"no upgrade is possible: {describe_target(ceiling[0])} runs no driver past {ceiling[1].branch}"
-            else:
-                fix = f"upgrade the driver to ≥ {cr.min_driver} for full support"
-            warnings.append(
-                f"driver {driver} is below CUDA {cr.label}'s full-compatibility floor {cr.min_driver}; it runs "
-                f"only through CUDA {cr.version.major}.x minor-version compatibility (≥ {major.minor_compat_floor if major else '?'}): "
-                f"PTX JIT (Triton, torch.compile, custom kernels) can fail — {fix}"
-            )
-        for t in c.ptx_only:
-            warnings.append(
-                f"{describe_target(t)} is covered only by PTX ({' '.join(a.sm for a in var.ptx)}): the driver must JIT-compile "
-                "every kernel at first use (slow start, and it fails if the driver is older than the PTX)"
-            )
-        for t in req.targets:
-            best = sass_covers(var.archs, t.cc) if t not in c.ptx_only else None
-            if best is not None and (best.major, best.minor) != (t.cc.major, t.cc.minor):
-                warnings.append(
-                    f"{describe_target(t)} relies on {best.sm} code on a {t.cc} device (same-major binary "
-                    f"compatibility): the build's arch list has no {t.cc.sm}"
-                )
-        for t in req.targets:
-            if t.gpu is not None and t.gpu.host_arch == "aarch64":
-                warnings.append(
-                    f"{t.label} sits in a Grace (aarch64) system: envman's stacks are Linux x86_64 wheels and "
-                    "images, which do not run on its Arm host; build for linux/arm64 on an Arm machine and check "
-                    "that every wheel has a manylinux aarch64 build (envman has no CPU-architecture axis yet)"
-                )
+        notes.append(_variant_note(req, c, cands, cr, driver))
+        warnings += _driver_mode_warnings(matrix, req, c, cr, driver)
+        warnings += _coverage_warnings(req, c)
         warnings.extend(c.soft)
         if var.prov.uncertain:
             warnings.append(f"{rel.framework} {rel.version} {var.name}: matrix data marked uncertain: {var.prov.note}")
-    if req.python and len(req.python):
-        capped = python_key(c.python or "0.0") <= python_key(matrix.base_images.default_python) and any(
-            req.python.contains(p, prereleases=True) and python_key(p) > python_key(c.python or "0.0") for p in rel.python)
-        notes.append(f"Python {c.python}: newest Python matching '{show_spec(req.python)}' with {rel.framework} {rel.version} wheels"
-                     + (f", capped at envman's default {matrix.base_images.default_python}" if capped else ""))
-    else:
-        notes.append(
-            f"Python {c.python}: newest Python {rel.framework} {rel.version} publishes wheels for "
-            f"({python_span(rel.python)}), capped at envman's default {matrix.base_images.default_python}"
-        )
+    notes.append(_python_note(matrix, req, c))
     base, base_kind, base_note = _base_image(matrix, req, var, c.python or matrix.base_images.default_python, rel)
     notes.append(base_note)
     if base_kind.startswith("cuda-"):
         c.python = _system_python(matrix, req, rel, var, c.python, notes)
     if var.cudnn:
-        notes.append(f"cuDNN {var.cudnn}" + (f", NCCL {var.nccl}" if var.nccl else "") + f": what {rel.framework} {rel.version} {var.name} is built with")
+        notes.append(Note("libraries", f"cuDNN {var.cudnn}" + (f", NCCL {var.nccl}" if var.nccl else "")
+                          + f": what {rel.framework} {rel.version} {var.name} is built with"))
+    return _resolution(matrix, req, c, driver, base, base_kind, notes, warnings)
+
+
+def _legacy_driver_warning(matrix: Matrix, req: Request) -> list[str]:
+    """A driver given past the last branch of a legacy target (a K80 on R535)."""
+    ceiling = _driver_ceiling(matrix, req)
+    if req.driver is None or ceiling is None or not req.driver > ceiling[1].last_driver:
+        return []
+    t, b = ceiling
+    return [f"driver {req.driver} cannot drive {describe_target(t)}: its support ends with {b.branch} "
+            f"(last driver {b.last_driver})"]
+
+
+def _release_note(req: Request, rel: FrameworkRelease, cands: list[Candidate]) -> Note:
+    """Why this release: the newest that fits, and what kept the next newer one out."""
+    fw_text = req.framework_text or rel.framework
+    newer_blocked = [x for x in cands if x.rel.version > rel.version and "framework" not in x.failures and x.failures]
+    why_not = ""
+    if newer_blocked:
+        top = max(newer_blocked, key=lambda x: (x.rel.version, x.var.name == x.rel.pypi_default, x.var.cuda or Version("0")))
+        why_not = f"; newer {top.rel.version} is out: " + "; ".join(top.failures.values())
+    return Note("framework", f"{rel.framework} {rel.version}: newest release matching '{fw_text}' that fits every "
+                             f"constraint{why_not}")
+
+
+def _variant_note(req: Request, c: Candidate, cands: list[Candidate], cr: CudaRelease, driver: Version) -> Note:
+    """Why this build: its CUDA runs on the driver, its arch list covers the targets; the siblings it beat."""
+    var = c.var
+    others = [x for x in cands if x.rel.version == c.rel.version and x.var.name != var.name]
+    rejected = [f"{x.var.name} ({'; '.join(x.failures.values())})" for x in others if x.failures]
+    sass_targets = [t for t in req.targets if t not in c.ptx_only]
+    return Note("variant", (
+        f"{var.name}: CUDA {cr.label} runs on driver {driver} "
+        f"({'fully, ≥ ' + str(cr.min_driver) if c.mode == 'full' else 'through minor-version compatibility'}) "
+        + (f"and its arch list carries SASS for {', '.join(describe_target(t) for t in sass_targets)}" if sass_targets else "")
+        + (f"; PTX only for {', '.join(describe_target(t) for t in c.ptx_only)}" if c.ptx_only else "")
+        + (f"; not {', '.join(rejected)}" if rejected else "")
+    ))
+
+
+def _driver_mode_warnings(matrix: Matrix, req: Request, c: Candidate, cr: CudaRelease, driver: Version) -> list[str]:
+    """Minor-version compatibility works, with limits worth saying."""
+    if c.mode != "minor-compat":
+        return []
+    major = matrix.cuda_major(cr.version.major)
+    ceiling = _driver_ceiling(matrix, req)
+    if ceiling is not None and ceiling[1].last_driver < cr.min_driver:
+        fix = f"no upgrade is possible: {describe_target(ceiling[0])} runs no driver past {ceiling[1].branch}"
+    else:
+        fix = f"upgrade the driver to ≥ {cr.min_driver} for full support"
+    return [
+        f"driver {driver} is below CUDA {cr.label}'s full-compatibility floor {cr.min_driver}; it runs "
+        f"only through CUDA {cr.version.major}.x minor-version compatibility (≥ {major.minor_compat_floor if major else '?'}): "
+        f"PTX JIT (Triton, torch.compile, custom kernels) can fail — {fix}"
+    ]
+
+
+def _coverage_warnings(req: Request, c: Candidate) -> list[str]:
+    """Targets served by PTX only, by another minor's SASS, or sitting in a host envman cannot build for."""
+    var = c.var
+    out = [
+        f"{describe_target(t)} is covered only by PTX ({' '.join(a.sm for a in var.ptx)}): the driver must JIT-compile "
+        "every kernel at first use (slow start, and it fails if the driver is older than the PTX)"
+        for t in c.ptx_only
+    ]
+    for t in req.targets:
+        best = sass_covers(var.archs, t.cc) if t not in c.ptx_only else None
+        if best is not None and (best.major, best.minor) != (t.cc.major, t.cc.minor):
+            out.append(f"{describe_target(t)} relies on {best.sm} code on a {t.cc} device (same-major binary "
+                       f"compatibility): the build's arch list has no {t.cc.sm}")
+    for t in req.targets:
+        if t.gpu is not None and t.gpu.host_arch == "aarch64":
+            out.append(f"{t.label} sits in a Grace (aarch64) system: envman's stacks are Linux x86_64 wheels and "
+                       "images, which do not run on its Arm host; build for linux/arm64 on an Arm machine and check "
+                       "that every wheel has a manylinux aarch64 build (envman has no CPU-architecture axis yet)")
+    return out
+
+
+def _python_note(matrix: Matrix, req: Request, c: Candidate) -> Note:
+    rel, default = c.rel, matrix.base_images.default_python
+    if req.python and len(req.python):
+        capped = python_key(c.python or "0.0") <= python_key(default) and any(
+            req.python.contains(p, prereleases=True) and python_key(p) > python_key(c.python or "0.0") for p in rel.python)
+        return Note("python", f"Python {c.python}: newest Python matching '{show_spec(req.python)}' with "
+                              f"{rel.framework} {rel.version} wheels" + (f", capped at envman's default {default}" if capped else ""))
+    return Note("python", f"Python {c.python}: newest Python {rel.framework} {rel.version} publishes wheels for "
+                          f"({python_span(rel.python)}), capped at envman's default {default}")
+
+
+def _resolution(matrix: Matrix, req: Request, c: Candidate, driver: Version, base: str, base_kind: str,
+                notes: list[Note], warnings: list[str]) -> Resolution:
+    rel, var = c.rel, c.var
     index = None if var.name == rel.pypi_default else var.index_url
     cr = matrix.cuda_release(var.cuda)
     major = matrix.cuda_major(cr.version.major) if cr else None
@@ -268,12 +306,13 @@ def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], d
     )
 
 
-def _base_image(matrix: Matrix, req: Request, var: Variant, python: str, rel: FrameworkRelease | None) -> tuple[str, str, str]:
+def _base_image(matrix: Matrix, req: Request, var: Variant, python: str,
+                rel: FrameworkRelease | None) -> tuple[str, str, Note]:
     needs_system = var.cuda is not None and (req.cuda_devel or not var.brings_cuda)
     if not needs_system:
         img = matrix.base_images.slim.replace("{python}", python)
         why = "its wheels bring their own CUDA libraries" if var.cuda is not None else "no system CUDA needed"
-        return img, "slim", f"base image {img}: slim Python base; {why} (no second CUDA copy)"
+        return img, "slim", Note("base-image", f"base image {img}: slim Python base; {why} (no second CUDA copy)")
     kind = "devel" if req.cuda_devel else "runtime"
     exact = [i for i in matrix.base_images.cuda if i.cuda == var.cuda]
     if not exact:
@@ -290,17 +329,19 @@ def _base_image(matrix: Matrix, req: Request, var: Variant, python: str, rel: Fr
     )
     if var.cudnn and img.cudnn and not var.cudnn.startswith(img.cudnn):
         reason += f" (image cuDNN {img.cudnn} vs build {var.cudnn})"
-    return ref, f"cuda-{kind}", f"base image {ref}: {reason}"
+    return ref, f"cuda-{kind}", Note("base-image", f"base image {ref}: {reason}")
 
 
-def _system_python(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, chosen: str | None, notes: list[str]) -> str | None:
+def _system_python(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, chosen: str | None,
+                   notes: list[Note]) -> str | None:
     """nvidia/cuda images carry their distro's Python: the stack must use that one."""
     img = next(i for i in matrix.base_images.cuda if i.cuda == var.cuda)
     if img.python == chosen:
         return chosen
     if img.python in rel.python and req.python.contains(img.python, prereleases=True):
-        notes[:] = [n for n in notes if not n.startswith(f"Python {chosen}:")]
-        notes.append(f"Python {img.python}: the Python of {img.runtime.split(':')[0]}:{img.update} on Ubuntu {img.ubuntu}")
+        notes[:] = [n for n in notes if n.topic != "python"]  # the image decides, not the wheels
+        notes.append(Note("python", f"Python {img.python}: the Python of {img.runtime.split(':')[0]}:{img.update} "
+                                    f"on Ubuntu {img.ubuntu}"))
         return img.python
     raise ResolutionError(
         f"{rel.framework} {rel.version} {var.name} needs a system CUDA image, whose Python is {img.python}",
@@ -311,13 +352,13 @@ def _system_python(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Var
     )
 
 
-def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: list[str]) -> Resolution:
+def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: list[Note]) -> Resolution:
     py = pick_python(_all_slim_pythons(matrix), req.python, matrix.base_images.default_python)
     if py is None:
         raise UsageError(f"no supported Python matches {req.python}", hint=f"envman's default is {matrix.base_images.default_python}")
     if req.cpu:
         img = matrix.base_images.slim.replace("{python}", py)
-        notes.append(f"no framework, CPU only: base image {img}")
+        notes.append(Note("base-image", f"no framework, CPU only: base image {img}"))
         return _plain(matrix, req, py, img, "slim", None, None, notes, ())
     # Pick the newest toolkit this driver fully runs that compiles for every target.
     viable = []
@@ -336,10 +377,11 @@ def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: 
             hint="relax --cuda or upgrade the driver",
         )
     cr = viable[0]
-    notes.append(
+    notes.append(Note(
+        "cuda",
         f"CUDA {cr.label}: newest toolkit that driver {driver} fully supports (≥ {cr.min_driver}) and that compiles for "
-        + ", ".join(describe_target(t) for t in req.targets)
-    )
+        + ", ".join(describe_target(t) for t in req.targets),
+    ))
     if req.cuda_devel:
         imgs = [i for i in matrix.base_images.cuda if i.cuda == cr.version] or [
             i for i in matrix.base_images.cuda if i.cuda <= cr.version
@@ -347,10 +389,10 @@ def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: 
         if not imgs:
             raise ResolutionError(f"no nvidia/cuda base image is known for CUDA {cr.label}", [], [], hint="pass --base-image")
         img, kind = imgs[0].devel, "cuda-devel"
-        notes.append(f"base image {img}: cuda_devel needs nvcc")
+        notes.append(Note("base-image", f"base image {img}: cuda_devel needs nvcc"))
     else:
         img, kind = matrix.base_images.slim.replace("{python}", py), "slim"
-        notes.append(f"base image {img}: no framework asked for, so the image carries no CUDA of its own")
+        notes.append(Note("base-image", f"base image {img}: no framework asked for, so the image carries no CUDA of its own"))
     major = matrix.cuda_major(cr.version.major)
     return _plain(matrix, req, py, img, kind, cr.label, (str(cr.min_driver), str(major.minor_compat_floor) if major else None), notes, cr.archs, driver)
 

@@ -225,3 +225,15 @@ def test_kepler_assumes_its_last_driver_branch_not_a_current_one(matrix):
 def test_a_driver_past_the_last_branch_of_a_target_is_flagged(matrix):
     res = resolve(matrix, framework="torch==2.3.*", targets=["k80"], driver="535.104.05")
     assert any("cannot drive 3.7 (sm_37, NVIDIA Tesla K80): its support ends with R470" in w for w in res.warnings)
+
+
+def test_notes_are_values_with_a_topic(matrix):
+    """Each decision leaves one reason, addressable by topic; a later decision (a CUDA image's own Python)
+    replaces the Python reason instead of editing strings."""
+    res = resolve(matrix, framework="torch", targets=["h100"])
+    topics = [n.topic for n in res.notes]
+    assert topics[:1] == ["driver"] and {"framework", "variant", "python", "base-image"} <= set(topics)
+    assert all(isinstance(n, str) for n in res.notes)  # and text wherever text is wanted (JSON, the CLI)
+    sys = resolve(matrix, framework="torch==2.4.*", targets=["h100"], cuda_devel=True, python=">=3.10")
+    pythons = [n for n in sys.notes if n.topic == "python"]
+    assert len(pythons) == 1 and "the Python of nvidia/cuda" in pythons[0], sys.notes
