@@ -181,6 +181,11 @@ def _build_one(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str
         args = proxy_args()
         if args:
             echo(f"{label}proxy settings passed as build args: {', '.join(sorted(args))} (not kept in the image)")
+        from envman.image.context import context_warning
+
+        big = context_warning(root)
+        if big:
+            echo(f"{label}warning: {big}")
         echo(f"{label}building {candidate} from {build_file.relative_to(root)}")
         result = engine.build(root, dockerfile=build_file, tags=[candidate], build_args=args, secrets=secrets,
                               progress=opts.progress, on_output=echo)

@@ -21,11 +21,18 @@ from envman.lock.pins import check_user_requirements, framework_pins
 from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
 from envman.app.doctor import load_knowledge
 from envman.image.kit import doctor_kit
+from envman.image.context import dockerignore_text
 from envman.image.render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, warm
+from envman.image.stages import plan_source_builds, system_libraries
+from envman.image.tables import load_image_tables
+from envman.lock.artifacts import refuse_in_framework_closure, source_only
+from envman.lock.uv import framework_closure, parse_uv_output
+from envman.project.package import ProjectPackage, find_package
 from envman.project.requirements import Req, discover, read_requirements_file
 from envman.resolve.resolver import resolve_stack
 from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
 
+SOURCE_LOCK = "requirements.source.lock.txt"  # the source-only packages, with their sdists' hashes (builder stage)
 GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json",
              ".envman/stack.json")
 
@@ -64,13 +71,28 @@ def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
 
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str]:
     """What a lock depends on, hashed one by one so `lock --check` can say which input changed."""
-    h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest}
-    for f in spec.requirements:
+    h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest,
+         "image_tables": load_image_tables().digest}
+    pkg = project_package(root, spec)
+    files = list(spec.requirements) + [f for f in (pkg.files if pkg else ()) if f not in spec.requirements]
+    for f in files:
         try:
             h[f"file:{f}"] = sha256((root / f).read_bytes())
         except OSError:
             h[f"file:{f}"] = "missing"
     return h
+
+
+def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
+    """The project as a package to install into the image, or None (install_project: false, or not a package)."""
+    if spec.install_project is False:
+        return None
+    pkg = find_package(root, spec.project_extras)
+    if pkg is None and spec.install_project:
+        raise UsageError(f"{spec.source}: install_project: {root.name} is not a package "
+                         "(no pyproject.toml [build-system], no setup.py)",
+                         hint="add a [build-system] table to pyproject.toml, or set install_project: false")
+    return pkg
 
 
 def combined(hashes: dict[str, str]) -> str:
@@ -94,13 +116,15 @@ class Names:
     fw: str = FW_LOCK
     pylock: str = PYLOCK
     stack: str = ".envman/stack.json"
+    source: str = SOURCE_LOCK
 
     @classmethod
     def for_profile(cls, p: str | None) -> Names:
         if p is None:
             return cls(None)
         return cls(p, f"envman.{p}.lock", f"Dockerfile.{p}", f"requirements.{p}.lock.txt",
-                   f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json")
+                   f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json",
+                   f"requirements.{p}.source.lock.txt")
 
 
 @dataclass
@@ -112,6 +136,7 @@ class Built:
     files: list[tuple[Path, str]]
     gpu: bool
     notes: list[str]
+    install_project: bool = False
 
 
 def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
@@ -133,7 +158,10 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
     pins = framework_pins(res, spec.companions)
-    lines = pins + [str(r.req) for r in reqs]
+    pkg = project_package(root, spec)
+    # the project's build backend and chosen extras are locked like everything else: it then installs offline
+    extra_lines = list(pkg.build_requires + pkg.extra_requires) if pkg else []
+    lines = pins + [str(r.req) for r in reqs] + extra_lines
     inputs_hash = combined(hashes)
     base, base_kind = _base(spec, res)
 
@@ -171,8 +199,29 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         notes.append(f"{label}base image {base} pinned to {base_digest} (its registry answered)")
     elif not no_lock:
         notes.append(f"{label}base image {base}: no registry answered, the tag is kept and its digest is unpinned")
+    tables = load_image_tables()
+    locked = parse_uv_output(req_text) if req_text is not None else None
+    names_locked = [p.name for p in locked.packages] if locked else [r.name for r in reqs]
+    libs, lib_notes = system_libraries(names_locked, tables.system_libraries)
+    notes.extend(label + n for n in lib_notes)
+    apt = tuple(sorted(set(spec.system_packages) | set(libs)))
+    sb = source_text = None
+    if py_text is not None and locked is not None:
+        src = source_only(py_text)
+        if src and pins:
+            roots = [p.split("==")[0].split("[")[0] for p in pins]
+            refuse_in_framework_closure(src, framework_closure(locked, roots), res.framework)
+        sb = plan_source_builds(src, tables.build_needs, res.cuda if res.variant != "cpu" else None,
+                                base_kind.startswith("cuda-"))
+        if sb is not None:
+            source_text = locked.render({n for n, _ in sb.packages})
+            notes.extend(label + n for n in sb.notes)
+    if pkg is not None:
+        notes.append(f"{label}the project is a package ({pkg.kind}): installed into the image after its source, "
+                     "without dependencies (they are locked); editable in the devcontainer"
+                     + (f"; extras {', '.join(pkg.extras)} locked" if pkg.extras else ""))
     lock = build_lock(name=spec.name, inputs_hash=inputs_hash, res=res, base_image=base, base_kind=base_kind,
-                      base_digest=base_digest, system_packages=list(spec.system_packages), req_text=req_text,
+                      base_digest=base_digest, system_packages=list(apt), req_text=req_text,
                       fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
                       file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock},
                       inputs=hashes, dockerfile=names.dockerfile)
@@ -181,11 +230,13 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     plan = plan_dockerfile(
         name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
         base_kind=base_kind,
-        system_packages=spec.system_packages, env=spec.env, command=spec.command, lock_hash=lock_hash,
+        system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock_hash,
         inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
         # the second install layer only when something beyond the framework's closure is locked
-        req_lock=names.req if lines and (reqs or not pins) else None, version=__version__, stack_file=names.stack,
-        offline_image=offline_image,
+        req_lock=names.req if lines and (reqs or extra_lines or not pins) else None, version=__version__,
+        stack_file=names.stack, offline_image=offline_image, source_builds=sb,
+        source_lock=names.source if sb is not None else None, devel_image=_devel_image(matrix, res),
+        install_project=pkg is not None,
     )
     body = render_dockerfile(plan).lstrip("\n")
     files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
@@ -197,7 +248,15 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         files.append((root / names.fw, with_header(fw_text, inputs_hash)))
     if py_text is not None:
         files.append((root / names.pylock, with_header(py_text, inputs_hash)))
-    return Built(names, spec, res, lock, files, plan.gpu, notes)
+    if source_text is not None:
+        files.append((root / names.source, with_header(source_text, inputs_hash)))
+    return Built(names, spec, res, lock, files, plan.gpu, notes, pkg is not None)
+
+
+def _devel_image(matrix: Matrix, res: Resolution) -> str | None:
+    if res.cuda is None:
+        return None
+    return next((img.devel for img in matrix.base_images.cuda if str(img.cuda) == res.cuda), None)
 
 
 def shared_stacks(built: list[Built]) -> list[list[str]]:
@@ -220,12 +279,15 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     files: list[tuple[Path, str]] = []
     for b in built:
         files.extend(b.files)
-    files.append((root / ".dockerignore", with_header(DOCKERIGNORE, inputs_hash)))
+    gi = root / ".gitignore"
+    gitignore = gi.read_text(encoding="utf-8", errors="replace") if gi.is_file() else None
+    files.append((root / ".dockerignore", with_header(dockerignore_text(DOCKERIGNORE, gitignore), inputs_hash)))
     services = [(b.names.profile, b.names.dockerfile, f"{spec.name}:{b.lock.short_hash}", b.gpu) for b in built]
     files.append((root / "compose.yaml", with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
     first = built[0]
     files.append((root / ".devcontainer" / "devcontainer.json",
-                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, "../" + first.names.dockerfile)), inputs_hash, "//")))
+                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, "../" + first.names.dockerfile,
+                                                 editable=first.install_project)), inputs_hash, "//")))
     kit = doctor_kit(load_knowledge().to_dict())
     files.extend((root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit.items()))
 
@@ -314,7 +376,8 @@ def spec_yaml(spec: ProjectSpec) -> str:
     head = (
         "# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n"
         "# Keys: name, python, framework, companions, requirements, packages, system_packages,\n"
-        "#       targets + driver (or cpu: true), cuda, cuda_devel, command, env, profiles, base_image\n"
+        "#       targets + driver (or cpu: true), cuda, cuda_devel, command, env, profiles, base_image,\n"
+        "#       install_project (true | false | [extras]; default: when the project is a package)\n"
     )
     return head + render_yaml(spec.to_data())
 

@@ -23,6 +23,7 @@ SPEC_FILE = "envman.yaml"
 KEYS = (
     "name", "python", "framework", "companions", "requirements", "packages", "system_packages",
     "targets", "driver", "cpu", "cuda_devel", "command", "env", "cuda", "profiles", "base_image",
+    "install_project",
 )
 PROFILE_KEYS = ("targets", "driver", "cpu", "cuda", "framework", "python")
 
@@ -64,6 +65,9 @@ class ProjectSpec:
     env: tuple[tuple[str, str], ...] = ()
     profiles: tuple[Profile, ...] = ()
     base_image: str | None = None  # override (private mirror, air-gapped site, tests); must provide python3 + venv
+    # install the project itself into the image: None = when it is a package; a list in envman.yaml = yes, with those extras
+    install_project: bool | None = None
+    project_extras: tuple[str, ...] = ()
     source: str = SPEC_FILE  # where it was read from, for messages
 
     def to_data(self) -> dict[str, Any]:
@@ -96,6 +100,8 @@ class ProjectSpec:
             d["env"] = dict(self.env)
         if self.base_image:
             d["base_image"] = self.base_image
+        if self.install_project is not None:
+            d["install_project"] = list(self.project_extras) if self.project_extras else self.install_project
         if self.profiles:
             d["profiles"] = {
                 p.name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in (
@@ -247,6 +253,7 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
             pv.flag(pdata, "cpu"), pv.text(pdata, "cuda", f"profiles.{pname}.cuda"),
             pv.text(pdata, "framework", f"profiles.{pname}.framework"), pv.text(pdata, "python", f"profiles.{pname}.python"),
         ))
+    install, extras = _install_project(v, data.get("install_project"))
     base = v.text(data, "base_image")
     if base is not None and not _IMAGE_REF.match(base):
         raise v.fail("base_image", f"{base!r} is not an image reference", "like registry.example.com/python:3.11-slim or name@sha256:…")
@@ -255,8 +262,23 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         name=name, python=v.text(data, "python"), framework=fw, companions=companions, requirements=reqs,
         packages=packages, system_packages=tuple(sorted(set(apt))), targets=targets, driver=v.text(data, "driver"),
         cpu=cpu, cuda_devel=cuda_devel, cuda=v.text(data, "cuda"), command=command, env=tuple(env),
-        profiles=tuple(profiles), source=source,
+        profiles=tuple(profiles), install_project=install, project_extras=extras, source=source,
     )
+
+
+def _install_project(v: _V, raw: Any) -> tuple[bool | None, tuple[str, ...]]:
+    """true | false | auto (the default) | a list of extras, which implies true."""
+    if raw is None or raw == "auto":
+        return None, ()
+    if isinstance(raw, bool):
+        return raw, ()
+    if isinstance(raw, list):
+        extras = v.strings({"x": raw}, "x", "install_project")
+        for i, e in enumerate(extras):
+            if not _NAME.match(e.lower()):
+                raise v.fail(f"install_project[{i}]", f"{e!r} is not an extra's name", "like [train, eval]")
+        return True, tuple(extras)
+    raise v.fail("install_project", f"expected true, false, auto or a list of extras, got {raw!r}")
 
 
 def load_spec(project: Path) -> ProjectSpec | None:
