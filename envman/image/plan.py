@@ -177,7 +177,9 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     if offline_image:
         mounts.append(f"--mount=type=bind,from={offline_image},target=/wheels-in")
         src = " --no-index --find-links /wheels-in"
-    isolation = " --no-build-isolation" if sb.framework else ""
+    # --use-pep517: an sdist without pyproject.toml (promise) must not fall back to `setup.py bdist_wheel`,
+    # which older pips (Debian's 23.0) run without the wheel package
+    isolation = " --use-pep517" + (" --no-build-isolation" if sb.framework else "")
     wheel = Step(
         "source-only packages → wheels, from their hash-checked sdists: " + " ".join(f"{n}=={v}" for n, v in sb.packages),
         tuple(mounts),

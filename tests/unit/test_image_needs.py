@@ -63,7 +63,7 @@ def test_a_lock_with_an_sdist_only_package_gets_a_builder_stage(matrix):
     assert plan.builder.framework_step is None  # promise does not import torch while it builds
     text = render_dockerfile(plan)
     assert "AS envman-wheels" in text
-    assert ("/opt/venv/bin/pip wheel --require-hashes --no-deps --wheel-dir /wheels "
+    assert ("/opt/venv/bin/pip wheel --require-hashes --no-deps --use-pep517 --wheel-dir /wheels "
             "-r /tmp/envman/requirements.source.lock.txt") in text
     assert "--mount=type=bind,from=envman-wheels,source=/wheels,target=/tmp/envman/wheels" in text
     # the final stage still installs wheels only, and the built wheels go in before the rest of the lock
