@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envman import __version__
-from envman.errors import UsageError
+from envman.errors import LockError, UsageError
 from envman.files import WritePlan, ownership, sha256, with_header
 from envman.resolve.request import build_request
 from envman.lock.lockfile import LOCK_FILE, Lock, canonical_json, read_lock, render_lock, try_read_lock
@@ -25,7 +25,9 @@ from envman.image.context import dockerignore_text
 from envman.image.render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, warm
 from envman.image.stages import plan_source_builds, system_libraries
 from envman.image.tables import load_image_tables
-from envman.lock.artifacts import refuse_in_framework_closure, source_only
+from envman.lock.artifacts import (
+    refuse_framework_build_without_framework, refuse_in_framework_closure, refuse_unbuildable, source_only,
+)
 from envman.lock.uv import framework_closure, parse_uv_output
 from envman.project.package import ProjectPackage, find_package
 from envman.project.requirements import Req, discover, read_requirements_file
@@ -207,12 +209,19 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     apt = tuple(sorted(set(spec.system_packages) | set(libs)))
     sb = source_text = None
     if py_text is not None and locked is not None:
+        refuse_unbuildable(py_text, res.python)
         src = source_only(py_text)
+        refuse_framework_build_without_framework(
+            [f"{n}=={v}" for n, v in src if n in tables.build_needs and tables.build_needs[n].framework], res.framework)
         if src and pins:
             roots = [p.split("==")[0].split("[")[0] for p in pins]
             refuse_in_framework_closure(src, framework_closure(locked, roots), res.framework)
         sb = plan_source_builds(src, tables.build_needs, res.cuda if res.variant != "cpu" else None,
-                                base_kind.startswith("cuda-"))
+                                base_kind.startswith("cuda-"), tables.nvcc)
+        if sb is not None and sb.cuda and sb.nvcc is None and not base_kind.startswith("cuda-"):
+            raise LockError(f"{', '.join(n for n, _ in sb.packages)} compiles CUDA code and no nvcc wheel is known "
+                            f"for CUDA {res.cuda} (matrices/build_needs.yaml nvcc)",
+                            hint="set cuda_devel: true in envman.yaml (an nvidia/cuda devel base), or pin a version with a wheel")
         if sb is not None:
             source_text = locked.render({n for n, _ in sb.packages})
             notes.extend(label + n for n in sb.notes)

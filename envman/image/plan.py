@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 from envman.image.stages import (
-    BUILDER, EDITABLE_ARG, PROJECT_MOUNT, WHEELS_DIR, SourceBuilds, nvcc_wheel, project_install_command,
+    BUILDER, EDITABLE_ARG, PROJECT_MOUNT, WHEELS_DIR, SourceBuilds, project_install_command,
 )
 from envman.model import Resolution
 
@@ -154,17 +154,17 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     system = _apt_step("build tools (this stage only)", sorted(set(apt))) if apt else None
     tools = list(sb.build_requires)
     env: list[tuple[str, str]] = []
-    if sb.cuda and cuda and image == base_image:
-        tools.append(nvcc_wheel(cuda))
-        # the nvcc wheel lays out a CUDA_HOME under site-packages; torch.utils.cpp_extension reads CUDA_HOME
+    if sb.nvcc and image == base_image:
+        tools.append(sb.nvcc[0])
+        # the nvcc wheel's folder under site-packages is a CUDA_HOME; torch.utils.cpp_extension reads CUDA_HOME
         env.append(("CUDA_HOME", f"{VENV}/cuda"))
     tools_step = None
     if tools:
         pip_tools = f"{VENV}/bin/pip install " + " ".join(sorted(tools))
         link = ""
-        if sb.cuda and cuda and image == base_image:
-            link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import nvidia.cuda_nvcc as n, sys; "
-                    f"sys.stdout.write(list(n.__path__)[0])')\" {VENV}/cuda")
+        if sb.nvcc and image == base_image:
+            link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import site, sys; "
+                    f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
         tools_step = Step("what the builds import (this stage only; not part of the lock)",
                           ("--mount=type=cache,target=/root/.cache/pip", f"--mount=type=secret,id={CA_SECRET}"),
                           f"{_ca_export()} && {pip_tools}{link}")

@@ -43,6 +43,16 @@ class SystemLibraries:
 
 
 @dataclass(frozen=True)
+class NvccWheel:
+    """nvcc from PyPI for one CUDA major (matrices/build_needs.yaml ``nvcc``)."""
+
+    major: str
+    wheel: str
+    home: str  # under site-packages: holds bin/nvcc
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class SourceBuilds:
     """What the builder stage must do for the lock's source-only packages."""
 
@@ -52,10 +62,12 @@ class SourceBuilds:
     compiler: bool
     build_requires: tuple[str, ...]
     notes: tuple[str, ...]
+    nvcc: tuple[str, str] | None = None  # (requirement, home) when nvcc comes from a wheel
 
 
 def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[str, BuildNeed],
-                       cuda: str | None, cuda_base: bool) -> SourceBuilds | None:
+                       cuda: str | None, cuda_base: bool,
+                       nvcc_wheels: Mapping[str, NvccWheel] | None = None) -> SourceBuilds | None:
     """``source_only``: locked (name, version) pairs with no wheel for the target. ``cuda``: the stack's CUDA
     (None on a CPU stack); ``cuda_base``: the base image brings the CUDA toolkit's runtime (nvidia/cuda)."""
     pkgs = tuple(sorted(set(source_only)))
@@ -82,20 +94,18 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
             notes.append(f"{who} compiles CUDA code: the builder stage uses the CUDA {cuda} devel image of the stack "
                          "(nvcc and headers); the final image keeps the runtime base and gets only the wheel")
         else:
+            row = (nvcc_wheels or {}).get(cuda.split(".")[0])
+            where = f"{row.wheel}=={cuda}.*" if row else "(no nvcc wheel known for this CUDA major)"
             notes.append(f"{who} compiles CUDA code: the builder stage installs nvcc {cuda} from NVIDIA's "
-                         f"{nvcc_wheel(cuda)} wheels (smaller than a devel base image, and in the builder only: "
+                         f"{where} wheel (smaller than a devel base image, and in the builder only: "
                          "the final image gets only the wheel)")
     elif not compiler:
         notes.append("they are pure Python (matrices/build_needs.yaml): no compiler in the builder")
-    return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes))
-
-
-def nvcc_wheel(cuda: str) -> str:
-    """NVIDIA's nvcc on PyPI for the stack's CUDA minor: ``nvidia-cuda-nvcc-cu12==12.8.*`` for CUDA 12.8.
-    (CUDA 13 also publishes the ``cuda-toolkit[nvcc]`` metapackage torch 2.14 depends on; the -cu13 name is
-    kept here for one rule across majors.)"""
-    major = cuda.split(".")[0]
-    return f"nvidia-cuda-nvcc-cu{major}=={cuda}.*"
+    nvcc = None
+    if wants_cuda and cuda is not None and not cuda_base:
+        row = (nvcc_wheels or {}).get(cuda.split(".")[0])
+        nvcc = (f"{row.wheel}=={cuda}.*", row.home) if row else None
+    return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes), nvcc)
 
 
 def system_libraries(locked: Iterable[str], table: Mapping[str, SystemLibraries]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from envman.errors import DataError
-from envman.image.stages import BuildNeed, SystemLibraries
+from envman.image.stages import BuildNeed, NvccWheel, SystemLibraries
 from envman.resources import matrix_dir
 
 BUILD_NEEDS = "build_needs.yaml"
@@ -24,6 +24,7 @@ _FLAGS = ("framework", "cuda", "compiler")
 @dataclass(frozen=True)
 class ImageTables:
     build_needs: dict[str, BuildNeed]
+    nvcc: dict[str, NvccWheel]  # by CUDA major
     system_libraries: dict[str, SystemLibraries]
     digest: str  # of both files' bytes: part of a lock's inputs
 
@@ -80,6 +81,13 @@ def load_image_tables(directory: Path | None = None) -> ImageTables:
         needs[name] = BuildNeed(name, **{k: bool(v) for k, v in flags.items()},
                                 build_requires=_strings(row.get("build_requires"), f"{BUILD_NEEDS}: packages.{name}.build_requires", problems),
                                 source=str(row.get("source", "")))
+    nvcc = {}
+    for major, row in ((docs[BUILD_NEEDS] or {}).get("nvcc") or {}).items():
+        where = f"{BUILD_NEEDS}: nvcc.{major}"
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k] for k in ("wheel", "home", "source")):
+            problems.append(f"{where}: expected wheel, home and source")
+            continue
+        nvcc[str(major)] = NvccWheel(str(major), row["wheel"], row["home"], row["source"])
     libs = {}
     for name, row in _rows(docs[SYSTEM_LIBRARIES], SYSTEM_LIBRARIES, problems).items():
         apt = _strings(row.get("apt"), f"{SYSTEM_LIBRARIES}: packages.{name}.apt", problems)
@@ -95,4 +103,4 @@ def load_image_tables(directory: Path | None = None) -> ImageTables:
     h = hashlib.sha256()
     for f in sorted(raw):
         h.update(f.encode() + b"\0" + raw[f] + b"\0")
-    return ImageTables(needs, libs, h.hexdigest())
+    return ImageTables(needs, nvcc, libs, h.hexdigest())

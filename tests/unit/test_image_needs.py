@@ -81,14 +81,15 @@ def test_an_unknown_source_only_package_gets_a_compiler_in_the_builder_only(matr
 
 def test_deepspeed_builds_against_the_locked_framework_with_nvcc_from_wheels_on_a_slim_base(matrix):
     needs = load_image_tables().build_needs
-    sb = plan_source_builds([("deepspeed", "0.18.2")], needs, "13.0", cuda_base=False)
-    assert sb.framework and sb.cuda
-    assert any("nvidia-cuda-nvcc-cu13==13.0.*" in n and "builder stage" in n for n in sb.notes)
+    sb = plan_source_builds([("deepspeed", "0.18.2")], needs, "13.0", cuda_base=False, nvcc_wheels=load_image_tables().nvcc)
+    assert sb.framework and sb.cuda and sb.nvcc == ("nvidia-cuda-nvcc==13.0.*", "nvidia/cu13")
+    assert any("nvidia-cuda-nvcc==13.0.* wheel" in n and "builder stage" in n for n in sb.notes)
     plan, res = _plan(matrix, sb, cpu=False, base_kind="slim")
     b = plan.builder
     assert b.framework_step == plan.framework_step  # the same locked framework layer, in the builder
     assert "--no-build-isolation" in b.wheel_step.command
-    assert "nvidia-cuda-nvcc-cu13==13.0.*" in b.tools_step.command and ("CUDA_HOME", '"/opt/venv/cuda"') in b.env
+    assert "nvidia-cuda-nvcc==13.0.*" in b.tools_step.command and ("CUDA_HOME", '"/opt/venv/cuda"') in b.env
+    assert "site.getsitepackages()[0])')/nvidia/cu13\" /opt/venv/cuda" in b.tools_step.command
     assert b.base_image == plan.base_image
 
 
@@ -226,3 +227,21 @@ def test_yaml_tables_are_plain_yaml():
 
     for f in ("build_needs.yaml", "system_libraries.yaml"):
         assert yaml.safe_load((matrix_dir() / f).read_text())["schema"] == 1
+
+
+def test_a_package_with_neither_a_target_wheel_nor_an_sdist_is_refused_at_lock_time():
+    from envman.lock.artifacts import refuse_unbuildable
+
+    text = PYLOCK + '\n[[packages]]\nname = "macos-only"\nversion = "1.0"\n'
+    with pytest.raises(LockError) as e:
+        refuse_unbuildable(text, "3.11")
+    assert e.value.message == "macos-only==1.0: no wheel for Linux x86_64 / Python 3.11 and no sdist on the index"
+    refuse_unbuildable(PYLOCK, "3.11")  # promise has an sdist: the builder stage takes it
+
+
+def test_deepspeed_from_source_without_a_framework_is_refused_at_lock_time():
+    from envman.lock.artifacts import refuse_framework_build_without_framework
+
+    with pytest.raises(LockError) as e:
+        refuse_framework_build_without_framework(["deepspeed==0.18.2"], None)
+    assert e.value.message.startswith("deepspeed==0.18.2 imports the framework (torch) while it builds from source")
