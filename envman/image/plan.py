@@ -139,7 +139,8 @@ def _apt_step(comment: str, apt: list[str]) -> Step:
 
 
 def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_image: str | None, cuda: str | None,
-                 fw_step: Step | None, source_lock: str, offline_image: str | None = None) -> BuilderStage:
+                 fw_step: Step | None, source_lock: str, offline_image: str | None = None,
+                 cuda_archs: tuple[str, ...] = ()) -> BuilderStage:
     """The builder stage. CUDA sources build on the stack's devel image when the base is nvidia/cuda (same
     Ubuntu, same Python: the wheel fits the final stage), else with nvcc from NVIDIA's wheels on the same
     base; either way nvcc never reaches the final image."""
@@ -158,6 +159,9 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         tools.append(sb.nvcc[0])
         # the nvcc wheel's folder under site-packages is a CUDA_HOME; torch.utils.cpp_extension reads CUDA_HOME
         env.append(("CUDA_HOME", f"{VENV}/cuda"))
+    if sb.cuda and cuda_archs:
+        # no GPU in a build: without this, torch's extension builder compiles for every arch torch knows
+        env.append(("TORCH_CUDA_ARCH_LIST", ";".join(cuda_archs)))
     tools_step = None
     if tools:
         pip_tools = f"{VENV}/bin/pip install " + " ".join(sorted(tools))
@@ -212,7 +216,9 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     if source_builds is not None and source_lock:
         builder = plan_builder(source_builds, base_image=base_image, base_kind=base_kind, devel_image=devel_image,
                                cuda=res.cuda if res.variant != "cpu" else None, fw_step=fw, source_lock=source_lock,
-                               offline_image=offline_image)
+                               offline_image=offline_image,
+                               cuda_archs=tuple(sorted({f"{t.cc.major}.{t.cc.minor}" for t in res.targets},
+                                                       key=lambda v: tuple(map(int, v.split("."))))))
         wheels = Step(f"the wheels built in {BUILDER} (the rest of the lock then skips them as installed)",
                       (f"--mount=type=bind,from={BUILDER},source={WHEELS_DIR},target=/tmp/envman/wheels",),
                       f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl")

@@ -91,6 +91,7 @@ def test_deepspeed_builds_against_the_locked_framework_with_nvcc_from_wheels_on_
     assert "nvidia-cuda-nvcc==13.0.*" in b.tools_step.command and ("CUDA_HOME", '"/opt/venv/cuda"') in b.env
     assert "site.getsitepackages()[0])')/nvidia/cu13\" /opt/venv/cuda" in b.tools_step.command
     assert b.base_image == plan.base_image
+    assert ("TORCH_CUDA_ARCH_LIST", '"9.0"') in b.env  # the h100 only: no GPU in a build to ask
 
 
 def test_cuda_sources_build_on_the_devel_image_when_the_base_is_nvidia_cuda(matrix):
@@ -245,3 +246,18 @@ def test_deepspeed_from_source_without_a_framework_is_refused_at_lock_time():
     with pytest.raises(LockError) as e:
         refuse_framework_build_without_framework(["deepspeed==0.18.2"], None)
     assert e.value.message.startswith("deepspeed==0.18.2 imports the framework (torch) while it builds from source")
+
+
+def test_golden_builder_stage_and_project_install(matrix, update_golden):
+    """The WHOLE Dockerfile with a builder stage (deepspeed: framework + nvcc wheel) and the project step."""
+    from pathlib import Path
+
+    t = load_image_tables()
+    sb = plan_source_builds([("deepspeed", "0.18.2"), ("promise", "2.3")], t.build_needs, "13.0", False, t.nvcc)
+    plan, _ = _plan(matrix, sb, cpu=False, base_kind="slim", install_project=True)
+    got = render_dockerfile(plan)
+    gold = Path(__file__).resolve().parent.parent / "golden" / "builder-stage" / "Dockerfile"
+    if update_golden:
+        gold.parent.mkdir(parents=True, exist_ok=True)
+        gold.write_text(got)
+    assert got == gold.read_text(), "builder-stage/Dockerfile differs from the golden file (pytest --update-golden after review)"
