@@ -35,6 +35,7 @@ from envman.resolve.resolver import resolve_stack
 from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
 
 SOURCE_LOCK = "requirements.source.lock.txt"  # the source-only packages, with their sdists' hashes (builder stage)
+BUILD_LOCK = "requirements.build.lock.txt"  # what the builder stage builds them with, hashed
 GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json",
              ".envman/stack.json")
 
@@ -119,6 +120,7 @@ class Names:
     pylock: str = PYLOCK
     stack: str = ".envman/stack.json"
     source: str = SOURCE_LOCK
+    build: str = BUILD_LOCK
 
     @classmethod
     def for_profile(cls, p: str | None) -> Names:
@@ -126,7 +128,7 @@ class Names:
             return cls(None)
         return cls(p, f"envman.{p}.lock", f"Dockerfile.{p}", f"requirements.{p}.lock.txt",
                    f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json",
-                   f"requirements.{p}.source.lock.txt")
+                   f"requirements.{p}.source.lock.txt", f"requirements.{p}.build.lock.txt")
 
 
 @dataclass
@@ -167,7 +169,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     inputs_hash = combined(hashes)
     base, base_kind = _base(spec, res)
 
-    req_text = fw_text = py_text = None
+    req_text = fw_text = py_text = reused_build = None
+    fresh = False
     notes: list[str] = []
     label = f"profile {names.profile}: " if names.profile else ""
     digest_job = None
@@ -187,11 +190,12 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)))
         req_text, py_text = lr.req_text, lr.pylock_text
         fw_text = lr.fw_text if pins else None
+        fresh = True
         notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
     elif lines and no_lock:
         old = _reusable_python_lock(root, names, inputs_hash)
         if old is not None:
-            req_text, fw_text, py_text = old
+            req_text, fw_text, py_text, reused_build = old
             notes.append(f"{label}--no-lock: kept the existing Python lock (its inputs are unchanged)")
         else:
             notes.append(f"{label}--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
@@ -207,7 +211,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     libs, lib_notes = system_libraries(names_locked, tables.system_libraries)
     notes.extend(label + n for n in lib_notes)
     apt = tuple(sorted(set(spec.system_packages) | set(libs)))
-    sb = source_text = None
+    sb = source_text = build_text = None
     if py_text is not None and locked is not None:
         refuse_unbuildable(py_text, res.python)
         src = source_only(py_text)
@@ -225,6 +229,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         if sb is not None:
             source_text = locked.render({n for n, _ in sb.packages})
             notes.extend(label + n for n in sb.notes)
+            build_text = _lock_build_deps(sb, py_text, locked, res) if fresh else reused_build
     if pkg is not None:
         notes.append(f"{label}the project is a package ({pkg.kind}): installed into the image after its source, "
                      "without dependencies (they are locked); editable in the devcontainer"
@@ -245,7 +250,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         req_lock=names.req if lines and (reqs or extra_lines or not pins) else None, version=__version__,
         stack_file=names.stack, offline_image=offline_image, source_builds=sb,
         source_lock=names.source if sb is not None else None, devel_image=_devel_image(matrix, res),
-        install_project=pkg is not None,
+        install_project=pkg is not None, build_lock=names.build if build_text is not None else None,
     )
     body = render_dockerfile(plan).lstrip("\n")
     files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
@@ -259,7 +264,23 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         files.append((root / names.pylock, with_header(py_text, inputs_hash)))
     if source_text is not None:
         files.append((root / names.source, with_header(source_text, inputs_hash)))
+    if build_text is not None:
+        files.append((root / names.build, with_header(build_text, inputs_hash)))
     return Built(names, spec, res, lock, files, plan.gpu, notes, pkg is not None)
+
+
+def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
+    """requirements.build.lock.txt: the sdists' own build requirements, the table's, nvcc; hashed by uv and
+    constrained to the main lock's pins."""
+    from envman.lock.build_deps import build_requires_of, compile_build_lock, fetch_sdist, sdist_urls
+
+    urls = sdist_urls(py_text)
+    reqs = list(sb.build_requires) + ([sb.nvcc[0], *sb.nvcc_also] if sb.nvcc else [])
+    for name, _ in sb.packages:
+        url, sha = urls[name]
+        reqs.extend(build_requires_of(fetch_sdist(url, sha), url.rsplit("/", 1)[-1]))
+    return compile_build_lock(reqs, {p.name: p.version for p in locked.packages}, res.python,
+                              [res.index_url] if res.index_url else [])
 
 
 def _devel_image(matrix: Matrix, res: Resolution) -> str | None:
@@ -357,7 +378,8 @@ def _kept_digest(root: Path, names: Names, base: str, inputs_hash: str) -> str |
     return None
 
 
-def _reusable_python_lock(root: Path, names: Names, inputs_hash: str) -> tuple[str, str | None, str | None] | None:
+def _reusable_python_lock(root: Path, names: Names,
+                          inputs_hash: str) -> tuple[str, str | None, str | None, str | None] | None:
     def body(name: str) -> str | None:
         p = root / name
         o = ownership(p)
@@ -368,7 +390,7 @@ def _reusable_python_lock(root: Path, names: Names, inputs_hash: str) -> tuple[s
     req = body(names.req)
     if req is None:
         return None
-    return req, body(names.fw), body(names.pylock)
+    return req, body(names.fw), body(names.pylock), body(names.build)
 
 
 def _check_lock_owner(root: Path, name: str, force: bool) -> None:

@@ -140,7 +140,7 @@ def _apt_step(comment: str, apt: list[str]) -> Step:
 
 def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_image: str | None, cuda: str | None,
                  fw_step: Step | None, source_lock: str, offline_image: str | None = None,
-                 cuda_archs: tuple[str, ...] = ()) -> BuilderStage:
+                 cuda_archs: tuple[str, ...] = (), build_lock: str | None = None) -> BuilderStage:
     """The builder stage. CUDA sources build on the stack's devel image when the base is nvidia/cuda (same
     Ubuntu, same Python: the wheel fits the final stage), else with nvcc from NVIDIA's wheels on the same
     base; either way nvcc never reaches the final image."""
@@ -162,16 +162,24 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     if sb.cuda and cuda_archs:
         # no GPU in a build: without this, torch's extension builder compiles for every arch torch knows
         env.append(("TORCH_CUDA_ARCH_LIST", ";".join(cuda_archs)))
+    link = ""
+    if sb.nvcc and image == base_image:
+        link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import site, sys; "
+                f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
     tools_step = None
-    if tools:
-        pip_tools = f"{VENV}/bin/pip install " + " ".join(sorted(tools))
-        link = ""
-        if sb.nvcc and image == base_image:
-            link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import site, sys; "
-                    f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
+    if build_lock:
+        # every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked
+        # with hashes: the builds then run without isolation and download nothing unpinned
+        tools_step = Step("what the builds need, locked with hashes (this stage only)",
+                          ("--mount=type=cache,target=/root/.cache/pip",
+                           f"--mount=type=bind,source={build_lock},target=/tmp/envman/{build_lock}",
+                           f"--mount=type=secret,id={CA_SECRET}"),
+                          f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: "
+                          f"-r /tmp/envman/{build_lock}{link}")
+    elif tools:
         tools_step = Step("what the builds import (this stage only; not part of the lock)",
                           ("--mount=type=cache,target=/root/.cache/pip", f"--mount=type=secret,id={CA_SECRET}"),
-                          f"{_ca_export()} && {pip_tools}{link}")
+                          f"{_ca_export()} && {VENV}/bin/pip install " + " ".join(sorted(tools)) + link)
     mounts = [
         "--mount=type=cache,target=/root/.cache/pip",
         f"--mount=type=bind,source={source_lock},target=/tmp/envman/{source_lock}",
@@ -183,7 +191,7 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         src = " --no-index --find-links /wheels-in"
     # --use-pep517: an sdist without pyproject.toml (promise) must not fall back to `setup.py bdist_wheel`,
     # which older pips (Debian's 23.0) run without the wheel package
-    isolation = " --use-pep517" + (" --no-build-isolation" if sb.framework else "")
+    isolation = " --use-pep517" + (" --no-build-isolation" if sb.framework or build_lock else "")
     wheel = Step(
         "source-only packages → wheels, from their hash-checked sdists: " + " ".join(f"{n}=={v}" for n, v in sb.packages),
         tuple(mounts),
@@ -203,7 +211,7 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
                     offline_image: str | None = None, version: str = "",
                     stack_file: str = ".envman/stack.json", source_builds: SourceBuilds | None = None,
                     source_lock: str | None = None, devel_image: str | None = None,
-                    install_project: bool = False) -> DockerPlan:
+                    install_project: bool = False, build_lock: str | None = None) -> DockerPlan:
     apt = list(system_packages)
     python_exe = "python3"
     if base_kind.startswith("cuda-"):
@@ -218,7 +226,8 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
                                cuda=res.cuda if res.variant != "cpu" else None, fw_step=fw, source_lock=source_lock,
                                offline_image=offline_image,
                                cuda_archs=tuple(sorted({f"{t.cc.major}.{t.cc.minor}" for t in res.targets},
-                                                       key=lambda v: tuple(map(int, v.split("."))))))
+                                                       key=lambda v: tuple(map(int, v.split("."))))),
+                               build_lock=build_lock)
         wheels = Step(f"the wheels built in {BUILDER} (the rest of the lock then skips them as installed)",
                       (f"--mount=type=bind,from={BUILDER},source={WHEELS_DIR},target=/tmp/envman/wheels",),
                       f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl")

@@ -50,6 +50,7 @@ class NvccWheel:
     wheel: str
     home: str  # under site-packages: holds bin/nvcc
     source: str = ""
+    also: tuple[str, ...] = ()  # its unversioned NVIDIA dependencies, pinned to the same CUDA minor
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class SourceBuilds:
     build_requires: tuple[str, ...]
     notes: tuple[str, ...]
     nvcc: tuple[str, str] | None = None  # (requirement, home) when nvcc comes from a wheel
+    nvcc_also: tuple[str, ...] = ()  # requirements pinning nvcc's NVIDIA dependencies to the same minor
 
 
 def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[str, BuildNeed],
@@ -102,10 +104,13 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
     elif not compiler:
         notes.append("they are pure Python (matrices/build_needs.yaml): no compiler in the builder")
     nvcc = None
+    also: tuple[str, ...] = ()
     if wants_cuda and cuda is not None and not cuda_base:
         row = (nvcc_wheels or {}).get(cuda.split(".")[0])
-        nvcc = (f"{row.wheel}=={cuda}.*", row.home) if row else None
-    return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes), nvcc)
+        if row:
+            nvcc = (f"{row.wheel}=={cuda}.*", row.home)
+            also = tuple(f"{a}=={cuda}.*" for a in row.also)
+    return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes), nvcc, also)
 
 
 def system_libraries(locked: Iterable[str], table: Mapping[str, SystemLibraries]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -87,7 +87,8 @@ def load_image_tables(directory: Path | None = None) -> ImageTables:
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row[k] for k in ("wheel", "home", "source")):
             problems.append(f"{where}: expected wheel, home and source")
             continue
-        nvcc[str(major)] = NvccWheel(str(major), row["wheel"], row["home"], row["source"])
+        also = _strings(row.get("also"), f"{where}.also", problems)
+        nvcc[str(major)] = NvccWheel(str(major), row["wheel"], row["home"], row["source"], also)
     libs = {}
     for name, row in _rows(docs[SYSTEM_LIBRARIES], SYSTEM_LIBRARIES, problems).items():
         apt = _strings(row.get("apt"), f"{SYSTEM_LIBRARIES}: packages.{name}.apt", problems)

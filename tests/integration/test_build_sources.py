@@ -47,6 +47,8 @@ def test_sdist_only_package_builds_in_the_builder_stage_and_the_project_is_insta
     assert "the project is a package (pyproject)" in init.stdout
     assert "promise==2.3" in (d / "requirements.source.lock.txt").read_text()
     assert "AS envman-wheels" in (d / "Dockerfile").read_text()
+    # promise has no pyproject.toml: PEP 517's fallback backend, setuptools, is locked with hashes for the builder
+    assert "setuptools==" in (d / "requirements.build.lock.txt").read_text()
     assert "**/*.log" in (d / ".dockerignore").read_text().splitlines()
 
     out = envman("build", str(d), "--progress", "plain")
@@ -54,6 +56,7 @@ def test_sdist_only_package_builds_in_the_builder_stage_and_the_project_is_insta
     assert f"tagged {tag}" in out.stdout
     assert "Created wheel for promise: filename=promise-2.3-py3-none-any.whl" in out.stdout
     assert "PASS  import promise" in out.stdout
+    assert "--no-build-isolation" in out.stdout  # nothing unpinned fetched while building
     run = subprocess.run(["docker", "run", "--rm", tag, "sh", "-c", "command -v hello-envman && hello-envman && ls -a /app"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

@@ -261,3 +261,40 @@ def test_golden_builder_stage_and_project_install(matrix, update_golden):
         gold.parent.mkdir(parents=True, exist_ok=True)
         gold.write_text(got)
     assert got == gold.read_text(), "builder-stage/Dockerfile differs from the golden file (pytest --update-golden after review)"
+
+
+def _sdist(files: dict[str, str]) -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_an_sdists_build_requirements_are_read_from_its_pyproject_or_default_to_setuptools():
+    from envman.lock.build_deps import build_requires_of, sdist_urls
+
+    hatch = _sdist({"x-1.0/pyproject.toml": '[build-system]\nrequires = ["hatchling>=1.20"]\n', "x-1.0/x.py": ""})
+    assert build_requires_of(hatch, "x-1.0.tar.gz") == ("hatchling>=1.20",)
+    legacy = _sdist({"promise-2.3/setup.py": "", "promise-2.3/tests/pyproject.toml": "[build-system]\nrequires=['no']\n"})
+    assert build_requires_of(legacy, "promise-2.3.tar.gz") == ("setuptools>=40.8.0",)
+    assert sdist_urls(PYLOCK)["promise"] == ("https://files.pythonhosted.org/promise-2.3.tar.gz", "df")
+
+
+def test_with_a_build_lock_the_builder_installs_it_hash_checked_and_builds_without_isolation(matrix):
+    sb = plan_source_builds([("promise", "2.3")], {"promise": BuildNeed("promise", compiler=False, source="x")}, None, False)
+    res = resolve_stack(matrix, build_request(matrix, framework="torch", cpu=True))
+    plan = plan_dockerfile(
+        name="p", res=res, base_image=res.base_image, base_kind=res.base_kind, system_packages=(), env=(), command=(),
+        lock_hash="0" * 64, inputs_hash="1" * 64, fw_lock=None, req_lock="requirements.lock.txt", source_builds=sb,
+        source_lock="requirements.source.lock.txt", build_lock="requirements.build.lock.txt")
+    b = plan.builder
+    assert b.tools_step.command.endswith(
+        "/opt/venv/bin/pip install --require-hashes --no-deps --only-binary=:all: -r /tmp/envman/requirements.build.lock.txt")
+    assert "--use-pep517 --no-build-isolation" in b.wheel_step.command
