@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envman.app.generate import Names, check_lock, offline_dockerfile
 from envman.errors import EXIT_OK, EXIT_SMOKE, LockError, UsageError
 from envman.files import write_atomic
-from envman.lock.lockfile import Lock, read_lock, write_lock
 from envman.image.plan import CA_SECRET
-from envman.app.generate import Names, check_lock, offline_dockerfile
+from envman.lock.lockfile import Lock, read_lock, write_lock
 from envman.project.spec import load_spec
 
 if TYPE_CHECKING:
@@ -122,9 +122,10 @@ def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
         from envman.project.spec import validate_base_image
 
         validate_base_image(opts.base_image)
-    if not opts.allow_secrets_in_context:
-        check_context(root)
     targets = _profiles(root, opts)
+    if not opts.allow_secrets_in_context:
+        for n in targets:
+            check_context(root, n.dockerfile)
     stale = check_lock(root)
     if stale:
         raise LockError("the lock is stale: " + "; ".join(stale), hint="run `envman lock`, then build")
@@ -137,70 +138,11 @@ def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
     return [_build_one(root, n, opts, echo, engine) for n in targets]
 
 
-def _dockerignore_rules(root: Path) -> list[tuple[bool, re.Pattern]]:
-    """.dockerignore as Docker reads it (moby/patternmatcher): the last matching line wins, ``!`` re-includes,
-    ``**`` spans directories, ``*`` and ``?`` do not cross a '/', and a rule that matches a folder covers its files."""
-    try:
-        lines = (root / ".dockerignore").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    rules = []
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        neg = line.startswith("!")
-        pat = os.path.normpath(line[1:].strip() if neg else line).lstrip("/")
-        rx, i = "", 0
-        while i < len(pat):
-            if pat.startswith("**/", i):
-                rx, i = rx + "(?:.*/)?", i + 3
-            elif pat.startswith("**", i):
-                rx, i = rx + ".*", i + 2
-            elif pat[i] == "*":
-                rx, i = rx + "[^/]*", i + 1
-            elif pat[i] == "?":
-                rx, i = rx + "[^/]", i + 1
-            else:
-                rx, i = rx + re.escape(pat[i]), i + 1
-        rules.append((neg, re.compile(rx + r"\Z")))
-    return rules
-
-
-def _ignored(rel: str, rules: list[tuple[bool, re.Pattern]]) -> bool:
-    parts = rel.split("/")
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    excluded = False
-    for neg, rx in rules:
-        if any(rx.match(p) for p in prefixes):
-            excluded = not neg
-    return excluded
-
-
-def context_secrets(root: Path) -> list[str]:
-    """Files under ``root`` that hold credentials (envman.redact.CREDENTIAL_FILES) and that .dockerignore
-    does not keep out of the build context, sorted."""
-    from envman.redact import is_credential_file
-
-    rules = _dockerignore_rules(root)
-    prune = not any(neg for neg, _ in rules)  # with a `!` rule, an ignored folder may still ship a file
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir + "/"
-        if prune:
-            dirnames[:] = [d for d in dirnames if not _ignored(rel_dir + d, rules)]
-        dirnames.sort()
-        for f in filenames:
-            rel = rel_dir + f
-            if is_credential_file(rel) and not _ignored(rel, rules):
-                found.append(rel)
-    return sorted(found)
-
-
-def check_context(root: Path) -> None:
+def check_context(root: Path, dockerfile: str = "Dockerfile") -> None:
     """`envman build` sends the project as its build context: refuse one that would ship a credential file."""
-    leaked = context_secrets(root)
+    from envman.image.context import context_secrets
+
+    leaked = context_secrets(root, dockerfile)
     if leaked:
         more = f" (and {len(leaked) - 5} more)" if len(leaked) > 5 else ""
         raise UsageError(
@@ -261,6 +203,11 @@ def _build_one(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str
         args = proxy_args()
         if args:
             echo(f"{label}proxy settings passed as build args: {', '.join(sorted(args))} (not kept in the image)")
+        from envman.image.context import context_warning
+
+        big = context_warning(root, dockerfile=names.dockerfile)
+        if big:
+            echo(f"{label}warning: {big}")
         echo(f"{label}building {candidate} from {build_file.relative_to(root)}")
         result = engine.build(root, dockerfile=build_file, tags=[candidate], build_args=args, secrets=secrets,
                               progress=opts.progress, on_output=echo)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envman import __version__
-from envman.errors import UsageError
+from envman.errors import LockError, UsageError
 from envman.files import WritePlan, ownership, sha256, with_header
 from envman.resolve.request import build_request
 from envman.lock.lockfile import LOCK_FILE, Lock, canonical_json, read_lock, render_lock, try_read_lock
@@ -21,11 +21,21 @@ from envman.lock.pins import check_user_requirements, framework_pins
 from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
 from envman.app.doctor import load_knowledge
 from envman.image.kit import doctor_kit
+from envman.image.context import dockerignore_text
 from envman.image.render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, warm
+from envman.image.stages import plan_source_builds, system_libraries
+from envman.image.tables import load_image_tables
+from envman.lock.artifacts import (
+    refuse_framework_build_without_framework, refuse_in_framework_closure, refuse_unbuildable, source_only,
+)
+from envman.lock.uv import framework_closure, parse_uv_output
+from envman.project.package import ProjectPackage, find_package
 from envman.project.requirements import Req, read_requirements_file
 from envman.resolve.resolver import resolve_stack
 from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
 
+SOURCE_LOCK = "requirements.source.lock.txt"  # the source-only packages, with their sdists' hashes (builder stage)
+BUILD_LOCK = "requirements.build.lock.txt"  # what the builder stage builds them with, hashed
 GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json",
              ".envman/stack.json")
 
@@ -64,8 +74,10 @@ def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
 
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str]:
     """What a lock depends on, hashed one by one so `lock --check` can say which input changed."""
-    h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest}
-    files = list(spec.requirements)
+    h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest,
+         "image_tables": load_image_tables().digest}
+    pkg = project_package(root, spec)
+    files = list(spec.requirements) + [f for f in (pkg.files if pkg else ()) if f not in spec.requirements]
     for f in spec.requirements:
         # files a requirements file pulls in with -r/-c are inputs of the lock as much as the file itself
         try:
@@ -80,6 +92,18 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str
         except OSError:
             h[f"file:{f}"] = "missing"
     return h
+
+
+def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
+    """The project as a package to install into the image, or None (install_project: false, or not a package)."""
+    if spec.install_project is False:
+        return None
+    pkg = find_package(root, spec.project_extras)
+    if pkg is None and spec.install_project:
+        raise UsageError(f"{spec.source}: install_project: {root.name} is not a package "
+                         "(no pyproject.toml [build-system], no setup.py)",
+                         hint="add a [build-system] table to pyproject.toml, or set install_project: false")
+    return pkg
 
 
 def combined(hashes: dict[str, str]) -> str:
@@ -103,6 +127,8 @@ class Names:
     fw: str = FW_LOCK
     pylock: str = PYLOCK
     stack: str = ".envman/stack.json"
+    source: str = SOURCE_LOCK
+    build: str = BUILD_LOCK
 
     @classmethod
     def for_root(cls, root: Path) -> Names:
@@ -116,7 +142,8 @@ class Names:
         if p is None:
             return cls.for_root(root) if root is not None else cls(None)
         return cls(p, f"envman.{p}.lock", f"Dockerfile.{p}", f"requirements.{p}.lock.txt",
-                   f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json")
+                   f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json",
+                   f"requirements.{p}.source.lock.txt", f"requirements.{p}.build.lock.txt")
 
 
 @dataclass
@@ -128,6 +155,7 @@ class Built:
     files: list[tuple[Path, str]]
     gpu: bool
     notes: list[str]
+    install_project: bool = False
 
 
 def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
@@ -149,11 +177,15 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
     pins = framework_pins(res, spec.companions)
-    lines = pins + [r.line for r in reqs]
+    pkg = project_package(root, spec)
+    # the project's build backend and chosen extras are locked like everything else: it then installs offline
+    extra_lines = list(pkg.build_requires + pkg.extra_requires) if pkg else []
+    lines = pins + [r.line for r in reqs] + extra_lines
     inputs_hash = combined(hashes)
     base, base_kind = _base(spec, res)
 
-    req_text = fw_text = py_text = None
+    req_text = fw_text = py_text = reused_build = None
+    fresh = False
     notes: list[str] = []
     label = f"profile {names.profile}: " if names.profile else ""
     digest_job = None
@@ -173,11 +205,12 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)))
         req_text, py_text = lr.req_text, lr.pylock_text
         fw_text = lr.fw_text if pins else None
+        fresh = True
         notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
     elif lines and no_lock:
         old = _reusable_python_lock(root, names, inputs_hash)
         if old is not None:
-            req_text, fw_text, py_text = old
+            req_text, fw_text, py_text, reused_build = old
             notes.append(f"{label}--no-lock: kept the existing Python lock (its inputs are unchanged)")
         else:
             notes.append(f"{label}--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
@@ -187,8 +220,37 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         notes.append(f"{label}base image {base} pinned to {base_digest} (its registry answered)")
     elif not no_lock:
         notes.append(f"{label}base image {base}: no registry answered, the tag is kept and its digest is unpinned")
+    tables = load_image_tables()
+    locked = parse_uv_output(req_text) if req_text is not None else None
+    names_locked = [p.name for p in locked.packages] if locked else [r.name for r in reqs]
+    libs, lib_notes = system_libraries(names_locked, tables.system_libraries)
+    notes.extend(label + n for n in lib_notes)
+    apt = tuple(sorted(set(spec.system_packages) | set(libs)))
+    sb = source_text = build_text = None
+    if py_text is not None and locked is not None:
+        refuse_unbuildable(py_text, res.python)
+        src = source_only(py_text)
+        refuse_framework_build_without_framework(
+            [f"{n}=={v}" for n, v in src if n in tables.build_needs and tables.build_needs[n].framework], res.framework)
+        if src and pins:
+            roots = [p.split("==")[0].split("[")[0] for p in pins]
+            refuse_in_framework_closure(src, framework_closure(locked, roots), res.framework)
+        sb = plan_source_builds(src, tables.build_needs, res.cuda if res.variant != "cpu" else None,
+                                base_kind.startswith("cuda-"), tables.nvcc)
+        if sb is not None and sb.cuda and sb.nvcc is None and not base_kind.startswith("cuda-"):
+            raise LockError(f"{', '.join(n for n, _ in sb.packages)} compiles CUDA code and no nvcc wheel is known "
+                            f"for CUDA {res.cuda} (matrices/build_needs.yaml nvcc)",
+                            hint="set cuda_devel: true in envman.yaml (an nvidia/cuda devel base), or pin a version with a wheel")
+        if sb is not None:
+            source_text = locked.render({n for n, _ in sb.packages})
+            notes.extend(label + n for n in sb.notes)
+            build_text = _lock_build_deps(sb, py_text, locked, res) if fresh else reused_build
+    if pkg is not None:
+        notes.append(f"{label}the project is a package ({pkg.kind}): installed into the image after its source, "
+                     "without dependencies (they are locked); editable in the devcontainer"
+                     + (f"; extras {', '.join(pkg.extras)} locked" if pkg.extras else ""))
     lock = build_lock(name=spec.name, inputs_hash=inputs_hash, res=res, base_image=base, base_kind=base_kind,
-                      base_digest=base_digest, system_packages=list(spec.system_packages), req_text=req_text,
+                      base_digest=base_digest, system_packages=list(apt), req_text=req_text,
                       fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
                       file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock},
                       inputs=hashes, dockerfile=names.dockerfile)
@@ -197,11 +259,13 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     plan = plan_dockerfile(
         name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
         base_kind=base_kind,
-        system_packages=spec.system_packages, env=spec.env, command=spec.command, lock_hash=lock_hash,
+        system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock_hash,
         inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
         # the second install layer only when something beyond the framework's closure is locked
-        req_lock=names.req if lines and (reqs or not pins) else None, version=__version__, stack_file=names.stack,
-        offline_image=offline_image,
+        req_lock=names.req if lines and (reqs or extra_lines or not pins) else None, version=__version__,
+        stack_file=names.stack, offline_image=offline_image, source_builds=sb,
+        source_lock=names.source if sb is not None else None, devel_image=_devel_image(matrix, res),
+        install_project=pkg is not None, build_lock=names.build if build_text is not None else None,
     )
     body = render_dockerfile(plan).lstrip("\n")
     files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
@@ -213,7 +277,31 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         files.append((root / names.fw, with_header(fw_text, inputs_hash)))
     if py_text is not None:
         files.append((root / names.pylock, with_header(py_text, inputs_hash)))
-    return Built(names, spec, res, lock, files, plan.gpu, notes)
+    if source_text is not None:
+        files.append((root / names.source, with_header(source_text, inputs_hash)))
+    if build_text is not None:
+        files.append((root / names.build, with_header(build_text, inputs_hash)))
+    return Built(names, spec, res, lock, files, plan.gpu, notes, pkg is not None)
+
+
+def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
+    """requirements.build.lock.txt: the sdists' own build requirements, the table's, nvcc; hashed by uv and
+    constrained to the main lock's pins."""
+    from envman.lock.build_deps import build_requires_of, compile_build_lock, fetch_sdist, sdist_urls
+
+    urls = sdist_urls(py_text)
+    reqs = list(sb.build_requires) + ([sb.nvcc[0], *sb.nvcc_also] if sb.nvcc else [])
+    for name, _ in sb.packages:
+        url, sha = urls[name]
+        reqs.extend(build_requires_of(fetch_sdist(url, sha), url.rsplit("/", 1)[-1]))
+    return compile_build_lock(reqs, {p.name: p.version for p in locked.packages}, res.python,
+                              [res.index_url] if res.index_url else [])
+
+
+def _devel_image(matrix: Matrix, res: Resolution) -> str | None:
+    if res.cuda is None:
+        return None
+    return next((img.devel for img in matrix.base_images.cuda if str(img.cuda) == res.cuda), None)
 
 
 def shared_stacks(built: list[Built]) -> list[list[str]]:
@@ -240,12 +328,16 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     files: list[tuple[Path, str]] = []
     for b in built:
         files.extend(b.files)
-    files.append((root / place.dockerignore, with_header(DOCKERIGNORE, inputs_hash)))
+    gi = root / ".gitignore"
+    gitignore = gi.read_text(encoding="utf-8", errors="replace") if gi.is_file() else None
+    files.append((root / place.dockerignore, with_header(dockerignore_text(DOCKERIGNORE, gitignore), inputs_hash)))
     services = [(b.names.profile, b.names.dockerfile, f"{spec.name}:{b.lock.short_hash}", b.gpu) for b in built]
     files.append((root / place.compose, with_header(render_yaml(compose_plan(spec.name, services)), inputs_hash)))
     first = built[0]
     files.append((root / place.devcontainer,
-                  with_header(render_json(devcontainer_plan(spec.name, first.gpu, place.devcontainer_dockerfile(first.names.dockerfile))),
+                  with_header(render_json(devcontainer_plan(spec.name, first.gpu,
+                                                            place.devcontainer_dockerfile(first.names.dockerfile),
+                                                            editable=first.install_project)),
                               inputs_hash, "//")))
     kit = doctor_kit(load_knowledge().to_dict())
     files.extend((root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit.items()))
@@ -308,7 +400,8 @@ def _kept_digest(root: Path, names: Names, base: str, inputs_hash: str) -> str |
     return None
 
 
-def _reusable_python_lock(root: Path, names: Names, inputs_hash: str) -> tuple[str, str | None, str | None] | None:
+def _reusable_python_lock(root: Path, names: Names,
+                          inputs_hash: str) -> tuple[str, str | None, str | None, str | None] | None:
     def body(name: str) -> str | None:
         p = root / name
         o = ownership(p)
@@ -319,7 +412,7 @@ def _reusable_python_lock(root: Path, names: Names, inputs_hash: str) -> tuple[s
     req = body(names.req)
     if req is None:
         return None
-    return req, body(names.fw), body(names.pylock)
+    return req, body(names.fw), body(names.pylock), body(names.build)
 
 
 def _check_lock_owner(root: Path, name: str, force: bool) -> None:
@@ -336,7 +429,8 @@ def spec_yaml(spec: ProjectSpec) -> str:
     head = (
         "# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n"
         "# Keys: name, python, framework, companions, requirements, packages, system_packages,\n"
-        "#       targets + driver (or cpu: true), cuda, cuda_devel, command, env, profiles, base_image\n"
+        "#       targets + driver (or cpu: true), cuda, cuda_devel, command, env, profiles, base_image,\n"
+        "#       install_project (true | false | [extras]; default: when the project is a package)\n"
     )
     return head + render_yaml(spec.to_data())
 
@@ -396,10 +490,16 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
             "driver": driver,
             "cuda": inf.cuda if not opts.framework and not cpu else None,
             "base_image": opts.base_image,
-            "install_project": found.install_project,
+            # `-e .` asks for the project; it can only be installed when it is a package (pyproject
+            # [build-system] or setup.py): otherwise its source is in the image's work dir and that is all
+            "install_project": found.install_project and find_package(root) is not None,
             "index_urls": found.index_urls,
             "find_links": found.find_links,
         }
+        if found.install_project and find_package(root) is None:
+            notes.append("the requirements install the repository itself (-e . / .), but it is not a package "
+                         "(no pyproject.toml [build-system], no setup.py): its source is copied to the image's work "
+                         "directory and not installed")
         spec = parse_spec({k: v for k, v in data.items() if v not in (None, [], False)}, SPEC_FILE)
         if found.read:
             notes.append("found dependencies in: " + ", ".join(found.read))

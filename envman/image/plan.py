@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from envman.image.stages import (
+    BUILDER, EDITABLE_ARG, PROJECT_MOUNT, WHEELS_DIR, SourceBuilds, project_install_command,
+)
 from envman.model import Resolution
 
 VENV = "/opt/venv"
@@ -44,6 +47,21 @@ class Step:
 
 
 @dataclass(frozen=True)
+class BuilderStage:
+    """``FROM base AS envman-wheels``: source-only packages become wheels here; only /wheels leaves it."""
+
+    name: str
+    base_image: str
+    system_step: Step | None
+    python_exe: str
+    venv: str
+    framework_step: Step | None
+    tools_step: Step | None
+    env: tuple[tuple[str, str], ...]
+    wheel_step: Step
+
+
+@dataclass(frozen=True)
 class DockerPlan:
     name: str
     base_image: str
@@ -63,6 +81,10 @@ class DockerPlan:
     cmd_json: str | None
     gpu: bool
     stack_file: str
+    builder: BuilderStage | None = None
+    wheels_step: Step | None = None  # the builder's wheels, installed before the rest of the lock
+    project_step: Step | None = None  # the project itself, after its source
+    editable_arg: str = EDITABLE_ARG
 
 
 def require_cuda(res: Resolution) -> str:
@@ -103,26 +125,117 @@ def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
     return Step(comment, tuple(mounts), cmd)
 
 
+def _ca_export() -> str:
+    return f"if [ -s /run/secrets/{CA_SECRET} ]; then export PIP_CERT=/run/secrets/{CA_SECRET}; fi"
+
+
+def _apt_step(comment: str, apt: list[str]) -> Step:
+    return Step(
+        comment,
+        ("--mount=type=cache,target=/var/cache/apt,sharing=locked", "--mount=type=cache,target=/var/lib/apt/lists,sharing=locked"),
+        "rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update && "
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + " ".join(apt),
+    )
+
+
+def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_image: str | None, cuda: str | None,
+                 fw_step: Step | None, source_lock: str, offline_image: str | None = None,
+                 cuda_archs: tuple[str, ...] = (), build_lock: str | None = None) -> BuilderStage:
+    """The builder stage. CUDA sources build on the stack's devel image when the base is nvidia/cuda (same
+    Ubuntu, same Python: the wheel fits the final stage), else with nvcc from NVIDIA's wheels on the same
+    base; either way nvcc never reaches the final image."""
+    image = base_image
+    if sb.cuda and base_kind.startswith("cuda-") and devel_image:
+        image = devel_image
+    apt = ["build-essential"] if sb.compiler else []
+    if base_kind.startswith("cuda-"):
+        apt += ["python3", "python3-venv"]
+    if image != base_image:
+        apt += ["python3-dev"]
+    system = _apt_step("build tools (this stage only)", sorted(set(apt))) if apt else None
+    tools = list(sb.build_requires)
+    env: list[tuple[str, str]] = []
+    if sb.nvcc and image == base_image:
+        tools.append(sb.nvcc[0])
+        # the nvcc wheel's folder under site-packages is a CUDA_HOME; torch.utils.cpp_extension reads CUDA_HOME
+        env.append(("CUDA_HOME", f"{VENV}/cuda"))
+    if sb.cuda and cuda_archs:
+        # no GPU in a build: without this, torch's extension builder compiles for every arch torch knows
+        env.append(("TORCH_CUDA_ARCH_LIST", ";".join(cuda_archs)))
+    link = ""
+    if sb.nvcc and image == base_image:
+        link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import site, sys; "
+                f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
+    tools_step = None
+    if build_lock:
+        # every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked
+        # with hashes: the builds then run without isolation and download nothing unpinned
+        tools_step = Step("what the builds need, locked with hashes (this stage only)",
+                          ("--mount=type=cache,target=/root/.cache/pip",
+                           f"--mount=type=bind,source={build_lock},target=/tmp/envman/{build_lock}",
+                           f"--mount=type=secret,id={CA_SECRET}"),
+                          f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: "
+                          f"-r /tmp/envman/{build_lock}{link}")
+    elif tools:
+        tools_step = Step("what the builds import (this stage only; not part of the lock)",
+                          ("--mount=type=cache,target=/root/.cache/pip", f"--mount=type=secret,id={CA_SECRET}"),
+                          f"{_ca_export()} && {VENV}/bin/pip install " + " ".join(sorted(tools)) + link)
+    mounts = [
+        "--mount=type=cache,target=/root/.cache/pip",
+        f"--mount=type=bind,source={source_lock},target=/tmp/envman/{source_lock}",
+        f"--mount=type=secret,id={CA_SECRET}",
+    ]
+    src = ""
+    if offline_image:
+        mounts.append(f"--mount=type=bind,from={offline_image},target=/wheels-in")
+        src = " --no-index --find-links /wheels-in"
+    # --use-pep517: an sdist without pyproject.toml (promise) must not fall back to `setup.py bdist_wheel`,
+    # which older pips (Debian's 23.0) run without the wheel package
+    isolation = " --use-pep517" + (" --no-build-isolation" if sb.framework or build_lock else "")
+    wheel = Step(
+        "source-only packages → wheels, from their hash-checked sdists: " + " ".join(f"{n}=={v}" for n, v in sb.packages),
+        tuple(mounts),
+        f"{_ca_export()} && {VENV}/bin/pip wheel --require-hashes --no-deps{isolation}{src} "
+        f"--wheel-dir {WHEELS_DIR} -r /tmp/envman/{source_lock}",
+    )
+    return BuilderStage(
+        name=BUILDER, base_image=image, system_step=system, python_exe="python3", venv=VENV,
+        framework_step=fw_step if sb.framework else None, tools_step=tools_step,
+        env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel,
+    )
+
+
 def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: str,
                     system_packages: tuple[str, ...], env: tuple[tuple[str, str], ...], command: tuple[str, ...],
                     lock_hash: str, inputs_hash: str, fw_lock: str | None, req_lock: str | None,
                     offline_image: str | None = None, version: str = "",
-                    stack_file: str = ".envman/stack.json") -> DockerPlan:
+                    stack_file: str = ".envman/stack.json", source_builds: SourceBuilds | None = None,
+                    source_lock: str | None = None, devel_image: str | None = None,
+                    install_project: bool = False, build_lock: str | None = None) -> DockerPlan:
     apt = list(system_packages)
     python_exe = "python3"
     if base_kind.startswith("cuda-"):
         # nvidia/cuda images carry no Python: the distro's, with venv support.
         apt += ["python3", "python3-venv"]
     apt = sorted(set(apt))
-    system = None
-    if apt:
-        system = Step(
-            "system packages (apt lists and archives in cache mounts, not layers)",
-            ("--mount=type=cache,target=/var/cache/apt,sharing=locked", "--mount=type=cache,target=/var/lib/apt/lists,sharing=locked"),
-            "rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update && "
-            "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + " ".join(apt),
-        )
+    system = _apt_step("system packages (apt lists and archives in cache mounts, not layers)", apt) if apt else None
     fw = _pip_step(f"{res.framework} {res.version} ({res.variant}) and what it needs: its own layer", fw_lock, offline_image) if fw_lock else None
+    builder = wheels = None
+    if source_builds is not None and source_lock:
+        builder = plan_builder(source_builds, base_image=base_image, base_kind=base_kind, devel_image=devel_image,
+                               cuda=res.cuda if res.variant != "cpu" else None, fw_step=fw, source_lock=source_lock,
+                               offline_image=offline_image,
+                               cuda_archs=tuple(sorted({f"{t.cc.major}.{t.cc.minor}" for t in res.targets},
+                                                       key=lambda v: tuple(map(int, v.split("."))))),
+                               build_lock=build_lock)
+        wheels = Step(f"the wheels built in {BUILDER} (the rest of the lock then skips them as installed)",
+                      (f"--mount=type=bind,from={BUILDER},source={WHEELS_DIR},target=/tmp/envman/wheels",),
+                      f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl")
+    project = None
+    if install_project:
+        project = Step("the project itself (no dependencies: they are the locked layers above; console scripts on PATH)",
+                       (f"--mount=type=bind,target={PROJECT_MOUNT},rw",),
+                       project_install_command(VENV))
     rq = _pip_step("the rest of the locked requirements (already-installed framework packages are skipped)", req_lock, offline_image) if req_lock else None
     gpu = res.cuda is not None and res.framework is not None and res.variant != "cpu"
     base_env = [
@@ -155,6 +268,7 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
         cmd_json=json.dumps(list(command)) if command else None, gpu=gpu, stack_file=stack_file,
+        builder=builder, wheels_step=wheels, project_step=project,
     )
 
 
@@ -198,10 +312,14 @@ def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -
     return {"name": name, "services": out}
 
 
-def devcontainer_plan(name: str, gpu: bool, dockerfile: str = "../Dockerfile") -> dict:
+def devcontainer_plan(name: str, gpu: bool, dockerfile: str = "../Dockerfile", editable: bool = False) -> dict:
+    build: dict = {"dockerfile": dockerfile, "context": ".."}
+    if editable:
+        # the project is installed editable from /app, where the workspace is mounted: edits are live
+        build["args"] = {EDITABLE_ARG: "1"}
     d: dict = {
         "name": name,
-        "build": {"dockerfile": dockerfile, "context": ".."},
+        "build": build,
         "runArgs": (["--gpus", "all"] if gpu else []) + ["--shm-size", SHM_SIZE.replace("gb", "g")],
         "remoteUser": APP_USER,
         "workspaceFolder": WORKDIR,

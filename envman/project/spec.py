@@ -66,7 +66,9 @@ class ProjectSpec:
     env: tuple[tuple[str, str], ...] = ()
     profiles: tuple[Profile, ...] = ()
     base_image: str | None = None  # override (private mirror, air-gapped site, tests); must provide python3 + venv
-    install_project: bool = False  # the repository itself is installed (`-e .` / `.` in its requirements)
+    # install the project itself into the image: None = when it is a package; a list in envman.yaml = yes, with those extras
+    install_project: bool | None = None
+    project_extras: tuple[str, ...] = ()
     index_urls: tuple[str, ...] = ()  # extra indexes the repository names, for its non-framework packages
     find_links: tuple[str, ...] = ()
     source: str = SPEC_FILE  # where it was read from, for messages
@@ -101,8 +103,8 @@ class ProjectSpec:
             d["env"] = dict(self.env)
         if self.base_image:
             d["base_image"] = self.base_image
-        if self.install_project:
-            d["install_project"] = True
+        if self.install_project is not None:
+            d["install_project"] = list(self.project_extras) if self.project_extras else self.install_project
         if self.index_urls:
             d["index_urls"] = list(self.index_urls)
         if self.find_links:
@@ -280,6 +282,7 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
     for i, u in enumerate(index_urls + find_links):
         if not re.match(r"^(https?|file)://\S+$", u):
             raise v.fail("index_urls" if i < len(index_urls) else "find_links", f"{u!r} is not a URL", "like https://pypi.example.com/simple")
+    install, extras = _install_project(v, data.get("install_project"))
     base = v.text(data, "base_image")
     if base is not None:
         validate_base_image(base, "base_image", source)
@@ -288,9 +291,24 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         name=name, python=v.text(data, "python"), framework=fw, companions=companions, requirements=reqs,
         packages=packages, system_packages=tuple(sorted(set(apt))), targets=targets, driver=v.text(data, "driver"),
         cpu=cpu, cuda_devel=cuda_devel, cuda=v.text(data, "cuda"), command=command, env=tuple(env),
-        profiles=tuple(profiles), source=source, install_project=v.flag(data, "install_project"),
+        profiles=tuple(profiles), install_project=install, project_extras=extras, source=source,
         index_urls=index_urls, find_links=find_links,
     )
+
+
+def _install_project(v: _V, raw: Any) -> tuple[bool | None, tuple[str, ...]]:
+    """true | false | auto (the default) | a list of extras, which implies true."""
+    if raw is None or raw == "auto":
+        return None, ()
+    if isinstance(raw, bool):
+        return raw, ()
+    if isinstance(raw, list):
+        extras = v.strings({"x": raw}, "x", "install_project")
+        for i, e in enumerate(extras):
+            if not _NAME.match(e.lower()):
+                raise v.fail(f"install_project[{i}]", f"{e!r} is not an extra's name", "like [train, eval]")
+        return True, tuple(extras)
+    raise v.fail("install_project", f"expected true, false, auto or a list of extras, got {raw!r}")
 
 
 def load_spec(project: Path) -> ProjectSpec | None:

@@ -29,14 +29,15 @@ RANK = {
     "model": 2, "files": 2, "process": 2,
     "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
     "frameworks": 3, "matrix": 4,
+    "image.stages": 4.5,  # PURE rules for what the image needs beyond wheels (plan.py places them)
     "resolve": 5, "image.plan": 5,
-    "project": 6, "lock": 6, "image": 6, "image.render": 6, "image.kit": 6, "engine": 6, "ci": 6, "fit": 6,
+    "project": 6, "lock": 6, "image": 6, "image.render": 6, "image.kit": 6, "image.tables": 6, "image.context": 6, "engine": 6, "ci": 6, "fit": 6,
     "app": 8, "cli": 9, "__main__": 10,
 }
 # adapters that build on another adapter (same rank): named here, so a new sideways arrow is a decision
 SIDEWAYS = {("ci", "lock"), ("ci", "project"), ("lock", "project"), ("image.render", "image.plan")}
 CLI_MAY_IMPORT = {"app", "cli", "errors", "model", "envman", "redact"}
-PURE = ["resolve", "image.plan", "model"]
+PURE = ["resolve", "image.plan", "image.stages", "model"]
 FORBIDDEN_IN_PURE = {"yaml", "jinja2", "docker", "subprocess", "shutil", "socket", "urllib", "requests", "pynvml",
                      "os", "glob", "tempfile"}
 

@@ -46,7 +46,8 @@ def test_conda_env_with_pytorch_cuda_maps_to_the_matrix_terms(init):
     r = out.resolution
     assert (r.framework, str(r.version), r.variant, r.python) == ("torch", "2.1.2", "cu118", "3.10")
     assert spec["framework"] == "torch==2.1.*" and spec["cuda"] == "11.8" and spec["python"] == "3.10"
-    assert spec["packages"] == ["einops>=0.7"] and spec["install_project"] is True
+    # `-e .` asks for the project, but this repository is not a package: it is said, not installed
+    assert spec["packages"] == ["einops>=0.7"] and "install_project" not in spec
     assert "environment.yml dependencies[2]: rewrote 'pytorch-cuda=11.8' (the framework's CUDA variant cu118)" in out.notes
     assert ("environment.yml dependencies[4]: dropped 'ffmpeg' (a conda package; add its PyPI name under packages: "
             "or its Debian name under system_packages: if needed)") in out.notes
@@ -97,7 +98,7 @@ def test_dependents_table_has_a_source_per_row():
 
 def test_vcs_editable_and_index_lines_are_kept(init):
     d, out, spec = init("vcs-index")
-    assert spec["install_project"] is True
+    assert "install_project" not in spec  # `-e .`, but no pyproject [build-system] or setup.py: said, not installed
     assert spec["index_urls"] == ["https://pypi.example.com/simple"]
     assert spec["find_links"] == ["https://wheels.example.com/links.html"]
     assert ("requirements.txt:1: dropped '--extra-index-url https://download.pytorch.org/whl/cu121' "

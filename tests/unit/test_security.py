@@ -10,10 +10,11 @@ import pytest
 
 import envman.lock.registry
 import envman.lock.uv
-from envman.app.build import BuildOptions, build_project, context_secrets
+from envman.app.build import BuildOptions, build_project
 from envman.app.generate import InitOptions, init_project
 from envman.cli.main import main
 from envman.errors import ToolError, UsageError
+from envman.image.context import context_secrets
 from envman.image.render import render_dockerignore
 from envman.redact import is_credential_file, redact, redact_url
 
@@ -169,15 +170,16 @@ def test_generated_dockerignore_excludes_every_credential_file(tmp_path):
     assert not text.startswith("DOCKERIGNORE")
     (tmp_path / ".dockerignore").write_text(text)
     assert context_secrets(tmp_path) == []
-    from envman.app.build import _dockerignore_rules, _ignored
+    from envman.image.context import is_ignored, parse_dockerignore
 
-    rules = _dockerignore_rules(tmp_path)
-    assert _ignored(".Dockerfile.abcd1234.tmp", rules) and _ignored("a/b/.lock.x.tmp", rules)
-    assert not _ignored("train.py", rules) and not _ignored(".env.example", rules) and not _ignored("uv.toml", rules)
+    rules = parse_dockerignore(text)
+    assert is_ignored(".Dockerfile.abcd1234.tmp", rules) and is_ignored("a/b/.lock.x.tmp", rules)
+    assert not is_ignored("train.py", rules) and not is_ignored(".env.example", rules) and not is_ignored("uv.toml", rules)
 
 
 def test_build_refuses_a_context_with_credentials(tmp_path):
     _tree(tmp_path, [".env", "certs/server.pem", "train.py"])
+    (tmp_path / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\n")
     (tmp_path / ".dockerignore").write_text(".env\n")
     assert context_secrets(tmp_path) == ["certs/server.pem"]
     with pytest.raises(UsageError) as exc:
@@ -187,7 +189,17 @@ def test_build_refuses_a_context_with_credentials(tmp_path):
     # allowed: the check is skipped, and the build goes on to its next question
     with pytest.raises(UsageError) as exc:
         build_project(tmp_path, BuildOptions(allow_secrets_in_context=True), echo=lambda s: None)
-    assert exc.value.message.startswith("no envman.yaml")
+    assert exc.value.message.startswith("envman.lock: not found")
+
+
+def test_the_dockerfiles_own_ignore_file_is_the_one_checked(tmp_path):
+    """BuildKit reads <Dockerfile>.dockerignore when it exists (envman writes Dockerfile.envman.dockerignore
+    beside a repository's own .dockerignore): the credential check reads the same file."""
+    _tree(tmp_path, ["certs/server.pem", "train.py"])
+    (tmp_path / ".dockerignore").write_text("data\n")  # the repository's own, which lets the key through
+    (tmp_path / "Dockerfile.envman.dockerignore").write_text("**/*.pem\n")
+    assert context_secrets(tmp_path) == ["certs/server.pem"]
+    assert context_secrets(tmp_path, "Dockerfile.envman") == []
 
 
 def test_dockerignore_negation_and_folders(tmp_path):
@@ -198,11 +210,12 @@ def test_dockerignore_negation_and_folders(tmp_path):
 
 def test_cli_build_flag_and_one_line(tmp_path, capsys):
     _tree(tmp_path, [".netrc"])
+    (tmp_path / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\n")
     assert main(["build", str(tmp_path)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "error: the build context would ship credentials: .netrc" and err[1].startswith("hint: ")
     assert main(["build", str(tmp_path), "--allow-secrets-in-context"]) == 1
-    assert capsys.readouterr().err.startswith("error: no envman.yaml")
+    assert capsys.readouterr().err.startswith("error: envman.lock: not found")
 
 
 # --- item 4: --base-image is validated like envman.yaml's base_image ---------------------------------------

@@ -1,0 +1,97 @@
+"""Lock what the builder stage builds WITH, so a source-only package's wheel is as reproducible as the rest.
+
+Each source-only package's sdist (hash-checked against the lock) is opened to read its
+``[build-system] requires`` (PEP 518; setuptools when it has none, PEP 517's fallback); together with the
+table's ``build_requires`` and nvcc they are resolved by uv with hashes, constrained to the main lock's
+pins (a build that needs numpy or torch builds against the very versions the image runs), into
+``requirements.build.lock.txt``. The builder installs that lock and builds with ``--no-build-isolation``:
+no unpinned download at build time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import ssl
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+from envman.errors import LockError, ToolError
+from envman.lock.uv import parse_uv_output, run_uv, uv_compile_command
+
+LEGACY_BACKEND = ("setuptools>=40.8.0",)
+
+
+def sdist_urls(pylock_text: str) -> dict[str, tuple[str, str]]:
+    """name → (sdist url, sha256) for every package of uv's pylock.toml that has an sdist."""
+    from packaging.utils import canonicalize_name
+
+    from envman._compat import tomllib
+
+    out = {}
+    for p in tomllib.loads(pylock_text).get("packages", []):
+        sd = p.get("sdist")
+        if isinstance(sd, dict) and sd.get("url") and (sd.get("hashes") or {}).get("sha256"):
+            out[canonicalize_name(p["name"])] = (sd["url"], sd["hashes"]["sha256"])
+    return out
+
+
+def build_requires_of(data: bytes, filename: str) -> tuple[str, ...]:
+    """``[build-system] requires`` of an sdist's top-level pyproject.toml; setuptools when there is none."""
+    from envman._compat import tomllib
+
+    text = None
+    if filename.endswith(".zip"):
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            names = [n for n in z.namelist() if n.count("/") == 1 and n.endswith("/pyproject.toml")]
+            text = z.read(names[0]).decode() if names else None
+    else:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as t:
+            members = [m for m in t.getmembers() if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")]
+            f = t.extractfile(members[0]) if members else None
+            text = f.read().decode() if f else None
+    if text is None:
+        return LEGACY_BACKEND
+    bs = tomllib.loads(text).get("build-system")
+    if not isinstance(bs, dict) or not isinstance(bs.get("requires"), list):
+        return LEGACY_BACKEND
+    return tuple(str(r) for r in bs["requires"])
+
+
+def _ssl_context() -> ssl.SSLContext:
+    cert = os.environ.get("SSL_CERT_FILE") or os.environ.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE")
+    return ssl.create_default_context(cafile=cert) if cert else ssl.create_default_context()
+
+
+def fetch_sdist(url: str, sha256: str, timeout: float = 120) -> bytes:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=_ssl_context()) as r:  # noqa: S310 (https from the lock)
+            data = r.read()
+    except OSError as exc:
+        raise ToolError(f"cannot download {url.rsplit('/', 1)[-1]} to read its build requirements: {exc}",
+                        hint="check the network (PyPI) and retry `envman lock`") from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise LockError(f"{url.rsplit('/', 1)[-1]}: sha256 differs from the lock", hint="re-run `envman lock --upgrade`")
+    return data
+
+
+def compile_build_lock(requirements: list[str], constraints: dict[str, str], python: str,
+                       index_urls: list[str]) -> str:
+    """uv, with hashes, constrained to the main lock's pins; returns the requirements-format body."""
+    with tempfile.TemporaryDirectory(prefix="envman-build-lock-") as td:
+        tdp = Path(td)
+        inp = tdp / "build.in"
+        inp.write_text("\n".join(sorted(set(requirements))) + "\n", encoding="utf-8")
+        (tdp / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in sorted(constraints.items())),
+                                             encoding="utf-8")
+        cmd = uv_compile_command(inp, tdp / "build.txt", python, index_urls)
+        run_uv(replace(cmd, args=[*cmd.args, "-c", "constraints.txt"]))
+        text = (tdp / "build.txt").read_text(encoding="utf-8")
+    parse_uv_output(text)  # the same shape as every other lock envman writes
+    return text
