@@ -1,0 +1,252 @@
+"""Generate tests/fixtures/fit/traced.json: the measured peak of real training steps, on data-less tensors.
+
+Run ONCE in the separate trace venv (torch + transformers), not in envman's own environment:
+
+    .venv-trace/bin/python bench/trace_fit.py            # all setups (~5-10 min on 2 cores)
+    .venv-trace/bin/python bench/trace_fit.py --only gpt2 # a subset, printed, fixture untouched
+
+How it measures (and why this way):
+- The model is built from the published config values in matrices/models.yaml under
+  ``torch._subclasses.fake_tensor.FakeTensorMode``: every tensor has shape, dtype and device but no data,
+  so an 8B model costs nothing but Python time.
+- ``torch.distributed._tools.mem_tracker.MemTracker`` records every storage alive at every op of
+  TWO full steps (forward, backward, optimizer.step, zero_grad(set_to_none=True)); the peak is over both,
+  so it covers the first step (optimizer state allocated while the gradients are alive) and the steady
+  state (optimizer state alive during the forward).
+- Fake tensors live on the CPU device. Fake CUDA tensors fail in backward ("hasPrimaryContext expects a
+  valid device index") and CUDA autocast refuses without a GPU. Consequences, stated in docs/fit.md:
+  mixed precision uses CPU autocast (bf16) whose cast lists are close to, not identical with, CUDA's;
+  attention is the "eager" implementation (it keeps the s×s probabilities, as Korthikanti et al. count);
+  flash / memory-efficient SDPA kernels on a real GPU keep less; the optimizer runs with foreach=True
+  (the CUDA default, which allocates a parameter-sized intermediate list) because the CPU default is the
+  per-tensor loop. CPU storages are not rounded to the CUDA allocator's 512 B blocks (noise below 0.1%).
+- LoRA is a minimal PEFT-equivalent adapter (frozen base Linear + A (r×in) and B (out×r), no dropout,
+  PEFT's defaults) so the trace needs no peft install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "fit" / "traced.json"
+
+# model, method, precision, optimizer, batch, seq (tokens) or image size, grad checkpointing, lora rank/targets
+SETUPS: list[dict] = [
+    {"model": "gpt2", "precision": "fp32", "optimizer": "adamw", "batch": 8, "seq": 512},
+    {"model": "gpt2", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 8, "seq": 512},
+    {"model": "gpt2", "precision": "bf16", "optimizer": "adamw", "batch": 8, "seq": 512},
+    {"model": "gpt2", "precision": "fp32", "optimizer": "sgd", "batch": 8, "seq": 512},
+    {"model": "gpt2", "precision": "fp32", "optimizer": "adamw", "batch": 8, "seq": 512, "grad_checkpointing": True},
+    {"model": "gpt2", "precision": "fp32", "optimizer": "adamw", "batch": 2, "seq": 1024},
+    {"model": "gpt2", "precision": "fp32", "optimizer": "adamw", "batch": 32, "seq": 128},
+    {"model": "gpt2", "precision": "fp32", "optimizer": "adamw", "batch": 1, "seq": 128},
+    {"model": "gpt2-xl", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 2, "seq": 512},
+    {"model": "llama-3.2-1b", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 2, "seq": 512},
+    {"model": "llama-3.2-1b", "precision": "bf16", "optimizer": "adamw", "batch": 4, "seq": 1024},
+    {"model": "llama-3.2-1b", "precision": "bf16", "optimizer": "adamw", "batch": 4, "seq": 1024, "grad_checkpointing": True},
+    {"model": "llama-3.2-1b", "precision": "fp32", "optimizer": "sgd", "batch": 1, "seq": 512},
+    {"model": "llama-3.2-1b", "method": "lora", "precision": "bf16", "optimizer": "adamw", "batch": 4, "seq": 512,
+     "lora_rank": 16, "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"]},
+    {"model": "llama-3.2-3b", "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq": 1024, "grad_checkpointing": True},
+    {"model": "llama-3.2-3b", "method": "lora", "precision": "bf16", "optimizer": "adamw", "batch": 2, "seq": 512,
+     "lora_rank": 16, "lora_targets": ["q_proj", "v_proj"]},
+    {"model": "llama-3.1-8b", "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq": 256},
+    {"model": "llama-3.1-8b", "method": "lora", "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq": 512,
+     "lora_rank": 8, "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"], "grad_checkpointing": True},
+    {"model": "bert-base", "precision": "fp32", "optimizer": "adamw", "batch": 32, "seq": 128},
+    {"model": "bert-base", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 16, "seq": 512},
+    {"model": "bert-large", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 16, "seq": 128, "grad_checkpointing": True},
+    {"model": "vit-base", "precision": "fp32", "optimizer": "adamw", "batch": 32, "image_size": 224},
+    {"model": "vit-base", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 64, "image_size": 224},
+    {"model": "vit-large", "precision": "bf16", "optimizer": "adamw", "batch": 16, "image_size": 224, "grad_checkpointing": True},
+    {"model": "resnet-50", "precision": "fp32", "optimizer": "sgd-momentum", "batch": 32, "image_size": 224},
+    {"model": "resnet-50", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 64, "image_size": 224},
+    {"model": "resnet-50", "precision": "fp32", "optimizer": "adamw", "batch": 8, "image_size": 224},
+]
+
+DEFAULTS = {"method": "full", "grad_checkpointing": False, "seq": None, "image_size": None, "lora_rank": None,
+            "lora_targets": None}
+
+
+def load_models() -> dict[str, dict]:
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "matrices" / "models.yaml").read_text())
+    return {m["id"]: m for m in doc["models"]}
+
+
+def build_model(entry: dict, setup: dict):
+    import transformers
+
+    import transformers.initialization as hf_init
+
+    # fake tensors have no values: trunc_normal_'s rejection loop (`if not mask.any()`) cannot run on them,
+    # and initial values do not change memory
+    hf_init.TORCH_INIT_FUNCTIONS["trunc_normal_"] = lambda tensor, *a, **k: tensor
+    cfg = dict(entry["config"])
+    mtype = cfg.pop("model_type")
+    config = transformers.AutoConfig.for_model(mtype, **cfg)
+    config._attn_implementation = "eager"
+    if hasattr(config, "use_cache"):
+        config.use_cache = False  # training: no KV cache (the Trainer and gradient checkpointing switch it off too)
+    task = entry["task"]
+    if task == "causal-lm":
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    elif task == "masked-lm":
+        model = transformers.AutoModelForMaskedLM.from_config(config, attn_implementation="eager")
+    elif task == "image-classification":
+        kw = {} if mtype == "resnet" else {"attn_implementation": "eager"}
+        model = transformers.AutoModelForImageClassification.from_config(config, **kw)
+    else:
+        raise SystemExit(f"no trace recipe for task {task}")
+    return model
+
+
+
+def apply_lora(model, rank: int, targets: list[str]):
+    import torch
+    from torch import nn
+
+    class _Lora(nn.Module):
+        def __init__(self, base: nn.Linear, r: int):
+            super().__init__()
+            self.base = base
+            self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=base.weight.dtype)
+            self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=base.weight.dtype)
+            self.scaling = 1.0
+
+        def forward(self, x):
+            return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
+
+    for name, mod in list(model.named_modules()):
+        for child_name, child in list(mod.named_children()):
+            if isinstance(child, nn.Linear) and child_name in targets:
+                setattr(mod, child_name, _Lora(child, rank))
+    # MemTracker installs a grad hook on every nn.Parameter and refuses frozen ones, so the frozen weights
+    # become buffers: same storage, no gradient, exactly what a frozen parameter costs.
+    lora = {id(p) for n, p in model.named_parameters() if "lora_" in n}
+    frozen: dict[int, torch.Tensor] = {}
+    for mod in model.modules():
+        for pname, p in list(mod._parameters.items()):
+            if p is not None and id(p) not in lora:
+                t = frozen.setdefault(id(p), p.detach())
+                del mod._parameters[pname]
+                mod.register_buffer(pname, t)
+    return model
+
+
+def make_inputs(entry: dict, setup: dict, dtype):
+    import torch
+
+    b = setup["batch"]
+    cfg = entry["config"]
+    if entry["task"] in ("causal-lm", "masked-lm"):
+        s = setup["seq"]
+        ids = torch.zeros(b, s, dtype=torch.long)
+        return {"input_ids": ids, "labels": ids}
+    size = setup["image_size"]
+    pix = torch.zeros(b, cfg.get("num_channels", 3), size, size, dtype=dtype)
+    return {"pixel_values": pix, "labels": torch.zeros(b, dtype=torch.long)}
+
+
+def make_optimizer(params, name: str):
+    import torch
+
+    params = [p for p in params if p.requires_grad]
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, foreach=True)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+    raise SystemExit(f"no trace recipe for optimizer {name}")
+
+
+def trace_one(entry: dict, setup: dict) -> dict:
+    import contextlib
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    prec = setup["precision"]
+    with FakeTensorMode():
+        # pure bf16/fp16: built in that dtype (Module.to() cannot swap fake parameters)
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec, torch.float32)
+        prev = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            model = build_model(entry, setup)
+        finally:
+            torch.set_default_dtype(prev)
+        if setup["method"] == "lora":
+            apply_lora(model, setup["lora_rank"], setup["lora_targets"])
+        if setup["grad_checkpointing"]:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.train()
+        opt = make_optimizer(model.parameters(), setup["optimizer"])
+        in_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec, torch.float32)
+        inputs = make_inputs(entry, setup, in_dtype)
+        amp = (torch.autocast("cpu", dtype=torch.bfloat16) if prec == "bf16-mixed" else contextlib.nullcontext())
+        mt = MemTracker()
+        mt.track_external(model, opt)
+        with mt:
+            for _ in range(2):
+                with amp:
+                    loss = model(**inputs).loss
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                del loss
+                mt.reset_mod_stats()  # module stats only; the device peak is kept across steps
+        peak = mt.get_tracker_snapshot("peak")
+    (dev, snap), = peak.items()
+    return {"peak_bytes": int(snap["Total"]),
+            "at_peak": {str(k.value if hasattr(k, "value") else k): int(v) for k, v in snap.items() if k != "Total"},
+            "device": str(dev)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", help="trace only setups of this model id; print, do not write the fixture")
+    args = ap.parse_args(argv)
+    import torch
+    import transformers
+
+    models = load_models()
+    rows = []
+    t_all = time.perf_counter()
+    for raw in SETUPS:
+        setup = {**DEFAULTS, **raw}
+        if args.only and setup["model"] != args.only:
+            continue
+        t0 = time.perf_counter()
+        res = trace_one(models[setup["model"]], setup)
+        dt = time.perf_counter() - t0
+        rows.append({"setup": setup, **res, "trace_seconds": round(dt, 1)})
+        print(f"{setup['model']:14} {json.dumps(raw)[:110]:110} {res['peak_bytes'] / 2**30:8.3f} GiB  {dt:5.1f}s",
+              flush=True)
+    out = {
+        "generated_by": "bench/trace_fit.py",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": sys.version.split()[0],
+        "method": "FakeTensorMode (device cpu) + MemTracker, 2 training steps, peak over both; attention 'eager'; "
+                  "optimizer foreach=True; bf16-mixed = torch.autocast('cpu', bfloat16)",
+        "rows": rows,
+    }
+    print(f"total {time.perf_counter() - t_all:.0f}s")
+    if not args.only:
+        FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+        FIXTURE.write_text(json.dumps(out, indent=1) + "\n")
+        print(f"wrote {FIXTURE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

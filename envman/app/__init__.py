@@ -1,0 +1,1 @@
+"""Use cases: plain options in, result values out (no printing, no exiting)."""
