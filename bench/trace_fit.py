@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # envman.fit.trace holds the recipe; the trace venv need not install envman
 FIXTURE = ROOT / "tests" / "fixtures" / "fit" / "traced.json"
 
 # model, method, precision, optimizer, batch, seq (tokens) or image size, grad checkpointing, lora rank/targets
@@ -80,135 +81,15 @@ def load_models() -> dict[str, dict]:
     return {m["id"]: m for m in doc["models"]}
 
 
-def build_model(entry: dict, setup: dict):
-    import transformers
-
-    import transformers.initialization as hf_init
-
-    # fake tensors have no values: trunc_normal_'s rejection loop (`if not mask.any()`) cannot run on them,
-    # and initial values do not change memory
-    hf_init.TORCH_INIT_FUNCTIONS["trunc_normal_"] = lambda tensor, *a, **k: tensor
-    cfg = dict(entry["config"])
-    mtype = cfg.pop("model_type")
-    config = transformers.AutoConfig.for_model(mtype, **cfg)
-    config._attn_implementation = "eager"
-    if hasattr(config, "use_cache"):
-        config.use_cache = False  # training: no KV cache (the Trainer and gradient checkpointing switch it off too)
-    task = entry["task"]
-    if task == "causal-lm":
-        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
-    elif task == "masked-lm":
-        model = transformers.AutoModelForMaskedLM.from_config(config, attn_implementation="eager")
-    elif task == "image-classification":
-        kw = {} if mtype == "resnet" else {"attn_implementation": "eager"}
-        model = transformers.AutoModelForImageClassification.from_config(config, **kw)
-    else:
-        raise SystemExit(f"no trace recipe for task {task}")
-    return model
-
-
-
-def apply_lora(model, rank: int, targets: list[str]):
-    import torch
-    from torch import nn
-
-    class _Lora(nn.Module):
-        def __init__(self, base: nn.Linear, r: int):
-            super().__init__()
-            self.base = base
-            self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=base.weight.dtype)
-            self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=base.weight.dtype)
-            self.scaling = 1.0
-
-        def forward(self, x):
-            return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
-
-    for name, mod in list(model.named_modules()):
-        for child_name, child in list(mod.named_children()):
-            if isinstance(child, nn.Linear) and child_name in targets:
-                setattr(mod, child_name, _Lora(child, rank))
-    # MemTracker installs a grad hook on every nn.Parameter and refuses frozen ones, so the frozen weights
-    # become buffers: same storage, no gradient, exactly what a frozen parameter costs.
-    lora = {id(p) for n, p in model.named_parameters() if "lora_" in n}
-    frozen: dict[int, torch.Tensor] = {}
-    for mod in model.modules():
-        for pname, p in list(mod._parameters.items()):
-            if p is not None and id(p) not in lora:
-                t = frozen.setdefault(id(p), p.detach())
-                del mod._parameters[pname]
-                mod.register_buffer(pname, t)
-    return model
-
-
-def make_inputs(entry: dict, setup: dict, dtype):
-    import torch
-
-    b = setup["batch"]
-    cfg = entry["config"]
-    if entry["task"] in ("causal-lm", "masked-lm"):
-        s = setup["seq"]
-        ids = torch.zeros(b, s, dtype=torch.long)
-        return {"input_ids": ids, "labels": ids}
-    size = setup["image_size"]
-    pix = torch.zeros(b, cfg.get("num_channels", 3), size, size, dtype=dtype)
-    return {"pixel_values": pix, "labels": torch.zeros(b, dtype=torch.long)}
-
-
-def make_optimizer(params, name: str):
-    import torch
-
-    params = [p for p in params if p.requires_grad]
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, foreach=True)
-    if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
-    raise SystemExit(f"no trace recipe for optimizer {name}")
-
-
 def trace_one(entry: dict, setup: dict) -> dict:
-    import contextlib
+    from envman.fit.estimate import Setup
+    from envman.fit.trace import trace_step
 
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    prec = setup["precision"]
-    with FakeTensorMode():
-        # pure bf16/fp16: built in that dtype (Module.to() cannot swap fake parameters)
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec, torch.float32)
-        prev = torch.get_default_dtype()
-        torch.set_default_dtype(dtype)
-        try:
-            model = build_model(entry, setup)
-        finally:
-            torch.set_default_dtype(prev)
-        if setup["method"] == "lora":
-            apply_lora(model, setup["lora_rank"], setup["lora_targets"])
-        if setup["grad_checkpointing"]:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.train()
-        opt = make_optimizer(model.parameters(), setup["optimizer"])
-        in_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec, torch.float32)
-        inputs = make_inputs(entry, setup, in_dtype)
-        amp = (torch.autocast("cpu", dtype=torch.bfloat16) if prec == "bf16-mixed" else contextlib.nullcontext())
-        mt = MemTracker()
-        mt.track_external(model, opt)
-        with mt:
-            for _ in range(2):
-                with amp:
-                    loss = model(**inputs).loss
-                loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                del loss
-                mt.reset_mod_stats()  # module stats only; the device peak is kept across steps
-        peak = mt.get_tracker_snapshot("peak")
-    (dev, snap), = peak.items()
-    return {"peak_bytes": int(snap["Total"]),
-            "at_peak": {str(k.value if hasattr(k, "value") else k): int(v) for k, v in snap.items() if k != "Total"},
-            "device": str(dev)}
+    st = Setup(method=setup["method"], precision=setup["precision"], optimizer=setup["optimizer"],
+               batch=setup["batch"], seq=setup["seq"], image_size=setup["image_size"],
+               grad_checkpointing=setup["grad_checkpointing"], lora_rank=setup["lora_rank"] or 16,
+               lora_targets=tuple(setup["lora_targets"] or ()))
+    return trace_step(entry["config"], entry["task"], st)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ reference implementations module by module, so they can be checked against the p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 DECODERS = ("gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3")
 VALIDATED = ("gpt2", "llama", "bert", "vit", "resnet")  # families compared against traced peaks
@@ -56,7 +57,7 @@ class Arch:
     stem: int = 0  # resnet: stem channels
     towers: tuple[Arch, ...] = field(default=())  # clip / whisper: the encoder and decoder parts
 
-    @property
+    @cached_property  # frozen dataclass: cached in the instance __dict__, asked hundreds of times per run
     def matmul_params(self) -> int:
         return sum(lin.fan_in * lin.fan_out * lin.count for lin in self.linears)
 

@@ -48,7 +48,7 @@ class Setup:
     # kernels: what the comparison with the traced reference pins down (docs/fit.md)
     attention: str = "eager"  # eager: the s×s probabilities are kept; flash: only the log-sum-exp
     dropout_mask: str = "bool"  # bool: CUDA's fused dropout (1 B); input: CPU's mask in the input's dtype
-    foreach: bool = True  # PyTorch's default optimizer implementation on CUDA
+    optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,8 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     opt = int(trainable * _state_bytes(setup.optimizer, state_dtype))
     # optimizer temporaries: foreach AdamW/Lion keep a trainable-sized list; per-tensor loops the largest tensor
     if setup.optimizer in ("adamw", "lion"):
-        opt_tmp = trainable * state_dtype if setup.foreach else 2 * min(arch.largest_param or trainable, trainable) * state_dtype
+        opt_tmp = {"foreach": trainable * state_dtype, "fused": 0,
+                   "for-loop": 2 * min(arch.largest_param or trainable, trainable) * state_dtype}[setup.optimizer_impl]
     elif setup.optimizer == "adafactor":
         opt_tmp = 2 * min(arch.largest_param or trainable, trainable) * state_dtype
     else:
