@@ -2,7 +2,7 @@
 
 Run ONCE in the separate trace venv (torch + transformers), not in envman's own environment:
 
-    .venv-trace/bin/python bench/trace_fit.py            # all setups (~5-10 min on 2 cores)
+    .venv-trace/bin/python bench/trace_fit.py            # all setups (~10-20 min on 2 busy cores; the fixture is rewritten after every row)
     .venv-trace/bin/python bench/trace_fit.py --only gpt2 # a subset, printed, fixture untouched
 
 How it measures (and why this way):
@@ -49,14 +49,17 @@ SETUPS: list[dict] = [
     {"model": "gpt2-xl", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 2, "seq": 512},
     {"model": "llama-3.2-1b", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 2, "seq": 512},
     {"model": "llama-3.2-1b", "precision": "bf16", "optimizer": "adamw", "batch": 4, "seq": 1024},
+    {"model": "llama-3.2-1b", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 8, "seq": 1024},
     {"model": "llama-3.2-1b", "precision": "bf16", "optimizer": "adamw", "batch": 4, "seq": 1024, "grad_checkpointing": True},
     {"model": "llama-3.2-1b", "precision": "fp32", "optimizer": "sgd", "batch": 1, "seq": 512},
     {"model": "llama-3.2-1b", "method": "lora", "precision": "bf16", "optimizer": "adamw", "batch": 4, "seq": 512,
      "lora_rank": 16, "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"]},
     {"model": "llama-3.2-3b", "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq": 1024, "grad_checkpointing": True},
+    {"model": "llama-3.2-3b", "precision": "bf16", "optimizer": "adamw", "batch": 4, "seq": 1024},
     {"model": "llama-3.2-3b", "method": "lora", "precision": "bf16", "optimizer": "adamw", "batch": 2, "seq": 512,
      "lora_rank": 16, "lora_targets": ["q_proj", "v_proj"]},
     {"model": "llama-3.1-8b", "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq": 256},
+    {"model": "llama-3.1-8b", "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq": 2048},
     {"model": "llama-3.1-8b", "method": "lora", "precision": "bf16", "optimizer": "adamw", "batch": 1, "seq": 512,
      "lora_rank": 8, "lora_targets": ["q_proj", "k_proj", "v_proj", "o_proj"], "grad_checkpointing": True},
     {"model": "bert-base", "precision": "fp32", "optimizer": "adamw", "batch": 32, "seq": 128},
@@ -65,6 +68,7 @@ SETUPS: list[dict] = [
     {"model": "vit-base", "precision": "fp32", "optimizer": "adamw", "batch": 32, "image_size": 224},
     {"model": "vit-base", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 64, "image_size": 224},
     {"model": "vit-large", "precision": "bf16", "optimizer": "adamw", "batch": 16, "image_size": 224, "grad_checkpointing": True},
+    {"model": "vit-large", "precision": "bf16-mixed", "optimizer": "sgd", "batch": 64, "image_size": 224},
     {"model": "resnet-50", "precision": "fp32", "optimizer": "sgd-momentum", "batch": 32, "image_size": 224},
     {"model": "resnet-50", "precision": "bf16-mixed", "optimizer": "adamw", "batch": 64, "image_size": 224},
     {"model": "resnet-50", "precision": "fp32", "optimizer": "adamw", "batch": 8, "image_size": 224},
@@ -95,12 +99,22 @@ def trace_one(entry: dict, setup: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", help="trace only setups of this model id; print, do not write the fixture")
+    ap.add_argument("--out", type=Path, default=FIXTURE, help="where to write (default: the test fixture)")
     args = ap.parse_args(argv)
     import torch
     import transformers
 
     models = load_models()
-    rows = []
+    out = {
+        "generated_by": "bench/trace_fit.py",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": sys.version.split()[0],
+        "method": "FakeTensorMode (device cpu) + MemTracker, 2 training steps, peak over both; attention 'eager'; "
+                  "optimizer foreach=True; bf16-mixed = torch.autocast('cpu', bfloat16)",
+        "complete": False,
+        "rows": [],
+    }
     t_all = time.perf_counter()
     for raw in SETUPS:
         setup = {**DEFAULTS, **raw}
@@ -109,23 +123,16 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         res = trace_one(models[setup["model"]], setup)
         dt = time.perf_counter() - t0
-        rows.append({"setup": setup, **res, "trace_seconds": round(dt, 1)})
-        print(f"{setup['model']:14} {json.dumps(raw)[:110]:110} {res['peak_bytes'] / 2**30:8.3f} GiB  {dt:5.1f}s",
-              flush=True)
-    out = {
-        "generated_by": "bench/trace_fit.py",
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "python": sys.version.split()[0],
-        "method": "FakeTensorMode (device cpu) + MemTracker, 2 training steps, peak over both; attention 'eager'; "
-                  "optimizer foreach=True; bf16-mixed = torch.autocast('cpu', bfloat16)",
-        "rows": rows,
-    }
+        out["rows"].append({"setup": setup, **res, "trace_seconds": round(dt, 1)})
+        print(f"{res['peak_bytes'] / 2**30:9.3f} GiB {dt:6.1f}s  {json.dumps(raw)}", flush=True)
+        if not args.only:  # after every row: a long run that stops keeps what it measured
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(out, indent=1) + "\n")
+    out["complete"] = not args.only
     print(f"total {time.perf_counter() - t_all:.0f}s")
     if not args.only:
-        FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-        FIXTURE.write_text(json.dumps(out, indent=1) + "\n")
-        print(f"wrote {FIXTURE.relative_to(ROOT)}")
+        args.out.write_text(json.dumps(out, indent=1) + "\n")
+        print(f"wrote {args.out}")
     return 0
 
 

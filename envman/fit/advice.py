@@ -145,9 +145,8 @@ def combine(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> Lever | Non
         except SetupError:
             continue
     final, changes = _apply(arch, setup, budget, bf16_ok, chosen)
-    if "QLoRA (4-bit base)" in chosen:
-        changes = [c for c in changes if not c.startswith("--method lora")] or changes
-        changes = [c.replace("--method qlora", "--method qlora") for c in changes]
+    if "QLoRA (4-bit base)" in chosen and "LoRA adapters" in chosen:  # one --method flag: qlora with the targets
+        changes = [c.replace("--method lora", "--method qlora") for c in changes if c != "--method qlora"]
     peak = estimate(arch, final).peak_bytes
     return Lever("combined: " + " + ".join(chosen), " ".join(changes), 0, peak,
                  "the costs of each lever listed below", True)

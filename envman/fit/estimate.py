@@ -29,7 +29,7 @@ SHARDS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
 ATTENTION = ("eager", "flash")
 DROPOUT_MASKS = ("bool", "input")
 
-QLORA_BYTES_PER_PARAM = 0.5 + 4 / 64 / 8 * 8 * 0.127  # NF4 + double-quantised absmax (QLoRA paper: 0.127 bit/param)
+QLORA_BYTES_PER_PARAM = (4 + 0.127) / 8  # NF4 + double-quantised constants: 0.127 bit/param (QLoRA paper, §3)
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,9 @@ class Acts:
     unit: str
     fwd_flops: float  # per step
     notes: tuple[str, ...] = ()
+    # non-uniform networks (CNNs): per block in forward order (saved bytes, parameters, backward temporaries);
+    # the backward peak is where the saved tensors not yet freed plus the gradients made so far are largest
+    profile: tuple[tuple[int, int, int], ...] = ()
 
 
 def _mask(setup: Setup, dtype_bytes: int) -> int:
@@ -232,25 +235,26 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
     _, c, _, _ = _bytes(setup.precision)
     H = size // 2
     stem = arch.stem
-    saved = b * (2 * stem * H * H * c + stem * (H // 2) ** 2 * (8 + c))  # BN in, ReLU out, pool indices, pool out
+    stem_saved = b * (2 * stem * H * H * c + stem * (H // 2) ** 2 * (8 + c))  # BN in, ReLU out, pool idx, pool out
+    profile = [(stem_saved, 7 * 7 * arch.channels * stem + 2 * stem, 2 * b * stem * H * H * c)]
     flops = 2 * 7 * 7 * arch.channels * stem * H * H
     res = H // 2
     cin = stem
-    biggest = 0
     for si, (depth, w) in enumerate(arch.stages):
         r = w // 4
         for i in range(depth):
             rin = res
             rout = res // 2 if (i == 0 and si > 0) else res
             blk = r * rin * rin * 2 + r * rout * rout * 2 + w * rout * rout * 2 + (w * rout * rout if cin != w else 0)
-            saved += b * blk * c
+            params = cin * r + 9 * r * r + r * w + 2 * (r + r + w) + ((cin * w + 2 * w) if cin != w else 0)
             flops += 2 * (cin * r * rin * rin + 9 * r * r * rout * rout + r * w * rout * rout
                           + (cin * w * rout * rout if cin != w else 0))
-            biggest = max(biggest, w * rout * rout, r * rin * rin)
+            profile.append((b * blk * c, params, 2 * b * max(w * rout * rout, r * rin * rin) * c))
             res, cin = rout, w
-    saved += b * cin * c
+    profile.append((b * cin * c, cin * arch.labels + arch.labels, 0))
     flops += 2 * cin * arch.labels
-    return Acts(saved, 0, 0, 0, 2 * b * biggest * c, b, "images", float(b * flops))
+    saved = sum(p[0] for p in profile)
+    return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), profile=tuple(profile))
 
 
 def activations(arch: Arch, setup: Setup) -> Acts:
@@ -359,6 +363,15 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     tied_sum = 2 * arch.vocab * arch.hidden * gb if arch.tied and arch.vocab and setup.method == "full" else 0
     end = Breakdown(weights, grads, opt, 0, tied_sum + gathered)
     step = Breakdown(weights, grads, opt, 0, opt_tmp + gathered)
+    if acts.profile and setup.method == "full" and not setup.grad_checkpointing:
+        share = grads / max(P, 1)  # bytes of gradient per parameter on this GPU
+        alive, done, worst = acts.saved, 0, during
+        for saved_k, params_k, tmp_k in reversed(acts.profile):
+            done += params_k
+            cand = Breakdown(weights, int(done * share), opt, alive, tmp_k + cast_copies + gathered)
+            worst = max(worst, cand, key=lambda bd: bd.total)
+            alive -= saved_k
+        during = worst
     phases = {"backward-start": start, "backward": during, "backward-end": end, "optimizer-step": step}
     phase, peak = max(phases.items(), key=lambda kv: kv[1].total)
     # time: forward + backward (2× forward for weight and input gradients; frozen weights: input only)

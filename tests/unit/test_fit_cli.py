@@ -155,3 +155,14 @@ def test_pure_core_does_no_io():
         src = (pkg / name).read_text()
         for needle in ("open(", "os.environ", "read_text(", "print("):
             assert needle not in src, (name, needle)
+
+
+def test_trace_prints_the_traced_peak_beside_the_analytic_one(app):
+    pytest.importorskip("torch", reason="--trace needs torch (the accuracy fixture covers the comparison offline)")
+    pytest.importorskip("transformers", reason="--trace needs transformers")
+    res, err = run(app, "--model", "gpt2", "--seq", "64", "--batch", "1", "--precision", "fp32",
+                   "--target", "h100", "--trace", "--json")
+    assert err is None, err
+    d = json.loads(res.stdout)
+    assert d["traced_peak_bytes"] > 0
+    assert abs(d["peak_bytes"] - d["traced_peak_bytes"]) / d["traced_peak_bytes"] < 0.10
