@@ -157,7 +157,7 @@ def run_fit(opts: FitOptions) -> FitResult:
         raise UsageError(str(exc)) from None
     target_names, tnote = _targets(opts)
     notes = list(est.notes) + ([tnote] if tnote else [])
-    if not arch.validated and arch.family != "params":
+    if not arch.validated and arch.family != "params" and not any("not validated" in n for n in notes):
         notes.append(f"{arch.family}: the activation model is not validated against a traced step (docs/fit.md)")
     fits = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch)
                  for g in gpu_specs(target_names)) if target_names else ()

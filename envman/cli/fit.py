@@ -110,7 +110,7 @@ def format_fit(res) -> str:
     if res.traced_peak_bytes is not None:
         err = (e.peak_bytes - res.traced_peak_bytes) / res.traced_peak_bytes * 100
         lines.append(f"traced   {fmt_bytes(res.traced_peak_bytes)} measured with PyTorch (analytic {err:+.1f}%)")
-    u = "tok" if unit == "tokens" else "img"
+    u = {"tokens": "tok", "images": "img"}.get(unit, "samples")
 
     def rows(ts):
         out = []

@@ -90,10 +90,10 @@ def rank_levers(arch: Arch, setup: Setup, base: Estimate, budget: int, bf16_ok: 
             continue
         levers.append(Lever(name, change, saves, est.peak_bytes, cost, est.peak_bytes <= budget))
     ranked = sorted(levers, key=lambda lv: (-lv.saves_bytes, lv.lever))
-    if ranked and not any(lv.fits for lv in ranked):
-        combo = combine(arch, setup, budget, bf16_ok)
-        if combo is not None:
-            ranked.insert(0, replace(combo, saves_bytes=base.peak_bytes - combo.peak_bytes))
+    # first: the cheapest way to fit (levers stacked in order of cost), when it takes more than one lever
+    combo = combine(arch, setup, budget, bf16_ok) if ranked else None
+    if combo is not None and " + " in combo.lever:
+        ranked.insert(0, replace(combo, saves_bytes=base.peak_bytes - combo.peak_bytes))
     return tuple(ranked)
 
 
@@ -148,5 +148,5 @@ def combine(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> Lever | Non
     if "QLoRA (4-bit base)" in chosen and "LoRA adapters" in chosen:  # one --method flag: qlora with the targets
         changes = [c.replace("--method lora", "--method qlora") for c in changes if c != "--method qlora"]
     peak = estimate(arch, final).peak_bytes
-    return Lever("combined: " + " + ".join(chosen), " ".join(changes), 0, peak,
+    return Lever("cheapest fit: " + " + ".join(chosen), " ".join(changes), 0, peak,
                  "the costs of each lever listed below", True)

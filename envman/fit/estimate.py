@@ -266,8 +266,10 @@ def activations(arch: Arch, setup: Setup) -> Acts:
         _, c, _, _ = _bytes(setup.precision)
         V = arch.vocab if arch.task in ("causal-lm", "masked-lm") else arch.labels
         full = activations(arch, replace(setup, method="full"))
+        # the forward still materialises each layer's output: its largest tensors are the transient
+        biggest = max([full.layer_transient, *(p[2] for p in full.profile)])
         return replace(full, saved=T * arch.hidden * c + T * V * 4, per_layer=0, loss_saved=T * V * 4,
-                       loss_transient=2 * T * V * 4, layer_transient=0)
+                       loss_transient=2 * T * V * 4, layer_transient=biggest, profile=())
     if arch.family == "resnet":
         return _resnet(arch, setup, b, setup.image_size or arch.image_size)
     if arch.family in ("gpt2", "llama", "bert"):
@@ -343,6 +345,8 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
         weights = weights // n
     # autocast keeps a half-precision copy of every matmul weight until backward has used it
     cast_copies = 2 * arch.matmul_params if mixed else 0
+    if setup.shard in ("zero3", "fsdp"):
+        cast_copies = 0  # weights are gathered per layer already in the compute dtype (counted in `gathered`)
     acts = activations(arch, setup)
     notes += acts.notes
     if setup.grad_checkpointing:

@@ -59,7 +59,7 @@ def test_a_run_that_does_not_fit_exits_1_and_ranks_levers(app):
     d = json.loads(res.stdout)
     assert d["targets"][0]["fits"] is False and d["targets"][0]["headroom_bytes"] < 0
     saves = [lv["saves_bytes"] for lv in d["advice"]]
-    assert d["advice"][0]["lever"].startswith("combined:") and d["advice"][0]["fits"]
+    assert d["advice"][0]["lever"].startswith("cheapest fit:") and d["advice"][0]["fits"]
     assert saves[1:] == sorted(saves[1:], reverse=True)
     names = {lv["lever"] for lv in d["advice"]}
     assert {"gradient checkpointing", "LoRA adapters", "8-bit AdamW (bitsandbytes)"} <= names
