@@ -166,3 +166,61 @@ def test_trace_prints_the_traced_peak_beside_the_analytic_one(app):
     d = json.loads(res.stdout)
     assert d["traced_peak_bytes"] > 0
     assert abs(d["peak_bytes"] - d["traced_peak_bytes"]) / d["traced_peak_bytes"] < 0.10
+
+
+# --- the data files (catalog: the IO boundary) ------------------------------------------------------------
+
+
+def test_every_gpu_perf_entry_is_a_gpus_yaml_id_with_a_source():
+    from envman.fit.catalog import load_gpu_perf
+    from envman.matrix import load_matrix
+
+    ids = {g.id for g in load_matrix().gpus}
+    perf = load_gpu_perf()
+    assert set(perf) <= ids
+    assert {"h100-sxm", "a100-sxm4-80gb", "rtx-4090", "l4"} <= set(perf)
+    assert all(src.startswith("https://") for _, _, src in perf.values())
+
+
+def test_bf16_and_fp8_follow_compute_capability():
+    from envman.fit.catalog import gpu_specs
+
+    by = {g.id: g for g in gpu_specs(["t4", "a100", "l4", "h100"])}
+    assert (by["t4"].bf16, by["a100-sxm4-80gb"].bf16, by["a100-sxm4-80gb"].fp8, by["l4"].fp8, by["h100-sxm"].fp8) == \
+        (False, True, False, True, True)
+
+
+def test_gpu_perf_problems_are_all_reported_with_file_and_path(tmp_path):
+    from envman.errors import MatrixError
+    from envman.fit.catalog import load_gpu_perf
+
+    (tmp_path / "gpu_perf.yaml").write_text(
+        "gpus:\n  h100-sxm:\n    memory_bytes: -1\n    tflops: {bf61: 3, fp32: no}\n")
+    with pytest.raises(MatrixError) as exc:
+        load_gpu_perf(str(tmp_path))
+    assert exc.value.problems == [
+        "gpu_perf.yaml: gpus.h100-sxm.memory_bytes: expected a positive integer, got -1",
+        "gpu_perf.yaml: gpus.h100-sxm.tflops.bf61: unknown precision (did you mean bf16?)",
+        "gpu_perf.yaml: gpus.h100-sxm.tflops.fp32: expected a positive number, got False",
+        "gpu_perf.yaml: gpus.h100-sxm.source: missing",
+    ]
+
+
+def test_models_yaml_problems_name_the_entry_and_config_key(tmp_path):
+    from envman.errors import MatrixError
+    from envman.fit.catalog import load_models
+
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  - {id: x, name: X, task: causal-lm, params: 5, source: 'https://x',\n"
+        "     config: {model_type: llama, hidden_size: 8}}\n")
+    with pytest.raises(MatrixError) as exc:
+        load_models(str(tmp_path))
+    assert exc.value.problems[0] == "models.yaml: models[0].config.num_hidden_layers: missing"
+
+
+def test_every_shipped_model_has_a_source_url():
+    from envman.fit.catalog import load_models
+
+    models = load_models()
+    assert len(models) >= 20
+    assert all(m.source.startswith("https://") for m in models)
