@@ -9,7 +9,7 @@ from ..errors import UsageError
 from ..fit.advice import Lever, rank_levers
 from ..fit.architectures import Arch, params_from_count
 from ..fit.catalog import GpuSpec, find_model, gpu_specs, load_config
-from ..fit.estimate import Estimate, Setup, SetupError, accumulation_steps, estimate, max_micro_batch
+from ..fit.estimate import Estimate, Setup, SetupError, accumulation_steps, default_seq, estimate, max_micro_batch
 
 DEFAULT_MFU = 0.40
 DEFAULT_COMPARE = ("h100", "a100", "rtx-4090", "l4")
@@ -151,6 +151,10 @@ def run_fit(opts: FitOptions) -> FitResult:
         setup = replace(setup, lora_targets=("c_attn",))
     elif arch.family in ("bert", "vit", "clip", "whisper"):
         setup = replace(setup, lora_targets=("query", "value", "attn"))
+    if arch.family in ("gpt2", "llama", "bert") and not setup.seq:
+        setup = replace(setup, seq=default_seq(arch, setup))  # shown in the output as the value used
+    if arch.family in ("vit", "resnet") and not setup.image_size:
+        setup = replace(setup, image_size=arch.image_size)
     try:
         est = estimate(arch, setup)
     except SetupError as exc:
