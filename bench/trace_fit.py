@@ -2,7 +2,7 @@
 
 Run ONCE in the separate trace venv (torch + transformers), not in envman's own environment:
 
-    .venv-trace/bin/python bench/trace_fit.py            # all setups (~10-20 min on 2 busy cores; the fixture is rewritten after every row)
+    .venv-trace/bin/python bench/trace_fit.py            # all setups (745 s on a shared 2-core machine; the fixture is rewritten after every row)
     .venv-trace/bin/python bench/trace_fit.py --only gpt2 # a subset, printed, fixture untouched
 
 How it measures (and why this way):

@@ -41,7 +41,7 @@ def label(row: dict) -> str:
 def test_fixture_records_how_it_was_made():
     assert DATA["generated_by"] == "bench/trace_fit.py"
     assert DATA["torch"] and DATA["transformers"]
-    assert len(DATA["rows"]) >= 20
+    assert DATA["complete"] and len(DATA["rows"]) >= 20
 
 
 @pytest.mark.parametrize("row", DATA["rows"], ids=label)
