@@ -99,3 +99,32 @@ def test_accumulation_steps_reach_the_global_batch():
     assert accumulation_steps(256, 8, 4) == 8
     assert accumulation_steps(250, 8, 4) == 8
     assert accumulation_steps(None, 8, 4) is None
+
+
+def test_each_lever_saves_exactly_the_difference_of_two_estimates():
+    from envman.fit.advice import rank_levers
+
+    arch = llama8b()
+    setup = Setup(precision="bf16-mixed", batch=4, seq=2048)
+    base = estimate(arch, setup)
+    budget = int(24 * 2**30 * 0.9)
+    levers = rank_levers(arch, setup, base, budget)
+    assert levers[0].lever.startswith("cheapest fit: ") and levers[0].fits and levers[0].peak_bytes <= budget
+    for lv in levers:
+        assert lv.saves_bytes == base.peak_bytes - lv.peak_bytes > 0
+        assert lv.cost
+    singles = [lv.saves_bytes for lv in levers[1:]]
+    assert singles == sorted(singles, reverse=True)
+
+
+def test_flash_attention_drops_the_quadratic_term():
+    arch = arch_from_config(MODELS["gpt2"]["config"])
+    from envman.fit.estimate import activations
+
+    def saved(s, attention):  # transformer blocks only: the LM head's b·s·V terms are linear either way
+        return activations(arch, Setup(precision="bf16-mixed", batch=1, seq=s, attention=attention)).per_layer
+
+    eager = [saved(s, "eager") for s in (512, 1024)]
+    flash = [saved(s, "flash") for s in (512, 1024)]
+    assert eager[1] / eager[0] > 2.3  # s² probabilities
+    assert flash[1] / flash[0] == pytest.approx(2.0, rel=0.01)  # linear in s
