@@ -16,7 +16,7 @@ def test_one_module_per_command_and_each_is_registered():
     modules = {p.stem for p in CLI.glob("*.py")} - NOT_COMMANDS
     commands = typer.main.get_command(app).commands
     assert set(commands) == modules
-    assert list(commands) == ["resolve", "init", "lock", "build", "smoke", "fetch", "doctor", "matrix", "ci"]
+    assert list(commands) == ["resolve", "init", "lock", "build", "smoke", "fetch", "doctor", "fit", "matrix", "ci"]
 
 
 def test_main_registers_without_a_fallback():

@@ -1,0 +1,251 @@
+"""The ``fit`` use case: plain options in, a FitResult out. Never prints, never exits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from envman.errors import UsageError
+from envman.fit.advice import Lever, rank_levers
+from envman.fit.architectures import Arch, params_from_count
+from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config
+from envman.fit.estimate import (
+    Estimate,
+    Setup,
+    SetupError,
+    accumulation_steps,
+    default_seq,
+    estimate,
+    max_micro_batch,
+)
+
+DEFAULT_MFU = 0.40
+DEFAULT_COMPARE = ("h100", "a100", "rtx-4090", "l4")
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    path: str = "."
+    model: str | None = None
+    params: int | None = None
+    method: str = "full"
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    batch: int = 1
+    seq: int | None = None
+    image_size: int | None = None
+    grad_checkpointing: bool = False
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] | None = None
+    gpus: int = 1
+    shard: str = "none"
+    global_batch: int | None = None
+    targets: tuple[str, ...] = ()
+    margin_pct: float = 10.0
+    compare: tuple[str, ...] = ()
+    attention: str = "eager"
+    mfu: float = DEFAULT_MFU
+    trace: bool = False
+
+
+@dataclass(frozen=True)
+class TargetFit:
+    gpu: GpuSpec
+    fits: bool
+    usable_bytes: int
+    headroom_bytes: int  # memory − margin − peak (negative: short by that much)
+    max_micro_batch: int
+    accumulation_steps: int | None
+    step_seconds: float | None
+    throughput: float | None  # tokens (or images) per second, estimated
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FitResult:
+    model_name: str
+    model_source: str
+    arch: Arch
+    estimate: Estimate
+    targets: tuple[TargetFit, ...]
+    compare: tuple[TargetFit, ...]
+    advice: tuple[Lever, ...]
+    host_ram_bytes: int
+    margin_pct: float
+    mfu: float
+    global_batch: int | None
+    traced_peak_bytes: int | None = None
+    trace_note: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def resolve_model(opts: FitOptions) -> tuple[str, str, Arch, dict | None]:
+    if opts.model and opts.params:
+        raise UsageError("--model and --params exclude each other", hint="give one of them")
+    if opts.params:
+        if opts.params <= 0:
+            raise UsageError(f"--params {opts.params}: expected a positive parameter count")
+        return f"{opts.params:,} parameters", "--params", params_from_count(opts.params), None
+    if not opts.model:
+        raise UsageError("no model given", hint="--model llama-3.1-8b, --model path/to/config.json or --params 7e9")
+    p = Path(opts.model)
+    if opts.model.endswith(".json") or p.is_dir() or p.is_file():
+        cfg = p / "config.json" if p.is_dir() else p
+        arch = load_config(cfg)
+        return cfg.parent.name if cfg.name == "config.json" else cfg.stem, str(cfg), arch, None
+    entry = find_model(opts.model)
+    return entry.name, entry.source, entry.arch, {"id": entry.id}
+
+
+def _targets(opts: FitOptions) -> tuple[tuple[str, ...], str | None]:
+    if opts.targets:
+        return tuple(opts.targets), None
+    try:  # this machine's GPUs
+        from envman.portable.facts.nvidia import scan_gpus
+
+        scan = scan_gpus()
+        names = tuple(dict.fromkeys(g.name for g in scan.gpus))
+        if names:
+            return names, f"targets: detected via {scan.source}"
+    except Exception:  # noqa: BLE001 - a failed probe only means "no GPU here"
+        pass
+    from envman.project.spec import load_spec
+
+    spec = load_spec(Path(opts.path))
+    if spec is not None and spec.targets:
+        return tuple(spec.targets), "targets: from envman.yaml"
+    if opts.compare:
+        return (), None
+    raise UsageError("no target GPU: none detected on this machine and none in envman.yaml",
+                     hint="pass --target GPU (repeatable, e.g. --target h100) or --compare h100,a100,rtx-4090,l4")
+
+
+def _precision_key(precision: str) -> str:
+    return "fp32" if precision == "fp32" else ("bf16" if precision.startswith("bf16") else "fp16")
+
+
+def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: float, mfu: float,
+            global_batch: int | None) -> TargetFit:
+    usable = int(gpu.memory_bytes * (1 - margin_pct / 100))
+    notes: list[str] = []
+    if setup.precision.startswith("bf16") and not gpu.bf16:
+        notes.append(f"bf16 needs compute capability ≥ 8.0; {gpu.name} is {gpu.cc}: use fp16-mixed or fp32")
+    mb = max_micro_batch(arch, setup, usable) if arch.family != "params" else (setup.batch if est.peak_bytes <= usable else 0)
+    dp = setup.gpus
+    steps = accumulation_steps(global_batch, mb, dp) if mb else None
+    tf = gpu.peak_tflops(_precision_key(setup.precision))
+    step_s = thr = None
+    if tf and est.train_flops:
+        step_s = est.train_flops / (tf * 1e12 * mfu)
+        thr = est.samples_tokens * dp / step_s
+    elif not tf:
+        notes.append(f"no {_precision_key(setup.precision)} throughput figure for {gpu.name}")
+    fits = est.peak_bytes <= usable and not (setup.precision.startswith("bf16") and not gpu.bf16)
+    return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes))
+
+
+def run_fit(opts: FitOptions) -> FitResult:
+    name, source, arch, entry = resolve_model(opts)
+    if not 0 <= opts.margin_pct < 100:
+        raise UsageError(f"--margin {opts.margin_pct}: expected a percentage in [0, 100)")
+    if not 0 < opts.mfu <= 1:
+        raise UsageError(f"--mfu {opts.mfu}: expected a fraction in (0, 1]")
+    setup = Setup(method=opts.method, precision=opts.precision, optimizer=opts.optimizer, batch=opts.batch,
+                  seq=opts.seq, image_size=opts.image_size, grad_checkpointing=opts.grad_checkpointing,
+                  lora_rank=opts.lora_rank, gpus=opts.gpus, shard=opts.shard, attention=opts.attention)
+    if opts.lora_targets:
+        setup = replace(setup, lora_targets=tuple(opts.lora_targets))
+    elif arch.family == "gpt2":
+        setup = replace(setup, lora_targets=("c_attn",))
+    elif arch.family in ("bert", "vit", "clip", "whisper"):
+        setup = replace(setup, lora_targets=("query", "value", "attn"))
+    if arch.family in ("gpt2", "llama", "bert") and not setup.seq:
+        setup = replace(setup, seq=default_seq(arch, setup))  # shown in the output as the value used
+    if arch.family in ("vit", "resnet") and not setup.image_size:
+        setup = replace(setup, image_size=arch.image_size)
+    try:
+        est = estimate(arch, setup)
+    except SetupError as exc:
+        raise UsageError(str(exc)) from None
+    target_names, tnote = _targets(opts)
+    notes = list(est.notes) + ([tnote] if tnote else [])
+    if not arch.validated and arch.family != "params" and not any("not validated" in n for n in notes):
+        notes.append(f"{arch.family}: the activation model is not validated against a traced step (docs/fit.md)")
+    fits = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch)
+                 for g in gpu_specs(target_names)) if target_names else ()
+    compare = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch)
+                    for g in gpu_specs(opts.compare)) if opts.compare else ()
+    first = (fits or compare)[0] if (fits or compare) else None
+    advice: tuple[Lever, ...] = ()
+    if first is not None and not first.fits:
+        advice = rank_levers(arch, setup, est, first.usable_bytes, first.gpu.bf16)
+    mem = max((t.gpu.memory_bytes for t in fits or compare), default=0)
+    # host: the ≥ 2× GPU memory rule (pinned buffers, data loading, checkpoint staging) and what loading
+    # the weights takes on the host (every rank loads a copy before moving it to its GPU)
+    host = max(2 * mem * setup.gpus, setup.gpus * arch.params * (4 if setup.precision == "fp32" else 2))
+    traced = tnote_trace = None
+    if opts.trace:
+        from envman.fit.catalog import raw_config
+        from envman.fit.trace import trace_peak
+
+        cfg, task = raw_config(opts.model if entry is None else entry["id"])
+        traced, tnote_trace = trace_peak(cfg, task, setup)
+    return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
+                     opts.global_batch, traced, tnote_trace, tuple(notes))
+
+
+def _target_dict(t: TargetFit, unit: str) -> dict:
+    return {"name": t.gpu.name, "id": t.gpu.id, "memory_bytes": t.gpu.memory_bytes, "fits": t.fits,
+            "headroom_bytes": t.headroom_bytes, "max_micro_batch": t.max_micro_batch,
+            "accumulation_steps": t.accumulation_steps,
+            "step_seconds": None if t.step_seconds is None else round(t.step_seconds, 4),
+            f"{unit}_per_second": None if t.throughput is None else round(t.throughput, 1),
+            "notes": list(t.notes)}
+
+
+def result_dict(res: FitResult) -> dict:
+    """The --json contract (docs/fit.md): keep these key names."""
+    e = res.estimate
+    s = e.setup
+    unit = e.unit
+    first = (res.targets or res.compare)[0] if (res.targets or res.compare) else None
+    return {
+        "model": {"name": res.model_name, "source": res.model_source, "params": e.params,
+                  "trainable_params": e.trainable_params},
+        "setup": {"method": s.method, "precision": s.precision, "optimizer": s.optimizer, "batch": s.batch,
+                  "seq": s.seq, "image_size": s.image_size, "grad_checkpointing": s.grad_checkpointing,
+                  "lora_rank": s.lora_rank if s.method in ("lora", "qlora") else None,
+                  "lora_targets": list(s.lora_targets) if s.method in ("lora", "qlora") else None,
+                  "gpus": s.gpus, "shard": s.shard, "global_batch": res.global_batch, "attention": s.attention,
+                  "margin_pct": res.margin_pct},
+        "peak_bytes": e.peak_bytes,
+        "peak_phase": e.phase,
+        "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,
+                      "optimizer": e.breakdown.optimizer, "activations": e.breakdown.activations,
+                      "temporaries": e.breakdown.temporaries},
+        "targets": [_target_dict(t, "tokens" if unit == "tokens" else "samples") for t in res.targets],
+        "compare": [_target_dict(t, "tokens" if unit == "tokens" else "samples") for t in res.compare],
+        "advice": [{"lever": lv.lever, "change": lv.change, "saves_bytes": lv.saves_bytes, "cost": lv.cost,
+                    "fits": lv.fits} for lv in res.advice],
+        "host": {"ram_bytes": res.host_ram_bytes, "checkpoint_bytes": e.checkpoint_bytes},
+        "estimate": {
+            "step_seconds": None if not first or first.step_seconds is None else round(first.step_seconds, 4),
+            "tokens_per_second": None if not first or first.throughput is None or unit != "tokens"
+            else round(first.throughput, 1),
+            "samples_per_second": None if not first or first.throughput is None or unit == "tokens"
+            else round(first.throughput, 1),
+            "gpu": first.gpu.id if first else None, "mfu": res.mfu, "train_flops": e.train_flops,
+            "basis": "training FLOPs (forward + backward = 3× forward matmuls, +1 forward with checkpointing) / "
+                     "(peak dense TFLOP/s × MFU): an estimate"},
+        "traced_peak_bytes": res.traced_peak_bytes,
+        "notes": list(res.notes) + ([res.trace_note] if res.trace_note else []),
+    }
+
+
+def fmt_bytes(n: float) -> str:
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= div:
+            return f"{sign}{n / div:.2f} {unit}"
+    return f"{sign}{int(n)} B"

@@ -1,0 +1,152 @@
+"""Levers for a run that does not fit: what each saves on THIS run, and what it costs. Pure.
+
+Every lever is re-estimated with the same model (``estimate``), so "saves" is the difference of two peaks,
+not a rule of thumb. Costs are stated from the sources in docs/fit.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from envman.fit.architectures import Arch
+from envman.fit.estimate import Estimate, Setup, SetupError, estimate, max_micro_batch
+
+
+@dataclass(frozen=True)
+class Lever:
+    lever: str
+    change: str  # the command-line change
+    saves_bytes: int
+    peak_bytes: int
+    cost: str
+    fits: bool  # the first target then fits (with the margin)
+
+
+def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> list[tuple[str, str, Setup, str]]:
+    out: list[tuple[str, str, Setup, str]] = []
+    transformer = arch.family not in ("resnet", "params")
+    if setup.batch > 1 and arch.family != "params":
+        b = max(1, max_micro_batch(arch, replace(setup, batch=1), budget, limit=setup.batch - 1)) if budget else 1
+        b = min(b, setup.batch - 1) or 1
+        steps = -(-setup.batch // b)
+        out.append(("smaller micro-batch + gradient accumulation", f"--batch {b} (accumulate {steps} steps)",
+                    replace(setup, batch=b),
+                    f"none on the result (same effective batch of {setup.batch}); throughput drops if a batch "
+                    f"of {b} leaves the GPU under-occupied"))
+    if not setup.grad_checkpointing and transformer and setup.method != "freeze":
+        out.append(("gradient checkpointing", "--grad-checkpointing", replace(setup, grad_checkpointing=True),
+                    "speed: one extra forward per step (about +33% step time); accuracy: none"))
+    if transformer and setup.attention == "eager":
+        out.append(("flash / memory-efficient attention", "attn_implementation='sdpa' or 'flash_attention_2'",
+                    replace(setup, attention="flash"),
+                    "none (exact attention, faster); needs fp16/bf16 and a recent GPU for FlashAttention-2"))
+    if setup.precision == "fp32":
+        p = "bf16-mixed" if bf16_ok else "fp16-mixed"
+        out.append((f"{p} autocast", f"--precision {p}", replace(setup, precision=p),
+                    "speed: faster on tensor cores; accuracy: on par for most training"
+                    + ("" if bf16_ok else " (fp16 needs loss scaling)")))
+    if setup.precision in ("fp32", "bf16-mixed", "fp16-mixed") and bf16_ok:
+        out.append(("pure bf16 weights and optimizer state", "--precision bf16", replace(setup, precision="bf16"),
+                    "accuracy: no fp32 master weights, small updates can round away (use Kahan summation / "
+                    "stochastic rounding, or expect a small quality loss)"))
+    if setup.optimizer in ("adamw", "lion") and setup.optimizer_impl == "foreach":
+        out.append(("fused AdamW kernel", "torch.optim.AdamW(..., fused=True)", replace(setup, optimizer_impl="fused"),
+                    "none: same update in one kernel, without the parameter-sized temporary of the foreach default"))
+    if setup.optimizer == "adamw" and setup.method in ("full", "lora", "qlora"):
+        out.append(("8-bit AdamW (bitsandbytes)", "--optimizer adamw-8bit", replace(setup, optimizer="adamw-8bit"),
+                    "accuracy: on par with 32-bit Adam in Dettmers et al. 2022; needs the bitsandbytes package"))
+    if setup.method == "full" and transformer:
+        targets = ("q_proj", "k_proj", "v_proj", "o_proj") if arch.family == "llama" else \
+            ("c_attn",) if arch.family == "gpt2" else ("query", "value")
+        lo = replace(setup, method="lora", lora_targets=targets)
+        out.append(("LoRA adapters", f"--method lora --lora-targets {','.join(targets)}", lo,
+                    "trains rank-r adapters only: close to full fine-tuning on most tasks; not for pre-training"))
+        if setup.precision != "fp32":
+            out.append(("QLoRA (4-bit base)", "--method qlora", replace(lo, method="qlora"),
+                        "speed: dequantisation makes steps slower; accuracy: small loss vs 16-bit LoRA (QLoRA paper)"))
+    if setup.gpus > 1 and setup.shard not in ("zero3", "fsdp"):
+        out.append((f"shard everything over {setup.gpus} GPUs", "--shard fsdp", replace(setup, shard="fsdp"),
+                    "speed: all-gathers weights every layer (needs a fast interconnect)"))
+    elif setup.gpus == 1 and arch.family != "params":
+        for n in (2, 4, 8):
+            sh = replace(setup, gpus=n, shard="fsdp")
+            if estimate(arch, sh).peak_bytes <= budget or n == 8:
+                out.append((f"FSDP / ZeRO-3 over {n} GPUs", f"--gpus {n} --shard fsdp", sh,
+                            f"needs {n} GPUs; speed: all-gathers weights every layer"))
+                break
+    return out
+
+
+def rank_levers(arch: Arch, setup: Setup, base: Estimate, budget: int, bf16_ok: bool = True) -> tuple[Lever, ...]:
+    """Each applicable lever with the bytes it saves on this run, biggest saving first."""
+    levers: list[Lever] = []
+    for name, change, new, cost in _candidates(arch, setup, budget, bf16_ok):
+        try:
+            est = estimate(arch, new)
+        except SetupError:
+            continue
+        saves = base.peak_bytes - est.peak_bytes
+        if saves <= 0:
+            continue
+        levers.append(Lever(name, change, saves, est.peak_bytes, cost, est.peak_bytes <= budget))
+    ranked = sorted(levers, key=lambda lv: (-lv.saves_bytes, lv.lever))
+    # first: the cheapest way to fit (levers stacked in order of cost), when it takes more than one lever
+    combo = combine(arch, setup, budget, bf16_ok) if ranked else None
+    if combo is not None and " + " in combo.lever:
+        ranked.insert(0, replace(combo, saves_bytes=base.peak_bytes - combo.peak_bytes))
+    return tuple(ranked)
+
+
+# cheapest first: levers that cost nothing in accuracy, then speed, then accuracy/method changes
+_ORDER = ("fused AdamW kernel", "flash / memory-efficient attention", "smaller micro-batch + gradient accumulation",
+          "gradient checkpointing", "bf16-mixed autocast", "fp16-mixed autocast", "8-bit AdamW (bitsandbytes)",
+          "pure bf16 weights and optimizer state", "LoRA adapters", "QLoRA (4-bit base)")
+
+
+def _apply(arch: Arch, setup: Setup, budget: int, bf16_ok: bool, names: tuple[str, ...]):
+    current, changes = setup, []
+    for wanted in _ORDER:
+        if wanted not in names:
+            continue
+        cands = {n: (c, new) for n, c, new, _ in _candidates(arch, current, budget, bf16_ok)}
+        if wanted == "QLoRA (4-bit base)" and current.method == "lora" and current.precision != "fp32":
+            cands[wanted] = ("--method qlora", replace(current, method="qlora"))
+        if wanted in cands:
+            change, current = cands[wanted]
+            changes.append(change)
+    return current, changes
+
+
+def combine(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> Lever | None:
+    """No single lever is enough: stack them cheapest first until the run fits, then drop every lever the
+    fit does not need (most costly first). None: even all of them together do not fit."""
+    chosen: tuple[str, ...] = ()
+    fitted = False
+    for wanted in _ORDER:
+        trial = chosen + (wanted,)
+        new, _ = _apply(arch, setup, budget, bf16_ok, trial)
+        try:
+            peak = estimate(arch, new).peak_bytes
+            before = estimate(arch, _apply(arch, setup, budget, bf16_ok, chosen)[0]).peak_bytes
+        except SetupError:
+            continue
+        if peak < before:
+            chosen = trial
+            if peak <= budget:
+                fitted = True
+                break
+    if not fitted:
+        return None
+    for name in reversed(chosen):
+        fewer = tuple(n for n in chosen if n != name)
+        try:
+            if estimate(arch, _apply(arch, setup, budget, bf16_ok, fewer)[0]).peak_bytes <= budget:
+                chosen = fewer
+        except SetupError:
+            continue
+    final, changes = _apply(arch, setup, budget, bf16_ok, chosen)
+    if "QLoRA (4-bit base)" in chosen and "LoRA adapters" in chosen:  # one --method flag: qlora with the targets
+        changes = [c.replace("--method lora", "--method qlora") for c in changes if c != "--method qlora"]
+    peak = estimate(arch, final).peak_bytes
+    return Lever("cheapest fit: " + " + ".join(chosen), " ".join(changes), 0, peak,
+                 "the costs of each lever listed below", True)

@@ -1,0 +1,308 @@
+"""Shapes and parameter counts of a model, from its published config values. Pure: a dict in, an Arch out.
+
+The config is a Hugging Face ``config.json`` (already parsed; ``catalog`` reads files). Counts follow the
+reference implementations module by module, so they can be checked against the publishers' figures
+(tests: within 2%). ``ArchError`` carries ``dotted.path: problem`` for the catalog to prefix the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+DECODERS = ("gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3")
+VALIDATED = ("gpt2", "llama", "bert", "vit", "resnet")  # families compared against traced peaks
+
+
+class ArchError(ValueError):
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A matmul weight that appears ``count`` times (once per layer): LoRA targets and weight copies."""
+
+    name: str
+    fan_in: int
+    fan_out: int
+    count: int
+
+
+@dataclass(frozen=True)
+class Arch:
+    family: str  # gpt2 | llama (llama, mistral, qwen2, gemma2, phi3) | bert | vit | resnet | clip | whisper
+    task: str  # causal-lm | masked-lm | image-classification | clip | speech-seq2seq
+    params: int
+    embedding_params: int  # lookup tables: no FLOPs (excluded from 6·N·tokens)
+    largest_param: int  # elements of the largest single tensor (per-tensor optimizer temporaries)
+    linears: tuple[Linear, ...]  # every matmul weight (autocast keeps a half-precision copy of each)
+    hidden: int = 0
+    layers: int = 0
+    heads: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0
+    ffn: int = 0
+    vocab: int = 0
+    max_positions: int = 0
+    tied: bool = False
+    dropout_attn: float = 0.0
+    dropout_hidden: float = 0.0
+    image_size: int = 0
+    patch_size: int = 0
+    channels: int = 3
+    labels: int = 0
+    stages: tuple[tuple[int, int], ...] = ()  # resnet: (depth, width) per stage
+    stem: int = 0  # resnet: stem channels
+    towers: tuple[Arch, ...] = field(default=())  # clip / whisper: the encoder and decoder parts
+
+    @cached_property  # frozen dataclass: cached in the instance __dict__, asked hundreds of times per run
+    def matmul_params(self) -> int:
+        return sum(lin.fan_in * lin.fan_out * lin.count for lin in self.linears)
+
+    @property
+    def validated(self) -> bool:
+        return self.family in VALIDATED
+
+
+def _get(cfg: dict, problems: list[str], *keys: str, default=None, kind=int, path: str = ""):
+    for k in keys:
+        if k in cfg and cfg[k] is not None:
+            v = cfg[k]
+            if kind is int and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                problems.append(f"{path}{k}: expected a positive integer, got {v!r}")
+                return 1
+            if kind is float and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1):
+                problems.append(f"{path}{k}: expected a probability in [0, 1), got {v!r}")
+                return 0.0
+            return v
+    if default is None:
+        problems.append(f"{path}{keys[0]}: missing")
+        return 1 if kind is int else 0.0
+    return default
+
+
+def arch_from_config(cfg: dict, task: str | None = None) -> Arch:
+    """Raise ArchError listing every problem; an unknown model_type names the supported ones."""
+    if not isinstance(cfg, dict):
+        raise ArchError(["expected a JSON object (a config.json)"])
+    mtype = cfg.get("model_type")
+    if mtype in DECODERS:
+        return _decoder(cfg, mtype)
+    if mtype == "bert":
+        return _bert(cfg)
+    if mtype == "vit":
+        return _vit(cfg)
+    if mtype == "resnet":
+        return _resnet(cfg)
+    if mtype == "clip":
+        return _clip(cfg)
+    if mtype == "whisper":
+        return _whisper(cfg)
+    known = ", ".join((*DECODERS, "bert", "vit", "resnet", "clip", "whisper"))
+    raise ArchError([f"model_type: {mtype!r} is not supported (supported: {known})"])
+
+
+def _decoder(cfg: dict, mtype: str) -> Arch:
+    p: list[str] = []
+    if mtype == "gpt2":
+        h = _get(cfg, p, "n_embd", "hidden_size")
+        L = _get(cfg, p, "n_layer", "num_hidden_layers")
+        a = _get(cfg, p, "n_head", "num_attention_heads")
+        V = _get(cfg, p, "vocab_size")
+        npos = _get(cfg, p, "n_positions", "max_position_embeddings")
+        f = cfg.get("n_inner") or 4 * h
+        d_attn = _get(cfg, p, "attn_pdrop", default=0.1, kind=float)
+        d_hid = _get(cfg, p, "resid_pdrop", default=0.1, kind=float)
+        if p:
+            raise ArchError(p)
+        per_layer = 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h)
+        params = V * h + npos * h + L * per_layer + 2 * h
+        linears = (Linear("c_attn", h, 3 * h, L), Linear("c_proj", h, h, L), Linear("c_fc", h, f, L),
+                   Linear("mlp.c_proj", f, h, L), Linear("lm_head", h, V, 1))
+        return Arch("gpt2", "causal-lm", params, V * h + npos * h, V * h, linears, hidden=h, layers=L, heads=a,
+                    kv_heads=a, head_dim=h // a, ffn=f, vocab=V, max_positions=npos, tied=True,
+                    dropout_attn=d_attn, dropout_hidden=d_hid)
+    h = _get(cfg, p, "hidden_size")
+    L = _get(cfg, p, "num_hidden_layers")
+    a = _get(cfg, p, "num_attention_heads")
+    V = _get(cfg, p, "vocab_size")
+    f = _get(cfg, p, "intermediate_size")
+    g = _get(cfg, p, "num_key_value_heads", default=a)
+    d = _get(cfg, p, "head_dim", default=max(h // max(a, 1), 1))
+    npos = _get(cfg, p, "max_position_embeddings", default=4096)
+    if p:
+        raise ArchError(p)
+    tied = bool(cfg.get("tie_word_embeddings", mtype in ("gemma", "gemma2")))
+    attn = h * a * d + 2 * h * g * d + a * d * h
+    if mtype == "qwen2":
+        attn += a * d + 2 * g * d  # q/k/v biases
+    norms = (4 if mtype == "gemma2" else 2) * h
+    per_layer = attn + 3 * h * f + norms
+    params = V * h + L * per_layer + h + (0 if tied else V * h)
+    linears = (Linear("q_proj", h, a * d, L), Linear("k_proj", h, g * d, L), Linear("v_proj", h, g * d, L),
+               Linear("o_proj", a * d, h, L), Linear("gate_proj", h, f, L), Linear("up_proj", h, f, L),
+               Linear("down_proj", f, h, L), Linear("lm_head", h, V, 1))
+    return Arch("llama", "causal-lm", params, V * h, V * h, linears, hidden=h, layers=L, heads=a, kv_heads=g,
+                head_dim=d, ffn=f, vocab=V, max_positions=npos, tied=tied,
+                dropout_attn=float(cfg.get("attention_dropout") or 0.0))
+
+
+def _bert(cfg: dict) -> Arch:
+    p: list[str] = []
+    h = _get(cfg, p, "hidden_size")
+    L = _get(cfg, p, "num_hidden_layers")
+    a = _get(cfg, p, "num_attention_heads")
+    f = _get(cfg, p, "intermediate_size")
+    V = _get(cfg, p, "vocab_size")
+    npos = _get(cfg, p, "max_position_embeddings", default=512)
+    types = _get(cfg, p, "type_vocab_size", default=2)
+    d_hid = _get(cfg, p, "hidden_dropout_prob", default=0.1, kind=float)
+    d_attn = _get(cfg, p, "attention_probs_dropout_prob", default=0.1, kind=float)
+    if p:
+        raise ArchError(p)
+    emb = V * h + npos * h + types * h
+    per_layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+    head = (h * h + h) + 2 * h + V  # MLM transform + LayerNorm + decoder bias (decoder weight tied)
+    params = emb + 2 * h + L * per_layer + head
+    linears = (Linear("query", h, h, L), Linear("key", h, h, L), Linear("value", h, h, L),
+               Linear("attention.output.dense", h, h, L), Linear("intermediate.dense", h, f, L),
+               Linear("output.dense", f, h, L), Linear("transform.dense", h, h, 1), Linear("decoder", h, V, 1))
+    return Arch("bert", "masked-lm", params, emb, V * h, linears, hidden=h, layers=L, heads=a, kv_heads=a,
+                head_dim=h // a, ffn=f, vocab=V, max_positions=npos, tied=True, dropout_attn=d_attn,
+                dropout_hidden=d_hid)
+
+
+def _vit(cfg: dict, path: str = "") -> Arch:
+    p: list[str] = []
+    h = _get(cfg, p, "hidden_size", path=path)
+    L = _get(cfg, p, "num_hidden_layers", path=path)
+    a = _get(cfg, p, "num_attention_heads", path=path)
+    f = _get(cfg, p, "intermediate_size", default=4 * h if isinstance(h, int) else 1, path=path)
+    img = _get(cfg, p, "image_size", default=224, path=path)
+    patch = _get(cfg, p, "patch_size", default=16, path=path)
+    ch = _get(cfg, p, "num_channels", default=3, path=path)
+    labels = len(cfg["id2label"]) if isinstance(cfg.get("id2label"), dict) else cfg.get("num_labels", 1000)
+    if p:
+        raise ArchError(p)
+    n = (img // patch) ** 2 + 1
+    per_layer = 4 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
+    emb = ch * patch * patch * h + h + h + n * h
+    params = emb + L * per_layer + 2 * h + h * labels + labels
+    linears = (Linear("query", h, h, L), Linear("key", h, h, L), Linear("value", h, h, L),
+               Linear("attention.output.dense", h, h, L), Linear("intermediate.dense", h, f, L),
+               Linear("output.dense", f, h, L), Linear("patch_embeddings", ch * patch * patch, h, 1),
+               Linear("classifier", h, labels, 1))
+    return Arch("vit", "image-classification", params, n * h, max(h * f, h * labels), linears, hidden=h, layers=L,
+                heads=a, kv_heads=a, head_dim=h // a, ffn=f, image_size=img, patch_size=patch, channels=ch,
+                labels=labels, max_positions=n)
+
+
+def _resnet(cfg: dict) -> Arch:
+    p: list[str] = []
+    depths = cfg.get("depths")
+    widths = cfg.get("hidden_sizes")
+    stem = _get(cfg, p, "embedding_size", default=64)
+    ch = _get(cfg, p, "num_channels", default=3)
+    labels = len(cfg["id2label"]) if isinstance(cfg.get("id2label"), dict) else cfg.get("num_labels", 1000)
+    if not (isinstance(depths, list) and depths and all(isinstance(x, int) and x > 0 for x in depths)):
+        p.append(f"depths: expected a list of positive integers, got {depths!r}")
+    if not (isinstance(widths, list) and isinstance(depths, list) and len(widths) == len(depths)):
+        p.append(f"hidden_sizes: expected one width per stage (as many as depths), got {widths!r}")
+    if cfg.get("layer_type", "bottleneck") != "bottleneck":
+        p.append(f"layer_type: only 'bottleneck' ResNets are supported, got {cfg.get('layer_type')!r}")
+    if p:
+        raise ArchError(p)
+    params = 7 * 7 * ch * stem + 2 * stem
+    linears = [Linear("stem", 7 * 7 * ch, stem, 1)]
+    cin = stem
+    largest = 0
+    for depth, w in zip(depths, widths):
+        r = w // 4
+        for i in range(depth):
+            block = cin * r + 9 * r * r + r * w + 2 * (r + r + w)
+            lins = [Linear("conv1", cin, r, 1), Linear("conv2", 9 * r, r, 1), Linear("conv3", r, w, 1)]
+            if cin != w:  # projection shortcut (also where the stage strides)
+                block += cin * w + 2 * w
+                lins.append(Linear("shortcut", cin, w, 1))
+            params += block
+            linears += lins
+            largest = max(largest, 9 * r * r, r * w, cin * w)
+            cin = w
+    params += cin * labels + labels
+    linears.append(Linear("classifier", cin, labels, 1))
+    return Arch("resnet", "image-classification", params, 0, max(largest, cin * labels), tuple(linears),
+                image_size=int(cfg.get("image_size") or 224), channels=ch, labels=labels,
+                stages=tuple(zip(depths, widths)), stem=stem, hidden=cin, layers=sum(depths))
+
+
+def _text_tower(c: dict, p: list[str], path: str, vocab_default: int) -> tuple[int, int, int, int, int, int]:
+    h = _get(c, p, "hidden_size", "d_model", path=path)
+    L = _get(c, p, "num_hidden_layers", path=path)
+    a = _get(c, p, "num_attention_heads", path=path)
+    f = _get(c, p, "intermediate_size", default=4 * h if isinstance(h, int) else 1, path=path)
+    V = _get(c, p, "vocab_size", default=vocab_default, path=path)
+    npos = _get(c, p, "max_position_embeddings", default=77, path=path)
+    return h, L, a, f, V, npos
+
+
+def _clip(cfg: dict) -> Arch:
+    p: list[str] = []
+    tc = cfg.get("text_config") or {}
+    vc = cfg.get("vision_config") or {}
+    proj = _get(cfg, p, "projection_dim", default=512)
+    h, L, a, f, V, npos = _text_tower(tc, p, "text_config.", 49408)
+    vh, vL, va, vf = (_get(vc, p, "hidden_size", path="vision_config."), _get(vc, p, "num_hidden_layers", path="vision_config."),
+                      _get(vc, p, "num_attention_heads", path="vision_config."),
+                      _get(vc, p, "intermediate_size", default=3072, path="vision_config."))
+    img = _get(vc, p, "image_size", default=224, path="vision_config.")
+    patch = _get(vc, p, "patch_size", default=32, path="vision_config.")
+    if p:
+        raise ArchError(p)
+    layer = lambda h_, f_: 4 * h_ + 4 * (h_ * h_ + h_) + (h_ * f_ + f_) + (f_ * h_ + h_)  # noqa: E731
+    text = V * h + npos * h + L * layer(h, f) + 2 * h
+    n = (img // patch) ** 2 + 1
+    vision = 3 * patch * patch * vh + vh + n * vh + 2 * vh + vL * layer(vh, vf) + 2 * vh
+    params = text + vision + h * proj + vh * proj + 1
+    t_arch = Arch("bert", "clip", text, V * h, V * h, (Linear("attn", h, h, 4 * L), Linear("mlp", h, f, 2 * L)),
+                  hidden=h, layers=L, heads=a, kv_heads=a, head_dim=h // a, ffn=f, vocab=V, max_positions=npos)
+    v_arch = Arch("vit", "clip", vision, n * vh, vh * vf, (Linear("attn", vh, vh, 4 * vL), Linear("mlp", vh, vf, 2 * vL)),
+                  hidden=vh, layers=vL, heads=va, kv_heads=va, head_dim=vh // va, ffn=vf, image_size=img,
+                  patch_size=patch, max_positions=n)
+    return Arch("clip", "clip", params, V * h + n * vh, V * h, t_arch.linears + v_arch.linears, hidden=h, layers=L + vL,
+                heads=a, vocab=V, max_positions=npos, image_size=img, patch_size=patch, towers=(t_arch, v_arch))
+
+
+def _whisper(cfg: dict) -> Arch:
+    p: list[str] = []
+    d = _get(cfg, p, "d_model")
+    el = _get(cfg, p, "encoder_layers")
+    dl = _get(cfg, p, "decoder_layers")
+    ea = _get(cfg, p, "encoder_attention_heads")
+    ef = _get(cfg, p, "encoder_ffn_dim")
+    df = _get(cfg, p, "decoder_ffn_dim")
+    V = _get(cfg, p, "vocab_size")
+    mels = _get(cfg, p, "num_mel_bins", default=80)
+    src = _get(cfg, p, "max_source_positions", default=1500)
+    tgt = _get(cfg, p, "max_target_positions", default=448)
+    if p:
+        raise ArchError(p)
+    attn = 3 * d * d + 2 * d + d * d + d  # q, v, out with bias; k without (Whisper)
+    enc_layer = attn + 2 * d + (d * ef + ef) + (ef * d + d) + 2 * d
+    dec_layer = 2 * attn + 3 * 2 * d + (d * df + df) + (df * d + d)
+    conv = (mels * d * 3 + d) + (d * d * 3 + d)
+    params = conv + src * d + el * enc_layer + 2 * d + V * d + tgt * d + dl * dec_layer + 2 * d
+    enc = Arch("bert", "speech-seq2seq", conv + src * d + el * enc_layer, src * d, d * ef,
+               (Linear("attn", d, d, 4 * el), Linear("mlp", d, ef, 2 * el)), hidden=d, layers=el, heads=ea,
+               kv_heads=ea, head_dim=d // ea, ffn=ef, max_positions=src)
+    dec = Arch("bert", "speech-seq2seq", V * d + tgt * d + dl * dec_layer, V * d, V * d,
+               (Linear("attn", d, d, 8 * dl), Linear("mlp", d, df, 2 * dl), Linear("lm_head", d, V, 1)), hidden=d,
+               layers=dl, heads=ea, kv_heads=ea, head_dim=d // ea, ffn=df, vocab=V, max_positions=tgt, tied=True)
+    return Arch("whisper", "speech-seq2seq", params, V * d + tgt * d + src * d, V * d, enc.linears + dec.linears,
+                hidden=d, layers=el + dl, heads=ea, vocab=V, ffn=ef, max_positions=src, tied=True, towers=(enc, dec))
+
+
+def params_from_count(n: int) -> Arch:
+    """``--params N`` without a config: weights, gradients and optimizer state only (no activation model)."""
+    return Arch("params", "unknown", n, 0, 0, (), layers=0)

@@ -1,0 +1,217 @@
+"""IO for ``envman fit``: matrices/models.yaml, matrices/gpu_perf.yaml and a user's config.json → pure types.
+
+Shipped data that is wrong is envman's bug: every problem is collected and raised at once as
+``file: dotted.path: problem`` (MatrixError, exit 7). A user's config.json that cannot be used is a
+UsageError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from envman.errors import MatrixError, UsageError
+from envman.fit.architectures import Arch, ArchError, arch_from_config
+from envman.model import Cc
+
+TASKS = ("causal-lm", "masked-lm", "image-classification", "clip", "speech-seq2seq")
+PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str
+    name: str
+    aliases: tuple[str, ...]
+    task: str
+    params: int
+    arch: Arch
+    source: str
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU as the estimator sees it: memory, peak dense TFLOP/s, and what its architecture supports."""
+
+    id: str
+    name: str
+    cc: Cc | None
+    memory_bytes: int
+    tflops: tuple[tuple[str, float], ...]
+    source: str
+
+    @property
+    def bf16(self) -> bool:
+        return self.cc is not None and self.cc >= Cc(8, 0)
+
+    @property
+    def fp8(self) -> bool:
+        return self.cc is not None and self.cc >= Cc(8, 9)
+
+    def peak_tflops(self, precision: str) -> float | None:
+        return dict(self.tflops).get(precision)
+
+
+def _data_dir() -> Path:
+    from envman.resources import matrix_dir
+
+    return matrix_dir()
+
+
+def _yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+    except (OSError, yaml.YAMLError) as exc:
+        raise MatrixError([f"{path.name}: {exc}"]) from None
+
+
+@lru_cache(maxsize=2)
+def load_models(directory: str | None = None) -> tuple[ModelEntry, ...]:
+    path = Path(directory or _data_dir()) / "models.yaml"
+    doc = _yaml(path)
+    problems: list[str] = []
+    out: list[ModelEntry] = []
+    if not isinstance(doc, dict) or not isinstance(doc.get("models"), list):
+        raise MatrixError([f"{path.name}: models: expected a list"])
+    seen: set[str] = set()
+    for i, e in enumerate(doc["models"]):
+        at = f"{path.name}: models[{i}]"
+        if not isinstance(e, dict):
+            problems.append(f"{at}: expected a mapping")
+            continue
+        for key in ("id", "name", "task", "source"):
+            if not isinstance(e.get(key), str) or not e.get(key):
+                problems.append(f"{at}.{key}: missing or not a string")
+        if e.get("task") not in TASKS:
+            problems.append(f"{at}.task: {e.get('task')!r} is not one of {', '.join(TASKS)}")
+        if not isinstance(e.get("params"), int) or e["params"] <= 0:
+            problems.append(f"{at}.params: expected the published parameter count (a positive integer)")
+        if e.get("id") in seen:
+            problems.append(f"{at}.id: duplicate id {e.get('id')!r}")
+        seen.add(e.get("id"))
+        try:
+            arch = arch_from_config(e.get("config"))
+        except ArchError as exc:
+            problems += [f"{at}.config.{p}" for p in exc.problems]
+            continue
+        if problems:
+            continue
+        out.append(ModelEntry(e["id"], e["name"], tuple(e.get("aliases") or ()), e["task"], e["params"], arch,
+                              e["source"]))
+    if problems:
+        raise MatrixError(problems)
+    return tuple(out)
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def find_model(name: str) -> ModelEntry:
+    models = load_models()
+    idx: dict[str, ModelEntry] = {}
+    for m in models:
+        for n in (m.id, m.name, *m.aliases):
+            idx.setdefault(_norm(n), m)
+    hit = idx.get(_norm(name))
+    if hit:
+        return hit
+    close = difflib.get_close_matches(_norm(name), list(idx), n=4, cutoff=0.5)
+    ids = list(dict.fromkeys(idx[c].id for c in close))
+    hint = (f"did you mean: {', '.join(ids)}? " if ids else "") + \
+        "`--model` takes a name from matrices/models.yaml, a config.json path, or use --params N"
+    raise UsageError(f"unknown model {name!r}", hint=hint)
+
+
+def load_config(path: Path) -> Arch:
+    """A Hugging Face config.json, read offline."""
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}", hint="give the path of a config.json") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})",
+                         hint="`--model` takes a Hugging Face config.json") from None
+    try:
+        return arch_from_config(cfg)
+    except ArchError as exc:
+        raise UsageError(f"{path}: {exc.problems[0]}" + (f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""),
+                         hint="every problem: " + "; ".join(f"{path.name}: {p}" for p in exc.problems)) from None
+
+
+@lru_cache(maxsize=2)
+def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tuple[str, float], ...], str]]:
+    path = Path(directory or _data_dir()) / "gpu_perf.yaml"
+    doc = _yaml(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
+        raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
+    problems: list[str] = []
+    out: dict[str, tuple[int, tuple[tuple[str, float], ...], str]] = {}
+    for gid, e in doc["gpus"].items():
+        at = f"{path.name}: gpus.{gid}"
+        if not isinstance(e, dict):
+            problems.append(f"{at}: expected a mapping")
+            continue
+        mem = e.get("memory_bytes")
+        if not isinstance(mem, int) or isinstance(mem, bool) or mem <= 0:
+            problems.append(f"{at}.memory_bytes: expected a positive integer, got {mem!r}")
+        tf = e.get("tflops")
+        if not isinstance(tf, dict) or not tf:
+            problems.append(f"{at}.tflops: expected a mapping of precision → dense TFLOP/s")
+            tf = {}
+        for k, v in tf.items():
+            if k not in PRECISION_KEYS:
+                sug = difflib.get_close_matches(str(k), PRECISION_KEYS, n=1)
+                problems.append(f"{at}.tflops.{k}: unknown precision" + (f" (did you mean {sug[0]}?)" if sug else ""))
+            elif isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                problems.append(f"{at}.tflops.{k}: expected a positive number, got {v!r}")
+        if not isinstance(e.get("source"), str) or not e.get("source"):
+            problems.append(f"{at}.source: missing")
+        if not problems:
+            out[gid] = (mem, tuple(sorted((k, float(v)) for k, v in tf.items())), e["source"])
+    if problems:
+        raise MatrixError(problems)
+    return out
+
+
+def gpu_specs(names: list[str] | tuple[str, ...]) -> tuple[GpuSpec, ...]:
+    """Resolve what the user typed (h100, rtx-4090, an alias) through gpus.yaml, then attach gpu_perf.yaml."""
+    from envman.matrix.load import load_matrix
+    from envman.resolve.targets import parse_targets
+
+    matrix = load_matrix()
+    perf = load_gpu_perf()
+    out: list[GpuSpec] = []
+    for t in parse_targets(matrix, list(names)):
+        if t.gpu is None:
+            raise UsageError(f"target {t.label} is a compute capability, not a GPU: fit needs its memory and speed",
+                             hint="name the GPU: --target h100, --target rtx-4090 …")
+        g = t.gpu
+        if g.id not in perf:
+            known = ", ".join(sorted(perf))
+            raise UsageError(f"no memory/throughput data for {g.name} ({g.id}) in gpu_perf.yaml",
+                             hint=f"GPUs with data: {known}")
+        mem, tflops, source = perf[g.id]
+        out.append(GpuSpec(g.id, g.name, g.cc, mem, tflops, source))
+    return tuple(out)
+
+
+def raw_config(ref: str) -> tuple[dict, str]:
+    """The config values (HF keys) and task of a catalog entry or a config.json, for --trace."""
+    p = Path(ref)
+    if ref.endswith(".json") or p.exists():
+        cfg_path = p / "config.json" if p.is_dir() else p
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        arch = arch_from_config(cfg)
+        return cfg, arch.task
+    path = Path(_data_dir()) / "models.yaml"
+    for e in _yaml(path)["models"]:
+        if e.get("id") == ref:
+            return dict(e["config"]), e["task"]
+    raise UsageError(f"unknown model {ref!r}")

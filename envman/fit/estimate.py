@@ -1,0 +1,411 @@
+"""How many bytes one training step needs on each GPU. PURE: dataclasses in, dataclasses out.
+
+The peak of a step is the largest of three moments (measured the same way in bench/trace_fit.py):
+
+1. start of backward: weights + optimizer state + every tensor autograd saved in the forward + the loss's
+   gradient temporaries (for a language model the log-softmax over the vocabulary, b·s·V fp32, 3× at once);
+2. during backward: saved tensors not yet freed + gradients produced so far + (with recomputation) one
+   layer's recomputed activations;
+3. optimizer step: weights + gradients + optimizer state + the optimizer's temporaries (PyTorch's default
+   foreach AdamW builds a parameter-sized list for sqrt(v)).
+
+Saved activations are counted tensor by tensor from the reference implementations (Hugging Face
+transformers, eager attention), per layer, in the dtype each tensor has under the chosen precision; the
+method and sources are in docs/fit.md. Korthikanti et al. 2022 give the same structure for Megatron's
+fused kernels: s·b·h·(34 + 5·a·s/h) bytes per layer in 16-bit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from envman.fit.architectures import Arch
+
+PRECISIONS = ("fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed")
+OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion")
+METHODS = ("full", "lora", "qlora", "freeze")
+SHARDS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
+ATTENTION = ("eager", "flash")
+DROPOUT_MASKS = ("bool", "input")
+
+QLORA_BYTES_PER_PARAM = (4 + 0.127) / 8  # NF4 + double-quantised constants: 0.127 bit/param (QLoRA paper, §3)
+
+
+@dataclass(frozen=True)
+class Setup:
+    method: str = "full"
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    batch: int = 1
+    seq: int | None = None  # tokens per sample; None: min(2048, the model's max positions)
+    image_size: int | None = None  # None: the model's
+    grad_checkpointing: bool = False
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    gpus: int = 1
+    shard: str = "none"
+    # kernels: what the comparison with the traced reference pins down (docs/fit.md)
+    attention: str = "eager"  # eager: the s×s probabilities are kept; flash: only the log-sum-exp
+    dropout_mask: str = "bool"  # bool: CUDA's fused dropout (1 B); input: CPU's mask in the input's dtype
+    optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    temporaries: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.temporaries
+
+
+@dataclass(frozen=True)
+class Estimate:
+    setup: Setup
+    params: int
+    trainable_params: int
+    peak_bytes: int
+    breakdown: Breakdown  # at the peak
+    phase: str  # backward-start | backward | optimizer-step
+    weights_bytes: int  # the model's weights as stored for training (per GPU)
+    checkpoint_bytes: int  # a resumable checkpoint: trainable weights + optimizer state (all GPUs together)
+    train_flops: float  # per step, per GPU
+    samples_tokens: int  # tokens (or images) per step per GPU
+    unit: str  # tokens | images
+    notes: tuple[str, ...] = field(default=())
+
+
+class SetupError(ValueError):
+    """A setup the estimator cannot honour; the message is one line for the user."""
+
+
+def _bytes(prec: str) -> tuple[int, int, int, bool]:
+    """(residual/param dtype, compute dtype, grad dtype, mixed?)."""
+    if prec == "fp32":
+        return 4, 4, 4, False
+    if prec.endswith("-mixed"):
+        return 4, 2, 4, True
+    return 2, 2, 2, False
+
+
+def validate(setup: Setup, arch: Arch) -> None:
+    for name, val, allowed in (("method", setup.method, METHODS), ("precision", setup.precision, PRECISIONS),
+                               ("optimizer", setup.optimizer, OPTIMIZERS), ("shard", setup.shard, SHARDS),
+                               ("attention", setup.attention, ATTENTION)):
+        if val not in allowed:
+            raise SetupError(f"--{name} {val!r} is not one of {', '.join(allowed)}")
+    if setup.batch < 1 or setup.gpus < 1:
+        raise SetupError("--batch and --gpus must be at least 1")
+    if setup.grad_checkpointing and arch.family == "resnet":
+        raise SetupError("gradient checkpointing is not modelled for ResNet (Hugging Face's ResNet has none)")
+    if setup.shard == "none" and setup.gpus > 1:
+        raise SetupError("--gpus > 1 needs --shard ddp|zero1|zero2|zero3|fsdp")
+    if setup.method == "qlora" and setup.precision == "fp32":
+        raise SetupError("QLoRA computes in bf16/fp16: use --precision bf16 or bf16-mixed")
+
+
+def trainable_linears(arch: Arch, setup: Setup):
+    if setup.method not in ("lora", "qlora"):
+        return ()
+    chosen = tuple(lin for lin in arch.linears if any(lin.name == t or lin.name.endswith("." + t) or
+                                                      lin.name.split(".")[-1] == t for t in setup.lora_targets))
+    if not chosen:
+        names = sorted({lin.name.split(".")[-1] for lin in arch.linears})
+        raise SetupError(f"--lora-targets {','.join(setup.lora_targets)} matches no layer of this model "
+                         f"(its linear layers: {', '.join(names)})")
+    return chosen
+
+
+def count_trainable(arch: Arch, setup: Setup) -> int:
+    if setup.method == "full":
+        return arch.params
+    if setup.method == "freeze":
+        return max(lin.fan_in * lin.fan_out + lin.fan_out for lin in arch.linears[-1:]) if arch.linears else 0
+    return sum(setup.lora_rank * (lin.fan_in + lin.fan_out) * lin.count for lin in trainable_linears(arch, setup))
+
+
+def default_seq(arch: Arch, setup: Setup) -> int:
+    if setup.seq:
+        return setup.seq
+    return min(2048, arch.max_positions or 2048) if arch.family != "bert" else min(512, arch.max_positions or 512)
+
+
+# --- activations ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Acts:
+    saved: int  # everything autograd keeps after the forward (per GPU)
+    per_layer: int  # one layer's saved tensors (recomputed when checkpointing)
+    loss_saved: int  # part of `saved` freed right after the loss backward (log-softmax output)
+    loss_transient: int  # extra bytes alive at the start of backward (loss gradients)
+    layer_transient: int  # gradient temporaries while back-propagating through one layer
+    tokens: int
+    unit: str
+    fwd_flops: float  # per step
+    notes: tuple[str, ...] = ()
+    # non-uniform networks (CNNs): per block in forward order (saved bytes, parameters, backward temporaries);
+    # the backward peak is where the saved tensors not yet freed plus the gradients made so far are largest
+    profile: tuple[tuple[int, int, int], ...] = ()
+
+
+def _mask(setup: Setup, dtype_bytes: int) -> int:
+    return 1 if setup.dropout_mask == "bool" else dtype_bytes
+
+
+def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts:
+    """Per-layer saved tensors of the Hugging Face GPT-2 / Llama / BERT / ViT blocks (eager attention)."""
+    r, c, _, mixed = _bytes(setup.precision)
+    h, L, a, g, d, f = arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.head_dim, arch.ffn
+    hq = a * d
+    T = b * s
+    S = b * a * s * s
+    lora = setup.method in ("lora", "qlora")
+    frozen = setup.method != "full"
+    targets = {lin.name.split(".")[-1] for lin in trainable_linears(arch, setup)} if lora else set()
+    p_attn, p_hid = arch.dropout_attn, arch.dropout_hidden
+
+    def lin_in(names: tuple[str, ...]) -> int:
+        """Bytes of the input a group of linears sharing one input keeps: one copy, or one per consumer under
+        autocast (the cast of an activation is not cached); frozen, untargeted linears keep none."""
+        keep = [n for n in names if not frozen or n in targets]
+        if not keep:
+            return 0
+        return T * h * c * (len(keep) if mixed else 1) + sum(T * setup.lora_rank * c for n in keep if n in targets)
+
+    if setup.attention == "flash":
+        probs = 0
+        attn_core = T * hq * c + 2 * T * g * d * c + T * hq * c + T * a * 4  # q, k, v, out, log-sum-exp
+    else:
+        if kind in ("llama", "vit"):  # softmax(dtype=float32).to(q.dtype)
+            probs = 4 + (c if c != 4 else 0)
+        elif kind == "gpt2":  # the causal mask in the model's dtype promotes the scores to it
+            probs = r + (c if c != r and p_attn == 0 else 0)
+        else:  # bert: softmax in the compute dtype
+            probs = c
+        if p_attn > 0:
+            probs += _mask(setup, c) + c
+        probs *= S
+        attn_core = 3 * T * hq * c  # q, kᵀ, v as the batched matmuls keep them (GQA: after repeat_kv)
+    if kind == "llama":
+        norm = T * h * 4 + T * 4 + (T * h * r if not frozen else 0)  # RMSNorm: fp32 input, rstd, normalised
+        layer = (norm + lin_in(("q_proj", "k_proj", "v_proj")) + attn_core + probs + lin_in(("o_proj",))
+                 + norm + lin_in(("gate_proj", "up_proj"))
+                 + T * f * c * 3 + (T * f * c if not frozen or "down_proj" in targets else 0))
+    elif kind == "gpt2":
+        ln = T * h * r + T * 8
+        drop = T * h * _mask(setup, c) if p_hid > 0 else 0
+        layer = (ln + lin_in(("c_attn",)) + attn_core + probs + lin_in(("c_proj",)) + drop
+                 + ln + lin_in(("c_fc",)) + 4 * T * f * c + T * f * c + drop)  # gelu_new: 4 saved tensors
+    else:  # bert (post-LN) and vit (pre-LN): same tensors
+        ln = T * h * r + T * 8
+        drop = T * h * _mask(setup, c) if p_hid > 0 else 0
+        layer = (lin_in(("query", "key", "value")) + attn_core + probs + lin_in(("attention.output.dense",))
+                 + drop + ln + lin_in(("intermediate.dense",)) + 2 * T * f * c + drop + ln)
+    # outside the layers
+    V = arch.vocab
+    extra = 0
+    loss_saved = loss_transient = 0
+    if kind == "llama":
+        extra = T * h * 4 + T * 4 + T * h * r + T * h * c + 2 * s * d * r  # final norm, lm_head input, rope
+    elif kind == "gpt2":
+        extra = (T * h * _mask(setup, r) if p_hid > 0 else 0) + T * h * r + T * 8 + T * h * c
+    elif kind == "bert":
+        extra = (T * h * r + T * 8 + (T * h * _mask(setup, r) if p_hid > 0 else 0)  # embeddings LN + dropout
+                 + 3 * T * h * c + T * h * c)  # MLM head: dense in, gelu in, LayerNorm in, decoder in
+    elif kind == "vit":
+        extra = T * h * r + T * 8 + b * h * c
+    if V and arch.task in ("causal-lm", "masked-lm"):
+        loss_saved = T * V * 4  # log_softmax output, fp32 (the loss upcasts the logits)
+        loss_transient = 2 * T * V * 4  # its incoming gradient and its input gradient, both fp32
+    saved = L * layer + extra + loss_saved
+    attn_flops = 4 * s * hq * L  # per token: QKᵀ and probs·V
+    fwd = T * (2 * arch.matmul_params + attn_flops)  # ViT: counts patch embedding and head per token (< 2%)
+    layer_transient = 2 * max(T * f * c, S * c if setup.attention == "eager" else 0)
+    return Acts(saved, layer, loss_saved, loss_transient, layer_transient, T, "tokens", float(fwd))
+
+
+def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
+    """HF ResNet (bottleneck, BatchNorm): conv input, BN input, ReLU output of every block are kept."""
+    _, c, _, _ = _bytes(setup.precision)
+    H = size // 2
+    stem = arch.stem
+    stem_saved = b * (2 * stem * H * H * c + stem * (H // 2) ** 2 * (8 + c))  # BN in, ReLU out, pool idx, pool out
+    profile = [(stem_saved, 7 * 7 * arch.channels * stem + 2 * stem, 2 * b * stem * H * H * c)]
+    flops = 2 * 7 * 7 * arch.channels * stem * H * H
+    res = H // 2
+    cin = stem
+    for si, (depth, w) in enumerate(arch.stages):
+        r = w // 4
+        for i in range(depth):
+            rin = res
+            rout = res // 2 if (i == 0 and si > 0) else res
+            blk = r * rin * rin * 2 + r * rout * rout * 2 + w * rout * rout * 2 + (w * rout * rout if cin != w else 0)
+            params = cin * r + 9 * r * r + r * w + 2 * (r + r + w) + ((cin * w + 2 * w) if cin != w else 0)
+            flops += 2 * (cin * r * rin * rin + 9 * r * r * rout * rout + r * w * rout * rout
+                          + (cin * w * rout * rout if cin != w else 0))
+            profile.append((b * blk * c, params, 2 * b * max(w * rout * rout, r * rin * rin) * c))
+            res, cin = rout, w
+    profile.append((b * cin * c, cin * arch.labels + arch.labels, 0))
+    flops += 2 * cin * arch.labels
+    saved = sum(p[0] for p in profile)
+    return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), profile=tuple(profile))
+
+
+def activations(arch: Arch, setup: Setup) -> Acts:
+    b = setup.batch
+    if setup.method == "freeze":
+        # backbone under no_grad: only the head's input and the loss are kept
+        s = default_seq(arch, setup)
+        T = b * (s if arch.family not in ("resnet", "vit") else 1)
+        _, c, _, _ = _bytes(setup.precision)
+        V = arch.vocab if arch.task in ("causal-lm", "masked-lm") else arch.labels
+        full = activations(arch, replace(setup, method="full"))
+        # the forward still materialises each layer's output: its largest tensors are the transient
+        biggest = max([full.layer_transient, *(p[2] for p in full.profile)])
+        return replace(full, saved=T * arch.hidden * c + T * V * 4, per_layer=0, loss_saved=T * V * 4,
+                       loss_transient=2 * T * V * 4, layer_transient=biggest, profile=())
+    if arch.family == "resnet":
+        return _resnet(arch, setup, b, setup.image_size or arch.image_size)
+    if arch.family in ("gpt2", "llama", "bert"):
+        return _transformer(arch, setup, b, default_seq(arch, setup), kind=arch.family)
+    if arch.family == "vit":
+        size = setup.image_size or arch.image_size
+        s = (size // arch.patch_size) ** 2 + 1
+        acts = _transformer(arch, setup, b, s, kind="vit")
+        return replace(acts, unit="images", tokens=b)
+    if arch.towers:  # clip / whisper: the towers as BERT-style encoders (not validated against a trace)
+        parts = [_transformer(t, setup, b, default_seq(arch, setup) if t.vocab else
+                              ((t.image_size // t.patch_size) ** 2 + 1 if t.patch_size else t.max_positions),
+                              kind="bert") for t in arch.towers]
+        return Acts(sum(p.saved for p in parts), max(p.per_layer for p in parts), sum(p.loss_saved for p in parts),
+                    max(p.loss_transient for p in parts), max(p.layer_transient for p in parts), b, "samples",
+                    sum(p.fwd_flops for p in parts),
+                    (f"{arch.family}: activations modelled as plain encoder towers; not validated against a trace",))
+    return Acts(0, 0, 0, 0, 0, b * (setup.seq or 0), "tokens", 2.0 * arch.params * b * (setup.seq or 0),
+                ("--params without a config: activations are not estimated (give --model or a config.json)",))
+
+
+# --- the step ----------------------------------------------------------------------------------------------
+
+
+def _state_bytes(optimizer: str, state_dtype: int) -> float:
+    return {"adamw": 2 * state_dtype, "adamw-8bit": 2, "sgd": 0, "sgd-momentum": state_dtype,
+            "adafactor": 0.04 * state_dtype, "lion": state_dtype}[optimizer]
+
+
+def estimate(arch: Arch, setup: Setup) -> Estimate:
+    validate(setup, arch)
+    r, c, gb, mixed = _bytes(setup.precision)
+    P = arch.params
+    trainable = count_trainable(arch, setup)
+    notes: list[str] = []
+    # weights
+    if setup.method == "qlora":
+        q = sum(lin.fan_in * lin.fan_out * lin.count for lin in arch.linears if lin.name != "lm_head")
+        weights = int(q * QLORA_BYTES_PER_PARAM + (P - q) * 2 + trainable * r)
+    else:
+        weights = P * r + (trainable * r if setup.method in ("lora",) else 0)
+    state_dtype = r  # PyTorch optimizers keep state in the parameter's dtype (fp32 masters under autocast)
+    grads = trainable * gb
+    opt = int(trainable * _state_bytes(setup.optimizer, state_dtype))
+    # optimizer temporaries: foreach AdamW/Lion keep a trainable-sized list; per-tensor loops the largest tensor
+    if setup.optimizer in ("adamw", "lion"):
+        opt_tmp = {"foreach": trainable * state_dtype, "fused": 0,
+                   "for-loop": 2 * min(arch.largest_param or trainable, trainable) * state_dtype}[setup.optimizer_impl]
+    elif setup.optimizer == "adafactor":
+        opt_tmp = 2 * min(arch.largest_param or trainable, trainable) * state_dtype
+    else:
+        opt_tmp = 0
+    # sharding (per GPU)
+    n = setup.gpus
+    shard_notes = {
+        "ddp": "DDP: gradients all-reduced in buckets (gradient_as_bucket_view=True assumed: no extra copy)",
+        "zero1": f"ZeRO-1: optimizer state split over {n} GPUs",
+        "zero2": f"ZeRO-2: optimizer state and gradients split over {n} GPUs",
+        "zero3": f"ZeRO-3: weights, gradients and optimizer state split over {n} GPUs; one layer gathered at a time",
+        "fsdp": f"FSDP (full shard): weights, gradients and optimizer state split over {n} GPUs; one layer gathered at a time",
+    }
+    if setup.shard in shard_notes:
+        notes.append(shard_notes[setup.shard])
+    gathered = 0
+    if setup.shard in ("zero1", "zero2", "zero3", "fsdp"):
+        opt = opt // n
+        opt_tmp = opt_tmp // n
+    if setup.shard in ("zero2", "zero3", "fsdp"):
+        grads = grads // n
+    if setup.shard in ("zero3", "fsdp"):
+        layer_params = (P - arch.embedding_params) // max(arch.layers, 1)
+        gathered = 2 * layer_params * c  # the layer being computed and the next one prefetched
+        weights = weights // n
+    # autocast keeps a half-precision copy of every matmul weight until backward has used it
+    cast_copies = 2 * arch.matmul_params if mixed else 0
+    if setup.shard in ("zero3", "fsdp"):
+        cast_copies = 0  # weights are gathered per layer already in the compute dtype (counted in `gathered`)
+    acts = activations(arch, setup)
+    notes += acts.notes
+    if setup.grad_checkpointing:
+        kept = acts.saved - arch.layers * acts.per_layer + arch.layers * acts.tokens * arch.hidden * r
+        recompute = acts.per_layer
+    else:
+        kept = acts.saved
+        recompute = 0
+    qlora_tmp = max((lin.fan_in * lin.fan_out for lin in arch.linears), default=0) * c if setup.method == "qlora" else 0
+    head_grad = 0
+    if arch.task in ("causal-lm", "masked-lm") and setup.method in ("full", "freeze"):
+        head_grad = arch.vocab * arch.hidden * gb
+    # the three moments
+    start = Breakdown(weights, 0, opt, kept, acts.loss_transient + cast_copies + gathered + qlora_tmp)
+    during = Breakdown(weights, min(head_grad, grads), opt, kept - acts.loss_saved + recompute,
+                       acts.layer_transient + cast_copies + gathered + qlora_tmp)
+    # last op of backward: a tied embedding's dense gradient is summed into the head's (two more tables)
+    tied_sum = 2 * arch.vocab * arch.hidden * gb if arch.tied and arch.vocab and setup.method == "full" else 0
+    end = Breakdown(weights, grads, opt, 0, tied_sum + gathered)
+    step = Breakdown(weights, grads, opt, 0, opt_tmp + gathered)
+    if acts.profile and setup.method == "full" and not setup.grad_checkpointing:
+        share = grads / max(P, 1)  # bytes of gradient per parameter on this GPU
+        alive, done, worst = acts.saved, 0, during
+        for saved_k, params_k, tmp_k in reversed(acts.profile):
+            done += params_k
+            cand = Breakdown(weights, int(done * share), opt, alive, tmp_k + cast_copies + gathered)
+            worst = max(worst, cand, key=lambda bd: bd.total)
+            alive -= saved_k
+        during = worst
+    phases = {"backward-start": start, "backward": during, "backward-end": end, "optimizer-step": step}
+    phase, peak = max(phases.items(), key=lambda kv: kv[1].total)
+    # time: forward + backward (2× forward for weight and input gradients; frozen weights: input only)
+    bwd = 2.0 if setup.method == "full" else 1.0
+    flops = acts.fwd_flops * (1 + bwd + (1 if setup.grad_checkpointing else 0))
+    ckpt = int(trainable * r + trainable * _state_bytes(setup.optimizer, state_dtype)) if setup.method != "full" else \
+        int(P * r + P * _state_bytes(setup.optimizer, state_dtype))
+    return Estimate(setup, P, trainable, peak.total, peak, phase, weights, ckpt, flops, acts.tokens, acts.unit,
+                    tuple(notes))
+
+
+def max_micro_batch(arch: Arch, setup: Setup, budget_bytes: int, limit: int = 1 << 16) -> int:
+    """The largest batch whose peak stays within ``budget_bytes`` (0 when even one sample does not fit)."""
+    def fits(b: int) -> bool:
+        return estimate(arch, replace(setup, batch=b)).peak_bytes <= budget_bytes
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    if hi > limit:
+        return limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def accumulation_steps(global_batch: int | None, micro: int, data_parallel: int) -> int | None:
+    if not global_batch or micro <= 0:
+        return None
+    return max(1, math.ceil(global_batch / (micro * data_parallel)))

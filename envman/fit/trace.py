@@ -1,0 +1,164 @@
+"""``envman fit --trace``: measure one real training step with PyTorch, on tensors without data.
+
+torch and transformers are imported only here and only when asked: the analytic path needs neither.
+The recipe (also used by bench/trace_fit.py to produce the accuracy fixture):
+
+- the model is built from its config values under ``FakeTensorMode`` (shapes and dtypes, no storage);
+- ``MemTracker`` follows every storage through TWO steps (forward, backward, optimizer.step,
+  zero_grad(set_to_none=True)); the peak is over both (first step: state allocated while gradients live;
+  second: state alive during the forward);
+- tensors are fake CPU tensors: fake CUDA tensors fail in backward without a GPU and CUDA autocast
+  refuses, so mixed precision is CPU autocast (bf16), attention is the "eager" implementation, dropout
+  masks have the input's dtype (CPU kernel) and the optimizer runs foreach=True (the CUDA default).
+  The analytic model is compared under the same kernels (Setup(dropout_mask="input", attention="eager")).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from envman.errors import UsageError
+
+TRACE_KERNELS = {"attention": "eager", "dropout_mask": "input", "optimizer_impl": "foreach"}
+
+
+def _need_torch(task: str):
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(f"--trace needs torch and transformers ({exc.name} is not installed)",
+                         hint="pip install torch transformers (in this environment), or drop --trace") from None
+
+
+def build_model(config: dict, task: str, dtype):
+    import torch
+    import transformers
+    import transformers.initialization as hf_init
+
+    # fake tensors have no values: trunc_normal_'s rejection loop (`if not mask.any()`) cannot run on them,
+    # and initial values do not change memory
+    hf_init.TORCH_INIT_FUNCTIONS["trunc_normal_"] = lambda tensor, *a, **k: tensor
+    cfg = dict(config)
+    mtype = cfg.pop("model_type")
+    conf = transformers.AutoConfig.for_model(mtype, **cfg)
+    if hasattr(conf, "use_cache"):
+        conf.use_cache = False  # training: no KV cache (the Trainer and gradient checkpointing switch it off too)
+    kw = {} if mtype == "resnet" else {"attn_implementation": "eager"}
+    auto = {"causal-lm": transformers.AutoModelForCausalLM, "masked-lm": transformers.AutoModelForMaskedLM,
+            "image-classification": transformers.AutoModelForImageClassification}.get(task)
+    if auto is None:
+        raise UsageError(f"--trace has no recipe for task {task!r}", hint="causal-lm, masked-lm and image-classification are traced")
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # pure bf16/fp16: built in that dtype (Module.to() cannot swap fake parameters)
+    try:
+        return auto.from_config(conf, **kw)
+    finally:
+        torch.set_default_dtype(prev)
+
+
+def apply_lora(model, rank: int, targets) -> None:
+    """PEFT-equivalent adapters (frozen base Linear + B·A, no dropout: PEFT's defaults)."""
+    import torch
+    from torch import nn
+
+    class _Lora(nn.Module):
+        def __init__(self, base: nn.Linear, r: int):
+            super().__init__()
+            self.base = base
+            self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=base.weight.dtype)
+            self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=base.weight.dtype)
+
+        def forward(self, x):
+            return self.base(x) + self.lora_B(self.lora_A(x))
+
+    for mod in list(model.modules()):
+        for child_name, child in list(mod.named_children()):
+            if isinstance(child, nn.Linear) and child_name in targets:
+                setattr(mod, child_name, _Lora(child, rank))
+    # MemTracker installs a grad hook on every nn.Parameter and refuses frozen ones, so the frozen weights
+    # become buffers: same storage, no gradient, exactly what a frozen parameter costs.
+    lora = {id(p) for n, p in model.named_parameters() if "lora_" in n}
+    frozen: dict[int, torch.Tensor] = {}
+    for mod in model.modules():
+        for pname, p in list(mod._parameters.items()):
+            if p is not None and id(p) not in lora:
+                t = frozen.setdefault(id(p), p.detach())
+                del mod._parameters[pname]
+                mod.register_buffer(pname, t)
+
+
+def make_inputs(config: dict, task: str, setup, dtype) -> dict:
+    import torch
+
+    b = setup.batch
+    if task in ("causal-lm", "masked-lm"):
+        ids = torch.zeros(b, setup.seq or 512, dtype=torch.long)
+        return {"input_ids": ids, "labels": ids}
+    size = setup.image_size or config.get("image_size", 224)
+    pix = torch.zeros(b, config.get("num_channels", 3), size, size, dtype=dtype)
+    return {"pixel_values": pix, "labels": torch.zeros(b, dtype=torch.long)}
+
+
+def make_optimizer(params, name: str):
+    import torch
+
+    params = [p for p in params if p.requires_grad]
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, foreach=True)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+    raise UsageError(f"--trace supports the optimizers adamw, sgd and sgd-momentum, not {name!r}")
+
+
+def trace_step(config: dict, task: str, setup) -> dict:
+    """Peak bytes of two training steps and MemTracker's categories at that peak."""
+    _need_torch(task)
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    if setup.method not in ("full", "lora"):
+        raise UsageError(f"--trace supports --method full and lora, not {setup.method!r}")
+    if setup.gpus > 1:
+        raise UsageError("--trace measures one GPU: drop --gpus/--shard")
+    prec = setup.precision
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec, torch.float32)
+    with FakeTensorMode():
+        model = build_model(config, task, dtype)
+        if setup.method == "lora":
+            apply_lora(model, setup.lora_rank, setup.lora_targets)
+        if setup.grad_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.train()
+        opt = make_optimizer(model.parameters(), setup.optimizer)
+        inputs = make_inputs(config, task, setup, dtype)
+        amp = torch.autocast("cpu", dtype=torch.bfloat16) if prec.endswith("-mixed") else contextlib.nullcontext()
+        mt = MemTracker()
+        mt.track_external(model, opt)
+        with mt:
+            for _ in range(2):
+                with amp:
+                    loss = model(**inputs).loss
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                del loss
+                mt.reset_mod_stats()  # module stats only; the device peak is kept across steps
+        peak = mt.get_tracker_snapshot("peak")
+    (dev, snap), = peak.items()
+    return {"peak_bytes": int(snap["Total"]), "device": str(dev),
+            "at_peak": {str(getattr(k, "value", k)): int(v) for k, v in snap.items() if k != "Total"}}
+
+
+def trace_peak(config: dict, task: str, setup) -> tuple[int, str]:
+    from dataclasses import replace
+
+    if setup.precision.startswith("fp16"):
+        setup = replace(setup, precision=setup.precision.replace("fp16", "bf16"))
+    res = trace_step(config, task, setup)
+    return res["peak_bytes"], ("traced: PyTorch FakeTensorMode + MemTracker on CPU fake tensors (eager attention, "
+                               "CPU dropout masks, foreach optimizer); compare with the analytic estimate for the "
+                               "same kernels: envman fit uses CUDA's 1-byte dropout masks")

@@ -1,0 +1,213 @@
+"""`envman fit` on the command line: text, the --json contract, errors as one line. Offline, no torch."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from envman.cli.fit import register
+from envman.errors import EnvmanError
+
+JSON_KEYS = {"model", "setup", "peak_bytes", "breakdown", "targets", "advice", "host", "estimate"}
+
+
+@pytest.fixture(scope="module")
+def app():
+    a = typer.Typer()
+    register(a)
+
+    @a.callback()
+    def _root():  # a group, as in envman's main app
+        pass
+
+    return a
+
+
+def run(app, *args):
+    res = CliRunner().invoke(app, ["fit", *args])
+    if isinstance(res.exception, EnvmanError):  # main.py's error boundary turns these into error:/hint: lines
+        return res, res.exception
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res, None
+
+
+def test_json_contract_keeps_its_key_names(app):
+    res, err = run(app, "--model", "llama-3.1-8b", "--seq", "2048", "--batch", "1", "--target", "h100",
+                   "--grad-checkpointing", "--global-batch", "64", "--json")
+    assert err is None
+    d = json.loads(res.stdout)
+    assert JSON_KEYS <= set(d)
+    assert set(d["model"]) >= {"name", "params", "trainable_params"}
+    assert set(d["breakdown"]) == {"weights", "gradients", "optimizer", "activations", "temporaries"}
+    t = d["targets"][0]
+    assert set(t) >= {"name", "memory_bytes", "fits", "headroom_bytes", "max_micro_batch"}
+    assert set(d["host"]) == {"ram_bytes", "checkpoint_bytes"}
+    assert set(d["estimate"]) >= {"step_seconds", "tokens_per_second"}
+    assert d["model"]["params"] == 8_030_261_248
+    assert d["peak_bytes"] == sum(d["breakdown"].values())
+    for lever in d["advice"]:
+        assert set(lever) >= {"lever", "saves_bytes", "cost"}
+
+
+def test_a_run_that_does_not_fit_exits_1_and_ranks_levers(app):
+    res, err = run(app, "--model", "llama-3.1-8b", "--seq", "2048", "--batch", "4", "--target", "rtx-4090", "--json")
+    assert err is None and res.exit_code == 1
+    d = json.loads(res.stdout)
+    assert d["targets"][0]["fits"] is False and d["targets"][0]["headroom_bytes"] < 0
+    saves = [lv["saves_bytes"] for lv in d["advice"]]
+    assert d["advice"][0]["lever"].startswith("cheapest fit:") and d["advice"][0]["fits"]
+    assert saves[1:] == sorted(saves[1:], reverse=True)
+    names = {lv["lever"] for lv in d["advice"]}
+    assert {"gradient checkpointing", "LoRA adapters", "8-bit AdamW (bitsandbytes)"} <= names
+
+
+def test_text_output_shows_breakdown_targets_host_and_time(app):
+    res, err = run(app, "--model", "gpt2", "--seq", "1024", "--batch", "8", "--target", "rtx-4090",
+                   "--global-batch", "64")
+    assert err is None and res.exit_code == 0
+    out = res.stdout
+    for needle in ("peak ", "weights", "activations", "NVIDIA GeForce RTX 4090", "accum steps", "host     RAM",
+                   "checkpoint", "estimate: training FLOPs"):
+        assert needle in out
+
+
+def test_compare_gives_one_row_per_gpu(app):
+    res, err = run(app, "--model", "vit-base", "--batch", "64", "--precision", "bf16-mixed",
+                   "--compare", "h100,a100,rtx-4090,l4", "--json")
+    assert err is None and res.exit_code == 0
+    d = json.loads(res.stdout)
+    assert [c["id"] for c in d["compare"]] == ["h100-sxm", "a100-sxm4-80gb", "rtx-4090", "l4"]
+    assert all(c["samples_per_second"] > 0 for c in d["compare"])
+
+
+def test_config_json_path_is_read_offline(app, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "vocab_size": 32000, "hidden_size": 2048,
+                               "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
+                               "num_key_value_heads": 4, "max_position_embeddings": 2048}))
+    res, err = run(app, "--model", str(cfg), "--seq", "2048", "--target", "l4", "--json")
+    assert err is None
+    assert json.loads(res.stdout)["model"]["params"] == 1_100_048_384  # TinyLlama-1.1B
+
+
+def test_params_only(app):
+    res, err = run(app, "--params", "7B", "--target", "h100", "--json")
+    assert err is None
+    d = json.loads(res.stdout)
+    assert d["model"]["params"] == 7_000_000_000 and d["breakdown"]["activations"] == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "lama-3.1-8b", "--target", "h100"], "unknown model 'lama-3.1-8b'"),
+    (["--model", "gpt2", "--target", "h1000"], "unknown GPU 'h1000'"),
+    (["--model", "gpt2", "--target", "h100", "--precision", "int3"],
+     "--precision 'int3' is not one of fp32, bf16, fp16, bf16-mixed, fp16-mixed"),
+    (["--model", "gpt2", "--target", "h100", "--gpus", "4"], "--gpus > 1 needs --shard ddp|zero1|zero2|zero3|fsdp"),
+])
+def test_bad_input_is_one_error_line(app, args, message):
+    _, err = run(app, *args)
+    assert err is not None and err.message == message
+
+
+def test_bad_config_json_names_file_and_key(app, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 0}))
+    _, err = run(app, "--model", str(cfg), "--target", "h100")
+    assert err is not None and err.message.startswith(f"{cfg}: hidden_size: expected a positive integer, got 0")
+
+
+def test_no_target_anywhere_says_how_to_give_one(app, tmp_path, monkeypatch):
+    import envman.portable.facts.nvidia as nv
+
+    monkeypatch.setattr(nv, "scan_gpus", lambda: type("S", (), {"gpus": [], "source": None})())
+    _, err = run(app, str(tmp_path), "--model", "gpt2")
+    assert err is not None and err.message == "no target GPU: none detected on this machine and none in envman.yaml"
+
+
+def test_trace_without_torch_is_one_line(app, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    _, err = run(app, "--model", "gpt2", "--target", "h100", "--trace")
+    assert err is not None and err.message == "--trace needs torch and transformers (torch is not installed)"
+
+
+def test_analytic_path_imports_no_torch_jinja2_or_docker():
+    import subprocess
+
+    code = ("import sys, typer; from envman.cli.fit import register; from envman.app.fit import FitOptions, run_fit; "
+            "run_fit(FitOptions(model='gpt2', targets=('h100',))); "
+            "print(sorted(m for m in ('torch', 'jinja2', 'docker', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_trace_prints_the_traced_peak_beside_the_analytic_one(app):
+    pytest.importorskip("torch", reason="--trace needs torch (the accuracy fixture covers the comparison offline)")
+    pytest.importorskip("transformers", reason="--trace needs transformers")
+    res, err = run(app, "--model", "gpt2", "--seq", "64", "--batch", "1", "--precision", "fp32",
+                   "--target", "h100", "--trace", "--json")
+    assert err is None, err
+    d = json.loads(res.stdout)
+    assert d["traced_peak_bytes"] > 0
+    assert abs(d["peak_bytes"] - d["traced_peak_bytes"]) / d["traced_peak_bytes"] < 0.10
+
+
+# --- the data files (catalog: the IO boundary) ------------------------------------------------------------
+
+
+def test_every_gpu_perf_entry_is_a_gpus_yaml_id_with_a_source():
+    from envman.fit.catalog import load_gpu_perf
+    from envman.matrix.load import load_matrix
+
+    ids = {g.id for g in load_matrix().gpus}
+    perf = load_gpu_perf()
+    assert set(perf) <= ids
+    assert {"h100-sxm", "a100-sxm4-80gb", "rtx-4090", "l4"} <= set(perf)
+    assert all(src.startswith("https://") for _, _, src in perf.values())
+
+
+def test_bf16_and_fp8_follow_compute_capability():
+    from envman.fit.catalog import gpu_specs
+
+    by = {g.id: g for g in gpu_specs(["t4", "a100", "l4", "h100"])}
+    assert (by["t4"].bf16, by["a100-sxm4-80gb"].bf16, by["a100-sxm4-80gb"].fp8, by["l4"].fp8, by["h100-sxm"].fp8) == \
+        (False, True, False, True, True)
+
+
+def test_gpu_perf_problems_are_all_reported_with_file_and_path(tmp_path):
+    from envman.errors import MatrixError
+    from envman.fit.catalog import load_gpu_perf
+
+    (tmp_path / "gpu_perf.yaml").write_text(
+        "gpus:\n  h100-sxm:\n    memory_bytes: -1\n    tflops: {bf61: 3, fp32: no}\n")
+    with pytest.raises(MatrixError) as exc:
+        load_gpu_perf(str(tmp_path))
+    assert exc.value.problems == [
+        "gpu_perf.yaml: gpus.h100-sxm.memory_bytes: expected a positive integer, got -1",
+        "gpu_perf.yaml: gpus.h100-sxm.tflops.bf61: unknown precision (did you mean bf16?)",
+        "gpu_perf.yaml: gpus.h100-sxm.tflops.fp32: expected a positive number, got False",
+        "gpu_perf.yaml: gpus.h100-sxm.source: missing",
+    ]
+
+
+def test_models_yaml_problems_name_the_entry_and_config_key(tmp_path):
+    from envman.errors import MatrixError
+    from envman.fit.catalog import load_models
+
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  - {id: x, name: X, task: causal-lm, params: 5, source: 'https://x',\n"
+        "     config: {model_type: llama, hidden_size: 8}}\n")
+    with pytest.raises(MatrixError) as exc:
+        load_models(str(tmp_path))
+    assert exc.value.problems[0] == "models.yaml: models[0].config.num_hidden_layers: missing"
+
+
+def test_every_shipped_model_has_a_source_url():
+    from envman.fit.catalog import load_models
+
+    models = load_models()
+    assert len(models) >= 20
+    assert all(m.source.startswith("https://") for m in models)

@@ -1,0 +1,136 @@
+"""envman fit's pure core: parameter counts from configs, the step's bytes, levers. No torch, no files but models.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envman.fit.architectures import ArchError, arch_from_config
+from envman.fit.estimate import (
+    Setup,
+    SetupError,
+    accumulation_steps,
+    estimate,
+    max_micro_batch,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = {m["id"]: m for m in yaml.safe_load((ROOT / "matrices" / "models.yaml").read_text())["models"]}
+
+
+@pytest.mark.parametrize("model_id", sorted(MODELS))
+def test_parameter_count_matches_the_published_one(model_id):
+    entry = MODELS[model_id]
+    arch = arch_from_config(entry["config"])
+    assert abs(arch.params - entry["params"]) / entry["params"] <= 0.02, (arch.params, entry["params"])
+
+
+def test_unknown_model_type_names_the_supported_ones():
+    with pytest.raises(ArchError, match=r"model_type: 't5' is not supported \(supported: gpt2, llama"):
+        arch_from_config({"model_type": "t5"})
+
+
+def test_bad_config_values_are_all_reported_with_their_keys():
+    with pytest.raises(ArchError) as exc:
+        arch_from_config({"model_type": "llama", "hidden_size": -1, "vocab_size": "many"})
+    assert exc.value.problems == [
+        "hidden_size: expected a positive integer, got -1",
+        "num_hidden_layers: missing",
+        "num_attention_heads: missing",
+        "vocab_size: expected a positive integer, got 'many'",
+        "intermediate_size: missing",
+    ]
+
+
+def llama8b():
+    return arch_from_config(MODELS["llama-3.1-8b"]["config"])
+
+
+def test_weights_gradients_and_adam_state_follow_the_zero_paper_for_mixed_precision():
+    # PyTorch AMP keeps fp32 weights (4), fp32 grads (4) and two fp32 Adam moments (8): 16 B/param,
+    # the ZeRO paper's 2 + 2 + 12 with the fp16 copies replaced by autocast's transient casts.
+    est = estimate(llama8b(), Setup(precision="bf16-mixed", optimizer="adamw", batch=1, seq=512))
+    p = 8_030_261_248
+    assert est.params == p
+    assert est.weights_bytes == 4 * p
+    assert est.checkpoint_bytes == 12 * p
+
+
+def test_activations_grow_linearly_with_batch_and_gradient_checkpointing_cuts_them():
+    arch = arch_from_config(MODELS["gpt2"]["config"])
+    one = estimate(arch, Setup(precision="fp32", batch=4, seq=512)).breakdown.activations
+    two = estimate(arch, Setup(precision="fp32", batch=8, seq=512)).breakdown.activations
+    assert two == pytest.approx(2 * one, rel=0.01)
+    ck = estimate(arch, Setup(precision="fp32", batch=8, seq=512, grad_checkpointing=True))
+    assert ck.peak_bytes < 0.5 * estimate(arch, Setup(precision="fp32", batch=8, seq=512)).peak_bytes
+
+
+def test_lora_trains_only_the_adapters():
+    est = estimate(llama8b(), Setup(method="lora", precision="bf16", lora_rank=16,
+                                    lora_targets=("q_proj", "v_proj"), batch=1, seq=512))
+    # q: 16·(4096+4096), v: 16·(4096+1024), 32 layers
+    assert est.trainable_params == 32 * 16 * (4096 + 4096 + 4096 + 1024)
+
+
+def test_lora_targets_that_match_nothing_name_the_layers_there_are():
+    with pytest.raises(SetupError, match=r"matches no layer of this model \(its linear layers: .*q_proj"):
+        estimate(llama8b(), Setup(method="lora", lora_targets=("query",)))
+
+
+def test_qlora_weights_are_about_half_a_byte_per_parameter():
+    est = estimate(llama8b(), Setup(method="qlora", precision="bf16", batch=1, seq=512))
+    assert 0.55 * 8.03e9 < est.weights_bytes < 0.8 * 8.03e9  # 4-bit linears, bf16 embeddings and head
+
+
+def test_zero3_splits_the_model_states():
+    base = Setup(precision="bf16-mixed", batch=1, seq=1024, grad_checkpointing=True)
+    one = estimate(llama8b(), replace(base, gpus=8, shard="ddp"))
+    z3 = estimate(llama8b(), replace(base, gpus=8, shard="zero3"))
+    assert z3.peak_bytes < one.peak_bytes / 3
+
+
+def test_max_micro_batch_is_the_largest_that_fits():
+    arch = arch_from_config(MODELS["gpt2"]["config"])
+    s = Setup(precision="bf16-mixed", seq=1024)
+    budget = 20 * 2**30
+    b = max_micro_batch(arch, s, budget)
+    assert b > 0
+    assert estimate(arch, replace(s, batch=b)).peak_bytes <= budget < estimate(arch, replace(s, batch=b + 1)).peak_bytes
+
+
+def test_accumulation_steps_reach_the_global_batch():
+    assert accumulation_steps(256, 8, 4) == 8
+    assert accumulation_steps(250, 8, 4) == 8
+    assert accumulation_steps(None, 8, 4) is None
+
+
+def test_each_lever_saves_exactly_the_difference_of_two_estimates():
+    from envman.fit.advice import rank_levers
+
+    arch = llama8b()
+    setup = Setup(precision="bf16-mixed", batch=4, seq=2048)
+    base = estimate(arch, setup)
+    budget = int(24 * 2**30 * 0.9)
+    levers = rank_levers(arch, setup, base, budget)
+    assert levers[0].lever.startswith("cheapest fit: ") and levers[0].fits and levers[0].peak_bytes <= budget
+    for lv in levers:
+        assert lv.saves_bytes == base.peak_bytes - lv.peak_bytes > 0
+        assert lv.cost
+    singles = [lv.saves_bytes for lv in levers[1:]]
+    assert singles == sorted(singles, reverse=True)
+
+
+def test_flash_attention_drops_the_quadratic_term():
+    arch = arch_from_config(MODELS["gpt2"]["config"])
+    from envman.fit.estimate import activations
+
+    def saved(s, attention):  # transformer blocks only: the LM head's b·s·V terms are linear either way
+        return activations(arch, Setup(precision="bf16-mixed", batch=1, seq=s, attention=attention)).per_layer
+
+    eager = [saved(s, "eager") for s in (512, 1024)]
+    flash = [saved(s, "flash") for s in (512, 1024)]
+    assert eager[1] / eager[0] > 2.3  # s² probabilities
+    assert flash[1] / flash[0] == pytest.approx(2.0, rel=0.01)  # linear in s
