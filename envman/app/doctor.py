@@ -9,6 +9,7 @@ envman's version: any edit to the data, or a new envman, misses the cache and re
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import json
@@ -20,9 +21,13 @@ from typing import TYPE_CHECKING
 from envman import __version__
 from envman.errors import UsageError
 from envman.files import write_atomic
-import dataclasses
-
-from envman.portable.doctor.knowledge import Build, ExtBuild, Feature, Knowledge, Release
+from envman.portable.doctor.knowledge import (
+    Build,
+    ExtBuild,
+    Feature,
+    Knowledge,
+    Release,
+)
 from envman.portable.facts.gather import FACTS_SCHEMA
 
 FORMAT = 2  # bump when Knowledge.to_dict changes shape
@@ -254,7 +259,27 @@ def _gather(path: str, facts_file: str | None, python: str | None, deep: bool) -
         return read_facts_file(facts_file)
     from envman.portable.facts.gather import gather_facts
 
-    return gather_facts(path, python=python, deep=deep, envman_version=__version__)
+    facts = gather_facts(path, python=python, deep=deep, envman_version=__version__)
+    fit = _workload_fit(path)
+    if fit is not None:
+        facts["workload_fit"] = fit
+    return facts
+
+
+def _workload_fit(path: str) -> dict | None:
+    """envman.yaml's workload as the per-GPU peak `envman fit` estimates (host only: no estimator in images)."""
+    from envman.errors import EnvmanError
+    from envman.project.spec import load_spec
+
+    try:
+        spec = load_spec(Path(path))
+    except EnvmanError:
+        return None  # a broken envman.yaml is the lock checks' finding, not this one's
+    if spec is None or not spec.workload:
+        return None
+    from envman.app.fit import workload_fact
+
+    return workload_fact(spec.workload, path)
 
 
 def collect_facts(path: str = ".", *, facts_file: str | None = None, python: str | None = None,

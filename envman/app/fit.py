@@ -144,7 +144,8 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes))
 
 
-def run_fit(opts: FitOptions) -> FitResult:
+def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
+    """The model and the per-GPU estimate of ``opts``, whatever GPU it is for."""
     name, source, arch, entry = resolve_model(opts)
     if not 0 <= opts.margin_pct < 100:
         raise UsageError(f"--margin {opts.margin_pct}: expected a percentage in [0, 100)")
@@ -167,6 +168,11 @@ def run_fit(opts: FitOptions) -> FitResult:
         est = estimate(arch, setup)
     except SetupError as exc:
         raise UsageError(str(exc)) from None
+    return name, source, arch, entry, setup, est
+
+
+def run_fit(opts: FitOptions) -> FitResult:
+    name, source, arch, entry, setup, est = estimate_run(opts)
     target_names, tnote = _targets(opts)
     notes = list(est.notes) + ([tnote] if tnote else [])
     if not arch.validated and arch.family != "params" and not any("not validated" in n for n in notes):
@@ -249,3 +255,72 @@ def fmt_bytes(n: float) -> str:
         if n >= div:
             return f"{sign}{n / div:.2f} {unit}"
     return f"{sign}{int(n)} B"
+
+
+# --- envman.yaml `workload:` ------------------------------------------------------------------------------
+def workload_options(workload: tuple[tuple[str, object], ...] | dict, targets: tuple[str, ...] = (),
+                     path: str = ".") -> FitOptions:
+    """FitOptions from an envman.yaml ``workload:`` (keys as `envman fit` options) and the spec's targets."""
+    kw = dict(workload)
+    if "lora_targets" in kw:
+        kw["lora_targets"] = tuple(kw["lora_targets"])  # type: ignore[arg-type]
+    if "params" in kw:
+        kw["params"] = int(kw["params"])  # type: ignore[call-overload]
+    return replace(FitOptions(path=path, targets=tuple(targets)), **kw)  # type: ignore[arg-type]
+
+
+def workload_verdicts(workload, targets: tuple[str, ...], path: str = ".") -> tuple[list[str], list[str]]:
+    """(notes, warnings) for init and lock: does the project's workload fit each target GPU? GPUs without
+    memory and throughput data, or a bare compute capability, are said and skipped, never fatal."""
+    from envman.errors import EnvmanError
+
+    if not workload or not targets:
+        return [], []
+    known, skipped = [], []
+    for t in targets:
+        try:
+            gpu_specs((t,))
+            known.append(t)
+        except EnvmanError:
+            skipped.append(t)
+    notes: list[str] = []
+    warnings: list[str] = []
+    if skipped:
+        notes.append(f"workload: no memory data for {', '.join(skipped)}: not judged (matrices/gpu_perf.yaml)")
+    if not known:
+        return notes, warnings
+    for target in known:  # one run per target: the levers are ranked for that GPU's memory
+        try:
+            res = run_fit(workload_options(workload, (target,), path))
+        except EnvmanError as exc:
+            return notes, [f"workload: cannot be judged: {exc.message}"]
+        _verdict(res, notes, warnings)
+    return notes, warnings
+
+
+def _verdict(res: FitResult, notes: list[str], warnings: list[str]) -> None:
+    peak = fmt_bytes(res.estimate.peak_bytes)
+    what = f"{res.model_name}, {res.estimate.setup.method}, {res.estimate.setup.precision}"
+    for t in res.targets:
+        if t.fits:
+            notes.append(f"workload: {what}: peak {peak} per GPU fits {t.gpu.name} "
+                         f"({fmt_bytes(t.headroom_bytes)} to spare, micro-batch up to {t.max_micro_batch})")
+        else:
+            a = res.advice[0] if res.advice else None
+            lever = f"; first lever: {a.lever} ({a.change}; {a.cost})" if a else ""
+            warnings.append(f"workload: {what}: peak {peak} per GPU does not fit {t.gpu.name} "
+                            f"(short by {fmt_bytes(-t.headroom_bytes)} with a {res.margin_pct:g}% margin){lever} "
+                            "— `envman fit` lists every lever")
+
+
+def workload_fact(workload, path: str = ".") -> dict:
+    """For `envman doctor`: the workload's per-GPU peak as a fact its pure check compares with each GPU's
+    memory (the doctor runs in images too, where no estimator is)."""
+    from envman.errors import EnvmanError
+
+    try:
+        name, _src, _arch, _entry, setup, est = estimate_run(workload_options(workload, (), path))
+    except EnvmanError as exc:
+        return {"error": exc.message}
+    return {"model": name, "method": setup.method, "precision": setup.precision,
+            "peak_mib": round(est.peak_bytes / 2**20), "margin_pct": 10}

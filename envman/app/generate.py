@@ -74,7 +74,9 @@ def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
 
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str]:
     """What a lock depends on, hashed one by one so `lock --check` can say which input changed."""
-    h = {"spec": sha256(canonical_json(spec.to_data())), "matrices": matrix.digest,
+    # the workload says what is trained, not what is built: editing it does not make the lock stale
+    image_spec = {k: v for k, v in spec.to_data().items() if k != "workload"}
+    h = {"spec": sha256(canonical_json(image_spec)), "matrices": matrix.digest,
          "image_tables": load_image_tables().digest}
     pkg = project_package(root, spec)
     files = list(spec.requirements) + [f for f in (pkg.files if pkg else ()) if f not in spec.requirements]
@@ -358,6 +360,12 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
             fw = b.lock["stack"].get("framework") or {}
             notes.append(f"profile {b.names.profile}: {fw.get('name')} {fw.get('version')} {fw.get('variant')}, "
                          f"Python {b.lock['stack']['python']} → {b.names.dockerfile}, {b.names.lock}")
+    if spec.workload:  # will the training run fit the GPUs this stack is for? (envman fit, from envman.yaml)
+        from envman.app.fit import workload_verdicts
+
+        targets = tuple(dict.fromkeys(t for b in built for t in b.spec.targets))
+        fit_notes, fit_warnings = workload_verdicts(spec.workload, targets, str(root))
+        notes += fit_notes + [f"warning: {w}" for w in fit_warnings]
     out = Outcome(first.resolution, first.lock, written, [p for p, _ in wp.files if p not in written], notes=notes)
     out.built = built
     return out

@@ -24,8 +24,14 @@ SPEC_FILE = "envman.yaml"
 KEYS = (
     "name", "python", "framework", "companions", "requirements", "packages", "system_packages",
     "targets", "driver", "cpu", "cuda_devel", "command", "env", "cuda", "profiles", "base_image",
-    "install_project", "index_urls", "find_links",
+    "install_project", "index_urls", "find_links", "workload",
 )
+# `workload:` — what `envman fit` needs to say whether training fits the targets (the keys of its options)
+WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
+    "model": str, "params": (int, float), "method": str, "precision": str, "optimizer": str, "batch": int,
+    "seq": int, "image_size": int, "grad_checkpointing": bool, "lora_rank": int, "lora_targets": list, "gpus": int,
+    "shard": str, "global_batch": int, "attention": str,
+}
 PROFILE_KEYS = ("targets", "driver", "cpu", "cuda", "framework", "python")
 
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
@@ -71,6 +77,7 @@ class ProjectSpec:
     project_extras: tuple[str, ...] = ()
     index_urls: tuple[str, ...] = ()  # extra indexes the repository names, for its non-framework packages
     find_links: tuple[str, ...] = ()
+    workload: tuple[tuple[str, Any], ...] = ()  # the training run `envman fit` judges (model, method, precision …)
     source: str = SPEC_FILE  # where it was read from, for messages
 
     def to_data(self) -> dict[str, Any]:
@@ -109,6 +116,8 @@ class ProjectSpec:
             d["index_urls"] = list(self.index_urls)
         if self.find_links:
             d["find_links"] = list(self.find_links)
+        if self.workload:
+            d["workload"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.workload}
         if self.profiles:
             d["profiles"] = {
                 p.name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in (
@@ -283,6 +292,7 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         if not re.match(r"^(https?|file)://\S+$", u):
             raise v.fail("index_urls" if i < len(index_urls) else "find_links", f"{u!r} is not a URL", "like https://pypi.example.com/simple")
     install, extras = _install_project(v, data.get("install_project"))
+    workload = _workload(v, data.get("workload"))
     base = v.text(data, "base_image")
     if base is not None:
         validate_base_image(base, "base_image", source)
@@ -292,8 +302,31 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         packages=packages, system_packages=tuple(sorted(set(apt))), targets=targets, driver=v.text(data, "driver"),
         cpu=cpu, cuda_devel=cuda_devel, cuda=v.text(data, "cuda"), command=command, env=tuple(env),
         profiles=tuple(profiles), install_project=install, project_extras=extras, source=source,
-        index_urls=index_urls, find_links=find_links,
+        index_urls=index_urls, find_links=find_links, workload=workload,
     )
+
+
+def _workload(v: _V, raw: Any) -> tuple[tuple[str, Any], ...]:
+    """``workload:`` as sorted (key, value) pairs; its values are judged by `envman fit` (which names them)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise v.fail("workload", f"expected a mapping (model: llama-3.1-8b, method: lora …), got {type(raw).__name__}")
+    out = []
+    for k, val in raw.items():
+        if k not in WORKLOAD_KEYS:
+            near = difflib.get_close_matches(str(k), WORKLOAD_KEYS, n=1)
+            raise v.fail(f"workload.{k}", "unknown key", f"did you mean {near[0]}?" if near else
+                         "keys: " + ", ".join(WORKLOAD_KEYS))
+        want = WORKLOAD_KEYS[k]
+        if isinstance(val, bool) and want is not bool or not isinstance(val, want):
+            raise v.fail(f"workload.{k}", f"expected {getattr(want, '__name__', 'a number')}, got {val!r}")
+        if isinstance(val, str) and (_CTRL.search(val) or len(val) > 200):
+            raise v.fail(f"workload.{k}", f"{val!r} is not a plain value")
+        if k == "lora_targets":
+            val = v.strings({"x": val}, "x", "workload.lora_targets")
+        out.append((k, val))
+    return tuple(sorted(out))
 
 
 def _install_project(v: _V, raw: Any) -> tuple[bool | None, tuple[str, ...]]:

@@ -211,3 +211,67 @@ def test_every_shipped_model_has_a_source_url():
     models = load_models()
     assert len(models) >= 20
     assert all(m.source.startswith("https://") for m in models)
+
+
+# --- envman.yaml `workload:` in init/lock and the doctor -------------------------------------------------------
+def test_workload_is_validated_in_envman_yaml():
+    from envman.errors import UsageError
+    from envman.project.spec import parse_spec
+
+    spec = parse_spec({"name": "w", "cpu": True, "workload": {"model": "gpt2", "method": "lora", "batch": 4}})
+    assert dict(spec.workload) == {"model": "gpt2", "method": "lora", "batch": 4}
+    with pytest.raises(UsageError) as e:
+        parse_spec({"name": "w", "cpu": True, "workload": {"modle": "gpt2"}})
+    assert e.value.message == "envman.yaml: workload.modle: unknown key" and e.value.hint == "did you mean model?"
+    with pytest.raises(UsageError) as e:
+        parse_spec({"name": "w", "cpu": True, "workload": {"batch": "4"}})
+    assert e.value.message == "envman.yaml: workload.batch: expected int, got '4'"
+
+
+def test_init_says_whether_the_workload_fits_each_target(tmp_path):
+    from envman.app.generate import InitOptions, init_project
+
+    (tmp_path / "requirements.txt").write_text("torch\n")
+    (tmp_path / "envman.yaml").write_text(
+        "name: w\npython: '3.11'\nframework: torch\ntargets: [rtx-4090, h100]\n"
+        "workload: {model: gpt2, method: full, precision: bf16-mixed, batch: 8, seq: 1024}\n")
+    out = init_project(tmp_path, InitOptions(no_lock=True))
+    fits = [n for n in out.notes if n.startswith("workload: GPT-2")]
+    assert len(fits) == 2 and all(" fits " in n for n in fits), out.notes
+    (tmp_path / "envman.yaml").write_text(
+        "name: w\npython: '3.11'\nframework: torch\ntargets: [rtx-4090]\n"
+        "workload: {model: llama-3.1-8b, method: full, precision: bf16-mixed}\n")
+    out = init_project(tmp_path, InitOptions(no_lock=True), )
+    [warning] = [n for n in out.notes if n.startswith("warning: workload:")]
+    assert "does not fit NVIDIA GeForce RTX 4090" in warning and "first lever:" in warning
+
+
+def test_the_workload_does_not_make_the_lock_stale(tmp_path):
+    from envman.app.generate import InitOptions, check_lock, init_project
+
+    (tmp_path / "envman.yaml").write_text("name: w\npython: '3.11'\ncpu: true\n")
+    init_project(tmp_path, InitOptions(no_lock=True))
+    (tmp_path / "envman.yaml").write_text("name: w\npython: '3.11'\ncpu: true\nworkload: {model: gpt2}\n")
+    assert check_lock(tmp_path) == []  # what is trained is not what is built
+
+
+def test_doctor_finds_a_workload_that_does_not_fit_this_gpu():
+    from envman.portable.doctor.checks import run_checks
+
+    gpus = [{"index": 0, "name": "NVIDIA GeForce RTX 4090", "cc": "8.9", "mem_total_mib": 24564}]
+    big = {"model": "Llama 3.1 8B", "method": "full", "precision": "bf16-mixed", "peak_mib": 153170, "margin_pct": 10}
+    [f] = [f for f in run_checks({"gpus": gpus, "workload_fit": big}) if f.check == "workload-does-not-fit"]
+    assert f.severity == "error" and "needs about 153,170 MiB per GPU; GPU 0 NVIDIA GeForce RTX 4090 has 24,564 MiB" in f.verdict
+    assert "envman fit" in f.remedy
+    small = {**big, "model": "GPT-2", "peak_mib": 9000}  # near miss: fits with the margin
+    assert not [f for f in run_checks({"gpus": gpus, "workload_fit": small}) if f.check.startswith("workload")]
+    assert not [f for f in run_checks({"gpus": gpus}) if f.check.startswith("workload")]  # no workload: quiet
+
+
+def test_doctor_gathers_the_workload_fit_on_the_host(tmp_path):
+    from envman.app.doctor import _workload_fit
+
+    assert _workload_fit(str(tmp_path)) is None
+    (tmp_path / "envman.yaml").write_text("name: w\ncpu: true\nworkload: {model: gpt2, batch: 2, seq: 512}\n")
+    fit = _workload_fit(str(tmp_path))
+    assert fit["model"] == "GPT-2 (124M)" and fit["peak_mib"] > 0 and fit["margin_pct"] == 10

@@ -15,6 +15,7 @@ from . import checks_gpu
 from . import checks_host
 from . import checks_packages
 from . import checks_toolchain
+from . import checks_workload
 from .findings import SEVERITIES, Finding, info, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict
@@ -28,6 +29,7 @@ CHECKS = (
     + checks_drift.CHECKS
     + checks_extensions.CHECKS
     + checks_host.CHECKS
+    + checks_workload.CHECKS
 )
 
 
