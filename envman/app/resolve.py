@@ -5,6 +5,8 @@ Returns values (a Resolution, or raises ResolutionError with its alternatives); 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -38,7 +40,8 @@ def detected_targets(matrix: Matrix | None = None) -> tuple[list[str], str | Non
 
 def resolve_request(framework: str | None = None, python: str | None = None, targets: Iterable[str] = (),
                     driver: str | None = None, cuda: str | None = None, cpu: bool = False,
-                    cuda_devel: bool = False, matrix: Matrix | None = None) -> Resolution:
+                    cuda_devel: bool = False, matrix: Matrix | None = None,
+                    workload_from: Path | None = None) -> Resolution:
     """The newest consistent stack for these constraints; without targets (and not ``cpu``), for this
     machine's GPUs and driver. ``matrix`` defaults to the shipped one. Raises ResolutionError."""
     from envman.resolve.request import build_request
@@ -61,7 +64,25 @@ def resolve_request(framework: str | None = None, python: str | None = None, tar
     req = build_request(matrix, framework=framework, python=python, targets=targets, driver=driver, cuda=cuda,
                         cpu=cpu, cuda_devel=cuda_devel)
     res = resolve_stack(matrix, req)
-    return replace(res, notes=tuple(extra_notes) + res.notes) if extra_notes else res
+    if extra_notes:
+        res = replace(res, notes=tuple(extra_notes) + res.notes)
+    if workload_from is not None:  # does the project's training run fit these targets? (envman.yaml workload:)
+        res = _with_workload(res, Path(workload_from), tuple(targets))
+    return res
+
+
+def _with_workload(res: Resolution, project: Path, targets: tuple[str, ...]) -> Resolution:
+    from envman.app.fit import workload_verdicts
+    from envman.errors import UsageError
+    from envman.model import Note
+    from envman.project.spec import load_spec
+
+    spec = load_spec(project)
+    if spec is None or not spec.workload:
+        raise UsageError(f"{project}: no workload: in envman.yaml", hint="add workload: {model: …, method: …} "
+                         "(the keys of `envman fit`), or leave --workload-from out")
+    notes, warnings = workload_verdicts(spec.workload, targets, str(project))
+    return replace(res, notes=res.notes + tuple(Note("workload", n) for n in notes), warnings=res.warnings + tuple(warnings))
 
 
 def resolution_json(res: Resolution) -> dict:

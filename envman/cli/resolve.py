@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -19,13 +20,15 @@ def register(app: typer.Typer) -> None:
         cuda: Optional[str] = typer.Option(None, "--cuda", help="CUDA requirement, e.g. >=12.4 for a custom extension"),
         cpu: bool = typer.Option(False, "--cpu", help="Resolve a CPU-only stack"),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
+        workload_from: Optional[Path] = typer.Option(
+            None, "--workload-from", help="A project whose envman.yaml workload: is judged on the targets (envman fit)"),
     ) -> None:
         """Pick the newest consistent stack for the target GPUs and explain every choice."""
         from envman.app.resolve import refusal_json, resolution_json, resolve_request
         from envman.cli.output import emit_json, format_resolution, print_refusal
 
         try:
-            res = resolve_request(framework, python, target or (), driver, cuda, cpu)
+            res = resolve_request(framework, python, target or (), driver, cuda, cpu, workload_from=workload_from)
         except ResolutionError as err:
             if as_json:
                 emit_json(refusal_json(err))

@@ -275,3 +275,16 @@ def test_doctor_gathers_the_workload_fit_on_the_host(tmp_path):
     (tmp_path / "envman.yaml").write_text("name: w\ncpu: true\nworkload: {model: gpt2, batch: 2, seq: 512}\n")
     fit = _workload_fit(str(tmp_path))
     assert fit["model"] == "GPT-2 (124M)" and fit["peak_mib"] > 0 and fit["margin_pct"] == 10
+
+
+def test_resolve_judges_a_projects_workload_on_its_targets(tmp_path):
+    from envman.app.resolve import resolve_request
+    from envman.errors import UsageError
+
+    (tmp_path / "envman.yaml").write_text("name: w\ncpu: true\nworkload: {model: gpt2, batch: 8, seq: 1024}\n")
+    res = resolve_request("torch", targets=["h100"], workload_from=tmp_path)
+    [note] = [n for n in res.notes if n.topic == "workload"]
+    assert note.startswith("workload: GPT-2 (124M), full, bf16-mixed: peak ") and " fits NVIDIA H100" in note
+    (tmp_path / "envman.yaml").write_text("name: w\ncpu: true\n")
+    with pytest.raises(UsageError, match="no workload: in envman.yaml"):
+        resolve_request("torch", targets=["h100"], workload_from=tmp_path)
