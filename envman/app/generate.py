@@ -128,7 +128,8 @@ def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
 
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
-               matrix: Matrix, offline_image: str | None = None, upgrade: bool = False) -> Built:
+               matrix: Matrix, offline_image: str | None = None, upgrade: bool = False,
+               timeout: float | None = None, progress=None) -> Built:
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
@@ -154,10 +155,14 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         index_urls = [res.index_url] if res.index_url else []
         roots = [p.split("==")[0].split("[")[0] for p in pins]
         lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
-                                 previous=(_our_body(root / names.req), _our_body(root / names.pylock)))
+                                 previous=(_our_body(root / names.req), _our_body(root / names.pylock)),
+                                 timeout=timeout, progress=progress)
         req_text, py_text = lr.req_text, lr.pylock_text
         fw_text = lr.fw_text if pins else None
         notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
+        notes.extend(f"{label}{n}" for n in lr.notes + stack_mismatches(res, lr.versions))
+        if lr.sdist_only:
+            notes.append(f"{label}no wheel for {', '.join(sorted(lr.sdist_only))}: the image builds them from source")
     elif lines and no_lock:
         old = _reusable_python_lock(root, names, inputs_hash)
         if old is not None:
@@ -208,14 +213,16 @@ def shared_stacks(built: list[Built]) -> list[list[str]]:
 
 
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
-             matrix: Matrix | None = None, upgrade: bool = False) -> Outcome:
+             matrix: Matrix | None = None, upgrade: bool = False, timeout: float | None = None,
+             progress=None) -> Outcome:
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
     if spec.profiles:
         built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
-                            upgrade=upgrade) for p in spec.profiles]
+                            upgrade=upgrade, timeout=timeout, progress=progress) for p in spec.profiles]
     else:
-        built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix, upgrade=upgrade)]
+        built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix, upgrade=upgrade, timeout=timeout,
+                            progress=progress)]
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:
@@ -329,9 +336,10 @@ class InitOptions:
     base_image: str | None = None
     no_lock: bool = False
     force: bool = False
+    timeout: float | None = None  # seconds uv may take (a stalled index ends the lock with its name)
 
 
-def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
+def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None) -> Outcome:
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory", hint="pass the path of your training repository")
     spec = load_spec(root)
@@ -373,7 +381,7 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
         if opts.base_image and opts.base_image != spec.base_image:
             spec = replace(spec, base_image=opts.base_image)
             notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
-    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force)
+    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force, timeout=opts.timeout, progress=progress)
     if created:
         p = root / SPEC_FILE
         from envman.files import write_atomic
@@ -392,11 +400,34 @@ def _python_from(text: str | None) -> str | None:
     return m.group(1) if m else text.strip()
 
 
-def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False) -> Outcome:
+def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False,
+                 timeout: float | None = None, progress=None) -> Outcome:
     spec = _require_spec(root)
     if base_image:
         spec = replace(spec, base_image=base_image)
-    return generate(root, spec, force=force, upgrade=upgrade)
+    return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress)
+
+
+def stack_mismatches(res: Resolution, versions: dict[str, str]) -> list[str]:
+    """Warnings where the locked NVIDIA wheels differ from what the matrix expects of the stack (cuDNN, NCCL,
+    CUDA runtime): the smoke test and the driver floor follow the matrix, so the user must hear about it."""
+    def locked(prefix: str) -> tuple[str, str] | None:
+        for name, v in sorted(versions.items()):
+            if re.fullmatch(prefix + r"(-cu\d+)?", name):
+                return name, v
+        return None
+
+    out: list[str] = []
+    for what, prefix, want in (("cuDNN", "nvidia-cudnn", res.cudnn), ("NCCL", "nvidia-nccl", res.nccl),
+                               ("CUDA", "nvidia-cuda-runtime", res.cuda)):
+        got = locked(prefix)
+        if not want or got is None:
+            continue
+        parts = len(str(want).split("."))
+        if got[1].split(".")[:min(parts, 2)] != str(want).split(".")[:min(parts, 2)]:
+            out.append(f"warning: the lock pins {got[0]}=={got[1]} but the stack expects {what} {want} "
+                       f"(smoke test and driver floor follow the stack); pin it with a constraint or choose another stack")
+    return out
 
 
 def _require_spec(root: Path) -> ProjectSpec:

@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         base_image: Optional[str] = typer.Option(None, "--base-image", help="Override the base image for this lock"),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
         upgrade: bool = typer.Option(False, "--upgrade", help="Re-resolve every package to the newest allowed version (default: keep pins that still fit)"),
+        timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Give up when uv has not finished after SECONDS (names the index that stalled)"),
     ) -> None:
         """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
         root = path.resolve()
@@ -33,8 +34,14 @@ def register(app: typer.Typer) -> None:
         from envman.app.ci import stale_ci_files
         from envman.app.generate import lock_project
         from envman.cli.output import format_outcome
+        from envman.cli.output import Progress
 
-        typer.echo(format_outcome(lock_project(root, force=force, base_image=base_image, upgrade=upgrade), root))
+        progress = Progress()
+        try:
+            out = lock_project(root, force=force, base_image=base_image, upgrade=upgrade, timeout=timeout, progress=progress)
+        finally:
+            progress.done()
+        typer.echo(format_outcome(out, root))
         # generated CI files name images by lock hash: after a re-lock they must be regenerated too
         for s in stale_ci_files(root):
             typer.echo(f"note: {s} (commit them together with the locks)")

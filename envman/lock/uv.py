@@ -3,9 +3,9 @@ serialized from the model: same inputs, same bytes.
 
 Files (in the project root):
   envman.lock                       the stack: resolution, base image, apt packages, lock names, hashes (JSON)
-  requirements.lock.txt             every Python package, pinned with sha256 hashes (uv pip compile)
+  pylock.toml                       PEP 751: uv's one resolution (uv pip compile --format pylock.toml)
+  requirements.lock.txt             every Python package, pinned with sha256 hashes: derived from pylock.toml
   requirements.framework.lock.txt   the subset the framework needs: its own image layer
-  pylock.toml                       PEP 751, the same resolution (uv)
 """
 
 from __future__ import annotations
@@ -139,16 +139,54 @@ class UvCommand:
     cwd: str | None = None
 
 
+# The packages a framework's own index may serve (the wheels built for its CUDA). Nothing else is ever
+# looked up there: with --extra-index-url, uv would ask that index for every package first, which is how
+# the 2022 `torchtriton` dependency confusion reached users. uv's explicit indexes ([[tool.uv.index]]
+# explicit = true + [tool.uv.sources]) pin just these names to it; `uv pip compile` honours both when
+# its input is a pyproject.toml.
+FRAMEWORK_INDEX_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
+
+
+def framework_index_sourced(names: list[str]) -> list[str]:
+    return sorted({canonicalize_name(n) for n in names
+                   if canonicalize_name(n) in FRAMEWORK_INDEX_PACKAGES or canonicalize_name(n).startswith("nvidia-")})
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def input_pyproject(lines: list[str], framework_index: str) -> str:
+    """A pyproject.toml that asks uv for ``lines``, with the framework's index explicit: only the
+    framework's own packages that ``lines`` name may come from it."""
+    from packaging.requirements import Requirement
+
+    names = [Requirement(ln).name for ln in lines]
+    out = ['[project]', 'name = "envman-lock"', 'version = "0"', "dependencies = ["]
+    out += [f"    {_toml_str(ln)}," for ln in lines]
+    out += ["]", "", "[[tool.uv.index]]", 'name = "framework"', f"url = {_toml_str(framework_index)}",
+            "explicit = true", "", "[tool.uv.sources]"]
+    out += [f'{n} = {{ index = "framework" }}' for n in framework_index_sourced(names)]
+    return "\n".join(out) + "\n"
+
+
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
-                       offline: bool = False, upgrade: bool = False) -> UvCommand:
-    # uv runs in the input's directory with relative names: its `# via -r requirements.in` annotations
-    # must not carry a temporary path, or the same inputs would not give the same bytes.
+                       offline: bool = False, upgrade: bool = False, index_url: str | None = None,
+                       find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None) -> UvCommand:
+    # uv runs in the input's directory with relative names: nothing it writes may carry a temporary path,
+    # or the same inputs would not give the same bytes.
     args = [
         uv_binary(), "pip", "compile", input_file.name, "--python-platform", PLATFORM, "--python-version", python,
         "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", output.name,
     ]
+    if index_url:
+        args += ["--index-url", index_url]
     for url in index_urls:
         args += ["--extra-index-url", url]
+    for fl in find_links:
+        args += ["--find-links", fl]
+    if constraints is not None:
+        args += ["--constraint", constraints.name]
     if fmt:
         args += ["--format", fmt]
     if offline:
@@ -160,19 +198,92 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
     cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
     if cert:
         env["SSL_CERT_FILE"] = cert
+    # uv's HTTP client says which URL it asks (and nothing else): envman's progress and, on a stall,
+    # the index to name
+    env["RUST_LOG"] = "uv_client::cached_client=debug"
+    env.pop("UV_NO_PROGRESS", None)
     return UvCommand(args, env, str(input_file.parent))
 
 
-def run_uv(cmd: UvCommand) -> None:
+_REQUEST = re.compile(r"(?:Sending (?:fresh GET|revalidation) request for|No cache entry for):? (\S+)")
+
+
+def index_of(url: str) -> str:
+    """``https://pypi.org/simple/numpy/`` → ``https://pypi.org/simple``; a file URL → its host."""
+    m = re.match(r"^(\w+://[^/]+)(/.*?/simple|/simple|/whl/[^/]+)?/", url)
+    if not m:
+        return url
+    return m.group(1) + (m.group(2) or "")
+
+
+def _preexec() -> None:  # pragma: no cover - runs in the child
+    # Linux: uv gets SIGKILL when envman dies, however it dies (kill -9 included)
     try:
-        out = subprocess.run(cmd.args, capture_output=True, text=True, env=cmd.env, cwd=cmd.cwd, check=False)
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def run_uv(cmd: UvCommand, timeout: float | None = None, progress=None) -> None:
+    """uv in its own process group (Ctrl-C, a timeout or envman's death ends all of it); ``progress``
+    (a callable taking one line) hears which package/index uv is asking; ``timeout`` bounds the wall
+    clock and names the index uv was waiting on."""
+    import signal
+    import threading
+
+    try:
+        proc = subprocess.Popen(cmd.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cmd.env,
+                                cwd=cmd.cwd, start_new_session=True,
+                                preexec_fn=_preexec if os.name == "posix" else None)
     except OSError as exc:
         raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
-    if out.returncode != 0:
-        msg = (out.stderr or out.stdout).strip()
-        lines = [ln for ln in msg.splitlines() if ln.strip()]
+    errors: list[str] = []
+    last: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            m = _REQUEST.search(line)
+            if m:
+                url = m.group(1).rstrip("/")
+                last[:] = [url]
+                if progress is not None:
+                    progress(f"uv: fetching {url.rsplit('/', 1)[-1]} from {index_of(url + '/')}")
+            elif not line.startswith("DEBUG") and line.strip():
+                errors.append(line.rstrip("\n"))
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc, signal.SIGKILL)
+            proc.wait()
+            reader.join(1)
+            where = index_of(last[0] + "/") if last else "the package index"
+            raise ToolError(f"uv did not finish within {timeout:g} s: no answer from {where}",
+                            hint="check the network or proxy to that index, or raise --timeout") from None
+    except BaseException:
+        _kill_group(proc, signal.SIGKILL)  # Ctrl-C: uv must not outlive envman
+        raise
+    reader.join()
+    if proc.returncode != 0:
+        lines = [ln for ln in errors if ln.strip()]
         first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()), lines[0] if lines else "failed")
         raise ToolError(f"uv could not resolve the requirements: {first.strip()}", hint="uv says:\n" + "\n".join(lines[-15:]))
+
+
+def _kill_group(proc: subprocess.Popen, sig) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @dataclass
@@ -181,60 +292,77 @@ class LockResult:
     req_text: str  # requirements.lock.txt body (without our header)
     fw_text: str
     pylock_text: str | None
+    sdist_only: set[str] = field(default_factory=set)  # pinned packages with no wheel: the image builds them
+    versions: dict[str, str] = field(default_factory=dict)  # every locked package → its version
+    notes: list[str] = field(default_factory=list)  # e.g. the framework layer could not be cut
+
+    @property
+    def wheel_only(self) -> bool:
+        return not self.sdist_only
+
+
+def index_lines(index_url: str | None, extra: list[str], find_links: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The index options heading requirements.lock.txt (pip reads them at install time)."""
+    out = [f"--index-url {index_url or 'https://pypi.org/simple'}"]
+    out += [f"--extra-index-url {u}" for u in extra]
+    out += [f"--find-links {u}" for u in find_links]
+    return out
 
 
 def compile_python_lock(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
                         pylock: bool = True, while_waiting=None, previous: tuple[str | None, str | None] = (None, None),
-                        upgrade: bool = False) -> LockResult:
-    """One online uv resolution writes requirements.lock.txt (hashes and the ``# via`` graph the framework
-    layer is cut from); uv emits PEP 751 in a separate run, which is done from uv's cache (--offline) at the
-    same time. That run must agree package for package with the first: if the cache was cold or stale it
-    is redone, offline, once the online run has refreshed the cache.
+                        upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
+                        constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
+                        progress=None) -> LockResult:
+    """ONE uv resolution, written as PEP 751 pylock.toml (per-file URLs, hashes, sdists); requirements.lock.txt
+    is derived from it here, so the two agree by construction. The ``# via`` graph (and the framework's
+    layer cut from it) comes from the locked wheels' metadata (lock/graph.py, cached by hash).
 
-    ``previous`` (the current requirements lock and pylock bodies) seed uv's output files: uv keeps the
-    pins that still satisfy the inputs, as ``uv lock`` does — a re-lock does not churn, and it is faster.
-    ``upgrade`` re-resolves everything to the newest allowed versions."""
+    ``index_urls`` are extra indexes; the resolution's own framework index (``res.index_url``) among them
+    serves the framework's packages only. ``constraints`` (``nvidia-cudnn-cu12==9.3.0.75`` …) go to uv as
+    a constraints file. ``previous`` (the current requirements lock and pylock bodies) seed uv's
+    preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all."""
+    from envman.lock.graph import dependency_parents
+    from envman.lock.pylock import parse_pylock, requirement_block
+
+    fw_index = res.index_url if res.index_url in index_urls else None
+    extra = [u for u in index_urls if u != fw_index]
     with tempfile.TemporaryDirectory(prefix="envman-lock-") as td:
         tdp = Path(td)
-        inp = tdp / "requirements.in"
-        inp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        if not upgrade:
-            for name, text in zip(("out.txt", "pylock.toml"), previous):
-                if text:
-                    (tdp / name).write_text(text, encoding="utf-8")
-        main = uv_compile_command(inp, tdp / "out.txt", python, index_urls, upgrade=upgrade)
-        side = uv_compile_command(inp, tdp / "pylock.toml", python, index_urls, fmt="pylock.toml", offline=True,
-                                  upgrade=upgrade)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            fut_main = pool.submit(run_uv, main)
-            fut_side = pool.submit(_try_uv, side) if pylock else None
+        if fw_index:
+            inp = tdp / "pyproject.toml"
+            inp.write_text(input_pyproject(lines, fw_index), encoding="utf-8")
+        else:
+            inp = tdp / "requirements.in"
+            inp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        cons = None
+        if constraints:
+            cons = tdp / "constraints.txt"
+            cons.write_text("\n".join(constraints) + "\n", encoding="utf-8")
+        if not upgrade and previous[1]:
+            (tdp / "pylock.toml").write_text(previous[1], encoding="utf-8")
+        cmd = uv_compile_command(inp, tdp / "pylock.toml", python, extra, fmt="pylock.toml", upgrade=upgrade,
+                                 index_url=index_url, find_links=find_links, constraints=cons)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            job = pool.submit(run_uv, cmd, timeout, progress)
             if while_waiting is not None:
                 while_waiting()  # uv waits on the network: use the time (imports, template compile)
-            fut_main.result()
-            side_ok = fut_side.result() if fut_side else False
-        text = (tdp / "out.txt").read_text(encoding="utf-8")
-        lock = parse_uv_output(text)
-        py_text = None
-        if pylock:
-            want = {p.name: p.version for p in lock.packages}
-            py_text = (tdp / "pylock.toml").read_text(encoding="utf-8") if side_ok else None
-            if py_text is None or pylock_versions(py_text) != want:
-                run_uv(side)  # the cache is warm now
-                py_text = (tdp / "pylock.toml").read_text(encoding="utf-8")
-                if pylock_versions(py_text) != want:
-                    raise ToolError("uv's pylock.toml and requirements.lock.txt disagree",
-                                     hint="re-run `envman lock`; report it if it persists")
+            job.result()
+        py_text = (tdp / "pylock.toml").read_text(encoding="utf-8")
+    pkgs = parse_pylock(py_text)
+    parents, unknown = dependency_parents(pkgs, lines, python, PLATFORM, timeout=min(timeout or 30.0, 30.0))
+    header = index_lines(index_url, extra + ([fw_index] if fw_index else []), find_links)
+    lock = PythonLock(header, [LockedPackage(p.name, p.version, requirement_block(p, parents[p.name]), parents[p.name])
+                               for p in pkgs])
     check_cuda_majors(lock, res)
+    notes: list[str] = []
     closure = framework_closure(lock, roots)
-    return LockResult(lock, lock.render(), lock.render(closure), py_text)
-
-
-def _try_uv(cmd: UvCommand) -> bool:
-    try:
-        run_uv(cmd)
-        return True
-    except ToolError:
-        return False
+    if unknown and closure & set(unknown):
+        # a closure member's own dependencies are unknown: the framework layer holds everything (correct, less cacheable)
+        closure = {p.name for p in lock.packages}
+        notes.append("the framework's layer holds every locked package: no metadata for " + ", ".join(sorted(unknown)))
+    return LockResult(lock, lock.render(), lock.render(closure), py_text if pylock else None,
+                      {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes)
 
 
 def pylock_versions(text: str) -> dict[str, str]:
