@@ -135,7 +135,33 @@ def target_environment(python: str, platform: str) -> dict[str, str]:
 def dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str, platform: str,
                        timeout: float = 30.0) -> tuple[dict[str, list[str]], list[str]]:
     """{package: sorted parents (``-r requirements.in`` for an input line)} and the packages whose metadata
-    could not be read (their own dependencies are then unknown)."""
+    could not be read (their own dependencies are then unknown). A re-lock that uv answers with the same
+    files reads the whole graph from one cache entry."""
+    import hashlib
+    import json
+
+    key = hashlib.sha256(json.dumps([sorted((p.name, p.version, sorted(f.sha256 for f in p.files)) for p in pkgs),
+                                     sorted(inputs), python, platform]).encode()).hexdigest()
+    entry = cache_dir() / "graphs" / f"{key}.json"
+    try:
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        return data["parents"], data["unknown"]
+    except (OSError, ValueError, KeyError):
+        pass
+    parents, unknown = _dependency_parents(pkgs, inputs, python, platform, timeout)
+    if not unknown:  # an incomplete graph is asked again next time
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            tmp = entry.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"parents": parents, "unknown": unknown}), encoding="utf-8")
+            os.replace(tmp, entry)
+        except OSError:
+            pass
+    return parents, unknown
+
+
+def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str, platform: str,
+                        timeout: float) -> tuple[dict[str, list[str]], list[str]]:
     locked = {p.name: p for p in pkgs}
     ctx = _ssl_context()
     with ThreadPoolExecutor(max_workers=16) as pool:

@@ -51,6 +51,11 @@ def fake_uv(tmp_path: Path, body: str) -> str:
     return str(exe)
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def no_metadata(monkeypatch):
     deps = {"torch": ["numpy>=1"], "numpy": [], "oldpkg": None}
