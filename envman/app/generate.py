@@ -129,7 +129,7 @@ def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
                matrix: Matrix, offline_image: str | None = None, upgrade: bool = False,
-               timeout: float | None = None, progress=None) -> Built:
+               timeout: float | None = None, progress=None, speculative=None) -> Built:
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
@@ -156,7 +156,11 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         roots = [p.split("==")[0].split("[")[0] for p in pins]
         lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)),
-                                 timeout=timeout, progress=progress)
+                                 timeout=timeout, progress=progress, speculative=speculative)
+        if names.profile is None and lr.request is not None:
+            from envman.lock.uvproc import remember
+
+            remember(root, lr.request)  # the next `envman lock` starts uv with it before it knows the inputs
         req_text, py_text = lr.req_text, lr.pylock_text
         fw_text = lr.fw_text if pins else None
         notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
@@ -214,7 +218,7 @@ def shared_stacks(built: list[Built]) -> list[list[str]]:
 
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
              matrix: Matrix | None = None, upgrade: bool = False, timeout: float | None = None,
-             progress=None) -> Outcome:
+             progress=None, speculative=None) -> Outcome:
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
     if spec.profiles:
@@ -222,7 +226,9 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
                             upgrade=upgrade, timeout=timeout, progress=progress) for p in spec.profiles]
     else:
         built = [_build_one(root, spec, Names(None), hashes, no_lock, matrix, upgrade=upgrade, timeout=timeout,
-                            progress=progress)]
+                            progress=progress, speculative=speculative)]
+    if speculative is not None:
+        speculative.cancel()  # unused (profiles, or --no-lock): never leave it running
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:
@@ -401,11 +407,17 @@ def _python_from(text: str | None) -> str | None:
 
 
 def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False,
-                 timeout: float | None = None, progress=None) -> Outcome:
-    spec = _require_spec(root)
-    if base_image:
-        spec = replace(spec, base_image=base_image)
-    return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress)
+                 timeout: float | None = None, progress=None, speculative=None) -> Outcome:
+    """``speculative``: uv already started on the previous lock's request (envman.lock.uvproc.speculate)."""
+    try:
+        spec = _require_spec(root)
+        if base_image:
+            spec = replace(spec, base_image=base_image)
+        return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
+                        speculative=None if upgrade else speculative)
+    finally:
+        if speculative is not None:
+            speculative.cancel()
 
 
 def stack_mismatches(res: Resolution, versions: dict[str, str]) -> list[str]:

@@ -31,14 +31,20 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1)
             typer.echo("envman.lock is current")
             return
-        from envman.app.ci import stale_ci_files
-        from envman.app.generate import lock_project
-        from envman.cli.output import format_outcome
+        from envman.app.relock import start_early
         from envman.cli.output import Progress
 
         progress = Progress()
+        # uv starts on the last lock's request before envman's imports and the stack's resolution: a re-lock
+        # of unchanged inputs then costs about what uv costs (the use case kills it if the inputs changed)
+        early = start_early(root, upgrade=upgrade, timeout=timeout, progress=progress)
+        from envman.app.ci import stale_ci_files
+        from envman.app.generate import lock_project
+        from envman.cli.output import format_outcome
+
         try:
-            out = lock_project(root, force=force, base_image=base_image, upgrade=upgrade, timeout=timeout, progress=progress)
+            out = lock_project(root, force=force, base_image=base_image, upgrade=upgrade, timeout=timeout,
+                               progress=progress, speculative=early)
         finally:
             progress.done()
         typer.echo(format_outcome(out, root))

@@ -95,7 +95,8 @@ class Progress:
     def __init__(self, stream=None, every: float = 5.0) -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.every, self.start, self.last, self.shown = every, time.monotonic(), 0.0, False
+        self.every, self.start, self.shown = every, time.monotonic(), False
+        self.last = self.start  # plain lines: only once a step has taken a while
 
     def __call__(self, line: str) -> None:
         now = time.monotonic()

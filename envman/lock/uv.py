@@ -10,11 +10,7 @@ Files (in the project root):
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +19,7 @@ from packaging.utils import canonicalize_name
 from envman import __version__
 from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
+from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
 from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
 from envman.model import Resolution
 from envman.resolve.summary import resolution_dict
@@ -32,21 +29,6 @@ FW_LOCK = "requirements.framework.lock.txt"
 PYLOCK = "pylock.toml"
 PLATFORM = "x86_64-manylinux_2_28"
 _CUDA_MAJOR_PKG = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
-
-
-def uv_binary() -> str:
-    """The uv envman pins (a dependency): its version is part of what makes a lock reproducible."""
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        import shutil
-
-        exe = shutil.which("uv")
-        if exe is None:
-            raise ToolError("uv is not installed", hint="pip install envman installs it; or put uv on PATH") from None
-        return exe
 
 
 @dataclass
@@ -193,97 +175,12 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
         args.append("--offline")
     if upgrade:
         args.append("--upgrade")
-    env = dict(os.environ)
-    # TLS-intercepting proxies: uv reads SSL_CERT_FILE; reuse the bundle pip is told to use.
-    cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
-    if cert:
-        env["SSL_CERT_FILE"] = cert
-    # uv's HTTP client says which URL it asks (and nothing else): envman's progress and, on a stall,
-    # the index to name
-    env["RUST_LOG"] = "uv_client::cached_client=debug"
-    env.pop("UV_NO_PROGRESS", None)
-    return UvCommand(args, env, str(input_file.parent))
-
-
-_REQUEST = re.compile(r"(?:Sending (?:fresh GET|revalidation) request for|No cache entry for):? (\S+)")
-
-
-def index_of(url: str) -> str:
-    """``https://pypi.org/simple/numpy/`` → ``https://pypi.org/simple``; a file URL → its host."""
-    m = re.match(r"^(\w+://[^/]+)(/.*?/simple|/simple|/whl/[^/]+)?/", url)
-    if not m:
-        return url
-    return m.group(1) + (m.group(2) or "")
-
-
-def _preexec() -> None:  # pragma: no cover - runs in the child
-    # Linux: uv gets SIGKILL when envman dies, however it dies (kill -9 included)
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    return UvCommand(args, uv_env(), str(input_file.parent))
 
 
 def run_uv(cmd: UvCommand, timeout: float | None = None, progress=None) -> None:
-    """uv in its own process group (Ctrl-C, a timeout or envman's death ends all of it); ``progress``
-    (a callable taking one line) hears which package/index uv is asking; ``timeout`` bounds the wall
-    clock and names the index uv was waiting on."""
-    import signal
-    import threading
-
-    try:
-        proc = subprocess.Popen(cmd.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cmd.env,
-                                cwd=cmd.cwd, start_new_session=True,
-                                preexec_fn=_preexec if os.name == "posix" else None)
-    except OSError as exc:
-        raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
-    errors: list[str] = []
-    last: list[str] = []
-
-    def read_stderr() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            m = _REQUEST.search(line)
-            if m:
-                url = m.group(1).rstrip("/")
-                last[:] = [url]
-                if progress is not None:
-                    progress(f"uv: fetching {url.rsplit('/', 1)[-1]} from {index_of(url + '/')}")
-            elif not line.startswith("DEBUG") and line.strip():
-                errors.append(line.rstrip("\n"))
-
-    reader = threading.Thread(target=read_stderr, daemon=True)
-    reader.start()
-    try:
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc, signal.SIGKILL)
-            proc.wait()
-            reader.join(1)
-            where = index_of(last[0] + "/") if last else "the package index"
-            raise ToolError(f"uv did not finish within {timeout:g} s: no answer from {where}",
-                            hint="check the network or proxy to that index, or raise --timeout") from None
-    except BaseException:
-        _kill_group(proc, signal.SIGKILL)  # Ctrl-C: uv must not outlive envman
-        raise
-    reader.join()
-    if proc.returncode != 0:
-        lines = [ln for ln in errors if ln.strip()]
-        first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()), lines[0] if lines else "failed")
-        raise ToolError(f"uv could not resolve the requirements: {first.strip()}", hint="uv says:\n" + "\n".join(lines[-15:]))
-
-
-def _kill_group(proc: subprocess.Popen, sig) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """uv in its own process group, with progress and a wall-clock limit (lock/uvproc.py)."""
+    UvRun(cmd.args, cmd.env, cmd.cwd, timeout, progress).wait()
 
 
 @dataclass
@@ -295,6 +192,7 @@ class LockResult:
     sdist_only: set[str] = field(default_factory=set)  # pinned packages with no wheel: the image builds them
     versions: dict[str, str] = field(default_factory=dict)  # every locked package → its version
     notes: list[str] = field(default_factory=list)  # e.g. the framework layer could not be cut
+    request: UvRequest | None = None  # the uv run, as data (the next lock of the project may start it early)
 
     @property
     def wheel_only(self) -> bool:
@@ -313,7 +211,7 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
                         pylock: bool = True, while_waiting=None, previous: tuple[str | None, str | None] = (None, None),
                         upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
                         constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
-                        progress=None) -> LockResult:
+                        progress=None, speculative: UvRun | None = None) -> LockResult:
     """ONE uv resolution, written as PEP 751 pylock.toml (per-file URLs, hashes, sdists); requirements.lock.txt
     is derived from it here, so the two agree by construction. The ``# via`` graph (and the framework's
     layer cut from it) comes from the locked wheels' metadata (lock/graph.py, cached by hash).
@@ -321,34 +219,27 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
     ``index_urls`` are extra indexes; the resolution's own framework index (``res.index_url``) among them
     serves the framework's packages only. ``constraints`` (``nvidia-cudnn-cu12==9.3.0.75`` …) go to uv as
     a constraints file. ``previous`` (the current requirements lock and pylock bodies) seed uv's
-    preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all."""
+    preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all.
+    ``speculative``: a uv run started before the inputs were known (uvproc.speculate); used when its request
+    is this one, killed otherwise."""
     from envman.lock.graph import dependency_parents
     from envman.lock.pylock import parse_pylock, requirement_block
 
     fw_index = res.index_url if res.index_url in index_urls else None
     extra = [u for u in index_urls if u != fw_index]
-    with tempfile.TemporaryDirectory(prefix="envman-lock-") as td:
-        tdp = Path(td)
-        if fw_index:
-            inp = tdp / "pyproject.toml"
-            inp.write_text(input_pyproject(lines, fw_index), encoding="utf-8")
-        else:
-            inp = tdp / "requirements.in"
-            inp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        cons = None
-        if constraints:
-            cons = tdp / "constraints.txt"
-            cons.write_text("\n".join(constraints) + "\n", encoding="utf-8")
-        if not upgrade and previous[1]:
-            (tdp / "pylock.toml").write_text(previous[1], encoding="utf-8")
-        cmd = uv_compile_command(inp, tdp / "pylock.toml", python, extra, fmt="pylock.toml", upgrade=upgrade,
-                                 index_url=index_url, find_links=find_links, constraints=cons)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            job = pool.submit(run_uv, cmd, timeout, progress)
-            if while_waiting is not None:
-                while_waiting()  # uv waits on the network: use the time (imports, template compile)
-            job.result()
-        py_text = (tdp / "pylock.toml").read_text(encoding="utf-8")
+    request = uv_request(lines, python, extra, fw_index, upgrade=upgrade, index_url=index_url, find_links=find_links,
+                         constraints=constraints, seed=None if upgrade else previous[1])
+    run = speculative if speculative is not None and speculative.request == request else None
+    if speculative is not None and run is None:
+        speculative.cancel()  # the inputs changed since the last lock: its guess is of no use
+    run = run or start_request(uv_binary(), request, timeout, progress)
+    try:
+        if while_waiting is not None:
+            while_waiting()  # uv waits on the network: use the time (imports, template compile)
+        run.wait()
+        py_text = run.output()
+    finally:
+        run.cancel()
     pkgs = parse_pylock(py_text)
     parents, unknown = dependency_parents(pkgs, lines, python, PLATFORM, timeout=min(timeout or 30.0, 30.0))
     header = index_lines(index_url, extra + ([fw_index] if fw_index else []), find_links)
@@ -362,7 +253,26 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
         closure = {p.name for p in lock.packages}
         notes.append("the framework's layer holds every locked package: no metadata for " + ", ".join(sorted(unknown)))
     return LockResult(lock, lock.render(), lock.render(closure), py_text if pylock else None,
-                      {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes)
+                      {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes, request)
+
+
+def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | None, *, upgrade: bool = False,
+               index_url: str | None = None, find_links: tuple[str, ...] | list[str] = (),
+               constraints: list[str] | tuple[str, ...] = (), seed: str | None = None) -> UvRequest:
+    """The one uv run of a lock, as data: its input (a pyproject.toml when the framework has its own
+    index), constraints, the previous pylock.toml (uv keeps the pins that still fit) and its arguments."""
+    if fw_index:
+        files = [("pyproject.toml", input_pyproject(lines, fw_index))]
+    else:
+        files = [("requirements.in", "\n".join(lines) + "\n")]
+    if constraints:
+        files.append(("constraints.txt", "\n".join(constraints) + "\n"))
+    if seed:
+        files.append(("pylock.toml", seed))
+    cmd = uv_compile_command(Path(files[0][0]), Path("pylock.toml"), python, extra, fmt="pylock.toml", upgrade=upgrade,
+                             index_url=index_url, find_links=find_links,
+                             constraints=Path("constraints.txt") if constraints else None)
+    return UvRequest(tuple(sorted(files)), tuple(cmd.args[1:]))
 
 
 def pylock_versions(text: str) -> dict[str, str]:
