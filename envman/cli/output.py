@@ -95,6 +95,7 @@ class Progress:
     def __init__(self, stream=None, every: float = 5.0) -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.live = self.tty  # a live line wants uv's per-request log
         self.every, self.start, self.shown = every, time.monotonic(), False
         self.last = self.start  # plain lines: only once a step has taken a while
 

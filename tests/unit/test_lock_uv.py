@@ -188,3 +188,14 @@ def test_relock_uses_the_run_started_early_and_kills_a_wrong_guess(tmp_path, mon
     assert early.proc.poll() is not None and early.owned_dir is None  # the wrong guess is gone
     calls = (tmp_path / "calls.log").read_text().splitlines()
     assert len(calls) in (3, 4)  # the wrong guess may die before it writes its line
+
+
+def test_a_silent_stall_names_the_indexes_of_the_command(tmp_path, monkeypatch):
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, "time.sleep(60)\n"))
+    ticks: list[str] = []
+    with pytest.raises(ToolError) as exc:
+        uvmod.compile_python_lock(["numpy"], "3.11", ["https://corp.example/simple"], [], R(), timeout=2.5,
+                                  progress=ticks.append)
+    assert exc.value.message == ("uv did not finish within 2.5 s: no answer from https://pypi.org/simple or "
+                                 "https://corp.example/simple")
+    assert set(ticks) == {"uv: resolving"}  # while uv says nothing, progress still hears it runs
