@@ -17,7 +17,7 @@ from envman.lock.uv import (
 )
 from envman.matrix.load import load_matrix
 from envman.model import Matrix, Resolution
-from envman.lock.pins import check_user_requirements, framework_pins
+from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins
 from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
 from envman.app.doctor import load_knowledge
 from envman.image.kit import doctor_kit
@@ -156,7 +156,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         roots = [p.split("==")[0].split("[")[0] for p in pins]
         lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)),
-                                 timeout=timeout, progress=progress, speculative=speculative)
+                                 timeout=timeout, progress=progress, speculative=speculative,
+                                 constraints=cuda_constraints(res))
         if names.profile is None and lr.request is not None:
             from envman.lock.uvproc import remember
 

@@ -199,3 +199,16 @@ def test_a_silent_stall_names_the_indexes_of_the_command(tmp_path, monkeypatch):
     assert exc.value.message == ("uv did not finish within 2.5 s: no answer from https://pypi.org/simple or "
                                  "https://corp.example/simple")
     assert set(ticks) == {"uv: resolving"}  # while uv says nothing, progress still hears it runs
+
+
+def test_tensorflow_cuda_wheels_are_held_to_the_tested_configuration(matrix):
+    from envman.lock.pins import cuda_constraints
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    res = resolve_stack(matrix, build_request(matrix, framework="tensorflow", targets=["h100"], python="3.11"))
+    cons = cuda_constraints(res)
+    assert f"nvidia-cudnn-cu12=={res.cudnn}.*" in cons and f"nvidia-cuda-runtime-cu12=={res.cuda}.*" in cons
+    assert f"nvidia-cublas-cu12=={res.cuda}.*" in cons and not any(c.startswith("nvidia-cufft") for c in cons)
+    torch = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"], python="3.11"))
+    assert cuda_constraints(torch) == []  # torch's wheels pin their CUDA libraries exactly
