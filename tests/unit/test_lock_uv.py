@@ -212,3 +212,19 @@ def test_tensorflow_cuda_wheels_are_held_to_the_tested_configuration(matrix):
     assert f"nvidia-cublas-cu12=={res.cuda}.*" in cons and not any(c.startswith("nvidia-cufft") for c in cons)
     torch = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"], python="3.11"))
     assert cuda_constraints(torch) == []  # torch's wheels pin their CUDA libraries exactly
+
+
+def test_cli_lock_timeout_is_one_error_line_and_exit_1(tmp_path, monkeypatch, capsys):
+    from envman.cli.main import main
+    from envman.lock import uvproc
+
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, "time.sleep(60)\n"))
+    monkeypatch.setattr(uvproc, "uv_binary", uvmod.uv_binary)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text("name: slow\ncpu: true\npython: '3.11'\npackages: [numpy]\n")
+    assert main(["lock", str(proj), "--timeout", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "error: uv did not finish within 1 s: no answer from https://pypi.org/simple\n" in err
+    assert "hint: check the network or proxy to that index, or raise --timeout" in err and "Traceback" not in err
+    assert sorted(p.name for p in proj.iterdir()) == ["envman.yaml"]  # nothing written
