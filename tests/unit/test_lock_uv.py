@@ -228,3 +228,50 @@ def test_cli_lock_timeout_is_one_error_line_and_exit_1(tmp_path, monkeypatch, ca
     assert "error: uv did not finish within 1 s: no answer from https://pypi.org/simple\n" in err
     assert "hint: check the network or proxy to that index, or raise --timeout" in err and "Traceback" not in err
     assert sorted(p.name for p in proj.iterdir()) == ["envman.yaml"]  # nothing written
+
+
+def _serve_index(root: Path, packages: dict[str, str]):
+    """A PEP 503 simple index on 127.0.0.1 with one tiny wheel (and its PEP 658 metadata) per package."""
+    import functools
+    import hashlib
+    import http.server
+    import threading
+    import zipfile
+
+    for name, version in packages.items():
+        dist = name.replace("-", "_")
+        whl = f"{dist}-{version}-py3-none-any.whl"
+        meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        d = root / "simple" / name
+        d.mkdir(parents=True)
+        with zipfile.ZipFile(d / whl, "w") as zf:
+            zf.writestr(f"{dist}-{version}.dist-info/METADATA", meta)
+            zf.writestr(f"{dist}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+            zf.writestr(f"{dist}-{version}.dist-info/RECORD", "")
+        (d / (whl + ".metadata")).write_text(meta)
+        sha = hashlib.sha256((d / whl).read_bytes()).hexdigest()
+        (d / "index.html").write_text(f'<html><body><a href="{whl}#sha256={sha}">{whl}</a></body></html>')
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a, **k: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}/simple"
+
+
+def test_a_name_on_both_indexes_never_comes_from_the_framework_index(tmp_path):
+    # the framework's index also offers `demo-pkg` (a higher version: what a dependency-confusion attack
+    # uploads); with --extra-index-url uv would take it from there. Only torch may come from it.
+    main_srv, main = _serve_index(tmp_path / "main", {"demo-pkg": "1.0"})
+    fw_srv, fw = _serve_index(tmp_path / "fw", {"demo-pkg": "9.9", "torch": "2.0.0"})
+    try:
+        class V(R):
+            index_url = fw
+
+        lr = uvmod.compile_python_lock(["torch==2.0.0", "demo-pkg"], "3.11", [fw], ["torch"], V(), index_url=main,
+                                       timeout=120)
+    finally:
+        main_srv.shutdown()
+        fw_srv.shutdown()
+    assert {p.name: p.version for p in lr.python_lock.packages} == {"demo-pkg": "1.0", "torch": "2.0.0"}
+    assert f"{fw}/torch/torch-2.0.0" in lr.pylock_text and f"{main}/demo-pkg/demo_pkg-1.0" in lr.pylock_text
+    assert f"{fw}/demo-pkg" not in lr.pylock_text
