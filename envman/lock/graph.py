@@ -8,7 +8,10 @@ from __future__ import annotations
 import io
 import os
 import ssl
+import threading
+import http.client
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +25,47 @@ from packaging.utils import canonicalize_name
 from envman.lock.pylock import PylockPackage
 
 INPUT = "-r requirements.in"
+
+
+_local = threading.local()
+
+
+def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
+           method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    """One request on this thread's keep-alive connection to the host: ~100 small reads from one file host
+    cost one TLS handshake per thread, not one each (through a TLS-intercepting proxy, handshakes are what
+    is slow). With a proxy configured in the environment, urllib (which honours it) does the request."""
+    if any(os.environ.get(v) for v in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")):
+        req = urllib.request.Request(url, headers=headers or {}, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:  # noqa: S310
+                return resp.status, dict(resp.headers), resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, {}, b""
+    u = urllib.parse.urlsplit(url)
+    conns = _local.__dict__.setdefault("conns", {})
+    key = (u.scheme, u.netloc)
+    path = u.path + ("?" + u.query if u.query else "")
+    for attempt in (0, 1):
+        conn = conns.get(key)
+        if conn is None:
+            conn = (http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=ctx) if u.scheme == "https"
+                    else http.client.HTTPConnection(u.hostname, u.port, timeout=timeout))
+            conns[key] = conn
+        try:
+            conn.request(method, path, headers=headers or {})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.will_close:
+                conn.close()
+                conns.pop(key, None)
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
+        except (http.client.HTTPException, OSError):
+            conn.close()
+            conns.pop(key, None)
+            if attempt:
+                raise
+    raise OSError("unreachable")
 
 
 def cache_dir() -> Path:
@@ -47,9 +91,12 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
     except OSError:
         pass
     try:
-        with urllib.request.urlopen(wheel.url + ".metadata", timeout=timeout, context=ctx) as resp:  # noqa: S310
-            meta = resp.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, ValueError):
+        status, _, body = _fetch(wheel.url + ".metadata", timeout, ctx)
+    except (OSError, ValueError):
+        status, body = 0, b""
+    if status == 200:
+        meta = body.decode("utf-8", "replace")
+    else:
         meta = _metadata_by_range(wheel.url, timeout, ctx)  # no PEP 658 file: read it out of the zip, as uv does
         if meta is None:
             return None
@@ -73,11 +120,10 @@ class _RangeFile(io.RawIOBase):
         self.tail = self._get(self.tail_at, size - 1)  # the central directory, in one request for most wheels
 
     def _get(self, a: int, b: int) -> bytes:
-        req = urllib.request.Request(self.url, headers={"Range": f"bytes={a}-{b}"})
-        with urllib.request.urlopen(req, timeout=self.timeout, context=self.ctx) as resp:  # noqa: S310
-            if resp.status != 206:
-                raise OSError("no range support")
-            return resp.read()
+        status, _, body = _fetch(self.url, self.timeout, self.ctx, {"Range": f"bytes={a}-{b}"})
+        if status != 206:
+            raise OSError("no range support")
+        return body
 
     def seekable(self) -> bool:
         return True
@@ -111,9 +157,8 @@ class _RangeFile(io.RawIOBase):
 
 def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
     try:
-        head = urllib.request.Request(url, method="HEAD")
-        with urllib.request.urlopen(head, timeout=timeout, context=ctx) as resp:  # noqa: S310
-            size = int(resp.headers.get("Content-Length") or 0)
+        status, headers, _ = _fetch(url, timeout, ctx, method="HEAD")
+        size = int(headers.get("content-length") or 0) if status == 200 else 0
         if not size:
             return None
         with zipfile.ZipFile(_RangeFile(url, size, timeout, ctx)) as zf:
