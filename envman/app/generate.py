@@ -17,7 +17,7 @@ from envman.lock.uv import (
 )
 from envman.matrix.load import load_matrix
 from envman.model import Matrix, Resolution
-from envman.lock.pins import check_user_requirements, framework_pins
+from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins
 from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
 from envman.app.doctor import load_knowledge
 from envman.image.kit import doctor_kit
@@ -174,7 +174,8 @@ def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
 
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
-               matrix: Matrix, offline_image: str | None = None, upgrade: bool = False) -> Built:
+               matrix: Matrix, offline_image: str | None = None, upgrade: bool = False,
+               timeout: float | None = None, progress=None, speculative=None) -> Built:
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
@@ -204,11 +205,20 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
         roots = [p.split("==")[0].split("[")[0] for p in pins]
         lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
-                                 previous=(_our_body(root / names.req), _our_body(root / names.pylock)))
+                                 previous=(_our_body(root / names.req), _our_body(root / names.pylock)),
+                                 timeout=timeout, progress=progress, speculative=speculative,
+                                 constraints=cuda_constraints(res), find_links=tuple(spec.find_links))
+        if names.profile is None and lr.request is not None:
+            from envman.lock.uvproc import remember
+
+            remember(root, lr.request)  # the next `envman lock` starts uv with it before it knows the inputs
         req_text, py_text = lr.req_text, lr.pylock_text
         fw_text = lr.fw_text if pins else None
         fresh = True
         notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
+        notes.extend(f"{label}{n}" for n in lr.notes + stack_mismatches(res, lr.versions))
+        if lr.sdist_only:
+            notes.append(f"{label}no wheel for {', '.join(sorted(lr.sdist_only))}: the image builds them from source")
     elif lines and no_lock:
         old = _reusable_python_lock(root, names, inputs_hash)
         if old is not None:
@@ -315,7 +325,8 @@ def shared_stacks(built: list[Built]) -> list[list[str]]:
 
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
              matrix: Matrix | None = None, upgrade: bool = False,
-             extra: list[tuple[Path, str]] | None = None) -> Outcome:
+             extra: list[tuple[Path, str]] | None = None, timeout: float | None = None,
+             progress=None, speculative=None) -> Outcome:
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
     from envman.project.coexist import place_files
@@ -323,9 +334,12 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     place = place_files(root)  # before any slow step: the repository's own files decide envman's names
     if spec.profiles:
         built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
-                            upgrade=upgrade) for p in spec.profiles]
+                            upgrade=upgrade, timeout=timeout, progress=progress) for p in spec.profiles]
     else:
-        built = [_build_one(root, spec, Names.for_root(root), hashes, no_lock, matrix, upgrade=upgrade)]
+        built = [_build_one(root, spec, Names.for_root(root), hashes, no_lock, matrix, upgrade=upgrade, timeout=timeout,
+                            progress=progress, speculative=speculative)]
+    if speculative is not None:
+        speculative.cancel()  # unused (profiles, or --no-lock): never leave it running
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:
@@ -453,9 +467,10 @@ class InitOptions:
     base_image: str | None = None
     no_lock: bool = False
     force: bool = False
+    timeout: float | None = None  # seconds uv may take (a stalled index ends the lock with its name)
 
 
-def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
+def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None) -> Outcome:
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory", hint="pass the path of your training repository")
     if opts.base_image is not None:
@@ -531,7 +546,7 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
             spec = replace(spec, base_image=opts.base_image)
             notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
     p = root / SPEC_FILE
-    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force,
+    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force, timeout=opts.timeout, progress=progress,
                    extra=[(p, spec_yaml(spec))] if created else None)
     if created and p in out.written:
         out.written.remove(p)
@@ -548,15 +563,44 @@ def _python_from(text: str | None) -> str | None:
     return m.group(1) if m else text.strip()
 
 
-def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False) -> Outcome:
+def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False,
+                 timeout: float | None = None, progress=None, speculative=None) -> Outcome:
+    """``speculative``: uv already started on the previous lock's request (envman.lock.uvproc.speculate)."""
     if base_image is not None:
         from envman.project.spec import validate_base_image
 
         validate_base_image(base_image)  # the same check as envman.yaml's base_image
-    spec = _require_spec(root)
-    if base_image:
-        spec = replace(spec, base_image=base_image)
-    return generate(root, spec, force=force, upgrade=upgrade)
+    try:
+        spec = _require_spec(root)
+        if base_image:
+            spec = replace(spec, base_image=base_image)
+        return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
+                        speculative=None if upgrade else speculative)
+    finally:
+        if speculative is not None:
+            speculative.cancel()
+
+
+def stack_mismatches(res: Resolution, versions: dict[str, str]) -> list[str]:
+    """Warnings where the locked NVIDIA wheels differ from what the matrix expects of the stack (cuDNN, NCCL,
+    CUDA runtime): the smoke test and the driver floor follow the matrix, so the user must hear about it."""
+    def locked(prefix: str) -> tuple[str, str] | None:
+        for name, v in sorted(versions.items()):
+            if re.fullmatch(prefix + r"(-cu\d+)?", name):
+                return name, v
+        return None
+
+    out: list[str] = []
+    for what, prefix, want in (("cuDNN", "nvidia-cudnn", res.cudnn), ("NCCL", "nvidia-nccl", res.nccl),
+                               ("CUDA", "nvidia-cuda-runtime", res.cuda)):
+        got = locked(prefix)
+        if not want or got is None:
+            continue
+        parts = len(str(want).split("."))
+        if got[1].split(".")[:min(parts, 2)] != str(want).split(".")[:min(parts, 2)]:
+            out.append(f"warning: the lock pins {got[0]}=={got[1]} but the stack expects {what} {want} "
+                       f"(smoke test and driver floor follow the stack); pin it with a constraint or choose another stack")
+    return out
 
 
 def _require_spec(root: Path) -> ProjectSpec:

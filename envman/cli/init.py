@@ -20,11 +20,19 @@ def register(app: typer.Typer) -> None:
         base_image: Optional[str] = typer.Option(None, "--base-image", help="Start from this image instead (mirrors, air-gapped sites); it must have python3 with venv"),
         no_lock: bool = typer.Option(False, "--no-lock", help="Skip the network step (uv); run `envman lock` later"),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+        timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Give up when uv has not finished after SECONDS (names the index that stalled)"),
     ) -> None:
         """Write envman.yaml, the locks, Dockerfile, compose.yaml and devcontainer.json for a repository."""
         from envman.app.generate import InitOptions, init_project
         from envman.cli.output import format_outcome
 
         root = path.resolve()
-        opts = InitOptions(tuple(target or ()), driver, cpu, python, framework, base_image, no_lock, force)
-        typer.echo(format_outcome(init_project(root, opts), root))
+        from envman.cli.output import Progress
+
+        opts = InitOptions(tuple(target or ()), driver, cpu, python, framework, base_image, no_lock, force, timeout)
+        progress = Progress()
+        try:
+            out = init_project(root, opts, progress=progress)
+        finally:
+            progress.done()
+        typer.echo(format_outcome(out, root))

@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         base_image: Optional[str] = typer.Option(None, "--base-image", help="Override the base image for this lock"),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
         upgrade: bool = typer.Option(False, "--upgrade", help="Re-resolve every package to the newest allowed version (default: keep pins that still fit)"),
+        timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Give up when uv has not finished after SECONDS (names the index that stalled)"),
     ) -> None:
         """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
         root = path.resolve()
@@ -30,11 +31,23 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1)
             typer.echo("envman.lock is current")
             return
+        from envman.app.relock import start_early
+        from envman.cli.output import Progress
+
+        progress = Progress()
+        # uv starts on the last lock's request before envman's imports and the stack's resolution: a re-lock
+        # of unchanged inputs then costs about what uv costs (the use case kills it if the inputs changed)
+        early = start_early(root, upgrade=upgrade, timeout=timeout, progress=progress)
         from envman.app.ci import stale_ci_files
         from envman.app.generate import lock_project
         from envman.cli.output import format_outcome
 
-        typer.echo(format_outcome(lock_project(root, force=force, base_image=base_image, upgrade=upgrade), root))
+        try:
+            out = lock_project(root, force=force, base_image=base_image, upgrade=upgrade, timeout=timeout,
+                               progress=progress, speculative=early)
+        finally:
+            progress.done()
+        typer.echo(format_outcome(out, root))
         # generated CI files name images by lock hash: after a re-lock they must be regenerated too
         for s in stale_ci_files(root):
             typer.echo(f"note: {s} (commit them together with the locks)")

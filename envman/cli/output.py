@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 from envman.errors import ResolutionError
@@ -85,3 +86,33 @@ def format_outcome(out, root) -> str:
         lines.append("up to date: nothing changed")
     lines.append(f"lock hash: {out.lock['lock_hash'][:12]} (image tag {out.lock['name']}:{out.lock['lock_hash'][:12]})")
     return "\n".join(lines)
+
+
+class Progress:
+    """uv's progress on stderr: one live line on a terminal, plain lines otherwise (at most one every few
+    seconds, so a CI log shows a stall without drowning in lines)."""
+
+    def __init__(self, stream=None, every: float = 5.0) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.live = self.tty  # a live line wants uv's per-request log
+        self.every, self.start, self.shown = every, time.monotonic(), False
+        self.last = self.start  # plain lines: only once a step has taken a while
+
+    def __call__(self, line: str) -> None:
+        now = time.monotonic()
+        msg = f"{line} ({now - self.start:.0f} s)"
+        if self.tty:
+            self.stream.write("\r\x1b[K" + msg[:120])
+            self.shown = True
+        elif now - self.last >= self.every:
+            self.stream.write(msg + "\n")
+        else:
+            return
+        self.last = now
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty and self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()

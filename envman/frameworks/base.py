@@ -47,3 +47,6 @@ class Framework:
     companions: tuple[str, ...] = ()  # packages built in lockstep with it (torchvision, torchaudio)
     # the exact requirement lines of a resolution (res, wanted companions) → ["torch==2.6.0+cu124", …]
     pins: Callable[[Resolution, tuple[str, ...]], list[str]] = exact_pins
+    # the framework's wheels pin their NVIDIA libraries exactly (torch); False when they only set floors
+    # (tensorflow[and-cuda]): the lock then constrains those wheels to the variant's tested versions
+    pins_cuda_wheels: bool = True

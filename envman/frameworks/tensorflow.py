@@ -59,4 +59,5 @@ TENSORFLOW = Framework(
     load_releases=load_releases,
     distributions=("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tf-nightly"),
     aliases=("tf", "tensorflow-gpu", "tensorflow-cpu"),
+    pins_cuda_wheels=False,  # tensorflow[and-cuda] asks for nvidia-*>= floors only
 )

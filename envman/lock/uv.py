@@ -3,18 +3,15 @@ serialized from the model: same inputs, same bytes.
 
 Files (in the project root):
   envman.lock                       the stack: resolution, base image, apt packages, lock names, hashes (JSON)
-  requirements.lock.txt             every Python package, pinned with sha256 hashes (uv pip compile)
+  pylock.toml                       PEP 751: uv's one resolution (uv pip compile --format pylock.toml)
+  requirements.lock.txt             every Python package, pinned with sha256 hashes: derived from pylock.toml
   requirements.framework.lock.txt   the subset the framework needs: its own image layer
-  pylock.toml                       PEP 751, the same resolution (uv)
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from packaging.utils import canonicalize_name
 from envman import __version__
 from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
+from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
 from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
 from envman.redact import redact
 from envman.model import Resolution
@@ -33,21 +31,6 @@ FW_LOCK = "requirements.framework.lock.txt"
 PYLOCK = "pylock.toml"
 PLATFORM = "x86_64-manylinux_2_28"
 _CUDA_MAJOR_PKG = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
-
-
-def uv_binary() -> str:
-    """The uv envman pins (a dependency): its version is part of what makes a lock reproducible."""
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        import shutil
-
-        exe = shutil.which("uv")
-        if exe is None:
-            raise ToolError("uv is not installed", hint="pip install envman installs it; or put uv on PATH") from None
-        return exe
 
 
 @dataclass
@@ -141,40 +124,66 @@ class UvCommand:
     cwd: str | None = None
 
 
+# The packages a framework's own index may serve (the wheels built for its CUDA). Nothing else is ever
+# looked up there: with --extra-index-url, uv would ask that index for every package first, which is how
+# the 2022 `torchtriton` dependency confusion reached users. uv's explicit indexes ([[tool.uv.index]]
+# explicit = true + [tool.uv.sources]) pin just these names to it; `uv pip compile` honours both when
+# its input is a pyproject.toml.
+FRAMEWORK_INDEX_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
+
+
+def framework_index_sourced(names: list[str]) -> list[str]:
+    return sorted({canonicalize_name(n) for n in names
+                   if canonicalize_name(n) in FRAMEWORK_INDEX_PACKAGES or canonicalize_name(n).startswith("nvidia-")})
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def input_pyproject(lines: list[str], framework_index: str) -> str:
+    """A pyproject.toml that asks uv for ``lines``, with the framework's index explicit: only the
+    framework's own packages that ``lines`` name may come from it."""
+    from packaging.requirements import Requirement
+
+    names = [Requirement(ln).name for ln in lines]
+    out = ['[project]', 'name = "envman-lock"', 'version = "0"', "dependencies = ["]
+    out += [f"    {_toml_str(ln)}," for ln in lines]
+    out += ["]", "", "[[tool.uv.index]]", 'name = "framework"', f"url = {_toml_str(framework_index)}",
+            "explicit = true", "", "[tool.uv.sources]"]
+    out += [f'{n} = {{ index = "framework" }}' for n in framework_index_sourced(names)]
+    return "\n".join(out) + "\n"
+
+
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
-                       offline: bool = False, upgrade: bool = False) -> UvCommand:
-    # uv runs in the input's directory with relative names: its `# via -r requirements.in` annotations
-    # must not carry a temporary path, or the same inputs would not give the same bytes.
+                       offline: bool = False, upgrade: bool = False, index_url: str | None = None,
+                       find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None) -> UvCommand:
+    # uv runs in the input's directory with relative names: nothing it writes may carry a temporary path,
+    # or the same inputs would not give the same bytes.
     args = [
         uv_binary(), "pip", "compile", input_file.name, "--python-platform", PLATFORM, "--python-version", python,
         "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", output.name,
     ]
+    if index_url:
+        args += ["--index-url", index_url]
     for url in index_urls:
         args += ["--extra-index-url", url]
+    for fl in find_links:
+        args += ["--find-links", fl]
+    if constraints is not None:
+        args += ["--constraint", constraints.name]
     if fmt:
         args += ["--format", fmt]
     if offline:
         args.append("--offline")
     if upgrade:
         args.append("--upgrade")
-    env = dict(os.environ)
-    # TLS-intercepting proxies: uv reads SSL_CERT_FILE; reuse the bundle pip is told to use.
-    cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
-    if cert:
-        env["SSL_CERT_FILE"] = cert
-    return UvCommand(args, env, str(input_file.parent))
+    return UvCommand(args, uv_env(), str(input_file.parent))
 
 
-def run_uv(cmd: UvCommand) -> None:
-    try:
-        out = subprocess.run(cmd.args, capture_output=True, text=True, env=cmd.env, cwd=cmd.cwd, check=False)
-    except OSError as exc:
-        raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
-    if out.returncode != 0:
-        msg = redact((out.stderr or out.stdout).strip())
-        lines = [ln for ln in msg.splitlines() if ln.strip()]
-        first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()), lines[0] if lines else "failed")
-        raise ToolError(f"uv could not resolve the requirements: {first.strip()}", hint="uv says:\n" + "\n".join(lines[-15:]))
+def run_uv(cmd: UvCommand, timeout: float | None = None, progress=None) -> None:
+    """uv in its own process group, with progress and a wall-clock limit (lock/uvproc.py)."""
+    UvRun(cmd.args, cmd.env, cmd.cwd, timeout, progress).wait()
 
 
 @dataclass
@@ -183,60 +192,113 @@ class LockResult:
     req_text: str  # requirements.lock.txt body (without our header)
     fw_text: str
     pylock_text: str | None
+    sdist_only: set[str] = field(default_factory=set)  # pinned packages with no wheel: the image builds them
+    versions: dict[str, str] = field(default_factory=dict)  # every locked package → its version
+    notes: list[str] = field(default_factory=list)  # e.g. the framework layer could not be cut
+    request: UvRequest | None = None  # the uv run, as data (the next lock of the project may start it early)
+
+    @property
+    def wheel_only(self) -> bool:
+        return not self.sdist_only
+
+
+def index_lines(index_url: str | None, extra: list[str], find_links: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The index options heading requirements.lock.txt (pip reads them at install time)."""
+    out = [f"--index-url {index_url or 'https://pypi.org/simple'}"]
+    out += [f"--extra-index-url {u}" for u in extra]
+    out += [f"--find-links {u}" for u in find_links]
+    return [redact(line) for line in out]  # credentials reach pip and uv from the environment or netrc only
+
+
+def _check_output_covers_inputs(pkgs: list, lines: list[str]) -> None:
+    """uv's output is seeded with the previous lock (its preferences): a uv that exits 0 without writing would
+    leave that lock in place for new inputs. Every requirement asked for must be in what uv wrote."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    have = {canonicalize_name(p.name) for p in pkgs}
+    missing = []
+    for line in lines:
+        try:
+            name = canonicalize_name(Requirement(line.split(" --hash")[0]).name)
+        except InvalidRequirement:
+            continue  # URL lines and the like: uv names them, the lock has them under that name
+        if name not in have:
+            missing.append(name)
+    if missing:
+        raise ToolError(f"uv's output does not contain {', '.join(sorted(missing))}, which the inputs ask for",
+                        hint="re-run `envman lock --upgrade`; if it persists, run uv by hand to see what it says")
 
 
 def compile_python_lock(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
                         pylock: bool = True, while_waiting=None, previous: tuple[str | None, str | None] = (None, None),
-                        upgrade: bool = False) -> LockResult:
-    """One online uv resolution writes requirements.lock.txt (hashes and the ``# via`` graph the framework
-    layer is cut from); uv emits PEP 751 in a separate run, which is done from uv's cache (--offline) at the
-    same time. That run must agree package for package with the first: if the cache was cold or stale it
-    is redone, offline, once the online run has refreshed the cache.
+                        upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
+                        constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
+                        progress=None, speculative: UvRun | None = None) -> LockResult:
+    """ONE uv resolution, written as PEP 751 pylock.toml (per-file URLs, hashes, sdists); requirements.lock.txt
+    is derived from it here, so the two agree by construction. The ``# via`` graph (and the framework's
+    layer cut from it) comes from the locked wheels' metadata (lock/graph.py, cached by hash).
 
-    ``previous`` (the current requirements lock and pylock bodies) seed uv's output files: uv keeps the
-    pins that still satisfy the inputs, as ``uv lock`` does — a re-lock does not churn, and it is faster.
-    ``upgrade`` re-resolves everything to the newest allowed versions."""
-    with tempfile.TemporaryDirectory(prefix="envman-lock-") as td:
-        tdp = Path(td)
-        inp = tdp / "requirements.in"
-        inp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        if not upgrade:
-            for name, text in zip(("out.txt", "pylock.toml"), previous):
-                if text:
-                    (tdp / name).write_text(text, encoding="utf-8")
-        main = uv_compile_command(inp, tdp / "out.txt", python, index_urls, upgrade=upgrade)
-        side = uv_compile_command(inp, tdp / "pylock.toml", python, index_urls, fmt="pylock.toml", offline=True,
-                                  upgrade=upgrade)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            fut_main = pool.submit(run_uv, main)
-            fut_side = pool.submit(_try_uv, side) if pylock else None
-            if while_waiting is not None:
-                while_waiting()  # uv waits on the network: use the time (imports, template compile)
-            fut_main.result()
-            side_ok = fut_side.result() if fut_side else False
-        text = redact((tdp / "out.txt").read_text(encoding="utf-8"))
-        lock = parse_uv_output(text)
-        py_text = None
-        if pylock:
-            want = {p.name: p.version for p in lock.packages if "://" not in p.version}
-            py_text = redact((tdp / "pylock.toml").read_text(encoding="utf-8")) if side_ok else None
-            if py_text is None or pylock_versions(py_text) != want:
-                run_uv(side)  # the cache is warm now
-                py_text = redact((tdp / "pylock.toml").read_text(encoding="utf-8"))
-                if pylock_versions(py_text) != want:
-                    raise ToolError("uv's pylock.toml and requirements.lock.txt disagree",
-                                     hint="re-run `envman lock`; report it if it persists")
-    check_cuda_majors(lock, res)
-    closure = framework_closure(lock, roots)
-    return LockResult(lock, lock.render(), lock.render(closure), py_text)
+    ``index_urls`` are extra indexes; the resolution's own framework index (``res.index_url``) among them
+    serves the framework's packages only. ``constraints`` (``nvidia-cudnn-cu12==9.3.0.75`` …) go to uv as
+    a constraints file. ``previous`` (the current requirements lock and pylock bodies) seed uv's
+    preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all.
+    ``speculative``: a uv run started before the inputs were known (uvproc.speculate); used when its request
+    is this one, killed otherwise."""
+    from envman.lock.graph import dependency_parents
+    from envman.lock.pylock import parse_pylock, requirement_block
 
-
-def _try_uv(cmd: UvCommand) -> bool:
+    fw_index = res.index_url if res.index_url in index_urls else None
+    extra = [u for u in index_urls if u != fw_index]
+    request = uv_request(lines, python, extra, fw_index, upgrade=upgrade, index_url=index_url, find_links=find_links,
+                         constraints=constraints, seed=None if upgrade else previous[1])
+    run = speculative if speculative is not None and speculative.request == request else None
+    if speculative is not None and run is None:
+        speculative.cancel()  # the inputs changed since the last lock: its guess is of no use
+    run = run or start_request(uv_binary(), request, timeout, progress)
     try:
-        run_uv(cmd)
-        return True
-    except ToolError:
-        return False
+        if while_waiting is not None:
+            while_waiting()  # uv waits on the network: use the time (imports, template compile)
+        run.wait()
+        py_text = redact(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
+    finally:
+        run.cancel()
+    pkgs = parse_pylock(py_text)
+    _check_output_covers_inputs(pkgs, lines)
+    parents, unknown = dependency_parents(pkgs, lines, python, PLATFORM, timeout=min(timeout or 30.0, 30.0))
+    # the index uv resolved against (UV_DEFAULT_INDEX / UV_INDEX_URL from the environment when envman names
+    # none) is the one pip installs from: without its credentials, which the build gets as a secret or netrc
+    default_index = index_url or os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL")
+    header = index_lines(default_index, extra + ([fw_index] if fw_index else []), find_links)
+    lock = PythonLock(header, [LockedPackage(p.name, p.version, requirement_block(p, parents[p.name]), parents[p.name])
+                               for p in pkgs])
+    check_cuda_majors(lock, res)
+    notes: list[str] = []
+    closure = framework_closure(lock, roots)
+    if unknown and closure & set(unknown):
+        # a closure member's own dependencies are unknown: the framework layer holds everything (correct, less cacheable)
+        closure = {p.name for p in lock.packages}
+        notes.append("the framework's layer holds every locked package: no metadata for " + ", ".join(sorted(unknown)))
+    return LockResult(lock, lock.render(), lock.render(closure), py_text if pylock else None,
+                      {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes, request)
+
+
+def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | None, *, upgrade: bool = False,
+               index_url: str | None = None, find_links: tuple[str, ...] | list[str] = (),
+               constraints: list[str] | tuple[str, ...] = (), seed: str | None = None) -> UvRequest:
+    """The one uv run of a lock, as data: its input (a pyproject.toml when the framework has its own
+    index), constraints, the previous pylock.toml (uv keeps the pins that still fit) and its arguments."""
+    if fw_index:
+        files = [("pyproject.toml", input_pyproject(lines, fw_index))]
+    else:
+        files = [("requirements.in", "\n".join(lines) + "\n")]
+    if constraints:
+        files.append(("constraints.txt", "\n".join(constraints) + "\n"))
+    if seed:
+        files.append(("pylock.toml", seed))
+    cmd = uv_compile_command(Path(files[0][0]), Path("pylock.toml"), python, extra, fmt="pylock.toml", upgrade=upgrade,
+                             index_url=index_url, find_links=find_links,
+                             constraints=Path("constraints.txt") if constraints else None)
+    return UvRequest(tuple(sorted(files)), tuple(cmd.args[1:]))
 
 
 def pylock_versions(text: str) -> dict[str, str]:

@@ -3,7 +3,9 @@ value from any source is validated alike; no write is led outside the project by
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,27 +71,34 @@ wheels = [{{ url = "https://bob:{TOKEN}@host.example/files/numpy-2.1.0-cp311-cp3
 """
 
 
+def _script(path: Path, body: str) -> str:
+    path.write_text(f"#!{sys.executable}\nimport os, sys\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
 @pytest.fixture
-def fake_uv(monkeypatch):
-    """uv as it answers with UV_INDEX_URL=https://bob:TOKEN@host.example/simple (--emit-index-url echoes it)."""
-    seen = []
-
-    def run_uv(cmd):
-        seen.append(cmd)
-        out = Path(cmd.cwd) / cmd.args[cmd.args.index("-o") + 1]
-        out.write_text(PYLOCK if "--format" in cmd.args else UV_OUT, encoding="utf-8")
-
-    monkeypatch.setattr(envman.lock.uv, "run_uv", run_uv)
+def fake_uv(tmp_path_factory, monkeypatch):
+    """uv as it answers with UV_INDEX_URL=https://bob:TOKEN@host.example/simple (pylock.toml names the index and
+    every file's URL with it). It logs the UV_INDEX_URL it was given."""
+    d = tmp_path_factory.mktemp("uv")
+    log = d / "env.log"
+    exe = _script(d / "fake-uv", f"open({str(log)!r}, 'a').write(os.environ.get('UV_INDEX_URL', '') + '\\n')\n"
+                                 f"open(sys.argv[sys.argv.index('-o') + 1], 'w').write({PYLOCK!r})\n")
+    monkeypatch.setattr(envman.lock.uv, "uv_binary", lambda: exe)
+    monkeypatch.setattr("envman.lock.graph.requires_dist", lambda p, timeout, ctx=None: [])
     monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(d / "cache"))
     monkeypatch.setenv("UV_INDEX_URL", f"https://bob:{TOKEN}@host.example/simple")
-    return seen
+    return log
 
 
 def test_index_token_never_lands_in_a_generated_file(tmp_path, fake_uv, capsys):
     (tmp_path / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\nframework: none\npackages: [numpy]\n")
     assert main(["lock", str(tmp_path)]) == 0
     # the credential reaches uv through its environment, untouched
-    assert fake_uv and all(c.env["UV_INDEX_URL"] == f"https://bob:{TOKEN}@host.example/simple" for c in fake_uv)
+    seen = fake_uv.read_text().split()
+    assert seen and all(u == f"https://bob:{TOKEN}@host.example/simple" for u in seen)
     files = snapshot(tmp_path)
     assert {"requirements.lock.txt", "pylock.toml", "envman.lock", "Dockerfile", "compose.yaml", ".dockerignore"} <= set(files)
     leaks = [name for name, data in files.items() if TOKEN.encode() in data]
@@ -100,20 +109,15 @@ def test_index_token_never_lands_in_a_generated_file(tmp_path, fake_uv, capsys):
     assert TOKEN not in out.out + out.err
 
 
-def test_uv_error_output_is_redacted(monkeypatch):
-    class Done:
-        returncode, stdout = 2, ""
-        stderr = f"error: Failed to fetch: `https://bob:{TOKEN}@host.example/simple/numpy/`\n  Caused by: 401"
+def test_uv_error_output_is_redacted(tmp_path):
+    from envman.lock.uvproc import UvRun
 
-    monkeypatch.setattr(envman.lock.uv.subprocess, "run", lambda *a, **k: Done())
+    exe = _script(tmp_path / "failing-uv", f"sys.stderr.write('error: Failed to fetch: `https://bob:{TOKEN}@host.example"
+                                           "/simple/numpy/`\\n  Caused by: 401\\n')\nsys.exit(2)\n")
     with pytest.raises(ToolError) as exc:
-        envman.lock.uv.run_uv(envman.lock.uv.UvCommand(["uv"], {}))
-    assert TOKEN not in exc.value.message + exc.value.hint
+        UvRun([exe], dict(os.environ), str(tmp_path)).wait()
+    assert TOKEN not in exc.value.message + (exc.value.hint or "")
     assert "https://host.example/simple/numpy/" in exc.value.message
-
-
-# --- item 2: messages redact ----------------------------------------------------------------------------
-
 
 def test_index_option_in_requirements_is_kept_without_its_token(tmp_path, capsys, monkeypatch):
     """A private index in requirements.txt is honoured (for the non-framework packages), but what envman

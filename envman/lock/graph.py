@@ -1,0 +1,250 @@
+"""Who pulls in whom, for a lock uv wrote as pylock.toml (which holds no dependency edges): read from each
+locked wheel's METADATA (PEP 658 ``<wheel url>.metadata``, a few KB) and cached by the wheel's sha256,
+which never changes what it names — a re-lock with the same pins asks no server. The framework's image
+layer is cut from these edges; ``# via`` comments in requirements.lock.txt come from them too."""
+
+from __future__ import annotations
+
+import io
+import os
+import ssl
+import threading
+import http.client
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from envman.lock.pylock import PylockPackage
+
+INPUT = "-r requirements.in"
+
+
+_local = threading.local()
+
+
+def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
+           method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    """One request on this thread's keep-alive connection to the host: ~100 small reads from one file host
+    cost one TLS handshake per thread, not one each (through a TLS-intercepting proxy, handshakes are what
+    is slow). With a proxy configured in the environment, urllib (which honours it) does the request."""
+    if any(os.environ.get(v) for v in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")):
+        req = urllib.request.Request(url, headers=headers or {}, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:  # noqa: S310
+                return resp.status, dict(resp.headers), resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, {}, b""
+    u = urllib.parse.urlsplit(url)
+    conns = _local.__dict__.setdefault("conns", {})
+    key = (u.scheme, u.netloc)
+    path = u.path + ("?" + u.query if u.query else "")
+    for attempt in (0, 1):
+        conn = conns.get(key)
+        if conn is None:
+            conn = (http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=ctx) if u.scheme == "https"
+                    else http.client.HTTPConnection(u.hostname, u.port, timeout=timeout))
+            conns[key] = conn
+        try:
+            conn.request(method, path, headers=headers or {})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.will_close:
+                conn.close()
+                conns.pop(key, None)
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
+        except (http.client.HTTPException, OSError):
+            conn.close()
+            conns.pop(key, None)
+            if attempt:
+                raise
+    raise OSError("unreachable")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("ENVMAN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "envman")
+    return Path(base) / "metadata-v1"
+
+
+def _ssl_context() -> ssl.SSLContext:
+    cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE")
+    return ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None)
+
+
+def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None = None) -> list[str] | None:
+    """The wheel's Requires-Dist lines, or None when no wheel's metadata can be read (sdist-only, no PEP 658)."""
+    wheel = next((f for f in pkg.files if f.kind == "wheel" and f.sha256 and f.url.startswith(("http://", "https://"))), None)
+    if wheel is None:
+        return None
+    cached = cache_dir() / wheel.sha256
+    try:
+        text = cached.read_text(encoding="utf-8")
+        return [ln for ln in text.splitlines() if ln]
+    except OSError:
+        pass
+    try:
+        status, _, body = _fetch(wheel.url + ".metadata", timeout, ctx)
+    except (OSError, ValueError):
+        status, body = 0, b""
+    if status == 200:
+        meta = body.decode("utf-8", "replace")
+    else:
+        meta = _metadata_by_range(wheel.url, timeout, ctx)  # no PEP 658 file: read it out of the zip, as uv does
+        if meta is None:
+            return None
+    reqs = HeaderParser().parsestr(meta).get_all("Requires-Dist") or []
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text("".join(r + "\n" for r in reqs), encoding="utf-8")
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a read-only cache only costs the next lock a fetch
+    return reqs
+
+
+class _RangeFile(io.RawIOBase):
+    """A remote file read with HTTP range requests: zipfile reads a wheel's METADATA without the wheel."""
+
+    def __init__(self, url: str, size: int, timeout: float, ctx) -> None:
+        self.url, self.size, self.pos, self.timeout, self.ctx = url, size, 0, timeout, ctx
+        self.tail_at = max(0, size - 256 * 1024)
+        self.tail = self._get(self.tail_at, size - 1)  # the central directory, in one request for most wheels
+
+    def _get(self, a: int, b: int) -> bytes:
+        status, _, body = _fetch(self.url, self.timeout, self.ctx, {"Range": f"bytes={a}-{b}"})
+        if status != 206:
+            raise OSError("no range support")
+        return body
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, off: int, whence: int = 0) -> int:
+        self.pos = off if whence == 0 else self.pos + off if whence == 1 else self.size + off
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
+        if self.pos >= self.tail_at:
+            data = self.tail[self.pos - self.tail_at:end - self.tail_at]
+        elif end > self.pos:
+            data = self._get(self.pos, end - 1)
+        else:
+            data = b""
+        self.pos += len(data)
+        return data
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
+def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
+    try:
+        status, headers, _ = _fetch(url, timeout, ctx, method="HEAD")
+        size = int(headers.get("content-length") or 0) if status == 200 else 0
+        if not size:
+            return None
+        with zipfile.ZipFile(_RangeFile(url, size, timeout, ctx)) as zf:
+            name = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+            return zf.read(name).decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, ValueError, StopIteration, zipfile.BadZipFile):
+        return None
+
+
+def target_environment(python: str, platform: str) -> dict[str, str]:
+    env = default_environment()
+    machine = platform.split("-")[0]
+    env.update(python_version=python, python_full_version=f"{python}.0", sys_platform="linux", os_name="posix",
+               platform_system="Linux", platform_machine=machine, implementation_name="cpython",
+               platform_python_implementation="CPython")
+    return env
+
+
+def dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str, platform: str,
+                       timeout: float = 30.0) -> tuple[dict[str, list[str]], list[str]]:
+    """{package: sorted parents (``-r requirements.in`` for an input line)} and the packages whose metadata
+    could not be read (their own dependencies are then unknown). A re-lock that uv answers with the same
+    files reads the whole graph from one cache entry."""
+    import hashlib
+    import json
+
+    key = hashlib.sha256(json.dumps([sorted((p.name, p.version, sorted(f.sha256 for f in p.files)) for p in pkgs),
+                                     sorted(inputs), python, platform]).encode()).hexdigest()
+    entry = cache_dir() / "graphs" / f"{key}.json"
+    try:
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        return data["parents"], data["unknown"]
+    except (OSError, ValueError, KeyError):
+        pass
+    parents, unknown = _dependency_parents(pkgs, inputs, python, platform, timeout)
+    if not unknown:  # an incomplete graph is asked again next time
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            tmp = entry.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"parents": parents, "unknown": unknown}), encoding="utf-8")
+            os.replace(tmp, entry)
+        except OSError:
+            pass
+    return parents, unknown
+
+
+def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str, platform: str,
+                        timeout: float) -> tuple[dict[str, list[str]], list[str]]:
+    locked = {p.name: p for p in pkgs}
+    ctx = _ssl_context()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        meta = dict(zip(locked, pool.map(lambda p: requires_dist(p, timeout, ctx), locked.values())))
+    env = target_environment(python, platform)
+    parents: dict[str, set[str]] = {n: set() for n in locked}
+    extras: dict[str, set[str]] = {n: set() for n in locked}
+    todo: list[str] = []
+    for line in inputs:
+        try:
+            r = Requirement(line)
+        except InvalidRequirement:
+            continue
+        n = canonicalize_name(r.name)
+        if n in locked and (r.marker is None or r.marker.evaluate(env)):
+            parents[n].add(INPUT)
+            extras[n] |= set(r.extras)
+            todo.append(n)
+    done: dict[str, frozenset[str]] = {}
+    while todo:
+        n = todo.pop()
+        active = frozenset(extras[n])
+        if done.get(n) == active:
+            continue
+        done[n] = active
+        for line in meta.get(n) or []:
+            try:
+                r = Requirement(line)
+            except InvalidRequirement:
+                continue
+            child = canonicalize_name(r.name)
+            if child not in locked or child == n:
+                continue
+            if r.marker is not None and not any(r.marker.evaluate({**env, "extra": e}) for e in ("", *active)):
+                continue
+            parents[child].add(n)
+            if not set(r.extras) <= extras[child] or child not in done:
+                extras[child] |= set(r.extras)
+                todo.append(child)
+    unknown = sorted(n for n, m in meta.items() if m is None)
+    return {n: sorted(ps, key=lambda v: (v != INPUT, v)) for n, ps in parents.items()}, unknown

@@ -1,0 +1,75 @@
+"""pylock.toml (PEP 751) as uv writes it → the packages envman locks. uv resolves ONCE, in this format
+(it is the richer one: per-file URLs, sizes and hashes, sdists, markers); requirements.lock.txt is
+derived from it here, so the two files cannot disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.utils import canonicalize_name
+
+from envman.errors import InternalError
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    url: str
+    sha256: str
+    kind: str  # "wheel" | "sdist" | "archive"
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1].split("#")[0]
+
+
+@dataclass
+class PylockPackage:
+    name: str
+    version: str
+    files: list[LockedFile] = field(default_factory=list)
+    direct: str | None = None  # `name @ url` for VCS/archive packages
+
+    @property
+    def sdist_only(self) -> bool:
+        return bool(self.files) and not any(f.kind == "wheel" for f in self.files)
+
+
+def parse_pylock(text: str) -> list[PylockPackage]:
+    from envman._compat import tomllib
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InternalError(f"uv's pylock.toml does not parse: {exc}", hint="report this to envman's maintainers") from None
+    out: list[PylockPackage] = []
+    for p in doc.get("packages", []):
+        pkg = PylockPackage(canonicalize_name(p["name"]), str(p.get("version", "")))
+        for w in p.get("wheels", []):
+            pkg.files.append(LockedFile(w.get("url") or w.get("path", ""), w.get("hashes", {}).get("sha256", ""), "wheel"))
+        if "sdist" in p:
+            s = p["sdist"]
+            pkg.files.append(LockedFile(s.get("url") or s.get("path", ""), s.get("hashes", {}).get("sha256", ""), "sdist"))
+        if "archive" in p:
+            a = p["archive"]
+            pkg.files.append(LockedFile(a.get("url") or a.get("path", ""), a.get("hashes", {}).get("sha256", ""), "archive"))
+            pkg.direct = a.get("url") or a.get("path")
+        if "vcs" in p:
+            v = p["vcs"]
+            pkg.direct = f"{v.get('type', 'git')}+{v.get('url') or v.get('path')}@{v.get('commit-id')}"
+        out.append(pkg)
+    return sorted(out, key=lambda p: p.name)
+
+
+def requirement_block(pkg: PylockPackage, via: list[str]) -> list[str]:
+    """One package as uv's requirements.txt writes it: the pin, its hashes, the ``# via`` comments."""
+    pin = f"{pkg.name} @ {pkg.direct}" if pkg.direct else f"{pkg.name}=={pkg.version}"
+    hashes = sorted({f.sha256 for f in pkg.files if f.sha256})
+    lines = [pin + (" \\" if hashes else "")]
+    for i, h in enumerate(hashes):
+        lines.append(f"    --hash=sha256:{h}" + (" \\" if i < len(hashes) - 1 else ""))
+    if len(via) == 1:
+        lines.append(f"    # via {via[0]}")
+    elif via:
+        lines.append("    # via")
+        lines.extend(f"    #   {v}" for v in via)
+    return lines

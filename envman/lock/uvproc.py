@@ -1,0 +1,231 @@
+"""uv as a child process (standard library only, so it can start before the rest of envman is imported).
+
+- uv runs in its own process group and gets SIGKILL when envman dies: Ctrl-C, a timeout or a kill never
+  leaves a resolver running.
+- ``progress`` hears which package uv is fetching from which index (uv's HTTP client logs, nothing else);
+  ``timeout`` bounds the wall clock and the error names the index uv was waiting on.
+- A re-lock starts uv speculatively with the request the previous lock made (``speculate``): on the
+  usual re-lock the inputs are unchanged, so uv is already resolving while envman imports, reads the
+  spec and resolves the stack. When the real request differs, the speculative run is killed unused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from envman.errors import ToolError
+from envman.redact import redact
+
+_REQUEST = re.compile(r"(?:Sending (?:fresh GET|revalidation) request for|No cache entry for):? (\S+)")
+
+
+def index_of(url: str) -> str:
+    """``https://pypi.org/simple/numpy/`` → ``https://pypi.org/simple``; a file URL → its host."""
+    m = re.match(r"^(\w+://[^/]+)(/.*?/simple|/simple|/whl/[^/]+)?/", url)
+    if not m:
+        return url
+    return m.group(1) + (m.group(2) or "")
+
+
+def uv_env(log_requests: bool = True) -> dict[str, str]:
+    env = dict(os.environ)
+    # TLS-intercepting proxies: uv reads SSL_CERT_FILE; reuse the bundle pip is told to use.
+    cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
+    if cert:
+        env["SSL_CERT_FILE"] = cert
+    if log_requests:
+        # uv's HTTP client says which URL it asks (and nothing else): live progress, and the index to name
+        # on a stall. It costs uv ~10% (measured: 537 vs 491 ms), so only when a timeout or a terminal wants it.
+        env["RUST_LOG"] = "uv_client::cached_client=debug"
+    return env
+
+
+def uv_binary() -> str:
+    """The uv envman pins (a dependency): its version is part of what makes a lock reproducible."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        import shutil
+
+        exe = shutil.which("uv")
+        if exe is None:
+            raise ToolError("uv is not installed", hint="pip install envman installs it; or put uv on PATH") from None
+        return exe
+
+
+@dataclass(frozen=True)
+class UvRequest:
+    """Everything one uv run depends on: the files written into its (temporary) directory and its
+    arguments after the uv binary. Equal requests, same answer."""
+
+    files: tuple[tuple[str, str], ...]
+    args: tuple[str, ...]
+    output: str = "pylock.toml"
+
+    def to_json(self) -> str:
+        return json.dumps({"files": [list(f) for f in self.files], "args": list(self.args), "output": self.output})
+
+    @classmethod
+    def from_json(cls, text: str) -> UvRequest:
+        d = json.loads(text)
+        return cls(tuple((str(n), str(t)) for n, t in d["files"]), tuple(str(a) for a in d["args"]), str(d["output"]))
+
+    def with_file(self, name: str, text: str | None) -> UvRequest:
+        files = tuple(f for f in self.files if f[0] != name) + (((name, text),) if text is not None else ())
+        return UvRequest(tuple(sorted(files)), self.args, self.output)
+
+
+def _preexec() -> None:  # pragma: no cover - runs in the child
+    # Linux: uv gets SIGKILL when envman dies, however it dies (kill -9 included)
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class UvRun:
+    """One running uv: ``wait()`` for it (raises ToolError), ``cancel()`` to end it and its group."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: str | None, timeout: float | None = None,
+                 progress=None, request: UvRequest | None = None, owned_dir: str | None = None) -> None:
+        self.request, self.cwd, self.owned_dir = request, cwd, owned_dir
+        self.timeout, self.progress, self.started = timeout, progress, time.monotonic()
+        self.errors: list[str] = []
+        self.last: str | None = None
+        self.indexes = _indexes(args)
+        try:
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                                         cwd=cwd, start_new_session=True,
+                                         preexec_fn=_preexec if os.name == "posix" else None)
+        except OSError as exc:
+            self.close()
+            raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            m = _REQUEST.search(line)
+            if m:
+                url = m.group(1).rstrip("/")
+                self.last = url
+                if self.progress is not None:
+                    self.progress(redact(f"uv: fetching {url.rsplit('/', 1)[-1]} from {index_of(url + '/')}"))
+            elif not line.startswith("DEBUG") and line.strip():
+                self.errors.append(line.rstrip("\n"))
+
+    def wait(self) -> None:
+        try:
+            try:
+                self._wait_ticking()
+            except subprocess.TimeoutExpired:
+                self.cancel()
+                where = index_of(self.last + "/") if self.last else " or ".join(self.indexes) or "the package index"
+                raise ToolError(redact(f"uv did not finish within {self.timeout:g} s: no answer from {where}"),
+                                hint="check the network or proxy to that index, or raise --timeout") from None
+        except BaseException:
+            self.cancel()  # Ctrl-C: uv must not outlive envman
+            raise
+        self.reader.join()
+        if self.proc.returncode != 0:
+            lines = [ln for ln in self.errors if ln.strip()]
+            first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()),
+                         lines[0] if lines else "failed")
+            raise ToolError(redact(f"uv could not resolve the requirements: {first.strip()}"),
+                            hint=redact("uv says:\n" + "\n".join(lines[-15:])))
+
+    def _wait_ticking(self) -> None:
+        """Wait for uv; every few seconds tell ``progress`` it still runs (a stalled network is then visible)."""
+        while True:
+            left = None if self.timeout is None else self.timeout - (time.monotonic() - self.started)
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.proc.args, self.timeout or 0)
+            step = 2.0 if left is None else min(2.0, left)
+            try:
+                self.proc.wait(timeout=step if self.progress is not None or left is not None else None)
+                return
+            except subprocess.TimeoutExpired:
+                if self.progress is not None and self.last is None:
+                    self.progress("uv: resolving")
+
+    def output(self) -> str:
+        assert self.request is not None and self.cwd is not None
+        return (Path(self.cwd) / self.request.output).read_text(encoding="utf-8")
+
+    def cancel(self) -> None:
+        if getattr(self, "proc", None) is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+        self.close()
+
+    def close(self) -> None:
+        if self.owned_dir:
+            shutil.rmtree(self.owned_dir, ignore_errors=True)
+            self.owned_dir = None
+
+
+def _indexes(args: list[str]) -> list[str]:
+    """The indexes a uv command line names (what a stall message can name when uv did not say)."""
+    out = [a for flag, a in zip(args, args[1:]) if flag in ("--index-url", "--extra-index-url")]
+    return out if "--index-url" in args else ["https://pypi.org/simple", *out]
+
+
+def start_request(binary: str, request: UvRequest, timeout: float | None = None, progress=None) -> UvRun:
+    td = tempfile.mkdtemp(prefix="envman-lock-")
+    for name, text in request.files:
+        Path(td, name).write_text(text, encoding="utf-8")
+    log = timeout is not None or bool(getattr(progress, "live", False))
+    return UvRun([binary, *request.args], uv_env(log), td, timeout, progress, request, td)
+
+
+# --- speculation on a re-lock -----------------------------------------------------------------------
+
+
+def _request_file(root: Path) -> Path:
+    base = os.environ.get("ENVMAN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "envman")
+    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:32]
+    return Path(base) / "requests-v1" / f"{key}.json"
+
+
+def remember(root: Path, request: UvRequest) -> None:
+    """The request a lock made, for the next lock of the same project to start early."""
+    p = _request_file(root)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(request.to_json(), encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError:
+        pass
+
+
+def speculate(root: Path, seed_name: str, timeout: float | None = None, progress=None) -> UvRun | None:
+    """Start uv on the request the project's last lock made, seeded with the lock it wrote (``seed_name``,
+    without envman's header line), or None when there is nothing to go on."""
+    try:
+        request = UvRequest.from_json(_request_file(root).read_text(encoding="utf-8"))
+        seed_path = root / seed_name
+        seed = seed_path.read_text(encoding="utf-8").partition("\n")[2] if seed_path.exists() else None
+        return start_request(uv_binary(), request.with_file("pylock.toml", seed), timeout, progress)
+    except (OSError, ValueError, KeyError, TypeError, ToolError):
+        return None

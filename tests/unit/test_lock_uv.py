@@ -1,0 +1,277 @@
+"""The lock's uv run, offline: a fake uv stands in for the real one (tests marked `network` use the real)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envman.errors import ToolError
+from envman.lock import uv as uvmod
+from envman.lock.pylock import parse_pylock
+
+PYLOCK = '''lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11"
+
+[[packages]]
+name = "numpy"
+version = "2.1.0"
+wheels = [{ url = "https://files.example/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "bb" } }]
+
+[[packages]]
+name = "oldpkg"
+version = "1.0"
+sdist = { url = "https://files.example/oldpkg-1.0.tar.gz", hashes = { sha256 = "cc" } }
+
+[[packages]]
+name = "torch"
+version = "2.14.1"
+wheels = [{ url = "https://files.example/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "aa" } }]
+'''
+
+
+class R:
+    cuda = "13.0"
+    cudnn = None
+    nccl = None
+    index_url = None
+
+
+def fake_uv(tmp_path: Path, body: str) -> str:
+    """A uv that counts its runs in calls.log and does ``body`` (Python)."""
+    exe = tmp_path / "fake-uv"
+    exe.write_text(f"#!{sys.executable}\nimport os, sys, time\n"
+                   f"open({str(tmp_path / 'calls.log')!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n" + body)
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    return str(exe)
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def no_metadata(monkeypatch):
+    deps = {"torch": ["numpy>=1"], "numpy": [], "oldpkg": None}
+    monkeypatch.setattr("envman.lock.graph.requires_dist", lambda p, timeout, ctx=None: deps[p.name])
+
+
+def test_one_uv_run_writes_both_files_and_they_agree(tmp_path, monkeypatch, no_metadata):
+    write = f"out = sys.argv[sys.argv.index('-o') + 1]\nopen(out, 'w').write({PYLOCK!r})\n"
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, write))
+    lr = uvmod.compile_python_lock(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R())
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert len(calls) == 1 and "--format pylock.toml" in calls[0]
+    assert lr.pylock_text == PYLOCK
+    assert lr.req_text == (
+        "--index-url https://pypi.org/simple\n"
+        "numpy==2.1.0 \\\n    --hash=sha256:bb\n    # via torch\n"
+        "oldpkg==1.0 \\\n    --hash=sha256:cc\n    # via -r requirements.in\n"
+        "torch==2.14.1 \\\n    --hash=sha256:aa\n    # via -r requirements.in\n"
+    )
+    assert {p.name: p.version for p in parse_pylock(PYLOCK)} == {p.name: p.version for p in lr.python_lock.packages}
+    assert "oldpkg" not in lr.fw_text and "numpy==2.1.0" in lr.fw_text  # the framework's closure
+    assert lr.sdist_only == {"oldpkg"} and not lr.wheel_only
+
+
+def test_timeout_kills_uv_and_names_the_index(tmp_path, monkeypatch):
+    stall = ("sys.stderr.write('DEBUG Sending fresh GET request for: https://mirror.example/simple/numpy/\\n')\n"
+             "sys.stderr.flush()\nopen(sys.argv[0] + '.pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, stall))
+    seen: list[str] = []
+    t = time.monotonic()
+    with pytest.raises(ToolError) as exc:
+        uvmod.compile_python_lock(["numpy"], "3.11", [], [], R(), timeout=1, progress=seen.append)
+    assert time.monotonic() - t < 10
+    assert exc.value.message == "uv did not finish within 1 s: no answer from https://mirror.example/simple"
+    assert exc.value.hint == "check the network or proxy to that index, or raise --timeout"
+    assert seen == ["uv: fetching numpy from https://mirror.example/simple"]
+    pid = int((tmp_path / "fake-uv.pid").read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the whole process group is gone
+
+
+def test_framework_index_serves_only_the_framework(tmp_path):
+    text = uvmod.input_pyproject(["torch==2.6.0+cu126", "torchvision==0.21.0+cu126", "numpy<3", "triton"],
+                                 "https://download.pytorch.org/whl/cu126")
+    from envman._compat import tomllib
+
+    doc = tomllib.loads(text)
+    assert doc["project"]["dependencies"] == ["torch==2.6.0+cu126", "torchvision==0.21.0+cu126", "numpy<3", "triton"]
+    assert doc["tool"]["uv"]["index"] == [{"name": "framework", "url": "https://download.pytorch.org/whl/cu126",
+                                           "explicit": True}]
+    assert doc["tool"]["uv"]["sources"] == {"torch": {"index": "framework"}, "torchvision": {"index": "framework"},
+                                            "triton": {"index": "framework"}}
+
+
+def test_framework_index_is_not_an_extra_index_in_the_uv_command(tmp_path, monkeypatch, no_metadata):
+    write = f"out = sys.argv[sys.argv.index('-o') + 1]\nopen(out, 'w').write({PYLOCK!r})\n"
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, write))
+
+    class V(R):
+        index_url = "https://download.pytorch.org/whl/cu126"
+
+    lr = uvmod.compile_python_lock(["torch==2.14.1"], "3.11", [V.index_url, "https://corp.example/simple"],
+                                   ["torch"], V())
+    call = (tmp_path / "calls.log").read_text()
+    assert call.startswith("pip compile pyproject.toml ")
+    assert "--extra-index-url https://corp.example/simple" in call and "download.pytorch.org" not in call
+    # pip installs the lock with hashes: it needs both indexes to find the files
+    assert lr.req_text.startswith("--index-url https://pypi.org/simple\n--extra-index-url https://corp.example/simple\n"
+                                  "--extra-index-url https://download.pytorch.org/whl/cu126\n")
+
+
+def test_locked_cuda_libraries_that_differ_from_the_stack_are_named():
+    from envman.app.generate import stack_mismatches
+
+    class TF:
+        cudnn = "9.3"
+        nccl = None
+        cuda = "12.5"
+
+    got = stack_mismatches(TF(), {"nvidia-cudnn-cu12": "9.28.0.1", "nvidia-cuda-runtime-cu12": "12.9.79", "numpy": "2"})
+    assert got == [
+        "warning: the lock pins nvidia-cudnn-cu12==9.28.0.1 but the stack expects cuDNN 9.3 (smoke test and driver "
+        "floor follow the stack); pin it with a constraint or choose another stack",
+        "warning: the lock pins nvidia-cuda-runtime-cu12==12.9.79 but the stack expects CUDA 12.5 (smoke test and "
+        "driver floor follow the stack); pin it with a constraint or choose another stack",
+    ]
+    assert stack_mismatches(TF(), {"nvidia-cudnn-cu12": "9.3.0.75", "nvidia-cuda-runtime-cu12": "12.5.82"}) == []
+
+
+def test_constraints_go_to_uv_as_a_file(tmp_path, monkeypatch, no_metadata):
+    write = (f"out = sys.argv[sys.argv.index('-o') + 1]\nopen(out, 'w').write({PYLOCK!r})\n"
+             "c = sys.argv[sys.argv.index('--constraint') + 1]\nsys.stderr.write('')\n"
+             f"open({str(tmp_path / 'cons.txt')!r}, 'w').write(open(c).read())\n")
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, write))
+    uvmod.compile_python_lock(["torch==2.14.1"], "3.11", [], ["torch"], R(), constraints=["nvidia-cudnn-cu12==9.3.0.75"])
+    assert (tmp_path / "cons.txt").read_text() == "nvidia-cudnn-cu12==9.3.0.75\n"
+
+
+@pytest.mark.network
+def test_real_uv_never_asks_the_framework_index_for_other_packages(tmp_path):
+    # the framework index refuses every connection: a lock of non-framework packages succeeds only if uv
+    # never asks it (with --extra-index-url it would ask it for numpy first, and fail)
+    class V(R):
+        index_url = "http://127.0.0.1:9/simple"
+
+    lr = uvmod.compile_python_lock(["numpy==2.1.0"], "3.11", [V.index_url], [], V(), timeout=120)
+    assert [(p.name, p.version) for p in lr.python_lock.packages] == [("numpy", "2.1.0")]
+
+
+def test_relock_uses_the_run_started_early_and_kills_a_wrong_guess(tmp_path, monkeypatch, no_metadata):
+    from envman.lock import uvproc
+
+    write = f"out = sys.argv[sys.argv.index('-o') + 1]\nopen(out, 'w').write({PYLOCK!r})\n"
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, write))
+    monkeypatch.setattr(uvproc, "uv_binary", uvmod.uv_binary)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    first = uvmod.compile_python_lock(["torch==2.14.1"], "3.11", [], ["torch"], R())
+    uvproc.remember(proj, first.request)
+    (proj / "pylock.toml").write_text("# generated by envman\n" + first.pylock_text)
+    early = uvproc.speculate(proj, "pylock.toml")
+    again = uvmod.compile_python_lock(["torch==2.14.1"], "3.11", [], ["torch"], R(), previous=(None, first.pylock_text),
+                                      speculative=early)
+    assert again.req_text == first.req_text
+    assert len((tmp_path / "calls.log").read_text().splitlines()) == 2  # the early run was the lock's only run
+    early = uvproc.speculate(proj, "pylock.toml")
+    uvmod.compile_python_lock(["torch==2.14.1", "numpy"], "3.11", [], ["torch"], R(),
+                              previous=(None, first.pylock_text), speculative=early)
+    assert early.proc.poll() is not None and early.owned_dir is None  # the wrong guess is gone
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert len(calls) in (3, 4)  # the wrong guess may die before it writes its line
+
+
+def test_a_silent_stall_names_the_indexes_of_the_command(tmp_path, monkeypatch):
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, "time.sleep(60)\n"))
+    ticks: list[str] = []
+    with pytest.raises(ToolError) as exc:
+        uvmod.compile_python_lock(["numpy"], "3.11", ["https://corp.example/simple"], [], R(), timeout=2.5,
+                                  progress=ticks.append)
+    assert exc.value.message == ("uv did not finish within 2.5 s: no answer from https://pypi.org/simple or "
+                                 "https://corp.example/simple")
+    assert set(ticks) == {"uv: resolving"}  # while uv says nothing, progress still hears it runs
+
+
+def test_tensorflow_cuda_wheels_are_held_to_the_tested_configuration(matrix):
+    from envman.lock.pins import cuda_constraints
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    res = resolve_stack(matrix, build_request(matrix, framework="tensorflow", targets=["h100"], python="3.11"))
+    cons = cuda_constraints(res)
+    assert f"nvidia-cudnn-cu12=={res.cudnn}.*" in cons and f"nvidia-cuda-runtime-cu12=={res.cuda}.*" in cons
+    assert f"nvidia-cublas-cu12=={res.cuda}.*" in cons and not any(c.startswith("nvidia-cufft") for c in cons)
+    torch = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"], python="3.11"))
+    assert cuda_constraints(torch) == []  # torch's wheels pin their CUDA libraries exactly
+
+
+def test_cli_lock_timeout_is_one_error_line_and_exit_1(tmp_path, monkeypatch, capsys):
+    from envman.cli.main import main
+    from envman.lock import uvproc
+
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, "time.sleep(60)\n"))
+    monkeypatch.setattr(uvproc, "uv_binary", uvmod.uv_binary)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text("name: slow\ncpu: true\npython: '3.11'\npackages: [numpy]\n")
+    assert main(["lock", str(proj), "--timeout", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "error: uv did not finish within 1 s: no answer from https://pypi.org/simple\n" in err
+    assert "hint: check the network or proxy to that index, or raise --timeout" in err and "Traceback" not in err
+    assert sorted(p.name for p in proj.iterdir()) == ["envman.yaml"]  # nothing written
+
+
+def _serve_index(root: Path, packages: dict[str, str]):
+    """A PEP 503 simple index on 127.0.0.1 with one tiny wheel (and its PEP 658 metadata) per package."""
+    import functools
+    import hashlib
+    import http.server
+    import threading
+    import zipfile
+
+    for name, version in packages.items():
+        dist = name.replace("-", "_")
+        whl = f"{dist}-{version}-py3-none-any.whl"
+        meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        d = root / "simple" / name
+        d.mkdir(parents=True)
+        with zipfile.ZipFile(d / whl, "w") as zf:
+            zf.writestr(f"{dist}-{version}.dist-info/METADATA", meta)
+            zf.writestr(f"{dist}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+            zf.writestr(f"{dist}-{version}.dist-info/RECORD", "")
+        (d / (whl + ".metadata")).write_text(meta)
+        sha = hashlib.sha256((d / whl).read_bytes()).hexdigest()
+        (d / "index.html").write_text(f'<html><body><a href="{whl}#sha256={sha}">{whl}</a></body></html>')
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a, **k: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}/simple"
+
+
+def test_a_name_on_both_indexes_never_comes_from_the_framework_index(tmp_path):
+    # the framework's index also offers `demo-pkg` (a higher version: what a dependency-confusion attack
+    # uploads); with --extra-index-url uv would take it from there. Only torch may come from it.
+    main_srv, main = _serve_index(tmp_path / "main", {"demo-pkg": "1.0"})
+    fw_srv, fw = _serve_index(tmp_path / "fw", {"demo-pkg": "9.9", "torch": "2.0.0"})
+    try:
+        class V(R):
+            index_url = fw
+
+        lr = uvmod.compile_python_lock(["torch==2.0.0", "demo-pkg"], "3.11", [fw], ["torch"], V(), index_url=main,
+                                       timeout=120)
+    finally:
+        main_srv.shutdown()
+        fw_srv.shutdown()
+    assert {p.name: p.version for p in lr.python_lock.packages} == {"demo-pkg": "1.0", "torch": "2.0.0"}
+    assert f"{fw}/torch/torch-2.0.0" in lr.pylock_text and f"{main}/demo-pkg/demo_pkg-1.0" in lr.pylock_text
+    assert f"{fw}/demo-pkg" not in lr.pylock_text
