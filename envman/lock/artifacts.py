@@ -7,32 +7,22 @@ with ``--only-binary=:all:``: the Dockerfile builds it in a builder stage instea
 
 from __future__ import annotations
 
-from packaging.utils import canonicalize_name
 
 from envman.errors import LockError
+from envman.lock.pylock import parse_pylock
 
 
 def source_only(pylock_text: str) -> list[tuple[str, str]]:
-    from envman._compat import tomllib
-
-    doc = tomllib.loads(pylock_text)
-    out = []
-    for p in doc.get("packages", []):
-        if p.get("wheels"):
-            continue
-        if "sdist" in p:
-            out.append((canonicalize_name(p["name"]), str(p["version"])))
-        # neither (a VCS or directory entry): not envman's to build from the index
-    return sorted(out)
+    """(name, version) of the packages with an sdist and no wheel for the target; a VCS, archive or directory
+    entry is not envman's to build from the index."""
+    return sorted((p.name, p.version) for p in parse_pylock(pylock_text)
+                  if not any(f.kind == "wheel" for f in p.files) and any(f.kind == "sdist" for f in p.files))
 
 
 def refuse_unbuildable(pylock_text: str, python: str) -> None:
     """A locked package with neither a wheel for the target nor an sdist (wheels for other platforms only)
     cannot be installed at all: say so at lock time, not in the middle of a build."""
-    from envman._compat import tomllib
-
-    bad = [f"{p['name']}=={p['version']}" for p in tomllib.loads(pylock_text).get("packages", [])
-           if not p.get("wheels") and "sdist" not in p and not {"vcs", "directory", "archive"} & set(p)]
+    bad = [f"{p.name}=={p.version}" for p in parse_pylock(pylock_text) if not p.files and p.direct is None]
     if bad:
         raise LockError(f"{', '.join(bad)}: no wheel for Linux x86_64 / Python {python} and no sdist on the index",
                         hint="pin a version that ships a manylinux wheel (or an sdist), or drop the requirement")
