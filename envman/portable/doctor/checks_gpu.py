@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, covers
 from .remedies import build_for, fmt_archs, gib, install, tf_install
@@ -207,7 +208,7 @@ def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
             "reboot, or stop every GPU process and reload the kernel module: "
             "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
         )]
-    if smi and not v.gpus:
+    if smi and not v.gpus and not kernel_module_missing(v):
         return [error(
             "nvidia-smi-failed",
             f"nvidia-smi fails: '{smi.splitlines()[0].strip()}'",
