@@ -583,3 +583,18 @@ def test_driver_too_old_on_kepler_does_not_ask_for_a_driver_the_gpu_cannot_run()
     assert "torch==2.3.1" in f.remedy  # the newest build that runs on R470, carries sm_37 and has a cuDNN for it
     assert real.to_dict()["legacy"] == [[[3, 7], "R470", "470.256.02"]]
     assert Knowledge.from_dict(real.to_dict()).driver_ceiling((3, 7)) == ("R470", "470.256.02")
+
+
+def test_torch_and_tensorflow_want_different_cudnn_majors_in_one_environment():
+    facts = box(gpus=[], **torch("2.5.1+cu124", "12.4"), tensorflow={"version": "2.15.1", "is_cuda_build": True},
+                pip={"torch": "2.5.1+cu124", "nvidia-cudnn-cu12": "9.1.0.70", "nvidia-cuda-runtime-cu12": "12.4.127"})
+    facts.pop("gpus")  # NVML did not answer: the packages alone tell
+    (f,) = found(facts, "tf-cuda-libs")
+    assert f.verdict == ("nvidia-cudnn-cu12 9.1.0.70 is installed, but tensorflow 2.15.1 was built with cuDNN 8.9; "
+                         "torch 2.5.1+cu124 needs cuDNN 9 (libcudnn.so.9) and tensorflow 2.15.1 cuDNN 8 (libcudnn.so.8): "
+                         "in one environment only one of them can use the GPU")
+    assert f.remedy.endswith("keep torch and tensorflow in separate environments")
+
+
+def test_tensorflow_libraries_quiet_when_there_is_known_to_be_no_gpu():
+    assert found(box(gpus=[], tensorflow={"version": "2.15.1", "is_cuda_build": True}), "tf-cuda-libs") == []
