@@ -90,7 +90,7 @@ def test_rtx5090_on_cu124_build():
             "arch-not-covered")
     assert f.severity == "error"
     assert f.verdict == (
-        "GPU 0 NVIDIA GeForce RTX 5090 (sm_120) is not in torch 2.5.1+cu124's arch list (sm_50 sm_60 sm_70 sm_75 "
+        "GPU 0 NVIDIA GeForce RTX 5090 is 12.0 (sm_120), not in torch 2.5.1+cu124's arch list (sm_50 sm_60 sm_70 sm_75 "
         "sm_80 sm_86 sm_90, from envman's matrix): CUDA kernels fail with 'no kernel image is available for "
         "execution on the device'"
     )
@@ -101,7 +101,7 @@ def test_rtx5090_on_cu124_build():
 def test_old_gpu_on_new_build_gets_a_variant_of_the_same_release():
     f = one(box(driver="550.54.15", gpus=[gpu(name="Tesla P100-PCIE-16GB", cc="6.0", mem=16280)],
                 **torch("2.11.0+cu128", "12.8")), "arch-not-covered")
-    assert "(sm_60)" in f.verdict
+    assert "is 6.0 (sm_60)" in f.verdict
     assert f.remedy.startswith(f"pip install torch==2.11.0 --index-url {IDX}/cu126 ")
 
 
@@ -471,8 +471,8 @@ def test_memory_held_by_other_processes():
     facts = box(gpus=[gpu(0, mem=143771), gpu(1, mem=143771)],
                 gpu_processes=[{"gpu": 0, "pid": 4242, "used_mib": 71680, "name": "python"}])
     f = one(facts, "gpu-memory-held")
-    assert f.verdict == ("GPU 0 NVIDIA H100 80GB HBM3: 70 GiB of 140 GiB already held by 1 other process "
-                         "(pid 4242 python 70 GiB)")
+    assert f.verdict == ("GPU 0 NVIDIA H100 80GB HBM3: 72091 MiB free of 143771 MiB; 71680 MiB held by 1 other "
+                         "process (pid 4242 python: 71680 MiB)")
     assert f.remedy == "stop them (kill 4242), or use an idle GPU: export CUDA_VISIBLE_DEVICES=1"
 
 
@@ -539,7 +539,7 @@ def test_drift_in_framework_python_packages_and_archs():
     assert verdicts[0] == "envman.lock pins torch 2.7.1+cu128, installed is torch 2.7.0+cu126"
     assert "envman.lock pins Python 3.11, this environment runs Python 3.12" in verdicts
     assert "1 package differs from envman.lock: numpy 1.26.4 (locked 2.2.6)" in verdicts
-    assert any("(sm_120) is not in envman.lock's arch list" in v for v in verdicts)
+    assert any("is 12.0 (sm_120), not in envman.lock's arch list" in v for v in verdicts)
 
 
 def test_driver_below_the_locked_stack():
@@ -583,3 +583,18 @@ def test_driver_too_old_on_kepler_does_not_ask_for_a_driver_the_gpu_cannot_run()
     assert "torch==2.3.1" in f.remedy  # the newest build that runs on R470, carries sm_37 and has a cuDNN for it
     assert real.to_dict()["legacy"] == [[[3, 7], "R470", "470.256.02"]]
     assert Knowledge.from_dict(real.to_dict()).driver_ceiling((3, 7)) == ("R470", "470.256.02")
+
+
+def test_torch_and_tensorflow_want_different_cudnn_majors_in_one_environment():
+    facts = box(gpus=[], **torch("2.5.1+cu124", "12.4"), tensorflow={"version": "2.15.1", "is_cuda_build": True},
+                pip={"torch": "2.5.1+cu124", "nvidia-cudnn-cu12": "9.1.0.70", "nvidia-cuda-runtime-cu12": "12.4.127"})
+    facts.pop("gpus")  # NVML did not answer: the packages alone tell
+    (f,) = found(facts, "tf-cuda-libs")
+    assert f.verdict == ("nvidia-cudnn-cu12 9.1.0.70 is installed, but tensorflow 2.15.1 was built with cuDNN 8.9; "
+                         "torch 2.5.1+cu124 needs cuDNN 9 (libcudnn.so.9) and tensorflow 2.15.1 cuDNN 8 (libcudnn.so.8): "
+                         "in one environment only one of them can use the GPU")
+    assert f.remedy.endswith("keep torch and tensorflow in separate environments")
+
+
+def test_tensorflow_libraries_quiet_when_there_is_known_to_be_no_gpu():
+    assert found(box(gpus=[], tensorflow={"version": "2.15.1", "is_cuda_build": True}), "tf-cuda-libs") == []

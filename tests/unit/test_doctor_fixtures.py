@@ -30,6 +30,16 @@ EXPECTED = {
     "container_no_gpu": [("error", "container-no-gpu"), ("warn", "shm-small")],
     "wsl1": [("error", "wsl1")],
     "nvml_mismatch": [("error", "nvml-mismatch")],
+    # whole-machine failure reports (issue #14)
+    "rtx5090_flash_attn_no_sm120": [("error", "ext-arch-not-covered"), ("warn", "ext-no-cuda-home")],
+    "hgx_h100_no_fabricmanager": [("error", "fabricmanager")],
+    "t4_flash_attn2_bf16": [("error", "ext-arch-not-covered"), ("error", "gpu-too-old-bf16"),
+                            ("error", "gpu-too-old-flash-attn-2"), ("warn", "ext-no-cuda-home")],
+    "ort_cuda11_beside_torch_cu124": [("error", "ext-cuda-libs")],
+    "kernel_upgrade_no_dkms": [("error", "kernel-module-missing")],
+    "apt_upgrade_driver_library_mismatch": [("error", "nvml-mismatch")],
+    # near-miss: flash-attn with sm_80 SASS and bf16 on an A100 (8.0), a Jupyter kernel on this venv, 1.8 GiB held
+    "healthy_a100": [],
 }
 
 
@@ -76,3 +86,24 @@ def test_report_dict_is_json_ready():
     assert json.loads(json.dumps(d)) == d
     assert d["status"] == "error" and d["counts"] == {"error": 1, "warn": 0, "info": 0}
     assert d["findings"][0]["check"] == "arch-not-covered"
+
+
+def test_whole_machine_verdicts_name_what_users_search_for():
+    (fm,) = run_checks(load("hgx_h100_no_fabricmanager"), K)
+    assert fm.verdict == ("this NVSwitch system (4 NVSwitch devices, 8× NVIDIA H100 80GB HBM3) needs Fabric Manager of the "
+                          "driver's version; nvidia-fabricmanager is inactive: CUDA init fails with error 802 'system not "
+                          "yet initialized'")
+    (ko,) = run_checks(load("kernel_upgrade_no_dkms"), K)
+    assert ko.remedy == ("sudo apt-get install linux-headers-6.8.0-51-generic && sudo dkms autoinstall -k "
+                         "6.8.0-51-generic && sudo modprobe nvidia (or boot the previous kernel)")
+    (ort,) = run_checks(load("ort_cuda11_beside_torch_cu124"), K)
+    assert "needs libcublas.so.11, libcublasLt.so.11, libcudart.so.11.0, libcudnn.so.8" in ort.verdict
+    fa = run_checks(load("rtx5090_flash_attn_no_sm120"), K)[0]
+    assert "the GPU 0 NVIDIA GeForce RTX 5090 is 12.0 (sm_120)" in fa.verdict
+
+
+def test_healthy_a100_is_ready():
+    facts = load("healthy_a100")
+    assert run_checks(facts, K) == []
+    assert verdict_line([], facts) == ("ready (torch 2.7.1+cu128, 1× NVIDIA A100-SXM4-80GB, driver 570.133.20, "
+                                       "Python 3.11)")

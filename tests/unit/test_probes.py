@@ -129,7 +129,8 @@ def fake_venv(root: Path) -> Path:
 def test_packages_read_from_files_only(tmp_path):
     venv = fake_venv(tmp_path / "venv")
     f = packages.probe_packages(str(venv / "bin" / "python"))
-    assert f["python"] == {"version": "3.12.3", "bits": 64, "executable": str(venv / "bin" / "python")}
+    assert f["python"] == {"version": "3.12.3", "bits": 64, "executable": str(venv / "bin" / "python"),
+                           "prefix": os.path.realpath(venv)}
     t = f["torch"]
     assert (t["version"], t["cuda"], t["cudnn"], t["cudnn_source"], t["nccl"]) == (
         "2.7.1+cu128", "12.8", "9.7.1.26", "wheel", "2.26.2")

@@ -13,6 +13,7 @@ from . import checks_env
 from . import checks_extensions
 from . import checks_gpu
 from . import checks_host
+from . import checks_jupyter
 from . import checks_packages
 from . import checks_toolchain
 from . import checks_workload
@@ -30,6 +31,7 @@ CHECKS = (
     + checks_extensions.CHECKS
     + checks_host.CHECKS
     + checks_workload.CHECKS
+    + checks_jupyter.CHECKS
 )
 
 

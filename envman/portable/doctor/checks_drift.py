@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, covers
+from .remedies import capability
 from ..versions import major_minor, sm, split_local, vcmp, vt
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
 
@@ -114,7 +115,7 @@ def _archs(v: FactsView, lock: dict, path: str) -> list[Finding]:
         if covers(archs, ptx, c) is None:
             out.append(warn(
                 "lock-drift",
-                f"{group_label(v.gpus_with_cc(c))} ({sm(c)}) is not in {path}'s arch list ({' '.join(archs)}): the "
+                f"{group_label(v.gpus_with_cc(c))} is {capability(c)}, not in {path}'s arch list ({' '.join(archs)}): the "
                 f"locked stack will not run on it",
                 f"add {sm(c)} to the project's target GPUs and run `envman lock` again",
             ))

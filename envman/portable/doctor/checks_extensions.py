@@ -11,6 +11,7 @@ import re
 
 from .findings import Finding, error
 from .knowledge import Knowledge
+from .remedies import capability
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
 from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
 
@@ -60,7 +61,7 @@ def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
         if not sass and not ptx:
             continue  # a host-only library of the package
         for c in ccs:
-            label = "%d.%d (sm_%d%d)" % (c[0], c[1], c[0], c[1])
+            label = capability(c)
             gpus = group_label(v.gpus_with_cc(c))
             covered, _why = arch_covers(c, sass + ptx)
             carries = " ".join(sass + ptx)
@@ -242,7 +243,7 @@ def check_capability_floor(v: FactsView, k: Knowledge) -> list[Finding]:
         need = "%d.%d" % tuple(feat.min_cc)
         out.append(error(
             f"gpu-too-old-{feat.id}",
-            f"{feat.name} needs compute capability ≥ {need}; the {group_label(gpus)} is {c[0]}.{c[1]} (sm_{c[0]}{c[1]}) "
+            f"{feat.name} needs compute capability ≥ {need}; the {group_label(gpus)} is {capability(c)} "
             f"and {why}: {feat.fails}",
             feat.instead or None,
         ))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
+from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, covers
-from .remedies import build_for, fmt_archs, gib, install, tf_install
+from .remedies import build_for, capability, fmt_archs, install, mib, tf_install
 from ..versions import major, sm, split_arch_list, vcmp
 from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
 
@@ -108,14 +109,14 @@ def check_arch(v: FactsView, k: Knowledge) -> list[Finding]:
                 if how == "ptx":
                     out.append(warn(
                         "arch-ptx-only",
-                        f"{who} ({sm(c)}) has no SASS in {v.torch_label} (SASS {shown}, from {src}): it runs only "
+                        f"{who} is {capability(c)} and has no SASS in {v.torch_label} (SASS {shown}, from {src}): it runs only "
                         f"through PTX JIT — minutes of compilation at start, and kernels without PTX fail",
                         fix,
                     ))
                 else:
                     out.append(error(
                         "arch-not-covered",
-                        f"{who} ({sm(c)}) is not in {v.torch_label}'s arch list ({shown}, from {src}): CUDA kernels "
+                        f"{who} is {capability(c)}, not in {v.torch_label}'s arch list ({shown}, from {src}): CUDA kernels "
                         f"fail with 'no kernel image is available for execution on the device'",
                         fix,
                     ))
@@ -148,14 +149,14 @@ def _tf_arch(v: FactsView, k: Knowledge, ccs: list[tuple[int, int]]) -> list[Fin
             fix = tf_install(newer[0]) if newer else (tf_install(ptx_ok) if ptx_ok else None)
             out.append(error(
                 "arch-not-covered",
-                f"{who} ({sm(c)}) is covered neither by SASS nor by PTX in tensorflow {v.tf_version} "
+                f"{who} is {capability(c)}, covered neither by SASS nor by PTX in tensorflow {v.tf_version} "
                 f"({fmt_archs(split_arch_list(sass_l)[0])})",
                 fix,
             ))
         elif how == "ptx":
             out.append(info(
                 "arch-ptx-only",
-                f"{who} ({sm(c)}) runs tensorflow {v.tf_version} through PTX JIT (no SASS for it): the first start "
+                f"{who} is {capability(c)} and runs tensorflow {v.tf_version} through PTX JIT (no SASS for it): the first start "
                 f"compiles kernels for minutes",
                 "set CUDA_CACHE_MAXSIZE=4294967296 so the JIT cache keeps the compiled kernels",
             ))
@@ -207,7 +208,7 @@ def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
             "reboot, or stop every GPU process and reload the kernel module: "
             "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
         )]
-    if smi and not v.gpus:
+    if smi and not v.gpus and not kernel_module_missing(v):
         return [error(
             "nvidia-smi-failed",
             f"nvidia-smi fails: '{smi.splitlines()[0].strip()}'",
@@ -353,23 +354,26 @@ def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
         mine = procs.get(g.index, [])
         held = sum(as_num(p.get("used_mib")) or 0 for p in mine)
         other = _elsewhere(free, g)
+        used = max(g.mem_used_mib or 0, held)  # NVML's used memory and the processes' sum can disagree
+        free = f"{mib(max(total - used, 0))} free of {mib(total)}"
         if mine and held >= HELD_FRACTION * total:
             top = sorted(mine, key=lambda p: -(as_num(p.get("used_mib")) or 0))[:3]
             who = ", ".join(
-                " ".join(str(x) for x in (f"pid {p.get('pid')}", p.get("name"), gib(as_num(p.get("used_mib")))) if x)
+                " ".join(str(x) for x in (f"pid {p.get('pid')}", p.get("name")) if x)
+                + (f": {mib(as_num(p.get('used_mib')))}" if as_num(p.get("used_mib")) is not None else "")
                 for p in top
             )
             pids = " ".join(str(p.get("pid")) for p in mine)
             out.append(warn(
                 "gpu-memory-held",
-                f"{g.label}: {gib(held)} of {gib(total)} already held by {len(mine)} other "
+                f"{g.label}: {free}; {mib(held)} held by {len(mine)} other "
                 f"process{'es' if len(mine) != 1 else ''} ({who})",
                 f"stop them (kill {pids})" + other,
             ))
         elif not mine and g.mem_used_mib and g.mem_used_mib >= HELD_FRACTION * total:
             out.append(warn(
                 "gpu-memory-held",
-                f"{g.label}: {gib(g.mem_used_mib)} of {gib(total)} in use by processes not visible here "
+                f"{g.label}: {free}; {mib(g.mem_used_mib)} in use by processes not visible here "
                 f"(another container or user)",
                 "find them on the host: nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
                 + other,

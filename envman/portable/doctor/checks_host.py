@@ -68,15 +68,27 @@ def check_cuda_compat(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
+def _unloaded_driver(v: FactsView) -> str | None:
+    """The installed user-space driver's version when no kernel module is loaded on a host (None otherwise)."""
+    kos = v.f.get("nvidia_ko")
+    if not isinstance(kos, list) or v.in_container or as_str(v.f.get("driver_module")) or v.gpus:
+        return None
+    return as_str(v.f.get("nvml_lib")) or as_str(as_dict(v.f.get("libcuda")).get("version"))
+
+
+def kernel_module_missing(v: FactsView) -> bool:
+    """No nvidia.ko for the running kernel while the driver's libraries are installed: check_kernel_module
+    names that cause, so the generic nvidia-smi failure stays quiet."""
+    return _unloaded_driver(v) is not None and v.f.get("nvidia_ko") == []
+
+
 def check_kernel_module(v: FactsView, k: Knowledge) -> list[Finding]:
     """Driver libraries installed, no module loaded, none built for the running kernel (DKMS after an
     upgrade), or Secure Boot refusing an unsigned one."""
-    kos = v.f.get("nvidia_ko")
-    if not isinstance(kos, list) or v.in_container or as_str(v.f.get("driver_module")) or v.gpus:
-        return []
-    lib = as_str(v.f.get("nvml_lib")) or as_str(as_dict(v.f.get("libcuda")).get("version"))
+    lib = _unloaded_driver(v)
     if not lib:
-        return []  # no driver installed: the no-driver check speaks
+        return []  # a module is loaded, or no driver is installed (the no-driver check speaks)
+    kos = as_list(v.f.get("nvidia_ko"))
     kernel = as_str(v.f.get("kernel")) or "the running kernel"
     if not kos:
         return [error(

@@ -163,8 +163,8 @@ def check_cudnn(v: FactsView, k: Knowledge) -> list[Finding]:
 
 def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     """11a. TensorFlow's CUDA/cuDNN libraries missing or of the wrong version for its release."""
-    if not v.tf_version or v.tf.get("is_cuda_build") is False or not v.gpus:
-        return []
+    if not v.tf_version or v.tf.get("is_cuda_build") is False or (v.gpus_known and not v.gpus):
+        return []  # (GPUs unknown — NVML down, a partial facts file — the packages still tell)
     rel = k.release("tensorflow", v.tf_version)
     gpu = next((b for b in rel.builds if not b.is_cpu), None) if rel else None
     cuda = v.tf_cuda or (gpu.cuda if gpu else None)
@@ -196,14 +196,37 @@ def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
             fix,
         )]
     out = []
+    want_t = _torch_cudnn(v, k)
     for n, ver in has_cudnn_wheel.items():
         if major(ver) != dm or vcmp(major_minor(ver), major_minor(cudnn)) < 0:
-            out.append(error(
-                "tf-cuda-libs",
-                f"{n} {ver} is installed, but {label} was built with cuDNN {cudnn}",
-                fix,
-            ))
+            verdict = f"{n} {ver} is installed, but {label} was built with cuDNN {cudnn}"
+            why = fix
+            if want_t and major(want_t) == major(ver) and major(want_t) != dm:
+                # torch's wheel pins the cuDNN it was built with: one environment cannot hold both majors.
+                verdict += (f"; {v.torch_label} needs cuDNN {major(want_t)} (libcudnn.so.{major(want_t)}) and "
+                            f"{label} cuDNN {dm} (libcudnn.so.{dm}): in one environment only one of them can use the GPU")
+                alt = _tf_with_cudnn(k, major(want_t))  # type: ignore[arg-type]
+                why = (f"{tf_install(alt)} (built with cuDNN {major(want_t)}, like {v.torch_label}), or " if alt else "") \
+                    + "keep torch and tensorflow in separate environments"
+            out.append(error("tf-cuda-libs", verdict, why))
     return out
+
+
+def _torch_cudnn(v: FactsView, k: Knowledge) -> str | None:
+    """The cuDNN the installed CUDA torch was built with: its fact, else the matrix's build."""
+    if not v.torch_is_cuda:
+        return None
+    rel = k.release("torch", v.torch_base)
+    b = rel.build(v.torch_variant) if rel and v.torch_variant else None
+    return (b.cudnn if b else None) or as_str(v.torch.get("cudnn"))
+
+
+def _tf_with_cudnn(k: Knowledge, cudnn_major: int) -> Release | None:
+    """The newest TensorFlow release whose GPU build uses cuDNN ``cudnn_major``."""
+    for r in k.releases.get("tensorflow", ()):
+        if any(not b.is_cpu and b.cudnn and major(b.cudnn) == cudnn_major for b in r.builds):
+            return r
+    return None
 
 
 def check_numpy(v: FactsView, k: Knowledge) -> list[Finding]:

@@ -61,6 +61,16 @@ def fmt_archs(archs: list[tuple[int, int]] | tuple) -> str:
     return " ".join(sm(a) if isinstance(a, tuple) else str(a) for a in archs) or "none"
 
 
+def capability(c: tuple[int, int]) -> str:
+    """'8.6 (sm_86)': the compute capability as NVIDIA's tables print it and the arch as error messages do."""
+    return f"{c[0]}.{c[1]} ({sm(c)})"
+
+
+def mib(x: float | None) -> str:
+    """'1843 MiB', as nvidia-smi prints memory (what users paste into searches)."""
+    return "? MiB" if x is None else f"{x:.0f} MiB"
+
+
 def gib(mib: float | None) -> str:
     if mib is None:
         return "?"

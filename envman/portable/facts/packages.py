@@ -40,6 +40,8 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict:
     if env.get("error"):
         f["_error"] = env["error"]
         return f
+    if env.get("prefix"):
+        f["python"]["prefix"] = os.path.realpath(env["prefix"])
     dists = scan_dists(env["path"])
     f["pip"] = {n: d[1] for n, d in sorted(dists.items())}
     torch = _torch(dists)
@@ -66,6 +68,12 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict:
     conda = _conda(env.get("prefix"))
     if conda:
         f["conda"] = conda
+    from .jupyter import probe_kernels
+
+    try:
+        f["jupyter_kernels"] = probe_kernels(f["python"].get("prefix"))
+    except OSError:
+        pass  # unknown, not a failed environment: the packages above stand
     return f
 
 
