@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .findings import Finding, error, info, warn
-from .knowledge import Knowledge, covers
+from .knowledge import Knowledge, Release, covers
 from .remedies import build_for, fmt_archs, gib, install, tf_install
 from ..versions import major, sm, split_arch_list, vcmp
 from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
@@ -18,7 +19,7 @@ _THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown")
 _HW_SLOW = ("hw_slowdown", "hw_power_brake_slowdown")
 
 
-def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[str, str, str, object]]:
+def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[str, str, str | None, Release | None]]:
     """(framework, label, CUDA X.Y, release) for each installed CUDA build."""
     out = []
     if v.torch_is_cuda:
@@ -57,7 +58,7 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
             c, (branch, last) = stuck[0]
             remedy = (f"no driver that new runs a {c[0]}.{c[1]} GPU (support ends with {branch}, last {last}): "
                       "keep this driver")
-        alt = k.best_build(fw, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)  # type: ignore[arg-type]
+        alt = k.best_build(fw, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)
         if alt:
             arel, ab = alt
             remedy += f", or the build that runs on driver {v.driver}: {install(arel, ab, v)}"
@@ -65,7 +66,7 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _torch_archs(v: FactsView, k: Knowledge) -> tuple[list, list, str] | None:
+def _torch_archs(v: FactsView, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
     al = as_list(v.torch.get("arch_list"))
     if al:
         ptx = split_arch_list(al)[1]
@@ -340,7 +341,7 @@ def check_health(v: FactsView, k: Knowledge) -> list[Finding]:
 def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
     """15. GPU memory already held by other processes (or by ones this container cannot see)."""
     out = []
-    procs: dict[int, list[dict]] = {}
+    procs: dict[int, list[dict[str, Any]]] = {}
     for p in as_list(v.f.get("gpu_processes")):
         if isinstance(p, dict) and isinstance(p.get("gpu"), int):
             procs.setdefault(p["gpu"], []).append(p)
