@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from envman.image.stages import (
@@ -288,7 +289,7 @@ def stack_summary(res: Resolution) -> str:
     return ", ".join(parts)
 
 
-def smoke_expectation(res: Resolution, imports: list[tuple[str, str]], lock_hash: str) -> dict[str, Any]:
+def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]], lock_hash: str) -> dict[str, Any]:
     """The stack the smoke script checks the image against (baked in as JSON)."""
     return {
         "schema": 1,

@@ -29,8 +29,9 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence, cast
+from typing import Any, cast
 
 from . import frameworks
 from .frameworks.base import check, release, release_matches

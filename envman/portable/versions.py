@@ -12,7 +12,7 @@ with suffix ``"a"`` or ``"f"``.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 _NUM = re.compile(r"\d+")
 _ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")

@@ -8,7 +8,8 @@ Facts: ``extensions`` (the kernels and sonames each ``.so`` carries, read by env
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .findings import Finding, error
 from .knowledge import Feature, Knowledge

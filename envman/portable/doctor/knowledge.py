@@ -8,8 +8,9 @@ Every version a remedy names comes from here, never from a literal in the checks
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from ..versions import major, major_minor, ptx_for, sass_for, split_arch_list, vcmp, vge, vt
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ expected stack's framework name. Standard library only; the observers import the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from . import tensorflow, torch
 from .base import Plugin
