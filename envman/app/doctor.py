@@ -174,7 +174,8 @@ def read_facts_file(path: str) -> dict:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        where = (f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError)
+                 else str(exc))
         raise UsageError(f"facts file {path}: not valid JSON ({where})", hint=hint) from None
     if not isinstance(data, dict):
         raise UsageError(f"facts file {path}: expected a JSON object at the top, got {type(data).__name__}", hint=hint)

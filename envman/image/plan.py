@@ -289,7 +289,8 @@ def stack_summary(res: Resolution) -> str:
     return ", ".join(parts)
 
 
-def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]], lock_hash: str) -> dict[str, Any]:
+def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
+                      lock_hash: str) -> dict[str, Any]:
     """The stack the smoke script checks the image against (baked in as JSON)."""
     return {
         "schema": 1,
@@ -315,7 +316,8 @@ def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -
     return {"name": name, "services": out}
 
 
-def devcontainer_plan(name: str, gpu: bool, dockerfile: str = "../Dockerfile", editable: bool = False) -> dict[str, Any]:
+def devcontainer_plan(name: str, gpu: bool, dockerfile: str = "../Dockerfile",
+                      editable: bool = False) -> dict[str, Any]:
     build: dict[str, Any] = {"dockerfile": dockerfile, "context": ".."}
     if editable:
         # the project is installed editable from /app, where the workspace is mounted: edits are live

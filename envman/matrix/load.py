@@ -319,10 +319,10 @@ def _write_cache(m: Matrix) -> None:
 
     from envman.files import write_atomic
 
-    path = _cache_path(m.digest)
-    if path is None:
-        return
     try:
+        path = _cache_path(m.digest)
+        if path is None:
+            return
         write_atomic(path, pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:
         pass  # a read-only home is fine: we just parse every time

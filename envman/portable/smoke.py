@@ -129,7 +129,8 @@ def evaluate_imports(expect: dict[str, Any], observed: dict[str, str | None]) ->
     return out
 
 
-def decide(checks: list[dict[str, Any]], gpu_visible: bool, expect: dict[str, Any], require_gpu: bool) -> tuple[int, str, list[str]]:
+def decide(checks: list[dict[str, Any]], gpu_visible: bool, expect: dict[str, Any],
+           require_gpu: bool) -> tuple[int, str, list[str]]:
     """(exit code, status, notes): any failure -> 1; else no GPU visible for a GPU stack -> 6 (1 with
     --require-gpu); else 0."""
     notes: list[str] = []
@@ -162,8 +163,8 @@ def evaluate_doctor(findings: list[dict[str, Any]] | None) -> list[dict[str, Any
     return [check("doctor", not errors, "no error", "%d error(s)" % len(errors), detail)]
 
 
-def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, Any], import_obs: dict[str, str | None], require_gpu: bool = False,
-             doctor: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, Any], import_obs: dict[str, str | None],
+             require_gpu: bool = False, doctor: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Every check from the observations, and the verdict. Pure."""
     checks = [evaluate_python(expect, env_obs["python"])]
     fw = expect["framework"]
@@ -288,7 +289,8 @@ def stdout_to_stderr() -> Iterator[None]:
 # ============================================================================ report
 def run_smoke(expect_path: str, require_gpu: bool = False) -> dict[str, Any]:
     started = time.time()
-    report: dict[str, Any] = {"schema": SCHEMA, "tool": "envman-smoke", "expect_file": expect_path, "require_gpu": require_gpu}
+    report: dict[str, Any] = {"schema": SCHEMA, "tool": "envman-smoke", "expect_file": expect_path,
+                              "require_gpu": require_gpu}
     try:
         with open(expect_path, encoding="utf-8") as fh:
             expect = load_expect(json.load(fh))

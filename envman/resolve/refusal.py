@@ -98,7 +98,8 @@ def _kind_conflict(kind: str, in_spec: list[Candidate], req: Request, driver: Ve
     return []
 
 
-def _alternatives(matrix: Matrix, req: Request, cands: list[Candidate], in_spec: list[Candidate]) -> list[dict[str, Any]]:
+def _alternatives(matrix: Matrix, req: Request, cands: list[Candidate],
+                  in_spec: list[Candidate]) -> list[dict[str, Any]]:
     alts: list[dict[str, Any]] = []
     c: Candidate | None
     fw = req.framework or ""

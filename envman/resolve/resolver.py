@@ -158,7 +158,8 @@ def _driver_ceiling(matrix: Matrix, req: Request) -> tuple[Target, LegacyBranch]
     best: tuple[Target, LegacyBranch] | None = None
     for t in req.targets:
         b = matrix.last_driver_for(t.cc)
-        if b is not None and b.last_driver is not None and (best is None or b.last_driver < cast(Version, best[1].last_driver)):
+        if b is not None and b.last_driver is not None and (
+                best is None or b.last_driver < cast(Version, best[1].last_driver)):
             best = (t, b)
     return best
 

@@ -64,7 +64,8 @@ def gather_facts(
     return facts
 
 
-def run_probes(jobs: dict[str, Callable[[], dict[str, Any]]], deadline: float) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def run_probes(jobs: dict[str, Callable[[], dict[str, Any]]],
+               deadline: float) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     results: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
 

@@ -89,7 +89,8 @@ def max_gcc(toolkit: str) -> int | None:
     return None
 
 
-def cuda_home(env: dict[str, str], path_nvcc: str | None, nvcc: dict[str, Any] | None, timeout: float) -> dict[str, Any] | None:
+def cuda_home(env: dict[str, str], path_nvcc: str | None, nvcc: dict[str, Any] | None,
+              timeout: float) -> dict[str, Any] | None:
     """The CUDA home torch.utils.cpp_extension would pick: CUDA_HOME, CUDA_PATH, the nvcc on PATH
     (two directories up, as torch does it), else /usr/local/cuda when it exists. None: no toolkit."""
     if env.get("CUDA_HOME"):

@@ -18,9 +18,12 @@ class Plugin(NamedTuple):
     """One framework in the smoke program, found by the expected stack's ``framework.name``."""
 
     name: str
-    observe: Callable[[bool, str], dict[str, Any]]  # (gpu_visible, gpu_evidence) -> observations: imports the framework, records errors, never raises
-    evaluate: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]  # PURE (expect, observations) -> checks that need no GPU
-    evaluate_gpu: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]  # PURE (expect, observations) -> checks run only when a GPU is visible
+    # (gpu_visible, gpu_evidence) -> observations: imports the framework, records errors, never raises
+    observe: Callable[[bool, str], dict[str, Any]]
+    # PURE (expect, observations) -> checks that need no GPU
+    evaluate: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
+    # PURE (expect, observations) -> checks run only when a GPU is visible
+    evaluate_gpu: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
 
 
 def check(name: str, ok: object, expected: object = None, observed: object = None, detail: str = "",
