@@ -254,6 +254,7 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
             os.chmod(st.tmp, st.old_mode if st.old_mode is not None else 0o644)
         for st in staged:
             current = st.path
+            assert st.tmp is not None  # staged above
             os.replace(st.tmp, st.path)
             st.done, st.tmp = True, None
     except BaseException as exc:

@@ -27,7 +27,8 @@ class Ver(Version):
     def __repr__(self) -> str:
         return f"<Ver {self._text!r}>"
 
-    def __reduce__(self):  # Version's slots would drop _text: rebuild from the text (matrix cache)
+    # Version's slots would drop _text: rebuild from the text (matrix cache)
+    def __reduce__(self) -> tuple[type[Ver], tuple[str]]:
         return (Ver, (self._text,))
 
 
@@ -61,7 +62,7 @@ class Cc:
         return f"sm_{self.major}{self.minor}{self.suffix}"
 
     @property
-    def arch(self) -> tuple:
+    def arch(self) -> tuple[int, ...]:
         """The portable island's architecture tuple."""
         return arch_tuple(self.major, self.minor, self.suffix)
 
@@ -274,7 +275,8 @@ class Note(str):
         self.topic = topic
         return self
 
-    def __reduce__(self):  # pickles (the matrix cache, multiprocessing) keep the topic
+    # pickles (the matrix cache, multiprocessing) keep the topic
+    def __reduce__(self) -> tuple[type[Note], tuple[str, str]]:
         return (Note, (self.topic, str(self)))
 
 

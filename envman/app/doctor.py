@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from envman import __version__
 from envman.errors import UsageError
@@ -136,7 +136,7 @@ def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
         asked = f.get("asked_by") or {}
         pkgs = tuple((str(p["name"]), str(p["version"]) if p.get("version") is not None else None)
                      for p in asked.get("packages") or ())
-        cc = tuple(int(x) for x in mc.split(".")) if mc else (0, 0)
+        cc = cast("tuple[int, int]", tuple(int(x) for x in mc.split("."))) if mc else (0, 0)
         features.append(Feature(need(f, "id", where), f.get("name") or f.get("id", ""), cc,
                                 tuple(str(x) for x in asked.get("precision") or ()), pkgs,
                                 f.get("fails", ""), f.get("instead", "")))
@@ -179,7 +179,8 @@ def read_facts_file(path: str) -> dict:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if hasattr(exc, "lineno") else str(exc)
+        where = (f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError)
+                 else str(exc))
         raise UsageError(f"facts file {path}: not valid JSON ({where})", hint=hint) from None
     if not isinstance(data, dict):
         raise UsageError(f"facts file {path}: expected a JSON object at the top, got {type(data).__name__}", hint=hint)

@@ -194,7 +194,7 @@ def run_fit(opts: FitOptions) -> FitResult:
         from envman.fit.catalog import raw_config
         from envman.fit.trace import trace_peak
 
-        cfg, task = raw_config(opts.model if entry is None else entry["id"])
+        cfg, task = raw_config(str(opts.model) if entry is None else str(entry["id"]))
         traced, tnote_trace = trace_peak(cfg, task, setup)
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
                      opts.global_batch, traced, tnote_trace, tuple(notes))

@@ -96,5 +96,6 @@ def write_refresh(plan: MatrixRefresh) -> Path:
     """Apply a plan that has a change (atomically)."""
     from envman.files import write_atomic
 
+    assert plan.new_text is not None  # only a plan with a change is written
     write_atomic(plan.path, plan.new_text)
     return plan.path

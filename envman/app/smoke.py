@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
 from envman.files import write_atomic
@@ -111,7 +111,7 @@ def _result(rc: int, out: str, err: str, where: str, gpus: bool) -> SmokeResult:
 
 
 # ----------------------------------------------------------------------------------------- expectations
-def is_expected_stack(data: Any) -> bool:
+def is_expected_stack(data: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(data, dict) and "python" in data and "framework" in data
 
 
@@ -128,7 +128,7 @@ def expected_stack(data: dict[str, Any]) -> dict[str, Any]:
             fw = sub.get("framework")
             cpu = isinstance(fw, dict) and fw.get("variant") == "cpu"
             keep = ("framework", "python", "arch_list", "imports") + (() if cpu else ("cuda", "cudnn", "nccl"))
-            out = {"schema": 1, "lock_hash": data.get("lock_hash"), "cuda": None, "cudnn": None, "nccl": None,
+            out: dict[str, Any] = {"schema": 1, "lock_hash": data.get("lock_hash"), "cuda": None, "cudnn": None, "nccl": None,
                    "imports": []}
             out.update({k: sub[k] for k in keep if k in sub})
             if isinstance(fw, dict):

@@ -75,6 +75,7 @@ def load_ci_project(root: Path) -> CiProject:
     from envman.project.spec import load_spec
 
     spec = load_spec(root)
+    wanted: list[tuple[str | None, str]]
     if spec is not None and spec.profiles:
         wanted = [(p.name, f"envman.{p.name}.lock") for p in spec.profiles]
     elif spec is not None or (root / LOCK_FILE).exists():

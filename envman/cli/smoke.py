@@ -24,6 +24,7 @@ def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu:
     if host:
         result = smoke_runner.smoke_host(expect, require_gpu=require_gpu)
     else:
+        assert image is not None  # host == bool(image) was refused above
         result = smoke_runner.smoke_image(image, expect=expect, require_gpu=require_gpu, mount_kit=mount_script)
     if save is not None:
         smoke_runner.save_report(result, save)

@@ -174,9 +174,11 @@ class Engine:
         client = self.build_client
         proc = subprocess.Popen([client.path, "import", "-", ref], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all three piped
         errors: list[BaseException] = []
 
         def feed() -> None:
+            assert proc.stdin is not None  # piped above (a closure does not keep the narrowing)
             try:
                 with tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                     for p in sorted(directory.rglob("*")):

@@ -119,7 +119,7 @@ def _decoder(cfg: dict, mtype: str) -> Arch:
             raise ArchError(p)
         per_layer = 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h)
         params = V * h + npos * h + L * per_layer + 2 * h
-        linears = (Linear("c_attn", h, 3 * h, L), Linear("c_proj", h, h, L), Linear("c_fc", h, f, L),
+        linears: tuple[Linear, ...] = (Linear("c_attn", h, 3 * h, L), Linear("c_proj", h, h, L), Linear("c_fc", h, f, L),
                    Linear("mlp.c_proj", f, h, L), Linear("lm_head", h, V, 1))
         return Arch("gpt2", "causal-lm", params, V * h + npos * h, V * h, linears, hidden=h, layers=L, heads=a,
                     kv_heads=a, head_dim=h // a, ffn=f, vocab=V, max_positions=npos, tied=True,
@@ -214,6 +214,7 @@ def _resnet(cfg: dict) -> Arch:
         p.append(f"layer_type: only 'bottleneck' ResNets are supported, got {cfg.get('layer_type')!r}")
     if p:
         raise ArchError(p)
+    assert isinstance(depths, list) and isinstance(widths, list)  # checked above
     params = 7 * 7 * ch * stem + 2 * stem
     linears = [Linear("stem", 7 * 7 * ch, stem, 1)]
     cin = stem

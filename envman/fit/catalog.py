@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from envman.errors import MatrixError, UsageError
 from envman.fit.architectures import Arch, ArchError, arch_from_config
@@ -94,9 +94,9 @@ def load_models(directory: str | None = None) -> tuple[ModelEntry, ...]:
             problems.append(f"{at}.params: expected the published parameter count (a positive integer)")
         if e.get("id") in seen:
             problems.append(f"{at}.id: duplicate id {e.get('id')!r}")
-        seen.add(e.get("id"))
+        seen.add(str(e.get("id")))
         try:
-            arch = arch_from_config(e.get("config"))
+            arch = arch_from_config(e.get("config") or {})
         except ArchError as exc:
             problems += [f"{at}.config.{p}" for p in exc.problems]
             continue
@@ -174,7 +174,7 @@ def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tu
         if not isinstance(e.get("source"), str) or not e.get("source"):
             problems.append(f"{at}.source: missing")
         if not problems:
-            out[gid] = (mem, tuple(sorted((k, float(v)) for k, v in tf.items())), e["source"])
+            out[gid] = (int(cast(int, mem)), tuple(sorted((k, float(v)) for k, v in tf.items())), str(e["source"]))
     if problems:
         raise MatrixError(problems)
     return out

@@ -166,7 +166,7 @@ def context_warning(root: Path, limit: int = WARN_BYTES, dockerfile: str = "Dock
             "add them to .dockerignore and mount data and weights at run time")
 
 
-def _human(n: int) -> str:
+def _human(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any
 
 from envman.image.stages import (
     BUILDER, EDITABLE_ARG, PROJECT_MOUNT, WHEELS_DIR, SourceBuilds, project_install_command,
@@ -91,6 +93,7 @@ def require_cuda(res: Resolution) -> str:
     """The NVIDIA runtime's refusal line. A stack resolved for a fleet that runs its CUDA only through
     minor-version compatibility must not be refused there: it then requires the major and the driver floor."""
     if res.driver_mode == "minor-compat" and res.min_driver_minor_compat:
+        assert res.cuda is not None  # minor-version compatibility is a mode of a CUDA stack
         return f"cuda>={res.cuda.split('.')[0]}.0 driver>={res.min_driver_minor_compat}"
     return f"cuda>={res.cuda}"
 
@@ -286,7 +289,8 @@ def stack_summary(res: Resolution) -> str:
     return ", ".join(parts)
 
 
-def smoke_expectation(res: Resolution, imports: list[tuple[str, str]], lock_hash: str) -> dict:
+def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
+                      lock_hash: str) -> dict[str, Any]:
     """The stack the smoke script checks the image against (baked in as JSON)."""
     return {
         "schema": 1,
@@ -301,23 +305,24 @@ def smoke_expectation(res: Resolution, imports: list[tuple[str, str]], lock_hash
     }
 
 
-def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -> dict:
+def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -> dict[str, Any]:
     """One service per stack: (profile, dockerfile, image tag, gpu)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for profile, dockerfile, tag, gpu in services:
-        svc: dict = {"image": tag, "build": {"context": ".", "dockerfile": dockerfile}, "shm_size": SHM_SIZE}
+        svc: dict[str, Any] = {"image": tag, "build": {"context": ".", "dockerfile": dockerfile}, "shm_size": SHM_SIZE}
         if gpu:
             svc["deploy"] = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
         out["train" if profile is None else f"train-{profile}"] = svc
     return {"name": name, "services": out}
 
 
-def devcontainer_plan(name: str, gpu: bool, dockerfile: str = "../Dockerfile", editable: bool = False) -> dict:
-    build: dict = {"dockerfile": dockerfile, "context": ".."}
+def devcontainer_plan(name: str, gpu: bool, dockerfile: str = "../Dockerfile",
+                      editable: bool = False) -> dict[str, Any]:
+    build: dict[str, Any] = {"dockerfile": dockerfile, "context": ".."}
     if editable:
         # the project is installed editable from /app, where the workspace is mounted: edits are live
         build["args"] = {EDITABLE_ARG: "1"}
-    d: dict = {
+    d: dict[str, Any] = {
         "name": name,
         "build": build,
         "runArgs": (["--gpus", "all"] if gpu else []) + ["--shm-size", SHM_SIZE.replace("gb", "g")],

@@ -32,7 +32,7 @@ def sdist_urls(pylock_text: str) -> dict[str, tuple[str, str]]:
 
     from envman._compat import tomllib
 
-    out = {}
+    out: dict[str, tuple[str, str]] = {}
     for p in tomllib.loads(pylock_text).get("packages", []):
         sd = p.get("sdist")
         if isinstance(sd, dict) and sd.get("url") and (sd.get("hashes") or {}).get("sha256"):

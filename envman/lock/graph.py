@@ -43,14 +43,15 @@ def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
         except urllib.error.HTTPError as exc:
             return exc.code, {}, b""
     u = urllib.parse.urlsplit(url)
+    host = u.hostname or ""
     conns = _local.__dict__.setdefault("conns", {})
     key = (u.scheme, u.netloc)
     path = u.path + ("?" + u.query if u.query else "")
     for attempt in (0, 1):
         conn = conns.get(key)
         if conn is None:
-            conn = (http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=ctx) if u.scheme == "https"
-                    else http.client.HTTPConnection(u.hostname, u.port, timeout=timeout))
+            conn = (http.client.HTTPSConnection(host, u.port, timeout=timeout, context=ctx) if u.scheme == "https"
+                    else http.client.HTTPConnection(host, u.port, timeout=timeout))
             conns[key] = conn
         try:
             conn.request(method, path, headers=headers or {})
@@ -97,9 +98,10 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
     if status == 200:
         meta = body.decode("utf-8", "replace")
     else:
-        meta = _metadata_by_range(wheel.url, timeout, ctx)  # no PEP 658 file: read it out of the zip, as uv does
-        if meta is None:
+        ranged = _metadata_by_range(wheel.url, timeout, ctx)  # no PEP 658 file: read it out of the zip, as uv does
+        if ranged is None:
             return None
+        meta = ranged
     reqs = HeaderParser().parsestr(meta).get_all("Requires-Dist") or []
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +171,7 @@ def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
 
 
 def target_environment(python: str, platform: str) -> dict[str, str]:
-    env = default_environment()
+    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     machine = platform.split("-")[0]
     env.update(python_version=python, python_full_version=f"{python}.0", sys_platform="linux", os_name="posix",
                platform_system="Linux", platform_machine=machine, implementation_name="cpython",
@@ -220,7 +222,7 @@ def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: st
             r = Requirement(line)
         except InvalidRequirement:
             continue
-        n = canonicalize_name(r.name)
+        n = str(canonicalize_name(r.name))
         if n in locked and (r.marker is None or r.marker.evaluate(env)):
             parents[n].add(INPUT)
             extras[n] |= set(r.extras)

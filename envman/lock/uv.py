@@ -90,7 +90,7 @@ def parse_uv_output(text: str) -> PythonLock:
 def framework_closure(lock: PythonLock, roots: list[str]) -> set[str]:
     """The framework and everything it pulls in, read from uv's ``# via`` annotations."""
     names = {p.name for p in lock.packages}
-    closure = {canonicalize_name(r) for r in roots} & names
+    closure: set[str] = names & {canonicalize_name(r) for r in roots}
     parents = {p.name: {canonicalize_name(v.split()[0]) for v in p.via if not v.startswith("-r")} for p in lock.packages}
     changed = True
     while changed:

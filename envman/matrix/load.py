@@ -241,7 +241,7 @@ def _load_base_images(ctx: _Ctx, doc: Any) -> BaseImages:
         rt = ctx.req(e, "runtime", p, str)
         dv = ctx.req(e, "devel", p, str)
         prov = ctx.prov(e, p)
-        if None in (cuda, upd, ubuntu, py, rt, dv):
+        if cuda is None or None in (upd, ubuntu, py, rt, dv):
             continue
         for k, ref in (("runtime", rt), ("devel", dv)):
             if upd not in ref:
@@ -304,6 +304,8 @@ def _read_cache(digest: str) -> Matrix | None:
     import pickle
 
     path = _cache_path(digest)
+    if path is None:
+        return None
     try:
         with open(path, "rb") as fh:
             m = pickle.load(fh)
@@ -318,7 +320,10 @@ def _write_cache(m: Matrix) -> None:
     from envman.files import write_atomic
 
     try:
-        write_atomic(_cache_path(m.digest), pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
+        path = _cache_path(m.digest)
+        if path is None:
+            return
+        write_atomic(path, pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:
         pass  # a read-only home is fine: we just parse every time
 

@@ -23,6 +23,7 @@ will look for.
 from __future__ import annotations
 
 import struct
+from typing import Any, BinaryIO
 
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1
@@ -35,7 +36,7 @@ class NotElf(ValueError):
     pass
 
 
-def _elf_layout(fh) -> tuple[str, bool, list[tuple[str, int, int, int, int, int]]]:
+def _elf_layout(fh: BinaryIO) -> tuple[str, bool, list[tuple[str, int, int, int, int, int]]]:
     """(endian prefix, is 64-bit, sections [(name, type, offset, size, link, entsize)])."""
     ident = fh.read(16)
     if len(ident) < 16 or ident[:4] != b"\x7fELF":
@@ -73,7 +74,7 @@ def _elf_layout(fh) -> tuple[str, bool, list[tuple[str, int, int, int, int, int]
     return e, is64, out
 
 
-def read_fatbin(path: str) -> dict:
+def read_fatbin(path: str) -> dict[str, Any]:
     """``{"sass": ["sm_80", "sm_90"], "ptx": ["compute_90"], "ptx_isa": "8.5", "compressed": bool}`` for
     the GPU code in ``path`` (empty lists when it carries none). Raises OSError / ValueError on a file
     that cannot be read or is not ELF."""
@@ -114,7 +115,7 @@ def read_fatbin(path: str) -> dict:
                             isa = (major_, minor)
                     epos += ehsize + psize
                 pos = max(pos + 16, (pos + hsize + fat_size + 7) & ~7)
-    out: dict = {"sass": [_arch("sm", a) for a in sorted(sass)], "ptx": [_arch("compute", a) for a in sorted(ptx)]}
+    out: dict[str, Any] = {"sass": [_arch("sm", a) for a in sorted(sass)], "ptx": [_arch("compute", a) for a in sorted(ptx)]}
     if isa is not None:
         out["ptx_isa"] = "%d.%d" % isa
     if compressed:

@@ -29,7 +29,9 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, cast
 
 from . import frameworks
 from .frameworks.base import check, release, release_matches
@@ -44,12 +46,13 @@ CPU_STACK_LINE = "GPU checks not applicable: the expected stack is CPU-only"
 
 
 # ============================================================================ pure: GPU visibility
-def gpu_visibility(dev_nodes, smi_gpus, nvidia_visible_devices=None):
+def gpu_visibility(dev_nodes: Iterable[str], smi_gpus: int | None,
+                   nvidia_visible_devices: str | None = None) -> tuple[bool, str]:
     """Is a GPU visible to this process? Evidence: /dev/nvidiaN device nodes, or nvidia-smi listing a GPU
     (WSL2 has no device nodes). NVIDIA_VISIBLE_DEVICES alone is no evidence: CUDA base images set it to
     'all' even in containers started without GPUs. Returns (visible, evidence)."""
     nodes = sorted(n for n in dev_nodes if re.match(r"/dev/nvidia\d+$", n))
-    evidence = []
+    evidence: list[str] = []
     if nodes:
         evidence.append("device nodes " + " ".join(nodes))
     if smi_gpus:
@@ -64,9 +67,9 @@ def gpu_visibility(dev_nodes, smi_gpus, nvidia_visible_devices=None):
 
 
 # ============================================================================ pure: expectations
-def load_expect(data):
+def load_expect(data: object) -> dict[str, Any]:
     """Validate the expected-stack document (docs/smoke.md); raises ValueError naming every problem."""
-    problems = []
+    problems: list[str] = []
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object")
     schema = data.get("schema")
@@ -104,21 +107,21 @@ def load_expect(data):
     return out
 
 
-def stack_is_cpu_only(expect):
-    fw = expect.get("framework")
+def stack_is_cpu_only(expect: dict[str, Any]) -> bool:
+    fw: Any = expect.get("framework")  # an object or null
     return bool(fw) and fw.get("variant") == "cpu"
 
 
 # ============================================================================ pure: evaluation
-def evaluate_python(expect, observed_version):
+def evaluate_python(expect: dict[str, Any], observed_version: str) -> dict[str, Any]:
     ok = release_matches(expect["python"], observed_version) and \
         len(release(observed_version)) >= len(release(expect["python"]))
     return check("python", ok, expect["python"], observed_version)
 
 
-def evaluate_imports(expect, observed):
+def evaluate_imports(expect: dict[str, Any], observed: dict[str, str | None]) -> list[dict[str, Any]]:
     """observed: {module: None on success or the error text}."""
-    out = []
+    out: list[dict[str, Any]] = []
     for dist, module in expect["imports"]:
         err = observed.get(module, "not attempted")
         out.append(check("import " + module, err is None, "imports", "ok" if err is None else err,
@@ -126,10 +129,11 @@ def evaluate_imports(expect, observed):
     return out
 
 
-def decide(checks, gpu_visible, expect, require_gpu):
+def decide(checks: list[dict[str, Any]], gpu_visible: bool, expect: dict[str, Any],
+           require_gpu: bool) -> tuple[int, str, list[str]]:
     """(exit code, status, notes): any failure -> 1; else no GPU visible for a GPU stack -> 6 (1 with
     --require-gpu); else 0."""
-    notes = []
+    notes: list[str] = []
     cpu_only = stack_is_cpu_only(expect)
     if not gpu_visible:
         notes.append(CPU_STACK_LINE if cpu_only else NO_GPU_LINE)
@@ -148,7 +152,7 @@ def decide(checks, gpu_visible, expect, require_gpu):
 DOCTOR_GPU_VISIBILITY = ("container-no-gpu", "docker-no-nvidia", "no-driver", "nvidia-smi-failed")
 
 
-def evaluate_doctor(findings):
+def evaluate_doctor(findings: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """envman doctor's verdicts on this environment (the image carries its checks): an error fails the smoke
     test, except the GPU-visibility ones, which decide() reports as 'no GPU visible'."""
     if findings is None:
@@ -159,7 +163,8 @@ def evaluate_doctor(findings):
     return [check("doctor", not errors, "no error", "%d error(s)" % len(errors), detail)]
 
 
-def evaluate(expect, env_obs, fw_obs, import_obs, require_gpu=False, doctor=None):
+def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, Any], import_obs: dict[str, str | None],
+             require_gpu: bool = False, doctor: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Every check from the observations, and the verdict. Pure."""
     checks = [evaluate_python(expect, env_obs["python"])]
     fw = expect["framework"]
@@ -178,10 +183,11 @@ def evaluate(expect, env_obs, fw_obs, import_obs, require_gpu=False, doctor=None
 
 
 # ============================================================================ observation (impure)
-def observe_environment():
+def observe_environment() -> dict[str, Any]:
     nodes = glob.glob("/dev/nvidia*")
     smi = shutil.which("nvidia-smi")
-    smi_gpus, smi_lines = None, []
+    smi_gpus: int | None = None
+    smi_lines: list[str] = []
     if smi:
         try:
             p = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -196,7 +202,7 @@ def observe_environment():
             "nvidia_smi": smi_lines, "nvidia_visible_devices": nvd, "platform": platform.platform()}
 
 
-def top_level_modules(dist):
+def top_level_modules(dist: str) -> list[str]:
     """The public top-level modules a distribution installs (top_level.txt, else its RECORD)."""
     try:
         from importlib import metadata
@@ -216,9 +222,9 @@ def top_level_modules(dist):
     return sorted({n for n in names if n and not n.startswith("_") and n.replace("_", "a").isalnum()})
 
 
-def expand_imports(expect):
+def expand_imports(expect: dict[str, Any]) -> dict[str, Any]:
     """[dist, null] means "whatever that distribution installs": every public top-level module of it."""
-    out = []
+    out: list[list[str]] = []
     for dist, module in expect["imports"]:
         if module is not None:
             out.append([dist, module])
@@ -232,7 +238,7 @@ def expand_imports(expect):
 KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder holding this package
 
 
-def observe_doctor(kit=KIT_DIR, project_dir=None):
+def observe_doctor(kit: str = KIT_DIR, project_dir: str | None = None) -> list[dict[str, Any]] | None:
     """Run envman doctor's probes and checks from this island, with the matrix knowledge baked beside it
     (kit/knowledge.json). None when there is no knowledge file."""
     path = os.path.join(kit, "knowledge.json")
@@ -251,10 +257,10 @@ def observe_doctor(kit=KIT_DIR, project_dir=None):
         return [{"severity": "warn", "check": "doctor-failed", "verdict": _error(exc), "remedy": ""}]
 
 
-def observe_imports(expect):
+def observe_imports(expect: dict[str, Any]) -> dict[str, str | None]:
     import importlib
 
-    out = {}
+    out: dict[str, str | None] = {}
     for _dist, module in expect["imports"]:
         try:
             importlib.import_module(module)
@@ -267,7 +273,7 @@ def observe_imports(expect):
 
 
 @contextmanager
-def stdout_to_stderr():
+def stdout_to_stderr() -> Iterator[None]:
     """Frameworks print (at the C level too); the report must be the only thing on stdout."""
     sys.stdout.flush()
     saved = os.dup(1)
@@ -281,9 +287,10 @@ def stdout_to_stderr():
 
 
 # ============================================================================ report
-def run_smoke(expect_path, require_gpu=False):
+def run_smoke(expect_path: str, require_gpu: bool = False) -> dict[str, Any]:
     started = time.time()
-    report = {"schema": SCHEMA, "tool": "envman-smoke", "expect_file": expect_path, "require_gpu": require_gpu}
+    report: dict[str, Any] = {"schema": SCHEMA, "tool": "envman-smoke", "expect_file": expect_path,
+                              "require_gpu": require_gpu}
     try:
         with open(expect_path, encoding="utf-8") as fh:
             expect = load_expect(json.load(fh))
@@ -294,6 +301,7 @@ def run_smoke(expect_path, require_gpu=False):
     report["lock_hash"] = expect.get("lock_hash")
     with stdout_to_stderr():
         env_obs = observe_environment()
+        fw_obs: dict[str, Any]
         fw, fw_obs = expect["framework"], {}
         plugin = frameworks.get(fw["name"]) if fw else None
         if plugin is not None:
@@ -312,8 +320,8 @@ def run_smoke(expect_path, require_gpu=False):
     return report
 
 
-def format_summary(report):
-    lines = []
+def format_summary(report: dict[str, Any]) -> str:
+    lines: list[str] = []
     for c in report.get("checks", []):
         val = c["observed"] if c["observed"] is not None else ""
         want = "" if c["status"] != "fail" or c["expected"] is None else " (expected %s)" % (c["expected"],)
@@ -325,7 +333,7 @@ def format_summary(report):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="envman smoke test of a Python/CUDA/framework stack")
     ap.add_argument("--expect", default=DEFAULT_EXPECT, help="expected-stack JSON (default %(default)s)")
     ap.add_argument("--require-gpu", action="store_true", help="no visible GPU is a failure (exit 1), not exit 6")
@@ -340,7 +348,7 @@ def main(argv=None):
         sys.stderr.write(format_summary(report) + "\n")
     sys.stdout.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
-    return report["exit_code"]
+    return cast(int, report["exit_code"])
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ with suffix ``"a"`` or ``"f"``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _NUM = re.compile(r"\d+")
 _ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
@@ -89,7 +90,7 @@ def cc(text: object) -> tuple[int, int] | None:
     return None
 
 
-def sm(c: tuple) -> str:
+def sm(c: tuple[int, ...]) -> str:
     return arch_name(c)
 
 
@@ -106,7 +107,7 @@ def arch_tuple(major: int, minor: int, suffix: str = "") -> tuple[int, ...]:
     return (major, minor, suffix) if suffix else (major, minor)  # type: ignore[return-value]
 
 
-def split_arch_list(archs: list | tuple) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+def split_arch_list(archs: Sequence[object]) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
     """torch.cuda.get_arch_list() style ['sm_80', 'sm_90a', 'compute_90'] -> (SASS, PTX)."""
     sass: list[tuple[int, ...]] = []
     ptx: list[tuple[int, ...]] = []
@@ -119,7 +120,7 @@ def split_arch_list(archs: list | tuple) -> tuple[list[tuple[int, ...]], list[tu
     return sass, ptx
 
 
-def runs_sass(arch: tuple, device: tuple) -> bool:
+def runs_sass(arch: tuple[int, ...], device: tuple[int, ...]) -> bool:
     """SASS runs only within a major and never on a lower minor (CUDA Programming Guide, "Binary
     Compatibility"): sm_86 runs on 8.9, sm_90 never on 12.0. Arch-specific code (sm_90a, sm_100a) runs on
     exactly that capability; family code (sm_100f) on the same major from that minor up."""
@@ -129,7 +130,7 @@ def runs_sass(arch: tuple, device: tuple) -> bool:
     return arch[1] == device[1] if suffix == "a" else arch[1] <= device[1]
 
 
-def runs_ptx(arch: tuple, device: tuple) -> bool:
+def runs_ptx(arch: tuple[int, ...], device: tuple[int, ...]) -> bool:
     """PTX for compute_X.Y is JIT-compiled for any device >= X.Y; arch-specific PTX (compute_90a) only
     for exactly X.Y."""
     suffix = arch[2] if len(arch) > 2 else ""
@@ -137,22 +138,22 @@ def runs_ptx(arch: tuple, device: tuple) -> bool:
     return base == dev if suffix == "a" else base <= dev
 
 
-def sass_for(archs: list, device: tuple) -> tuple[int, ...] | None:
+def sass_for(archs: list[tuple[int, ...]], device: tuple[int, ...]) -> tuple[int, ...] | None:
     """The best SASS in ``archs`` that runs on ``device``, or None."""
     usable = [a for a in archs if runs_sass(a, device)]
     return max(usable, key=lambda a: (a[0], a[1])) if usable else None
 
 
-def ptx_for(ptx: list, device: tuple) -> tuple[int, ...] | None:
+def ptx_for(ptx: list[tuple[int, ...]], device: tuple[int, ...]) -> tuple[int, ...] | None:
     usable = [a for a in ptx if runs_ptx(a, device)]
     return max(usable, key=lambda a: (a[0], a[1])) if usable else None
 
 
-def arch_name(a: tuple, kind: str = "sm") -> str:
+def arch_name(a: tuple[int, ...], kind: str = "sm") -> str:
     return "%s_%d%d%s" % (kind, a[0], a[1], a[2] if len(a) > 2 else "")
 
 
-def arch_covers(capability: tuple, arch_list: list) -> tuple[bool, str]:
+def arch_covers(capability: Sequence[int], arch_list: Sequence[str]) -> tuple[bool, str]:
     """Can a device of compute capability (major, minor) run code built for ``arch_list``?
     Returns (covered, explanation) in the words users search for."""
     device = (int(capability[0]), int(capability[1]))

@@ -73,6 +73,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
                     dependents: tuple[Dependent, ...]) -> Inference:
     """``releases``: framework → its FrameworkRelease list (versions and companion versions) from the matrix."""
     inf = Inference()
+    a: Req | str  # two requirements, then two origins, in the messages that refuse
+    b: Req | str
     direct: dict[str, list[tuple[Req, SpecifierSet]]] = {}
     for r in reqs:
         fw = frameworks.by_distribution().get(r.name)

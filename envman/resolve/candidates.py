@@ -32,7 +32,7 @@ class Candidate:
     ptx_only: tuple[Target, ...] = ()
     soft: list[str] = field(default_factory=list)  # verdicts resting on uncertain data: warn, never block
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[bool, Version, bool, Version, bool, str]:
         return (
             not self.ptx_only,
             self.rel.version,
@@ -113,7 +113,7 @@ def judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, dri
         )
     dnn = matrix.cudnn_release(var.cudnn)
     floor = dnn.floor_for(var.cuda.major) if dnn is not None and var.cuda is not None else None
-    if floor is not None:
+    if floor is not None and dnn is not None:  # a floor comes from a cuDNN release
         low = [t for t in req.targets if t.cc < floor]
         if low:
             why = (

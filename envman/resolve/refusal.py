@@ -3,6 +3,8 @@ constraint moved (another release, another variant, a driver upgrade, another Py
 
 from __future__ import annotations
 
+from typing import Any
+
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -25,7 +27,7 @@ def _min_driver(matrix: Matrix, var: Variant) -> Version:
     return cr.min_driver if cr else Version("0")
 
 
-def summarize(c: Candidate, matrix: Matrix) -> dict:
+def summarize(c: Candidate, matrix: Matrix) -> dict[str, Any]:
     cr = matrix.cuda_release(c.var.cuda)
     return {
         "framework": {"name": c.rel.framework, "version": str(c.rel.version), "variant": c.var.name},
@@ -96,8 +98,10 @@ def _kind_conflict(kind: str, in_spec: list[Candidate], req: Request, driver: Ve
     return []
 
 
-def _alternatives(matrix: Matrix, req: Request, cands: list[Candidate], in_spec: list[Candidate]) -> list[dict]:
-    alts: list[dict] = []
+def _alternatives(matrix: Matrix, req: Request, cands: list[Candidate],
+                  in_spec: list[Candidate]) -> list[dict[str, Any]]:
+    alts: list[dict[str, Any]] = []
+    c: Candidate | None
     fw = req.framework or ""
     # 1. another release of the framework (nearest newer, nearest older, newest overall)
     outside = [c for c in cands if set(c.failures) == {"framework"}]

@@ -18,14 +18,18 @@ matrix's default Python when the request names none.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from packaging.version import Version
 
 from envman.errors import ResolutionError, UsageError
 from envman.model import (
+    Cc,
+    CudaImage,
     CudaRelease,
     FrameworkRelease,
     Gpu,
+    LegacyBranch,
     Matrix,
     Note,
     Request,
@@ -73,7 +77,7 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     if req.driver is None and not req.cpu:
         if ceiling is not None and ceiling[1].last_driver is not None and ceiling[1].last_driver < driver:
             t, b = ceiling
-            driver = b.last_driver
+            driver = cast(Version, b.last_driver)
             notes.append(Note(
                 "driver",
                 f"driver: none given; assuming {driver}, the last {b.branch} driver: {describe_target(t)} runs no newer "
@@ -114,16 +118,16 @@ def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[No
     floors = [(t, g) for t in req.targets if (g := _floor_gpu(matrix, t)) is not None]
     if not floors:
         return driver
-    top, top_gpu = max(floors, key=lambda x: x[1].min_driver)
+    top, top_gpu = max(floors, key=lambda x: cast(Version, x[1].min_driver))  # _floor_gpu keeps GPUs with a floor
     if req.driver is None:
-        if driver < top_gpu.min_driver:
+        if driver < cast(Version, top_gpu.min_driver):
             notes.append(Note("driver", f"driver: none given; assuming ≥ {top_gpu.min_driver}, the first driver "
                                         f"branch that runs {describe_target(top)} ({top_gpu.family})"))
-            return top_gpu.min_driver
+            return cast(Version, top_gpu.min_driver)
         return driver
-    blocked = [(t, g) for t, g in floors if driver < g.min_driver]
+    blocked = [(t, g) for t, g in floors if driver < cast(Version, g.min_driver)]
     if blocked:
-        t, g = max(blocked, key=lambda x: x[1].min_driver)
+        t, g = max(blocked, key=lambda x: cast(Version, x[1].min_driver))
         short = re.sub(r"^(NVIDIA )?(GeForce |Tesla )?", "", t.gpu.name) if t.gpu else describe_target(t)
         prov = g.min_driver_prov
         unsure = f" (matrix data uncertain: {prov.note})" if prov and prov.uncertain else ""
@@ -145,15 +149,17 @@ def _floor_gpu(matrix: Matrix, t: Target) -> Gpu | None:
     if t.gpu is not None:
         return t.gpu if t.gpu.min_driver is not None else None
     same = [g for g in matrix.gpus if g.cc == t.cc and g.min_driver is not None and g.segment != "embedded"]
-    return min(same, key=lambda g: g.min_driver) if same else None
+    return min(same, key=lambda g: cast(Version, g.min_driver)) if same else None
 
 
-def _driver_ceiling(matrix: Matrix, req: Request):
-    """(target, branch) of the target whose support ends earliest, when one of them is a legacy GPU."""
-    best = None
+def _driver_ceiling(matrix: Matrix, req: Request) -> tuple[Target, LegacyBranch] | None:
+    """(target, branch) of the target whose support ends earliest, when one of them is a legacy GPU (the branch
+    always has a last_driver)."""
+    best: tuple[Target, LegacyBranch] | None = None
     for t in req.targets:
         b = matrix.last_driver_for(t.cc)
-        if b is not None and b.last_driver is not None and (best is None or b.last_driver < best[1].last_driver):
+        if b is not None and b.last_driver is not None and (
+                best is None or b.last_driver < cast(Version, best[1].last_driver)):
             best = (t, b)
     return best
 
@@ -190,7 +196,7 @@ def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], d
 def _legacy_driver_warning(matrix: Matrix, req: Request) -> list[str]:
     """A driver given past the last branch of a legacy target (a K80 on R535)."""
     ceiling = _driver_ceiling(matrix, req)
-    if req.driver is None or ceiling is None or not req.driver > ceiling[1].last_driver:
+    if req.driver is None or ceiling is None or not req.driver > cast(Version, ceiling[1].last_driver):
         return []
     t, b = ceiling
     return [f"driver {req.driver} cannot drive {describe_target(t)}: its support ends with {b.branch} "
@@ -230,7 +236,7 @@ def _driver_mode_warnings(matrix: Matrix, req: Request, c: Candidate, cr: CudaRe
         return []
     major = matrix.cuda_major(cr.version.major)
     ceiling = _driver_ceiling(matrix, req)
-    if ceiling is not None and ceiling[1].last_driver < cr.min_driver:
+    if ceiling is not None and cast(Version, ceiling[1].last_driver) < cr.min_driver:
         fix = f"no upgrade is possible: {describe_target(ceiling[0])} runs no driver past {ceiling[1].branch}"
     else:
         fix = f"upgrade the driver to ≥ {cr.min_driver} for full support"
@@ -308,6 +314,7 @@ def _resolution(matrix: Matrix, req: Request, c: Candidate, driver: Version, bas
 
 def _base_image(matrix: Matrix, req: Request, var: Variant, python: str,
                 rel: FrameworkRelease | None) -> tuple[str, str, Note]:
+    img: str | CudaImage  # the slim image's name, or the CUDA image's entry
     needs_system = var.cuda is not None and (req.cuda_devel or not var.brings_cuda)
     if not needs_system:
         img = matrix.base_images.slim.replace("{python}", python)
@@ -402,7 +409,9 @@ def _all_slim_pythons(matrix: Matrix) -> tuple[str, ...]:
     return tuple(sorted(pys, key=python_key))
 
 
-def _plain(matrix, req, py, img, kind, cuda, drivers, notes, archs, driver=None) -> Resolution:
+def _plain(matrix: Matrix, req: Request, py: str, img: str, kind: str, cuda: str | None,
+           drivers: tuple[str, str | None] | None, notes: list[Note], archs: tuple[Cc, ...],
+           driver: Version | None = None) -> Resolution:
     return Resolution(
         framework=None, version=None, variant=None, index_url=None, package=None, companions=(),
         cuda=cuda, cudnn=None, nccl=None, python=py, base_image=img, base_kind=kind,

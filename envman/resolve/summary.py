@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from envman.errors import ResolutionError
 from envman.model import Resolution
 
 
-def resolution_dict(res: Resolution) -> dict:
+def resolution_dict(res: Resolution) -> dict[str, Any]:
     fw = None
     if res.framework is not None:
         fw = {
@@ -40,5 +42,5 @@ def resolution_dict(res: Resolution) -> dict:
     }
 
 
-def refusal_dict(err: ResolutionError) -> dict:
+def refusal_dict(err: ResolutionError) -> dict[str, Any]:
     return {"error": err.message, "conflicts": list(err.conflicts), "alternatives": list(err.alternatives)}

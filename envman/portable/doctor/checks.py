@@ -7,6 +7,8 @@ copies envman/doctor/ into it together with ``Knowledge.to_dict()`` as JSON).
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import checks_deep
 from . import checks_drift
 from . import checks_env
@@ -35,7 +37,7 @@ CHECKS = (
 )
 
 
-def run_checks(facts: dict, knowledge: Knowledge | None = None) -> list[Finding]:
+def run_checks(facts: dict[str, Any], knowledge: Knowledge | None = None) -> list[Finding]:
     """Every check over the facts, errors first. A check that trips over malformed facts becomes a
     ``check-failed`` warning, never an exception: facts may come from anywhere."""
     k = knowledge if knowledge is not None else Knowledge()

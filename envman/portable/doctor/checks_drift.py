@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, covers
 from .remedies import capability
@@ -33,7 +35,7 @@ def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _framework(v: FactsView, fw: dict, path: str) -> list[Finding]:
+def _framework(v: FactsView, fw: dict[str, Any], path: str) -> list[Finding]:
     name, ver, var = as_str(fw.get("name")), as_str(fw.get("version")), as_str(fw.get("variant"))
     if not name or not ver:
         return []
@@ -57,7 +59,7 @@ def _framework(v: FactsView, fw: dict, path: str) -> list[Finding]:
     return [warn("lock-drift", f"{path} pins {locked}, installed is {have}", fix)]
 
 
-def _python(v: FactsView, lock: dict, path: str) -> list[Finding]:
+def _python(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
     want = major_minor(lock.get("python")) if as_str(lock.get("python")) else None
     if not want or not v.python or want == v.python:
         return []
@@ -65,7 +67,7 @@ def _python(v: FactsView, lock: dict, path: str) -> list[Finding]:
                  f"recreate the environment with Python {want} (uv venv -p {want})")]
 
 
-def _cudnn(v: FactsView, lock: dict, path: str) -> list[Finding]:
+def _cudnn(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
     want = as_str(lock.get("cudnn"))
     if not want:
         return []
@@ -79,7 +81,7 @@ def _cudnn(v: FactsView, lock: dict, path: str) -> list[Finding]:
     return [warn("lock-drift", f"{path} pins cuDNN {want}, installed is {pkg} {have}", f"pip install {pkg}=={want}")]
 
 
-def _packages(v: FactsView, lock: dict, path: str, skip: str | None) -> list[Finding]:
+def _packages(v: FactsView, lock: dict[str, Any], path: str, skip: str | None) -> list[Finding]:
     """Every pinned package; the framework itself has its own finding."""
     pins = {norm_name(k2): str(val) for k2, val in as_dict(lock.get("packages")).items() if norm_name(k2) != skip}
     if not pins or not v.pip:
@@ -105,7 +107,7 @@ def _packages(v: FactsView, lock: dict, path: str, skip: str | None) -> list[Fin
     )]
 
 
-def _archs(v: FactsView, lock: dict, path: str) -> list[Finding]:
+def _archs(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
     archs = [str(a) for a in as_list(lock.get("arch_list"))]
     ptx = [str(a) for a in as_list(lock.get("ptx"))]
     if not archs or not v.gpus:
@@ -122,7 +124,7 @@ def _archs(v: FactsView, lock: dict, path: str) -> list[Finding]:
     return out
 
 
-def _driver(v: FactsView, lock: dict, path: str) -> list[Finding]:
+def _driver(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
     floor = as_str(lock.get("min_driver_minor_compat")) or as_str(lock.get("min_driver"))
     cuda = as_str(lock.get("cuda"))
     if not v.driver or not floor or not cuda or vcmp(v.driver, floor) >= 0:

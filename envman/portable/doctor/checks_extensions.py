@@ -8,9 +8,11 @@ Facts: ``extensions`` (the kernels and sonames each ``.so`` carries, read by env
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from typing import Any
 
 from .findings import Finding, error
-from .knowledge import Knowledge
+from .knowledge import Feature, Knowledge
 from .remedies import capability
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
 from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
@@ -31,7 +33,7 @@ _LOAD_FAILS = {
 _TORCH_IN_LOCAL = re.compile(r"(?:torch|pt)(\d)\.?(\d{1,2})")
 
 
-def _files(v: FactsView):
+def _files(v: FactsView) -> Iterator[tuple[str, str, dict[str, Any]]]:
     for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
         e = as_dict(e)
         for f in as_list(e.get("files")):
@@ -96,7 +98,7 @@ def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _torch_wanted(e: dict) -> str | None:
+def _torch_wanted(e: dict[str, Any]) -> str | None:
     """The torch major.minor an extension wheel was built against: its METADATA pin (==X.Y.Z) or the
     +cu123torch2.4 / +pt24 local version label."""
     req = as_str(e.get("requires_torch")) or ""
@@ -142,6 +144,7 @@ def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
     if stem == "libcudnn" and as_str(v.torch.get("cudnn")):
         known = True
         found.add(major(v.torch.get("cudnn")))  # type: ignore[arg-type]
+    ver: str | None  # a package's version, then a library's
     prefix = _LIB_DIST.get(stem)
     if prefix:
         pat = re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")
@@ -151,7 +154,7 @@ def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
             if major(ver) is not None:
                 found.add(major(ver))  # type: ignore[arg-type]
     for d in as_list(v.f.get("cuda_libs")):
-        ver = as_dict(as_dict(d).get("libs")).get(stem)
+        ver = as_str(as_dict(as_dict(d).get("libs")).get(stem))
         if as_str(ver):
             known = True
             found.add(major(ver))  # type: ignore[arg-type]
@@ -162,6 +165,7 @@ def check_ext_cuda_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     """An extension linked against CUDA libraries of a major this environment does not have
     (onnxruntime-gpu's CUDA 11 build next to a CUDA 12 torch)."""
     out = []
+    have: set[int] | str | None  # the majors a library's providers give, then the sentence that says them
     for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
         e = as_dict(e)
         missing: dict[str, str] = {}
@@ -216,7 +220,7 @@ def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
     )]
 
 
-def _asked(v: FactsView, feat) -> str | None:
+def _asked(v: FactsView, feat: Feature) -> str | None:
     """What on this machine asks for ``feat``: a package or the project's workload.precision."""
     prec = as_str(as_dict(v.f.get("workload")).get("precision"))
     if prec and prec.lower() in feat.precisions:

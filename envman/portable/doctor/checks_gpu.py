@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
-from .knowledge import Knowledge, covers
+from .knowledge import Knowledge, Release, covers
 from .remedies import build_for, capability, fmt_archs, install, mib, tf_install
 from ..versions import major, sm, split_arch_list, vcmp
 from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
@@ -19,7 +20,7 @@ _THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown")
 _HW_SLOW = ("hw_slowdown", "hw_power_brake_slowdown")
 
 
-def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[str, str, str, object]]:
+def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[str, str, str | None, Release | None]]:
     """(framework, label, CUDA X.Y, release) for each installed CUDA build."""
     out = []
     if v.torch_is_cuda:
@@ -58,7 +59,7 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
             c, (branch, last) = stuck[0]
             remedy = (f"no driver that new runs a {c[0]}.{c[1]} GPU (support ends with {branch}, last {last}): "
                       "keep this driver")
-        alt = k.best_build(fw, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)  # type: ignore[arg-type]
+        alt = k.best_build(fw, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)
         if alt:
             arel, ab = alt
             remedy += f", or the build that runs on driver {v.driver}: {install(arel, ab, v)}"
@@ -66,7 +67,7 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _torch_archs(v: FactsView, k: Knowledge) -> tuple[list, list, str] | None:
+def _torch_archs(v: FactsView, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
     al = as_list(v.torch.get("arch_list"))
     if al:
         ptx = split_arch_list(al)[1]
@@ -341,7 +342,7 @@ def check_health(v: FactsView, k: Knowledge) -> list[Finding]:
 def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
     """15. GPU memory already held by other processes (or by ones this container cannot see)."""
     out = []
-    procs: dict[int, list[dict]] = {}
+    procs: dict[int, list[dict[str, Any]]] = {}
     for p in as_list(v.f.get("gpu_processes")):
         if isinstance(p, dict) and isinstance(p.get("gpu"), int):
             procs.setdefault(p["gpu"], []).append(p)
@@ -355,7 +356,7 @@ def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
         held = sum(as_num(p.get("used_mib")) or 0 for p in mine)
         other = _elsewhere(free, g)
         used = max(g.mem_used_mib or 0, held)  # NVML's used memory and the processes' sum can disagree
-        free = f"{mib(max(total - used, 0))} free of {mib(total)}"
+        room = f"{mib(max(total - used, 0))} free of {mib(total)}"
         if mine and held >= HELD_FRACTION * total:
             top = sorted(mine, key=lambda p: -(as_num(p.get("used_mib")) or 0))[:3]
             who = ", ".join(
@@ -366,14 +367,14 @@ def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
             pids = " ".join(str(p.get("pid")) for p in mine)
             out.append(warn(
                 "gpu-memory-held",
-                f"{g.label}: {free}; {mib(held)} held by {len(mine)} other "
+                f"{g.label}: {room}; {mib(held)} held by {len(mine)} other "
                 f"process{'es' if len(mine) != 1 else ''} ({who})",
                 f"stop them (kill {pids})" + other,
             ))
         elif not mine and g.mem_used_mib and g.mem_used_mib >= HELD_FRACTION * total:
             out.append(warn(
                 "gpu-memory-held",
-                f"{g.label}: {free}; {mib(g.mem_used_mib)} in use by processes not visible here "
+                f"{g.label}: {room}; {mib(g.mem_used_mib)} in use by processes not visible here "
                 f"(another container or user)",
                 "find them on the host: nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv"
                 + other,

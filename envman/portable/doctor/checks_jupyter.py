@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 
 from .findings import Finding, warn
@@ -23,7 +25,7 @@ def _cuda_stack(v: FactsView) -> list[tuple[str, str]]:
     return out
 
 
-def _has_gpu_build(frameworks: dict, fw: str) -> bool:
+def _has_gpu_build(frameworks: dict[str, Any], fw: str) -> bool:
     ver = as_str(frameworks.get(fw))
     return bool(ver) and not str(ver).endswith("+cpu")
 

@@ -296,7 +296,7 @@ def check_glibc(v: FactsView, k: Knowledge) -> list[Finding]:
         if vcmp(glibc, need) < 0:
             out.append(error(
                 "glibc-too-old",
-                f"glibc {glibc} is older than {name}{' ' + v.pkg(name) if v.pkg(name) else ''}'s wheel needs "
+                f"glibc {glibc} is older than {name}{' ' + str(v.pkg(name)) if v.pkg(name) else ''}'s wheel needs "
                 f"(manylinux glibc ≥ {need})",
                 f"run on a distro with glibc ≥ {need} (or in a container built from one), or install a {name} "
                 f"release whose wheels are tagged for glibc {glibc}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .findings import Finding, error, warn
 from .knowledge import Knowledge
 from ..versions import major, major_minor, vt
@@ -92,7 +94,7 @@ def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _shadowed(v: FactsView, home: dict, nvcc: dict) -> list[Finding]:
+def _shadowed(v: FactsView, home: dict[str, Any], nvcc: dict[str, Any]) -> list[Finding]:
     """A distro nvcc (or any other) first on PATH while CUDA_HOME names the intended toolkit."""
     hv, pv = as_str(home.get("nvcc_version")), as_str(nvcc.get("version"))
     hp, tk = as_str(home.get("path")), as_str(nvcc.get("toolkit"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ERROR = "error"
 WARN = "warn"
@@ -17,7 +18,7 @@ class Finding:
     verdict: str  # one line naming the versions involved
     remedy: str | None = None  # a command to run or a version to install
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"severity": self.severity, "check": self.check, "verdict": self.verdict, "remedy": self.remedy}
 
 

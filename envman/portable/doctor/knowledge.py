@@ -8,8 +8,9 @@ Every version a remedy names comes from here, never from a literal in the checks
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..versions import major, major_minor, ptx_for, sass_for, split_arch_list, vcmp, vge, vt
 
@@ -167,7 +168,7 @@ class Knowledge:
         self,
         framework: str,
         *,
-        ccs: list[tuple[int, int]] | tuple = (),
+        ccs: list[tuple[int, int]] | tuple[tuple[int, int], ...] = (),
         driver: str | None = None,
         prefer: Release | None = None,
         python: str | None = None,
@@ -190,13 +191,13 @@ class Knowledge:
             return rel, b
         return None
 
-    def first_release(self, framework: str, pred) -> Release | None:
+    def first_release(self, framework: str, pred: Callable[..., bool]) -> Release | None:  # callers bind extra defaults
         """The oldest release satisfying ``pred`` (releases are stored newest first)."""
         return next((r for r in reversed(self.releases.get(framework, ())) if pred(r)), None)
 
     # --- (de)serialisation: the image's smoke test carries knowledge as JSON ------------------
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "min_driver": dict(self.min_driver),
             "minor_floor": {str(k): v for k, v in self.minor_floor.items()},
@@ -230,7 +231,7 @@ class Knowledge:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> Knowledge:
+    def from_dict(cls, d: dict[str, Any]) -> Knowledge:
         rels = {}
         for fw, lst in (d.get("releases") or {}).items():
             rels[fw] = tuple(
@@ -264,7 +265,7 @@ class Knowledge:
         )
 
 
-def covers(build_archs: tuple[str, ...] | list, build_ptx: tuple[str, ...] | list,
+def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] | list[str],
            device: tuple[int, int]) -> str | None:
     """'sass' when the build carries SASS that runs on ``device``, 'ptx' when only PTX JIT reaches it."""
     sass, ptx_in_list = split_arch_list(build_archs)

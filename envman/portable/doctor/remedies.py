@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from .knowledge import Build, Knowledge, Release
 from ..versions import sm, vt
 from .view import FactsView
@@ -57,7 +59,7 @@ def build_for(
     return None
 
 
-def fmt_archs(archs: list[tuple[int, int]] | tuple) -> str:
+def fmt_archs(archs: Sequence[tuple[int, ...]]) -> str:
     return " ".join(sm(a) if isinstance(a, tuple) else str(a) for a in archs) or "none"
 
 
@@ -78,5 +80,5 @@ def gib(mib: float | None) -> str:
     return f"{g:.0f} GiB" if g >= 10 else f"{g:.1f} GiB"
 
 
-def newest_version(versions) -> str:
+def newest_version(versions: Iterable[str]) -> str:
     return max(versions, key=vt)

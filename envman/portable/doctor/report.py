@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .findings import ERROR, INFO, WARN, Finding
 from .view import FactsView
 
@@ -22,7 +24,7 @@ def status(findings: list[Finding]) -> str:
     return ERROR if c[ERROR] else WARN if c[WARN] else "ok"
 
 
-def verdict_line(findings: list[Finding], facts: dict) -> str:
+def verdict_line(findings: list[Finding], facts: dict[str, Any]) -> str:
     """One line: can training work here, how many problems, and on what stack."""
     c = counts(findings)
     stack = FactsView(facts).stack_summary() or "nothing detected"
@@ -37,7 +39,7 @@ def verdict_line(findings: list[Finding], facts: dict) -> str:
     return f"{head} ({stack})"
 
 
-def render_text(findings: list[Finding], facts: dict) -> str:
+def render_text(findings: list[Finding], facts: dict[str, Any]) -> str:
     lines = ["verdict: " + verdict_line(findings, facts)]
     for sev, title, mark in _HEADINGS:
         group = [f for f in findings if f.severity == sev]
@@ -51,7 +53,7 @@ def render_text(findings: list[Finding], facts: dict) -> str:
     return "\n".join(lines)
 
 
-def report_dict(findings: list[Finding], facts: dict) -> dict:
+def report_dict(findings: list[Finding], facts: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema": REPORT_SCHEMA,
         "verdict": verdict_line(findings, facts),

@@ -8,6 +8,7 @@ answers None / empty for those instead of raising.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..versions import cc, cuda_variant, major_minor, split_local
 
@@ -19,11 +20,11 @@ def norm_name(name: str) -> str:
     return _NAME_NORM.sub("-", str(name)).lower()
 
 
-def as_dict(x: object) -> dict:
+def as_dict(x: object) -> dict[str, Any]:
     return x if isinstance(x, dict) else {}
 
 
-def as_list(x: object) -> list:
+def as_list(x: object) -> list[Any]:
     return x if isinstance(x, list) else []
 
 
@@ -46,7 +47,7 @@ def as_str(x: object) -> str | None:
 
 
 class Gpu:
-    def __init__(self, raw: dict, pos: int):
+    def __init__(self, raw: dict[str, Any], pos: int):
         self.raw = raw
         idx = raw.get("index")
         self.index: int = idx if isinstance(idx, int) and not isinstance(idx, bool) else pos
@@ -62,7 +63,7 @@ class Gpu:
 
 
 class FactsView:
-    def __init__(self, facts: dict):
+    def __init__(self, facts: dict[str, Any]):
         self.f = facts if isinstance(facts, dict) else {}
         f = self.f
         gl = f.get("gpus")
@@ -131,7 +132,7 @@ class FactsView:
     def pkg(self, name: str) -> str | None:
         return self.pip.get(norm_name(name)) or None
 
-    def pkgs_matching(self, pattern: re.Pattern) -> dict[str, str]:
+    def pkgs_matching(self, pattern: re.Pattern[str]) -> dict[str, str]:
         return {n: v for n, v in sorted(self.pip.items()) if pattern.match(n)}
 
     # --- GPUs --------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ class Ran:
         return (self.out + ("\n" if self.out and self.err else "") + self.err).strip()
 
 
-def run_command(argv: list[str], timeout: float = 5.0, env: dict | None = None) -> Ran:
+def run_command(argv: list[str], timeout: float = 5.0, env: dict[str, str] | None = None) -> Ran:
     try:
         p = subprocess.run(
             argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False, env=env,

@@ -5,6 +5,7 @@ runs. A hang or crash there (a broken driver can do either) is recorded, never i
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .commands import run_command
 
@@ -51,7 +52,7 @@ print("ENVMAN-DEEP:" + json.dumps(out))
 """
 
 
-def probe_deep(python: str, timeout: float = 120.0) -> dict:
+def probe_deep(python: str, timeout: float = 120.0) -> dict[str, Any]:
     """{"torch": {...}} from importing torch under ``python``; {"error": ...} when the child died."""
     ran = run_command([python, "-c", TORCH_SCRIPT], timeout)
     line = next((ln for ln in ran.out.splitlines() if ln.startswith(MARK)), None)
@@ -64,7 +65,7 @@ def probe_deep(python: str, timeout: float = 120.0) -> dict:
         return {"error": "unreadable output from the torch probe"}
 
 
-def merge_deep(facts: dict, deep: dict) -> None:
+def merge_deep(facts: dict[str, Any], deep: dict[str, Any]) -> None:
     """Fold what torch reported about itself into facts.torch (it outranks what files said)."""
     facts["deep"] = deep
     t = deep.get("torch") or {}

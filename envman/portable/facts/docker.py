@@ -11,14 +11,15 @@ import json
 import os
 import shutil
 import socket
+from typing import Any
 
 TOOLKIT_BINARIES = ("nvidia-container-runtime-hook", "nvidia-container-cli", "nvidia-ctk", "nvidia-container-runtime")
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 
 
-def probe_docker(timeout: float = 1.5, environ: dict | None = None) -> dict:
+def probe_docker(timeout: float = 1.5, environ: dict[str, str] | None = None) -> dict[str, Any]:
     env = os.environ if environ is None else environ
-    d: dict = {}
+    d: dict[str, Any] = {}
     host = env.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     info, err = engine_info(host, timeout)
     d["reachable"] = info is not None
@@ -42,7 +43,7 @@ def probe_docker(timeout: float = 1.5, environ: dict | None = None) -> dict:
     return d
 
 
-def engine_info(host: str, timeout: float) -> tuple[dict | None, str | None]:
+def engine_info(host: str, timeout: float) -> tuple[dict[str, Any] | None, str | None]:
     """GET /info over the engine's unix or tcp socket: (info, None) or (None, why not)."""
     try:
         if host.startswith("unix://"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from typing import Any
 
 from ..fatbin import needed_libs, read_fatbin
 from .commands import read_text
@@ -31,28 +32,28 @@ _NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|cufft|curand|cusparse|c
 _REQ_TORCH = re.compile(r"^Requires-Dist:[ \t]*torch[ \t]*(\(?[^;\n]*?\)?)[ \t]*(?:;.*)?$", re.M | re.I)
 
 
-def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = BUDGET_S) -> dict:
+def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = BUDGET_S) -> dict[str, Any]:
     """``{dist: {version, requires_torch, files: [{file, sass, ptx, ptx_isa, needed}], truncated}}``."""
     end = time.monotonic() + budget_s
-    out: dict = {}
+    out: dict[str, Any] = {}
     total = 0
     for name in EXTENSION_DISTS:
         if name not in dists:
             continue
         loc, ver, meta = dists[name]
-        e: dict = {"version": ver}
+        e: dict[str, Any] = {"version": ver}
         md = read_text(os.path.join(loc, meta, "METADATA"), 1 << 16) or ""
         m = _REQ_TORCH.search(md)
         if m:
             e["requires_torch"] = m.group(1).strip("() ") or "any"
-        files = []
+        files: list[dict[str, Any]] = []
         for rel in _shared_objects(loc, meta):
             if total >= MAX_FILES or len(files) >= MAX_FILES_PER_DIST or time.monotonic() > end:
                 e["truncated"] = True
                 break
             total += 1
             path = os.path.join(loc, rel)
-            one: dict = {"file": rel}
+            one: dict[str, Any] = {"file": rel}
             try:
                 one.update(read_fatbin(path))
                 one["needed"] = [n for n in needed_libs(path) if _NEEDED.match(n)]

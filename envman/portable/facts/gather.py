@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 
 FACTS_SCHEMA = 1
@@ -20,7 +20,7 @@ DEADLINE_S = 10.0
 def gather_facts(
     project_dir: str = ".", *, python: str | None = None, deep: bool = False, deep_timeout: float = 120.0,
     deadline: float = DEADLINE_S, envman_version: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     from .docker import probe_docker
     from .host import probe_host, read_framework_pins, read_workload
     from .nvidia import probe_nvidia
@@ -30,7 +30,7 @@ def gather_facts(
     from .toolchain import probe_toolchain
 
     project_dir = os.path.abspath(project_dir)
-    jobs: dict[str, Callable[[], dict]] = {
+    jobs: dict[str, Callable[[], dict[str, Any]]] = {
         "packages": lambda: probe_packages(python),
         "nvidia": probe_nvidia,
         "toolchain": probe_toolchain,
@@ -41,7 +41,7 @@ def gather_facts(
         "host": probe_host,
     }
     results, errors = run_probes(jobs, deadline)
-    facts: dict = {
+    facts: dict[str, Any] = {
         "schema": FACTS_SCHEMA,
         "envman": envman_version,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -64,11 +64,12 @@ def gather_facts(
     return facts
 
 
-def run_probes(jobs: dict[str, Callable[[], dict]], deadline: float) -> tuple[dict[str, dict], dict[str, str]]:
-    results: dict[str, dict] = {}
+def run_probes(jobs: dict[str, Callable[[], dict[str, Any]]],
+               deadline: float) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    results: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
 
-    def one(name: str, fn: Callable[[], dict]) -> None:
+    def one(name: str, fn: Callable[[], dict[str, Any]]) -> None:
         try:
             results[name] = fn()
         except Exception as exc:  # noqa: BLE001 - a failed probe is a fact, not a crash

@@ -8,6 +8,7 @@ import glob
 import os
 import re
 import time
+from typing import Any
 
 from .commands import read_text, run_command
 
@@ -18,8 +19,8 @@ SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-
 SIG_MAGIC = b"~Module signature appended~\n"
 
 
-def probe_host(timeout: float = 2.0) -> dict:
-    f: dict = {"libcuda": _libcuda()}
+def probe_host(timeout: float = 2.0) -> dict[str, Any]:
+    f: dict[str, Any] = {"libcuda": _libcuda()}
     f["cuda_compat"] = [{"path": p, "version": m.group(1)} for p in sorted(glob.glob("/usr/local/cuda*/compat/libcuda.so.*"))
                         if (m := _VER.search(p))]
     switches = [n for n in glob.glob("/dev/nvidia-nvswitch*") if not n.endswith("ctl")]
@@ -43,7 +44,7 @@ def probe_host(timeout: float = 2.0) -> dict:
     return f
 
 
-def _libcuda() -> dict | None:
+def _libcuda() -> dict[str, Any] | None:
     for d in LIB_DIRS:
         p = os.path.join(d, "libcuda.so.1")
         if os.path.exists(p):
@@ -92,7 +93,7 @@ def _signed(path: str) -> bool | None:
         return None
 
 
-def read_workload(project_dir: str) -> dict | None:
+def read_workload(project_dir: str) -> dict[str, Any] | None:
     """``workload.precision`` of the project's envman.yaml, read line by line (no yaml here)."""
     text = read_text(os.path.join(project_dir, "envman.yaml"), 1 << 16)
     if not text:
@@ -108,10 +109,10 @@ PIN_FILES = ("requirements.txt", "requirements-gpu.txt", "requirements/base.txt"
 FRAMEWORK_DISTS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-cpu": "tensorflow"}
 
 
-def read_framework_pins(project_dir: str) -> dict | None:
+def read_framework_pins(project_dir: str) -> dict[str, Any] | None:
     """``{"torch": {"version": "1.13.1", "file": "requirements.txt"}}``: framework pins of the project's
     envman.lock requirements or requirements files (the first file that pins one wins)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for name in PIN_FILES:
         text = read_text(os.path.join(project_dir, name), 1 << 20)
         if not text:

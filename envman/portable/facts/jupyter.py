@@ -9,6 +9,8 @@ unresolved executable or one directory up, else the prefix of the resolved binar
 
 from __future__ import annotations
 
+from typing import Any
+
 import glob
 import json
 import os
@@ -79,12 +81,12 @@ def env_frameworks(prefix: str) -> dict[str, str]:
     return out
 
 
-def probe_kernels(prefix: str | None, budget_s: float = BUDGET_S) -> list[dict]:
+def probe_kernels(prefix: str | None, budget_s: float = BUDGET_S) -> list[dict[str, Any]]:
     """Facts ``jupyter_kernels`` (docs/facts.md): one entry per kernelspec, the first of a name winning
     as in Jupyter's own search order."""
     end = time.monotonic() + budget_s
     prefixes = [prefix or "", sys.prefix]
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     names: set[str] = set()
     envs: dict[str, dict[str, str]] = {}
     for d in kernel_dirs(prefixes):
@@ -99,8 +101,8 @@ def probe_kernels(prefix: str | None, budget_s: float = BUDGET_S) -> list[dict]:
     return found
 
 
-def _kernel(spec: str, name: str, envs: dict[str, dict[str, str]]) -> dict:
-    k: dict = {"name": name, "path": spec}
+def _kernel(spec: str, name: str, envs: dict[str, dict[str, str]]) -> dict[str, Any]:
+    k: dict[str, Any] = {"name": name, "path": spec}
     try:
         raw = json.loads(read_text(spec, MAX_KERNEL_JSON) or "")
     except ValueError:

@@ -6,7 +6,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .commands import run_command
 
@@ -126,10 +128,10 @@ def reason_names(mask: int) -> list[str]:
     return [name for bit, name in REASON_BITS if mask & bit]
 
 
-def probe_nvidia(timeout: float = 5.0) -> dict:
+def probe_nvidia(timeout: float = 5.0) -> dict[str, Any]:
     """Driver and GPU facts: NVML first, ``nvidia-smi`` when NVML fails (recording its error text, e.g.
     'Failed to initialize NVML: Driver/library version mismatch'), the kernel module's version last."""
-    f: dict = {}
+    f: dict[str, Any] = {}
     mod = kernel_module_version()
     if mod:
         f["driver_module"] = mod
@@ -139,6 +141,7 @@ def probe_nvidia(timeout: float = 5.0) -> dict:
     pci = pci_nvidia_gpus()
     if pci is not None:
         f["pci_nvidia_gpus"] = pci
+    err: str | None
     if not _dev_nodes() and not os.path.exists("/dev/dxg"):
         # NVML needs /dev/nvidiactl (or WSL2's /dev/dxg): without them, skip loading it (~10 ms).
         got, err, lib_missing = None, "NVML: no NVIDIA device nodes (/dev/nvidia*)", True
@@ -218,7 +221,7 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _nvml_facts() -> tuple[dict | None, str | None, bool]:
+def _nvml_facts() -> tuple[dict[str, Any] | None, str | None, bool]:
     """(facts, error, library missing)."""
     try:
         import pynvml  # nvidia-ml-py
@@ -230,7 +233,7 @@ def _nvml_facts() -> tuple[dict | None, str | None, bool]:
         missing = getattr(exc, "value", None) == getattr(pynvml, "NVML_ERROR_LIBRARY_NOT_FOUND", object())
         return None, f"NVML: {exc}", missing
     try:
-        f: dict = {"driver": _text(pynvml.nvmlSystemGetDriverVersion())}
+        f: dict[str, Any] = {"driver": _text(pynvml.nvmlSystemGetDriverVersion())}
         cv = _try(pynvml.nvmlSystemGetCudaDriverVersion_v2) or _try(pynvml.nvmlSystemGetCudaDriverVersion)
         if cv:
             f["driver_cuda"] = f"{cv // 1000}.{(cv % 1000) // 10}"
@@ -251,8 +254,8 @@ def _nvml_facts() -> tuple[dict | None, str | None, bool]:
         _try(pynvml.nvmlShutdown)
 
 
-def _nvml_gpu(pynvml, h, i: int) -> dict:
-    g: dict = {"index": i, "name": _text(pynvml.nvmlDeviceGetName(h))}
+def _nvml_gpu(pynvml: Any, h: Any, i: int) -> dict[str, Any]:
+    g: dict[str, Any] = {"index": i, "name": _text(pynvml.nvmlDeviceGetName(h))}
     uuid = _try(pynvml.nvmlDeviceGetUUID, h)
     if uuid:
         g["uuid"] = _text(uuid)
@@ -291,7 +294,7 @@ def _nvml_gpu(pynvml, h, i: int) -> dict:
     return g
 
 
-def _try(fn, *args):
+def _try(fn: Callable[..., Any], *args: Any) -> Any:
     """An NVML query that a GPU may not support (NotSupported on GeForce, NoPermission in containers)."""
     try:
         return fn(*args)
@@ -304,7 +307,7 @@ def _proc_name(pid: int) -> str | None:
     return t.strip() if t else None
 
 
-def _smi_facts(exe: str, timeout: float) -> tuple[dict | None, str | None]:
+def _smi_facts(exe: str, timeout: float) -> tuple[dict[str, Any] | None, str | None]:
     out = None
     for reasons in ("clocks_event_reasons", "clocks_throttle_reasons"):
         fields = _SMI_RICH.format(reasons=reasons)
@@ -341,16 +344,16 @@ def _num(v: str | None) -> float | None:
         return None
 
 
-def parse_smi_query(text: str, fields: list[str]) -> list[dict]:
+def parse_smi_query(text: str, fields: list[str]) -> list[dict[str, Any]]:
     """Rows of ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` as facts.gpus entries."""
-    gpus = []
+    gpus: list[dict[str, Any]] = []
     for line in text.strip().splitlines():
         vals = [_na(p) for p in line.split(",")]
         if len(vals) != len(fields):
             continue
         row = dict(zip(fields, vals))
         idx = row.get("index")
-        g: dict = {"index": int(idx) if idx and idx.isdigit() else len(gpus), "name": row.get("name") or "NVIDIA GPU"}
+        g: dict[str, Any] = {"index": int(idx) if idx and idx.isdigit() else len(gpus), "name": row.get("name") or "NVIDIA GPU"}
         for src, key in (("uuid", "uuid"), ("compute_cap", "cc"), ("driver_version", "driver_version")):
             if row.get(src):
                 g[key] = row[src]
@@ -377,7 +380,7 @@ def parse_smi_query(text: str, fields: list[str]) -> list[dict]:
     return gpus
 
 
-def parse_smi_apps(text: str, uuid_index: dict) -> list[dict]:
+def parse_smi_apps(text: str, uuid_index: dict[str | None, int]) -> list[dict[str, Any]]:
     procs = []
     for line in text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]

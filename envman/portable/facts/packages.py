@@ -15,6 +15,7 @@ import os
 import re
 import struct
 import sys
+from typing import Any, cast
 
 from .commands import read_text, run_command
 
@@ -33,10 +34,10 @@ def norm(name: str) -> str:
     return _NORM.sub("-", name).lower()
 
 
-def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict:
+def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
     """Facts: python, pip, torch, tensorflow, numpy, wheel_tags, conda (see docs/facts.md)."""
     env = target_environment(python, timeout)
-    f: dict = {"python": {k: env[k] for k in ("version", "bits", "executable") if env.get(k) is not None}}
+    f: dict[str, Any] = {"python": {k: env[k] for k in ("version", "bits", "executable") if env.get(k) is not None}}
     if env.get("error"):
         f["_error"] = env["error"]
         return f
@@ -77,7 +78,7 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict:
     return f
 
 
-def target_environment(python: str | None, timeout: float = 10.0) -> dict:
+def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, Any]:
     """Which Python's packages to read: ``--python``, else the active virtualenv ($VIRTUAL_ENV, the one a
     user activated before running an envman installed elsewhere), else the interpreter running envman."""
     here = {"version": sys.version.split()[0], "bits": struct.calcsize("P") * 8, "executable": sys.executable,
@@ -99,7 +100,7 @@ def target_environment(python: str | None, timeout: float = 10.0) -> dict:
     if not ran.ok:
         return {"executable": exe, "error": ran.error or ran.text.splitlines()[-1:] or f"{exe} failed"}
     try:
-        return json.loads(ran.out.strip().splitlines()[-1])
+        return cast("dict[str, Any]", json.loads(ran.out.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         return {"executable": exe, "error": f"{exe}: unexpected output"}
 
@@ -122,7 +123,7 @@ def _prefix_of(exe: str) -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(exe)))
 
 
-def _venv_layout(exe: str) -> dict | None:
+def _venv_layout(exe: str) -> dict[str, Any] | None:
     """A plain venv's site-packages straight from its layout (pyvenv.cfg), without starting its Python."""
     prefix = _prefix_of(exe)
     cfg = read_text(os.path.join(prefix, "pyvenv.cfg"), 1 << 14)
@@ -182,7 +183,7 @@ def _pkg_info_version(path: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _assignments(text: str) -> dict:
+def _assignments(text: str) -> dict[str, Any]:
     """Top-level ``name = literal`` / ``name: T = literal`` lines of a generated module."""
     out = {}
     for m in re.finditer(r"^(\w+)\s*(?::[^=\n]+)?=\s*(.+)$", text, re.M):
@@ -193,11 +194,11 @@ def _assignments(text: str) -> dict:
     return out
 
 
-def _torch(dists: dict) -> dict | None:
+def _torch(dists: dict[str, Any]) -> dict[str, Any] | None:
     if "torch" not in dists:
         return None
     loc, ver, _ = dists["torch"]
-    t: dict = {"version": ver, "location": os.path.join(loc, "torch")}
+    t: dict[str, Any] = {"version": ver, "location": os.path.join(loc, "torch")}
     vals = _assignments(read_text(os.path.join(loc, "torch", "version.py"), 1 << 16) or "")
     if isinstance(vals.get("__version__"), str):
         t["version"] = vals["__version__"]
@@ -215,17 +216,17 @@ def _torch(dists: dict) -> dict | None:
     return t
 
 
-def _wheel_version(dists: dict, pattern: str) -> str | None:
+def _wheel_version(dists: dict[str, Any], pattern: str) -> str | None:
     rx = re.compile(pattern + "$")
     return next((d[1] for n, d in sorted(dists.items()) if rx.match(n)), None)
 
 
-def _tensorflow(dists: dict) -> dict | None:
+def _tensorflow(dists: dict[str, Any]) -> dict[str, Any] | None:
     name = next((n for n in TF_DISTS if n in dists), None)
     if name is None:
         return None
     loc, ver, _ = dists[name]
-    t: dict = {"version": ver, "package": name}
+    t: dict[str, Any] = {"version": ver, "package": name}
     info = parse_build_info(read_text(os.path.join(loc, "tensorflow", "python", "platform", "build_info.py"), 1 << 16))
     if info:
         cuda, cudnn = str(info.get("cuda_version") or ""), str(info.get("cudnn_version") or "")
@@ -243,7 +244,7 @@ def _tensorflow(dists: dict) -> dict | None:
     return t
 
 
-def parse_build_info(text: str | None) -> dict | None:
+def parse_build_info(text: str | None) -> dict[str, Any] | None:
     """TF's generated ``build_info = {...}`` or ``build_info = collections.OrderedDict([...])``."""
     if not text:
         return None
@@ -256,7 +257,7 @@ def parse_build_info(text: str | None) -> dict | None:
             val = node.value
             try:
                 if isinstance(val, ast.Dict):
-                    return ast.literal_eval(val)
+                    return cast("dict[str, Any]", ast.literal_eval(val))
                 if isinstance(val, ast.Call) and val.args:
                     return dict(ast.literal_eval(val.args[0]))
             except (ValueError, TypeError, SyntaxError):
@@ -270,7 +271,7 @@ def _wheel_tags(dist: tuple[str, str, str]) -> list[str]:
     return re.findall(r"^Tag:\s*(\S+)", text, re.M)
 
 
-def _conda(prefix: str | None) -> dict | None:
+def _conda(prefix: str | None) -> dict[str, Any] | None:
     """A conda environment: whether its ``cpuonly`` metapackage pins a CPU pytorch."""
     if not prefix:
         return None
@@ -279,7 +280,7 @@ def _conda(prefix: str | None) -> dict | None:
         names = os.listdir(meta)
     except OSError:
         return None
-    c: dict = {"prefix": prefix, "cpuonly": any(n.startswith("cpuonly-") for n in names)}
+    c: dict[str, Any] = {"prefix": prefix, "cpuonly": any(n.startswith("cpuonly-") for n in names)}
     pt = sorted(n for n in names if n.startswith("pytorch-") and n[len("pytorch-"):][:1].isdigit())
     if pt:
         c["pytorch"] = pt[-1][len("pytorch-"): -len(".json")].replace("-", " ", 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Any
 
 from .commands import read_text
 
@@ -17,7 +18,7 @@ STACK_KEYS = ("cuda", "cudnn", "nccl", "python", "min_driver", "min_driver_minor
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.M)
 
 
-def probe_lock(project_dir: str) -> dict | None:
+def probe_lock(project_dir: str) -> dict[str, Any] | None:
     """None when the project has no envman.lock (nothing to drift from)."""
     path = os.path.join(project_dir, LOCK_FILE)
     if not os.path.exists(path):
@@ -32,7 +33,7 @@ def probe_lock(project_dir: str) -> dict | None:
     if not isinstance(data, dict) or not isinstance(data.get("stack"), dict):
         return {"path": path, "error": "no 'stack' in it (a layout this envman does not know)"}
     stack = data["stack"]
-    lock: dict = {"path": path, "lock_version": data.get("lock_version")}
+    lock: dict[str, Any] = {"path": path, "lock_version": data.get("lock_version")}
     fw = stack.get("framework")
     if isinstance(fw, dict):
         lock["framework"] = {k: fw.get(k) for k in ("name", "version", "variant", "index_url") if fw.get(k) is not None}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from typing import Any
 
 from .commands import read_text
 
@@ -15,15 +16,15 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
-def probe_system(project_dir: str) -> dict:
-    f: dict = {}
+def probe_system(project_dir: str) -> dict[str, Any]:
+    f: dict[str, Any] = {}
     u = os.uname()
     f["os"] = u.sysname
     f["arch"] = u.machine
     f["kernel"] = u.release
     f["distro"] = _distro()
     try:
-        f["glibc"] = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]  # "glibc 2.36"
+        f["glibc"] = (os.confstr("CS_GNU_LIBC_VERSION") or "").split()[-1]  # "glibc 2.36"; unset: IndexError
     except (ValueError, OSError, AttributeError, IndexError):
         pass
     kind = container_kind()
@@ -121,7 +122,7 @@ def _cgroup_memory_limit_mib() -> int | None:
     return None
 
 
-def _disks(project_dir: str) -> list[dict]:
+def _disks(project_dir: str) -> list[dict[str, Any]]:
     out = []
     seen: set[int] = set()
     paths = [os.path.abspath(project_dir)]
@@ -147,7 +148,7 @@ def _disks(project_dir: str) -> list[dict]:
     return out
 
 
-def _block_device(path: str, dev: int) -> dict:
+def _block_device(path: str, dev: int) -> dict[str, Any]:
     """device name, rotational flag and whether it is a virtual disk (whose flag means nothing)."""
     sys_dir = None
     if os.major(dev) != 0:
@@ -162,7 +163,7 @@ def _block_device(path: str, dev: int) -> dict:
     rot = read_text(os.path.join(sys_dir, "queue", "rotational"), 8)
     if rot is None:  # a partition: the flag lives on its disk
         rot = read_text(os.path.join(os.path.dirname(sys_dir), "queue", "rotational"), 8)
-    d: dict = {"device": name}
+    d: dict[str, Any] = {"device": name}
     if rot is not None and rot.strip() in ("0", "1"):
         d["rotational"] = rot.strip() == "1"
     if "/virtio" in sys_dir or name.startswith(("vd", "xvd")):

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+from typing import Any
 
 from .commands import read_text, run_command
 
@@ -29,9 +30,9 @@ _NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V(\d+(?:\.\d+)+)")
 _GCC_MAX = (re.compile(r"gcc versions later than (\d+) are not supported"), re.compile(r"#if __GNUC__ > (\d+)"))
 
 
-def probe_toolchain(environ: dict | None = None, timeout: float = 5.0) -> dict:
+def probe_toolchain(environ: dict[str, str] | None = None, timeout: float = 5.0) -> dict[str, Any]:
     env = dict(os.environ if environ is None else environ)
-    f: dict = {"env": {k: env[k] for k in ENV_NAMES if k in env}}
+    f: dict[str, Any] = {"env": {k: env[k] for k in ENV_NAMES if k in env}}
     path_nvcc = shutil.which("nvcc", path=env.get("PATH"))
     f["nvcc"] = nvcc_info(path_nvcc, timeout) if path_nvcc else None
     f["cuda_home"] = cuda_home(env, path_nvcc, f["nvcc"], timeout)
@@ -41,8 +42,8 @@ def probe_toolchain(environ: dict | None = None, timeout: float = 5.0) -> dict:
     return f
 
 
-def nvcc_info(path: str, timeout: float) -> dict:
-    d: dict = {"path": path}
+def nvcc_info(path: str, timeout: float) -> dict[str, Any]:
+    d: dict[str, Any] = {"path": path}
     real = _unwrap(os.path.realpath(path))
     toolkit = os.path.dirname(os.path.dirname(real))
     if os.path.isfile(os.path.join(toolkit, "bin", "nvcc")):
@@ -88,7 +89,8 @@ def max_gcc(toolkit: str) -> int | None:
     return None
 
 
-def cuda_home(env: dict, path_nvcc: str | None, nvcc: dict | None, timeout: float) -> dict | None:
+def cuda_home(env: dict[str, str], path_nvcc: str | None, nvcc: dict[str, Any] | None,
+              timeout: float) -> dict[str, Any] | None:
     """The CUDA home torch.utils.cpp_extension would pick: CUDA_HOME, CUDA_PATH, the nvcc on PATH
     (two directories up, as torch does it), else /usr/local/cuda when it exists. None: no toolkit."""
     if env.get("CUDA_HOME"):
@@ -101,7 +103,7 @@ def cuda_home(env: dict, path_nvcc: str | None, nvcc: dict | None, timeout: floa
         home, source = "/usr/local/cuda", "/usr/local/cuda"
     else:
         return None
-    d: dict = {"path": home, "source": source}
+    d: dict[str, Any] = {"path": home, "source": source}
     nv = os.path.join(home, "bin", "nvcc")
     if nvcc and path_nvcc and os.path.realpath(nv) == os.path.realpath(path_nvcc):
         same = {k: nvcc[k] for k in ("version", "max_gcc") if k in nvcc}
@@ -129,7 +131,7 @@ def _toolkit_version(home: str) -> str | None:
         return None
 
 
-def cuda_libs(ld_library_path: str) -> list[dict]:
+def cuda_libs(ld_library_path: str) -> list[dict[str, Any]]:
     """Directories on LD_LIBRARY_PATH and the system library path that hold CUDA/cuDNN libraries:
     [{dir, from, libs: {stem: version from the file name}}]."""
     out = []

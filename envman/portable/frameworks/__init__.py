@@ -6,6 +6,7 @@ expected stack's framework name. Standard library only; the observers import the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from . import tensorflow, torch
@@ -18,28 +19,28 @@ _registry = list(PLUGINS)
 __all__ = ["PLUGINS", "Plugin", "get", "names", "register", "unregister", "using"]
 
 
-def names():
+def names() -> tuple[str, ...]:
     return tuple(p.name for p in _registry)
 
 
-def get(name):
+def get(name: str) -> Plugin | None:
     """The plug-in for a framework name, or None."""
     return next((p for p in _registry if p.name == name), None)
 
 
-def register(plugin):
+def register(plugin: Plugin) -> Plugin:
     if get(plugin.name) is not None:
         raise ValueError("a smoke plug-in named %r is already registered" % plugin.name)
     _registry.append(plugin)
     return plugin
 
 
-def unregister(name):
+def unregister(name: str) -> None:
     _registry[:] = [p for p in _registry if p.name != name]
 
 
 @contextmanager
-def using(plugin):
+def using(plugin: Plugin) -> Iterator[Plugin]:
     """``with frameworks.using(toy):`` - registered inside the block only."""
     register(plugin)
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # Relative (Frobenius) error allowed against the CPU result: fp32 differs only by summation order;
 # bf16 keeps 8 bits of mantissa.
@@ -18,21 +18,25 @@ class Plugin(NamedTuple):
     """One framework in the smoke program, found by the expected stack's ``framework.name``."""
 
     name: str
-    observe: Callable  # (gpu_visible, gpu_evidence) -> observations: imports the framework, records errors, never raises
-    evaluate: Callable  # PURE (expect, observations) -> checks that need no GPU
-    evaluate_gpu: Callable  # PURE (expect, observations) -> checks run only when a GPU is visible
+    # (gpu_visible, gpu_evidence) -> observations: imports the framework, records errors, never raises
+    observe: Callable[[bool, str], dict[str, Any]]
+    # PURE (expect, observations) -> checks that need no GPU
+    evaluate: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
+    # PURE (expect, observations) -> checks run only when a GPU is visible
+    evaluate_gpu: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
 
 
-def check(name, ok, expected=None, observed=None, detail="", gpu=False):
+def check(name: str, ok: object, expected: object = None, observed: object = None, detail: str = "",
+          gpu: bool = False) -> dict[str, Any]:
     return {"name": name, "status": "pass" if ok else "fail", "expected": expected, "observed": observed,
             "detail": detail, "gpu": gpu}
 
 
-def skip(name, detail, gpu=False):
+def skip(name: str, detail: str, gpu: bool = False) -> dict[str, Any]:
     return {"name": name, "status": "skip", "expected": None, "observed": None, "detail": detail, "gpu": gpu}
 
 
-def release(text):
+def release(text: object) -> tuple[int, ...]:
     """'2.14.1+cu130' -> (2, 14, 1); '13.0' -> (13, 0); None or junk -> ()."""
     if text is None:
         return ()
@@ -40,25 +44,25 @@ def release(text):
     return tuple(int(p) for p in m.group(1).split(".")) if m else ()
 
 
-def release_matches(expected, observed):
+def release_matches(expected: object, observed: object) -> bool:
     """Equal on the parts both give: TF reports cuDNN as '9', torch CUDA as '13.0'."""
     e, o = release(expected), release(observed)
     n = min(len(e), len(o))
     return n > 0 and e[:n] == o[:n]
 
 
-def split_local(version):
+def split_local(version: object) -> tuple[str, str | None]:
     public, _, local = str(version).partition("+")
     return public, (local or None)
 
 
-def cuda_variant(cuda):
+def cuda_variant(cuda: object) -> str:
     """'13.0' -> 'cu130', '12.6' -> 'cu126', None -> 'cpu' (the wheel-index naming)."""
     r = release(cuda)
     return "cu%d%d" % (r[0], r[1]) if len(r) >= 2 else "cpu"
 
 
-def op_check(name, result, tol):
+def op_check(name: str, result: dict[str, Any] | None, tol: float) -> dict[str, Any]:
     if not result:
         return check(name, False, None, None, "not run", gpu=True)
     if result.get("error"):
@@ -69,5 +73,5 @@ def op_check(name, result, tol):
                  result.get("detail", ""), gpu=True)
 
 
-def error(exc):
+def error(exc: BaseException) -> str:
     return ("%s: %s" % (type(exc).__name__, exc)).strip()[:500]

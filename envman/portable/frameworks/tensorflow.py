@@ -4,11 +4,12 @@ against numpy) and the pure checks on those observations."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .base import TOL_FP32, Plugin, check, error, op_check, release, release_matches, split_local
 
 
-def evaluate_tensorflow(expect, obs):
+def evaluate_tensorflow(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
     fw = expect["framework"]
     if obs.get("import_error"):
         return [check("framework", False, "tensorflow " + fw["version"], None,
@@ -32,7 +33,7 @@ def evaluate_tensorflow(expect, obs):
     return out
 
 
-def evaluate_tensorflow_gpu(expect, obs):
+def evaluate_tensorflow_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
     if obs.get("import_error"):
         return []
     gpus = obs.get("gpus") or []
@@ -44,8 +45,8 @@ def evaluate_tensorflow_gpu(expect, obs):
             op_check("tf matmul on GPU", obs.get("matmul"), TOL_FP32)]
 
 
-def observe_tensorflow(gpu_visible, gpu_evidence):
-    obs = {"gpu_visible": gpu_visible, "gpu_evidence": gpu_evidence}
+def observe_tensorflow(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
+    obs: dict[str, Any] = {"gpu_visible": gpu_visible, "gpu_evidence": gpu_evidence}
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         import tensorflow as tf

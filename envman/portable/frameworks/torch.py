@@ -5,6 +5,7 @@ checks on those observations."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..versions import arch_covers
 from .base import (
@@ -22,7 +23,7 @@ from .base import (
 )
 
 
-def torch_variant(version, cuda):
+def torch_variant(version: object, cuda: object) -> str:
     """The local version names the variant (2.14.1+cu130); PyPI's default wheels carry none, so the
     CUDA torch was built with decides."""
     local = split_local(version)[1]
@@ -31,7 +32,7 @@ def torch_variant(version, cuda):
     return cuda_variant(cuda)
 
 
-def cudnn_number(version):
+def cudnn_number(version: object) -> int:
     """'9.24.0.43' -> 92400 (cuDNN >= 9: major*10000 + minor*100 + patch); '8.9.7' -> 8907 (cuDNN 8:
     major*1000 + minor*100 + patch), the form torch.backends.cudnn.version() returns."""
     r = release(version) + (0, 0, 0)
@@ -39,7 +40,7 @@ def cudnn_number(version):
     return major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch
 
 
-def cudnn_text(number):
+def cudnn_text(number: int | str) -> str:
     """92400 -> '9.24.0'; 8907 -> '8.9.7'."""
     n = int(number)
     if n >= 90000:
@@ -47,7 +48,7 @@ def cudnn_text(number):
     return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
 
 
-def nccl_text(value):
+def nccl_text(value: int | tuple[int, ...] | list[int] | None) -> str | None:
     """torch.cuda.nccl.version(): a tuple (2, 30, 7) in recent torch, an int in older (2708, 21805)."""
     if value is None:
         return None
@@ -59,7 +60,7 @@ def nccl_text(value):
     return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
 
 
-def evaluate_torch(expect, obs):
+def evaluate_torch(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
     """Non-GPU checks for a torch stack. obs: what observe_torch recorded."""
     fw = expect["framework"]
     if obs.get("import_error"):
@@ -100,7 +101,7 @@ def evaluate_torch(expect, obs):
     return out
 
 
-def evaluate_torch_gpu(expect, obs):
+def evaluate_torch_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
     """GPU checks for a torch stack on a machine where a GPU is visible."""
     if obs.get("import_error"):
         return []
@@ -125,7 +126,7 @@ def evaluate_torch_gpu(expect, obs):
             out.append(op_check("bf16 matmul" + tag, op.get("bf16"), TOL_BF16))
         else:
             out.append(skip("bf16 matmul" + tag, "compute capability %d.%d has no native bf16" % cc, gpu=True))
-    nccl = obs.get("nccl_gpu")
+    nccl: Any = obs.get("nccl_gpu")  # a dict, or None when torch did not get that far
     if expect["nccl"] or nccl is not None:
         ok = bool(nccl) and nccl.get("available") and nccl.get("version") is not None
         out.append(check("nccl present", ok, expect["nccl"] or "present", nccl and nccl.get("version"),
@@ -133,13 +134,13 @@ def evaluate_torch_gpu(expect, obs):
     return out
 
 
-def _rel_err(torch, got, ref):
+def _rel_err(torch: Any, got: Any, ref: Any) -> float:
     got, ref = got.detach().float().cpu(), ref.detach().float().cpu()
     return float((got - ref).norm() / ref.norm().clamp_min(1e-12))
 
 
-def _torch_ops(torch, dev):
-    res = {}
+def _torch_ops(torch: Any, dev: Any) -> dict[str, Any]:
+    res: dict[str, Any] = {}
     g = torch.Generator().manual_seed(0)
     try:  # matmul + backward: d(sum(x @ w))/dx = ones @ w^T
         x = torch.randn(512, 512, generator=g).to(dev).requires_grad_()
@@ -182,8 +183,8 @@ def _torch_ops(torch, dev):
     return res
 
 
-def observe_torch(gpu_visible, gpu_evidence):
-    obs = {"gpu_visible": gpu_visible, "gpu_evidence": gpu_evidence}
+def observe_torch(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
+    obs: dict[str, Any] = {"gpu_visible": gpu_visible, "gpu_evidence": gpu_evidence}
     try:
         import torch
     except BaseException as exc:
