@@ -112,9 +112,8 @@ class DiscoveredRefresh:
 
 def discover_refresh(project: str, index_url: str | None = None, wheel: Path | None = None,
                      version: str | None = None) -> DiscoveredRefresh:
-    """Ask the index what exists, propose what the matrix lacks (torch: entries; the others: a report)."""
-    import difflib
-
+    """Ask the index what exists, propose what the matrix lacks (torch, tensorflow: entries as a diff;
+    torchvision/torchaudio: a report, since a companion is paired with a torch patch by hand)."""
     from packaging.version import Version
 
     from envman.matrix.discover import DEFAULT_INDEX, discover_torch, find_outdated, plan_text, require_project
@@ -125,21 +124,36 @@ def discover_refresh(project: str, index_url: str | None = None, wheel: Path | N
     index_url = index_url or DEFAULT_INDEX
     m = load_matrix()
     mdir = default_matrix_dir()
+    if project == "tensorflow":
+        from envman.matrix.discover_tf import discover_tensorflow, plan_tf_text
+
+        path = mdir / "tensorflow.yaml"
+        old = path.read_text(encoding="utf-8")
+        props = discover_tensorflow(m, fetch_project("tensorflow", index_url), Version(version) if version else None)
+        if not props:
+            return DiscoveredRefresh((f"= tensorflow: the matrix has every release on {index_url}",), "", None, (), path)
+        new, report = plan_tf_text(m, old, props, index_url)
+        return _refresh(mdir, path, old, new, report)
     if project != "torch":
         found = find_outdated(m, index_url, (project,))[0]
-        lines = tuple(f"+ {project} {v}: on the index, not in the matrix (add it by hand; only torch entries are proposed)"
+        lines = tuple(f"+ {project} {v}: on the index, not a companion of any torch patch in the matrix (pair it by hand)"
                       for v in found.newer)
-        fname = "tensorflow.yaml" if project == "tensorflow" else "torch.yaml"
-        return DiscoveredRefresh(lines, "", None, (), mdir / fname)
+        return DiscoveredRefresh(lines or (f"= {project}: the matrix names its newest release",), "", None, (), mdir / "torch.yaml")
     path = mdir / "torch.yaml"
     old = path.read_text(encoding="utf-8")
     proposals = discover_torch(m, fetch_project("torch", index_url), wheel, Version(version) if version else None)
     if not proposals:
         return DiscoveredRefresh((f"= torch: the matrix has every release and variant on {index_url}",), "", None, (), path)
     new, report = plan_text(m, old, proposals, index_url)
+    return _refresh(mdir, path, old, new, report)
+
+
+def _refresh(mdir: Path, path: Path, old: str, new: str, report: list[str]) -> DiscoveredRefresh:
+    import difflib
+
     diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        "a/matrices/torch.yaml", "b/matrices/torch.yaml"))
-    return DiscoveredRefresh(tuple(report), diff, new, tuple(validate_text(mdir, "torch.yaml", new)), path)
+                                        f"a/matrices/{path.name}", f"b/matrices/{path.name}"))
+    return DiscoveredRefresh(tuple(report), diff, new, tuple(validate_text(mdir, path.name, new)), path)
 
 
 def validate_text(matrix_dir: Path, name: str, text: str) -> list[str]:

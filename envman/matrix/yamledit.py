@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import Version
+from packaging.version import Version  # noqa: F401 - add_patch takes one
 
 from envman.errors import DataError
 
@@ -24,7 +24,7 @@ def _line_block(lines: list[str], key: tuple[int, int]) -> tuple[int, int]:
     pat = re.compile(rf"""^(\s*)-\s*line:\s*["']{key[0]}\.{key[1]}["']\s*$""")
     start = next((i for i, ln in enumerate(lines) if pat.match(ln)), None)
     if start is None:
-        raise DataError(f"torch.yaml: no block-style '- line: \"{key[0]}.{key[1]}\"' item to add to")
+        raise DataError(f"no block-style '- line: \"{key[0]}.{key[1]}\"' item to add to")
     item = _indent(lines[start])
     end = start + 1
     last = start
@@ -79,5 +79,19 @@ def append_line(text: str, block: str) -> str:
     """Append a release item at the end of the file: ``releases:`` is torch.yaml's last top-level key."""
     tops = [ln.split(":", 1)[0] for ln in text.splitlines() if _content(ln) and _indent(ln) == 0]
     if not tops or tops[-1] != "releases":
-        raise DataError("torch.yaml: 'releases:' is not the last top-level key; add the new line by hand")
+        raise DataError("'releases:' is not the last top-level key of the matrix file; add the new line by hand")
     return text.rstrip("\n") + "\n" + block
+
+
+def add_flow_item(text: str, key: tuple[int, int], field: str, item: str) -> str:
+    """Add ``item`` to a one-line flow list (``patches: ["2.21.0"]``) of the ``- line: "X.Y"`` item."""
+    lines = text.splitlines(keepends=True)
+    start, end = _line_block(lines, key)
+    pat = re.compile(rf"^(\s*{field}:\s*\[)(.*)(\]\s*)$", re.S)
+    for i in range(start, end):
+        m = pat.match(lines[i])
+        if m:
+            inner = m.group(2).strip()
+            lines[i] = m.group(1) + (inner + ", " if inner else "") + item + m.group(3)
+            return "".join(lines)
+    raise DataError(f"line {key[0]}.{key[1]} has no one-line '{field}: [...]' list")

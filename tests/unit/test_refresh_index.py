@@ -310,3 +310,48 @@ def test_show_json_is_typed_data(matrix_dir):
     assert {"version", "min_driver", "minor_compat_floor", "archs", "source", "uncertain"} <= set(cuda[0])
     for subject in ("tensorflow", "cudnn", "base-images"):
         assert json.loads(envman("matrix", "show", subject, "--json", env_dir=matrix_dir).stdout)
+
+
+def tf_wheel(version: str, cudnn_floor: str = "9.3.0.75") -> bytes:
+    meta = (
+        f"Metadata-Version: 2.1\nName: tensorflow\nVersion: {version}\nProvides-Extra: and-cuda\n"
+        "Requires-Dist: numpy>=1.26.0\n"
+        "Requires-Dist: nvidia-cuda-runtime-cu12<13.0,>=12.5.82; extra == \"and-cuda\"\n"
+        f"Requires-Dist: nvidia-cudnn-cu12<10.0,>={cudnn_floor}; extra == \"and-cuda\"\n\n"
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("tensorflow/__init__.py", "")
+        zf.writestr(f"tensorflow-{version}.dist-info/METADATA", meta)
+    return buf.getvalue()
+
+
+def test_refresh_tensorflow_adds_a_patch_and_a_new_line(index, matrix_dir):
+    index.project("tensorflow", {
+        "tensorflow-2.21.1-cp312-cp312-manylinux_2_27_x86_64.whl": tf_wheel("2.21.1"),
+        "tensorflow-2.22.0-cp312-cp312-manylinux_2_27_x86_64.whl": tf_wheel("2.22.0", "9.5.1.17"),
+        "tensorflow-2.22.0-cp314-cp314-manylinux_2_27_x86_64.whl": tf_wheel("2.22.0", "9.5.1.17"),
+    }, pep658=True, extra_versions=["tensorflow-2.21.0-cp312-cp312-manylinux_2_27_x86_64.whl"])
+    out = envman("matrix", "refresh", "tensorflow", "--index-url", index.url, "--write", env_dir=matrix_dir)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "+ tensorflow 2.21.1: new patch of line 2.21 (" in out.stdout and "! " not in out.stdout
+    assert '+    patches: ["2.21.0", "2.21.1"]' in out.stdout
+    assert "+ tensorflow 2.22: new line: 2.22.0" in out.stdout
+    assert "  ~ tensorflow 2.22: archs copied from line 2.21 (uncertain)" in out.stdout
+    _load_cached.cache_clear()
+    from envman.matrix.load import load_matrix
+
+    rels = {str(r.version): r for r in load_matrix(matrix_dir).frameworks["tensorflow"]}
+    assert "2.21.1" in rels
+    new = rels["2.22.0"]
+    gpu = new.variant("cu125")
+    assert new.python == ("3.12", "3.14") and gpu.cudnn == "9.5" and new.prov.uncertain
+    assert new.extras == ("and-cuda",)
+
+
+def test_refresh_torchaudio_lists_what_is_unpaired(index, matrix_dir):
+    index.project("torchaudio", {}, False, ["torchaudio-2.11.0-py3-none-manylinux_2_28_x86_64.whl",
+                                            "torchaudio-2.11.1-py3-none-manylinux_2_28_x86_64.whl"])
+    out = envman("matrix", "refresh", "torchaudio", "--index-url", index.url, env_dir=matrix_dir)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "+ torchaudio 2.11.1: on the index, not a companion of any torch patch in the matrix (pair it by hand)\n"
