@@ -109,6 +109,11 @@ class DiscoveredRefresh:
     problems: tuple[str, ...]  # what the loader says of the proposed file (a write is refused)
     path: Path
 
+    @property
+    def mismatches(self) -> tuple[str, ...]:
+        """Report lines where the index's wheels contradict the matrix (``!``)."""
+        return tuple(line.strip() for line in self.report if line.lstrip().startswith("!"))
+
 
 def discover_refresh(project: str, index_url: str | None = None, wheel: Path | None = None,
                      version: str | None = None) -> DiscoveredRefresh:
@@ -145,6 +150,8 @@ def discover_refresh(project: str, index_url: str | None = None, wheel: Path | N
     if not proposals:
         return DiscoveredRefresh((f"= torch: the matrix has every release and variant on {index_url}",), "", None, (), path)
     new, report = plan_text(m, old, proposals, index_url)
+    if new == old:  # only compared (--version V of a release the matrix has)
+        return DiscoveredRefresh(tuple(report), "", None, (), path)
     return _refresh(mdir, path, old, new, report)
 
 

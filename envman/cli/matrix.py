@@ -50,6 +50,8 @@ def register(app: typer.Typer) -> None:
         for prob in plan.problems:
             typer.echo(f"! the loader rejects the proposal: {prob}")
         if plan.new_text is None:
+            if plan.mismatches:
+                raise typer.Exit(1)
             return
         if not write:
             typer.echo("(dry run: pass --write to apply)")

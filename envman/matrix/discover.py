@@ -86,6 +86,7 @@ class Proposal:
     ptx: list[str] = field(default_factory=list)
     archs_from: str | None = None  # None: measured from the wheel at hand
     pythons: list[str] = field(default_factory=list)
+    existing: bool = False  # the matrix has it: only compared (refresh --version V)
 
 
 def measure_wheel_archs(path: Path) -> tuple[list[str], list[str]]:
@@ -167,6 +168,8 @@ def discover_torch(matrix: Matrix, project: Project, wheel: Path | None = None,
                 how = f"{f.filename} on the index, {read} by {rw.how}"
             variant = local or facts.variant
         if (ver, variant) in have:
+            if only is not None and facts is not None:  # --version V: check the matrix against the wheel
+                out.append(Proposal(ver, variant, local is None, facts, how, existing=True))
             continue
         p = Proposal(ver, variant, local is None, facts, how, pythons=_pythons(by_version[ver]))
         if variant != "cpu":
@@ -193,6 +196,9 @@ def plan_text(matrix: Matrix, text: str, proposals: list[Proposal], index_url: s
     new_lines: dict[tuple[int, int], list[Proposal]] = {}
     for p in proposals:
         key = (p.version.major, p.version.minor)
+        if p.existing:
+            report += _compare(matrix, p)
+            continue
         if key in lines_known:
             rel_versions = {r.version for r in matrix.frameworks["torch"]}
             if p.version not in rel_versions and p.plain:
@@ -222,6 +228,19 @@ def plan_text(matrix: Matrix, text: str, proposals: list[Proposal], index_url: s
         if p.variant != "cpu" and p.archs_from:
             report.append(f"  ~ torch {p.version} {p.variant}: archs copied from {p.archs_from} (uncertain; --wheel PATH measures them)")
     return text, report
+
+
+def _compare(matrix: Matrix, p: Proposal) -> list[str]:
+    rel = next(r for r in matrix.frameworks["torch"] if r.version == p.version)
+    v = rel.variant(p.variant)
+    bad = [f"  ! {p.variant}.{fld}: the matrix says {getattr(v, fld)}, the wheel pins {getattr(p.facts, fld)}"
+           for fld in ("cudnn", "nccl") if getattr(p.facts, fld) and getattr(v, fld) != getattr(p.facts, fld)]
+    if p.facts.cuda and str(v.cuda) != p.facts.cuda:
+        bad.append(f"  ! {p.variant}.cuda: the matrix says {v.cuda}, the wheel says {p.facts.cuda}")
+    if p.plain and rel.pypi_default != p.variant:
+        bad.append(f"  ! pypi_default: the matrix says {rel.pypi_default}, the PyPI wheel is {p.variant}")
+    head = f"{'!' if bad else '='} torch {p.version} {p.variant}: " + ("differs from the wheel" if bad else "matches the wheel") + f" ({p.how})"
+    return [head, *bad]
 
 
 def _q(s: str) -> str:

@@ -60,7 +60,12 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, dict[s
     req = urllib.request.Request(url, headers={"User-Agent": "envman-matrix-refresh", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:  # noqa: S310 - an index URL the user chose
-            return resp.read(), {k.lower(): v for k, v in resp.headers.items()}
+            got = {k.lower(): v for k, v in resp.headers.items()}
+            if headers and "Range" in headers and resp.status != 206:
+                # a server that ignores Range answers with the whole wheel: never read 500 MB by accident
+                raise ToolError(f"{url}: the server ignores HTTP range requests (HTTP {resp.status})",
+                                hint="pass --wheel PATH with a downloaded wheel, or use an index that serves PEP 658 metadata")
+            return resp.read(), got
     except urllib.error.HTTPError as exc:
         raise ToolError(f"{url}: HTTP {exc.code} {exc.reason}", hint="is the index URL right? (--index-url)") from None
     except (urllib.error.URLError, OSError) as exc:
@@ -124,11 +129,7 @@ class RangeReader(io.RawIOBase):
 
     def _range(self, spec: str) -> tuple[bytes, dict[str, str]]:
         self.requests += 1
-        data, headers = _get(self.url, {"Range": spec})
-        if "content-range" not in headers:
-            raise ToolError(f"{self.url}: the server ignores HTTP range requests",
-                            hint="pass --wheel PATH with a downloaded wheel")
-        return data, headers
+        return _get(self.url, {"Range": spec})
 
     def _store(self, start: int, data: bytes) -> None:
         self._segments.append((start, data))

@@ -355,3 +355,46 @@ def test_refresh_torchaudio_lists_what_is_unpaired(index, matrix_dir):
     out = envman("matrix", "refresh", "torchaudio", "--index-url", index.url, env_dir=matrix_dir)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "+ torchaudio 2.11.1: on the index, not a companion of any torch patch in the matrix (pair it by hand)\n"
+
+
+def test_refresh_version_checks_a_known_release_against_its_wheel(index, tmp_path, matrix_dir):
+    data = fake_wheel(tmp_path / "w.whl").read_bytes()
+    buf = io.BytesIO()
+    meta = metadata("9.24.0.43").replace("2.15.0", "2.14.1").replace("13.2.2", "13.0.3")
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(buf, "w") as dst:
+        for n in src.namelist():
+            body = meta.encode() if n.endswith("METADATA") else src.read(n).replace(b"13.2", b"13.0")
+            dst.writestr(n.replace("2.15.0", "2.14.1"), body)
+    index.project("torch", {"torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl": buf.getvalue()}, pep658=False)
+    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--version", "2.14.1", env_dir=matrix_dir)
+    assert (out.returncode, out.stdout.splitlines()[0].split(" (")[0]) == (0, "= torch 2.14.1 cu130: matches the wheel"), out.stdout + out.stderr
+    text = (matrix_dir / "torch.yaml").read_text().replace('nccl: "2.30.7"', 'nccl: "2.30.1"')
+    (matrix_dir / "torch.yaml").write_text(text)
+    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--version", "2.14.1", env_dir=matrix_dir)
+    assert out.returncode == 1
+    assert "  ! cu130.nccl: the matrix says 2.30.1, the wheel pins 2.30.7" in out.stdout.splitlines()
+
+
+def test_a_server_that_ignores_range_is_refused_without_reading_the_wheel(tmp_path):
+    class Whole(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "100000000")
+            self.end_headers()
+            self.wfile.write(b"x" * 1000)  # would be 100 MB; the client must hang up first
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Whole)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    try:
+        from envman.errors import ToolError
+
+        with pytest.raises(ToolError, match="ignores HTTP range requests"):
+            RangeReader(f"http://127.0.0.1:{server.server_address[1]}/x.whl")
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join(timeout=5)
