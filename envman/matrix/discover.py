@@ -215,7 +215,7 @@ def plan_text(matrix: Matrix, text: str, proposals: list[Proposal], index_url: s
                         if got and getattr(v, fld) != got:
                             report.append(f"  ! {p.variant}.{fld}: the line says {getattr(v, fld)}, {p.version} pins {got}")
             elif lines_known[key].variant(p.variant) is None:
-                text = add_variant(text, key, _variant_yaml(p, "        "))
+                text = add_variant(text, key, _variant_yaml(p, ""))
                 report.append(f"+ torch {key[0]}.{key[1]} {p.variant}: new variant ({p.how})")
             else:
                 report.append(f"= torch {p.version} {p.variant}: the line has this variant; its patch is missing (add it by hand)")

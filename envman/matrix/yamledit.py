@@ -63,16 +63,19 @@ def add_patch(text: str, version: Version, rows: list[str]) -> str:
 
 
 def add_variant(text: str, key: tuple[int, int], block: str) -> str:
-    """Append a variant item at the end of the line's item (``variants:`` is its last key, see README)."""
+    """Append a variant item (``block``, written at indent 0) at the end of the line's item (``variants:`` is
+    its last key, see README), indented like the variants already there."""
     lines = text.splitlines(keepends=True)
     start, end = _line_block(lines, key)
     vidx = max((i for i in range(start, end) if re.match(r"^\s*variants:\s*$", lines[i])), default=None)
     if vidx is None or any(_content(lines[i]) and _indent(lines[i]) <= _indent(lines[vidx]) and not lines[i].lstrip().startswith("- ")
                            for i in range(vidx + 1, end)):
         raise DataError(f"torch.yaml: line {key[0]}.{key[1]} does not end with its 'variants:' list")
+    first = next((i for i in range(vidx + 1, end) if _content(lines[i])), None)
+    pad = " " * (_indent(lines[first]) if first is not None else _indent(lines[vidx]) + 2)
     if not lines[end - 1].endswith("\n"):
         lines[end - 1] += "\n"
-    return "".join(lines[:end] + [block] + lines[end:])
+    return "".join(lines[:end] + [pad + ln + "\n" for ln in block.splitlines()] + lines[end:])
 
 
 def append_line(text: str, block: str) -> str:

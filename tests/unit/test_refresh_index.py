@@ -398,3 +398,24 @@ def test_a_server_that_ignores_range_is_refused_without_reading_the_wheel(tmp_pa
         server.shutdown()
         server.server_close()
         t.join(timeout=5)
+
+
+def test_a_labelled_build_the_line_lacks_becomes_a_new_variant(index, tmp_path, matrix_dir):
+    # a download.pytorch.org-style index: torch-2.14.1+cu128 (the fixture's 2.14 line has cu126/cu130/cu132/cpu)
+    meta = metadata("9.10.2.21").replace("Version: 2.15.0", "Version: 2.14.1+cu128").replace("cu13", "cu12") \
+        .replace("cuda-toolkit[cublas,cudart]==13.2.2", "nvidia-cuda-runtime-cu12==12.8.90")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("torch/version.py", "__version__ = '2.14.1+cu128'\ncuda: Optional[str] = '12.8'\n")
+        zf.writestr("torch-2.14.1+cu128.dist-info/METADATA", meta)
+    index.project("torch", {"torch-2.14.1+cu128-cp312-cp312-manylinux_2_28_x86_64.whl": buf.getvalue(),
+                            "torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl": b""}, pep658=False)
+    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "+ torch 2.14 cu128: new variant (" in out.stdout and "cpu" not in out.stdout.split("---")[0]
+    _load_cached.cache_clear()
+    from envman.matrix.load import load_matrix
+
+    v = next(r for r in load_matrix(matrix_dir).frameworks["torch"] if str(r.version) == "2.14.1").variant("cu128")
+    assert (str(v.cuda), v.cudnn) == ("12.8", "9.10.2.21") and v.prov.uncertain
+    assert "archs and ptx copied from torch 2.11.0 cu128 (the previous release)" in v.prov.note
