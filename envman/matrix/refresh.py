@@ -58,10 +58,17 @@ def read_torch_wheel(path: Path | str) -> WheelFacts:
         ver_name = "torch/version.py" if "torch/version.py" in names else None
         if meta_name is None or ver_name is None:
             raise UsageError(f"{path}: no METADATA or torch/version.py inside", hint="is this a torch wheel?")
-        meta = Parser().parsestr(zf.read(meta_name).decode("utf-8"))
+        meta = zf.read(meta_name).decode("utf-8")
         version_py = zf.read(ver_name).decode("utf-8")
-    cuda = _py_assign(version_py, "cuda")
-    facts = WheelFacts(version=meta["Version"], cuda=cuda, wheel=path.name)
+    return facts_from_text(meta, version_py, path.name)
+
+
+def facts_from_text(metadata: str, version_py: str | None, wheel: str) -> WheelFacts:
+    """The CUDA stack a torch wheel pins. Without torch/version.py (a PEP 658 .metadata file only), the CUDA
+    X.Y is read from the runtime pin (cuda-toolkit==13.2.2 or nvidia-cuda-runtime-cu12==12.6.77)."""
+    meta = Parser().parsestr(metadata)
+    cuda = _py_assign(version_py, "cuda") if version_py is not None else None
+    facts = WheelFacts(version=meta["Version"], cuda=cuda, wheel=wheel)
     for line in meta.get_all("Requires-Dist") or []:
         req = Requirement(line)
         if req.marker is not None and "extra" in str(req.marker):
@@ -77,6 +84,8 @@ def read_torch_wheel(path: Path | str) -> WheelFacts:
             facts.nccl = pin
         elif name.startswith("nvidia-cuda-runtime") or name == "cuda-toolkit":
             facts.cuda_runtime = pin
+    if version_py is None and facts.cuda_runtime:
+        facts.cuda = ".".join(facts.cuda_runtime.split(".")[:2])
     return facts
 
 

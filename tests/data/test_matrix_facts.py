@@ -33,7 +33,7 @@ def test_torch_2_15_is_the_newest_with_its_pypi_pins(matrix):
     assert (str(cu132.cuda), cu132.cudnn, cu132.nccl) == ("13.2", "9.26.0.51", "2.30.7")
     assert [a.sm for a in cu132.archs] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
     assert cu132.ptx == () and not cu132.prov.uncertain  # measured in libtorch_cuda.so
-    assert dict(newest.companions) == {"torchvision": "0.29.2", "torchaudio": None}
+    assert dict(newest.companions) == {"torchvision": "0.29.2", "torchaudio": "2.11.1"}
 
 
 def test_torch_2_15_requires_python_3_11_and_adds_3_15(matrix):
@@ -75,12 +75,15 @@ def test_no_ptx_in_release_wheels_before_2_13(matrix):
                 assert var.ptx == (), f"torch {rel.version} {var.name} lists PTX {var.ptx}"
 
 
-def test_torchaudio_ends_at_2_11(matrix):
+def test_torchaudio_pairings(matrix):
+    """torchaudio's line ends at 2.11: 2.11.0 serves torch 2.11 and 2.12, none was made for 2.13 or 2.14 (null),
+    and 2.11.1 was released beside torch 2.15.0 (same day, +cu132, torch>=2.11)."""
     comps = {str(r.version): dict(r.companions) for r in matrix.frameworks["torch"]}
     assert comps["2.11.0"]["torchaudio"] == "2.11.0"
     assert comps["2.12.0"]["torchaudio"] == comps["2.12.1"]["torchaudio"] == "2.11.0"
-    for v in ("2.13.0", "2.14.0", "2.14.1", "2.15.0"):
+    for v in ("2.13.0", "2.14.0", "2.14.1"):
         assert comps[v]["torchaudio"] is None, v  # null: no torchaudio exists for this torch
+    assert comps["2.15.0"]["torchaudio"] == "2.11.1"
 
 
 # --- GPU generations: driver floors, Jetson, Grace, same-major SASS ------------------------------------

@@ -58,7 +58,7 @@ def test_adds_a_missing_patch_and_the_result_validates(wheel, tmp_path):
 
 def test_cli_dry_run_prints_and_does_not_write(wheel):
     before = (default_matrix_dir() / "torch.yaml").read_bytes()
-    out = subprocess.run([sys.executable, "-m", "envman.cli.main", "matrix", "refresh", "torch", "--version", "2.14.1",
+    out = subprocess.run([sys.executable, "-m", "envman.cli.main", "matrix", "refresh-wheel", "torch", "--version", "2.14.1",
                           "--wheel", str(wheel)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "torch 2.14.1, torch/version.py cuda='13.0' → variant cu130" in out.stdout

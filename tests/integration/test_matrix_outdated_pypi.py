@@ -1,0 +1,31 @@
+"""`envman matrix outdated` against PyPI itself (skips when no index answers): it runs, and its report is
+well formed whichever way today's answer goes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.network
+
+
+def test_outdated_against_pypi_reports_every_project():
+    env = dict(os.environ)
+    env.pop("ENVMAN_MATRIX_DIR", None)  # the shipped matrix: the question is whether IT is current
+    out = subprocess.run([sys.executable, "-m", "envman.cli.main", "matrix", "outdated"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode in (0, 1), out.stderr
+    lines = out.stdout.splitlines()
+    assert [ln.split(":", 1)[0] for ln in lines] == ["torch", "torchvision", "torchaudio", "tensorflow"]
+    pat = re.compile(r"^[a-z]+: (up to date \([\w.]+\)|[\w.]+(, [\w.]+)* on the index; the matrix knows [\w.]+)$")
+    assert all(pat.match(ln) for ln in lines), lines
+    assert (out.returncode == 1) == any("on the index" in ln for ln in lines)
+    js = subprocess.run([sys.executable, "-m", "envman.cli.main", "matrix", "outdated", "--json"],
+                        capture_output=True, text=True, env=env, timeout=300)
+    assert js.returncode == out.returncode
+    assert [r["project"] for r in json.loads(js.stdout)] == ["torch", "torchvision", "torchaudio", "tensorflow"]
