@@ -14,6 +14,7 @@ from packaging.version import Version
 
 from envman.portable.versions import arch_tuple, runs_ptx, runs_sass
 
+
 class Ver(Version):
     """A Version that prints as written: drivers are '570.124.06', never '570.124.6'."""
 

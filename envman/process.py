@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM arrived while envman held a container, a build client or uv; handled like Ctrl-C."""
 

@@ -29,11 +29,9 @@ from envman.portable.doctor.knowledge import (
     Release,
 )
 from envman.portable.facts.gather import FACTS_SCHEMA
+from envman.resources import cache_dir, matrix_dir
 
 FORMAT = 2  # bump when Knowledge.to_dict changes shape
-
-
-from envman.resources import cache_dir, matrix_dir
 
 if TYPE_CHECKING:  # the model pulls in packaging: only the cache-miss path needs it
     from envman.model import Matrix

@@ -8,31 +8,39 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envman import __version__
+from envman.app.doctor import load_knowledge
 from envman.errors import LockError, UsageError
 from envman.files import WritePlan, ownership, sha256, with_header
-from envman.resolve.request import build_request
-from envman.lock.lockfile import LOCK_FILE, Lock, canonical_json, read_lock, render_lock, try_read_lock
-from envman.lock.uv import (
-    FW_LOCK, PYLOCK, REQ_LOCK, build_lock, compile_python_lock,
-)
-from envman.matrix.load import load_matrix
-from envman.model import Matrix, Resolution
-from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins
-from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
-from envman.app.doctor import load_knowledge
-from envman.image.kit import doctor_kit
 from envman.image.context import dockerignore_text
+from envman.image.kit import doctor_kit
+from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
 from envman.image.render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, warm
 from envman.image.stages import plan_source_builds, system_libraries
 from envman.image.tables import load_image_tables
 from envman.lock.artifacts import (
-    refuse_framework_build_without_framework, refuse_in_framework_closure, refuse_unbuildable, source_only,
+    refuse_framework_build_without_framework,
+    refuse_in_framework_closure,
+    refuse_unbuildable,
+    source_only,
 )
-from envman.lock.uv import framework_closure, parse_uv_output
+from envman.lock.lockfile import LOCK_FILE, Lock, canonical_json, read_lock, render_lock, try_read_lock
+from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins
+from envman.lock.uv import (
+    FW_LOCK,
+    PYLOCK,
+    REQ_LOCK,
+    build_lock,
+    compile_python_lock,
+    framework_closure,
+    parse_uv_output,
+)
+from envman.matrix.load import load_matrix
+from envman.model import Matrix, Resolution
 from envman.project.package import ProjectPackage, find_package
 from envman.project.requirements import Req, read_requirements_file
-from envman.resolve.resolver import resolve_stack
 from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
+from envman.resolve.request import build_request
+from envman.resolve.resolver import resolve_stack
 
 SOURCE_LOCK = "requirements.source.lock.txt"  # the source-only packages, with their sdists' hashes (builder stage)
 BUILD_LOCK = "requirements.build.lock.txt"  # what the builder stage builds them with, hashed

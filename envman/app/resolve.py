@@ -5,10 +5,9 @@ Returns values (a Resolution, or raises ResolutionError with its alternatives); 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from collections.abc import Iterable
 from dataclasses import replace
+from pathlib import Path
 
 from envman.errors import ResolutionError, UsageError
 from envman.model import Matrix, Resolution

@@ -7,15 +7,23 @@ image of each lock by its hash: `envman ci check` (run by the pipelines) fails w
 
 from __future__ import annotations
 
+from envman.ci import files as _files
 from envman.ci.bake import BAKE_FILE, bake_data, bake_ownership, render_bake
 from envman.ci.base import CiBackend
-from envman.ci import files as _files
 from envman.ci.files import GITHUB_FILE, GITLAB_FILE, dump_yaml, with_ci_header, write_ci_files
 from envman.ci.github import github_workflow
 from envman.ci.gitlab import gitlab_pipeline
 from envman.ci.project import (
-    CiImage, CiOptions, CiProject, Registry, image_tags, load_ci_project, parse_envman_spec, parse_registry,
-    parse_runners, shared_stacks,
+    CiImage,
+    CiOptions,
+    CiProject,
+    Registry,
+    image_tags,
+    load_ci_project,
+    parse_envman_spec,
+    parse_registry,
+    parse_runners,
+    shared_stacks,
 )
 
 __all__ = [

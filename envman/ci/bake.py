@@ -12,10 +12,10 @@ import json
 import re
 from pathlib import Path
 
+from envman.ci.project import CiProject, Registry, cache_ref, image_tags, peers
 from envman.errors import UsageError
 from envman.files import Ownership, sha256
 from envman.lock.lockfile import canonical_json
-from envman.ci.project import CiProject, Registry, cache_ref, image_tags, peers
 
 BAKE_FILE = "docker-bake.json"
 BAKE_VARIABLE = "ENVMAN_GENERATED"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envman.errors import UsageError
-from envman.files import Ownership, WritePlan, ownership, sha256
 from envman.ci.bake import BAKE_FILE, bake_ownership
 from envman.ci.project import CiProject
+from envman.errors import UsageError
+from envman.files import Ownership, WritePlan, ownership, sha256
 
 GITHUB_FILE = ".github/workflows/envman.yml"
 GITLAB_FILE = ".gitlab-ci.yml"

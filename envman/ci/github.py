@@ -4,7 +4,18 @@
 from __future__ import annotations
 
 from envman.ci.bake import BAKE_FILE
-from envman.ci.project import SMOKE, CiImage, CiOptions, CiProject, Registry, cache_ref, image_tags, peers, quote, skip_script
+from envman.ci.project import (
+    SMOKE,
+    CiImage,
+    CiOptions,
+    CiProject,
+    Registry,
+    cache_ref,
+    image_tags,
+    peers,
+    quote,
+    skip_script,
+)
 
 # Majors current on 2026-11 (all run on node24); bump them together after reading each release note.
 ACTIONS = {

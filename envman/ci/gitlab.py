@@ -11,7 +11,18 @@ from __future__ import annotations
 import shlex
 
 from envman.ci.bake import BAKE_FILE
-from envman.ci.project import SMOKE, CiImage, CiOptions, CiProject, Registry, cache_ref, image_tags, peers, quote, skip_script
+from envman.ci.project import (
+    SMOKE,
+    CiImage,
+    CiOptions,
+    CiProject,
+    Registry,
+    cache_ref,
+    image_tags,
+    peers,
+    quote,
+    skip_script,
+)
 
 DOCKER_IMAGE, DIND_IMAGE, CHECK_IMAGE = "docker:29", "docker:29-dind", "python:3.11-slim"
 VARIABLES = ("ENVMAN_REGISTRY_USERNAME", "ENVMAN_REGISTRY_TOKEN")

@@ -32,9 +32,9 @@ def register(app: typer.Typer) -> None:
         except ResolutionError as err:
             if as_json:
                 emit_json(refusal_json(err))
-                raise typer.Exit(EXIT_UNRESOLVABLE)
+                raise typer.Exit(EXIT_UNRESOLVABLE) from None
             print_refusal(err)
-            raise typer.Exit(EXIT_UNRESOLVABLE)
+            raise typer.Exit(EXIT_UNRESOLVABLE) from None
         if as_json:
             emit_json(resolution_json(res))
             return

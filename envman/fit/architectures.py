@@ -221,7 +221,7 @@ def _resnet(cfg: dict) -> Arch:
     largest = 0
     for depth, w in zip(depths, widths):
         r = w // 4
-        for i in range(depth):
+        for _ in range(depth):
             block = cin * r + 9 * r * r + r * w + 2 * (r + r + w)
             lins = [Linear("conv1", cin, r, 1), Linear("conv2", 9 * r, r, 1), Linear("conv3", r, w, 1)]
             if cin != w:  # projection shortcut (also where the stage strides)

@@ -10,12 +10,17 @@ package caches are cache mounts, and the CA bundle is a BuildKit secret.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from envman.image.stages import (
-    BUILDER, EDITABLE_ARG, PROJECT_MOUNT, WHEELS_DIR, SourceBuilds, project_install_command,
+    BUILDER,
+    EDITABLE_ARG,
+    PROJECT_MOUNT,
+    WHEELS_DIR,
+    SourceBuilds,
+    project_install_command,
 )
 from envman.model import Resolution
 

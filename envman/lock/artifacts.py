@@ -7,7 +7,6 @@ with ``--only-binary=:all:``: the Dockerfile builds it in a builder stage instea
 
 from __future__ import annotations
 
-
 from envman.errors import LockError
 from envman.lock.pylock import parse_pylock
 

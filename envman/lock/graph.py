@@ -5,11 +5,11 @@ layer is cut from these edges; ``# via`` comments in requirements.lock.txt come 
 
 from __future__ import annotations
 
+import http.client
 import io
 import os
 import ssl
 import threading
-import http.client
 import urllib.error
 import urllib.parse
 import urllib.request

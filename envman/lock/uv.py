@@ -20,10 +20,10 @@ from packaging.utils import canonicalize_name
 from envman import __version__
 from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
-from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
 from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
-from envman.redact import redact
+from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
 from envman.model import Resolution
+from envman.redact import redact
 from envman.resolve.summary import resolution_dict
 
 REQ_LOCK = "requirements.lock.txt"

@@ -30,8 +30,8 @@ from envman.model import (
     LegacyBranch,
     Matrix,
     Provenance,
+    normalize_gpu_name,
 )
-from envman.model import normalize_gpu_name
 
 SCHEMA = 1
 

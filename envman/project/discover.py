@@ -12,9 +12,9 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
+from envman import frameworks
 from envman.errors import UsageError
 from envman.project.infer import Inference, infer_framework, load_dependents
-from envman import frameworks
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import read_conda

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envman.errors import UsageError
 from envman import frameworks
+from envman.errors import UsageError
 from envman.project.requirements import Req
 
 _LOCAL = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)$")

@@ -20,7 +20,6 @@ import ast
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "envman"
 

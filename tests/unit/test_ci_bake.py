@@ -14,9 +14,9 @@ import pytest
 
 from envman.ci import BAKE_FILE, CiOptions, bake_data, bake_files, load_ci_project, shared_stacks, write_ci_files
 from envman.ci.project import parse_registry
-from envman.resolve.request import build_request
 from envman.lock.lockfile import render_lock
 from envman.lock.uv import build_lock
+from envman.resolve.request import build_request
 from envman.resolve.resolver import resolve_stack
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"
@@ -193,8 +193,8 @@ def test_blackwell_and_volta_need_two_stacks_hopper_cards_share_one(tmp_path, ma
 
 def test_ci_reads_what_envman_lock_writes_for_profiles(tmp_path, capsys):
     """The contract with `envman lock`: envman.P.lock + Dockerfile.P per profile, read back by `envman ci`."""
-    from envman.cli.main import main
     from envman.app.generate import generate
+    from envman.cli.main import main
     from envman.project.spec import load_spec
 
     (tmp_path / "envman.yaml").write_text(

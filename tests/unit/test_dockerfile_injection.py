@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envman.errors import UsageError
-from envman.model import Cc, Resolution, Target
 from envman.image.plan import plan_dockerfile, quote_docker
 from envman.image.render import render_dockerfile
+from envman.model import Cc, Resolution, Target
 from envman.project.spec import parse_spec
 
 RES = Resolution(

@@ -14,8 +14,8 @@ import pytest
 from envman.app.doctor import knowledge_from_matrix, with_extensions
 from envman.matrix.load import load_matrix
 from envman.portable.doctor.checks import run_checks
-from envman.portable.fatbin import needed_libs, read_fatbin
 from envman.portable.facts.extensions import probe_extensions
+from envman.portable.fatbin import needed_libs, read_fatbin
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
 K = with_extensions(knowledge_from_matrix(load_matrix(FIX.parent / "matrix")), FIX.parent / "matrix")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from envman.portable.doctor.checks import run_checks
 from envman.app.doctor import knowledge_from_matrix, with_extensions
-from envman.portable.doctor.report import render_text, report_dict, verdict_line
 from envman.matrix.load import load_matrix
+from envman.portable.doctor.checks import run_checks
+from envman.portable.doctor.report import render_text, report_dict, verdict_line
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
 K = with_extensions(knowledge_from_matrix(load_matrix(FIX.parent / "matrix")), FIX.parent / "matrix")

@@ -9,12 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envman.portable import versions
-from envman.app.doctor import load_knowledge, matrix_dir
-from envman.app.doctor import knowledge_from_matrix, with_extensions
-from envman.portable.doctor.knowledge import Knowledge
+from envman.app.doctor import knowledge_from_matrix, load_knowledge, matrix_dir, with_extensions
 from envman.matrix.load import default_matrix_dir, load_matrix
 from envman.model import Cc, sass_covers
+from envman.portable import versions
+from envman.portable.doctor.knowledge import Knowledge
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCTOR = ROOT / "envman" / "portable" / "doctor"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envman.engine import docker as eng
 from envman.engine import buildkit
+from envman.engine import docker as eng
 from envman.engine.docker import BuildClient, BuildError, Engine, EngineError, Terminated
 from envman.errors import EXIT_ENGINE
 

@@ -44,8 +44,8 @@ def test_golden(case, tmp_path, update_golden):
 
 
 def test_require_cuda_does_not_refuse_the_fleet_the_stack_was_resolved_for(matrix):
-    from envman.resolve.request import build_request
     from envman.image.plan import require_cuda
+    from envman.resolve.request import build_request
     from envman.resolve.resolver import resolve_stack
 
     full = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"]))

@@ -11,7 +11,12 @@ import yaml
 from envman.app.generate import generate
 from envman.errors import LockError, SpecError, UsageError
 from envman.image.context import (
-    context_warning, dockerignore_text, gitignore_patterns, is_ignored, measure_context, parse_dockerignore,
+    context_warning,
+    dockerignore_text,
+    gitignore_patterns,
+    is_ignored,
+    measure_context,
+    parse_dockerignore,
 )
 from envman.image.plan import plan_dockerfile
 from envman.image.render import DOCKERIGNORE, render_dockerfile

@@ -12,14 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from envman.portable.facts import deep
-from envman.portable.facts import docker
+from envman.portable.facts import deep, docker, nvidia, packages, project, system, toolchain
 from envman.portable.facts import gather as facts
-from envman.portable.facts import nvidia
-from envman.portable.facts import packages
-from envman.portable.facts import project
-from envman.portable.facts import system
-from envman.portable.facts import toolchain
 
 
 def script(path: Path, body: str) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from envman.app.generate import InitOptions, check_lock, init_project, lock_project
 from envman.cli.main import main
 from envman.errors import ToolError, UsageError
-from envman.app.generate import InitOptions, check_lock, init_project, lock_project
 
 REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
 
@@ -116,9 +116,9 @@ def test_lock_with_uv_hashes_and_check(repo):
 
 def test_variant_index_pins_local_version_and_passes_the_index(matrix, tmp_path):
     # download.pytorch.org is not reachable from CI, so this checks what envman hands to uv.
-    from envman.resolve.request import build_request
-    from envman.lock.uv import uv_compile_command
     from envman.lock.pins import framework_pins
+    from envman.lock.uv import uv_compile_command
+    from envman.resolve.request import build_request
     from envman.resolve.resolver import resolve_stack
 
     res = resolve_stack(matrix, build_request(matrix, framework="torch==2.6.*", targets=["a100"], cuda="12.6", python="3.11"))

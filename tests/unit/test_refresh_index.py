@@ -159,7 +159,7 @@ def test_index_lists_wheels_and_final_versions(index, tmp_path):
 
 
 def test_metadata_by_range_reads_only_part_of_the_wheel(index, tmp_path):
-    whl = serve_torch(index, tmp_path, pep658=False)
+    serve_torch(index, tmp_path, pep658=False)
     f = next(f for f in fetch_project("torch", index.url).files if f.filename == WHEEL)
     assert f.metadata_url is None
     rw = read_remote_wheel(f, ("torch/version.py",))

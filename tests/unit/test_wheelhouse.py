@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from envman.lock import wheelhouse as wh
 from envman.errors import ToolError, UsageError
+from envman.lock import wheelhouse as wh
 from envman.lock.wheelhouse import Target, WheelhouseError
 
 A_WHEEL = b"not really a zip, but the hash is what counts"

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import checks_deep
-from . import checks_drift
-from . import checks_env
-from . import checks_extensions
-from . import checks_gpu
-from . import checks_host
-from . import checks_jupyter
-from . import checks_packages
-from . import checks_toolchain
-from . import checks_workload
+from . import (
+    checks_deep,
+    checks_drift,
+    checks_env,
+    checks_extensions,
+    checks_gpu,
+    checks_host,
+    checks_jupyter,
+    checks_packages,
+    checks_toolchain,
+    checks_workload,
+)
 from .findings import SEVERITIES, Finding, info, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..versions import major_minor, sm, split_local, vcmp, vt
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, covers
 from .remedies import capability
-from ..versions import major_minor, sm, split_local, vcmp, vt
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
 
 SHOWN = 5  # differing packages named in the verdict

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
+from ..versions import major, vcmp, vt
 from .findings import Finding, error, warn
 from .knowledge import Knowledge
 from .remedies import gib
-from ..versions import major, vcmp, vt
 from .view import FactsView, as_dict, as_list, as_num, as_str
 
 # Policy thresholds (not compatibility data).

@@ -11,11 +11,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
 from .findings import Finding, error
 from .knowledge import Feature, Knowledge
 from .remedies import capability
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
-from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
 
 # Which pip package ships which CUDA library (soname stem -> distribution prefix).
 _LIB_DIST = {
@@ -148,7 +148,7 @@ def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
     prefix = _LIB_DIST.get(stem)
     if prefix:
         pat = re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")
-        for name, ver in v.pkgs_matching(pat).items():
+        for _name, ver in v.pkgs_matching(pat).items():
             known = True
             # nvidia-cuda-runtime-cu12 12.4.127 -> 12; nvidia-cudnn-cu12 9.1.0.70 -> 9 (soname major = version major)
             if major(ver) is not None:

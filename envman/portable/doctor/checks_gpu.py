@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..versions import major, sm, split_arch_list, vcmp
 from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release, covers
 from .remedies import build_for, capability, fmt_archs, install, mib, tf_install
-from ..versions import major, sm, split_arch_list, vcmp
 from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
 
 # Policy, not compatibility data: memory other processes may hold before we call the GPU "busy".

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
+from ..versions import vcmp
 from .findings import Finding, error, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_list, as_num, as_str
-from ..versions import vcmp
 
 # Forward compatibility (cuda-compat) runs on data-center and some professional GPUs only; GeForce and
 # TITAN cards get CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804).

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 from .findings import Finding, warn
 from .knowledge import Knowledge

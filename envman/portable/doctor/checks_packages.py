@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
+from ..versions import major, major_minor, split_local, variant_cuda, vcmp, vt
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release
 from .remedies import tf_install
-from ..versions import major, major_minor, split_local, variant_cuda, vcmp, vt
 from .view import FactsView, as_dict, as_list, as_str
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+$")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..versions import major, major_minor, vt
 from .findings import Finding, error, warn
 from .knowledge import Knowledge
-from ..versions import major, major_minor, vt
 from .view import FactsView, as_dict, as_num, as_str
 
 

@@ -15,7 +15,6 @@ from typing import Any, Iterator
 from ..versions import major, major_minor, ptx_for, sass_for, split_arch_list, vcmp, vge, vt
 
 
-
 @dataclass(frozen=True)
 class Build:
     """One variant of a framework release: ``cu128`` (CUDA 12.8) or ``cpu``."""

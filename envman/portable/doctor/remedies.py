@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .knowledge import Build, Knowledge, Release
 from ..versions import sm, vt
+from .knowledge import Build, Knowledge, Release
 from .view import FactsView
 
 

@@ -12,7 +12,6 @@ import threading
 import time
 from typing import Any, Callable
 
-
 FACTS_SCHEMA = 1
 DEADLINE_S = 10.0
 

@@ -9,8 +9,6 @@ unresolved executable or one directory up, else the prefix of the resolved binar
 
 from __future__ import annotations
 
-from typing import Any
-
 import glob
 import json
 import os
@@ -18,6 +16,7 @@ import re
 import shutil
 import sys
 import time
+from typing import Any
 
 from .commands import read_text
 
