@@ -4,8 +4,10 @@ adapters (spec, requirements, uv, render) and writes files only after every step
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from envman import __version__
 from envman.app.doctor import load_knowledge
@@ -96,6 +98,9 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str
             files += [i for i in read_requirements(root, f).includes if i not in files]
         except UsageError:
             pass  # the lock step reports it; here the file's own hash says it changed
+    # files init copied packages from (pyproject.toml, setup.py, setup.cfg, environment.yml): an edit there
+    # is an input change too, which `lock --check` names (the packages were copied: init --force re-reads)
+    files += [f for f in spec.sources if f not in files]
     for f in files:
         try:
             h[f"file:{f}"] = sha256((root / f).read_bytes())
@@ -524,6 +529,7 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
             # `-e .` asks for the project; it can only be installed when it is a package (pyproject
             # [build-system] or setup.py): otherwise its source is in the image's work dir and that is all
             "install_project": found.install_project and find_package(root) is not None,
+            "sources": found.copied_from,
             "index_urls": found.index_urls,
             "find_links": found.find_links,
         }
@@ -621,30 +627,43 @@ def _require_spec(root: Path) -> ProjectSpec:
 def check_lock(root: Path) -> list[str]:
     """Why the lock is stale (empty when it is current). With profiles, every profile's lock is checked."""
     spec = _require_spec(root)
-    matrix = load_matrix()
-    now = input_hashes(root, spec, matrix)
+    now = input_hashes(root, spec, load_matrix())
     names = [Names.for_profile(p.name) for p in spec.profiles] or [Names(None)]
     stale: list[str] = []
-    labels = {"spec": spec.source, "matrices": "envman's matrices (compatibility data)"}
     for n in names:
         lock = read_lock(root / n.lock)
-        then = lock.inputs
-        for k in sorted(set(now) | set(then)):
-            if now.get(k) != then.get(k):
-                msg = f"{labels.get(k, k.removeprefix('file:'))} changed since the lock"
-                if msg not in stale:
-                    stale.append(msg)
-        pl = lock.python_lock
-        for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
-            name = pl.get(key)
-            if not name:
-                continue
-            path = root / name
-            body = path.read_text(encoding="utf-8").partition("\n")[2] if path.exists() else None
-            if body is None:
-                stale.append(f"{name} is missing")
-            elif sha256(body) != pl.get(sha_key):
-                stale.append(f"{name} differs from the one {n.lock} records")
+        for msg in _changed_inputs(spec, now, lock.inputs) + _changed_lock_files(root, n, lock):
+            if msg not in stale:
+                stale.append(msg)
         if not lock.is_intact():
             stale.append(f"{n.lock} was edited by hand")
     return stale
+
+
+def _changed_inputs(spec: ProjectSpec, now: dict[str, str], then: Mapping[str, Any]) -> list[str]:
+    labels = {"spec": spec.source, "matrices": "envman's matrices (compatibility data)"}
+    copied = {f"file:{f}" for f in spec.sources}
+    out = []
+    for k in sorted(set(now) | set(then)):
+        if now.get(k) != then.get(k):
+            msg = f"{labels.get(k, k.removeprefix('file:'))} changed since the lock"
+            if k in copied:
+                msg += f" (init copied its packages into {spec.source}: `envman init --force` reads it again)"
+            out.append(msg)
+    return out
+
+
+def _changed_lock_files(root: Path, n: Names, lock: Lock) -> list[str]:
+    out = []
+    pl = lock.python_lock
+    for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
+        name = pl.get(key)
+        if not name:
+            continue
+        path = root / name
+        body = path.read_text(encoding="utf-8").partition("\n")[2] if path.exists() else None
+        if body is None:
+            out.append(f"{name} is missing")
+        elif sha256(body) != pl.get(sha_key):
+            out.append(f"{name} differs from the one {n.lock} records")
+    return out

@@ -35,6 +35,7 @@ class Discovery:
     read: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     requirement_files: list[str] = field(default_factory=list)  # referenced by envman.yaml (read again at lock)
+    copied_from: list[str] = field(default_factory=list)  # files whose packages were copied into envman.yaml
     packages: list[str] = field(default_factory=list)  # from pyproject / setup.py / conda (copied into envman.yaml)
     python: str | None = None
     inference: Inference = field(default_factory=Inference)
@@ -118,6 +119,8 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
             extra.append(read_conda(root, name))
             d.read.append(name)
             break
+    copied = ("pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
+    d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied))
     for fd in founds + extra:
         d.fates += fd.fates
         d.warnings += fd.warnings

@@ -24,7 +24,7 @@ SPEC_FILE = "envman.yaml"
 KEYS = (
     "name", "python", "framework", "companions", "requirements", "packages", "system_packages",
     "targets", "driver", "cpu", "cuda_devel", "command", "env", "cuda", "profiles", "base_image",
-    "install_project", "index_urls", "find_links", "workload",
+    "install_project", "index_urls", "find_links", "workload", "sources",
 )
 # `workload:` — what `envman fit` needs to say whether training fits the targets (the keys of its options)
 WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -78,6 +78,7 @@ class ProjectSpec:
     index_urls: tuple[str, ...] = ()  # extra indexes the repository names, for its non-framework packages
     find_links: tuple[str, ...] = ()
     workload: tuple[tuple[str, Any], ...] = ()  # the training run `envman fit` judges (model, method, precision …)
+    sources: tuple[str, ...] = ()  # files init copied packages from (pyproject.toml, setup.py …): lock inputs
     source: str = SPEC_FILE  # where it was read from, for messages
 
     def to_data(self) -> dict[str, Any]:
@@ -86,24 +87,17 @@ class ProjectSpec:
         if self.python:
             d["python"] = self.python
         d["framework"] = self.framework
-        if self.companions:
-            d["companions"] = list(self.companions)
-        if self.requirements:
-            d["requirements"] = list(self.requirements)
-        if self.packages:
-            d["packages"] = list(self.packages)
-        if self.system_packages:
-            d["system_packages"] = list(self.system_packages)
+        for key, items in (("companions", self.companions), ("requirements", self.requirements),
+                           ("packages", self.packages), ("system_packages", self.system_packages)):
+            if items:
+                d[key] = list(items)
         if self.cpu:
             d["cpu"] = True
         else:
             d["targets"] = list(self.targets)
             if self.driver:
                 d["driver"] = self.driver
-        if self.cuda:
-            d["cuda"] = self.cuda
-        if self.cuda_devel:
-            d["cuda_devel"] = True
+        d.update({k: v for k, v in (("cuda", self.cuda), ("cuda_devel", self.cuda_devel or None)) if v})
         if self.command:
             d["command"] = list(self.command)
         if self.env:
@@ -112,12 +106,11 @@ class ProjectSpec:
             d["base_image"] = self.base_image
         if self.install_project is not None:
             d["install_project"] = list(self.project_extras) if self.project_extras else self.install_project
-        if self.index_urls:
-            d["index_urls"] = list(self.index_urls)
-        if self.find_links:
-            d["find_links"] = list(self.find_links)
+        d.update({k: list(v) for k, v in (("index_urls", self.index_urls), ("find_links", self.find_links)) if v})
         if self.workload:
             d["workload"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.workload}
+        if self.sources:
+            d["sources"] = list(self.sources)
         if self.profiles:
             d["profiles"] = {
                 p.name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in (
@@ -293,6 +286,7 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
             raise v.fail("index_urls" if i < len(index_urls) else "find_links", f"{u!r} is not a URL", "like https://pypi.example.com/simple")
     install, extras = _install_project(v, data.get("install_project"))
     workload = _workload(v, data.get("workload"))
+    sources = _sources(v, data)
     base = v.text(data, "base_image")
     if base is not None:
         validate_base_image(base, "base_image", source)
@@ -302,8 +296,17 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         packages=packages, system_packages=tuple(sorted(set(apt))), targets=targets, driver=v.text(data, "driver"),
         cpu=cpu, cuda_devel=cuda_devel, cuda=v.text(data, "cuda"), command=command, env=tuple(env),
         profiles=tuple(profiles), install_project=install, project_extras=extras, source=source,
-        index_urls=index_urls, find_links=find_links, workload=workload,
+        index_urls=index_urls, find_links=find_links, workload=workload, sources=sources,
     )
+
+
+def _sources(v: _V, data: dict[str, Any]) -> tuple[str, ...]:
+    """``sources:`` — the files init copied packages from, hashed as lock inputs: paths inside the project."""
+    sources = v.strings(data, "sources")
+    for i, f in enumerate(sources):
+        if not _REL_PATH.match(f) or f.startswith("/") or ".." in f.split("/"):
+            raise v.fail(f"sources[{i}]", f"{f!r} is not a file in the project")
+    return sources
 
 
 def _workload(v: _V, raw: Any) -> tuple[tuple[str, Any], ...]:

@@ -242,3 +242,18 @@ def test_the_repositorys_own_docker_files_are_kept_and_envman_writes_beside_them
     assert offline_dockerfile(d, None, None) == (d / "Dockerfile.envman").read_text()
     again = init_project(d, InitOptions(no_lock=True))
     assert again.written == []
+
+
+def test_lock_check_notices_an_edit_to_a_file_init_copied_packages_from(tmp_path):
+    """pyproject.toml, setup.py, setup.cfg and environment.yml are read once, at init (their packages are
+    copied into envman.yaml): they are lock inputs all the same, and `lock --check` names the one that moved."""
+    from envman.app.generate import InitOptions, check_lock, init_project
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "0"\ndependencies = ["numpy"]\n')
+    (tmp_path / "environment.yml").write_text("dependencies:\n  - python=3.11\n  - pip:\n    - pyyaml\n")
+    init_project(tmp_path, InitOptions(cpu=True, no_lock=True))
+    assert "sources:" in (tmp_path / "envman.yaml").read_text()
+    assert check_lock(tmp_path) == []
+    (tmp_path / "environment.yml").write_text("dependencies:\n  - python=3.11\n  - pip:\n    - pyyaml\n    - rich\n")
+    assert check_lock(tmp_path) == ["environment.yml changed since the lock (init copied its packages into "
+                                    "envman.yaml: `envman init --force` reads it again)"]
