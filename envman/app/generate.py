@@ -36,6 +36,7 @@ from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, v
 
 SOURCE_LOCK = "requirements.source.lock.txt"  # the source-only packages, with their sdists' hashes (builder stage)
 BUILD_LOCK = "requirements.build.lock.txt"  # what the builder stage builds them with, hashed
+BASE_OVERRIDE = "base_image"  # the lock's inputs key for a --base-image override
 GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json",
              ".envman/stack.json")
 
@@ -171,6 +172,13 @@ def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
     return replace(spec, **over)
 
 
+def with_base_override(spec: ProjectSpec, hashes: dict[str, str],
+                       base_image: str | None) -> tuple[ProjectSpec, dict[str, str]]:
+    if not base_image or base_image == spec.base_image:
+        return spec, hashes
+    return replace(spec, base_image=base_image), {**hashes, BASE_OVERRIDE: base_image}
+
+
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
                matrix: Matrix, offline_image: str | None = None, upgrade: bool = False) -> Built:
     req = spec_request(matrix, spec)
@@ -254,23 +262,36 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
                       fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
                       file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock},
                       inputs=hashes, dockerfile=names.dockerfile)
-    lock_hash = lock.lock_hash
+    def render(lock_hash: str, offline: str | None):
+        plan = plan_dockerfile(
+            name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
+            base_kind=base_kind,
+            system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock_hash,
+            inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
+            # the second install layer only when something beyond the framework's closure is locked
+            req_lock=names.req if lines and (reqs or extra_lines or not pins) else None, version=__version__,
+            stack_file=names.stack, offline_image=offline, source_builds=sb,
+            source_lock=names.source if sb is not None else None, devel_image=_devel_image(matrix, res),
+            install_project=pkg is not None, build_lock=names.build if build_text is not None else None,
+        )
+        return plan, render_dockerfile(plan).lstrip("\n")
 
-    plan = plan_dockerfile(
-        name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
-        base_kind=base_kind,
-        system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock_hash,
-        inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
-        # the second install layer only when something beyond the framework's closure is locked
-        req_lock=names.req if lines and (reqs or extra_lines or not pins) else None, version=__version__,
-        stack_file=names.stack, offline_image=offline_image, source_builds=sb,
-        source_lock=names.source if sb is not None else None, devel_image=_devel_image(matrix, res),
-        install_project=pkg is not None, build_lock=names.build if build_text is not None else None,
-    )
-    body = render_dockerfile(plan).lstrip("\n")
-    files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
     imports = [[r.name, None] for r in reqs] + [[p.split("==")[0].split("[")[0], None] for p in pins]
-    files.append((root / names.stack, render_json(smoke_expectation(res, sorted(imports), lock_hash))))
+    # The Dockerfile and stack.json carry the lock's hash, and the lock records their digests: each is
+    # recorded with the hash blanked out (file_digest), then rendered with the final hash.
+    h0 = lock.lock_hash
+    plan, body = render(h0, None)
+    stack_text = render_json(smoke_expectation(res, sorted(imports), h0))
+    recorded = {names.dockerfile: body, names.stack: stack_text, names.pylock: py_text,
+                names.source: source_text, names.build: build_text}
+    lock = lock.with_changes(files={k: file_digest(t, h0) for k, t in recorded.items() if t is not None})
+    if offline_image is not None:
+        plan, body = render(lock.lock_hash, offline_image)
+    else:
+        body = rehash(body, h0, lock.lock_hash)
+    stack_text = rehash(stack_text, h0, lock.lock_hash)
+    files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
+    files.append((root / names.stack, stack_text))
     if req_text is not None:
         files.append((root / names.req, with_header(req_text, inputs_hash)))
     if fw_text is not None:
@@ -282,6 +303,23 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     if build_text is not None:
         files.append((root / names.build, with_header(build_text, inputs_hash)))
     return Built(names, spec, res, lock, files, plan.gpu, notes, pkg is not None)
+
+
+_BLANK = "0" * 64
+
+
+def rehash(text: str, old: str, new: str) -> str:
+    """``text`` with the lock hash ``old`` (and its 12-character short form) replaced by ``new``."""
+    return text.replace(old, new).replace(old[:12], new[:12])
+
+
+def file_digest(text: str, lock_hash: str) -> str:
+    """The digest envman.lock records for a generated file: its body (without envman's header line) with the
+    lock's own hash blanked out, since the file names the lock that names it."""
+    head, _, rest = text.partition("\n")
+    if "generated by envman" in head:
+        text = rest
+    return sha256(rehash(text, lock_hash, _BLANK))
 
 
 def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
@@ -313,9 +351,12 @@ def shared_stacks(built: list[Built]) -> list[list[str]]:
 
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
              matrix: Matrix | None = None, upgrade: bool = False,
-             extra: list[tuple[Path, str]] | None = None) -> Outcome:
+             extra: list[tuple[Path, str]] | None = None, base_image: str | None = None) -> Outcome:
+    """``base_image``: a --base-image override for this run, recorded in the lock's inputs (not in the
+    spec's hash), so `lock --check` and `build --base-image` find the lock current."""
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
+    spec, hashes = with_base_override(spec, hashes, base_image)
     from envman.project.coexist import place_files
 
     place = place_files(root)  # before any slow step: the repository's own files decide envman's names
@@ -371,6 +412,8 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
     matrix = load_matrix()
     hashes = input_hashes(root, spec, matrix)
     names = Names.for_profile(profile, root)
+    kept = try_read_lock(root / names.lock)  # the lock's --base-image override, if it was made with one
+    spec, hashes = with_base_override(spec, hashes, kept.inputs.get(BASE_OVERRIDE) if kept else None)
     if profile is not None:
         prof = next((p for p in spec.profiles if p.name == profile), None)
         if prof is None:
@@ -520,11 +563,10 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None) -> Outcome:
             raise UsageError(f"{spec.source} exists; {', '.join(given)} would be ignored",
                              hint=f"edit {spec.source} instead (it is the single source of truth)")
         if opts.base_image and opts.base_image != spec.base_image:
-            spec = replace(spec, base_image=opts.base_image)
             notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
     p = root / SPEC_FILE
     out = generate(root, spec, no_lock=opts.no_lock, force=opts.force,
-                   extra=[(p, spec_yaml(spec))] if created else None)
+                   extra=[(p, spec_yaml(spec))] if created else None, base_image=None if created else opts.base_image)
     if created and p in out.written:
         out.written.remove(p)
         out.written.insert(0, p)
@@ -546,9 +588,7 @@ def lock_project(root: Path, *, force: bool = False, base_image: str | None = No
 
         validate_base_image(base_image)  # the same check as envman.yaml's base_image
     spec = _require_spec(root)
-    if base_image:
-        spec = replace(spec, base_image=base_image)
-    return generate(root, spec, force=force, upgrade=upgrade)
+    return generate(root, spec, force=force, upgrade=upgrade, base_image=base_image)
 
 
 def _require_spec(root: Path) -> ProjectSpec:
@@ -569,8 +609,10 @@ def check_lock(root: Path) -> list[str]:
     for n in names:
         lock = read_lock(root / n.lock)
         then = lock.inputs
-        for k in sorted(set(now) | set(then)):
-            if now.get(k) != then.get(k):
+        over = then.get(BASE_OVERRIDE)
+        current = {**now, BASE_OVERRIDE: over} if isinstance(over, str) and over else now
+        for k in sorted(set(current) | set(then)):
+            if current.get(k) != then.get(k):
                 msg = f"{labels.get(k, k.removeprefix('file:'))} changed since the lock"
                 if msg not in stale:
                     stale.append(msg)
@@ -580,10 +622,24 @@ def check_lock(root: Path) -> list[str]:
             if not name:
                 continue
             path = root / name
-            body = path.read_text(encoding="utf-8").partition("\n")[2] if path.exists() else None
+            try:
+                body = path.read_text(encoding="utf-8").partition("\n")[2] if path.is_file() else None
+            except (OSError, UnicodeDecodeError):
+                body = ""  # unreadable: it cannot be the file the lock records
             if body is None:
                 stale.append(f"{name} is missing")
             elif sha256(body) != pl.get(sha_key):
+                stale.append(f"{name} differs from the one {n.lock} records")
+        recorded = lock.get("files")
+        for name, digest in sorted(recorded.items() if isinstance(recorded, dict) else ()):
+            path = root / name
+            try:
+                text = path.read_text(encoding="utf-8") if path.is_file() else None
+            except (OSError, UnicodeDecodeError):
+                text = ""  # unreadable: it cannot be the file the lock records
+            if text is None:
+                stale.append(f"{name} is missing")
+            elif file_digest(text, lock.lock_hash) != digest:
                 stale.append(f"{name} differs from the one {n.lock} records")
         if not lock.is_intact():
             stale.append(f"{n.lock} was edited by hand")
