@@ -88,8 +88,10 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str
         except UsageError:
             pass  # the lock step reports it; here the file's own hash says it changed
     for f in files:
+        p = root / f
         try:
-            h[f"file:{f}"] = sha256((root / f).read_bytes())
+            # only a regular file is read (a FIFO would block); the lock step reports anything else
+            h[f"file:{f}"] = sha256(p.read_bytes()) if p.is_file() else "missing"
         except OSError:
             h[f"file:{f}"] = "missing"
     return h

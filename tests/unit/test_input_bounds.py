@@ -101,3 +101,94 @@ def test_lock_with_base_image_is_current_for_check_and_build(locked, capsys, mon
     assert main(["lock", str(locked)]) == 0
     assert check_lock(locked) == []
     assert "FROM python:" in (locked / "Dockerfile").read_text() or mirror not in (locked / "Dockerfile").read_text()
+
+
+# --- items 12, 13, 17, 18: every input validated and bounded, one error line, exit 1 ------------------------
+
+
+def _write(d: Path, name: str, text: str) -> None:
+    (d / name).write_text(text)
+
+
+CASES = [
+    # (files, argv tail, the error line's start)
+    ({"envman.yaml": "name: x\ncpu: true\nframework: \"torch==2.5.*; python_version<'3'\"\n"}, ["lock", "--check"],
+     "error: envman.yaml: framework: \"torch==2.5.*; python_version<'3'\" has an environment marker"),
+    ({"envman.yaml": "name: x\ncpu: true\nprofiles:\n  a:\n    framework: \"torch; os_name=='nt'\"\n"}, ["lock", "--check"],
+     "error: envman.yaml: profiles.a.framework: "),
+    ({"envman.yaml": "[" * 10000 + "]" * 10000}, ["lock", "--check"], "error: envman.yaml: "),
+    ({"environment.yml": "dependencies: 5\n"}, ["init", "--cpu", "--no-lock"],
+     "error: environment.yml: dependencies: expected a list, got int"),
+    ({"environment.yml": "- a\n- b\n"}, ["init", "--cpu", "--no-lock"], "error: environment.yml: expected a mapping"),
+    ({"pyproject.toml": "project = 'x'\n"}, ["init", "--cpu", "--no-lock"],
+     "error: pyproject.toml: project: expected a table, got str"),
+    ({"envman.yaml": "name: x\ncpu: true\nname: y\n"}, ["lock", "--check"],
+     "error: envman.yaml: line 3: invalid YAML: duplicate key 'name' (first on line 1)"),
+    ({"envman.yaml": "name: " + "a" * 256 + "\ncpu: true\n"}, ["lock", "--check"],
+     "error: envman.yaml: name: 256 characters, over Docker's limit of 255"),
+    ({"envman.yaml": "name: x\ncpu: true\nenv:\n  BIG: " + "v" * 10_000_000 + "\n"}, ["lock", "--check"],
+     "error: envman.yaml: 9.5 MB, over envman's limit of 1.0 MB"),
+    ({"envman.yaml": "name: x\ncpu: true\nenv:\n  BIG: " + "v" * 5000 + "\n"}, ["lock", "--check"],
+     "error: envman.yaml: env.BIG: 5000 characters, over envman's limit of 4096"),
+]
+
+
+@pytest.mark.parametrize("files, argv, want", CASES)
+def test_bad_input_is_one_error_line_exit_1(tmp_path, capsys, files, argv, want):
+    for name, text in files.items():
+        _write(tmp_path, name, text)
+    assert main([argv[0], str(tmp_path), *argv[1:]]) == 1
+    assert one_error(capsys)[0].startswith(want)
+
+
+def test_framework_marker_on_the_command_line(capsys):
+    assert main(["resolve", "--cpu", "--framework", "torch==2.5.*; python_version<'3'"]) == 1
+    assert one_error(capsys)[0].startswith("error: --framework: ")
+
+
+def test_envman_yaml_loads_fast(tmp_path, capsys):
+    import time
+
+    _write(tmp_path, "envman.yaml", "name: x\ncpu: true\npackages:\n" + "  - numpy\n" * 90_000)  # ~1 MB
+    t = time.monotonic()
+    main(["lock", str(tmp_path), "--check"])
+    assert time.monotonic() - t < 5
+    capsys.readouterr()
+
+
+def test_fifo_requirements_file_is_refused(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "requirements.txt")
+    _write(tmp_path, "envman.yaml", "name: x\ncpu: true\nframework: none\nrequirements: [requirements.txt]\n")
+    assert main(["lock", str(tmp_path)]) == 1
+    assert one_error(capsys)[0] == "error: requirements.txt: not a regular file (a FIFO, socket or device)"
+
+
+@pytest.mark.parametrize("facts, want", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"driver": "abc", "gpus": []}', "driver: 'abc' is not a driver version"),
+    ('{"driver": "550.54.15", "gpus": [{"name": "A100", "cc": "x.y"}]}', "gpus[0].cc: 'x.y' is not a compute capability"),
+])
+def test_facts_file_is_validated(tmp_path, capsys, facts, want):
+    f = tmp_path / "facts.json"
+    f.write_text(facts)
+    assert main(["doctor", "--facts", str(f)]) == 1
+    line = one_error(capsys)[0]
+    assert line.startswith(f"error: facts file {f}: ") and want in line, line
+
+
+# --- item 19: fetch checks the lock before downloading ------------------------------------------------------
+
+
+def test_fetch_refuses_a_tampered_requirements_lock_before_downloading(locked, capsys, monkeypatch):
+    import envman.lock.wheelhouse as wh
+
+    def no_download(*a, **k):
+        raise AssertionError("downloaded")
+
+    monkeypatch.setattr(wh, "fetch_wheels", no_download)
+    p = locked / "requirements.lock.txt"
+    p.write_text(p.read_text().replace("numpy==2.1.0", "numpy==2.1.1"))
+    assert main(["fetch", str(locked)]) == 1
+    assert one_error(capsys)[0] == "error: requirements.lock.txt differs from the one envman.lock records"
