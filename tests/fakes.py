@@ -92,3 +92,26 @@ class FakeEngine:
 
 def _conforms(engine: FakeEngine) -> ContainerEngine:  # a type checker proves FakeEngine fits the protocol
     return engine
+
+
+def install_fake_uv(monkeypatch, directory, pylock: str, env_var: str | None = None) -> "Path":
+    """A uv that writes ``pylock`` as its answer (the one uv run of a lock), with no network: set as envman's
+    uv binary; the packages' dependency metadata is empty. Returns a log file: one line per run holding the
+    value of ``env_var`` uv was given (empty when not asked)."""
+    import sys
+    from pathlib import Path
+
+    import envman.lock.uv
+
+    d = Path(directory)
+    log = d / "uv-runs.log"
+    exe = d / "fake-uv"
+    exe.write_text(f"#!{sys.executable}\nimport os, sys\n"
+                   f"open({str(log)!r}, 'a').write(os.environ.get({env_var or ''!r}, '') + '\\n')\n"
+                   f"open(sys.argv[sys.argv.index('-o') + 1], 'w').write({pylock!r})\n")
+    exe.chmod(0o755)
+    monkeypatch.setattr(envman.lock.uv, "uv_binary", lambda: str(exe))
+    monkeypatch.setattr("envman.lock.uvproc.uv_binary", lambda: str(exe))  # a re-lock's early start, too
+    monkeypatch.setattr("envman.lock.graph.requires_dist", lambda p, timeout, ctx=None: [])
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(d / "cache"))
+    return log

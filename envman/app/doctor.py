@@ -14,6 +14,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -161,32 +162,48 @@ def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
 
 def read_facts_file(path: str) -> dict:
     """The facts in ``path``; a missing, unreadable or malformed file is a UsageError naming it."""
-    import json
-
     hint = "create it on the machine to diagnose with `envman doctor --dump-facts facts.json`"
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise UsageError(f"facts file {path}: not found", hint=hint) from None
-    except IsADirectoryError:
-        raise UsageError(f"facts file {path}: is a directory", hint=hint) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = getattr(exc, "strerror", None) or exc
-        raise UsageError(f"facts file {path}: cannot be read: {why}", hint=hint) from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        where = (f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError)
-                 else str(exc))
-        raise UsageError(f"facts file {path}: not valid JSON ({where})", hint=hint) from None
+    from envman.inputs import MAX_FACTS, load_json, read_input
+
+    data = load_json(read_input(path, f"facts file {path}", MAX_FACTS, hint=hint), f"facts file {path}", hint=hint)
     if not isinstance(data, dict):
         raise UsageError(f"facts file {path}: expected a JSON object at the top, got {type(data).__name__}", hint=hint)
     schema = data.get("schema")
     if isinstance(schema, int) and schema > FACTS_SCHEMA:
         raise UsageError(f"facts file {path}: schema {schema} is newer than this envman reads ({FACTS_SCHEMA})",
                          hint="upgrade envman (pip install -U envman)")
+    _validate_facts(data, f"facts file {path}", hint)
     return data
+
+
+_VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
+_CC = re.compile(r"^\d+\.\d+$")
+
+
+def _validate_facts(data: dict, label: str, hint: str) -> None:
+    """A facts file is an input like any other: the fields the checks compare must hold what a probe writes
+    (a driver `abc` or a capability `x.y` would otherwise read as "no problem")."""
+    def bad(fld: str, value: object, want: str) -> UsageError:
+        return UsageError(f"{label}: {fld}: {value!r} is not {want}", hint=hint)
+
+    for fld, pattern, want in (("driver", _VERSION, "a driver version like 550.54.15"),
+                               ("driver_cuda", _CC, "a CUDA version like 12.4")):
+        v = data.get(fld)
+        if v is not None and not (isinstance(v, str) and pattern.match(v)):
+            raise bad(fld, v, want)
+    gpus = data.get("gpus")
+    if gpus is None:
+        return
+    if not isinstance(gpus, list):
+        raise bad("gpus", gpus, "a list of GPUs")
+    for i, g in enumerate(gpus):
+        if not isinstance(g, dict):
+            raise bad(f"gpus[{i}]", g, "an object")
+        cc = g.get("cc")
+        if cc is not None and not (isinstance(cc, str) and _CC.match(cc)):
+            raise bad(f"gpus[{i}].cc", cc, "a compute capability like 8.0")
+        if g.get("name") is not None and not isinstance(g.get("name"), str):
+            raise bad(f"gpus[{i}].name", g.get("name"), "a string")
 
 
 def write_facts_file(path: str, facts: dict) -> None:

@@ -24,6 +24,30 @@ class FetchOutcome:
                 "extra": list(self.extra), "python": self.python, "platforms": self.platform}
 
 
+def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
+    """A requirements lock that envman.lock records must be the one it records, before anything is
+    downloaded: a tampered file is envman's finding (LockError naming it), not pip's."""
+    from envman.errors import LockError
+    from envman.files import sha256
+    from envman.lock.lockfile import try_read_lock
+
+    lock = try_read_lock(path / lock_name)
+    if lock is None:
+        return
+    pl = lock.python_lock
+    for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
+        name, want = pl.get(key), pl.get(sha_key)
+        if not name or not want or (path / name).resolve() != lock_file.resolve():
+            continue
+        try:
+            body = lock_file.read_text(encoding="utf-8").partition("\n")[2] if lock_file.is_file() else None
+        except (OSError, UnicodeDecodeError):
+            body = ""
+        if body is not None and sha256(body) != want:
+            raise LockError(f"{name} differs from the one {lock_name} records",
+                            hint="regenerate it with `envman lock` (or restore it), then fetch")
+
+
 def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path | None = None,
                      python: str | None = None, glibc: str | None = None, profile: str | None = None,
                      on_output: Callable[[str], None] | None = None) -> FetchOutcome:
@@ -40,6 +64,7 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
                          hint="pass --python 3.11 (the image's Python)")
     target = wh.Target(python=py, glibc=glibc or lock_glibc or wh.DEFAULT_GLIBC)
     target.tags()  # a bad --python fails here, before anything is read or downloaded
+    _verify_recorded(path, names.lock, Path(lock_file))
     parsed = wh.read_lock(lock_file)
     dest = wheelhouse or path / wh.DEFAULT_WHEELHOUSE
     res = wh.fetch_wheels(parsed, dest, target, on_output=on_output)

@@ -46,6 +46,7 @@ from envman.resolve.resolver import resolve_stack
 
 SOURCE_LOCK = "requirements.source.lock.txt"  # the source-only packages, with their sdists' hashes (builder stage)
 BUILD_LOCK = "requirements.build.lock.txt"  # what the builder stage builds them with, hashed
+BASE_OVERRIDE = "base_image"  # the lock's inputs key for a --base-image override
 GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json",
              ".envman/stack.json")
 
@@ -102,8 +103,10 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str
     # is an input change too, which `lock --check` names (the packages were copied: init --force re-reads)
     files += [f for f in spec.sources if f not in files]
     for f in files:
+        p = root / f
         try:
-            h[f"file:{f}"] = sha256((root / f).read_bytes())
+            # only a regular file is read (a FIFO would block); the lock step reports anything else
+            h[f"file:{f}"] = sha256(p.read_bytes()) if p.is_file() else "missing"
         except OSError:
             h[f"file:{f}"] = "missing"
     return h
@@ -184,6 +187,13 @@ def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
         if getattr(profile, key):
             over[key] = getattr(profile, key)
     return replace(spec, **over)
+
+
+def with_base_override(spec: ProjectSpec, hashes: dict[str, str],
+                       base_image: str | None) -> tuple[ProjectSpec, dict[str, str]]:
+    if not base_image or base_image == spec.base_image:
+        return spec, hashes
+    return replace(spec, base_image=base_image), {**hashes, BASE_OVERRIDE: base_image}
 
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
@@ -279,34 +289,57 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
                       fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
                       file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock},
                       inputs=hashes, dockerfile=names.dockerfile)
-    lock_hash = lock.lock_hash
+    def render(lock_hash: str, offline: str | None):
+        plan = plan_dockerfile(
+            name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
+            base_kind=base_kind,
+            system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock_hash,
+            inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
+            # the second install layer only when something beyond the framework's closure is locked
+            req_lock=names.req if lines and (reqs or extra_lines or not pins) else None, version=__version__,
+            stack_file=names.stack, offline_image=offline, source_builds=sb,
+            source_lock=names.source if sb is not None else None, devel_image=_devel_image(matrix, res),
+            install_project=pkg is not None, build_lock=names.build if build_text is not None else None,
+        )
+        return plan, render_dockerfile(plan).lstrip("\n")
 
-    plan = plan_dockerfile(
-        name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
-        base_kind=base_kind,
-        system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock_hash,
-        inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
-        # the second install layer only when something beyond the framework's closure is locked
-        req_lock=names.req if lines and (reqs or extra_lines or not pins) else None, version=__version__,
-        stack_file=names.stack, offline_image=offline_image, source_builds=sb,
-        source_lock=names.source if sb is not None else None, devel_image=_devel_image(matrix, res),
-        install_project=pkg is not None, build_lock=names.build if build_text is not None else None,
-    )
-    body = render_dockerfile(plan).lstrip("\n")
-    files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
     imports = [[r.name, None] for r in reqs] + [[p.split("==")[0].split("[")[0], None] for p in pins]
-    files.append((root / names.stack, render_json(smoke_expectation(res, sorted(imports), lock_hash))))
-    if req_text is not None:
-        files.append((root / names.req, with_header(req_text, inputs_hash)))
-    if fw_text is not None:
-        files.append((root / names.fw, with_header(fw_text, inputs_hash)))
-    if py_text is not None:
-        files.append((root / names.pylock, with_header(py_text, inputs_hash)))
-    if source_text is not None:
-        files.append((root / names.source, with_header(source_text, inputs_hash)))
-    if build_text is not None:
-        files.append((root / names.build, with_header(build_text, inputs_hash)))
+    # The Dockerfile and stack.json carry the lock's hash, and the lock records their digests: each is
+    # recorded with the hash blanked out (file_digest), then rendered with the final hash.
+    h0 = lock.lock_hash
+    plan, body = render(h0, None)
+    stack_text = render_json(smoke_expectation(res, sorted(imports), h0))
+    recorded = {names.dockerfile: body, names.stack: stack_text, names.pylock: py_text,
+                names.source: source_text, names.build: build_text}
+    lock = lock.with_changes(files={k: file_digest(t, h0) for k, t in recorded.items() if t is not None})
+    if offline_image is not None:
+        plan, body = render(lock.lock_hash, offline_image)
+    else:
+        body = rehash(body, h0, lock.lock_hash)
+    stack_text = rehash(stack_text, h0, lock.lock_hash)
+    files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
+    files.append((root / names.stack, stack_text))
+    locked_files = ((names.req, req_text), (names.fw, fw_text), (names.pylock, py_text), (names.source, source_text),
+                    (names.build, build_text))
+    files += [(root / name, with_header(text, inputs_hash)) for name, text in locked_files if text is not None]
     return Built(names, spec, res, lock, files, plan.gpu, notes, pkg is not None)
+
+
+_BLANK = "0" * 64
+
+
+def rehash(text: str, old: str, new: str) -> str:
+    """``text`` with the lock hash ``old`` (and its 12-character short form) replaced by ``new``."""
+    return text.replace(old, new).replace(old[:12], new[:12])
+
+
+def file_digest(text: str, lock_hash: str) -> str:
+    """The digest envman.lock records for a generated file: its body (without envman's header line) with the
+    lock's own hash blanked out, since the file names the lock that names it."""
+    head, _, rest = text.partition("\n")
+    if "generated by envman" in head:
+        text = rest
+    return sha256(rehash(text, lock_hash, _BLANK))
 
 
 def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
@@ -339,9 +372,12 @@ def shared_stacks(built: list[Built]) -> list[list[str]]:
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
              matrix: Matrix | None = None, upgrade: bool = False,
              extra: list[tuple[Path, str]] | None = None, timeout: float | None = None,
-             progress=None, speculative=None) -> Outcome:
+             progress=None, speculative=None, base_image: str | None = None) -> Outcome:
+    """``base_image``: a --base-image override for this run, recorded in the lock's inputs (not in the
+    spec's hash), so `lock --check` and `build --base-image` find the lock current."""
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
+    spec, hashes = with_base_override(spec, hashes, base_image)
     from envman.project.coexist import place_files
 
     place = place_files(root)  # before any slow step: the repository's own files decide envman's names
@@ -406,6 +442,8 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
     matrix = load_matrix()
     hashes = input_hashes(root, spec, matrix)
     names = Names.for_profile(profile, root)
+    kept = try_read_lock(root / names.lock)  # the lock's --base-image override, if it was made with one
+    spec, hashes = with_base_override(spec, hashes, kept.inputs.get(BASE_OVERRIDE) if kept else None)
     if profile is not None:
         prof = next((p for p in spec.profiles if p.name == profile), None)
         if prof is None:
@@ -557,11 +595,10 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
             raise UsageError(f"{spec.source} exists; {', '.join(given)} would be ignored",
                              hint=f"edit {spec.source} instead (it is the single source of truth)")
         if opts.base_image and opts.base_image != spec.base_image:
-            spec = replace(spec, base_image=opts.base_image)
             notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
     p = root / SPEC_FILE
     out = generate(root, spec, no_lock=opts.no_lock, force=opts.force, timeout=opts.timeout, progress=progress,
-                   extra=[(p, spec_yaml(spec))] if created else None)
+                   extra=[(p, spec_yaml(spec))] if created else None, base_image=None if created else opts.base_image)
     if created and p in out.written:
         out.written.remove(p)
         out.written.insert(0, p)
@@ -586,10 +623,8 @@ def lock_project(root: Path, *, force: bool = False, base_image: str | None = No
         validate_base_image(base_image)  # the same check as envman.yaml's base_image
     try:
         spec = _require_spec(root)
-        if base_image:
-            spec = replace(spec, base_image=base_image)
         return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
-                        speculative=None if upgrade else speculative)
+                        speculative=None if upgrade else speculative, base_image=base_image)
     finally:
         if speculative is not None:
             speculative.cancel()
@@ -632,7 +667,10 @@ def check_lock(root: Path) -> list[str]:
     stale: list[str] = []
     for n in names:
         lock = read_lock(root / n.lock)
-        for msg in _changed_inputs(spec, now, lock.inputs) + _changed_lock_files(root, n, lock):
+        then = lock.inputs
+        over = then.get(BASE_OVERRIDE)
+        current = {**now, BASE_OVERRIDE: over} if isinstance(over, str) and over else now
+        for msg in _changed_inputs(spec, current, then) + _changed_lock_files(root, n, lock):
             if msg not in stale:
                 stale.append(msg)
         if not lock.is_intact():
@@ -654,16 +692,26 @@ def _changed_inputs(spec: ProjectSpec, now: dict[str, str], then: Mapping[str, A
 
 
 def _changed_lock_files(root: Path, n: Names, lock: Lock) -> list[str]:
+    """The Python locks the lock names (sha256 of their bodies) and the files it records (Dockerfile,
+    .envman/stack.json, pylock.toml …) against what is on disk."""
     out = []
     pl = lock.python_lock
-    for key, sha_key in (("requirements", "requirements_sha256"), ("framework", "framework_sha256")):
-        name = pl.get(key)
-        if not name:
-            continue
-        path = root / name
-        body = path.read_text(encoding="utf-8").partition("\n")[2] if path.exists() else None
-        if body is None:
+    recorded = lock.get("files")
+    checks = [(str(pl[key]), pl.get(sha_key), True) for key, sha_key in
+              (("requirements", "requirements_sha256"), ("framework", "framework_sha256")) if pl.get(key)]
+    checks += [(name, digest, False) for name, digest in sorted(recorded.items() if isinstance(recorded, dict) else ())]
+    for name, want, body_only in checks:
+        text = _read_text(root / name)
+        if text is None:
             out.append(f"{name} is missing")
-        elif sha256(body) != pl.get(sha_key):
+        elif (sha256(text.partition("\n")[2]) if body_only else file_digest(text, lock.lock_hash)) != want:
             out.append(f"{name} differs from the one {n.lock} records")
     return out
+
+
+def _read_text(path: Path) -> str | None:
+    """The file's text; None when it is not there; "" when it cannot be read (it then matches no digest)."""
+    try:
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+    except (OSError, UnicodeDecodeError):
+        return ""

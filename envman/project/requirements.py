@@ -33,13 +33,43 @@ def read_pyproject(project: Path) -> dict | None:
     if not pp.is_file():
         return None
     from envman._compat import tomllib
+    from envman.inputs import MAX_SPEC, read_input
 
+    text = read_input(pp, "pyproject.toml", MAX_SPEC)
     try:
-        return tomllib.loads(pp.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"pyproject.toml: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
+        doc = tomllib.loads(text)
+    except RecursionError:
+        raise UsageError("pyproject.toml: nested too deeply", hint="fix the file") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"pyproject.toml: invalid TOML: {exc}", hint="fix the file, or put envman's keys in envman.yaml") from None
+    _require_tables(doc, ("project", "tool", "tool.poetry", "tool.envman", "project.optional-dependencies",
+                          "dependency-groups"))
+    _require_lists(doc, ("project.dependencies",))
+    return doc
+
+
+def _walk(doc: dict, dotted: str):
+    node: object = doc
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _require_tables(doc: dict, keys: tuple[str, ...]) -> None:
+    """The tables envman reads must be tables: `project = 'x'` is one error line, not a crash."""
+    for k in keys:
+        v = _walk(doc, k)
+        if v is not None and not isinstance(v, dict):
+            raise UsageError(f"pyproject.toml: {k}: expected a table, got {type(v).__name__}", hint="fix the file")
+
+
+def _require_lists(doc: dict, keys: tuple[str, ...]) -> None:
+    for k in keys:
+        v = _walk(doc, k)
+        if v is not None and not isinstance(v, list):
+            raise UsageError(f"pyproject.toml: {k}: expected an array, got {type(v).__name__}", hint="fix the file")
 
 
 @dataclass(frozen=True)
@@ -83,14 +113,9 @@ def discover(project: Path) -> Discovered:
     if not env.is_file():
         env = project / "environment.yaml"
     if env.is_file():
-        import yaml
+        from envman.project.sources.conda import conda_document
 
-        try:
-            doc = yaml.safe_load(env.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise UsageError(f"{env.name}: invalid YAML: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"{env.name}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
+        doc = conda_document(project, env.name)
         for dep in doc.get("dependencies", []) or []:
             if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
                 for i, d in enumerate(dep["pip"]):

@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from envman import frameworks
 from envman.errors import SpecError
+from envman.inputs import MAX_VALUE
 from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
@@ -34,6 +35,7 @@ WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
 }
 PROFILE_KEYS = ("targets", "driver", "cpu", "cuda", "framework", "python")
 
+MAX_IMAGE_NAME = 255  # Docker's limit on a repository name (distribution/reference NameTotalLengthMax)
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
 _APT = re.compile(r"^[a-z0-9][a-z0-9+.-]*(?:=[A-Za-z0-9.+:~_-]+)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -138,7 +140,13 @@ class _V:
             raise self.fail(fld or key, f"expected a string, got {type(v).__name__}")
         if _CTRL.search(v):
             raise self.fail(fld or key, f"{v!r} contains a control character (newline, tab …)", "keep values on one line")
+        self.bound(fld or key, v)
         return v.strip()
+
+    def bound(self, fld: str, v: str) -> None:
+        if len(v) > MAX_VALUE:
+            raise self.fail(fld, f"{len(v)} characters, over envman's limit of {MAX_VALUE} for one value",
+                            "keep values short; put long content in a file the image copies")
 
     def flag(self, data: dict, key: str) -> bool:
         v = data.get(key, False)
@@ -162,6 +170,7 @@ class _V:
                 raise self.fail(f"{fld or key}[{i}]", f"expected a string, got {item!r}")
             if _CTRL.search(item):
                 raise self.fail(f"{fld or key}[{i}]", f"{item!r} contains a control character", "one value per line, no newlines")
+            self.bound(f"{fld or key}[{i}]", item)
             out.append(item.strip())
         return tuple(out)
 
@@ -175,6 +184,16 @@ def validate_requirement(text: str, fld: str, source: str) -> Requirement:
                          hint="write it like numpy, pyyaml>=6 or transformers==4.46.*") from None
     if req.url and not (req.url.startswith(("git+https://", "git+ssh://", "git+file://")) and not _is_framework(req.name)):
         raise SpecError(redact(f"{source}: {fld}: {text!r} is a direct URL"), hint="pin it by name and version so the lock can hash-check it")
+    return req
+
+
+def validate_framework(text: str, fld: str, source: str) -> Requirement:
+    """A framework requirement: by name, and without an environment marker (the stack is resolved for the
+    image's Python and platform; a marker would silently be ignored)."""
+    req = validate_requirement(text, fld, source)
+    if req.marker is not None:
+        raise SpecError(redact(f"{source}: {fld}: {text!r} has an environment marker ({req.marker})"),
+                        hint="drop the `; …` part: the framework is resolved for the image, e.g. torch==2.5.*")
     return req
 
 
@@ -205,14 +224,10 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         if key not in KEYS:
             close = difflib.get_close_matches(str(key), KEYS, n=1)
             raise v.fail(str(key), "unknown key", f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(KEYS)}")
-    name = v.text(data, "name")
-    if not name:
-        raise v.fail("name", "missing", "a lowercase image name like my-trainer")
-    if not _NAME.match(name):
-        raise v.fail("name", f"{name!r} is not a valid image name", "lowercase letters, digits and . _ - between them")
+    name = _image_name(v, data)
     fw = v.text(data, "framework")
     if fw is not None and fw.lower() not in ("", "none"):
-        validate_requirement(fw, "framework", source)
+        validate_framework(fw, "framework", source)
     else:
         fw = None
     companions = v.strings(data, "companions")
@@ -239,6 +254,7 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
     cuda_devel = v.flag(data, "cuda_devel")
     cmd_raw = data.get("command")
     if isinstance(cmd_raw, str):
+        v.bound("command", cmd_raw)
         if _CTRL.search(cmd_raw):
             raise v.fail("command", "contains a control character", "one line")
         try:
@@ -257,6 +273,7 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         if isinstance(val, bool) or not isinstance(val, (str, int, float)):
             raise v.fail(f"env.{k}", f"expected a string value, got {val!r}")
         sval = str(val)
+        v.bound(f"env.{k}", sval)
         if _CTRL.search(sval):
             raise v.fail(f"env.{k}", "value contains a control character (newline, tab …)", "keep values on one line")
         env.append((k, sval))
@@ -274,6 +291,9 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
                 close = difflib.get_close_matches(str(key), PROFILE_KEYS, n=1)
                 raise v.fail(f"profiles.{pname}.{key}", "unknown key", f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(PROFILE_KEYS)}")
         pv = _V(source)
+        pfw = pv.text(pdata, "framework", f"profiles.{pname}.framework")
+        if pfw and pfw.lower() != "none":
+            validate_framework(pfw, f"profiles.{pname}.framework", source)
         profiles.append(Profile(
             pname, pv.strings(pdata, "targets", f"profiles.{pname}.targets"), pv.text(pdata, "driver", f"profiles.{pname}.driver"),
             pv.flag(pdata, "cpu"), pv.text(pdata, "cuda", f"profiles.{pname}.cuda"),
@@ -298,6 +318,20 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
         profiles=tuple(profiles), install_project=install, project_extras=extras, source=source,
         index_urls=index_urls, find_links=find_links, workload=workload, sources=sources,
     )
+
+
+def _image_name(v: _V, data: dict[str, Any]) -> str:
+    """``name``: the image's repository name, as Docker accepts it."""
+    name = v.text(data, "name")
+    if not name:
+        raise v.fail("name", "missing", "a lowercase image name like my-trainer")
+    if not _NAME.match(name):
+        raise v.fail("name", f"{name!r} is not a valid image name", "lowercase letters, digits and . _ - between them")
+    if len(name) > MAX_IMAGE_NAME:
+        # Docker refuses a repository name over 255 characters, at build time; say it now
+        raise v.fail("name", f"{len(name)} characters, over Docker's limit of {MAX_IMAGE_NAME} for an image name",
+                     "a short lowercase name like my-trainer")
+    return name
 
 
 def _sources(v: _V, data: dict[str, Any]) -> tuple[str, ...]:
@@ -351,18 +385,9 @@ def load_spec(project: Path) -> ProjectSpec | None:
     """envman.yaml first, else ``[tool.envman]`` in pyproject.toml; None when neither exists."""
     path = project / SPEC_FILE
     if path.is_file():
-        import yaml
+        from envman.inputs import MAX_SPEC, load_yaml, read_input
 
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}" if mark else "(parse)"
-            raise SpecError(f"{SPEC_FILE}: {where}: invalid YAML: {getattr(exc, 'problem', exc)}", hint="fix the syntax") from None
-        except OSError as exc:
-            raise SpecError(f"{SPEC_FILE}: cannot read: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise SpecError(f"{SPEC_FILE}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
+        data = load_yaml(read_input(path, SPEC_FILE, MAX_SPEC, error=SpecError), SPEC_FILE, error=SpecError)
         return parse_spec(data, SPEC_FILE)
     from envman.project.requirements import read_pyproject
 

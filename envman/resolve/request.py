@@ -39,6 +39,9 @@ def parse_framework(text: str | None, known: tuple[str, ...], field: str = "--fr
             f"{field}: {raw!r} is not a valid requirement ({exc})",
             hint="write it like torch, torch>=2.4, torch==2.5.* or tensorflow==2.15.*",
         ) from None
+    if req.marker is not None:
+        raise UsageError(f"{field}: {raw!r} has an environment marker ({req.marker}): the framework is resolved for the "
+                         "image, so a marker would be ignored", hint="drop the `; …` part, e.g. torch==2.5.*")
     aliases = frameworks.aliases()
     name = aliases.get(req.name.lower(), req.name.lower())
     if name not in known:

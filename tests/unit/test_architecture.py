@@ -4,7 +4,7 @@ IO, cli/ talks to the use cases only, and the portable island imports nothing bu
 The layers, lowest first (README "Layout"):
     portable/                      stdlib-only island, copied whole into every image
     errors, resources, _compat     leaves
-    model, files, process          values; atomic files; signals
+    model, files, process, inputs  values; atomic files; signals; bounded input reads
     _validate                      "file: dotted.path: problem" accessors (was matrix._Ctx)
     frameworks/                    per-framework plug-ins (schema, names, pins)
     matrix/                        data → model
@@ -25,7 +25,7 @@ PKG = ROOT / "envman"
 
 RANK = {
     "portable": 0, "errors": 1, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
-    "model": 2, "files": 2, "process": 2,
+    "model": 2, "files": 2, "process": 2, "inputs": 2,
     "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
     "frameworks": 3, "matrix": 4,
     "image.stages": 4.5,  # PURE rules for what the image needs beyond wheels (plan.py places them)

@@ -81,16 +81,11 @@ def _script(path: Path, body: str) -> str:
 def fake_uv(tmp_path_factory, monkeypatch):
     """uv as it answers with UV_INDEX_URL=https://bob:TOKEN@host.example/simple (pylock.toml names the index and
     every file's URL with it). It logs the UV_INDEX_URL it was given."""
-    d = tmp_path_factory.mktemp("uv")
-    log = d / "env.log"
-    exe = _script(d / "fake-uv", f"open({str(log)!r}, 'a').write(os.environ.get('UV_INDEX_URL', '') + '\\n')\n"
-                                 f"open(sys.argv[sys.argv.index('-o') + 1], 'w').write({PYLOCK!r})\n")
-    monkeypatch.setattr(envman.lock.uv, "uv_binary", lambda: exe)
-    monkeypatch.setattr("envman.lock.graph.requires_dist", lambda p, timeout, ctx=None: [])
+    from fakes import install_fake_uv
+
     monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
-    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(d / "cache"))
     monkeypatch.setenv("UV_INDEX_URL", f"https://bob:{TOKEN}@host.example/simple")
-    return log
+    return install_fake_uv(monkeypatch, tmp_path_factory.mktemp("uv"), PYLOCK, "UV_INDEX_URL")
 
 
 def test_index_token_never_lands_in_a_generated_file(tmp_path, fake_uv, capsys):

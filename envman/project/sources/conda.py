@@ -33,16 +33,25 @@ def conda_spec(spec: str) -> str:
     return f"=={ver}.*" if spec.startswith("=") and not spec.startswith("==") else f"=={ver}"
 
 
-def read_conda(project: Path, rel: str) -> Found:
-    import yaml
+def conda_document(project: Path, rel: str) -> dict:
+    """environment.yml as a mapping whose dependencies are a list; anything else is one error line."""
+    from envman.inputs import MAX_SPEC, load_yaml, read_input
 
+    hint = "fix the file, or name it off under skip: in envman.yaml"
+    doc = load_yaml(read_input(project / rel, rel, MAX_SPEC, hint=hint), rel, hint=hint) or {}
+    if not isinstance(doc, dict):
+        raise UsageError(f"{rel}: expected a mapping (name, channels, dependencies), got {type(doc).__name__}", hint=hint)
+    deps = doc.get("dependencies")
+    if deps is not None and not isinstance(deps, list):
+        raise UsageError(f"{rel}: dependencies: expected a list, got {type(deps).__name__}", hint=hint)
+    return doc
+
+
+def read_conda(project: Path, rel: str) -> Found:
     from envman.project.sources.requirements_txt import _read_line
 
     found = Found(rel)
-    try:
-        doc = yaml.safe_load((project / rel).read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{rel}: invalid YAML: {exc}", hint="fix the file, or name it off under skip: in envman.yaml") from None
+    doc = conda_document(project, rel)
     for i, dep in enumerate(doc.get("dependencies") or []):
         where = f"{rel} dependencies[{i}]"
         if isinstance(dep, dict) and isinstance(dep.get("pip"), list):

@@ -52,12 +52,9 @@ def read_requirements(project: Path, rel: str, *, constraints: bool = False, _se
     if path in seen:
         return found
     seen.add(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{rel}: cannot read: {exc.strerror}", hint="fix the path under 'requirements' in envman.yaml") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{rel}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
+    from envman.inputs import MAX_REQUIREMENTS, read_input
+
+    text = read_input(path, rel, MAX_REQUIREMENTS, hint="fix the path under 'requirements' in envman.yaml")
     # line numbers stay those of the file: a continuation is joined onto its first line
     lines = text.splitlines()
     n = 0

@@ -1,0 +1,100 @@
+"""Reading a user's input file safely: a regular file only (a FIFO would block forever), within a size
+bound, UTF-8; YAML through the C loader when there is one, refusing duplicate keys and nesting too deep to
+build; JSON the same. Every refusal is one UsageError (or the caller's subclass) naming the file."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from envman.errors import UsageError
+
+KIB = 1024
+MIB = 1024 * KIB
+MAX_SPEC = 1 * MIB  # envman.yaml, environment.yml, pyproject.toml
+MAX_REQUIREMENTS = 5 * MIB  # a requirements file, each -r/-c include
+MAX_FACTS = 5 * MIB  # a doctor facts file
+MAX_VALUE = 4 * KIB  # one string value of envman.yaml (env values, command words, …)
+
+
+def _size(n: int) -> str:
+    return f"{n / MIB:.1f} MB" if n >= MIB else f"{n} bytes"
+
+
+def read_input(path: Path | str, label: str, limit: int, *, error: type[UsageError] = UsageError,
+               hint: str | None = None) -> str:
+    """The text of ``path``; refused unless it is a regular file of at most ``limit`` bytes in UTF-8."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise error(f"{label}: not found", hint=hint) from None
+    except OSError as exc:
+        raise error(f"{label}: cannot read: {exc.strerror}", hint=hint) from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+        raise error(f"{label}: {kind}", hint=hint or "point it at a regular file")
+    if st.st_size > limit:
+        raise error(f"{label}: {_size(st.st_size)}, over envman's limit of {_size(limit)} for this file",
+                    hint=hint or "is this the right file? envman reads small text files here")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{label}: cannot read: {exc.strerror}", hint=hint) from None
+    if len(data) > limit:  # it grew after stat
+        raise error(f"{label}: over envman's limit of {_size(limit)} for this file", hint=hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{label}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
+
+
+def _loader():
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser: a 1 MB file in well under a second
+
+    class UniqueKeyLoader(base):  # type: ignore[misc, valid-type]
+        def construct_mapping(self, node, deep=False):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark)
+                    seen[key] = key_node.start_mark.line
+                except TypeError:
+                    pass  # an unhashable key: the base constructor says so
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
+def load_yaml(text: str, label: str, *, error: type[UsageError] = UsageError, hint: str | None = None) -> Any:
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise error(f"{label}: {where}invalid YAML: {getattr(exc, 'problem', None) or exc}",
+                    hint=hint or "fix the syntax") from None
+    except RecursionError:
+        raise error(f"{label}: nested too deeply", hint=hint or "a few levels of nesting is all envman reads") from None
+
+
+def load_json(text: str, label: str, *, error: type[UsageError] = UsageError, hint: str | None = None) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise error(f"{label}: nested too deeply", hint=hint) from None
+    except ValueError as exc:
+        where = (f"line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError)
+                 else str(exc))
+        raise error(f"{label}: not valid JSON ({where})", hint=hint) from None
