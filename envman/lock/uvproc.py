@@ -145,6 +145,10 @@ class UvRun:
         self.reader.join()
         if self.proc.returncode != 0:
             lines = [ln for ln in self.errors if ln.strip()]
+            unreachable = network_failure(lines, self.last, self.indexes)
+            if unreachable is not None:
+                message, hint = unreachable
+                raise ToolError(redact(message), hint=redact(hint + "\nuv says:\n" + "\n".join(lines[-15:])))
             first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()),
                          lines[0] if lines else "failed")
             raise ToolError(redact(f"uv could not resolve the requirements: {first.strip()}"),
@@ -181,6 +185,43 @@ class UvRun:
         if self.owned_dir:
             shutil.rmtree(self.owned_dir, ignore_errors=True)
             self.owned_dir = None
+
+
+# what uv (reqwest, rustls, the OS resolver) says when an index cannot be reached, by cause: the first line
+# of the error names the host and the cause, the hint what to do about that cause
+_NETWORK = (
+    (re.compile(r"failed to lookup address|Name or service not known|nodename nor servname|No such host|"
+                r"Temporary failure in name resolution|dns error", re.I),
+     "the name does not resolve (DNS)",
+     "check the host name in the index URL, and the DNS (or the proxy: HTTPS_PROXY) of this machine"),
+    (re.compile(r"Connection refused|actively refused", re.I),
+     "the connection was refused",
+     "nothing listens at that address and port: check the index URL's port, or that the index server runs"),
+    (re.compile(r"certificate verify failed|invalid peer certificate|UnknownIssuer|self[- ]signed certificate|"
+                r"certificate has expired|CertificateExpired|NotValidForName|tls handshake|SSL routines|SSL error", re.I),
+     "its TLS certificate is not trusted",
+     "behind a TLS-intercepting proxy, point SSL_CERT_FILE (or PIP_CERT / REQUESTS_CA_BUNDLE) at its CA bundle; "
+     "or UV_NATIVE_TLS=1 to use the system's certificate store"),
+    (re.compile(r"operation timed out|connection timed out|network timeout|deadline has elapsed", re.I),
+     "the connection timed out",
+     "check the network, the proxy (HTTPS_PROXY) or a firewall towards that host; or raise --timeout / UV_HTTP_TIMEOUT"),
+)
+_URL_HOST = re.compile(r"\b\w+://(?:[^/@\s`'\")]*@)?([^/:\s`'\")]+)")
+
+
+def network_failure(lines: list[str], last: str | None, indexes: list[str]) -> tuple[str, str] | None:
+    """``("cannot reach pypi.internal: the name does not resolve (DNS)", hint)`` when uv's error says an index
+    could not be reached, or None when it failed for another reason (no solution, a bad requirement)."""
+    text = "\n".join(lines)
+    found = next(((cause, hint) for pattern, cause, hint in _NETWORK if pattern.search(text)), None)
+    if found is None:
+        return None
+    cause, hint = found
+    hosts = [m.group(1) for ln in lines for m in _URL_HOST.finditer(ln)]
+    if not hosts:
+        hosts = [m.group(1) for u in ([last] if last else indexes) for m in _URL_HOST.finditer(u)]
+    host = hosts[0] if hosts else "the package index"
+    return f"cannot reach {host}: {cause}", hint
 
 
 def _indexes(args: list[str]) -> list[str]:

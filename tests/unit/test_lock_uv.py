@@ -275,3 +275,41 @@ def test_a_name_on_both_indexes_never_comes_from_the_framework_index(tmp_path):
     assert {p.name: p.version for p in lr.python_lock.packages} == {"demo-pkg": "1.0", "torch": "2.0.0"}
     assert f"{fw}/torch/torch-2.0.0" in lr.pylock_text and f"{main}/demo-pkg/demo_pkg-1.0" in lr.pylock_text
     assert f"{fw}/demo-pkg" not in lr.pylock_text
+
+
+@pytest.mark.parametrize("cause, said, first, hint", [
+    ("dns", "dns error: failed to lookup address information: Name or service not known",
+     "cannot reach pypi.internal: the name does not resolve (DNS)", "DNS"),
+    ("refused", "tcp connect error: Connection refused (os error 111)",
+     "cannot reach pypi.internal: the connection was refused", "port"),
+    ("tls", "invalid peer certificate: UnknownIssuer",
+     "cannot reach pypi.internal: its TLS certificate is not trusted", "SSL_CERT_FILE"),
+    ("openssl", "error:0A000086:SSL routines::certificate verify failed",
+     "cannot reach pypi.internal: its TLS certificate is not trusted", "SSL_CERT_FILE"),
+    ("timeout", "operation timed out",
+     "cannot reach pypi.internal: the connection timed out", "--timeout"),
+])
+def test_an_unreachable_index_names_the_host_and_the_cause(tmp_path, cause, said, first, hint):
+    from envman.lock.uvproc import UvRun
+
+    say = ("error: Failed to fetch: `https://user:secret@pypi.internal/simple/numpy/`\n"
+           "  Caused by: Request failed after 3 retries\n"
+           "  Caused by: error sending request for url (https://pypi.internal/simple/numpy/)\n"
+           f"  Caused by: {said}\n")
+    exe = fake_uv(tmp_path, f"sys.stderr.write({say!r})\nsys.exit(2)\n")
+    with pytest.raises(ToolError) as exc:
+        UvRun([exe], dict(os.environ), str(tmp_path)).wait()
+    assert exc.value.message == first
+    assert hint in exc.value.hint and said in exc.value.hint  # uv's own words stay, in the hint
+    assert "secret" not in exc.value.hint
+
+
+def test_a_failure_that_is_not_the_network_keeps_uvs_first_error(tmp_path):
+    from envman.lock.uvproc import UvRun
+
+    exe = fake_uv(tmp_path, "sys.stderr.write('  x No solution found when resolving dependencies:\\n"
+                            "  Because pyopenssl==99 was not found, we can conclude ...\\n')\nsys.exit(1)\n")
+    with pytest.raises(ToolError) as exc:
+        UvRun([exe], dict(os.environ), str(tmp_path)).wait()
+    assert exc.value.message.startswith("uv could not resolve the requirements: x No solution found")
+
