@@ -230,8 +230,50 @@ def _indexes(args: list[str]) -> list[str]:
     return out if "--index-url" in args else ["https://pypi.org/simple", *out]
 
 
+_TEMP_PREFIX = "envman-lock-"
+_ORPHAN_AGE = 3600.0  # seconds: no lock runs that long, and a folder this old whose owner is gone is an orphan
+
+
+def clean_orphans(temp_dir: str | None = None, now: float | None = None) -> list[str]:
+    """Remove the temporary folders of lock runs that were killed (SIGKILL, a power cut): older than an hour,
+    this user's, and their process (``envman-lock-<pid>-…``) gone. What it removed, by name."""
+    base = temp_dir or tempfile.gettempdir()
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for e in entries:
+        if not e.name.startswith(_TEMP_PREFIX):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not e.is_dir(follow_symlinks=False) or st.st_uid != os.getuid() or now - st.st_mtime < _ORPHAN_AGE:
+            continue
+        m = re.match(re.escape(_TEMP_PREFIX) + r"(\d+)-", e.name)
+        if m and _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(e.path, ignore_errors=True)
+        removed.append(e.name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process, or a number no process has: keep the folder
+    return True
+
+
 def start_request(binary: str, request: UvRequest, timeout: float | None = None, progress=None) -> UvRun:
-    td = tempfile.mkdtemp(prefix="envman-lock-")
+    clean_orphans()
+    td = tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-")
     for name, text in request.files:
         Path(td, name).write_text(text, encoding="utf-8")
     log = timeout is not None or bool(getattr(progress, "live", False))

@@ -313,3 +313,37 @@ def test_a_failure_that_is_not_the_network_keeps_uvs_first_error(tmp_path):
         UvRun([exe], dict(os.environ), str(tmp_path)).wait()
     assert exc.value.message.startswith("uv could not resolve the requirements: x No solution found")
 
+
+def test_orphan_lock_folders_of_a_killed_run_are_cleaned(tmp_path):
+    import subprocess
+
+    from envman.lock.uvproc import clean_orphans
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    hour_ago = time.time() - 3700
+    folders = {"killed": f"envman-lock-{dead.pid}-x1", "running": f"envman-lock-{os.getpid()}-x2",
+               "legacy": "envman-lock-abc123", "recent": f"envman-lock-{dead.pid}-x3", "other": "pip-build-x"}
+    for key, name in folders.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "requirements.in").write_text("numpy\n")
+        if key != "recent":
+            os.utime(tmp_path / name, (hour_ago, hour_ago))
+    assert sorted(clean_orphans(str(tmp_path))) == sorted([folders["killed"], folders["legacy"]])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [folders["running"], folders["recent"], folders["other"]])
+
+
+def test_a_lock_run_cleans_orphans_first(tmp_path, monkeypatch):
+    from envman.lock import uvproc
+
+    monkeypatch.setattr(uvproc.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(uvproc.tempfile, "tempdir", str(tmp_path))
+    old = tmp_path / "envman-lock-abc"
+    old.mkdir()
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    run = uvproc.start_request(fake_uv(tmp_path, "pass\n"), uvproc.UvRequest((("a.txt", "x"),), ()))
+    assert Path(run.cwd).name.startswith(f"envman-lock-{os.getpid()}-")
+    run.wait()
+    run.cancel()
+    assert not old.exists()
