@@ -39,7 +39,7 @@ from envman.lock.uv import (
 from envman.matrix.load import load_matrix
 from envman.model import Matrix, Resolution
 from envman.project.package import ProjectPackage, find_package
-from envman.project.requirements import Req, read_requirements_file
+from envman.project.requirements import Req
 from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, validate_requirement
 from envman.resolve.request import build_request
 from envman.resolve.resolver import resolve_stack
@@ -75,12 +75,25 @@ def spec_request(matrix: Matrix, spec: ProjectSpec):
 
 
 def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
+    return user_inputs(root, spec)[0]
+
+
+def user_inputs(root: Path, spec: ProjectSpec) -> tuple[list[Req], list[Req], list[str]]:
+    """The requirements to lock, the constraints the requirement files include with ``-c`` (they hold uv's
+    resolution, they install nothing) and the warnings of reading them."""
+    from envman.project.sources.requirements_txt import read_requirements
+
     reqs: list[Req] = []
+    constraints: list[Req] = []
+    warnings: list[str] = []
     for f in spec.requirements:
-        reqs.extend(read_requirements_file(root, f))
+        found = read_requirements(root, f)
+        reqs += found.reqs
+        constraints += found.constraints
+        warnings += found.warnings
     for i, p in enumerate(spec.packages):
         reqs.append(Req(validate_requirement(p, f"packages[{i}]", spec.source), f"{spec.source} packages[{i}]"))
-    return reqs
+    return reqs, constraints, warnings
 
 
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix) -> dict[str, str]:
@@ -201,7 +214,10 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
                timeout: float | None = None, progress=None, speculative=None) -> Built:
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
-    reqs = check_user_requirements(res, spec.companions, user_requirements(root, spec))
+    all_reqs, user_cons, read_warnings = user_inputs(root, spec)
+    reqs = check_user_requirements(res, spec.companions, all_reqs)
+    # a -c line on the framework is checked against the stack like a requirement; the others go to uv
+    cons = check_user_requirements(res, spec.companions, user_cons)
     pins = framework_pins(res, spec.companions)
     pkg = project_package(root, spec)
     # the project's build backend and chosen extras are locked like everything else: it then installs offline
@@ -212,8 +228,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
 
     req_text = fw_text = py_text = reused_build = None
     fresh = False
-    notes: list[str] = []
     label = f"profile {names.profile}: " if names.profile else ""
+    notes: list[str] = [label + w for w in read_warnings]
     digest_job = None
     if not no_lock:
         # the base image's digest, asked of its registry while uv resolves
@@ -230,12 +246,14 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)),
                                  timeout=timeout, progress=progress, speculative=speculative,
-                                 constraints=cuda_constraints(res), find_links=tuple(spec.find_links))
+                                 constraints=cuda_constraints(res) + [c.line for c in cons],
+                                 find_links=tuple(spec.find_links))
         if names.profile is None and lr.request is not None:
             from envman.lock.uvproc import remember
 
             remember(root, lr.request)  # the next `envman lock` starts uv with it before it knows the inputs
         req_text, py_text = lr.req_text, lr.pylock_text
+        notes.extend(label + n for n in _check_user_hashes(all_reqs + user_cons, lr.pylock_text))
         fw_text = lr.fw_text if pins else None
         fresh = True
         notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
@@ -473,6 +491,14 @@ def _kept_digest(root: Path, names: Names, base: str, inputs_hash: str) -> str |
     return None
 
 
+def _check_user_hashes(reqs: list[Req], pylock_text: str | None) -> list[str]:
+    """The requirement lines' own --hash options against the files the lock pins (a LockError on a mismatch)."""
+    from envman.lock.pylock import parse_pylock
+    from envman.lock.user_hashes import check_user_hashes
+
+    return check_user_hashes(reqs, parse_pylock(pylock_text)) if pylock_text is not None else []
+
+
 def _reusable_python_lock(root: Path, names: Names,
                           inputs_hash: str) -> tuple[str, str | None, str | None, str | None] | None:
     def body(name: str) -> str | None:
@@ -603,7 +629,7 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
         out.written.remove(p)
         out.written.insert(0, p)
     out.spec_created = created
-    out.notes = notes + out.notes
+    out.notes = notes + [n for n in out.notes if n not in notes]  # discovery's report already has its warnings
     return out
 
 

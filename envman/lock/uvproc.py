@@ -145,6 +145,10 @@ class UvRun:
         self.reader.join()
         if self.proc.returncode != 0:
             lines = [ln for ln in self.errors if ln.strip()]
+            unreachable = network_failure(lines, self.last, self.indexes)
+            if unreachable is not None:
+                message, hint = unreachable
+                raise ToolError(redact(message), hint=redact(hint + "\nuv says:\n" + "\n".join(lines[-15:])))
             first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()),
                          lines[0] if lines else "failed")
             raise ToolError(redact(f"uv could not resolve the requirements: {first.strip()}"),
@@ -183,14 +187,93 @@ class UvRun:
             self.owned_dir = None
 
 
+# what uv (reqwest, rustls, the OS resolver) says when an index cannot be reached, by cause: the first line
+# of the error names the host and the cause, the hint what to do about that cause
+_NETWORK = (
+    (re.compile(r"failed to lookup address|Name or service not known|nodename nor servname|No such host|"
+                r"Temporary failure in name resolution|dns error", re.I),
+     "the name does not resolve (DNS)",
+     "check the host name in the index URL, and the DNS (or the proxy: HTTPS_PROXY) of this machine"),
+    (re.compile(r"Connection refused|actively refused", re.I),
+     "the connection was refused",
+     "nothing listens at that address and port: check the index URL's port, or that the index server runs"),
+    (re.compile(r"certificate verify failed|invalid peer certificate|UnknownIssuer|self[- ]signed certificate|"
+                r"certificate has expired|CertificateExpired|NotValidForName|tls handshake|SSL routines|SSL error", re.I),
+     "its TLS certificate is not trusted",
+     "behind a TLS-intercepting proxy, point SSL_CERT_FILE (or PIP_CERT / REQUESTS_CA_BUNDLE) at its CA bundle; "
+     "or UV_NATIVE_TLS=1 to use the system's certificate store"),
+    (re.compile(r"operation timed out|connection timed out|network timeout|deadline has elapsed", re.I),
+     "the connection timed out",
+     "check the network, the proxy (HTTPS_PROXY) or a firewall towards that host; or raise --timeout / UV_HTTP_TIMEOUT"),
+)
+_URL_HOST = re.compile(r"\b\w+://(?:[^/@\s`'\")]*@)?([^/:\s`'\")]+)")
+
+
+def network_failure(lines: list[str], last: str | None, indexes: list[str]) -> tuple[str, str] | None:
+    """``("cannot reach pypi.internal: the name does not resolve (DNS)", hint)`` when uv's error says an index
+    could not be reached, or None when it failed for another reason (no solution, a bad requirement)."""
+    text = "\n".join(lines)
+    found = next(((cause, hint) for pattern, cause, hint in _NETWORK if pattern.search(text)), None)
+    if found is None:
+        return None
+    cause, hint = found
+    hosts = [m.group(1) for ln in lines for m in _URL_HOST.finditer(ln)]
+    if not hosts:
+        hosts = [m.group(1) for u in ([last] if last else indexes) for m in _URL_HOST.finditer(u)]
+    host = hosts[0] if hosts else "the package index"
+    return f"cannot reach {host}: {cause}", hint
+
+
 def _indexes(args: list[str]) -> list[str]:
     """The indexes a uv command line names (what a stall message can name when uv did not say)."""
     out = [a for flag, a in zip(args, args[1:]) if flag in ("--index-url", "--extra-index-url")]
     return out if "--index-url" in args else ["https://pypi.org/simple", *out]
 
 
+_TEMP_PREFIX = "envman-lock-"
+_ORPHAN_AGE = 3600.0  # seconds: no lock runs that long, and a folder this old whose owner is gone is an orphan
+
+
+def clean_orphans(temp_dir: str | None = None, now: float | None = None) -> list[str]:
+    """Remove the temporary folders of lock runs that were killed (SIGKILL, a power cut): older than an hour,
+    this user's, and their process (``envman-lock-<pid>-…``) gone. What it removed, by name."""
+    base = temp_dir or tempfile.gettempdir()
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for e in entries:
+        if not e.name.startswith(_TEMP_PREFIX):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not e.is_dir(follow_symlinks=False) or st.st_uid != os.getuid() or now - st.st_mtime < _ORPHAN_AGE:
+            continue
+        m = re.match(re.escape(_TEMP_PREFIX) + r"(\d+)-", e.name)
+        if m and _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(e.path, ignore_errors=True)
+        removed.append(e.name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process, or a number no process has: keep the folder
+    return True
+
+
 def start_request(binary: str, request: UvRequest, timeout: float | None = None, progress=None) -> UvRun:
-    td = tempfile.mkdtemp(prefix="envman-lock-")
+    clean_orphans()
+    td = tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-")
     for name, text in request.files:
         Path(td, name).write_text(text, encoding="utf-8")
     log = timeout is not None or bool(getattr(progress, "live", False))

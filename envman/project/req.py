@@ -13,6 +13,7 @@ class Req:
     req: Requirement
     origin: str  # "requirements.txt:3", "pyproject.toml [project] dependencies", "envman.yaml packages[0]"
     raw: str | None = None  # a URL line kept verbatim for uv (``git+https://…`` without a name)
+    hashes: tuple[str, ...] = ()  # the line's own ``--hash=sha256:…`` options, checked against the lock
 
     @property
     def name(self) -> str:

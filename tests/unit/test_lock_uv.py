@@ -275,3 +275,75 @@ def test_a_name_on_both_indexes_never_comes_from_the_framework_index(tmp_path):
     assert {p.name: p.version for p in lr.python_lock.packages} == {"demo-pkg": "1.0", "torch": "2.0.0"}
     assert f"{fw}/torch/torch-2.0.0" in lr.pylock_text and f"{main}/demo-pkg/demo_pkg-1.0" in lr.pylock_text
     assert f"{fw}/demo-pkg" not in lr.pylock_text
+
+
+@pytest.mark.parametrize("cause, said, first, hint", [
+    ("dns", "dns error: failed to lookup address information: Name or service not known",
+     "cannot reach pypi.internal: the name does not resolve (DNS)", "DNS"),
+    ("refused", "tcp connect error: Connection refused (os error 111)",
+     "cannot reach pypi.internal: the connection was refused", "port"),
+    ("tls", "invalid peer certificate: UnknownIssuer",
+     "cannot reach pypi.internal: its TLS certificate is not trusted", "SSL_CERT_FILE"),
+    ("openssl", "error:0A000086:SSL routines::certificate verify failed",
+     "cannot reach pypi.internal: its TLS certificate is not trusted", "SSL_CERT_FILE"),
+    ("timeout", "operation timed out",
+     "cannot reach pypi.internal: the connection timed out", "--timeout"),
+])
+def test_an_unreachable_index_names_the_host_and_the_cause(tmp_path, cause, said, first, hint):
+    from envman.lock.uvproc import UvRun
+
+    say = ("error: Failed to fetch: `https://user:secret@pypi.internal/simple/numpy/`\n"
+           "  Caused by: Request failed after 3 retries\n"
+           "  Caused by: error sending request for url (https://pypi.internal/simple/numpy/)\n"
+           f"  Caused by: {said}\n")
+    exe = fake_uv(tmp_path, f"sys.stderr.write({say!r})\nsys.exit(2)\n")
+    with pytest.raises(ToolError) as exc:
+        UvRun([exe], dict(os.environ), str(tmp_path)).wait()
+    assert exc.value.message == first
+    assert hint in exc.value.hint and said in exc.value.hint  # uv's own words stay, in the hint
+    assert "secret" not in exc.value.hint
+
+
+def test_a_failure_that_is_not_the_network_keeps_uvs_first_error(tmp_path):
+    from envman.lock.uvproc import UvRun
+
+    exe = fake_uv(tmp_path, "sys.stderr.write('  x No solution found when resolving dependencies:\\n"
+                            "  Because pyopenssl==99 was not found, we can conclude ...\\n')\nsys.exit(1)\n")
+    with pytest.raises(ToolError) as exc:
+        UvRun([exe], dict(os.environ), str(tmp_path)).wait()
+    assert exc.value.message.startswith("uv could not resolve the requirements: x No solution found")
+
+
+def test_orphan_lock_folders_of_a_killed_run_are_cleaned(tmp_path):
+    import subprocess
+
+    from envman.lock.uvproc import clean_orphans
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    hour_ago = time.time() - 3700
+    folders = {"killed": f"envman-lock-{dead.pid}-x1", "running": f"envman-lock-{os.getpid()}-x2",
+               "legacy": "envman-lock-abc123", "recent": f"envman-lock-{dead.pid}-x3", "other": "pip-build-x"}
+    for key, name in folders.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "requirements.in").write_text("numpy\n")
+        if key != "recent":
+            os.utime(tmp_path / name, (hour_ago, hour_ago))
+    assert sorted(clean_orphans(str(tmp_path))) == sorted([folders["killed"], folders["legacy"]])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [folders["running"], folders["recent"], folders["other"]])
+
+
+def test_a_lock_run_cleans_orphans_first(tmp_path, monkeypatch):
+    from envman.lock import uvproc
+
+    monkeypatch.setattr(uvproc.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(uvproc.tempfile, "tempdir", str(tmp_path))
+    old = tmp_path / "envman-lock-abc"
+    old.mkdir()
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    run = uvproc.start_request(fake_uv(tmp_path, "pass\n"), uvproc.UvRequest((("a.txt", "x"),), ()))
+    assert Path(run.cwd).name.startswith(f"envman-lock-{os.getpid()}-")
+    run.wait()
+    run.cancel()
+    assert not old.exists()

@@ -123,14 +123,17 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
             return
         raise UsageError(f"{where}: option {opt} is not supported",
                          hint="write packages by name and version; envman chooses the framework index")
+    hashes = tuple(re.findall(r"(?:^|\s)--hash[ =](\S+)", line))
     line = re.split(r"\s--hash[ =]", " " + line)[0].strip()
     if line.rstrip("/") in (".", "file:.") or line.startswith((".[", "./[")):
         found.install_project = True
         found.fates.append(Fate(where, line, "project", "installs this repository (install_project: true)"))
         return
     if _URL.match(line):
-        found.reqs.append(_url_req(line, where))
-        found.fates.append(Fate(where, line, "kept", "URL requirement passed to uv as written"))
+        # a URL in a -c file pins where a package comes from; it installs nothing
+        (found.constraints if constraints else found.reqs).append(_url_req(line, where))
+        found.fates.append(Fate(where, line, "kept", "as a constraint, passed to uv as written" if constraints
+                                else "URL requirement passed to uv as written"))
         return
     if line.startswith(("./", "../", "/")):
         found.fates.append(Fate(where, line, "dropped", "local path: part of the repository's source, not lockable"))
@@ -139,9 +142,26 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         req = Requirement(line)
     except InvalidRequirement as exc:
         raise UsageError(f"{where}: {line!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per line") from None
+    hashes = _checkable_hashes(req, hashes, where, found)
     if constraints:
-        found.constraints.append(Req(req, where))
-        found.fates.append(Fate(where, line, "kept", "as a constraint: it narrows the framework's range, installs nothing"))
+        found.constraints.append(Req(req, where, hashes=hashes))
+        found.fates.append(Fate(where, line, "kept", "as a constraint: uv's resolution is held to it, it installs nothing"))
         return
-    found.reqs.append(Req(req, where, raw=line if req.url else None))  # a URL line goes to uv as written
+    found.reqs.append(Req(req, where, raw=line if req.url else None, hashes=hashes))  # a URL line goes to uv as written
     found.fates.append(Fate(where, line, "kept"))
+
+
+def _checkable_hashes(req: Requirement, hashes: tuple[str, ...], where: str, found: Found) -> tuple[str, ...]:
+    if hashes and not _exact_version(req):
+        found.warnings.append(f"{where}: the --hash options of {req} are not checked: a hash pins one file, "
+                              f"which needs an exact version (write {req.name}==VERSION)")
+        return ()
+    return hashes
+
+
+def _exact_version(req: Requirement) -> str | None:
+    """``1.0`` of ``pkg==1.0`` (or ``===1.0``); None for a range, a wildcard or several specifiers."""
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*"):
+        return specs[0].version
+    return None
