@@ -22,12 +22,16 @@ from envman.project.sources.poetry import read_poetry
 from envman.project.sources.pyproject import OPTIONAL, read_pyproject_project
 from envman.project.sources.requirements_txt import read_requirements
 from envman.project.sources.setup_py import read_setup_cfg, read_setup_py
+from envman.project.sources.uv import lock_constraints, read_uv_lock, read_uv_sources
 
 # variants a training image does not want by default; each can be named in envman.yaml (requirements:)
 _SKIP = re.compile(r"(^|[-_.])(dev|devel|test|tests|testing|docs?|lint|ci|tpu|cpu|mac|macos|windows|win|rocm|"
                    r"xpu|npu|mps|onnx|optional|extra|style|typing|bench)([-_.]|$)")
 DEP_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
 _PYTHONS = [f"3.{m}" for m in range(6, 16)]
+# the core file of a requirements/ folder (requirements/base.txt); its other files are feature sets
+_CORE = re.compile(r"(base|main|core|common|runtime|install|prod|production|default|requirements|train|training)")
+FEATURE_SET = "an optional feature set beside the core ({core}); name it under requirements: in envman.yaml to use it"
 
 
 @dataclass
@@ -77,17 +81,49 @@ def requirement_candidates(root: Path) -> list[str]:
     return sorted(files)
 
 
-def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...] = ()) -> Discovery:
-    d = Discovery()
+def dynamic_files(doc: dict | None) -> list[str]:
+    """The files ``[tool.setuptools.dynamic] dependencies = {file = [...]}`` names: the build backend reads
+    the project's dependencies from them."""
+    dyn = ((((doc or {}).get("tool") or {}).get("setuptools") or {}).get("dynamic") or {}).get("dependencies")
+    files = dyn.get("file") if isinstance(dyn, dict) else None
+    files = [files] if isinstance(files, str) else files if isinstance(files, list) else []
+    return [f.removeprefix("./") for f in files if isinstance(f, str) and f.strip()]
+
+
+def _core_elsewhere(root: Path, doc: dict | None, files: list[str], dynamic: list[str]) -> str | None:
+    """What states the project's core dependencies besides the requirements/ folder, if anything: then the
+    folder's other files are feature sets (LLaMA-Factory's requirements/vllm.txt, requirements/deepspeed.txt)."""
+    core = [f for f in files if f.startswith("requirements/") and _CORE.fullmatch(Path(f).stem.lower())]
+    if core or dynamic:
+        return ", ".join(core + dynamic)
+    top = [f for f in files if "/" not in f and not _SKIP.search(Path(f).stem.removeprefix("requirements").lower())]
+    if top:
+        return ", ".join(top)
+    proj = (doc or {}).get("project") or {}
+    poetry = (((doc or {}).get("tool") or {}).get("poetry") or {}).get("dependencies")
+    if proj.get("dependencies") or poetry:
+        return "pyproject.toml"
+    return "setup.py" if (root / "setup.py").is_file() else None
+
+
+def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: tuple[str, ...], dynamic: list[str],
+                            core: str | None) -> list[Found]:
+    """Read the requirements files that make the training environment; say why each other one is skipped."""
     founds: list[Found] = []
     included: set[str] = set()
-    for f in requirement_candidates(root):
+    features: list[str] = []
+    for f in files:
         if f in OWN_FILES or Path(f).name in OWN_FILES or re.fullmatch(r"requirements\.[\w-]+\.(framework\.)?lock\.txt", f):
             continue  # envman's own lock files
         stem = Path(f).stem.removeprefix("requirements")
         key = Path(f).stem if f.startswith("requirements/") else stem
-        if f not in wanted and _SKIP.search(key.lower()):
+        if f in dynamic or f in wanted or f in included:
+            pass
+        elif _SKIP.search(key.lower()):
             d.skipped.append((f, "a dev/test/docs/hardware variant; name it under requirements: in envman.yaml to use it"))
+            continue
+        elif core and f.startswith("requirements/") and f not in core.split(", ") and not _CORE.fullmatch(key.lower()):
+            features.append(f)
             continue
         if f in included:
             continue
@@ -95,17 +131,32 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
         included.update(fd.includes)
         founds.append(fd)
         d.requirement_files.append(f)
-        d.read.append(f + (f" (with {', '.join(fd.includes)})" if fd.includes else ""))
+        named = " named by pyproject.toml [tool.setuptools.dynamic]" if f in dynamic else ""
+        d.read.append(f + (f" (with {', '.join(fd.includes)})" if fd.includes else "") + named)
+    features = [f for f in features if f not in included]
+    if features:
+        d.skipped.append((", ".join(features), FEATURE_SET.format(core=core)))
     # a file read through another's -r is not listed twice
     d.requirement_files = [f for f in d.requirement_files if f not in included]
     d.read = [r for r in d.read if r.split(" ")[0] not in included]
     for sub in ("docs", "doc", "tests", "test"):
         for p in sorted((root / sub).glob("requirements*.txt")) if (root / sub).is_dir() else []:
             d.skipped.append((f"{sub}/{p.name}", f"{sub}/ is not the training environment; name it under requirements: to use it"))
-    extra: list[Found] = []
+    return founds
+
+
+def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...] = ()) -> Discovery:
+    d = Discovery()
     doc = read_pyproject(root)
+    dynamic = [f for f in dynamic_files(doc) if (root / f).is_file()]
+    files = requirement_candidates(root)
+    files += [f for f in dynamic if f not in files]
+    core = _core_elsewhere(root, doc, files, dynamic) if any(f.startswith("requirements/") for f in files) else None
+    founds = _read_requirement_files(d, root, files, wanted, dynamic, core)
+    extra: list[Found] = []
     if doc is not None:
-        for fd, label in ((read_pyproject_project(doc, wanted), "[project]"), (read_poetry(doc, wanted), "[tool.poetry]")):
+        for fd, label in ((read_pyproject_project(doc, wanted, dynamic), "[project]"), (read_poetry(doc, wanted), "[tool.poetry]"),
+                          (read_uv_sources(doc), "[tool.uv.sources]")):
             if fd.fates or fd.python:
                 extra.append(fd)
                 d.read.append(f"pyproject.toml {label}")
@@ -142,15 +193,51 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     constraints = [r for fd in founds + extra for r in fd.constraints]
     variants = [v for fd in founds + extra for v in fd.variants]
     dependents = load_dependents()
-    d.inference = infer_framework(all_reqs + constraints, variants, releases, dependents)
+    basis = all_reqs + constraints
+    d.inference = infer_framework(basis, variants, releases, dependents)
     optional = [r for fd in founds + extra for r in fd.optional]
     if d.inference.name is None and optional:
+        basis = optional
         # nothing required names a framework: an extra that does (train = ["torch"]) is the best evidence left
         d.inference = infer_framework(optional, variants, releases, dependents)
         if d.inference.name:
             d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
+    _say_jax(d, all_reqs)
+    locked = read_uv_lock(root)
+    if locked:
+        _narrow_to_lock(d, locked, basis, variants, releases, dependents)
     d.python = _python(fd_py for fd in founds + extra for fd_py in fd.python)
     return d
+
+
+def _say_jax(d: Discovery, reqs: list) -> None:
+    jax = next((r for r in reqs if r.name in ("jax", "jaxlib", "flax")), None)
+    if jax is not None:
+        d.warnings.append(f"{jax.origin}: {jax.req}: a JAX repository; envman manages torch and tensorflow only: {jax.name} "
+                          "is installed from PyPI as written (CPU-only unless it names its CUDA extra, e.g. jax[cuda12]) and "
+                          "the CUDA stack is chosen for " + (d.inference.name or "no framework"))
+
+
+def _narrow_to_lock(d: Discovery, locked: dict[str, list[str]], reqs: list, variants: list, releases: dict[str, list],
+                    dependents) -> None:
+    """A uv.lock beside the project narrows the framework to the version it locked (and its CUDA variant),
+    so the image runs what the repository's own lock runs; a lock that holds the only framework names it."""
+    name = d.inference.name
+    if name is None:
+        named = {frameworks.by_distribution()[dist] for dist in locked if dist in frameworks.by_distribution()}
+        if len(named) != 1:
+            return
+        name = named.pop()
+    lock_reqs, lock_variants, notes = lock_constraints(locked, name)
+    if not lock_reqs:
+        return
+    uv_variant = [v for o, v in variants if "tool.uv" in o]
+    if uv_variant:  # pyproject's index already chose among the lock's variants
+        lock_variants = []
+    was = d.inference.notes
+    d.inference = infer_framework(reqs + lock_reqs, variants + lock_variants, releases, dependents)
+    d.inference.notes = [n for n in was if n not in d.inference.notes] + d.inference.notes + notes
+    d.read.append("uv.lock")
 
 
 def _python(pairs) -> str | None:

@@ -257,3 +257,74 @@ def test_lock_check_notices_an_edit_to_a_file_init_copied_packages_from(tmp_path
     (tmp_path / "environment.yml").write_text("dependencies:\n  - python=3.11\n  - pip:\n    - pyyaml\n    - rich\n")
     assert check_lock(tmp_path) == ["environment.yml changed since the lock (init copied its packages into "
                                     "envman.yaml: `envman init --force` reads it again)"]
+
+
+def test_uv_sources_cuda_index_is_the_starting_variant(init):
+    d, out, spec = init("uv-cuda-index")
+    r = out.resolution
+    assert (r.framework, r.variant, spec["framework"], spec["cuda"]) == ("torch", "cu128", "torch>=2.7", "12.8")
+    assert "CUDA variant cu128 from pyproject.toml tool.uv.sources.torch[1] (extra gpu)" in out.notes
+    assert ("pyproject.toml tool.uv.sources.torch[0] (extra cpu): dropped 'https://download.pytorch.org/whl/cpu' "
+            "(another variant's index; cu128 is the starting point (pass --framework 'torch==X.Y.*+cpu' to take this one))"
+            ) in out.notes
+
+
+def test_uv_index_urls_map_to_variants():
+    from envman.project.sources.uv import index_variant, read_uv_sources
+
+    assert index_variant("https://download.pytorch.org/whl/cu121/") == "cu121"
+    assert index_variant("https://download.pytorch.org/whl/nightly/cu130") == "cu130"
+    assert index_variant("https://pypi.org/simple") is None
+    # a default (non-explicit) PyTorch index serves torch without a [tool.uv.sources] entry
+    doc = {"tool": {"uv": {"index": [{"name": "pt", "url": "https://download.pytorch.org/whl/cu126"}]}}}
+    assert read_uv_sources(doc).variants == [("pyproject.toml tool.uv.index pt", "cu126")]
+    assert read_uv_sources({"tool": {"uv": {"index": [dict(doc["tool"]["uv"]["index"][0], explicit=True)]}}}).variants == []
+
+
+def test_uv_lock_narrows_the_framework_to_the_locked_version(init):
+    d, out, spec = init("uv-lock")
+    assert spec["framework"] == "torch==2.6.0" and str(out.resolution.version) == "2.6.0"
+    assert ("uv.lock package torch: torch 2.6.0 locked: the torch range is narrowed to it (pass --framework, or edit "
+            "framework: in envman.yaml, to choose another)") in out.notes
+    assert "found dependencies in: pyproject.toml [project], uv.lock" in out.notes
+
+
+def test_uv_lock_with_cuda_local_labels_gives_the_variant():
+    from envman.project.sources.uv import lock_constraints
+
+    reqs, variants, notes = lock_constraints({"torch": ["2.9.1", "2.9.1+cpu", "2.9.1+cu128"]}, "torch")
+    assert [str(r.req) for r in reqs] == ["torch==2.9.1"] and variants == [("uv.lock package torch", "cu128")]
+    reqs, variants, _ = lock_constraints({"torch": ["2.8.0", "2.9.1"]}, "torch")
+    assert [str(r.req) for r in reqs] == ["torch<=2.9.1,>=2.8.0"] and variants == []
+
+
+def test_stale_uv_lock_contradicting_pyproject_is_refused(tmp_path):
+    shutil.copytree(REPOS / "uv-lock", tmp_path / "stale")
+    pp = tmp_path / "stale" / "pyproject.toml"
+    pp.write_text(pp.read_text().replace("torch>=2.4", "torch>=2.8"))
+    with pytest.raises(UsageError) as ei:
+        init_project(tmp_path / "stale", InitOptions(targets=("h100",), no_lock=True))
+    assert "uv.lock package torch: torch==2.6.0" in ei.value.message and "pyproject.toml" in ei.value.message
+
+
+def test_setuptools_dynamic_dependencies_files_are_read(init):
+    d, out, spec = init("dynamic-deps")
+    assert spec["requirements"] == ["requirements/runtime-core.txt"] and spec["framework"] == "torch<2.5,>=2.2"
+    assert "found dependencies in: requirements/runtime-core.txt named by pyproject.toml [tool.setuptools.dynamic]" in out.notes
+    assert not any("dynamic (computed by the build backend)" in n for n in out.notes)
+    assert ("skipped requirements/logging.txt: an optional feature set beside the core (requirements/runtime-core.txt); "
+            "name it under requirements: in envman.yaml to use it") in out.notes
+
+
+def test_requirements_folder_of_feature_sets_beside_pyproject_is_not_installed(init):
+    d, out, spec = init("feature-sets")
+    assert "requirements" not in spec or spec["requirements"] == []
+    assert ("skipped requirements/deepspeed.txt, requirements/vllm.txt: an optional feature set beside the core "
+            "(pyproject.toml); name it under requirements: in envman.yaml to use it") in out.notes
+
+
+def test_a_jax_repository_is_said(init):
+    d, out, spec = init("jax-repo")
+    assert spec["framework"] == "tensorflow>=2.15"
+    assert any(n.startswith("requirements.txt:1: jax>=0.4.20: a JAX repository; envman manages torch and tensorflow only")
+               for n in out.notes)

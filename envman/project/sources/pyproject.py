@@ -34,7 +34,8 @@ def add_python(found: Found, text: str, where: str) -> None:
         found.warnings.append(f"{where}: {text!r} is not a Python version specifier (ignored)")
 
 
-def read_pyproject_project(doc: dict, wanted_groups: tuple[str, ...] = ()) -> Found:
+def read_pyproject_project(doc: dict, wanted_groups: tuple[str, ...] = (), dynamic_read: list[str] | None = None) -> Found:
+    """``dynamic_read``: the files [tool.setuptools.dynamic] names for the dependencies, read beside it."""
     found = Found(FILE)
     proj = doc.get("project") or {}
     for i, d in enumerate(proj.get("dependencies") or []):
@@ -51,7 +52,7 @@ def read_pyproject_project(doc: dict, wanted_groups: tuple[str, ...] = ()) -> Fo
             add_requirement(found, d, f"{FILE} dependency-groups.{group}[{i}]", optional=group not in wanted_groups)
     if isinstance(proj.get("requires-python"), str):
         add_python(found, proj["requires-python"], f"{FILE} project.requires-python")
-    if "dependencies" in (proj.get("dynamic") or []):
+    if "dependencies" in (proj.get("dynamic") or []) and not dynamic_read:
         found.warnings.append(f"{FILE}: project.dependencies is dynamic (computed by the build backend); "
                               "envman reads the files it names only if they are requirements*.txt")
     return found

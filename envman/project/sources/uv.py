@@ -1,0 +1,130 @@
+"""uv's own project data: ``[tool.uv.sources]`` / ``[[tool.uv.index]]`` in pyproject.toml (which index a
+framework comes from: ``https://download.pytorch.org/whl/cu128`` is the CUDA variant cu128) and ``uv.lock``
+(which framework version the repository last locked). Both are read as text (TOML), never run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
+from envman import frameworks
+from envman.errors import UsageError
+from envman.project.req import Req
+from envman.project.sources import Fate, Found
+
+FILE = "pyproject.toml"
+LOCK = "uv.lock"
+_VARIANT = re.compile(r"download\.pytorch\.org/whl/(?:(?:nightly|test)/)?(cu\d+|cpu|rocm[\d.]+)/?$")
+
+
+def index_variant(url: str) -> str | None:
+    """``https://download.pytorch.org/whl/cu128`` → ``cu128``; any other index → None."""
+    m = _VARIANT.search(url.strip())
+    return m.group(1) if m else None
+
+
+def _entries(value: object) -> list[dict]:
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, dict)]
+    return []
+
+
+def _framework_indexes(sources: dict, indexes: dict) -> list[tuple[str, str, str]]:
+    """(origin, variant, url) for every PyTorch index a framework (or companion) is taken from."""
+    dists = set(frameworks.by_distribution()) | set(frameworks.companions())
+    seen: list[tuple[str, str, str]] = []
+    for dist, value in sorted(sources.items()):
+        for i, entry in enumerate(_entries(value) if dist in dists else []):
+            where = f"{FILE} tool.uv.sources.{dist}" + (f"[{i}]" if isinstance(value, list) else "")
+            index = indexes.get(entry.get("index"))
+            url = index["url"] if index else entry.get("url") if isinstance(entry.get("url"), str) else None
+            variant = index_variant(url) if url else None
+            if variant:
+                when = ", ".join(f"{k} {entry[k]}" for k in ("extra", "group", "marker") if isinstance(entry.get(k), str))
+                seen.append((where + (f" ({when})" if when else ""), variant, url or ""))
+    if not seen:  # no source names the framework: a default (non-explicit) PyTorch index serves it
+        for name, index in indexes.items():
+            variant = index_variant(index["url"])
+            if variant and not index.get("explicit", False):
+                seen.append((f"{FILE} tool.uv.index {name}", variant, index["url"]))
+    return seen
+
+
+def read_uv_sources(doc: dict) -> Found:
+    """The CUDA variant the repository's uv configuration installs its framework from. Several entries
+    (``extra = "cpu"`` → the CPU index, ``extra = "gpu"`` → cu128) are alternatives: a GPU image takes the
+    newest CUDA one; only a CPU index means a CPU stack."""
+    found = Found(FILE)
+    uv = ((doc.get("tool") or {}).get("uv") or {})
+    if not isinstance(uv, dict):
+        return found
+    indexes = {i.get("name"): i for i in _entries(uv.get("index")) if isinstance(i.get("url"), str)}
+    sources = uv.get("sources")
+    seen = _framework_indexes(sources if isinstance(sources, dict) else {}, indexes)
+    cuda = [s for s in seen if s[1].startswith("cu")]
+    picked = max(cuda, key=lambda s: int(s[1][2:])) if cuda else (seen[0] if seen else None)
+    for origin, variant, url in seen:
+        if picked and variant == picked[1]:
+            found.variants.append((origin, variant))
+            found.fates.append(Fate(origin, url, "kept", f"the framework's index: variant {variant}"))
+        else:
+            why = (f"another variant's index; {picked[1]} is the starting point (pass --framework "
+                   f"'torch==X.Y.*+{variant}' to take this one)") if picked else ""
+            found.fates.append(Fate(origin, url, "dropped", why))
+    return found
+
+
+def read_uv_lock(root: Path) -> dict[str, list[str]]:
+    """``uv.lock``'s framework and companion packages: distribution → every version it locks (one entry per
+    index/marker split: ``2.9.1``, ``2.9.1+cpu``, ``2.9.1+cu128``)."""
+    path = root / LOCK
+    if not path.is_file():
+        return {}
+    from envman._compat import tomllib
+
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{LOCK}: not a readable uv lock ({exc})",
+                         hint="regenerate it with `uv lock`, or delete it (envman locks by itself)") from None
+    dists = set(frameworks.by_distribution()) | set(frameworks.companions())
+    out: dict[str, list[str]] = {}
+    for pkg in doc.get("package") or []:
+        if isinstance(pkg, dict) and pkg.get("name") in dists and isinstance(pkg.get("version"), str):
+            out.setdefault(pkg["name"], []).append(pkg["version"])
+    return out
+
+
+def lock_constraints(locked: dict[str, list[str]], framework: str) -> tuple[list[Req], list[tuple[str, str]], list[str]]:
+    """Constraints on ``framework`` (and, for torch, its companions) from what ``uv.lock`` locked: the
+    version(s) it holds, and its CUDA variant when it locked exactly one. Returns (reqs, variants, notes)."""
+    reqs: list[Req] = []
+    variants: list[tuple[str, str]] = []
+    notes: list[str] = []
+    names = [d for d, fw in frameworks.by_distribution().items() if fw == framework]
+    if framework == "torch":
+        names += list(frameworks.companions())
+    for dist in names:
+        try:
+            versions = [Version(v) for v in locked.get(dist, [])]
+        except InvalidVersion:
+            continue
+        if not versions:
+            continue
+        public = sorted({v.public for v in versions}, key=Version)
+        spec = f"=={public[0]}" if len(public) == 1 else f">={public[0]},<={public[-1]}"
+        origin = f"{LOCK} package {dist}"
+        reqs.append(Req(Requirement(f"{dist}{spec}"), origin))
+        cuda = sorted({v.local for v in versions if v.local and v.local.startswith("cu")})
+        if dist in names[:1] or frameworks.by_distribution().get(dist) == framework:
+            if len(cuda) == 1:
+                variants.append((origin, cuda[0]))
+            notes.append(f"{origin}: {dist} {', '.join(public)} locked"
+                         + (f" ({cuda[0]})" if len(cuda) == 1 else "")
+                         + f": the {framework} range is narrowed to it (pass --framework, or edit framework: in envman.yaml, to choose another)")
+    return reqs, variants, notes
