@@ -323,6 +323,12 @@ class Resolution:
     extras: tuple[str, ...]
     notes: tuple[str, ...]  # Note values: the reasons, in the order the decisions were taken
     warnings: tuple[str, ...]
+    platform: str = "linux/amd64"  # the image platform: "linux/arm64" when the targets sit in aarch64 hosts
+
+    @property
+    def arch(self) -> str:
+        """The CPU architecture of the stack's wheels: "x86_64" or "aarch64"."""
+        return PLATFORM_ARCH.get(self.platform, "x86_64")
 
 
 # image platform ↔ CPU architecture of the wheels (manylinux tags, gpus.yaml host_arch)
