@@ -227,3 +227,14 @@ def test_a_bare_capability_takes_its_generations_floor(matrix):
     err = _refuse(matrix, framework="torch", targets=["sm_90"], driver="470.57.02")
     assert err.message == "9.0 (sm_90) needs NVIDIA driver ≥ 520 (Hopper); driver 470.57.02 cannot run it"
 
+
+@pytest.mark.parametrize("line, variant", [("2.11", "cu130"), ("2.12", "cu130"), ("2.13", "cu130"), ("2.14", "cu130"),
+                                           ("2.15", "cu132")])
+def test_pypis_aarch64_torch_wheels_are_cuda_builds_with_their_own_arch_list(matrix, line, variant):
+    # PyPI torch-<line>.x-cp311-cp311-manylinux_2_28_aarch64.whl: torch/version.py '+cu130' (2.11-2.14) / '+cu132' (2.15),
+    # METADATA pins the x86_64 wheel's cuDNN/NCCL; libtorch_cuda.so CUDA_ARCH_FLAGS 80;90;100;110;120 (measured 2026-11-30)
+    rel = _release(matrix, "torch", line + ".0")
+    var = rel.variant(variant)
+    assert rel.pypi_default_aarch64 == variant and var.platforms == ("x86_64", "aarch64")
+    assert [a.sm for a in var.on("aarch64").archs] == ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120"]
+    assert not var.on("aarch64").prov.uncertain and "manylinux_2_28_aarch64.whl" in var.aarch64_prov.source
