@@ -7,7 +7,7 @@ Raw dicts never travel past the loaders: versions are ``packaging`` objects and 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -148,6 +148,19 @@ class Variant:
     index_url: str | None  # None: the plain PyPI package is this build
     brings_cuda: bool  # the wheels carry their own CUDA libraries (no system CUDA needed)
     prov: Provenance
+    platforms: tuple[str, ...] = ("x86_64",)  # CPU architectures with Linux wheels of this build
+    # the aarch64 (SBSA) build where it differs or was cited apart: its arch lists (None: as x86_64) and provenance
+    aarch64_archs: tuple[Cc, ...] | None = None
+    aarch64_ptx: tuple[Cc, ...] | None = None
+    aarch64_prov: Provenance | None = None
+
+    def on(self, arch: str) -> Variant:
+        """This build as it is on ``arch`` (its arch lists and provenance there)."""
+        if arch != "aarch64":
+            return self
+        return replace(self, archs=self.aarch64_archs if self.aarch64_archs is not None else self.archs,
+                       ptx=self.aarch64_ptx if self.aarch64_ptx is not None else self.ptx,
+                       prov=self.aarch64_prov or self.prov)
 
     @property
     def is_cpu(self) -> bool:
@@ -166,6 +179,10 @@ class FrameworkRelease:
     prov: Provenance
     package: str  # the distribution name to install (torch, tensorflow)
     extras: tuple[str, ...] = ()
+    pypi_default_aarch64: str | None = None  # variant the plain PyPI wheel on Linux aarch64 is (None: not recorded)
+
+    def pypi_default_on(self, arch: str) -> str | None:
+        return self.pypi_default_aarch64 if arch == "aarch64" else self.pypi_default
 
     def variant(self, name: str) -> Variant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -306,6 +323,17 @@ class Resolution:
     extras: tuple[str, ...]
     notes: tuple[str, ...]  # Note values: the reasons, in the order the decisions were taken
     warnings: tuple[str, ...]
+    platform: str = "linux/amd64"  # the image platform: "linux/arm64" when the targets sit in aarch64 hosts
+
+    @property
+    def arch(self) -> str:
+        """The CPU architecture of the stack's wheels: "x86_64" or "aarch64"."""
+        return PLATFORM_ARCH.get(self.platform, "x86_64")
+
+
+# image platform ↔ CPU architecture of the wheels (manylinux tags, gpus.yaml host_arch)
+PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
+PLATFORM_ARCH = {v: k for k, v in PLATFORMS.items()}
 
 
 # GPU names, normalised the same way by the matrix loader and the target lookup

@@ -30,6 +30,7 @@ class FakeEngine:
         self.push_digest = push_digest
         self.build_exc = build_exc
         self.log: list[tuple] = []
+        self.platforms: list[str | None] = []  # the platform of each build (None: the engine's own)
         self.runs: list[tuple[str, list[str], dict]] = []
 
     def ping(self) -> str:
@@ -40,8 +41,10 @@ class FakeEngine:
 
     def build(self, context_dir: Path | str, *, dockerfile: Path | str | None = None, tags: Sequence[str] = (),
               build_args: Mapping[str, str] | None = None, secrets: Mapping[str, Path | str] | None = None,
-              progress: str | None = None, on_output: Callable[[str], None] | None = None) -> BuildResult:
+              progress: str | None = None, on_output: Callable[[str], None] | None = None,
+              platform: str | None = None) -> BuildResult:
         self.log.append(("build", tuple(tags)))
+        self.platforms.append(platform)
         if self.build_exc is not None:
             raise self.build_exc
         self.images.update(tags)

@@ -22,6 +22,7 @@ from envman.errors import EXIT_OK, EXIT_SMOKE, LockError, UsageError
 from envman.files import write_atomic
 from envman.image.plan import CA_SECRET
 from envman.lock.lockfile import Lock, read_lock, write_lock
+from envman.model import PLATFORM_ARCH, PLATFORMS
 from envman.project.spec import load_spec
 
 if TYPE_CHECKING:
@@ -208,9 +209,11 @@ def _build_one(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str
         big = context_warning(root, dockerfile=names.dockerfile)
         if big:
             echo(f"{label}warning: {big}")
-        echo(f"{label}building {candidate} from {build_file.relative_to(root)}")
+        platform = lock_platform(lock)
+        echo(f"{label}building {candidate} from {build_file.relative_to(root)}"
+             + (f" for {platform} (the lock's wheels are {PLATFORM_ARCH[platform]})" if platform else ""))
         result = engine.build(root, dockerfile=build_file, tags=[candidate], build_args=args, secrets=secrets,
-                              progress=opts.progress, on_output=echo)
+                              progress=opts.progress, on_output=echo, **({"platform": platform} if platform else {}))
         out.built = True
         echo(f"{label}built {candidate} in {result.seconds:.1f} s")
         if opts.smoke:
@@ -254,6 +257,13 @@ def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo: Call
     path = root / ".envman" / (f"{names.dockerfile}.offline")
     write_atomic(path, text)
     return path
+
+
+def lock_platform(lock: Lock) -> str | None:
+    """``linux/arm64`` for a lock of aarch64 wheels (python_lock.platform ``aarch64-manylinux_2_28``); None for
+    x86_64, which builds as it always did (the engine's own platform)."""
+    arch = str((lock.python_lock or {}).get("platform") or "").split("-")[0]
+    return PLATFORMS[arch] if arch in PLATFORMS and arch != "x86_64" else None
 
 
 def _record_push(lock_path: Path, lock: Lock, remote: str, digest: str) -> dict:

@@ -364,6 +364,7 @@ def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
     """requirements.build.lock.txt: the sdists' own build requirements, the table's, nvcc; hashed by uv and
     constrained to the main lock's pins."""
     from envman.lock.build_deps import build_requires_of, compile_build_lock, fetch_sdist, sdist_urls
+    from envman.lock.uv import python_platform
 
     urls = sdist_urls(py_text)
     reqs = list(sb.build_requires) + ([sb.nvcc[0], *sb.nvcc_also] if sb.nvcc else [])
@@ -371,7 +372,7 @@ def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
         url, sha = urls[name]
         reqs.extend(build_requires_of(fetch_sdist(url, sha), url.rsplit("/", 1)[-1]))
     return compile_build_lock(reqs, {p.name: p.version for p in locked.packages}, res.python,
-                              [res.index_url] if res.index_url else [])
+                              [res.index_url] if res.index_url else [], platform=python_platform(res))
 
 
 def _devel_image(matrix: Matrix, res: Resolution) -> str | None:

@@ -61,6 +61,8 @@ def format_resolution(res) -> str:
     if res.targets:
         rows.append(["targets", ", ".join(f"{t.label} ({t.cc.sm})" for t in res.targets), ""])
     rows.append(["base image", res.base_image, res.base_kind])
+    if res.platform != "linux/amd64":  # x86_64 summaries read as they always did
+        rows.append(["platform", res.platform, f"Linux {res.arch} wheels and image"])
     out = [table(rows)]
     if res.notes:
         out.append("\nwhy:")

@@ -141,6 +141,10 @@ def _csv_field(text: str) -> str:
     return buf.getvalue()
 
 
+def _option(name: str, value: str | None) -> list[str]:
+    return [name, value] if value else []
+
+
 def build_command(
     client: BuildClient,
     context_dir: Path | str,
@@ -155,6 +159,7 @@ def build_command(
     labels: Mapping[str, str] | None = None,
     target: str | None = None,
     no_cache: bool = False,
+    platform: str | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """argv and the extra environment for one build. Build-arg values travel in the environment
     (``--build-arg NAME`` reads NAME from it), so a proxy URL with credentials is not in ``ps`` output."""
@@ -193,8 +198,7 @@ def build_command(
             argv += ["--build-context", f"{name}={Path(path).resolve()}"]
     for k, v in sorted((labels or {}).items()):
         argv += ["--label", f"{k}={v}"]
-    if target:
-        argv += ["--target", target]
+    argv += _option("--target", target) + _option("--platform", platform)
     if no_cache:
         argv.append("--no-cache")
     if iidfile is not None:

@@ -322,6 +322,7 @@ class Engine:
         no_cache: bool = False,
         progress: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        platform: str | None = None,
     ) -> BuildResult:
         """Build with BuildKit through ``self.build_client``. ``secrets`` maps secret ids to files
         (``RUN --mount=type=secret,id=ID``): they reach the build and never a layer. ``progress`` None picks
@@ -336,7 +337,7 @@ class Engine:
             argv, env = build_command(
                 client, context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
                 extra_contexts=extra_contexts, progress=progress, iidfile=iid, labels=labels, target=target,
-                no_cache=no_cache,
+                no_cache=no_cache, platform=platform,
             )
             rc, tail = run_build_client(argv, env, progress=progress, on_output=on_output)
             if rc != 0:

@@ -37,6 +37,7 @@ class ContainerEngine(Protocol):
         secrets: Mapping[str, Path | str] | None = None,
         progress: str | None = None,
         on_output: Callable[[str], None] | None = None,
+        platform: str | None = None,  # "linux/arm64": build for that platform (None: the engine's own)
     ) -> BuildResult: ...
 
     def tag(self, src: str, dst: str) -> None: ...

@@ -92,6 +92,9 @@ class DockerPlan:
     wheels_step: Step | None = None  # the builder's wheels, installed before the rest of the lock
     project_step: Step | None = None  # the project itself, after its source
     editable_arg: str = EDITABLE_ARG
+    # "--platform=linux/arm64 " on FROM for an aarch64 stack, so a build on an x86_64 machine pulls the arm64
+    # image (emulated); empty for x86_64, whose Dockerfile stays as it always was
+    from_platform: str = ""
 
 
 def require_cuda(res: Resolution) -> str:
@@ -276,8 +279,12 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
         cmd_json=json.dumps(list(command)) if command else None, gpu=gpu, stack_file=stack_file,
-        builder=builder, wheels_step=wheels, project_step=project,
+        builder=builder, wheels_step=wheels, project_step=project, from_platform=from_platform(res),
     )
+
+
+def from_platform(res: Resolution) -> str:
+    return f"--platform={res.platform} " if res.arch != "x86_64" else ""
 
 
 def stack_summary(res: Resolution) -> str:
@@ -291,6 +298,8 @@ def stack_summary(res: Resolution) -> str:
     parts.append(f"Python {res.python}")
     if res.arch_list:
         parts.append(" ".join(res.arch_list))
+    if res.arch != "x86_64":
+        parts.append(res.platform)
     return ", ".join(parts)
 
 

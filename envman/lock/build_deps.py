@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from envman.errors import LockError, ToolError
-from envman.lock.uv import parse_uv_output, run_uv, uv_compile_command
+from envman.lock.uv import PLATFORM, parse_uv_output, run_uv, uv_compile_command
 
 LEGACY_BACKEND = ("setuptools>=40.8.0",)
 
@@ -82,7 +82,7 @@ def fetch_sdist(url: str, sha256: str, timeout: float = 120) -> bytes:
 
 
 def compile_build_lock(requirements: list[str], constraints: dict[str, str], python: str,
-                       index_urls: list[str]) -> str:
+                       index_urls: list[str], platform: str | None = None) -> str:
     """uv, with hashes, constrained to the main lock's pins; returns the requirements-format body."""
     with tempfile.TemporaryDirectory(prefix="envman-build-lock-") as td:
         tdp = Path(td)
@@ -90,7 +90,7 @@ def compile_build_lock(requirements: list[str], constraints: dict[str, str], pyt
         inp.write_text("\n".join(sorted(set(requirements))) + "\n", encoding="utf-8")
         (tdp / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in sorted(constraints.items())),
                                              encoding="utf-8")
-        cmd = uv_compile_command(inp, tdp / "build.txt", python, index_urls)
+        cmd = uv_compile_command(inp, tdp / "build.txt", python, index_urls, platform=platform or PLATFORM)
         run_uv(replace(cmd, args=[*cmd.args, "-c", "constraints.txt"]))
         text = (tdp / "build.txt").read_text(encoding="utf-8")
     parse_uv_output(text)  # the same shape as every other lock envman writes

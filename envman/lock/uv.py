@@ -29,7 +29,12 @@ from envman.resolve.summary import resolution_dict
 REQ_LOCK = "requirements.lock.txt"
 FW_LOCK = "requirements.framework.lock.txt"
 PYLOCK = "pylock.toml"
-PLATFORM = "x86_64-manylinux_2_28"
+PLATFORM = "x86_64-manylinux_2_28"  # uv's --python-platform of an x86_64 stack; python_platform() for any stack
+
+
+def python_platform(res: Resolution) -> str:
+    """uv's ``--python-platform`` for the stack: its wheels' CPU architecture on manylinux 2.28."""
+    return f"{res.arch}-manylinux_2_28"
 _CUDA_MAJOR_PKG = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
 
 
@@ -157,11 +162,12 @@ def input_pyproject(lines: list[str], framework_index: str) -> str:
 
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
                        offline: bool = False, upgrade: bool = False, index_url: str | None = None,
-                       find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None) -> UvCommand:
+                       find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None,
+                       platform: str = PLATFORM) -> UvCommand:
     # uv runs in the input's directory with relative names: nothing it writes may carry a temporary path,
     # or the same inputs would not give the same bytes.
     args = [
-        uv_binary(), "pip", "compile", input_file.name, "--python-platform", PLATFORM, "--python-version", python,
+        uv_binary(), "pip", "compile", input_file.name, "--python-platform", platform, "--python-version", python,
         "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", output.name,
     ]
     if index_url:
@@ -250,7 +256,7 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
     fw_index = res.index_url if res.index_url in index_urls else None
     extra = [u for u in index_urls if u != fw_index]
     request = uv_request(lines, python, extra, fw_index, upgrade=upgrade, index_url=index_url, find_links=find_links,
-                         constraints=constraints, seed=None if upgrade else previous[1])
+                         constraints=constraints, seed=None if upgrade else previous[1], platform=python_platform(res))
     run = speculative if speculative is not None and speculative.request == request else None
     if speculative is not None and run is None:
         speculative.cancel()  # the inputs changed since the last lock: its guess is of no use
@@ -264,7 +270,7 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
         run.cancel()
     pkgs = parse_pylock(py_text)
     _check_output_covers_inputs(pkgs, lines)
-    parents, unknown = dependency_parents(pkgs, lines, python, PLATFORM, timeout=min(timeout or 30.0, 30.0))
+    parents, unknown = dependency_parents(pkgs, lines, python, python_platform(res), timeout=min(timeout or 30.0, 30.0))
     # the index uv resolved against (UV_DEFAULT_INDEX / UV_INDEX_URL from the environment when envman names
     # none) is the one pip installs from: without its credentials, which the build gets as a secret or netrc
     default_index = index_url or os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL")
@@ -284,7 +290,8 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
 
 def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | None, *, upgrade: bool = False,
                index_url: str | None = None, find_links: tuple[str, ...] | list[str] = (),
-               constraints: list[str] | tuple[str, ...] = (), seed: str | None = None) -> UvRequest:
+               constraints: list[str] | tuple[str, ...] = (), seed: str | None = None,
+               platform: str = PLATFORM) -> UvRequest:
     """The one uv run of a lock, as data: its input (a pyproject.toml when the framework has its own
     index), constraints, the previous pylock.toml (uv keeps the pins that still fit) and its arguments."""
     if fw_index:
@@ -297,7 +304,7 @@ def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | 
         files.append(("pylock.toml", seed))
     cmd = uv_compile_command(Path(files[0][0]), Path("pylock.toml"), python, extra, fmt="pylock.toml", upgrade=upgrade,
                              index_url=index_url, find_links=find_links,
-                             constraints=Path("constraints.txt") if constraints else None)
+                             constraints=Path("constraints.txt") if constraints else None, platform=platform)
     return UvRequest(tuple(sorted(files)), tuple(cmd.args[1:]))
 
 
@@ -315,7 +322,8 @@ def pylock_versions(text: str) -> dict[str, str]:
 
 def stack_data(res: Resolution) -> dict:
     d = resolution_dict(res)
-    for k in ("notes", "warnings", "driver", "driver_assumed", "driver_mode", "base_image", "base_kind"):
+    # the platform is python_lock.platform (aarch64-manylinux_2_28 for linux/arm64): said once
+    for k in ("notes", "warnings", "driver", "driver_assumed", "driver_mode", "base_image", "base_kind", "platform"):
         d.pop(k, None)
     return d
 
@@ -345,7 +353,7 @@ def build_lock(*, name: str, inputs_hash: str, res: Resolution, base_image: str,
             "pylock": names["pylock"] if pylock else None,
             "requirements_sha256": sha256(req_text) if req_text is not None else None,
             "framework_sha256": sha256(fw_text) if fw_text is not None else None,
-            "platform": PLATFORM,
+            "platform": python_platform(res),
         },
     }
     if inputs is not None:

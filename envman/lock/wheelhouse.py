@@ -141,6 +141,15 @@ def lock_target(project: Path | str, lock_name: str = "envman.lock") -> tuple[st
     return lock.python, (f"{m.group(1)}.{m.group(2)}" if m else None)
 
 
+def lock_arch(project: Path | str, lock_name: str = "envman.lock") -> str | None:
+    """The CPU architecture of python_lock.platform (``aarch64`` of ``"aarch64-manylinux_2_28"``), where given."""
+    from envman.lock.lockfile import try_read_lock
+
+    lock = try_read_lock(Path(project) / lock_name)
+    m = re.match(r"(x86_64|aarch64)-", str(lock.python_lock.get("platform") or "")) if lock is not None else None
+    return m.group(1) if m else None
+
+
 def lock_python(project: Path | str) -> str | None:
     """stack.python from <project>/envman.lock, when there is one."""
     return lock_target(project)[0]
@@ -167,6 +176,8 @@ class Target:
         major, top = (int(p) for p in self.glibc.split(".")[:2])
         plats = [f"manylinux_{major}_{m}_{self.arch}" for m in range(top, 16, -1)]
         legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+        if self.arch != "x86_64":
+            legacy = {17: "manylinux2014"}  # manylinux2010 and manylinux1 were x86 (and i686) only
         plats += [f"{name}_{self.arch}" for m, name in legacy.items() if m <= top]
         return plats
 

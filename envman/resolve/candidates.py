@@ -19,7 +19,7 @@ from envman.model import (
     sass_covers,
 )
 
-KINDS = ("framework", "python", "driver", "arch", "cuda", "cudnn")
+KINDS = ("framework", "python", "platform", "driver", "arch", "cuda", "cudnn")
 
 
 @dataclass
@@ -31,6 +31,7 @@ class Candidate:
     mode: str | None = None  # driver: "full" | "minor-compat"
     ptx_only: tuple[Target, ...] = ()
     soft: list[str] = field(default_factory=list)  # verdicts resting on uncertain data: warn, never block
+    arch: str = "x86_64"  # the CPU architecture the request builds for
 
     def key(self) -> tuple[bool, Version, bool, Version, bool, str]:
         return (
@@ -38,7 +39,7 @@ class Candidate:
             self.rel.version,
             self.mode == "full",
             self.var.cuda or Version("0"),
-            self.var.name == self.rel.pypi_default,
+            self.var.name == self.rel.pypi_default_on(self.arch),
             self.var.name,
         )
 
@@ -76,11 +77,27 @@ def driver_verdict(matrix: Matrix, var: Variant, driver: Version) -> tuple[str |
     return None, f"driver {driver} is below {var.name}'s requirement ≥ {cr.min_driver}{floor}"
 
 
-def judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, driver: Version) -> Candidate:
+def host_arch(req: Request) -> str:
+    """The CPU architecture of the targets' hosts ("aarch64" for Grace systems); the resolver has already
+    refused a request whose targets sit in hosts of different architectures."""
+    archs = {t.gpu.host_arch for t in req.targets if t.gpu is not None and t.gpu.host_arch}
+    return "aarch64" if archs == {"aarch64"} else "x86_64"
+
+
+def _platform_failure(rel: FrameworkRelease, var: Variant, arch: str) -> dict[str, str]:
+    if arch in var.platforms:
+        return {}
+    return {"platform": f"{rel.framework} {rel.version} {var.name} has no Linux {arch} wheels (in the matrix)"}
+
+
+def judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, driver: Version,
+          arch: str = "x86_64") -> Candidate:
     py = pick_python(rel.python, req.python, matrix.base_images.default_python)
-    c = Candidate(rel, var, py)
+    c = Candidate(rel, var.on(arch), py, arch=arch)
+    var = c.var
     if not req.framework_spec.contains(rel.version, prereleases=True):
         c.failures["framework"] = f"{rel.framework} {rel.version} does not match {req.framework_text}"
+    c.failures.update(_platform_failure(rel, var, arch))
     if py is None:
         c.failures["python"] = (
             f"{rel.framework} {rel.version} has no wheels for Python {show_spec(req.python)} (it has {python_span(rel.python)})"
@@ -144,11 +161,12 @@ def python_span(pys: tuple[str, ...]) -> str:
 
 def candidates_for(matrix: Matrix, req: Request, driver: Version) -> list[Candidate]:
     out = []
+    arch = host_arch(req)
     for rel in matrix.frameworks.get(req.framework or "", ()):
         for var in rel.variants:
             if var.is_cpu != req.cpu:
                 continue
-            out.append(judge(matrix, req, rel, var, driver))
+            out.append(judge(matrix, req, rel, var, driver, arch))
     return out
 
 

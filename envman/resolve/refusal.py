@@ -83,6 +83,10 @@ def _kind_conflict(kind: str, in_spec: list[Candidate], req: Request, driver: Ve
                 + "; split the targets into profiles"
             )
         return out
+    if kind == "platform":
+        arch = in_spec[0].arch
+        hosts = ", ".join(t.label for t in req.targets if t.gpu is not None and t.gpu.host_arch == arch)
+        return [f"no build of '{spec_text}' has Linux {arch} wheels in the matrix ({hosts} sit in {arch} hosts)"]
     if kind == "driver":
         need = sorted({c.failures["driver"].split("requirement ≥ ")[-1] for c in in_spec})
         lowest = min(in_spec, key=lambda c: c.var.cuda or Version("0"))

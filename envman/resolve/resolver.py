@@ -24,6 +24,7 @@ from packaging.version import Version
 
 from envman.errors import ResolutionError, UsageError
 from envman.model import (
+    PLATFORMS,
     Cc,
     CudaImage,
     CudaRelease,
@@ -43,6 +44,7 @@ from envman.resolve.candidates import (
     best_candidate,
     candidates_for,
     describe_target,
+    host_arch,
     pick_python,
     python_key,
     python_span,
@@ -91,6 +93,7 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
             ))
     if not req.cpu:
         driver = _check_targets(matrix, req, driver, notes)
+        _platform_note(req, notes)
     if req.framework is None:
         return _resolve_no_framework(matrix, req, driver, notes)
     cands = candidates_for(matrix, req, driver)
@@ -115,6 +118,7 @@ def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[No
                 "(https://pypi.jetson-ai-lab.io) and 'Installing PyTorch for Jetson Platform' "
                 "(https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/)",
             )
+    _check_host_archs(req)
     floors = [(t, g) for t in req.targets if (g := _floor_gpu(matrix, t)) is not None]
     if not floors:
         return driver
@@ -141,6 +145,32 @@ def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[No
             "machines really run with --driver",
         )
     return driver
+
+
+def _check_host_archs(req: Request) -> None:
+    """One image runs on one CPU architecture: a Grace (aarch64) target and an x86_64 one need two profiles."""
+    by_arch: dict[str, list[str]] = {}
+    for t in req.targets:
+        by_arch.setdefault(t.gpu.host_arch if t.gpu is not None and t.gpu.host_arch else "x86_64", []).append(t.label)
+    if len(by_arch) < 2:
+        return
+    arm, x86 = by_arch.get("aarch64", []), by_arch.get("x86_64", [])
+    raise ResolutionError(
+        f"the targets sit in hosts of two CPU architectures: {', '.join(arm)} (aarch64, Grace) and "
+        f"{', '.join(x86)} (x86_64); one image runs on one of them",
+        conflicts=[f"{', '.join(arm)}: Linux aarch64 (linux/arm64) wheels and image",
+                   f"{', '.join(x86)}: Linux x86_64 (linux/amd64) wheels and image"],
+        alternatives=[{"kind": "targets", "change": "split the targets into profiles (one per host architecture)"}],
+        hint="split the targets into profiles, one per host architecture",
+    )
+
+
+def _platform_note(req: Request, notes: list[Note]) -> None:
+    if host_arch(req) != "aarch64":
+        return
+    hosts = ", ".join(t.label for t in req.targets)
+    notes.append(Note("platform", f"platform linux/arm64: {hosts} sit{'s' if len(req.targets) == 1 else ''} in a Grace "
+                                  "(aarch64) host; only builds with Linux aarch64 (SBSA) wheels are candidates"))
 
 
 def _floor_gpu(matrix: Matrix, t: Target) -> Gpu | None:
@@ -260,11 +290,6 @@ def _coverage_warnings(req: Request, c: Candidate) -> list[str]:
         if best is not None and (best.major, best.minor) != (t.cc.major, t.cc.minor):
             out.append(f"{describe_target(t)} relies on {best.sm} code on a {t.cc} device (same-major binary "
                        f"compatibility): the build's arch list has no {t.cc.sm}")
-    for t in req.targets:
-        if t.gpu is not None and t.gpu.host_arch == "aarch64":
-            out.append(f"{t.label} sits in a Grace (aarch64) system: envman's stacks are Linux x86_64 wheels and "
-                       "images, which do not run on its Arm host; build for linux/arm64 on an Arm machine and check "
-                       "that every wheel has a manylinux aarch64 build (envman has no CPU-architecture axis yet)")
     return out
 
 
@@ -282,7 +307,7 @@ def _python_note(matrix: Matrix, req: Request, c: Candidate) -> Note:
 def _resolution(matrix: Matrix, req: Request, c: Candidate, driver: Version, base: str, base_kind: str,
                 notes: list[Note], warnings: list[str]) -> Resolution:
     rel, var = c.rel, c.var
-    index = None if var.name == rel.pypi_default else var.index_url
+    index = None if var.name == rel.pypi_default_on(c.arch) else var.index_url
     cr = matrix.cuda_release(var.cuda)
     major = matrix.cuda_major(cr.version.major) if cr else None
     return Resolution(
@@ -309,6 +334,7 @@ def _resolution(matrix: Matrix, req: Request, c: Candidate, driver: Version, bas
         extras=rel.extras if not var.is_cpu else (),
         notes=tuple(notes),
         warnings=tuple(warnings),
+        platform=PLATFORMS[c.arch],
     )
 
 
@@ -418,5 +444,5 @@ def _plain(matrix: Matrix, req: Request, py: str, img: str, kind: str, cuda: str
         min_driver=drivers[0] if drivers else None, min_driver_minor_compat=drivers[1] if drivers else None,
         driver_mode="full" if cuda else None, driver=str(driver) if driver is not None else None,
         driver_assumed=req.driver is None and not req.cpu, arch_list=tuple(a.sm for a in sorted(archs)), ptx=(),
-        targets=req.targets, extras=(), notes=tuple(notes), warnings=(),
+        targets=req.targets, extras=(), notes=tuple(notes), warnings=(), platform=PLATFORMS[host_arch(req)],
     )

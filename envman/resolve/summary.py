@@ -24,6 +24,7 @@ def resolution_dict(res: Resolution) -> dict[str, Any]:
         "cudnn": res.cudnn,
         "nccl": res.nccl,
         "python": res.python,
+        "platform": res.platform,
         "base_image": res.base_image,
         "base_kind": res.base_kind,
         "min_driver": res.min_driver,

@@ -173,9 +173,24 @@ def test_exact_sass_gives_no_same_major_warning(matrix):
 
 
 @pytest.mark.parametrize("gpu", ["gh200", "gb200", "gb300", "gb10"])
-def test_grace_hosts_warn_that_stacks_are_x86_64(matrix, gpu):
+def test_grace_hosts_get_aarch64_stacks(matrix, gpu):
+    # PyPI's torch-2.15.0-cp311-cp311-manylinux_2_28_aarch64.whl: '2.15.0+cu132', the same cuDNN/NCCL pins as x86_64;
+    # its libtorch_cuda.so CUDA_ARCH_FLAGS: sm_80 sm_90 sm_100 sm_110 sm_120 (issue #13, Platforms)
     res = _resolve(matrix, framework="torch", targets=[gpu])
-    assert any("Grace (aarch64)" in w and "x86_64" in w for w in res.warnings)
+    assert res.platform == "linux/arm64" and (str(res.version), res.variant, res.index_url) == ("2.15.0", "cu132", None)
+    assert res.arch_list == ("sm_80", "sm_90", "sm_100", "sm_110", "sm_120")
+    assert not [w for w in res.warnings if "no CPU-architecture axis" in w]
+
+
+def test_gh200_on_an_older_torch_gets_the_aarch64_pypi_build(matrix):
+    res = _resolve(matrix, framework="torch==2.14.*", targets=["gh200"])
+    assert (str(res.version), res.variant, res.cudnn, res.nccl) == ("2.14.1", "cu130", "9.24.0.43", "2.30.7")
+    assert res.platform == "linux/arm64" and res.index_url is None
+
+
+def test_gh200_on_a_torch_without_aarch64_cuda_wheels_is_refused(matrix):
+    err = _refuse(matrix, framework="torch==2.10.*", targets=["gh200"])
+    assert "no build of 'torch==2.10.*' has Linux aarch64 wheels in the matrix" in " ".join(err.conflicts)
 
 
 def test_loader_validates_driver_floors(matrix_copy):
@@ -211,3 +226,15 @@ def test_a_gpu_may_override_its_generations_floor(matrix_copy):
 def test_a_bare_capability_takes_its_generations_floor(matrix):
     err = _refuse(matrix, framework="torch", targets=["sm_90"], driver="470.57.02")
     assert err.message == "9.0 (sm_90) needs NVIDIA driver ≥ 520 (Hopper); driver 470.57.02 cannot run it"
+
+
+@pytest.mark.parametrize("line, variant", [("2.11", "cu130"), ("2.12", "cu130"), ("2.13", "cu130"), ("2.14", "cu130"),
+                                           ("2.15", "cu132")])
+def test_pypis_aarch64_torch_wheels_are_cuda_builds_with_their_own_arch_list(matrix, line, variant):
+    # PyPI torch-<line>.x-cp311-cp311-manylinux_2_28_aarch64.whl: torch/version.py '+cu130' (2.11-2.14) / '+cu132' (2.15),
+    # METADATA pins the x86_64 wheel's cuDNN/NCCL; libtorch_cuda.so CUDA_ARCH_FLAGS 80;90;100;110;120 (measured 2026-11-30)
+    rel = _release(matrix, "torch", line + ".0")
+    var = rel.variant(variant)
+    assert rel.pypi_default_aarch64 == variant and var.platforms == ("x86_64", "aarch64")
+    assert [a.sm for a in var.on("aarch64").archs] == ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120"]
+    assert not var.on("aarch64").prov.uncertain and "manylinux_2_28_aarch64.whl" in var.aarch64_prov.source

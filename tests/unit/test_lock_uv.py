@@ -40,6 +40,7 @@ class R:
     cudnn = None
     nccl = None
     index_url = None
+    arch = "x86_64"  # a Resolution's, for uv's --python-platform
 
 
 def fake_uv(tmp_path: Path, body: str) -> str:
