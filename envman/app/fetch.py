@@ -1,12 +1,18 @@
-"""``envman fetch`` as a use case: every wheel of a hashed lock, hash-checked, into a wheelhouse."""
+"""``envman fetch`` as a use case: every wheel of a hashed lock, hash-checked, into a wheelhouse (with the
+sdists and build tools a builder stage reads, so that `envman build --offline` needs no index)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envman.errors import UsageError
+
+if TYPE_CHECKING:
+    from envman.app.generate import Names
+    from envman.lock.wheelhouse import HashedLock
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,60 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
     target.tags()  # a bad --python fails here, before anything is read or downloaded
     parsed = wh.read_lock(lock_file)
     dest = wheelhouse or path / wh.DEFAULT_WHEELHOUSE
+    sdists: dict[str, tuple[str, str]] = {}
+    if lock is None:
+        parsed, sdists = builder_inputs(path, names, parsed)
     res = wh.fetch_wheels(parsed, dest, target, on_output=on_output)
-    return FetchOutcome(res.wheelhouse, tuple(res.downloaded), tuple(res.kept), tuple(res.extra), lock_file, py,
-                        target.platforms()[0])
+    got, had = fetch_sdists(sdists, dest)
+    return FetchOutcome(res.wheelhouse, tuple(res.downloaded) + got, tuple(res.kept) + had, tuple(res.extra),
+                        lock_file, py, target.platforms()[0])
+
+
+def builder_inputs(path: Path, names: Names, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:
+    """What an offline builder stage reads besides the lock's wheels: the source-only packages are not
+    wheels (pip download --only-binary would find none; their sdists come from pylock.toml's URLs instead),
+    and the builder installs requirements.build.lock.txt (nvcc, setuptools …) before it builds them."""
+    from envman.lock import wheelhouse as wh
+    from envman.lock.build_deps import sdist_urls
+
+    source = path / names.source
+    if not source.is_file():
+        return parsed, {}
+    src = {w.name: w for w in wh.read_lock(source).wheels}
+    wheels = [w for w in parsed.wheels if w.name not in src]
+    build = path / names.build
+    if build.is_file():
+        have = {(w.name, w.version) for w in wheels}
+        wheels += [w for w in wh.read_lock(build).wheels if (w.name, w.version) not in have]
+    pylock = path / names.pylock
+    urls = sdist_urls(pylock.read_text(encoding="utf-8")) if pylock.is_file() else {}
+    missing = sorted(n for n in src if n not in urls)
+    if missing:
+        raise UsageError(f"{pylock} has no sdist URL for the source-only package(s) {', '.join(missing)}",
+                         hint="run `envman lock` again")
+    sdists = {}
+    for n, w in src.items():
+        url, sha = urls[n]
+        if sha not in w.hashes:
+            raise UsageError(f"{names.source}: {w.pin()}'s hashes do not hold the sha256 of {url.rsplit('/', 1)[-1]} "
+                             f"in {names.pylock}", hint="run `envman lock` again")
+        sdists[n] = (url, sha)
+    return wh.HashedLock(tuple(wheels), parsed.options, parsed.source), sdists
+
+
+def fetch_sdists(sdists: dict[str, tuple[str, str]], dest: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Each sdist, hash-checked, beside the wheels (the offline builder finds it with --find-links):
+    (downloaded, kept)."""
+    from envman.files import write_atomic
+    from envman.lock.build_deps import fetch_sdist
+    from envman.lock.wheelhouse import sha256_file
+
+    got, had = [], []
+    for _name, (url, sha) in sorted(sdists.items()):
+        f = dest / url.rsplit("/", 1)[-1]
+        if f.is_file() and sha256_file(f) == sha:
+            had.append(f.name)
+            continue
+        write_atomic(f, fetch_sdist(url, sha))
+        got.append(f.name)
+    return tuple(got), tuple(had)

@@ -170,12 +170,17 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     if build_lock:
         # every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked
         # with hashes: the builds then run without isolation and download nothing unpinned
-        tools_step = Step("what the builds need, locked with hashes (this stage only)",
-                          ("--mount=type=cache,target=/root/.cache/pip",
-                           f"--mount=type=bind,source={build_lock},target=/tmp/envman/{build_lock}",
-                           f"--mount=type=secret,id={CA_SECRET}"),
+        tool_mounts = ["--mount=type=cache,target=/root/.cache/pip",
+                       f"--mount=type=bind,source={build_lock},target=/tmp/envman/{build_lock}",
+                       f"--mount=type=secret,id={CA_SECRET}"]
+        tool_src = ""
+        if offline_image:
+            # offline, the build tools come from the wheelhouse too (envman fetch adds the build lock's wheels)
+            tool_mounts.append(f"--mount=type=bind,from={offline_image},target=/wheels-in")
+            tool_src = "--no-index --find-links /wheels-in "
+        tools_step = Step("what the builds need, locked with hashes (this stage only)", tuple(tool_mounts),
                           f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: "
-                          f"-r /tmp/envman/{build_lock}{link}")
+                          f"{tool_src}-r /tmp/envman/{build_lock}{link}")
     elif tools:
         tools_step = Step("what the builds import (this stage only; not part of the lock)",
                           ("--mount=type=cache,target=/root/.cache/pip", f"--mount=type=secret,id={CA_SECRET}"),

@@ -1,0 +1,96 @@
+"""`envman fetch` + `envman build --offline` for a lock with a source-only package (deepspeed): the wheelhouse
+must hold what the builder stage reads (the sdist, the build lock's wheels), and the offline builder must read
+its build tools from the wheelhouse, not from an index."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from envman.app import fetch as app_fetch
+from envman.app.generate import Names
+from envman.errors import UsageError
+from envman.image.plan import plan_builder
+from envman.image.stages import plan_source_builds
+from envman.image.tables import load_image_tables
+from envman.lock.wheelhouse import read_lock
+
+SDIST = b"deepspeed sdist bytes"
+SHA = hashlib.sha256(SDIST).hexdigest()
+URL = "https://files.pythonhosted.org/packages/aa/bb/deepspeed-0.19.8.tar.gz"
+
+
+def _h(c: str) -> str:
+    return c * 64
+
+
+def _project(tmp_path, *, pylock_sha: str = SHA):
+    (tmp_path / "requirements.lock.txt").write_text(
+        f"deepspeed==0.19.8 --hash=sha256:{SHA}\n"
+        f"ninja==1.13.2 --hash=sha256:{_h('a')}\n"
+        f"torch==2.14.1 --hash=sha256:{_h('b')}\n")
+    (tmp_path / "requirements.source.lock.txt").write_text(f"deepspeed==0.19.8 \\\n    --hash=sha256:{SHA}\n")
+    (tmp_path / "requirements.build.lock.txt").write_text(
+        "--index-url https://pypi.org/simple\n"
+        f"ninja==1.13.2 --hash=sha256:{_h('a')}\n"
+        f"nvidia-cuda-nvcc==13.0.88 --hash=sha256:{_h('c')}\n")
+    (tmp_path / "pylock.toml").write_text(
+        'lock-version = "1.0"\n[[packages]]\nname = "deepspeed"\nversion = "0.19.8"\n'
+        f'sdist = {{ url = "{URL}", hashes = {{ sha256 = "{pylock_sha}" }} }}\n')
+    return read_lock(tmp_path / "requirements.lock.txt")
+
+
+def test_fetch_takes_the_sdist_from_pylock_and_adds_the_build_locks_wheels(tmp_path):
+    parsed = _project(tmp_path)
+    wheels, sdists = app_fetch.builder_inputs(tmp_path, Names(None), parsed)
+    # deepspeed has no wheel: pip download --only-binary=:all: would fail on it ("No matching distribution")
+    assert [w.pin() for w in wheels.wheels] == ["ninja==1.13.2", "torch==2.14.1", "nvidia-cuda-nvcc==13.0.88"]
+    assert wheels.options == parsed.options and sdists == {"deepspeed": (URL, SHA)}
+
+
+def test_a_project_without_source_only_packages_fetches_its_lock_unchanged(tmp_path):
+    parsed = _project(tmp_path)
+    (tmp_path / "requirements.source.lock.txt").unlink()
+    assert app_fetch.builder_inputs(tmp_path, Names(None), parsed) == (parsed, {})
+
+
+def test_an_sdist_whose_hash_the_source_lock_does_not_hold_is_refused(tmp_path):
+    parsed = _project(tmp_path, pylock_sha=_h("d"))
+    with pytest.raises(UsageError) as ei:
+        app_fetch.builder_inputs(tmp_path, Names(None), parsed)
+    assert "deepspeed==0.19.8's hashes do not hold the sha256 of deepspeed-0.19.8.tar.gz" in ei.value.message
+
+
+def test_sdists_are_downloaded_once_and_hash_checked(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_fetch(url, sha, timeout=120):
+        calls.append(url)
+        assert sha == SHA
+        return SDIST
+
+    monkeypatch.setattr("envman.lock.build_deps.fetch_sdist", fake_fetch)
+    wh = tmp_path / "wh"
+    assert app_fetch.fetch_sdists({"deepspeed": (URL, SHA)}, wh) == (("deepspeed-0.19.8.tar.gz",), ())
+    assert (wh / "deepspeed-0.19.8.tar.gz").read_bytes() == SDIST
+    assert app_fetch.fetch_sdists({"deepspeed": (URL, SHA)}, wh) == ((), ("deepspeed-0.19.8.tar.gz",))
+    assert calls == [URL]
+
+
+def _builder(offline_image):
+    t = load_image_tables()
+    sb = plan_source_builds([("deepspeed", "0.19.8")], t.build_needs, "13.0", cuda_base=False, nvcc_wheels=t.nvcc)
+    return plan_builder(sb, base_image="envman-test-base:bookworm", base_kind="slim", devel_image=None, cuda="13.0",
+                        fw_step=None, source_lock="requirements.source.lock.txt", offline_image=offline_image,
+                        build_lock="requirements.build.lock.txt")
+
+
+def test_offline_the_builder_installs_its_build_tools_from_the_wheelhouse():
+    b = _builder("envman-wheelhouse:0123")
+    assert "--mount=type=bind,from=envman-wheelhouse:0123,target=/wheels-in" in b.tools_step.mounts
+    assert "--no-index --find-links /wheels-in -r /tmp/envman/requirements.build.lock.txt" in b.tools_step.command
+    assert "--no-index --find-links /wheels-in" in b.wheel_step.command
+    online = _builder(None)
+    assert "--no-index" not in online.tools_step.command
+    assert not any("wheels-in" in m for m in online.tools_step.mounts)
