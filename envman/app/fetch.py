@@ -24,10 +24,12 @@ class FetchOutcome:
     lock_file: Path  # the hashed requirements lock read
     python: str  # target CPython X.Y
     platform: str  # the newest platform tag of the target, e.g. manylinux_2_28_x86_64
+    builder_locks: tuple[str, ...] = ()  # the builder stage's locks also fetched (source sdists, build tools)
 
     def to_json(self) -> dict:
         return {"wheelhouse": str(self.wheelhouse), "downloaded": list(self.downloaded), "kept": list(self.kept),
-                "extra": list(self.extra), "python": self.python, "platforms": self.platform}
+                "extra": list(self.extra), "python": self.python, "platforms": self.platform,
+                "builder_locks": list(self.builder_locks)}
 
 
 def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path | None = None,
@@ -53,8 +55,9 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
         parsed, sdists = builder_inputs(path, names, parsed)
     res = wh.fetch_wheels(parsed, dest, target, on_output=on_output)
     got, had = fetch_sdists(sdists, dest)
+    builder = tuple(n for n in (names.source, names.build) if sdists and (path / n).is_file())
     return FetchOutcome(res.wheelhouse, tuple(res.downloaded) + got, tuple(res.kept) + had, tuple(res.extra),
-                        lock_file, py, target.platforms()[0])
+                        lock_file, py, target.platforms()[0], builder)
 
 
 def builder_inputs(path: Path, names: Names, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:
