@@ -88,9 +88,11 @@ def proxy_args(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def wheelhouse_image(directory: Path) -> str:
-    """A name for the wheelhouse's content: its wheels' names and sizes (each wheel was hash-checked by fetch)."""
+    """A name for the wheelhouse's content: its wheels' and sdists' names and sizes (each file was hash-checked
+    by fetch); an sdist counts, or a wheelhouse whose only change is a source-only package's sdist would reuse
+    an imported image without it."""
     h = hashlib.sha256()
-    for p in sorted(directory.glob("*.whl")):
+    for p in sorted(f for f in directory.iterdir() if f.is_file() and f.name.endswith((".whl", ".tar.gz", ".zip"))):
         h.update(f"{p.name}\0{p.stat().st_size}\n".encode())
     return f"envman-wheelhouse:{h.hexdigest()[:12]}"
 
@@ -253,6 +255,14 @@ def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo: Call
     text = offline_dockerfile(root, names.profile, ref)
     path = root / ".envman" / (f"{names.dockerfile}.offline")
     write_atomic(path, text)
+    # BuildKit reads <Dockerfile>.dockerignore beside the Dockerfile it builds, else the context's .dockerignore:
+    # without this copy, a repository that keeps its own .dockerignore would have it applied here instead of
+    # envman's, and the wheelhouse (GBs) would go into the context and, through `COPY . /app`, into the image
+    from envman.image.context import ignore_file
+
+    ignore = ignore_file(root, names.dockerfile)
+    if ignore.is_file():
+        write_atomic(path.with_name(path.name + ".dockerignore"), ignore.read_bytes())
     return path
 
 
