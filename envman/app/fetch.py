@@ -1,12 +1,18 @@
-"""``envman fetch`` as a use case: every wheel of a hashed lock, hash-checked, into a wheelhouse."""
+"""``envman fetch`` as a use case: every wheel of a hashed lock, hash-checked, into a wheelhouse (with the
+sdists and build tools a builder stage reads, so that `envman build --offline` needs no index)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envman.errors import UsageError
+
+if TYPE_CHECKING:
+    from envman.app.generate import Names
+    from envman.lock.wheelhouse import HashedLock
 
 
 @dataclass(frozen=True)
@@ -18,10 +24,12 @@ class FetchOutcome:
     lock_file: Path  # the hashed requirements lock read
     python: str  # target CPython X.Y
     platform: str  # the newest platform tag of the target, e.g. manylinux_2_28_x86_64
+    builder_locks: tuple[str, ...] = ()  # the builder stage's locks also fetched (source sdists, build tools)
 
     def to_json(self) -> dict:
         return {"wheelhouse": str(self.wheelhouse), "downloaded": list(self.downloaded), "kept": list(self.kept),
-                "extra": list(self.extra), "python": self.python, "platforms": self.platform}
+                "extra": list(self.extra), "python": self.python, "platforms": self.platform,
+                "builder_locks": list(self.builder_locks)}
 
 
 def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
@@ -68,6 +76,61 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
     _verify_recorded(path, names.lock, Path(lock_file))
     parsed = wh.read_lock(lock_file)
     dest = wheelhouse or path / wh.DEFAULT_WHEELHOUSE
+    sdists: dict[str, tuple[str, str]] = {}
+    if lock is None:
+        parsed, sdists = builder_inputs(path, names, parsed)
     res = wh.fetch_wheels(parsed, dest, target, on_output=on_output)
-    return FetchOutcome(res.wheelhouse, tuple(res.downloaded), tuple(res.kept), tuple(res.extra), lock_file, py,
-                        target.platforms()[0])
+    got, had = fetch_sdists(sdists, dest)
+    builder = tuple(n for n in (names.source, names.build) if sdists and (path / n).is_file())
+    return FetchOutcome(res.wheelhouse, tuple(res.downloaded) + got, tuple(res.kept) + had, tuple(res.extra),
+                        lock_file, py, target.platforms()[0], builder)
+
+
+def builder_inputs(path: Path, names: Names, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:
+    """What an offline builder stage reads besides the lock's wheels: the source-only packages are not
+    wheels (pip download --only-binary would find none; their sdists come from pylock.toml's URLs instead),
+    and the builder installs requirements.build.lock.txt (nvcc, setuptools …) before it builds them."""
+    from envman.lock import wheelhouse as wh
+    from envman.lock.build_deps import sdist_urls
+
+    source = path / names.source
+    if not source.is_file():
+        return parsed, {}
+    src = {w.name: w for w in wh.read_lock(source).wheels}
+    wheels = [w for w in parsed.wheels if w.name not in src]
+    build = path / names.build
+    if build.is_file():
+        have = {(w.name, w.version) for w in wheels}
+        wheels += [w for w in wh.read_lock(build).wheels if (w.name, w.version) not in have]
+    pylock = path / names.pylock
+    urls = sdist_urls(pylock.read_text(encoding="utf-8")) if pylock.is_file() else {}
+    missing = sorted(n for n in src if n not in urls)
+    if missing:
+        raise UsageError(f"{pylock} has no sdist URL for the source-only package(s) {', '.join(missing)}",
+                         hint="run `envman lock` again")
+    sdists = {}
+    for n, w in src.items():
+        url, sha = urls[n]
+        if sha not in w.hashes:
+            raise UsageError(f"{names.source}: {w.pin()}'s hashes do not hold the sha256 of {url.rsplit('/', 1)[-1]} "
+                             f"in {names.pylock}", hint="run `envman lock` again")
+        sdists[n] = (url, sha)
+    return wh.HashedLock(tuple(wheels), parsed.options, parsed.source), sdists
+
+
+def fetch_sdists(sdists: dict[str, tuple[str, str]], dest: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Each sdist, hash-checked, beside the wheels (the offline builder finds it with --find-links):
+    (downloaded, kept)."""
+    from envman.files import write_atomic
+    from envman.lock.build_deps import fetch_sdist
+    from envman.lock.wheelhouse import sha256_file
+
+    got, had = [], []
+    for _name, (url, sha) in sorted(sdists.items()):
+        f = dest / url.rsplit("/", 1)[-1]
+        if f.is_file() and sha256_file(f) == sha:
+            had.append(f.name)
+            continue
+        write_atomic(f, fetch_sdist(url, sha))
+        got.append(f.name)
+    return tuple(got), tuple(had)

@@ -20,7 +20,8 @@ def fetch(path: Path, wheelhouse: Optional[Path], lock: Optional[Path], python: 
         return
     typer.echo(
         f"wheelhouse {res.wheelhouse}: {len(res.downloaded)} downloaded, {len(res.kept)} already there, "
-        f"all {len(res.downloaded) + len(res.kept)} hash-checked against {res.lock_file} "
+        f"all {len(res.downloaded) + len(res.kept)} hash-checked against {res.lock_file}"
+        + (f" and the builder stage's {' and '.join(res.builder_locks)}" if res.builder_locks else "") + " "
         f"(target CPython {res.python}, {res.platform})"
     )
     if res.extra:

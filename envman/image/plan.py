@@ -149,6 +149,22 @@ def _apt_step(comment: str, apt: list[str]) -> Step:
     )
 
 
+def _locked_tools_step(build_lock: str, offline_image: str | None, link: str) -> Step:
+    """Every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked with
+    hashes: the builds then run without isolation and download nothing unpinned."""
+    tool_mounts = ["--mount=type=cache,target=/root/.cache/pip",
+                   f"--mount=type=bind,source={build_lock},target=/tmp/envman/{build_lock}",
+                   f"--mount=type=secret,id={CA_SECRET}"]
+    tool_src = ""
+    if offline_image:
+        # offline, the build tools come from the wheelhouse too (envman fetch adds the build lock's wheels)
+        tool_mounts.append(f"--mount=type=bind,from={offline_image},target=/wheels-in")
+        tool_src = "--no-index --find-links /wheels-in "
+    return Step("what the builds need, locked with hashes (this stage only)", tuple(tool_mounts),
+                f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: "
+                f"{tool_src}-r /tmp/envman/{build_lock}{link}")
+
+
 def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_image: str | None, cuda: str | None,
                  fw_step: Step | None, source_lock: str, offline_image: str | None = None,
                  cuda_archs: tuple[str, ...] = (), build_lock: str | None = None) -> BuilderStage:
@@ -179,14 +195,7 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
                 f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
     tools_step = None
     if build_lock:
-        # every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked
-        # with hashes: the builds then run without isolation and download nothing unpinned
-        tools_step = Step("what the builds need, locked with hashes (this stage only)",
-                          ("--mount=type=cache,target=/root/.cache/pip",
-                           f"--mount=type=bind,source={build_lock},target=/tmp/envman/{build_lock}",
-                           f"--mount=type=secret,id={CA_SECRET}"),
-                          f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: "
-                          f"-r /tmp/envman/{build_lock}{link}")
+        tools_step = _locked_tools_step(build_lock, offline_image, link)
     elif tools:
         tools_step = Step("what the builds import (this stage only; not part of the lock)",
                           ("--mount=type=cache,target=/root/.cache/pip", f"--mount=type=secret,id={CA_SECRET}"),

@@ -328,3 +328,32 @@ def test_a_jax_repository_is_said(init):
     assert spec["framework"] == "tensorflow>=2.15"
     assert any(n.startswith("requirements.txt:1: jax>=0.4.20: a JAX repository; envman manages torch and tensorflow only")
                for n in out.notes)
+
+
+# --- issue #11's repositories as patterns (the slow builds: tests/integration/test_build_repos.py) -----------
+
+
+def test_whisper_like_package_with_a_console_script_is_installed(init):
+    d, out, spec = init("whisper-like")
+    assert spec["framework"] == "torch==2.14.1" and spec["packages"] == ["numpy", "tqdm"]
+    assert "found dependencies in: pyproject.toml [project]" in out.notes
+    assert any(n.startswith("the project is a package (pyproject): installed into the image after its source")
+               for n in out.notes)
+    assert out.resolution.variant == "cu130"
+
+
+def test_yolov5_like_keeps_its_docker_files_and_gets_opencvs_system_libraries(init):
+    theirs = {f: (REPOS / "yolov5-like" / f).read_bytes() for f in ("Dockerfile", ".dockerignore", "docker-compose.yml")}
+    d, out, spec = init("yolov5-like")
+    assert {f: (d / f).read_bytes() for f in theirs} == theirs
+    assert out.lock["dockerfile"] == "Dockerfile.envman"
+    ours = (d / "Dockerfile.envman").read_text()
+    assert "libgl1 libglib2.0-0" in ours
+    assert (d / "Dockerfile.envman.dockerignore").is_file() and (d / "compose.envman.yaml").is_file()
+
+
+def test_deepspeed_chat_like_installs_its_subfolder_package_from_dash_e_dot(init):
+    d, out, spec = init("deepspeed-chat-like")
+    assert spec["install_project"] is True and spec["requirements"] == ["requirements.txt"]
+    assert "requirements.txt:3: project '-e .' (installs this repository (install_project: true))" in out.notes
+    assert any(n.startswith("the project is a package (setup.py)") for n in out.notes)
