@@ -598,3 +598,30 @@ def test_torch_and_tensorflow_want_different_cudnn_majors_in_one_environment():
 
 def test_tensorflow_libraries_quiet_when_there_is_known_to_be_no_gpu():
     assert found(box(gpus=[], tensorflow={"version": "2.15.1", "is_cuda_build": True}), "tf-cuda-libs") == []
+
+
+# --- a host that cannot run the project's image is not ready (issue #12, item 15) ------------------------------
+_LOCKED = {"lock": {"path": "/p/envman.lock", "framework": {"name": "torch", "version": "2.14.1", "variant": "cu130"}}}
+
+
+def test_docker_installed_but_its_daemon_down_is_an_error_for_a_locked_project():
+    from envman.portable.doctor.report import render_text
+
+    facts = {**_LOCKED, "docker": {"reachable": False, "installed": True,
+                                   "error": "no Docker socket at /var/run/docker.sock"}}
+    [f] = [f for f in run_checks(facts, K) if f.check == "docker-daemon-down"]
+    assert f.severity == "error" and f.verdict == (
+        "Docker is installed but its daemon does not answer (no Docker socket at /var/run/docker.sock): "
+        "this project's image cannot be built or run here")
+    assert "systemctl start docker" in f.remedy
+    assert render_text(run_checks(facts, K), facts).splitlines()[0].startswith("verdict: training will NOT work here: 1 error")
+
+
+@pytest.mark.parametrize("facts", [
+    {**_LOCKED, "docker": {"reachable": True, "installed": True}},  # the daemon answers
+    {**_LOCKED, "docker": {"reachable": False, "installed": False}},  # no Docker here at all: nothing to start
+    {"docker": {"reachable": False, "installed": True}},  # no envman.lock: nothing needs an image
+    {**_LOCKED, "in_container": True, "docker": {"reachable": False, "installed": True}},  # inside the image itself
+])
+def test_docker_daemon_check_stays_quiet_when_nothing_needs_it(facts):
+    assert not [f for f in run_checks(facts, K) if f.check == "docker-daemon-down"]

@@ -107,6 +107,22 @@ def check_docker_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
     )]
 
 
+def check_docker_daemon(v: FactsView, k: Knowledge) -> list[Finding]:
+    """A project locked for an image, on a host where Docker is installed but its daemon does not answer: the
+    image cannot be built or run here, so the host is not ready (whatever else is right)."""
+    d = as_dict(v.f.get("docker"))
+    if v.in_container or d.get("reachable") is not False or d.get("installed") is not True:
+        return []
+    if not as_dict(v.f.get("lock")):
+        return []  # no envman.lock: nothing here needs an image
+    why = as_str(d.get("error")) or "the engine does not answer"
+    return [error(
+        "docker-daemon-down",
+        f"Docker is installed but its daemon does not answer ({why}): this project's image cannot be built or run here",
+        "start it: sudo systemctl start docker (or sudo dockerd &), or point DOCKER_HOST at an engine that runs",
+    )]
+
+
 def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
     """17. WSL1 has no GPU; a Linux driver inside WSL2 breaks the one Windows provides."""
     if v.wsl == 1:
@@ -252,5 +268,5 @@ def _same_prefix(short: str, full: str) -> bool:
     return a[:n] == b[:n]
 
 
-CHECKS = (check_container_gpu, check_docker_toolkit, check_wsl, check_shm, check_ram, check_disks,
+CHECKS = (check_container_gpu, check_docker_toolkit, check_docker_daemon, check_wsl, check_shm, check_ram, check_disks,
           check_ld_library_path)

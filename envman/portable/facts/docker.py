@@ -35,6 +35,7 @@ def probe_docker(timeout: float = 1.5, environ: dict[str, str] | None = None) ->
     else:
         cdi_dirs = []
     d["toolkit"] = any(shutil.which(b) for b in TOOLKIT_BINARIES)
+    d["installed"] = bool(shutil.which("docker") or shutil.which("dockerd"))
     d["cdi"] = any(
         "nvidia" in os.path.basename(p).lower()
         for base in list(CDI_DIRS) + [c for c in cdi_dirs if isinstance(c, str)]
