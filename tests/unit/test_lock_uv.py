@@ -348,3 +348,16 @@ def test_a_lock_run_cleans_orphans_first(tmp_path, monkeypatch):
     run.wait()
     run.cancel()
     assert not old.exists()
+
+
+def test_a_uv_that_exits_0_without_writing_never_passes_off_the_previous_lock(tmp_path, monkeypatch, no_metadata):
+    """uv's output file is seeded with the previous lock (its preferences): a uv that exits 0 without writing
+    would leave that lock in place for new inputs. What uv returns must cover every requirement asked for."""
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, "pass\n"))  # exits 0, writes nothing
+    with pytest.raises(ToolError) as e:
+        uvmod.compile_python_lock(["torch==2.14.1", "oldpkg", "newpkg"], "3.11", [], ["torch"], R(),
+                                  previous=(None, PYLOCK))
+    assert e.value.message == "uv's output does not contain newpkg, which the inputs ask for"
+    # the same seed with inputs it covers is a legitimate re-lock that changed nothing
+    lr = uvmod.compile_python_lock(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R(), previous=(None, PYLOCK))
+    assert lr.pylock_text == PYLOCK
