@@ -6,7 +6,6 @@ layer is cut from these edges; ``# via`` comments in requirements.lock.txt come 
 from __future__ import annotations
 
 import http.client
-import io
 import os
 import ssl
 import threading
@@ -113,60 +112,23 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
     return reqs
 
 
-class _RangeFile(io.RawIOBase):
-    """A remote file read with HTTP range requests: zipfile reads a wheel's METADATA without the wheel."""
-
-    def __init__(self, url: str, size: int, timeout: float, ctx) -> None:
-        self.url, self.size, self.pos, self.timeout, self.ctx = url, size, 0, timeout, ctx
-        self.tail_at = max(0, size - 256 * 1024)
-        self.tail = self._get(self.tail_at, size - 1)  # the central directory, in one request for most wheels
-
-    def _get(self, a: int, b: int) -> bytes:
-        status, _, body = _fetch(self.url, self.timeout, self.ctx, {"Range": f"bytes={a}-{b}"})
-        if status != 206:
-            raise OSError("no range support")
-        return body
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, off: int, whence: int = 0) -> int:
-        self.pos = off if whence == 0 else self.pos + off if whence == 1 else self.size + off
-        return self.pos
-
-    def read(self, n: int = -1) -> bytes:
-        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
-        if self.pos >= self.tail_at:
-            data = self.tail[self.pos - self.tail_at:end - self.tail_at]
-        elif end > self.pos:
-            data = self._get(self.pos, end - 1)
-        else:
-            data = b""
-        self.pos += len(data)
-        return data
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[:len(data)] = data
-        return len(data)
-
-
 def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
+    """METADATA out of the wheel's zip by HTTP range requests (the one range reader, matrix/index.py), over
+    this thread's keep-alive connections; None when the host cannot serve ranges or the zip has none."""
+    from envman.errors import EnvmanError
+    from envman.matrix.index import RangeReader
+
+    def get(u: str, headers: dict[str, str]) -> tuple[bytes, dict[str, str]]:
+        status, got, body = _fetch(u, timeout, ctx, headers)
+        if status != 206:
+            raise OSError(f"HTTP {status} to a range request")
+        return body, got
+
     try:
-        status, headers, _ = _fetch(url, timeout, ctx, method="HEAD")
-        size = int(headers.get("content-length") or 0) if status == 200 else 0
-        if not size:
-            return None
-        with zipfile.ZipFile(_RangeFile(url, size, timeout, ctx)) as zf:
+        with zipfile.ZipFile(RangeReader(url, None, get)) as zf:
             name = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
             return zf.read(name).decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, ValueError, StopIteration, zipfile.BadZipFile):
+    except (urllib.error.URLError, OSError, ValueError, StopIteration, zipfile.BadZipFile, EnvmanError):
         return None
 
 

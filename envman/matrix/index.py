@@ -17,6 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.parser import Parser
 
@@ -103,12 +104,19 @@ def fetch_project(name: str, index_url: str = DEFAULT_INDEX) -> Project:
     return Project(doc.get("name", name), tuple(files))
 
 
-class RangeReader(io.RawIOBase):
-    """A read-only, seekable file over HTTP range requests, with a block cache: what ``zipfile`` needs."""
+Get = Callable[[str, "dict[str, str]"], "tuple[bytes, dict[str, str]]"]
 
-    def __init__(self, url: str, size: int | None = None):
+
+class RangeReader(io.RawIOBase):
+    """A read-only, seekable file over HTTP range requests, with a block cache: what ``zipfile`` needs to
+    read one member of a remote wheel. ``get(url, headers) -> (body, lower-cased headers)`` is the transport
+    (urllib by default; the lock's graph passes its keep-alive connections); it raises when the server does
+    not answer a range with 206."""
+
+    def __init__(self, url: str, size: int | None = None, get: Get | None = None):
         super().__init__()
         self.url = url
+        self._get = get or _get
         self.pos = 0
         self.requests = 0
         self._segments: list[tuple[int, bytes]] = []
@@ -129,7 +137,7 @@ class RangeReader(io.RawIOBase):
 
     def _range(self, spec: str) -> tuple[bytes, dict[str, str]]:
         self.requests += 1
-        return _get(self.url, {"Range": spec})
+        return self._get(self.url, {"Range": spec})
 
     def _store(self, start: int, data: bytes) -> None:
         self._segments.append((start, data))
