@@ -75,3 +75,17 @@ def op_check(name: str, result: dict[str, Any] | None, tol: float) -> dict[str, 
 
 def error(exc: BaseException) -> str:
     return ("%s: %s" % (type(exc).__name__, exc)).strip()[:500]
+
+
+def import_observed(module: str, obs: dict[str, Any]) -> Any:
+    """The framework's module, or None with ``obs["import_error"]`` set: whatever its import raises (a missing
+    library, a broken build, SystemExit) is an observation of the environment, never fatal to the smoke test."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        obs["import_error"] = error(exc)
+        return None

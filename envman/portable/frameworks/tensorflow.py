@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .base import TOL_FP32, Plugin, check, error, op_check, release, release_matches, split_local
+from .base import TOL_FP32, Plugin, check, error, import_observed, op_check, release, release_matches, split_local
 
 
 def evaluate_tensorflow(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -48,12 +48,8 @@ def evaluate_tensorflow_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list
 def observe_tensorflow(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
     obs: dict[str, Any] = {"gpu_visible": gpu_visible, "gpu_evidence": gpu_evidence}
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        obs["import_error"] = error(exc)
+    tf = import_observed("tensorflow", obs)
+    if tf is None:
         return obs
     obs["version"] = str(tf.__version__)
     try:

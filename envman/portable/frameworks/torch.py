@@ -15,6 +15,7 @@ from .base import (
     check,
     cuda_variant,
     error,
+    import_observed,
     op_check,
     release,
     release_matches,
@@ -185,12 +186,8 @@ def _torch_ops(torch: Any, dev: Any) -> dict[str, Any]:
 
 def observe_torch(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
     obs: dict[str, Any] = {"gpu_visible": gpu_visible, "gpu_evidence": gpu_evidence}
-    try:
-        import torch
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        obs["import_error"] = error(exc)
+    torch = import_observed("torch", obs)
+    if torch is None:
         return obs
     obs["version"] = str(torch.__version__)
     obs["cuda"] = getattr(torch.version, "cuda", None)
