@@ -291,12 +291,16 @@ def _request_file(root: Path) -> Path:
 
 
 def remember(root: Path, request: UvRequest) -> None:
-    """The request a lock made, for the next lock of the same project to start early."""
+    """The request a lock made, for the next lock of the same project to start early. A request that names an
+    index with credentials in its URL is not kept: no token is ever written to a file, the cache included."""
+    text = request.to_json()
+    if redact(text) != text:
+        return
     p = _request_file(root)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(request.to_json(), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, p)
     except OSError:
         pass

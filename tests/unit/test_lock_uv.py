@@ -361,3 +361,17 @@ def test_a_uv_that_exits_0_without_writing_never_passes_off_the_previous_lock(tm
     # the same seed with inputs it covers is a legitimate re-lock that changed nothing
     lr = uvmod.compile_python_lock(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R(), previous=(None, PYLOCK))
     assert lr.pylock_text == PYLOCK
+
+
+def test_a_request_with_credentials_in_an_index_url_is_never_cached(tmp_path, monkeypatch):
+    """The early start of a re-lock keeps the last uv request in envman's cache: not when it carries a token."""
+    from envman.lock import uvproc
+
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
+    plain = uvmod.uv_request(["numpy"], "3.11", ["https://pypi.example/simple"], None)
+    uvproc.remember(tmp_path, plain)
+    assert uvproc._request_file(tmp_path).is_file()
+    secret = uvmod.uv_request(["numpy"], "3.11", ["https://bob:TOKEN@pypi.example/simple"], None)
+    uvproc.remember(tmp_path, secret)
+    assert "TOKEN" not in uvproc._request_file(tmp_path).read_text()
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and "TOKEN" in p.read_text()]
