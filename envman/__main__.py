@@ -1,5 +1,5 @@
 """``python -m envman``: the same as the ``envman`` command."""
 
-from envman.cli.main import run
+from envman.cli.entry import run
 
 run()

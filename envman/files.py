@@ -138,6 +138,7 @@ class WritePlan:
 def check_inside(root: Path, paths: list[Path]) -> None:
     """No folder on the way to a file envman writes may be a symbolic link that leads out of the project."""
     real_root = root.resolve()
+    seen: set[Path] = set()  # each folder once: a lock writes ~50 files into a handful of folders
     for path in paths:
         try:
             rel = path.relative_to(root)
@@ -146,6 +147,9 @@ def check_inside(root: Path, paths: list[Path]) -> None:
         cur = root
         for part in rel.parts[:-1]:
             cur = cur / part
+            if cur in seen:
+                continue
+            seen.add(cur)
             if cur.is_symlink():
                 target = cur.resolve()
                 if target != real_root and real_root not in target.parents:
@@ -153,24 +157,22 @@ def check_inside(root: Path, paths: list[Path]) -> None:
                                      hint="envman writes only inside the project: replace the link with a folder")
 
 
-def _tmp_name(name: str) -> re.Pattern:
-    # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp"): 8 characters of [a-z0-9_] between them
-    return re.compile(r"\." + re.escape(name) + r"\.[a-z0-9_]{8}\.tmp\Z")
+_TMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp\Z")  # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp")
 
 
 def clean_stale_temps(paths: list[Path]) -> None:
     """Temp files a killed run left beside any of ``paths`` (one listing per folder)."""
-    by_dir: dict[Path, list[str]] = {}
+    by_dir: dict[Path, set[str]] = {}
     for p in paths:
-        by_dir.setdefault(p.parent, []).append(p.name)
+        by_dir.setdefault(p.parent, set()).add(p.name)
     for d, names in by_dir.items():
-        rx = re.compile("|".join(_tmp_name(n).pattern for n in names))
         try:
             entries = list(os.scandir(d))
         except OSError:
             continue
         for e in entries:
-            if rx.match(e.name) and e.is_file(follow_symlinks=False):
+            m = _TMP.match(e.name)
+            if m and m.group(1) in names and e.is_file(follow_symlinks=False):
                 try:
                     os.unlink(e.path)
                 except OSError:

@@ -80,12 +80,17 @@ def check_ci(path: Path) -> tuple[list[str], list[str]]:
     return check_ci_files(load_ci_project(Path(path).resolve()))
 
 
+def has_ci_files(root: Path) -> bool:
+    """Whether the project has CI files envman generates (GitHub/GitLab workflows, the bake file)."""
+    from envman.ci import BACKENDS, BAKE_FILE
+
+    return any((root / f).exists() for f in (*(b.file for b in BACKENDS), BAKE_FILE))
+
+
 def stale_ci_files(root: Path) -> list[str]:
     """After a re-lock: generated CI files name images by lock hash, so they must be regenerated too.
     Nothing (and no CI project loaded) when the project has none of them."""
-    from envman.ci import BACKENDS, BAKE_FILE
-
-    if not any((root / f).exists() for f in (*(b.file for b in BACKENDS), BAKE_FILE)):
+    if not has_ci_files(root):
         return []
     from envman.ci import check_ci_files, load_ci_project
 

@@ -69,6 +69,25 @@ def load_knowledge(directory: Path | None = None, use_cache: bool = True) -> Kno
     return k
 
 
+def kit_files() -> dict[str, str]:
+    """The doctor kit every image carries (image/kit.py) for envman's matrix. Its knowledge.json is kept on
+    disk under the matrix's key (serializing it costs ~5 ms a run), and in memory for the process."""
+    from envman.diskcache import cached
+    from envman.image.kit import doctor_kit, knowledge_json
+
+    key = matrix_key(matrix_dir())
+    if key is None:
+        return doctor_kit(knowledge_json(load_knowledge().to_dict()))
+    if key not in _KIT_TEXT:
+        _KIT_TEXT.clear()
+        _KIT_TEXT[key] = cached("kit-knowledge", key, lambda: knowledge_json(load_knowledge().to_dict()),
+                                lambda t: isinstance(t, str))
+    return doctor_kit(_KIT_TEXT[key])
+
+
+_KIT_TEXT: dict[str, str] = {}
+
+
 def _save(path: Path, k: Knowledge) -> None:
     try:
         # Entries of other matrices stay: two checkouts sharing the cache must not evict each other.

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from envman import __version__
-from envman.app.doctor import load_knowledge
+from envman.app.doctor import kit_files
 from envman.errors import LockError, UsageError
 from envman.files import WritePlan, ownership, sha256, with_header
 from envman.image.context import dockerignore_text
-from envman.image.kit import doctor_kit
 from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
 from envman.image.render import DOCKERIGNORE, render_dockerfile, render_json, render_yaml, warm
 from envman.image.stages import plan_source_builds, system_libraries
@@ -243,7 +242,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     if lines and not no_lock:
         index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
         roots = [p.split("==")[0].split("[")[0] for p in pins]
-        lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=warm, upgrade=upgrade,
+        lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=_while_uv_resolves, upgrade=upgrade,
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)),
                                  timeout=timeout, progress=progress, speculative=speculative,
                                  constraints=cuda_constraints(res) + [c.line for c in cons],
@@ -423,7 +422,7 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
                                                             place.devcontainer_dockerfile(first.names.dockerfile),
                                                             editable=first.install_project)),
                               inputs_hash, "//")))
-    kit = doctor_kit(load_knowledge().to_dict())
+    kit = kit_files()
     files.extend((root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit.items()))
 
     wp = WritePlan(files)
@@ -471,6 +470,15 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
         spec = profile_spec(spec, prof)
     built = _build_one(root, spec, names, hashes, True, matrix, offline_image=offline_image)
     return built.files[0][1]
+
+
+def _while_uv_resolves() -> None:
+    """What a lock needs later and can prepare while uv waits on the network (memoized where it is used)."""
+    from envman._compat import tomllib  # noqa: F401  (uv's pylock.toml is parsed right after it exits)
+
+    warm()
+    load_image_tables()
+    kit_files()
 
 
 def _our_body(path: Path) -> str | None:

@@ -38,10 +38,9 @@ def load_smoke_module() -> ModuleType:
 
 def write_kit(directory: Path) -> Path:
     """The kit as the image gets it (the island and the matrix knowledge), under ``directory``."""
-    from envman.app.doctor import load_knowledge
-    from envman.image.kit import doctor_kit
+    from envman.app.doctor import kit_files
 
-    for rel, text in doctor_kit(load_knowledge().to_dict()).items():
+    for rel, text in kit_files().items():
         (directory / rel).parent.mkdir(parents=True, exist_ok=True)
         (directory / rel).write_text(text, encoding="utf-8")
     return directory

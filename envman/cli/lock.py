@@ -38,10 +38,11 @@ def register(app: typer.Typer) -> None:
         # uv starts on the last lock's request before envman's imports and the stack's resolution: a re-lock
         # of unchanged inputs then costs about what uv costs (the use case kills it if the inputs changed)
         early = start_early(root, upgrade=upgrade, timeout=timeout, progress=progress)
-        from envman.app.ci import stale_ci_files
+        from envman.app.ci import has_ci_files, stale_ci_files
         from envman.app.generate import lock_project
         from envman.cli.output import format_outcome
 
+        ci = has_ci_files(root)  # while uv resolves (it imports the CI backends)
         try:
             out = lock_project(root, force=force, base_image=base_image, upgrade=upgrade, timeout=timeout,
                                progress=progress, speculative=early)
@@ -49,6 +50,6 @@ def register(app: typer.Typer) -> None:
             progress.done()
         typer.echo(format_outcome(out, root))
         # generated CI files name images by lock hash: after a re-lock they must be regenerated too
-        for s in stale_ci_files(root):
+        for s in stale_ci_files(root) if ci else ():
             typer.echo(f"note: {s} (commit them together with the locks)")
 

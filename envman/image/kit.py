@@ -26,8 +26,13 @@ def island_files() -> dict[str, str]:
     }
 
 
-def doctor_kit(knowledge: dict) -> dict[str, str]:
-    """The whole kit: the island plus ``knowledge`` (``Knowledge.to_dict()``) as JSON."""
+def knowledge_json(knowledge: dict) -> str:
+    """``Knowledge.to_dict()`` as the kit's knowledge.json."""
+    return json.dumps(knowledge, sort_keys=True, indent=1) + "\n"
+
+
+def doctor_kit(knowledge_text: str) -> dict[str, str]:
+    """The whole kit: the island plus the knowledge (``knowledge_json``)."""
     files = island_files()
-    files[KNOWLEDGE] = json.dumps(knowledge, sort_keys=True, indent=1) + "\n"
+    files[KNOWLEDGE] = knowledge_text
     return files

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from envman.diskcache import cached
 from envman.errors import DataError
 from envman.image.stages import BuildNeed, NvccWheel, SystemLibraries
 from envman.resources import matrix_dir
@@ -58,16 +60,37 @@ def _rows(doc, file: str, problems: list[str]) -> dict:
 
 def load_image_tables(directory: Path | None = None) -> ImageTables:
     d = directory or matrix_dir()
-    import yaml
-
-    problems: list[str] = []
     raw = {}
-    docs = {}
     for f in (BUILD_NEEDS, SYSTEM_LIBRARIES):
         try:
             raw[f] = (d / f).read_bytes()
+        except OSError as exc:
+            raise DataError(f"{f}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
+    return _load(raw[BUILD_NEEDS], raw[SYSTEM_LIBRARIES])
+
+
+@lru_cache(maxsize=4)
+def _load(build_needs: bytes, system_libraries: bytes) -> ImageTables:
+    """The tables for the files' bytes: memoized (a lock asks more than once) and kept on disk by digest
+    (parsing the YAML costs ~8 ms a run)."""
+    h = hashlib.sha256()
+    for f, data in sorted({BUILD_NEEDS: build_needs, SYSTEM_LIBRARIES: system_libraries}.items()):
+        h.update(f.encode() + b"\0" + data + b"\0")
+    digest = h.hexdigest()
+    return cached("image-tables", digest, lambda: _tables(build_needs, system_libraries, digest),
+                  lambda t: isinstance(t, ImageTables) and t.digest == digest)
+
+
+def _tables(build_needs: bytes, system_libraries: bytes, digest: str) -> ImageTables:
+    import yaml
+
+    problems: list[str] = []
+    raw = {BUILD_NEEDS: build_needs, SYSTEM_LIBRARIES: system_libraries}
+    docs = {}
+    for f in (BUILD_NEEDS, SYSTEM_LIBRARIES):
+        try:
             docs[f] = yaml.safe_load(raw[f])
-        except (OSError, yaml.YAMLError) as exc:
+        except yaml.YAMLError as exc:
             raise DataError(f"{f}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
     needs = {}
     for name, row in _rows(docs[BUILD_NEEDS], BUILD_NEEDS, problems).items():
@@ -101,7 +124,4 @@ def load_image_tables(directory: Path | None = None) -> ImageTables:
     if problems:
         raise DataError("envman's image tables are invalid:\n  " + "\n  ".join(problems),
                         hint="fix the entries named above")
-    h = hashlib.sha256()
-    for f in sorted(raw):
-        h.update(f.encode() + b"\0" + raw[f] + b"\0")
-    return ImageTables(needs, nvcc, libs, h.hexdigest())
+    return ImageTables(needs, nvcc, libs, digest)

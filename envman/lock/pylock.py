@@ -4,7 +4,8 @@ derived from it here, so the two files cannot disagree."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 
 from packaging.utils import canonicalize_name
 
@@ -22,11 +23,11 @@ class LockedFile:
         return self.url.rsplit("/", 1)[-1].split("#")[0]
 
 
-@dataclass
+@dataclass(frozen=True)
 class PylockPackage:
     name: str
     version: str
-    files: list[LockedFile] = field(default_factory=list)
+    files: tuple[LockedFile, ...] = ()
     direct: str | None = None  # `name @ url` for VCS/archive packages
 
     @property
@@ -35,29 +36,39 @@ class PylockPackage:
 
 
 def parse_pylock(text: str) -> list[PylockPackage]:
+    """The packages of a pylock.toml, by name. One lock parses the same text several times (the derived
+    lock, the sdists, the user's own hashes): parsed once."""
+    return list(_parse(text))
+
+
+@lru_cache(maxsize=4)
+def _parse(text: str) -> tuple[PylockPackage, ...]:
     from envman._compat import tomllib
 
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InternalError(f"uv's pylock.toml does not parse: {exc}", hint="report this to envman's maintainers") from None
-    out: list[PylockPackage] = []
-    for p in doc.get("packages", []):
-        pkg = PylockPackage(canonicalize_name(p["name"]), str(p.get("version", "")))
-        for w in p.get("wheels", []):
-            pkg.files.append(LockedFile(w.get("url") or w.get("path", ""), w.get("hashes", {}).get("sha256", ""), "wheel"))
-        if "sdist" in p:
-            s = p["sdist"]
-            pkg.files.append(LockedFile(s.get("url") or s.get("path", ""), s.get("hashes", {}).get("sha256", ""), "sdist"))
-        if "archive" in p:
-            a = p["archive"]
-            pkg.files.append(LockedFile(a.get("url") or a.get("path", ""), a.get("hashes", {}).get("sha256", ""), "archive"))
-            pkg.direct = a.get("url") or a.get("path")
-        if "vcs" in p:
-            v = p["vcs"]
-            pkg.direct = f"{v.get('type', 'git')}+{v.get('url') or v.get('path')}@{v.get('commit-id')}"
-        out.append(pkg)
-    return sorted(out, key=lambda p: p.name)
+    return tuple(sorted((_package(p) for p in doc.get("packages", [])), key=lambda p: p.name))
+
+
+def _file(entry: dict, kind: str) -> LockedFile:
+    return LockedFile(entry.get("url") or entry.get("path", ""), entry.get("hashes", {}).get("sha256", ""), kind)
+
+
+def _package(p: dict) -> PylockPackage:
+    files = [_file(w, "wheel") for w in p.get("wheels", [])]
+    direct = None
+    if "sdist" in p:
+        files.append(_file(p["sdist"], "sdist"))
+    if "archive" in p:
+        a = p["archive"]
+        files.append(_file(a, "archive"))
+        direct = a.get("url") or a.get("path")
+    if "vcs" in p:
+        v = p["vcs"]
+        direct = f"{v.get('type', 'git')}+{v.get('url') or v.get('path')}@{v.get('commit-id')}"
+    return PylockPackage(canonicalize_name(p["name"]), str(p.get("version", "")), tuple(files), direct)
 
 
 def requirement_block(pkg: PylockPackage, via: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from envman import __version__
 from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
 from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
-from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
+from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary  # noqa: F401
+from envman.lock.uvstart import uv_env
 from envman.model import Resolution
 from envman.redact import redact
 from envman.resolve.summary import resolution_dict
@@ -160,6 +162,18 @@ def input_pyproject(lines: list[str], framework_index: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def interpreter_args(python: str) -> list[str]:
+    """``--python <envman's interpreter>`` when it is of the target's version (and UV_PYTHON names none).
+    Otherwise uv looks for a Python of that version on PATH on every run: through pyenv's shims that is a
+    shell script per candidate, measured at 0.09–0.4 s of a 0.3 s lock. An interpreter of another version
+    is not offered: uv builds the metadata of source-only packages with it, and that must be the target's."""
+    if os.environ.get("UV_PYTHON"):
+        return []
+    if ".".join(python.split(".")[:2]) != f"{sys.version_info[0]}.{sys.version_info[1]}":
+        return []
+    return ["--python", sys.executable]
+
+
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
                        offline: bool = False, upgrade: bool = False, index_url: str | None = None,
                        find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None,
@@ -168,7 +182,7 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
     # or the same inputs would not give the same bytes.
     args = [
         uv_binary(), "pip", "compile", input_file.name, "--python-platform", platform, "--python-version", python,
-        "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", output.name,
+        *interpreter_args(python), "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", output.name,
     ]
     if index_url:
         args += ["--index-url", index_url]

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envman.errors import ToolError
+from envman.lock import uvstart
 from envman.redact import redact
 
 _REQUEST = re.compile(r"(?:Sending (?:fresh GET|revalidation) request for|No cache entry for):? (\S+)")
@@ -38,32 +38,12 @@ def index_of(url: str) -> str:
     return m.group(1) + (m.group(2) or "")
 
 
-def uv_env(log_requests: bool = True) -> dict[str, str]:
-    env = dict(os.environ)
-    # TLS-intercepting proxies: uv reads SSL_CERT_FILE; reuse the bundle pip is told to use.
-    cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
-    if cert:
-        env["SSL_CERT_FILE"] = cert
-    if log_requests:
-        # uv's HTTP client says which URL it asks (and nothing else): live progress, and the index to name
-        # on a stall. It costs uv ~10% (measured: 537 vs 491 ms), so only when a timeout or a terminal wants it.
-        env["RUST_LOG"] = "uv_client::cached_client=debug"
-    return env
-
-
 def uv_binary() -> str:
     """The uv envman pins (a dependency): its version is part of what makes a lock reproducible."""
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        import shutil
-
-        exe = shutil.which("uv")
-        if exe is None:
-            raise ToolError("uv is not installed", hint="pip install envman installs it; or put uv on PATH") from None
-        return exe
+    exe = uvstart.uv_binary()
+    if exe is None:
+        raise ToolError("uv is not installed", hint="pip install envman installs it; or put uv on PATH")
+    return exe
 
 
 @dataclass(frozen=True)
@@ -88,35 +68,35 @@ class UvRequest:
         return UvRequest(tuple(sorted(files)), self.args, self.output)
 
 
-def _preexec() -> None:  # pragma: no cover - runs in the child
-    # Linux: uv gets SIGKILL when envman dies, however it dies (kill -9 included)
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 class UvRun:
     """One running uv: ``wait()`` for it (raises ToolError), ``cancel()`` to end it and its group."""
 
     def __init__(self, args: list[str], env: dict[str, str], cwd: str | None, timeout: float | None = None,
-                 progress=None, request: UvRequest | None = None, owned_dir: str | None = None) -> None:
+                 progress=None, request: UvRequest | None = None, owned_dir: str | None = None,
+                 started: uvstart.Started | None = None) -> None:
+        """Runs ``args``; or, given ``started``, adopts that process (its clock, its folder) instead."""
         self.request, self.cwd, self.owned_dir = request, cwd, owned_dir
-        self.timeout, self.progress, self.started = timeout, progress, time.monotonic()
+        self.timeout, self.progress = timeout, progress
+        self.started = started.started if started is not None else time.monotonic()
         self.errors: list[str] = []
         self.last: str | None = None
         self.indexes = _indexes(args)
-        try:
-            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                                         cwd=cwd, start_new_session=True,
-                                         preexec_fn=_preexec if os.name == "posix" else None)
-        except OSError as exc:
-            self.close()
-            raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
+        if started is not None:
+            self.proc = started.proc
+        else:
+            try:
+                self.proc = uvstart.spawn(args, env, cwd)
+            except OSError as exc:
+                self.close()
+                raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+
+    @classmethod
+    def adopt(cls, started: uvstart.Started, timeout: float | None = None, progress=None) -> UvRun:
+        """The uv that lock/uvstart.py started before envman was imported, from here on run like any other."""
+        request = UvRequest.from_json(started.request_json)
+        return cls(started.args, {}, started.cwd, timeout, progress, request, started.cwd, started)
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -142,7 +122,7 @@ class UvRun:
         except BaseException:
             self.cancel()  # Ctrl-C: uv must not outlive envman
             raise
-        self.reader.join()
+        self.reader.join(timeout=2.0)  # a stray child of uv holding its stderr open must not hang envman
         if self.proc.returncode != 0:
             lines = [ln for ln in self.errors if ln.strip()]
             unreachable = network_failure(lines, self.last, self.indexes)
@@ -155,18 +135,22 @@ class UvRun:
                             hint=redact("uv says:\n" + "\n".join(lines[-15:])))
 
     def _wait_ticking(self) -> None:
-        """Wait for uv; every few seconds tell ``progress`` it still runs (a stalled network is then visible)."""
+        """Wait for uv; every few seconds tell ``progress`` it still runs (a stalled network is then visible).
+
+        It waits on the stderr reader, which ends when uv exits (its stderr closes): a thread join wakes at
+        once, where ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms (measured: ~45 ms of a 0.4 s lock)."""
         while True:
             left = None if self.timeout is None else self.timeout - (time.monotonic() - self.started)
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(self.proc.args, self.timeout or 0)
             step = 2.0 if left is None else min(2.0, left)
-            try:
-                self.proc.wait(timeout=step if self.progress is not None or left is not None else None)
+            self.reader.join(timeout=step)
+            # stderr closed: uv has exited or is about to. Or uv exited and a stray child still holds the pipe.
+            if not self.reader.is_alive() or self.proc.poll() is not None:
+                self.proc.wait(timeout=None if left is None else max(left, 0.001))
                 return
-            except subprocess.TimeoutExpired:
-                if self.progress is not None and self.last is None:
-                    self.progress("uv: resolving")
+            if self.progress is not None and self.last is None:
+                self.progress("uv: resolving")
 
     def output(self) -> str:
         assert self.request is not None and self.cwd is not None
@@ -230,7 +214,7 @@ def _indexes(args: list[str]) -> list[str]:
     return out if "--index-url" in args else ["https://pypi.org/simple", *out]
 
 
-_TEMP_PREFIX = "envman-lock-"
+_TEMP_PREFIX = uvstart.TEMP_PREFIX
 _ORPHAN_AGE = 3600.0  # seconds: no lock runs that long, and a folder this old whose owner is gone is an orphan
 
 
@@ -273,21 +257,16 @@ def _alive(pid: int) -> bool:
 
 def start_request(binary: str, request: UvRequest, timeout: float | None = None, progress=None) -> UvRun:
     clean_orphans()
-    td = tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-")
-    for name, text in request.files:
-        Path(td, name).write_text(text, encoding="utf-8")
+    td = uvstart.make_dir(request.files)
     log = timeout is not None or bool(getattr(progress, "live", False))
-    return UvRun([binary, *request.args], uv_env(log), td, timeout, progress, request, td)
+    return UvRun([binary, *request.args], uvstart.uv_env(log), td, timeout, progress, request, td)
 
 
 # --- speculation on a re-lock -----------------------------------------------------------------------
 
 
 def _request_file(root: Path) -> Path:
-    base = os.environ.get("ENVMAN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "envman")
-    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:32]
-    return Path(base) / "requests-v1" / f"{key}.json"
+    return Path(uvstart.request_file(str(root)))
 
 
 def remember(root: Path, request: UvRequest) -> None:
@@ -309,10 +288,12 @@ def remember(root: Path, request: UvRequest) -> None:
 def speculate(root: Path, seed_name: str, timeout: float | None = None, progress=None) -> UvRun | None:
     """Start uv on the request the project's last lock made, seeded with the lock it wrote (``seed_name``,
     without envman's header line), or None when there is nothing to go on."""
+    log = timeout is not None or bool(getattr(progress, "live", False))
+    started = uvstart.start_remembered(str(root), seed_name, log)
+    if started is None:
+        return None
     try:
-        request = UvRequest.from_json(_request_file(root).read_text(encoding="utf-8"))
-        seed_path = root / seed_name
-        seed = seed_path.read_text(encoding="utf-8").partition("\n")[2] if seed_path.exists() else None
-        return start_request(uv_binary(), request.with_file("pylock.toml", seed), timeout, progress)
-    except (OSError, ValueError, KeyError, TypeError, ToolError):
+        return UvRun.adopt(started, timeout, progress)
+    except (ValueError, KeyError, TypeError):
+        started.kill()
         return None

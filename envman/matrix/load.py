@@ -18,6 +18,7 @@ from envman._validate import Ctx as _Ctx
 from envman._validate import dupes as _dupes
 from envman._validate import items as _items
 from envman._validate import opt_str as _opt_str
+from envman.diskcache import cached
 from envman.errors import MatrixError
 from envman.model import (
     BaseImages,
@@ -290,44 +291,6 @@ def load_matrix(directory: Path | str | None = None) -> Matrix:
     return _load_cached(str(d.resolve()), tuple(f.name for f in frameworks.registered()))
 
 
-def _cache_path(digest: str) -> Path | None:
-    from envman import __version__
-    from envman.resources import cache_dir
-
-    # the pickle holds model classes: a new envman (whose classes may differ) never reads an old one
-    return cache_dir() / f"matrix-{SCHEMA}-{__version__}-{digest[:32]}.pickle"
-
-
-def _read_cache(digest: str) -> Matrix | None:
-    """A validated matrix, pickled under the digest of the exact bytes it came from: parsing and
-    validating the YAML costs ~50 ms a run; unpickling ~3 ms. Any doubt means a fresh parse."""
-    import pickle
-
-    path = _cache_path(digest)
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            m = pickle.load(fh)
-        return m if isinstance(m, Matrix) and m.digest == digest else None
-    except Exception:
-        return None
-
-
-def _write_cache(m: Matrix) -> None:
-    import pickle
-
-    from envman.files import write_atomic
-
-    try:
-        path = _cache_path(m.digest)
-        if path is None:
-            return
-        write_atomic(path, pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception:
-        pass  # a read-only home is fine: we just parse every time
-
-
 @lru_cache(maxsize=4)
 def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
     d = Path(directory)
@@ -339,13 +302,12 @@ def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
             raw[name] = (d / name).read_bytes()
         except OSError as exc:
             problems.append(f"{name}: (file): cannot read: {exc.strerror or exc}")
-    if not problems:
-        cached = _read_cache(_digest(raw))
-        if cached is not None:
-            return cached
-    m = _parse(raw, problems, fws)
-    _write_cache(m)
-    return m
+    if problems:
+        return _parse(raw, problems, fws)  # raises, naming every problem
+    # parsing and validating the YAML costs ~50 ms a run; unpickling the validated matrix ~3 ms
+    digest = _digest(raw)
+    return cached(f"matrix-{SCHEMA}", digest, lambda: _parse(raw, problems, fws),
+                  lambda m: isinstance(m, Matrix) and m.digest == digest)
 
 
 def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Framework, ...]) -> Matrix:

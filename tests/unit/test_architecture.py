@@ -5,6 +5,7 @@ The layers, lowest first (README "Layout"):
     portable/                      stdlib-only island, copied whole into every image
     errors, resources, _compat     leaves
     model, files, process, inputs  values; atomic files; signals; bounded input reads
+    diskcache                      derived values kept on disk by the digest of their source files
     _validate                      "file: dotted.path: problem" accessors (was matrix._Ctx)
     frameworks/                    per-framework plug-ins (schema, names, pins)
     matrix/                        data → model
@@ -26,6 +27,7 @@ PKG = ROOT / "envman"
 RANK = {
     "portable": 0, "errors": 1, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
     "model": 2, "files": 2, "process": 2, "inputs": 2,
+    "diskcache": 2.2,  # values derived from data files, pickled by digest (uses files.write_atomic)
     "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
     "frameworks": 3, "matrix": 4,
     "image.stages": 4.5,  # PURE rules for what the image needs beyond wheels (plan.py places them)

@@ -172,7 +172,7 @@ def test_relock_uses_the_run_started_early_and_kills_a_wrong_guess(tmp_path, mon
 
     write = f"out = sys.argv[sys.argv.index('-o') + 1]\nopen(out, 'w').write({PYLOCK!r})\n"
     monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, write))
-    monkeypatch.setattr(uvproc, "uv_binary", uvmod.uv_binary)
+    monkeypatch.setattr("envman.lock.uvstart.uv_binary", uvmod.uv_binary)
     proj = tmp_path / "proj"
     proj.mkdir()
     first = uvmod.compile_python_lock(["torch==2.14.1"], "3.11", [], ["torch"], R())
@@ -221,6 +221,7 @@ def test_cli_lock_timeout_is_one_error_line_and_exit_1(tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, "time.sleep(60)\n"))
     monkeypatch.setattr(uvproc, "uv_binary", uvmod.uv_binary)
+    monkeypatch.setattr("envman.lock.uvstart.uv_binary", uvmod.uv_binary)
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "envman.yaml").write_text("name: slow\ncpu: true\npython: '3.11'\npackages: [numpy]\n")
@@ -375,3 +376,16 @@ def test_a_request_with_credentials_in_an_index_url_is_never_cached(tmp_path, mo
     uvproc.remember(tmp_path, secret)
     assert "TOKEN" not in uvproc._request_file(tmp_path).read_text()
     assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file() and "TOKEN" in p.read_text()]
+
+
+def test_uv_is_given_envmans_interpreter_only_when_it_is_the_targets_version(monkeypatch):
+    """Without --python, uv searches PATH for an interpreter of the target's version on every run (pyenv's
+    shims make that a shell script per candidate); one of another version would build sdists' metadata wrong."""
+    monkeypatch.delenv("UV_PYTHON", raising=False)
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    cmd = uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), mine, [])
+    assert cmd.args[cmd.args.index("--python") + 1] == sys.executable
+    other = "3.8" if mine != "3.8" else "3.9"
+    assert "--python" not in uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), other, []).args
+    monkeypatch.setenv("UV_PYTHON", "/opt/python3/bin/python")  # the user's choice stands
+    assert "--python" not in uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), mine, []).args

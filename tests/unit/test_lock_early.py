@@ -1,0 +1,130 @@
+"""A re-lock starts uv from the console script, before typer and envman load (cli/entry.py, app/relock.py,
+lock/uvstart.py): which command lines do, that the lock takes that run instead of starting another, that a
+run nobody takes dies with envman, and that waiting on uv neither polls nor hangs on a stray child."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from envman.app import relock
+from envman.cli.entry import early_lock_target
+from envman.cli.main import main
+from envman.lock import uvproc, uvstart
+from tests.fakes import install_fake_uv
+
+NUMPY = '''lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11"
+
+[[packages]]
+name = "numpy"
+version = "2.1.0"
+wheels = [{ url = "https://files.example/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "bb" } }]
+'''
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
+    yield
+    relock._kill_pending()
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["lock"], (".", None)),
+    (["lock", "proj"], ("proj", None)),
+    (["lock", "proj", "--timeout", "3"], ("proj", 3.0)),
+    (["lock", "--timeout=2.5", "--force", "proj"], ("proj", 2.5)),
+    (["lock", "--base-image", "python:3.11-slim", "proj"], ("proj", None)),
+    (["lock", "--check"], None),  # reads, never runs uv
+    (["lock", "--upgrade"], None),  # wants newer pins than the last request's answer
+    (["lock", "--help"], None),
+    (["lock", "a", "b"], None),  # typer's to refuse
+    (["lock", "--timeout", "soon"], None),
+    (["lock", "--no-such-option"], None),
+    (["init", "proj"], None),
+    ([], None),
+])
+def test_only_a_plain_lock_starts_uv_before_envman_loads(argv, want):
+    assert early_lock_target(argv) == want
+
+
+def _project(root: Path) -> Path:
+    root.mkdir()
+    (root / "envman.yaml").write_text("name: early\ncpu: true\npython: '3.11'\npackages: [numpy]\n")
+    return root
+
+
+def test_the_lock_takes_the_run_the_console_script_started(tmp_path, monkeypatch, capsys):
+    log = install_fake_uv(monkeypatch, tmp_path, NUMPY)
+    proj = _project(tmp_path / "proj")
+    assert main(["lock", str(proj)]) == 0  # the first lock remembers its uv request
+    runs = len(log.read_text().splitlines())
+    relock.start_before_import(str(proj), log_requests=False)
+    early = relock._pending[os.path.realpath(proj)]
+    assert main(["lock", str(proj)]) == 0
+    assert relock._pending == {}  # taken
+    assert early.proc.poll() == 0 and not Path(early.cwd).exists()  # it ran, and its folder is gone
+    assert len(log.read_text().splitlines()) == runs + 1  # the early run was the re-lock's only uv run
+    assert "up to date: nothing changed" in capsys.readouterr().out
+
+
+def _sleeping_uv(tmp_path: Path, body: str = "time.sleep(60)\n") -> str:
+    exe = tmp_path / "slow-uv"
+    exe.write_text(f"#!{sys.executable}\nimport os, subprocess, sys, time\n{body}")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    return str(exe)
+
+
+def test_a_run_nobody_takes_dies_with_envman(tmp_path, monkeypatch):
+    """`envman lock --bogus` after the early start: typer refuses, the run must not outlive envman."""
+    monkeypatch.setattr(uvstart, "uv_binary", lambda: _sleeping_uv(tmp_path))
+    proj = _project(tmp_path / "proj")
+    uvproc.remember(proj, uvproc.UvRequest((("requirements.in", "numpy\n"),), ("pip", "compile")))
+    relock.start_before_import(str(proj), log_requests=False)
+    early = relock._pending[os.path.realpath(proj)]
+    assert early.proc.poll() is None and Path(early.cwd).is_dir()
+    relock._kill_pending()  # what atexit runs
+    assert early.proc.poll() is not None and not Path(early.cwd).exists()
+
+
+def test_nothing_remembered_means_no_early_run(tmp_path):
+    relock.start_before_import(str(_project(tmp_path / "proj")), log_requests=False)
+    assert relock._pending == {}
+
+
+def test_a_stray_child_holding_uvs_stderr_does_not_hang_the_lock(tmp_path):
+    """uv exited 0 but left a child with its stderr open: waiting on the stderr reader alone would hang."""
+    body = ("subprocess.Popen(['sleep', '30'])\n"  # inherits uv's stderr
+            "open('out.txt', 'w').write('done')\n")
+    request = uvproc.UvRequest((("in.txt", "x"),), (), output="out.txt")
+    run = uvproc.start_request(_sleeping_uv(tmp_path, body), request)
+    waited = threading.Thread(target=run.wait, daemon=True)
+    waited.start()
+    waited.join(20)
+    try:
+        assert not waited.is_alive(), "UvRun.wait hung on a stray child's open pipe"
+        assert run.proc.returncode == 0 and run.output() == "done"
+    finally:
+        run.cancel()  # its process group: the stray child too
+
+
+def test_the_request_cache_key_is_the_projects_real_path(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    assert uvstart.request_file(str(tmp_path / "link")) == uvstart.request_file(str(tmp_path / "a"))
+    assert uvstart.request_file(str(tmp_path / "a")) != uvstart.request_file(str(tmp_path / "b"))
+    assert Path(uvstart.request_file(str(tmp_path / "a"))).name.startswith("a-")
+
+
+def test_lock_folders_are_private_and_hold_the_inputs(tmp_path):
+    d = uvstart.make_dir([("requirements.in", "numpy\n")], base=str(tmp_path))
+    assert Path(d).name.startswith(f"envman-lock-{os.getpid()}-")
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    assert Path(d, "requirements.in").read_text() == "numpy\n"
