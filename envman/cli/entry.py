@@ -53,11 +53,16 @@ def run() -> None:
 
 
 def _exit(code: int) -> None:
+    """End the process as Python would, minus the teardown of every module: threads that are not daemons
+    are joined (``threading._shutdown``, which also stops idle executors), atexit handlers run (temporary
+    folders, a uv run nobody took), the streams are flushed."""
     import atexit
     import os
+    import threading
 
     try:
-        getattr(atexit, "_run_exitfuncs", lambda: None)()  # temp folders, uv runs never taken, logging
+        getattr(threading, "_shutdown", lambda: None)()
+        getattr(atexit, "_run_exitfuncs", lambda: None)()
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

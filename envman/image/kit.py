@@ -8,6 +8,7 @@ with the kit folder on the path, and the doctor's probes and checks run inside t
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from envman.resources import portable_dir
 
@@ -18,12 +19,17 @@ SMOKE_MODULE = f"{PACKAGE}.smoke"
 
 def island_files() -> dict[str, str]:
     """Relative path under the kit → text, for every module of the island (sorted, no caches)."""
+    return dict(_island_files())
+
+
+@lru_cache(maxsize=1)
+def _island_files() -> tuple[tuple[str, str], ...]:  # envman's own files: they do not change while it runs
     root = portable_dir()
-    return {
-        f"{PACKAGE}/{p.relative_to(root).as_posix()}": p.read_text(encoding="utf-8")
+    return tuple(
+        (f"{PACKAGE}/{p.relative_to(root).as_posix()}", p.read_text(encoding="utf-8"))
         for p in sorted(root.rglob("*.py"))
         if "__pycache__" not in p.parts
-    }
+    )
 
 
 def knowledge_json(knowledge: dict) -> str:

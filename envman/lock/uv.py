@@ -278,6 +278,8 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
     try:
         if while_waiting is not None:
             while_waiting()  # uv waits on the network: use the time (imports, template compile)
+        if request.seed is not None:
+            parse_pylock(request.seed)  # memoized: on a re-lock uv's answer is usually the seed, byte for byte
         run.wait()
         py_text = redact(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
     finally:

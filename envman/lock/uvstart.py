@@ -143,7 +143,9 @@ def start_remembered(root: str, seed_name: str, log_requests: bool) -> Started |
             files.pop(seed_name, None)
         uv_args = [str(a) for a in d["args"]]
         request = {"files": sorted([n, t] for n, t in files.items()), "args": uv_args, "output": str(d["output"])}
-        binary = uv_binary()
+        # the uv the last lock ran, when envman still runs from the same installation; else find it
+        known = d.get("uv") if d.get("prefix") == sys.prefix else None
+        binary = known if isinstance(known, str) and os.access(known, os.X_OK) else uv_binary()
         if binary is None:
             return None
         td = make_dir(files.items())

@@ -128,3 +128,20 @@ def test_lock_folders_are_private_and_hold_the_inputs(tmp_path):
     assert Path(d).name.startswith(f"envman-lock-{os.getpid()}-")
     assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
     assert Path(d, "requirements.in").read_text() == "numpy\n"
+
+
+def _console(*args: str, cwd: Path | None = None):
+    import subprocess
+
+    code = "import sys; sys.argv = ['envman', *sys.argv[1:]]; from envman.cli.entry import run; run()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_the_console_script_flushes_and_keeps_the_exit_code(tmp_path):
+    """It ends with os._exit (no module teardown): output must still arrive whole, codes must survive."""
+    out = _console("--version")
+    assert out.returncode == 0 and out.stdout.startswith("envman ")
+    bad = _console("lock", str(tmp_path / "missing"), "--timeout", "5")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
+    usage = _console("lock", "--no-such-option")
+    assert usage.returncode == 2
