@@ -129,6 +129,30 @@ class UvCommand:
     args: list[str]
     env: dict[str, str]
     cwd: str | None = None
+    secret_env: dict[str, str] = field(default_factory=dict)  # index URLs with credentials (already in ``env``)
+
+
+# The index options whose values may carry credentials, each with the environment variable uv also reads it
+# from and that variable's separator (uv's documented forms).
+_INDEX_ENV = (("--index-url", "UV_INDEX_URL", " "), ("--extra-index-url", "UV_EXTRA_INDEX_URL", " "),
+              ("--find-links", "UV_FIND_LINKS", ","))
+
+
+def index_options(index_url: str | None, extra: list[str] | tuple[str, ...],
+                  find_links: list[str] | tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    """(arguments, environment) naming the indexes to uv. A URL with credentials never goes on uv's command
+    line, which every user of the machine can read (ps, /proc/PID/cmdline); a process's environment only its
+    owner can. When one value of an option carries credentials, all of that option's values go to uv through
+    its environment variable (an argument would replace the variable, not add to it)."""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    for (flag, var, sep), values in zip(_INDEX_ENV, ([index_url] if index_url else [], list(extra), list(find_links))):
+        if any(redact(v) != v for v in values):
+            env[var] = sep.join(values)
+        else:
+            for v in values:
+                args += [flag, v]
+    return args, env
 
 
 # The packages a framework's own index may serve (the wheels built for its CUDA). Nothing else is ever
@@ -184,12 +208,8 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
         uv_binary(), "pip", "compile", input_file.name, "--python-platform", platform, "--python-version", python,
         *interpreter_args(python), "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", output.name,
     ]
-    if index_url:
-        args += ["--index-url", index_url]
-    for url in index_urls:
-        args += ["--extra-index-url", url]
-    for fl in find_links:
-        args += ["--find-links", fl]
+    index_args, secret = index_options(index_url, index_urls, find_links)
+    args += index_args
     if constraints is not None:
         args += ["--constraint", constraints.name]
     if fmt:
@@ -198,7 +218,7 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
         args.append("--offline")
     if upgrade:
         args.append("--upgrade")
-    return UvCommand(args, uv_env(), str(input_file.parent))
+    return UvCommand(args, {**uv_env(), **secret}, str(input_file.parent), secret)
 
 
 def run_uv(cmd: UvCommand, timeout: float | None = None, progress=None) -> None:
@@ -321,7 +341,7 @@ def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | 
     cmd = uv_compile_command(Path(files[0][0]), Path("pylock.toml"), python, extra, fmt="pylock.toml", upgrade=upgrade,
                              index_url=index_url, find_links=find_links,
                              constraints=Path("constraints.txt") if constraints else None, platform=platform)
-    return UvRequest(tuple(sorted(files)), tuple(cmd.args[1:]))
+    return UvRequest(tuple(sorted(files)), tuple(cmd.args[1:]), env=tuple(sorted(cmd.secret_env.items())))
 
 
 def pylock_versions(text: str) -> dict[str, str]:

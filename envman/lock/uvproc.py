@@ -55,6 +55,9 @@ class UvRequest:
     files: tuple[tuple[str, str], ...]
     args: tuple[str, ...]
     output: str = "pylock.toml"
+    # environment uv needs beyond envman's own: index URLs with credentials (lock/uv.py index_options). Never
+    # serialized: a request that has any is never remembered, so never started early.
+    env: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({"files": [list(f) for f in self.files], "args": list(self.args), "output": self.output})
@@ -71,7 +74,7 @@ class UvRequest:
 
     def with_file(self, name: str, text: str | None) -> UvRequest:
         files = tuple(f for f in self.files if f[0] != name) + (((name, text),) if text is not None else ())
-        return UvRequest(tuple(sorted(files)), self.args, self.output)
+        return UvRequest(tuple(sorted(files)), self.args, self.output, self.env)
 
 
 class UvRun:
@@ -86,7 +89,7 @@ class UvRun:
         self.started = started.started if started is not None else time.monotonic()
         self.errors: list[str] = []
         self.last: str | None = None
-        self.indexes = _indexes(args)
+        self.indexes = _indexes(args, env)
         if started is not None:
             self.proc = started.proc
         else:
@@ -214,10 +217,16 @@ def network_failure(lines: list[str], last: str | None, indexes: list[str]) -> t
     return f"cannot reach {host}: {cause}", hint
 
 
-def _indexes(args: list[str]) -> list[str]:
-    """The indexes a uv command line names (what a stall message can name when uv did not say)."""
-    out = [a for flag, a in zip(args, args[1:]) if flag in ("--index-url", "--extra-index-url")]
-    return out if "--index-url" in args else ["https://pypi.org/simple", *out]
+def _indexes(args: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """The indexes a uv command names (what a stall message can name when uv did not say): on its command
+    line, else in the environment uv reads them from (where index URLs with credentials go: lock/uv.py)."""
+    env = env or {}
+
+    def named(flag: str, var: str) -> list[str]:
+        return [a for f, a in zip(args, args[1:]) if f == flag] or env.get(var, "").split()
+
+    return [*(named("--index-url", "UV_INDEX_URL") or ["https://pypi.org/simple"]),
+            *named("--extra-index-url", "UV_EXTRA_INDEX_URL")]
 
 
 _TEMP_PREFIX = uvstart.TEMP_PREFIX
@@ -265,7 +274,7 @@ def start_request(binary: str, request: UvRequest, timeout: float | None = None,
     clean_orphans()
     td = uvstart.make_dir(request.files)
     log = timeout is not None or bool(getattr(progress, "live", False))
-    return UvRun([binary, *request.args], uvstart.uv_env(log), td, timeout, progress, request, td)
+    return UvRun([binary, *request.args], {**uvstart.uv_env(log), **dict(request.env)}, td, timeout, progress, request, td)
 
 
 # --- speculation on a re-lock -----------------------------------------------------------------------
@@ -281,7 +290,7 @@ def remember(root: Path, request: UvRequest) -> None:
     request that names an index with credentials in its URL is not kept: no token is ever written to a
     file, the cache included."""
     text = request.to_json()
-    if redact(text) != text:
+    if request.env or redact(text) != text:
         return
     d = json.loads(text)
     try:

@@ -232,8 +232,9 @@ def test_cli_lock_timeout_is_one_error_line_and_exit_1(tmp_path, monkeypatch, ca
     assert sorted(p.name for p in proj.iterdir()) == ["envman.yaml"]  # nothing written
 
 
-def _serve_index(root: Path, packages: dict[str, str]):
-    """A PEP 503 simple index on 127.0.0.1 with one tiny wheel (and its PEP 658 metadata) per package."""
+def _serve_index(root: Path, packages: dict[str, str], auth: str | None = None):
+    """A PEP 503 simple index on 127.0.0.1 with one tiny wheel (and its PEP 658 metadata) per package; with
+    ``auth`` ("user:password"), it answers 401 to any request without those basic-auth credentials."""
     import functools
     import hashlib
     import http.server
@@ -253,9 +254,23 @@ def _serve_index(root: Path, packages: dict[str, str]):
         (d / (whl + ".metadata")).write_text(meta)
         sha = hashlib.sha256((d / whl).read_bytes()).hexdigest()
         (d / "index.html").write_text(f'<html><body><a href="{whl}#sha256={sha}">{whl}</a></body></html>')
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *a, **k: None
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    import base64
+
+    want = "Basic " + base64.b64encode(auth.encode()).decode() if auth else None
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a, **k):
+            pass
+
+        def do_GET(self):
+            if want and self.headers.get("Authorization") != want:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="index"')
+                self.end_headers()
+                return
+            super().do_GET()
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, f"http://127.0.0.1:{srv.server_address[1]}/simple"
 
@@ -389,3 +404,44 @@ def test_uv_is_given_envmans_interpreter_only_when_it_is_the_targets_version(mon
     assert "--python" not in uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), other, []).args
     monkeypatch.setenv("UV_PYTHON", "/opt/python3/bin/python")  # the user's choice stands
     assert "--python" not in uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), mine, []).args
+
+
+def test_index_credentials_reach_uv_through_its_environment_never_its_command_line(tmp_path, monkeypatch):
+    """Any user can read a process's arguments (ps); its environment only its owner can. A token in an index
+    URL of envman.yaml must reach uv, and only that way; and never a lock file."""
+    main_srv, main = _serve_index(tmp_path / "main", {"demo-pkg": "1.0"})
+    priv_srv, priv = _serve_index(tmp_path / "priv", {"private-pkg": "2.0"}, auth="bob:s3cret")
+    argv_log = tmp_path / "argv.log"
+    real = uvmod.uv_binary()
+    spy = tmp_path / "uv-spy"
+    spy.write_text(f"#!{sys.executable}\nimport os, sys\nopen({str(argv_log)!r}, 'a').write(repr(sys.argv) + '\\n')\n"
+                   f"os.execv({real!r}, [{real!r}, *sys.argv[1:]])\n")
+    spy.chmod(spy.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(uvmod, "uv_binary", lambda: str(spy))
+    secret_url = priv.replace("http://", "http://bob:s3cret@")
+    try:
+        lr = uvmod.compile_python_lock(["demo-pkg", "private-pkg"], "3.11", [secret_url], [], R(), index_url=main,
+                                       timeout=120)
+    finally:
+        main_srv.shutdown()
+        priv_srv.shutdown()
+    assert {p.name: p.version for p in lr.python_lock.packages} == {"demo-pkg": "1.0", "private-pkg": "2.0"}
+    argv = argv_log.read_text()
+    assert "--index-url" in argv and "s3cret" not in argv and "--extra-index-url" not in argv
+    assert "s3cret" not in lr.req_text + (lr.pylock_text or "") + lr.fw_text
+    assert dict(lr.request.env) == {"UV_EXTRA_INDEX_URL": secret_url}
+    assert "s3cret" not in lr.request.to_json()
+
+
+def test_index_options_go_to_the_environment_only_when_a_value_carries_credentials():
+    args, env = uvmod.index_options("https://pypi.example/simple", ["https://a.example/simple"], ["/wheels"])
+    assert args == ["--index-url", "https://pypi.example/simple", "--extra-index-url", "https://a.example/simple",
+                    "--find-links", "/wheels"] and env == {}
+    args, env = uvmod.index_options("https://u:t@pypi.example/simple", ["https://a.example/simple",
+                                                                          "https://u:t@b.example/simple"],
+                                    ["https://u:t@files.example/wheels", "/wheels"])
+    assert args == [] and env == {
+        "UV_INDEX_URL": "https://u:t@pypi.example/simple",
+        "UV_EXTRA_INDEX_URL": "https://a.example/simple https://u:t@b.example/simple",  # all of them: an argument
+        "UV_FIND_LINKS": "https://u:t@files.example/wheels,/wheels",                     # would replace the variable
+    }
