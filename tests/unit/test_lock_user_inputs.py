@@ -75,7 +75,7 @@ def test_a_url_in_a_constraints_file_is_a_constraint_not_a_package():
 
     found = Found("c.txt")
     _read_line(Path("."), "c.txt", "https://files.example/x-1.0-py3-none-any.whl", "c.txt:1", found, True, set())
-    assert found.reqs == [] and [c.name for c in found.constraints] == ["x-1-0-py3-none-any"]
+    assert found.reqs == [] and [c.name for c in found.constraints] == ["x"]  # the wheel's distribution
 
 
 def test_a_matching_hash_locks(tmp_path, fake_uv):
@@ -130,3 +130,44 @@ def test_real_uv_holds_numpy_below_2_from_a_constraints_file(tmp_path, monkeypat
     lock_project(proj, timeout=180)
     pins = [ln for ln in (proj / "requirements.lock.txt").read_text().splitlines() if ln.startswith("numpy==")]
     assert len(pins) == 1 and pins[0].split("==")[1].split()[0].startswith("1.")
+
+
+ARCHIVE = "https://files.example/demo-1.0-py3-none-any.whl"
+ARCHIVE_LOCK = f'''lock-version = "1.0"
+created-by = "uv"
+
+[[packages]]
+name = "demo"
+version = "1.0"
+archive = {{ url = "{ARCHIVE}", hashes = {{ sha256 = "{'e' * 64}" }} }}
+'''
+
+
+@pytest.mark.parametrize("line", [f"{ARCHIVE} --hash=sha256:HASH", f"demo @ {ARCHIVE} --hash=sha256:HASH"])
+def test_the_hash_on_a_url_line_is_held_against_the_file_at_that_url(tmp_path, line):
+    """A URL line names one file; its --hash must match what uv measured of that file, or the lock refuses."""
+    from envman.lock.pylock import parse_pylock
+    from envman.lock.user_hashes import check_user_hashes
+    from envman.project.sources.requirements_txt import read_requirements
+
+    (tmp_path / "r.txt").write_text(line.replace("HASH", "e" * 64) + "\n")
+    found = read_requirements(tmp_path, "r.txt")
+    assert found.warnings == [] and found.reqs[0].hashes == ("sha256:" + "e" * 64,)
+    assert check_user_hashes(found.reqs, parse_pylock(ARCHIVE_LOCK)) == []
+    (tmp_path / "r.txt").write_text(line.replace("HASH", "f" * 64) + "\n")
+    with pytest.raises(LockError) as e:
+        check_user_hashes(read_requirements(tmp_path, "r.txt").reqs, parse_pylock(ARCHIVE_LOCK))
+    assert e.value.message == (f"r.txt:1: the --hash of {line.split(' --hash')[0]} does not match the file at that "
+                               f"URL (it has sha256:{'e' * 64})")
+
+
+def test_a_hash_on_a_vcs_line_is_refused_with_the_reason(tmp_path):
+    from envman.lock.pylock import parse_pylock
+    from envman.lock.user_hashes import check_user_hashes
+    from envman.project.sources.requirements_txt import read_requirements
+
+    vcs_lock = ('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "demo"\nversion = "1.0"\n'
+                'vcs = { type = "git", url = "https://github.com/o/demo", commit-id = "' + "a" * 40 + '" }\n')
+    (tmp_path / "r.txt").write_text(f"git+https://github.com/o/demo@v1#egg=demo --hash=sha256:{'e' * 64}\n")
+    with pytest.raises(LockError, match="the lock records no hash for it"):
+        check_user_hashes(read_requirements(tmp_path, "r.txt").reqs, parse_pylock(vcs_lock))

@@ -32,13 +32,18 @@ def url_name(url: str) -> str:
         return Path(m.group(1)).name
     path = urlsplit(re.sub(r"^[a-z]+\+", "", url)).path.split("@")[0]
     name = Path(path).name
-    for ext in (".git", ".zip", ".tar.gz", ".whl"):
+    if name.endswith(".whl"):  # {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl
+        name = name.split("-")[0]
+    for ext in (".git", ".zip", ".tar.gz", ".tar.bz2", ".tgz"):
         name = name.removesuffix(ext)
+    m = re.match(r"^(.+?)-\d[\w.!+]*$", name)  # an sdist's {name}-{version}
+    if m and not url.startswith(("git+", "hg+", "svn+", "bzr+")):
+        name = m.group(1)
     return re.sub(r"[^A-Za-z0-9._-]", "-", name) or "unnamed"
 
 
-def _url_req(url: str, where: str) -> Req:
-    return Req(Requirement(f"{url_name(url)} @ {url.split('#')[0]}"), where, raw=url)
+def _url_req(url: str, where: str, hashes: tuple[str, ...] = ()) -> Req:
+    return Req(Requirement(f"{url_name(url)} @ {url.split('#')[0]}"), where, raw=url, hashes=hashes)
 
 
 def read_requirements(project: Path, rel: str, *, constraints: bool = False, _seen: set[Path] | None = None) -> Found:
@@ -131,7 +136,8 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         return
     if _URL.match(line):
         # a URL in a -c file pins where a package comes from; it installs nothing
-        (found.constraints if constraints else found.reqs).append(_url_req(line, where))
+        # its --hash options pin the file at that URL: checked against the archive uv locks (lock/user_hashes.py)
+        (found.constraints if constraints else found.reqs).append(_url_req(line, where, hashes))
         found.fates.append(Fate(where, line, "kept", "as a constraint, passed to uv as written" if constraints
                                 else "URL requirement passed to uv as written"))
         return
@@ -152,7 +158,7 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
 
 
 def _checkable_hashes(req: Requirement, hashes: tuple[str, ...], where: str, found: Found) -> tuple[str, ...]:
-    if hashes and not _exact_version(req):
+    if hashes and not req.url and not _exact_version(req):  # `name @ URL`: the hash pins the file at the URL
         found.warnings.append(f"{where}: the --hash options of {req} are not checked: a hash pins one file, "
                               f"which needs an exact version (write {req.name}==VERSION)")
         return ()
