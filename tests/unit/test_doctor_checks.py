@@ -354,6 +354,25 @@ def test_missing_toolkit_matters_only_where_extensions_get_built():
     assert f.remedy == "apt-get install cuda-toolkit-12-8 (NVIDIA's repository), then export CUDA_HOME=/usr/local/cuda-12.8"
 
 
+def _flash(sass):
+    return {"flash-attn": {"version": "2.8.3", "files": [{"file": "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so",
+                                                           "sass": sass, "ptx": []}]}}
+
+
+def test_a_prebuilt_extension_that_covers_the_gpu_needs_no_toolkit():
+    """flash-attn installed from a wheel with sm_90 kernels on an H100: nothing will be compiled here."""
+    assert found(_ext(nvcc=None, cuda_home=None, pip={"flash-attn": "2.8.3"}, extensions=_flash(["sm_80", "sm_90"])),
+                 "ext-no-cuda-home") == []
+    # the same package without kernels for this GPU: the remedy is a rebuild, which needs the toolkit
+    assert len(found(_ext(nvcc=None, cuda_home=None, pip={"flash-attn": "2.8.3"}, extensions=_flash(["sm_80"])),
+                     "ext-no-cuda-home")) == 1
+
+
+def test_packages_that_compile_when_they_run_need_the_toolkit_wherever_installed():
+    f = one(_ext(nvcc=None, cuda_home=None, pip={"deepspeed": "0.17.1"}, extensions={}), "ext-no-cuda-home")
+    assert "deepspeed installed" in f.verdict
+
+
 def test_distro_nvcc_shadows_cuda_home():
     f = one(_ext(nvcc={"path": "/usr/bin/nvcc", "version": "11.5", "distro": True, "toolkit": "/usr/lib/nvidia-cuda-toolkit"},
                  cuda_home={"path": "/usr/local/cuda-12.8", "source": "CUDA_HOME", "nvcc_version": "12.8"}),

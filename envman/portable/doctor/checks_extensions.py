@@ -62,11 +62,14 @@ def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
         ptx = [str(a) for a in as_list(f.get("ptx"))]
         if not sass and not ptx:
             continue  # a host-only library of the package
+        floor = k.package_floor(dist, ver)
         for c in ccs:
             label = capability(c)
             gpus = group_label(v.gpus_with_cc(c))
             covered, _why = arch_covers(c, sass + ptx)
             carries = " ".join(sass + ptx)
+            if not covered and floor and tuple(c) < floor:
+                continue  # no build of it runs there: gpu-too-old-<feature> says so, with what to use instead
             if not covered:
                 if (dist, c, "arch") in done:
                     continue

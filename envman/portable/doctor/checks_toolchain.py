@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..versions import major, major_minor, vt
+from ..versions import arch_covers, major, major_minor, vt
 from .findings import Finding, error, warn
 from .knowledge import Knowledge
-from .view import FactsView, as_dict, as_num, as_str
+from .view import FactsView, as_dict, as_list, as_num, as_str
 
 
 def _nvcc_used(v: FactsView) -> tuple[str, str | None, int | None] | None:
@@ -28,13 +28,30 @@ def _int(x: object) -> int | None:
     return int(n) if n is not None else None
 
 
-# Packages whose install or upgrade compiles CUDA code here: only then does a missing toolkit matter.
-BUILDS_EXTENSIONS = ("ninja", "flash-attn", "deepspeed", "apex", "causal-conv1d", "mamba-ssm")
+# Packages that compile CUDA code when they run (DeepSpeed's ops, torch.utils.cpp_extension.load through ninja):
+# a missing toolkit matters wherever they are installed.
+RUNTIME_BUILDS = ("ninja", "deepspeed")
+# Packages compiled when they are installed: the toolkit matters only when the installed build lacks the
+# kernels a rebuild would add (none found, or none for this GPU above the package's own capability floor).
+INSTALL_BUILDS = ("flash-attn", "apex", "causal-conv1d", "mamba-ssm")
 
 
-def _builds_extensions(v: FactsView) -> str | None:
+def _rebuild_helps(v: FactsView, k: Knowledge, dist: str) -> bool:
+    if "extensions" not in v.f:
+        return True  # the compiled files were not probed: assume it may be (re)built
+    files = [f for f in as_list(as_dict(as_dict(v.f.get("extensions")).get(dist)).get("files")) if isinstance(f, dict)]
+    archs = [[str(a) for a in as_list(f.get("sass")) + as_list(f.get("ptx"))] for f in files]
+    archs = [a for a in archs if a]
+    if not archs:
+        return True  # installed without its kernels: installing it properly compiles them
+    floor = k.package_floor(dist, v.pkg(dist))
+    return any(not arch_covers(c, a)[0] and not (floor and tuple(c) < floor) for a in archs for c in v.gpu_ccs())
+
+
+def _builds_extensions(v: FactsView, k: Knowledge) -> str | None:
     """Why this environment compiles CUDA code, or None."""
-    found = [p for p in BUILDS_EXTENSIONS if v.pkg(p)]
+    found = [p for p in RUNTIME_BUILDS if v.pkg(p)]
+    found += [p for p in INSTALL_BUILDS if v.pkg(p) and _rebuild_helps(v, k, p)]
     if found:
         return ", ".join(found) + " installed"
     if as_dict(v.f.get("lock")).get("base_kind") == "cuda-devel":
@@ -56,7 +73,7 @@ def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
     home = as_dict(v.f.get("cuda_home"))
     nvcc = as_dict(v.f.get("nvcc"))
     if home_known and not home and not as_str(nvcc.get("path")):
-        why = _builds_extensions(v)
+        why = _builds_extensions(v, k)
         if why:
             out.append(warn(
                 "ext-no-cuda-home",

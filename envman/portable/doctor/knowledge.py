@@ -106,6 +106,14 @@ class Knowledge:
         hits = [b for b in self.ext_builds if b.package == package and major(b.cuda) == cuda_major]
         return max(hits, key=lambda b: vt(b.since)) if hits else None
 
+    def package_floor(self, dist: str, version: str | None) -> tuple[int, int] | None:
+        """The compute-capability floor a feature puts on an installed package (flash-attn 2.x → 8.0): below it
+        no build of the package runs, so a rebuild is no remedy. ``dist`` PEP 503-normalised."""
+        floors = [tuple(f.min_cc) for f in self.features for name, prefix in f.packages
+                  if name.replace("_", "-").lower() == dist and version
+                  and (prefix is None or vt(version)[:len(vt(prefix))] == vt(prefix))]
+        return max(floors) if floors else None  # type: ignore[return-value]
+
     def driver_ceiling(self, cc: tuple[int, int]) -> tuple[str, str] | None:
         """(branch, last driver) that ends support for a GPU of this capability, or None."""
         hits = [(mc, br, last) for mc, br, last in self.legacy if tuple(cc) <= tuple(mc) and last]
