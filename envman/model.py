@@ -98,6 +98,20 @@ class CudaMajor:
 
 
 @dataclass(frozen=True)
+class ToolkitWheels:
+    """NVIDIA's PyPI wheels numbered by the CUDA toolkit version (matrices/cuda.yaml ``toolkit_wheels``)."""
+
+    names: tuple[str, ...]
+    suffix_dropped_from: int  # from this CUDA major on the names carry no -cuNN
+    prov: Provenance
+
+    def for_major(self, base: str, major: int) -> list[str]:
+        """The names ``base`` is published under for a CUDA major: nvidia-cublas-cu12; nvidia-cublas-cu13 and
+        nvidia-cublas for 13."""
+        return [f"{base}-cu{major}"] + ([base] if major >= self.suffix_dropped_from else [])
+
+
+@dataclass(frozen=True)
 class LegacyBranch:
     """GPUs up to ``max_cc`` run no driver newer than ``last_driver`` (None: the branch is still maintained)."""
 
@@ -231,6 +245,7 @@ class Matrix:
     base_images: BaseImages
     digest: str  # sha256 over the matrix files' bytes: lets a lock notice changed data
     legacy_branches: tuple[LegacyBranch, ...] = ()
+    toolkit_wheels: ToolkitWheels = ToolkitWheels((), 99, Provenance(""))
 
     def last_driver_for(self, cc: Cc) -> LegacyBranch | None:
         """The driver branch that ends support for a GPU of this capability (the lowest applicable one)."""

@@ -119,6 +119,7 @@ def knowledge_from_matrix(m: Matrix) -> Knowledge:
         m.digest,
         tuple(((b.max_cc.major, b.max_cc.minor), b.branch, str(b.last_driver)) for b in m.legacy_branches
               if b.last_driver is not None),
+        toolkit_wheels=m.toolkit_wheels.names,
     )
 
 

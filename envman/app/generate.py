@@ -245,7 +245,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=_while_uv_resolves, upgrade=upgrade,
                                  previous=(_our_body(root / names.req), _our_body(root / names.pylock)),
                                  timeout=timeout, progress=progress, speculative=speculative,
-                                 constraints=cuda_constraints(res) + [c.line for c in cons],
+                                 constraints=cuda_constraints(res, matrix.toolkit_wheels) + [c.line for c in cons],
                                  find_links=tuple(spec.find_links))
         if names.profile is None and lr.request is not None:
             from envman.lock.uvproc import remember

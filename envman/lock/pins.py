@@ -7,7 +7,7 @@ from packaging.version import Version
 
 from envman import frameworks
 from envman.errors import UsageError
-from envman.model import Resolution
+from envman.model import Resolution, ToolkitWheels
 from envman.project.requirements import Req
 
 
@@ -49,25 +49,19 @@ def _contains(spec: SpecifierSet, version: str) -> bool:
     return spec.contains(Version(version), prereleases=True) or spec.contains(version.split("+")[0], prereleases=True)
 
 
-# NVIDIA wheels whose version follows the CUDA toolkit's (12.5.82 for CUDA 12.5); cuFFT, cuRAND, cuSOLVER and
-# cuSPARSE number themselves and are left to the framework's own requirements.
-_TOOLKIT_WHEELS = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-cupti", "nvidia-cuda-nvcc",
-                   "nvidia-cublas", "nvidia-nvjitlink")
-
-
-def cuda_constraints(res: Resolution) -> list[str]:
+def cuda_constraints(res: Resolution, wheels: ToolkitWheels) -> list[str]:
     """uv constraints that hold a framework whose wheels only set floors (tensorflow[and-cuda]) to the CUDA,
     cuDNN and NCCL of the variant's tested configuration — what the smoke test expects and the driver floor
-    is computed for. Constraints add no package: a name the lock does not hold is ignored."""
+    is computed for. ``wheels``: the CUDA-numbered NVIDIA wheels (matrices/cuda.yaml). Constraints add no
+    package: a name the lock does not hold is ignored."""
     if res.framework is None or res.cuda is None or frameworks.get(res.framework).pins_cuda_wheels:
         return []
-    major = res.cuda.split(".")[0]
+    major = int(res.cuda.split(".")[0])
 
     def names(base: str) -> list[str]:
-        # CUDA 13's wheels dropped the -cu13 suffix (nvidia-cublas, not nvidia-cublas-cu13)
-        return [f"{base}-cu{major}"] + ([base] if int(major) >= 13 else [])
+        return wheels.for_major(base, major)
 
-    out = [f"{n}=={res.cuda}.*" for base in _TOOLKIT_WHEELS for n in names(base)]
+    out = [f"{n}=={res.cuda}.*" for base in wheels.names for n in names(base)]
     if res.cudnn:
         out += [f"{n}=={res.cudnn}.*" for n in names("nvidia-cudnn")]
     if res.nccl:

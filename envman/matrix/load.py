@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name as normalize_dist
 from packaging.version import Version
 
 from envman import frameworks
@@ -31,6 +32,7 @@ from envman.model import (
     LegacyBranch,
     Matrix,
     Provenance,
+    ToolkitWheels,
     normalize_gpu_name,
 )
 
@@ -114,7 +116,19 @@ def _load_cuda(ctx: _Ctx, doc: Any) -> tuple:
             ctx.bad(f"{p}.latest_update", f"'{upd}' is not an update of {v}")
         rels.append(CudaRelease(v, upd or "", drv_min, archs, prov))
     _dupes(ctx, "releases", [r.version for r in rels], "CUDA release")
-    return drv, drv_prov, tuple(majors), tuple(sorted(rels, key=lambda r: r.version, reverse=True)), tuple(legacy)
+    return (drv, drv_prov, tuple(majors), tuple(sorted(rels, key=lambda r: r.version, reverse=True)), tuple(legacy),
+            _load_toolkit_wheels(ctx, doc))
+
+
+def _load_toolkit_wheels(ctx: _Ctx, doc: Any) -> ToolkitWheels:
+    e = ctx.req(doc, "toolkit_wheels", "", dict) or {}
+    names = ctx.req(e, "names", "toolkit_wheels", list) or []
+    bad = [n for n in names if not isinstance(n, str) or normalize_dist(n) != n]
+    if bad:
+        ctx.bad("toolkit_wheels.names", f"expected normalized distribution names (PEP 503), got {bad!r}")
+    since = ctx.req(e, "suffix_dropped_from", "toolkit_wheels", int)
+    return ToolkitWheels(tuple(n for n in names if isinstance(n, str)), since if isinstance(since, int) else 99,
+                         ctx.prov(e, "toolkit_wheels"))
 
 
 def _cc_field(ctx: _Ctx, raw: Any, path: str) -> Cc | None:
@@ -325,9 +339,9 @@ def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Fra
     ctxs = {n: _Ctx(n, problems) for n in files}
     ok = {n: n in docs and _check_schema(ctxs[n], docs[n]) for n in files}
     if ok["cuda.yaml"]:
-        drv, drv_prov, majors, cuda, legacy = _load_cuda(ctxs["cuda.yaml"], docs["cuda.yaml"])
+        drv, drv_prov, majors, cuda, legacy, wheels = _load_cuda(ctxs["cuda.yaml"], docs["cuda.yaml"])
     else:
-        drv, drv_prov, majors, cuda, legacy = Version("0"), Provenance(""), (), (), ()
+        drv, drv_prov, majors, cuda, legacy, wheels = Version("0"), Provenance(""), (), (), (), ToolkitWheels((), 99, Provenance(""))
     gpus = _load_gpus(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
     releases = {
         fw.name: fw.load_releases(docs[fw.matrix_file], ctxs[fw.matrix_file]) if ok[fw.matrix_file] else ()
@@ -339,7 +353,7 @@ def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Fra
         if ok["base_images.yaml"]
         else BaseImages("", Provenance(""), "3.12", ())
     )
-    m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, _digest(raw), legacy)
+    m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, _digest(raw), legacy, wheels)
     _cross_check(m, problems, fws)
     if problems:
         raise MatrixError(problems)

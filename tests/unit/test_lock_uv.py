@@ -208,11 +208,11 @@ def test_tensorflow_cuda_wheels_are_held_to_the_tested_configuration(matrix):
     from envman.resolve.resolver import resolve_stack
 
     res = resolve_stack(matrix, build_request(matrix, framework="tensorflow", targets=["h100"], python="3.11"))
-    cons = cuda_constraints(res)
+    cons = cuda_constraints(res, matrix.toolkit_wheels)
     assert f"nvidia-cudnn-cu12=={res.cudnn}.*" in cons and f"nvidia-cuda-runtime-cu12=={res.cuda}.*" in cons
     assert f"nvidia-cublas-cu12=={res.cuda}.*" in cons and not any(c.startswith("nvidia-cufft") for c in cons)
     torch = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"], python="3.11"))
-    assert cuda_constraints(torch) == []  # torch's wheels pin their CUDA libraries exactly
+    assert cuda_constraints(torch, matrix.toolkit_wheels) == []  # torch's wheels pin their CUDA libraries exactly
 
 
 def test_cli_lock_timeout_is_one_error_line_and_exit_1(tmp_path, monkeypatch, capsys):

@@ -91,3 +91,18 @@ def test_schema_version_and_missing_file(matrix_copy):
 def test_uncertain_entries_need_a_note(matrix_copy):
     _edit(matrix_copy / "cudnn.yaml", 'min_cc: "3.5"', 'min_cc: "3.5"\n    uncertain: true', after='version: "8.0"')
     assert _problems(matrix_copy) == ["cudnn.yaml: releases[0].note: missing: an uncertain entry says what is unsure"]
+
+
+def test_toolkit_wheels_are_data_with_a_source(matrix_copy):
+    _load_cached.cache_clear()
+    tw = load_matrix(matrix_copy).toolkit_wheels
+    assert "nvidia-cublas" in tw.names and tw.suffix_dropped_from == 13 and tw.prov.source.startswith("https://")
+    assert tw.for_major("nvidia-cublas", 12) == ["nvidia-cublas-cu12"]
+    assert tw.for_major("nvidia-cublas", 13) == ["nvidia-cublas-cu13", "nvidia-cublas"]
+    cuda = matrix_copy / "cuda.yaml"
+    _edit(cuda, "nvidia-cuda-nvrtc,", "NVIDIA_Cuda_NVRTC,", after="toolkit_wheels:")
+    _edit(cuda, 'source: "https://docs.nvidia.com/cuda/cuda-installation-guide-linux', 'x: "', after="toolkit_wheels:")
+    assert _problems(matrix_copy) == [
+        "cuda.yaml: toolkit_wheels.names: expected normalized distribution names (PEP 503), got ['NVIDIA_Cuda_NVRTC']",
+        "cuda.yaml: toolkit_wheels.source: missing: every entry cites a primary source URL or 'measured: <how>'",
+    ]

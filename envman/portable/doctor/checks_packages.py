@@ -15,21 +15,17 @@ _SUFFIX = re.compile(r"-cu(\d+)$")
 _NCCL = re.compile(r"^nvidia-nccl(-cu\d+)?$")
 _CUDNN = re.compile(r"^nvidia-cudnn(-cu\d+)?$")
 _CUDART = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?$")
-# From CUDA 13 NVIDIA drops the -cuNN suffix where the package version IS the CUDA version; for these the
-# version's major names the CUDA major (cuFFT, cuRAND, … have their own numbering and say nothing).
-_CUDA_VERSIONED = {
-    "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-cupti", "nvidia-cuda-nvcc", "nvidia-cuda-crt",
-    "nvidia-cuda-cccl", "nvidia-nvjitlink", "nvidia-cublas", "nvidia-nvtx", "nvidia-nvvm", "cuda-toolkit",
-}
 # PEP 600 defines these legacy manylinux tags by the glibc they need (a spec, not compatibility data).
 _LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 
 
-def _cuda_major_of(name: str, version: str) -> int | None:
+def _cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
+    """The CUDA major an NVIDIA wheel belongs to: its -cuNN suffix, else (CUDA 13 on dropped the suffix where
+    the version is the toolkit's: k.toolkit_wheels) its version's major; None for self-numbered libraries."""
     m = _SUFFIX.search(name)
     if m:
         return int(m.group(1))
-    if name in _CUDA_VERSIONED:
+    if name in k.toolkit_wheels:
         return major(version)
     return None
 
@@ -48,7 +44,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
     by_major: dict[int, list[str]] = {}
     for name, ver in v.pip.items():
         if _NVIDIA.match(name) or name == "cuda-toolkit":
-            m = _cuda_major_of(name, ver)
+            m = _cuda_major_of(name, ver, k)
             if m is not None:
                 by_major.setdefault(m, []).append(name)
     want = _framework_cuda_major(v)
@@ -68,7 +64,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
         ))
     ncc = v.pkgs_matching(_NCCL)
     if len(ncc) > 1:
-        keep_n = next((n for n in ncc if want is not None and _cuda_major_of(n, ncc[n]) == want), None)
+        keep_n = next((n for n in ncc if want is not None and _cuda_major_of(n, ncc[n], k) == want), None)
         drop_n = [n for n in ncc if n != keep_n] if keep_n else sorted(ncc)[:-1]
         keep_n = keep_n or sorted(ncc)[-1]
         out.append(error(
@@ -124,14 +120,14 @@ def check_companions(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _installed_cudnn(v: FactsView, cuda_major: int | None) -> tuple[str, str] | None:
+def _installed_cudnn(v: FactsView, cuda_major: int | None, k: Knowledge) -> tuple[str, str] | None:
     """(version, where) of the cuDNN the framework loads: the loaded one (--deep) or the pip wheel."""
     loaded = as_str(v.torch.get("cudnn"))
     if loaded and v.torch.get("cudnn_source") == "loaded":
         return loaded, "loaded by torch"
     wheels = v.pkgs_matching(_CUDNN)
     if cuda_major is not None:
-        wheels = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver) in (cuda_major, None)}
+        wheels = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver, k) in (cuda_major, None)}
     if wheels:
         name = max(wheels, key=lambda n: vt(wheels[n]))
         return wheels[name], name
@@ -147,7 +143,7 @@ def check_cudnn(v: FactsView, k: Knowledge) -> list[Finding]:
     if not b or not b.cudnn:
         return []
     cm = major(v.torch_cuda)
-    got = _installed_cudnn(v, cm)
+    got = _installed_cudnn(v, cm, k)
     if not got:
         return []
     have, where = got
@@ -180,8 +176,8 @@ def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     for d in as_list(v.f.get("cuda_libs")):
         for stem, ver in as_dict(as_dict(d).get("libs")).items():
             sys_libs.setdefault(stem, []).append(str(ver))
-    has_cudnn_wheel = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver) in (cm, None)}
-    has_rt_wheel = {n: ver for n, ver in runtime.items() if _cuda_major_of(n, ver) == cm}
+    has_cudnn_wheel = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver, k) in (cm, None)}
+    has_rt_wheel = {n: ver for n, ver in runtime.items() if _cuda_major_of(n, ver, k) == cm}
     sys_cudnn = [x for x in sys_libs.get("libcudnn", []) if major(x) == dm]
     sys_rt = [x for x in sys_libs.get("libcudart", []) if major(x) == cm]
     missing = []

@@ -94,6 +94,9 @@ class Knowledge:
     ptx_isa: dict[str, str] = field(default_factory=dict)  # CUDA "12.4" -> newest PTX ISA "8.4" it JITs
     ext_builds: tuple[ExtBuild, ...] = ()  # newest first per package
     tf_windows_gpu_last: str | None = None  # last TensorFlow with GPU support on native Windows
+    # NVIDIA wheels numbered by the CUDA toolkit (matrices/cuda.yaml toolkit_wheels): their version's major
+    # is the CUDA major where the name carries no -cuNN
+    toolkit_wheels: tuple[str, ...] = ()
 
     def max_ptx_isa(self, cuda: str | None) -> str | None:
         """The newest PTX ISA a driver supporting CUDA ``cuda`` can JIT: its own, or that of the newest
@@ -235,6 +238,7 @@ class Knowledge:
             "ptx_isa": dict(self.ptx_isa),
             "ext_builds": [[b.package, b.since, b.cuda, b.cudnn] for b in self.ext_builds],
             "tf_windows_gpu_last": self.tf_windows_gpu_last,
+            "toolkit_wheels": list(self.toolkit_wheels),
         }
 
     @classmethod
@@ -269,6 +273,7 @@ class Knowledge:
             dict(d.get("ptx_isa") or {}),
             tuple(ExtBuild(*b) for b in d.get("ext_builds") or ()),
             d.get("tf_windows_gpu_last"),
+            tuple(d.get("toolkit_wheels") or ()),
         )
 
 
