@@ -22,6 +22,7 @@ from envman.lock.artifacts import (
     refuse_framework_build_without_framework,
     refuse_in_framework_closure,
     refuse_unbuildable,
+    refuse_vcs,
     source_only,
 )
 from envman.lock.lockfile import LOCK_FILE, Lock, canonical_json, read_lock, render_lock, try_read_lock
@@ -281,6 +282,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     sb = source_text = build_text = None
     if py_text is not None and locked is not None:
         refuse_unbuildable(py_text, res.python)
+        refuse_vcs(py_text, {**{r.line: r.origin for r in all_reqs if r.req.url}, **{r.name: r.origin for r in all_reqs}})
         src = source_only(py_text)
         refuse_framework_build_without_framework(
             [f"{n}=={v}" for n, v in src if n in tables.build_needs and tables.build_needs[n].framework], res.framework)

@@ -27,6 +27,52 @@ def refuse_unbuildable(pylock_text: str, python: str) -> None:
                         hint="pin a version that ships a manylinux wheel (or an sdist), or drop the requirement")
 
 
+_VCS_SCHEMES = ("git+", "hg+", "svn+", "bzr+")
+
+
+def refuse_vcs(pylock_text: str, origins: dict[str, str]) -> None:
+    """A VCS requirement locks to a commit, but a checkout has no file hash: the image's hash-checked install
+    (`pip install --require-hashes`) refuses it. Say so at lock time, naming the line and what to write
+    instead, not in the middle of `envman build`. ``origins``: a package name or a requirement's URL → the
+    line that asked for it (a URL line without #egg= names no package)."""
+    vcs = [p for p in parse_pylock(pylock_text) if p.direct and p.direct.startswith(_VCS_SCHEMES) and not p.files]
+    if not vcs:
+        return
+    p = vcs[0]
+    bare = (p.direct or "").rsplit("@", 1)[0]
+    origin = origins.get(p.name) or next((o for url, o in origins.items() if _strip_ref(url) == bare), None)
+    where = f"{origin}: " if origin else ""
+    others = f" (and {', '.join(q.name for q in vcs[1:])})" if len(vcs) > 1 else ""
+    archive = archive_of(p.direct or "")
+    raise LockError(
+        f"{where}{p.name} @ {p.direct}{others} is a VCS requirement: the image installs only hash-checked files, "
+        "and a checkout has no file hash, so `envman build` would fail on it",
+        hint=(f"pin an archive of that commit, which uv hashes: {p.name} @ {archive}; " if archive else
+              "pin an archive (.tar.gz, .zip) of that commit by URL, which uv hashes; ")
+        + f"or a release from an index ({p.name}==VERSION)")
+
+
+def _strip_ref(url: str) -> str:
+    """``git+https://host/o/r.git@v1#egg=r`` → ``git+https://host/o/r.git`` (what uv's locked URL starts with)."""
+    url = url.split("#", 1)[0]
+    head, sep, tail = url.rpartition("@")
+    return head if sep and "/" not in tail else url
+
+
+def archive_of(direct: str) -> str | None:
+    """``git+https://github.com/o/r.git@<commit>`` → GitHub's archive of that commit (GitLab's likewise);
+    None for other hosts, whose archive URLs envman does not know."""
+    import re
+
+    m = re.match(r"^git\+https://(github\.com|gitlab\.com)/([^/@#]+/[^/@#]+?)(?:\.git)?@([0-9a-f]{7,40})$", direct)
+    if not m:
+        return None
+    host, repo, sha = m.groups()
+    if host == "github.com":
+        return f"https://github.com/{repo}/archive/{sha}.tar.gz"
+    return f"https://gitlab.com/{repo}/-/archive/{sha}/{repo.rsplit('/', 1)[1]}-{sha}.tar.gz"
+
+
 def refuse_framework_build_without_framework(names: list[str], framework: str | None) -> None:
     """A source-only package that imports the framework while it builds needs the framework in the stack."""
     if names and framework is None:

@@ -185,10 +185,11 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
                 d.packages.append(r.line)
     if not d.read:
         return d
-    urls = [r.origin for fd in founds + extra for r in fd.reqs if r.req.url]
-    if urls:
-        d.warnings.append(f"{', '.join(urls)}: VCS/URL requirements are locked to their commit, but the image's "
-                          "hash-checked wheel install cannot install them yet: `envman build` fails on them until it does")
+    vcs = [r.origin for fd in founds + extra for r in fd.reqs if r.req.url and r.line.startswith(("git+", "hg+", "svn+", "bzr+"))]
+    if vcs:
+        d.warnings.append(f"{', '.join(vcs)}: a VCS requirement has no file hash, and the image installs only "
+                          "hash-checked files: `envman lock` refuses it and names what to pin instead (a release, or "
+                          "an archive of the commit)")
     all_reqs = [r for fd in founds + extra for r in fd.reqs]
     constraints = [r for fd in founds + extra for r in fd.constraints]
     variants = [v for fd in founds + extra for v in fd.variants]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from envman.app.generate import InitOptions, init_project, user_requirements
-from envman.errors import UsageError
+from envman.errors import LockError, UsageError
 from envman.project.infer import load_dependents
 from envman.project.sources.conda import conda_spec
 from envman.project.sources.poetry import poetry_constraint
@@ -193,8 +193,9 @@ def test_lock_check_covers_included_requirement_files(init):
 
 
 @pytest.mark.network
-def test_a_git_requirement_is_locked_to_its_commit(tmp_path):
-    """A local bare repository over file:// stands in for GitHub; uv pins the URL to the commit."""
+def test_a_git_requirement_is_refused_at_lock_time_naming_the_line_and_its_commit(tmp_path):
+    """A local bare repository over file:// stands in for GitHub; uv pins the URL to the commit. A checkout has no
+    file hash, so the image's hash-checked install would refuse it: the lock says so first, and writes nothing."""
     import subprocess
 
     src = tmp_path / "src"
@@ -211,9 +212,13 @@ def test_a_git_requirement_is_locked_to_its_commit(tmp_path):
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "requirements.txt").write_text(f"git+file://{tmp_path}/tiny.git\n-e .\n")
-    out = init_project(proj, InitOptions(cpu=True, framework="none"))
-    assert f"tinypkg @ git+file://{tmp_path}/tiny.git@{commit}" in (proj / "requirements.lock.txt").read_text()
-    assert "requirements.txt:2: project '-e .' (installs this repository (install_project: true))" in out.notes
+    with pytest.raises(LockError) as e:
+        init_project(proj, InitOptions(cpu=True, framework="none"))
+    assert e.value.message == (f"requirements.txt:1: tinypkg @ git+file://{tmp_path}/tiny.git@{commit} is a VCS "
+                               "requirement: the image installs only hash-checked files, and a checkout has no file "
+                               "hash, so `envman build` would fail on it")
+    assert e.value.hint.endswith("or a release from an index (tinypkg==VERSION)")
+    assert sorted(p.name for p in proj.iterdir()) == ["requirements.txt"]  # nothing half-written
 
 
 def test_the_repositorys_own_docker_files_are_kept_and_envman_writes_beside_them(init):

@@ -171,3 +171,20 @@ def test_a_hash_on_a_vcs_line_is_refused_with_the_reason(tmp_path):
     (tmp_path / "r.txt").write_text(f"git+https://github.com/o/demo@v1#egg=demo --hash=sha256:{'e' * 64}\n")
     with pytest.raises(LockError, match="the lock records no hash for it"):
         check_user_hashes(read_requirements(tmp_path, "r.txt").reqs, parse_pylock(vcs_lock))
+
+
+def test_a_vcs_requirement_is_refused_at_lock_time_with_an_archive_to_pin_instead():
+    from envman.lock.artifacts import archive_of, refuse_vcs
+
+    sha = "dcba3cb2e2827b402d2701e7e1c7d9fed8a20ef1"
+    vcs_lock = ('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "clip"\nversion = "1.0"\n'
+                f'vcs = {{ type = "git", url = "https://github.com/openai/CLIP.git", commit-id = "{sha}" }}\n')
+    with pytest.raises(LockError) as e:
+        refuse_vcs(vcs_lock, {"clip": "requirements.txt:4"})
+    assert e.value.message.startswith(f"requirements.txt:4: clip @ git+https://github.com/openai/CLIP.git@{sha} is a "
+                                      "VCS requirement")
+    assert e.value.hint == (f"pin an archive of that commit, which uv hashes: clip @ https://github.com/openai/CLIP/"
+                            f"archive/{sha}.tar.gz; or a release from an index (clip==VERSION)")
+    assert archive_of(f"git+https://gitlab.com/g/r@{sha}") == f"https://gitlab.com/g/r/-/archive/{sha}/r-{sha}.tar.gz"
+    assert archive_of(f"git+https://example.org/g/r.git@{sha}") is None
+    refuse_vcs(ARCHIVE_LOCK, {})  # an archive URL has a hash: it passes
