@@ -145,3 +145,64 @@ def test_the_console_script_flushes_and_keeps_the_exit_code(tmp_path):
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
     usage = _console("lock", "--no-such-option")
     assert usage.returncode == 2
+
+
+EARLY = """
+import json, os, sys, time
+from envman.lock import uvstart
+if sys.argv[2] == "no-setpriv":
+    uvstart.SETPRIV = ()  # the ctypes fallback
+started = uvstart.start_remembered(sys.argv[1], "pylock.toml", False)
+print(json.dumps({"pid": started.proc.pid, "kind": type(started.proc).__name__, "cwd": started.cwd}), flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("how", ["setpriv", "no-setpriv"])
+def test_the_early_uv_runs_in_its_folder_and_dies_with_envman_even_by_kill_9(tmp_path, monkeypatch, how):
+    """In the console script (one thread) uv is forked and exec'd directly; its death signal is set by
+    setpriv, or by prctl through ctypes where there is no setpriv. kill -9 of envman must take uv with it."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    if how == "setpriv" and not any(os.access(p, os.X_OK) for p in uvstart.SETPRIV):
+        pytest.skip("util-linux's setpriv is not installed here")
+    proj = _project(tmp_path / "proj")
+    marker = tmp_path / "uv-ran-in"
+    slow = _sleeping_uv(tmp_path, f"open({str(marker)!r}, 'w').write(os.getcwd())\ntime.sleep(60)\n")
+    uvproc.remember(proj, uvproc.UvRequest((("requirements.in", "numpy\n"),), ("pip", "compile")))
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", os.environ["ENVMAN_CACHE_DIR"])
+    req = Path(uvstart.request_file(str(proj)))
+    data = json.loads(req.read_text())
+    req.write_text(json.dumps({**data, "uv": slow, "prefix": sys.prefix}))  # the remembered uv: our sleeper
+    envman = subprocess.Popen([sys.executable, "-c", EARLY, str(proj), how], stdout=subprocess.PIPE, text=True)
+    try:
+        info = json.loads(envman.stdout.readline())
+        assert info["kind"] == "Child"  # one thread: fork and exec, no subprocess
+        for _ in range(200):
+            if marker.exists():
+                break
+            time.sleep(0.05)
+        assert marker.read_text() == info["cwd"]  # uv runs in its own folder, with the request's files
+        assert Path(info["cwd"], "requirements.in").read_text() == "numpy\n"
+        envman.send_signal(signal.SIGKILL)
+        envman.wait()
+        for _ in range(100):
+            try:
+                os.kill(info["pid"], 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.killpg(info["pid"], signal.SIGKILL)
+            pytest.fail("uv outlived envman's kill -9")
+    finally:
+        envman.kill()
+
+
+def test_a_forked_uv_that_cannot_start_says_why(tmp_path):
+    child = uvstart.fork_exec([str(tmp_path / "no-such-uv"), "pip", "compile"], dict(os.environ), str(tmp_path))
+    assert child.wait() == 127 or child.returncode != 0
+    assert "cannot run uv" in child.stderr.read() or uvstart.SETPRIV  # setpriv reports it in its own words
