@@ -184,10 +184,10 @@ class UvRun:
 # of the error names the host and the cause, the hint what to do about that cause
 _NETWORK = (
     (re.compile(r"failed to lookup address|Name or service not known|nodename nor servname|No such host|"
-                r"Temporary failure in name resolution|dns error", re.I),
+                r"Temporary failure in name resolution|dns error|Could not resolve host", re.I),
      "the name does not resolve (DNS)",
-     "check the host name in the index URL, and the DNS (or the proxy: HTTPS_PROXY) of this machine"),
-    (re.compile(r"Connection refused|actively refused", re.I),
+     "check the host name in the index (or VCS) URL, and the DNS (or the proxy: HTTPS_PROXY) of this machine"),
+    (re.compile(r"Connection refused|actively refused|Failed to connect to", re.I),
      "the connection was refused",
      "nothing listens at that address and port: check the index URL's port, or that the index server runs"),
     (re.compile(r"certificate verify failed|invalid peer certificate|UnknownIssuer|self[- ]signed certificate|"

@@ -297,6 +297,8 @@ def test_a_name_on_both_indexes_never_comes_from_the_framework_index(tmp_path):
 @pytest.mark.parametrize("cause, said, first, hint", [
     ("dns", "dns error: failed to lookup address information: Name or service not known",
      "cannot reach pypi.internal: the name does not resolve (DNS)", "DNS"),
+    ("git-dns", "fatal: unable to access 'https://pypi.internal/o/r.git/': Could not resolve host: pypi.internal",
+     "cannot reach pypi.internal: the name does not resolve (DNS)", "DNS"),  # a VCS requirement: git's words
     ("refused", "tcp connect error: Connection refused (os error 111)",
      "cannot reach pypi.internal: the connection was refused", "port"),
     ("tls", "invalid peer certificate: UnknownIssuer",
