@@ -399,11 +399,15 @@ def test_uv_is_given_envmans_interpreter_only_when_it_is_the_targets_version(mon
     """Without --python, uv searches PATH for an interpreter of the target's version on every run (pyenv's
     shims make that a shell script per candidate); one of another version would build sdists' metadata wrong."""
     monkeypatch.delenv("UV_PYTHON", raising=False)
+    monkeypatch.delenv("UV_PYTHON_DOWNLOADS", raising=False)
     mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
     cmd = uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), mine, [])
     assert cmd.args[cmd.args.index("--python") + 1] == sys.executable
     other = "3.8" if mine != "3.8" else "3.9"
-    assert "--python" not in uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), other, []).args
+    args = uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), other, []).args
+    assert "--python" not in args and "--no-python-downloads" in args  # never a CPython download to compile a lock
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "automatic")  # the user's choice stands
+    assert "--no-python-downloads" not in uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), other, []).args
     monkeypatch.setenv("UV_PYTHON", "/opt/python3/bin/python")  # the user's choice stands
     assert "--python" not in uvmod.uv_compile_command(Path("in.txt"), Path("out.txt"), mine, []).args
 
