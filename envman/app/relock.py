@@ -3,7 +3,7 @@ envman is imported and the stack resolved. The lock use case (app/generate.py) t
 request is the same, and kills it otherwise.
 
 Two moments: the console script (cli/entry.py) calls ``start_before_import`` with only the standard
-library loaded (lock/uvstart.py), ~25 ms after exec; the lock command then calls ``start_early``, which
+library loaded (lock/uvstart.py), ~18 ms after exec; the lock command then calls ``start_early``, which
 adopts that run, or starts one itself when envman was entered another way (``python -m``, a test).
 """
 
@@ -27,7 +27,12 @@ atexit.register(_kill_pending)
 
 
 def start_before_import(root: str, *, log_requests: bool) -> None:
-    started = uvstart.start_remembered(root, "pylock.toml", log_requests)
+    """Best effort: a guess that cannot be made (no remembered request, no uv, an unwritable temp folder, even
+    a bug here) leaves the lock to start uv itself, in envman's error boundary."""
+    try:
+        started = uvstart.start_remembered(root, "pylock.toml", log_requests)
+    except Exception:  # noqa: BLE001 - the speculation is optional; the real lock reports real errors
+        return
     if started is not None:
         _pending[os.path.realpath(root)] = started
 
