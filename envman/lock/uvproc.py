@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -167,10 +166,7 @@ class UvRun:
 
     def cancel(self) -> None:
         if getattr(self, "proc", None) is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            uvstart.kill_group(self.proc.pid)
             self.proc.wait()
         self.close()
 

@@ -110,12 +110,19 @@ class Started:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_group(self.proc.pid)
             self.proc.wait()
         _rmtree(self.cwd)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL to uv's process group (uv and whatever it started), and to uv itself: killed right after the
+    fork, uv may not have made its own group yet."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _rmtree(path: str) -> None:
