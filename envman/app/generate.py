@@ -11,7 +11,7 @@ from typing import Any
 
 from envman import __version__
 from envman.app.doctor import kit_files
-from envman.errors import LockError, UsageError
+from envman.errors import LockError, ResolutionError, UsageError
 from envman.files import WritePlan, ownership, sha256, with_header
 from envman.image.context import dockerignore_text
 from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
@@ -31,6 +31,7 @@ from envman.lock.uv import (
     FW_LOCK,
     PYLOCK,
     REQ_LOCK,
+    CudaMajorConflict,
     build_lock,
     compile_python_lock,
     framework_closure,
@@ -634,14 +635,36 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
         if opts.base_image and opts.base_image != spec.base_image:
             notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
     p = root / SPEC_FILE
-    out = generate(root, spec, no_lock=opts.no_lock, force=opts.force, timeout=opts.timeout, progress=progress,
-                   extra=[(p, spec_yaml(spec))] if created else None, base_image=None if created else opts.base_image)
+    out = _init_generate(root, spec, created, opts, progress, notes)
     if created and p in out.written:
         out.written.remove(p)
         out.written.insert(0, p)
     out.spec_created = created
     out.notes = notes + [n for n in out.notes if n not in notes]  # discovery's report already has its warnings
     return out
+
+
+def _init_generate(root: Path, spec: ProjectSpec, created: bool, opts: InitOptions, progress,
+                   notes: list[str]) -> Outcome:
+    """init's files. When a locked package pulls nvidia-* wheels of another CUDA major than the stack's
+    (mamba-ssm's cutlass wheels are CUDA 12 only) and nobody chose the CUDA, the stack is resolved once more
+    for that major, and envman.yaml says so; when no stack has it, the original refusal stands."""
+    extra = [(root / SPEC_FILE, spec_yaml(spec))] if created else None
+    try:
+        return generate(root, spec, no_lock=opts.no_lock, force=opts.force, timeout=opts.timeout, progress=progress,
+                        extra=extra, base_image=None if created else opts.base_image)
+    except CudaMajorConflict as conflict:
+        if not created or spec.cuda or spec.cpu:
+            raise  # the user's envman.yaml (or --cuda) chose the CUDA: the hint says what to change
+        retry = replace(spec, cuda=str(conflict.major))
+        try:
+            out = generate(root, retry, no_lock=opts.no_lock, force=opts.force, timeout=opts.timeout,
+                           progress=progress, extra=[(root / SPEC_FILE, spec_yaml(retry))])
+        except (ResolutionError, CudaMajorConflict):
+            raise conflict from None
+        notes.append(f"{conflict.message.split(' (')[0]} needs CUDA {conflict.major}: the stack is resolved for CUDA "
+                     f"{conflict.major} instead (cuda: \"{conflict.major}\" in envman.yaml)")
+        return out
 
 
 def _python_from(text: str | None) -> str | None:

@@ -109,6 +109,14 @@ def framework_closure(lock: PythonLock, roots: list[str]) -> set[str]:
     return closure
 
 
+class CudaMajorConflict(UsageError):
+    """A locked package pulls nvidia-* wheels of another CUDA major than the stack's (``major``: theirs)."""
+
+    def __init__(self, message: str, hint: str, major: int) -> None:
+        super().__init__(message, hint=hint)
+        self.major = major
+
+
 def check_cuda_majors(lock: PythonLock, res: Resolution) -> None:
     """A package dragging in nvidia-* wheels of another CUDA major breaks the stack at import time."""
     if res.cuda is None:
@@ -118,9 +126,11 @@ def check_cuda_majors(lock: PythonLock, res: Resolution) -> None:
         m = _CUDA_MAJOR_PKG.match(p.name)
         if m and int(m.group(1)) != want:
             who = ", ".join(p.via) or "a requirement"
-            raise UsageError(
+            raise CudaMajorConflict(
                 f"{p.name}=={p.version} (CUDA {m.group(1)}, pulled in by {who}) contradicts the stack's CUDA {res.cuda}",
-                hint=f"pin a version of {who} built for CUDA {want}, or choose a framework variant for CUDA {m.group(1)}",
+                f"pin a version of {who} built for CUDA {want}, or resolve the stack for CUDA {m.group(1)} "
+                f"(cuda: \"{m.group(1)}\" in envman.yaml)",
+                int(m.group(1)),
             )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envman.errors import ToolError
+from envman.errors import ToolError, UsageError
 from envman.lock import uv as uvmod
 from envman.lock.pylock import parse_pylock
 
@@ -451,3 +451,51 @@ def test_index_options_go_to_the_environment_only_when_a_value_carries_credentia
         "UV_EXTRA_INDEX_URL": "https://a.example/simple https://u:t@b.example/simple",  # all of them: an argument
         "UV_FIND_LINKS": "https://u:t@files.example/wheels,/wheels",                     # would replace the variable
     }
+
+
+CU12_LOCK = '''lock-version = "1.0"
+created-by = "uv"
+
+[[packages]]
+name = "nvidia-cublas-cu12"
+version = "12.8.4.1"
+wheels = [{ url = "https://files.example/nvidia_cublas_cu12-12.8.4.1-py3-none-manylinux_2_27_x86_64.whl", hashes = { sha256 = "aa" } }]
+
+[[packages]]
+name = "torch"
+version = "2.14.1"
+wheels = [{ url = "https://files.example/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "bb" } }]
+'''
+
+
+def test_init_resolves_for_the_cuda_major_a_locked_package_needs(tmp_path, monkeypatch):
+    """mamba-ssm's cutlass wheels are CUDA 12 only: an init that first lands on a CUDA 13 stack resolves again
+    for CUDA 12, says so, and writes cuda: "12" into envman.yaml; a user's own envman.yaml is not overridden."""
+    from envman.app.generate import InitOptions, init_project, lock_project
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+    from tests.fakes import install_fake_uv
+
+    install_fake_uv(monkeypatch, tmp_path, CU12_LOCK)
+    monkeypatch.setattr("envman.lock.registry.resolve_digest", lambda ref, timeout=3.0: None)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "requirements.txt").write_text("torch\nnvidia-cublas-cu12\n")  # as a CUDA-12-only package pulls it
+    first = resolve_stack(load_fixture_matrix(), build_request(load_fixture_matrix(), framework="torch", targets=["h100"],
+                                                                 python="3.11"))
+    assert first.cuda.startswith("13.")  # the newest stack is CUDA 13: the conflict is real
+    out = init_project(proj, InitOptions(targets=("h100",), python="3.11"))
+    assert out.resolution.cuda.startswith("12.")
+    assert "\ncuda: '12'\n" in (proj / "envman.yaml").read_text()
+    assert any(n.startswith("nvidia-cublas-cu12==12.8.4.1 needs CUDA 12: the stack is resolved for CUDA 12") for n in out.notes)
+    # envman.yaml now chooses: a lock against a CUDA 13 choice refuses and says what to change
+    (proj / "envman.yaml").write_text((proj / "envman.yaml").read_text().replace("cuda: '12'", "cuda: '13'"))
+    with pytest.raises(UsageError) as e:
+        lock_project(proj)
+    assert 'cuda: "12" in envman.yaml' in e.value.hint
+
+
+def load_fixture_matrix():
+    from envman.matrix.load import load_matrix
+
+    return load_matrix()
