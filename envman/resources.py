@@ -43,7 +43,6 @@ def portable_dir() -> Path:
 
 def cache_dir() -> Path:
     """envman's disk cache (the parsed matrix, the doctor's knowledge): ENVMAN_CACHE_DIR, else XDG's."""
-    if os.environ.get("ENVMAN_CACHE_DIR"):
-        return Path(os.environ["ENVMAN_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envman"
+    from envman.hostenv import cache_root
+
+    return Path(cache_root())

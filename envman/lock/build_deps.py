@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import ssl
 import tarfile
 import tempfile
@@ -21,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from envman.errors import LockError, ToolError
+from envman.hostenv import ca_bundle
 from envman.lock.uv import PLATFORM, parse_uv_output, run_uv, uv_compile_command
 
 LEGACY_BACKEND = ("setuptools>=40.8.0",)
@@ -63,8 +63,7 @@ def build_requires_of(data: bytes, filename: str) -> tuple[str, ...]:
 
 
 def _ssl_context() -> ssl.SSLContext:
-    cert = os.environ.get("SSL_CERT_FILE") or os.environ.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE")
-    return ssl.create_default_context(cafile=cert) if cert else ssl.create_default_context()
+    return ssl.create_default_context(cafile=ca_bundle())
 
 
 def fetch_sdist(url: str, sha256: str, timeout: float = 120) -> bytes:

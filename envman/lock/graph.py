@@ -21,6 +21,7 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from envman.hostenv import ca_bundle, cache_root
 from envman.lock.pylock import PylockPackage
 
 INPUT = "-r requirements.in"
@@ -69,14 +70,11 @@ def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("ENVMAN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "envman")
-    return Path(base) / "metadata-v1"
+    return Path(cache_root()) / "metadata-v1"
 
 
 def _ssl_context() -> ssl.SSLContext:
-    cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE")
-    return ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None)
+    return ssl.create_default_context(cafile=ca_bundle())
 
 
 def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None = None) -> list[str] | None:

@@ -17,6 +17,8 @@ import sys
 import time
 import zlib
 
+from envman.hostenv import ca_bundle, cache_root
+
 TYPE_CHECKING = False  # typing itself costs this module's start ~3 ms
 if TYPE_CHECKING:
     import subprocess
@@ -147,7 +149,7 @@ def uv_binary() -> str | None:
 def uv_env(log_requests: bool = True) -> dict[str, str]:
     env = dict(os.environ)
     # TLS-intercepting proxies: uv reads SSL_CERT_FILE; reuse the bundle pip is told to use.
-    cert = env.get("SSL_CERT_FILE") or env.get("PIP_CERT") or env.get("REQUESTS_CA_BUNDLE")
+    cert = ca_bundle()
     if cert:
         env["SSL_CERT_FILE"] = cert
     if log_requests:
@@ -209,8 +211,7 @@ def make_dir(files, base: str | None = None) -> str:
 
 def request_file(root: str) -> str:
     """Where the request of the project at ``root`` is remembered (outside the project: it is a cache)."""
-    base = os.environ.get("ENVMAN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "envman")
+    base = cache_root()
     # by the project's real path: its last component for whoever looks, a checksum for uniqueness (a
     # collision costs only time: a remembered request is used only when it equals the lock's real one)
     real = os.path.realpath(root)

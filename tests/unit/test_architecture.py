@@ -3,6 +3,7 @@ IO, cli/ talks to the use cases only, and the portable island imports nothing bu
 
 The layers, lowest first (README "Layout"):
     portable/                      stdlib-only island, copied whole into every image
+    hostenv                        the host environment envman reads (cache folder, CA bundle), os only
     errors, resources, _compat     leaves
     model, files, process, inputs  values; atomic files; signals; bounded input reads
     diskcache                      derived values kept on disk by the digest of their source files
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "envman"
 
 RANK = {
-    "portable": 0, "errors": 1, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
+    "portable": 0, "errors": 1, "hostenv": 0.5, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
     "model": 2, "files": 2, "process": 2, "inputs": 2,
     "diskcache": 2.2,  # values derived from data files, pickled by digest (uses files.write_atomic)
     "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
