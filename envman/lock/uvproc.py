@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from envman.errors import ToolError
@@ -56,7 +56,7 @@ class UvRequest:
     output: str = "pylock.toml"
     # environment uv needs beyond envman's own: index URLs with credentials (lock/uv.py index_options). Never
     # serialized: a request that has any is never remembered, so never started early.
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # no token in a repr or traceback
 
     def to_json(self) -> str:
         return json.dumps({"files": [list(f) for f in self.files], "args": list(self.args), "output": self.output})

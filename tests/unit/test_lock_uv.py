@@ -436,7 +436,7 @@ def test_index_credentials_reach_uv_through_its_environment_never_its_command_li
     assert "--index-url" in argv and "s3cret" not in argv and "--extra-index-url" not in argv
     assert "s3cret" not in lr.req_text + (lr.pylock_text or "") + lr.fw_text
     assert dict(lr.request.env) == {"UV_EXTRA_INDEX_URL": secret_url}
-    assert "s3cret" not in lr.request.to_json()
+    assert "s3cret" not in lr.request.to_json() and "s3cret" not in repr(lr.request)
 
 
 def test_index_options_go_to_the_environment_only_when_a_value_carries_credentials():
