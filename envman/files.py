@@ -115,12 +115,9 @@ class WritePlan:
                 hint="keep your version, or re-run with --force to regenerate it",
             )
 
-    def write(self) -> list[Path]:
-        """All or nothing, in the order given (the caller puts envman.lock last: it is the commit point)."""
+    def changes(self) -> list[tuple[Path, str]]:
+        """The files whose content on disk differs from what would be written (missing ones included)."""
         changed = []
-        if self.root is not None:
-            check_inside(self.root, [p for p, _ in self.files])  # before anything is touched, temps included
-        clean_stale_temps([p for p, _ in self.files])  # left by a run that was killed
         for path, text in self.files:
             try:
                 if path.read_text(encoding="utf-8") == text:
@@ -128,7 +125,17 @@ class WritePlan:
             except (OSError, UnicodeDecodeError):
                 pass
             changed.append((path, text))
-        commit_files(changed, self.root)
+        return changed
+
+    def write(self, changes: list[tuple[Path, str]] | None = None) -> list[Path]:
+        """All or nothing, in the order given (the caller puts envman.lock last: it is the commit point).
+        ``changes``: what ``changes()`` found, when the caller just asked. A killed run's temps go either way."""
+        changed = self.changes() if changes is None else changes
+        if self.root is not None:
+            check_inside(self.root, [p for p, _ in self.files])  # before anything is touched, temps included
+        clean_stale_temps([p for p, _ in self.files])  # left by a run that was killed
+        if changed:
+            commit_files(changed, self.root)
         return [p for p, _ in changed]
 
 
@@ -136,24 +143,26 @@ class WritePlan:
 
 
 def check_inside(root: Path, paths: list[Path]) -> None:
-    """No folder on the way to a file envman writes may be a symbolic link that leads out of the project."""
-    real_root = root.resolve()
-    seen: set[Path] = set()  # each folder once: a lock writes ~50 files into a handful of folders
+    """No folder on the way to a file envman writes may be a symbolic link that leads out of the project.
+    (On strings, not Paths: a lock writes ~50 files, and this runs on every lock.)"""
+    top = os.path.abspath(root).rstrip(os.sep)  # "" for the root folder itself
+    real_root = os.path.realpath(top or os.sep)
+    real_prefix = real_root.rstrip(os.sep) + os.sep
+    seen: set[str] = set()  # each folder once: a lock writes ~50 files into a handful of folders
     for path in paths:
-        try:
-            rel = path.relative_to(root)
-        except ValueError:
-            raise UsageError(f"{path} is outside the project {root}", hint="a bug in envman: report it") from None
-        cur = root
-        for part in rel.parts[:-1]:
-            cur = cur / part
+        s = os.path.abspath(path)
+        if not s.startswith(top + os.sep):
+            raise UsageError(f"{path} is outside the project {root}", hint="a bug in envman: report it")
+        cur = top
+        for part in s[len(top) + 1:].split(os.sep)[:-1]:
+            cur = cur + os.sep + part
             if cur in seen:
                 continue
             seen.add(cur)
-            if cur.is_symlink():
-                target = cur.resolve()
-                if target != real_root and real_root not in target.parents:
-                    raise UsageError(f"{cur.relative_to(root)} is a symbolic link to {target}, outside the project",
+            if os.path.islink(cur):
+                target = os.path.realpath(cur)
+                if target != real_root and not target.startswith(real_prefix):
+                    raise UsageError(f"{cur[len(top) + 1:]} is a symbolic link to {target}, outside the project",
                                      hint="envman writes only inside the project: replace the link with a folder")
 
 

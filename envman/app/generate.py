@@ -4,14 +4,15 @@ adapters (spec, requirements, uv, render) and writes files only after every step
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from envman import __version__
 from envman.app.doctor import kit_files
-from envman.errors import LockError, ResolutionError, UsageError
+from envman.app.pythonlock import Guessing, PythonLocker
+from envman.errors import EnvmanError, LockError, ResolutionError, UsageError
 from envman.files import WritePlan, ownership, sha256, with_header
 from envman.image.context import dockerignore_text
 from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
@@ -33,9 +34,9 @@ from envman.lock.uv import (
     REQ_LOCK,
     CudaMajorConflict,
     build_lock,
-    compile_python_lock,
     framework_closure,
     parse_uv_output,
+    python_lock_job,
 )
 from envman.matrix.load import load_matrix
 from envman.model import Matrix, Resolution
@@ -212,7 +213,8 @@ def with_base_override(spec: ProjectSpec, hashes: dict[str, str],
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
                matrix: Matrix, offline_image: str | None = None, upgrade: bool = False,
-               timeout: float | None = None, progress=None, speculative=None) -> Built:
+               timeout: float | None = None, python_lock: PythonLocker | None = None) -> Built:
+    """One stack's files. ``python_lock`` answers its Python lock with uv (needed unless ``no_lock``)."""
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     all_reqs, user_cons, read_warnings = user_inputs(root, spec)
@@ -244,15 +246,12 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     if lines and not no_lock:
         index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
         roots = [p.split("==")[0].split("[")[0] for p in pins]
-        lr = compile_python_lock(lines, res.python, index_urls, roots, res, while_waiting=_while_uv_resolves, upgrade=upgrade,
-                                 previous=(_our_body(root / names.req), _our_body(root / names.pylock)),
-                                 timeout=timeout, progress=progress, speculative=speculative,
-                                 constraints=cuda_constraints(res, matrix.toolkit_wheels) + [c.line for c in cons],
-                                 find_links=tuple(spec.find_links))
-        if names.profile is None and lr.request is not None:
-            from envman.lock.uvproc import remember
-
-            remember(root, lr.request)  # the next `envman lock` starts uv with it before it knows the inputs
+        job = python_lock_job(lines, res.python, index_urls, roots, res, upgrade=upgrade,
+                              previous=(_our_body(root / names.req), _our_body(root / names.pylock)), timeout=timeout,
+                              constraints=cuda_constraints(res, matrix.toolkit_wheels) + [c.line for c in cons],
+                              find_links=tuple(spec.find_links))
+        assert python_lock is not None, "a lock needs a PythonLocker"
+        lr = python_lock(job)
         req_text, py_text = lr.req_text, lr.pylock_text
         notes.extend(label + n for n in _check_user_hashes(all_reqs + user_cons, lr.pylock_text))
         fw_text = lr.fw_text if pins else None
@@ -299,6 +298,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         if sb is not None:
             source_text = locked.render({n for n, _ in sb.packages})
             notes.extend(label + n for n in sb.notes)
+            if fresh and python_lock is not None:
+                python_lock.needs_real_answer()  # a second uv run and sdist downloads: never on a guess
             build_text = _lock_build_deps(sb, py_text, locked, res) if fresh else reused_build
     if pkg is not None:
         notes.append(f"{label}the project is a package ({pkg.kind}): installed into the image after its source, "
@@ -395,21 +396,66 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
              extra: list[tuple[Path, str]] | None = None, timeout: float | None = None,
              progress=None, speculative=None, base_image: str | None = None) -> Outcome:
     """``base_image``: a --base-image override for this run, recorded in the lock's inputs (not in the
-    spec's hash), so `lock --check` and `build --base-image` find the lock current."""
+    spec's hash), so `lock --check` and `build --base-image` find the lock current.
+
+    ``speculative``: uv already running on the last lock's request. A re-lock's uv usually answers with
+    the lock it was seeded with: every file is made and checked from that guess while uv runs, and kept
+    when uv's answer is the guess (app/pythonlock.py)."""
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
     spec, hashes = with_base_override(spec, hashes, base_image)
     from envman.project.coexist import place_files
 
     place = place_files(root)  # before any slow step: the repository's own files decide envman's names
+    locker = PythonLocker(None if spec.profiles else speculative, progress, guess=not spec.profiles,
+                          while_waiting=_while_uv_resolves, remember_for=None if spec.profiles else root)
+
+    def plan() -> _Planned:
+        return _plan(root, spec, hashes, matrix, place, locker, no_lock=no_lock, force=force, upgrade=upgrade,
+                     timeout=timeout, extra=extra)
+
+    try:
+        try:
+            planned: _Planned | None = plan()
+        except (EnvmanError, Guessing):
+            if not locker.guessing:
+                raise
+            planned = None  # met on a guess: met again on uv's own answer, or not
+        if not locker.settle() or planned is None:
+            planned = plan()
+        elif planned.changes:
+            planned.recheck()  # files may have changed while uv ran
+    finally:
+        locker.close()
+        if speculative is not None:
+            speculative.cancel()  # unused (profiles, --no-lock, other inputs): never leave it running
+    return _commit(planned)
+
+
+@dataclass
+class _Planned:
+    """Everything a generate() run writes, checked against the project, not yet written."""
+
+    built: list[Built]
+    wp: WritePlan
+    check: Callable[[], None]  # raises a UsageError when a file to write was edited by hand (without --force)
+    notes: list[str]
+    changes: list[tuple[Path, str]] = field(default_factory=list)
+
+    def recheck(self) -> None:
+        self.check()
+        self.changes = self.wp.changes()
+
+
+def _plan(root: Path, spec: ProjectSpec, hashes: dict[str, str], matrix: Matrix, place, locker: PythonLocker, *,
+          no_lock: bool, force: bool, upgrade: bool, timeout: float | None,
+          extra: list[tuple[Path, str]] | None) -> _Planned:
     if spec.profiles:
         built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
-                            upgrade=upgrade, timeout=timeout, progress=progress) for p in spec.profiles]
+                            upgrade=upgrade, timeout=timeout, python_lock=locker) for p in spec.profiles]
     else:
         built = [_build_one(root, spec, Names.for_root(root), hashes, no_lock, matrix, upgrade=upgrade, timeout=timeout,
-                            progress=progress, speculative=speculative)]
-    if speculative is not None:
-        speculative.cancel()  # unused (profiles, or --no-lock): never leave it running
+                            python_lock=locker)]
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:
@@ -428,14 +474,17 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     kit = kit_files()
     files.extend((root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit.items()))
 
-    wp = WritePlan(files)
-    wp.check(root, force)
-    for b in built:
-        _check_lock_owner(root, b.names.lock, force)
-    wp.files.extend(extra or ())  # e.g. the envman.yaml init creates: in the same all-or-nothing write
+    generated = WritePlan(list(files))
+
+    def check() -> None:
+        generated.check(root, force)
+        for b in built:
+            _check_lock_owner(root, b.names.lock, force)
+
+    files.extend(extra or ())  # e.g. the envman.yaml init creates: in the same all-or-nothing write
     for b in built:  # envman.lock last: it is the commit point
-        wp.files.append((root / b.names.lock, render_lock(b.lock)))
-    written = wp.write()
+        files.append((root / b.names.lock, render_lock(b.lock)))
+    wp = WritePlan(files, root=root)
     notes = list(place.notes) + [n for b in built for n in b.notes]
     for group in shared_stacks(built):
         notes.append("profiles " + ", ".join(group) + " share one stack (their images differ only in labels)")
@@ -450,8 +499,19 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
         targets = tuple(dict.fromkeys(t for b in built for t in b.spec.targets))
         fit_notes, fit_warnings = workload_verdicts(spec.workload, targets, str(root))
         notes += fit_notes + [f"warning: {w}" for w in fit_warnings]
-    out = Outcome(first.resolution, first.lock, written, [p for p, _ in wp.files if p not in written], notes=notes)
-    out.built = built
+    planned = _Planned(built, wp, check, notes)
+    planned.recheck()
+    return planned
+
+
+def _commit(planned: _Planned) -> Outcome:
+    """Write what changed, all or nothing (envman.lock last)."""
+    wp = planned.wp
+    written = wp.write(planned.changes)
+    first = planned.built[0]
+    out = Outcome(first.resolution, first.lock, written, [p for p, _ in wp.files if p not in written],
+                  notes=planned.notes)
+    out.built = planned.built
     return out
 
 

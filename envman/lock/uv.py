@@ -289,8 +289,7 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
                         constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
                         progress=None, speculative: UvRun | None = None) -> LockResult:
     """ONE uv resolution, written as PEP 751 pylock.toml (per-file URLs, hashes, sdists); requirements.lock.txt
-    is derived from it here, so the two agree by construction. The ``# via`` graph (and the framework's
-    layer cut from it) comes from the locked wheels' metadata (lock/graph.py, cached by hash).
+    is derived from it, so the two agree by construction (``PythonLockJob.finish``).
 
     ``index_urls`` are extra indexes; the resolution's own framework index (``res.index_url``) among them
     serves the framework's packages only. ``constraints`` (``nvidia-cudnn-cu12==9.3.0.75`` …) go to uv as
@@ -298,44 +297,89 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
     preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all.
     ``speculative``: a uv run started before the inputs were known (uvproc.speculate); used when its request
     is this one, killed otherwise."""
-    from envman.lock.graph import dependency_parents
-    from envman.lock.pylock import parse_pylock, requirement_block
+    job = python_lock_job(lines, python, index_urls, roots, res, pylock, previous, upgrade, index_url=index_url,
+                          find_links=find_links, constraints=constraints, timeout=timeout)
+    run = job.start(speculative, progress)
+    try:
+        if while_waiting is not None:
+            while_waiting()  # uv waits on the network: use the time (imports, template compile)
+        return job.finish(job.answer(run))
+    finally:
+        run.cancel()
 
+
+def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
+                    pylock: bool = True, previous: tuple[str | None, str | None] = (None, None),
+                    upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
+                    constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None) -> PythonLockJob:
+    """What a Python lock asks uv (compile_python_lock's arguments), before anything runs."""
     fw_index = res.index_url if res.index_url in index_urls else None
     extra = [u for u in index_urls if u != fw_index]
     request = uv_request(lines, python, extra, fw_index, upgrade=upgrade, index_url=index_url, find_links=find_links,
                          constraints=constraints, seed=None if upgrade else previous[1], platform=python_platform(res))
-    run = speculative if speculative is not None and speculative.request == request else None
-    if speculative is not None and run is None:
-        speculative.cancel()  # the inputs changed since the last lock: its guess is of no use
-    run = run or start_request(uv_binary(), request, timeout, progress)
-    try:
-        if while_waiting is not None:
-            while_waiting()  # uv waits on the network: use the time (imports, template compile)
-        if request.seed is not None:
-            parse_pylock(request.seed)  # memoized: on a re-lock uv's answer is usually the seed, byte for byte
-        run.wait()
-        py_text = redact(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
-    finally:
-        run.cancel()
-    pkgs = parse_pylock(py_text)
-    _check_output_covers_inputs(pkgs, lines)
-    parents, unknown = dependency_parents(pkgs, lines, python, python_platform(res), timeout=min(timeout or 30.0, 30.0))
     # the index uv resolved against (UV_DEFAULT_INDEX / UV_INDEX_URL from the environment when envman names
     # none) is the one pip installs from: without its credentials, which the build gets as a secret or netrc
     default_index = index_url or os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL")
     header = index_lines(default_index, extra + ([fw_index] if fw_index else []), find_links)
-    lock = PythonLock(header, [LockedPackage(p.name, p.version, requirement_block(p, parents[p.name]), parents[p.name])
-                               for p in pkgs])
-    check_cuda_majors(lock, res)
-    notes: list[str] = []
-    closure = framework_closure(lock, roots)
-    if unknown and closure & set(unknown):
-        # a closure member's own dependencies are unknown: the framework layer holds everything (correct, less cacheable)
-        closure = {p.name for p in lock.packages}
-        notes.append("the framework's layer holds every locked package: no metadata for " + ", ".join(sorted(unknown)))
-    return LockResult(lock, lock.render(), lock.render(closure), py_text if pylock else None,
-                      {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes, request)
+    return PythonLockJob(request, list(lines), python, list(roots), res, header, pylock, timeout)
+
+
+@dataclass
+class PythonLockJob:
+    """One Python lock: the uv run it asks for (``request``), and what it makes of uv's answer (``finish``).
+    The answer is a pure function's input, so a re-lock can work on the answer uv usually gives (the seed,
+    byte for byte) while uv still runs (app/generate.py)."""
+
+    request: UvRequest
+    lines: list[str]
+    python: str
+    roots: list[str]
+    res: Resolution
+    header: list[str]
+    pylock: bool = True
+    timeout: float | None = None
+
+    def start(self, speculative: UvRun | None = None, progress=None) -> UvRun:
+        """uv on this request: ``speculative`` when it is running this very request, else a new run (and
+        ``speculative``, a guess at other inputs, is killed)."""
+        if speculative is not None and speculative.request == self.request:
+            return speculative
+        if speculative is not None:
+            speculative.cancel()  # the inputs changed since the last lock: its guess is of no use
+        return start_request(uv_binary(), self.request, self.timeout, progress)
+
+    def answer(self, run: UvRun) -> str:
+        """uv's pylock.toml, once ``run`` ends (a ToolError when it fails or times out)."""
+        seed = self.request.seed
+        if seed is not None:
+            from envman.lock.pylock import parse_pylock
+
+            parse_pylock(seed)  # memoized: on a re-lock uv's answer is usually the seed, byte for byte
+        run.wait()
+        return redact(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
+
+    def finish(self, py_text: str) -> LockResult:
+        """The lock made of uv's pylock.toml: requirements.lock.txt derived from it, the ``# via`` graph (and
+        the framework's layer cut from it) from the locked wheels' metadata (lock/graph.py, cached by hash)."""
+        from envman.lock.graph import dependency_parents
+        from envman.lock.pylock import parse_pylock, requirement_block
+
+        pkgs = parse_pylock(py_text)
+        _check_output_covers_inputs(pkgs, self.lines)
+        platform = python_platform(self.res)
+        parents, unknown = dependency_parents(pkgs, self.lines, self.python, platform,
+                                              timeout=min(self.timeout or 30.0, 30.0))
+        lock = PythonLock(list(self.header), [LockedPackage(p.name, p.version, requirement_block(p, parents[p.name]),
+                                                            parents[p.name]) for p in pkgs])
+        check_cuda_majors(lock, self.res)
+        notes: list[str] = []
+        closure = framework_closure(lock, self.roots)
+        if unknown and closure & set(unknown):
+            # a closure member's own dependencies are unknown: the framework layer holds everything (correct, less cacheable)
+            closure = {p.name for p in lock.packages}
+            notes.append("the framework's layer holds every locked package: no metadata for " + ", ".join(sorted(unknown)))
+        return LockResult(lock, lock.render(), lock.render(closure), py_text if self.pylock else None,
+                          {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes, self.request)
 
 
 def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | None, *, upgrade: bool = False,
