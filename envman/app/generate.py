@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from envman import __version__
+from envman.app.basedigest import BaseDigests
 from envman.app.doctor import kit_files
 from envman.app.pythonlock import Guessing, PythonLocker
 from envman.errors import EnvmanError, LockError, ResolutionError, UsageError
@@ -213,8 +214,10 @@ def with_base_override(spec: ProjectSpec, hashes: dict[str, str],
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
                matrix: Matrix, offline_image: str | None = None, upgrade: bool = False,
-               timeout: float | None = None, python_lock: PythonLocker | None = None) -> Built:
-    """One stack's files. ``python_lock`` answers its Python lock with uv (needed unless ``no_lock``)."""
+               timeout: float | None = None, python_lock: PythonLocker | None = None,
+               digests: BaseDigests | None = None) -> Built:
+    """One stack's files. ``python_lock`` answers its Python lock with uv (needed unless ``no_lock``);
+    ``digests``, the base image's digest (each image asked once however many passes make the files)."""
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     all_reqs, user_cons, read_warnings = user_inputs(root, spec)
@@ -233,16 +236,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     fresh = False
     label = f"profile {names.profile}: " if names.profile else ""
     notes: list[str] = [label + w for w in read_warnings]
-    digest_job = None
-    if not no_lock:
-        # the base image's digest, asked of its registry while uv resolves
-        from concurrent.futures import ThreadPoolExecutor
-
-        from envman.lock.registry import resolve_digest
-
-        pool = ThreadPoolExecutor(max_workers=1)
-        digest_job = pool.submit(resolve_digest, base)
-        pool.shutdown(wait=False)
+    # the base image's digest: kept from the last lock, or asked of its registry while uv resolves
+    digest_job = None if no_lock else (digests or BaseDigests(upgrade=upgrade)).start(root / names.lock, base)
     if lines and not no_lock:
         index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
         roots = [p.split("==")[0].split("[")[0] for p in pins]
@@ -268,11 +263,13 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         else:
             notes.append(f"{label}--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
 
-    base_digest = digest_job.result() if digest_job is not None else _kept_digest(root, names, base, inputs_hash)
-    if base_digest:
-        notes.append(f"{label}base image {base} pinned to {base_digest} (its registry answered)")
-    elif not no_lock:
-        notes.append(f"{label}base image {base}: no registry answered, the tag is kept and its digest is unpinned")
+    if digest_job is not None:
+        base_digest, digest_note = digest_job()
+        notes.append(label + digest_note)
+    else:
+        base_digest = _kept_digest(root, names, base, inputs_hash)
+        if base_digest:
+            notes.append(f"{label}base image {base} pinned to {base_digest} (kept: --no-lock asks no registry)")
     tables = load_image_tables()
     locked = parse_uv_output(req_text) if req_text is not None else None
     names_locked = [p.name for p in locked.packages] if locked else [r.name for r in reqs]
@@ -410,8 +407,10 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
     locker = PythonLocker(None if spec.profiles else speculative, progress, guess=not spec.profiles,
                           while_waiting=_while_uv_resolves, remember_for=None if spec.profiles else root)
 
+    digests = BaseDigests(upgrade=upgrade)
+
     def plan() -> _Planned:
-        return _plan(root, spec, hashes, matrix, place, locker, no_lock=no_lock, force=force, upgrade=upgrade,
+        return _plan(root, spec, hashes, matrix, place, locker, digests, no_lock=no_lock, force=force, upgrade=upgrade,
                      timeout=timeout, extra=extra)
 
     try:
@@ -447,15 +446,16 @@ class _Planned:
         self.changes = self.wp.changes()
 
 
-def _plan(root: Path, spec: ProjectSpec, hashes: dict[str, str], matrix: Matrix, place, locker: PythonLocker, *,
-          no_lock: bool, force: bool, upgrade: bool, timeout: float | None,
+def _plan(root: Path, spec: ProjectSpec, hashes: dict[str, str], matrix: Matrix, place, locker: PythonLocker,
+          digests: BaseDigests, *, no_lock: bool, force: bool, upgrade: bool, timeout: float | None,
           extra: list[tuple[Path, str]] | None) -> _Planned:
     if spec.profiles:
         built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
-                            upgrade=upgrade, timeout=timeout, python_lock=locker) for p in spec.profiles]
+                            upgrade=upgrade, timeout=timeout, python_lock=locker, digests=digests)
+                 for p in spec.profiles]
     else:
         built = [_build_one(root, spec, Names.for_root(root), hashes, no_lock, matrix, upgrade=upgrade, timeout=timeout,
-                            python_lock=locker)]
+                            python_lock=locker, digests=digests)]
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:

@@ -1,15 +1,19 @@
 """Ask a registry (OCI distribution API) which digest a tag points to: ``envman lock`` pins the base image
 with it. No Docker engine needed. Any failure — no network, no such tag, a registry that wants
 credentials — is an answer of None, and the lock then keeps the tag and says the digest is unpinned.
+A registry that could not be reached at all is noted in envman's cache (``unreachable_since``).
+
+urllib is imported where a registry is asked: a lock that asks none does not pay for it (~8 MB, ~20 ms).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
+import time
+
+from envman.hostenv import cache_root
 
 MANIFEST_TYPES = ", ".join((
     "application/vnd.oci.image.index.v1+json",
@@ -46,24 +50,67 @@ def resolve_digest(ref: str, timeout: float = 3.0) -> str | None:
     host, repo, tag = split_ref(ref)
     if not host:
         return tag if _DIGEST.match(tag) else None
+    import urllib.error
+
     url = f"{_scheme(host)}://{host}/v2/{repo}/manifests/{tag}"
     try:
-        return _head(url, timeout, None)
+        digest = _head(url, timeout, None)
     except urllib.error.HTTPError as exc:
         if exc.code != 401:
-            return None
+            return _reached(host, None)
         token = _token(exc.headers.get("WWW-Authenticate", ""), timeout)
         if token is None:
-            return None
+            return _reached(host, None)
         try:
             return _head(url, timeout, token)
         except (urllib.error.URLError, OSError, ValueError):
             return None
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, OSError) as exc:  # no answer at all: DNS, refused, timed out, TLS
+        _note_unreachable(host, exc)
         return None
+    except ValueError:
+        return None
+    return _reached(host, digest)
+
+
+def _marker(host: str) -> str:
+    return os.path.join(cache_root(), "registry-unreachable", re.sub(r"[^A-Za-z0-9._-]", "_", host))
+
+
+def unreachable_since(ref: str, within: float) -> float | None:
+    """Seconds since ``ref``'s registry last could not be reached, when that was less than ``within`` ago."""
+    host = split_ref(ref)[0]
+    if not host:
+        return None
+    try:
+        age = time.time() - os.stat(_marker(host)).st_mtime
+    except OSError:
+        return None
+    return age if 0 <= age < within else None
+
+
+def _note_unreachable(host: str, exc: Exception) -> None:
+    path = _marker(host)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"{type(exc).__name__}: {exc}\n")
+    except OSError:
+        pass  # a cache: best effort
+
+
+def _reached(host: str, digest: str | None) -> str | None:
+    """The registry answered (a digest, or an HTTP error): it is reachable again."""
+    try:
+        os.unlink(_marker(host))
+    except OSError:
+        pass
+    return digest
 
 
 def _head(url: str, timeout: float, token: str | None) -> str | None:
+    import urllib.request
+
     req = urllib.request.Request(url, method="HEAD", headers={"Accept": MANIFEST_TYPES})
     if token:
         req.add_header("Authorization", f"Bearer {token}")
@@ -80,6 +127,10 @@ def _token(challenge: str, timeout: float) -> str | None:
     realm = params.pop("realm", None)
     if not realm or not realm.startswith("https://"):
         return None
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
     url = realm + "?" + urllib.parse.urlencode(params)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310

@@ -1,0 +1,63 @@
+"""The base image's digest for a lock, as a re-lock treats package pins: the digest the last lock pinned for
+the same base image is kept; otherwise its registry is asked, in a thread, while uv resolves. ``--upgrade``
+asks the registry again. A registry that could not be reached is not asked again for ten minutes (an
+air-gapped machine would otherwise wait for it on every lock); the note says so, and --upgrade asks anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from envman.lock import registry
+from envman.lock.lockfile import try_read_lock
+
+RETRY_AFTER = 600.0  # seconds: an unreachable registry is asked again after this long (or with --upgrade)
+
+
+class BaseDigests:
+    """One lock's digest lookups: each base image asked at most once, however many passes make its files."""
+
+    def __init__(self, *, upgrade: bool = False) -> None:
+        self.upgrade = upgrade
+        self._jobs: dict[tuple[Path, str], Callable[[], tuple[str | None, str]]] = {}
+
+    def start(self, lock_path: Path, base: str) -> Callable[[], tuple[str | None, str]]:
+        """A call giving ``(digest or None, the note that says where it came from)``."""
+        key = (lock_path, base)
+        if key not in self._jobs:
+            self._jobs[key] = self._lookup(lock_path, base)
+        return self._jobs[key]
+
+    def _lookup(self, lock_path: Path, base: str) -> Callable[[], tuple[str | None, str]]:
+        kept = None if self.upgrade else _pinned(lock_path, base)
+        if kept:
+            note = (f"base image {base} pinned to {kept} (kept from the last lock; "
+                    "`envman lock --upgrade` asks its registry again)")
+            return lambda: (kept, note)
+        unpinned = f"base image {base}: no registry answered, the tag is kept and its digest is unpinned"
+        ago = None if self.upgrade else registry.unreachable_since(base, RETRY_AFTER)
+        if ago is not None:
+            note = f"{unpinned} (it did not answer {ago:.0f} s ago; `envman lock --upgrade` asks it now)"
+            return lambda: (None, note)
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=1)
+        job = pool.submit(registry.resolve_digest, base)
+        pool.shutdown(wait=False)
+
+        def result() -> tuple[str | None, str]:
+            digest = job.result()
+            return digest, f"base image {base} pinned to {digest} (its registry answered)" if digest else unpinned
+
+        return result
+
+
+def _pinned(lock_path: Path, base: str) -> str | None:
+    """The digest the current lock pinned for ``base``, if it did."""
+    old = try_read_lock(lock_path)
+    if old is None or not old.is_intact():
+        return None  # no lock, or one edited by hand: its digest is not trusted
+    b = old.base_image
+    digest = b.get("digest")
+    return digest if b.get("ref") == base and isinstance(digest, str) and digest else None
