@@ -420,9 +420,10 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
             if not locker.guessing:
                 raise
             planned = None  # met on a guess: met again on uv's own answer, or not
+        guessed = locker.guessing
         if not locker.settle() or planned is None:
             planned = plan()
-        elif planned.changes:
+        elif guessed and planned.changes:
             planned.recheck()  # files may have changed while uv ran
     finally:
         locker.close()
