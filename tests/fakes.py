@@ -119,3 +119,25 @@ def install_fake_uv(monkeypatch, directory, pylock: str, env_var: str | None = N
     monkeypatch.setattr("envman.lock.graph.requires_dist", lambda p, timeout, ctx=None: [])
     monkeypatch.setenv("ENVMAN_CACHE_DIR", str(d / "cache"))
     return log
+
+
+def numpy_pylock(version: str = "2.1.0", sdist_only: str = "") -> str:
+    """A pylock.toml as uv writes it: numpy ``version`` as a wheel, and ``sdist_only`` (a package published
+    as a source distribution only) when named."""
+    text = f'''lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11"
+
+[[packages]]
+name = "numpy"
+version = "{version}"
+wheels = [{{ url = "https://files.example/numpy-{version}-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "bb" }} }}]
+'''
+    if sdist_only:
+        text += f'''
+[[packages]]
+name = "{sdist_only}"
+version = "1.0"
+sdist = {{ url = "https://files.example/{sdist_only}-1.0.tar.gz", hashes = {{ sha256 = "cc" }} }}
+'''
+    return text

@@ -13,19 +13,10 @@ import pytest
 import envman.lock.registry as registry
 from envman.app.basedigest import RETRY_AFTER, BaseDigests
 from envman.app.generate import lock_project
-from tests.fakes import install_fake_uv
+from tests.fakes import install_fake_uv, numpy_pylock
 
 DIGEST = "sha256:" + "ab" * 32
 BASE = "python:3.11-slim-bookworm"
-PYLOCK = '''lock-version = "1.0"
-created-by = "uv"
-requires-python = ">=3.11"
-
-[[packages]]
-name = "numpy"
-version = "2.1.0"
-wheels = [{ url = "https://files.example/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "bb" } }]
-'''
 
 
 @pytest.fixture
@@ -38,7 +29,7 @@ def asked(monkeypatch, tmp_path):
 
 
 def _project(tmp_path, monkeypatch):
-    install_fake_uv(monkeypatch, tmp_path, PYLOCK)
+    install_fake_uv(monkeypatch, tmp_path, numpy_pylock())
     monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
     proj = tmp_path / "proj"
     proj.mkdir()

@@ -16,17 +16,9 @@ from envman.app import relock
 from envman.cli.entry import early_lock_target
 from envman.cli.main import main
 from envman.lock import uvproc, uvstart
-from tests.fakes import install_fake_uv
+from tests.fakes import install_fake_uv, numpy_pylock
 
-NUMPY = '''lock-version = "1.0"
-created-by = "uv"
-requires-python = ">=3.11"
-
-[[packages]]
-name = "numpy"
-version = "2.1.0"
-wheels = [{ url = "https://files.example/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "bb" } }]
-'''
+NUMPY = numpy_pylock()
 
 
 @pytest.fixture(autouse=True)

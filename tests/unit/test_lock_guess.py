@@ -11,26 +11,7 @@ from envman.app.pythonlock import Guessing, PythonLocker
 from envman.errors import LockError
 from envman.lock import uv as uvmod
 from tests.fakes import install_fake_uv
-
-
-def _pylock(version: str, sdist_only: str = "") -> str:
-    text = f'''lock-version = "1.0"
-created-by = "uv"
-requires-python = ">=3.11"
-
-[[packages]]
-name = "numpy"
-version = "{version}"
-wheels = [{{ url = "https://files.example/numpy-{version}-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "bb" }} }}]
-'''
-    if sdist_only:
-        text += f'''
-[[packages]]
-name = "{sdist_only}"
-version = "1.0"
-sdist = {{ url = "https://files.example/{sdist_only}-1.0.tar.gz", hashes = {{ sha256 = "cc" }} }}
-'''
-    return text
+from tests.fakes import numpy_pylock as _pylock
 
 
 @pytest.fixture
