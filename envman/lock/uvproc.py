@@ -149,7 +149,9 @@ class UvRun:
         once, where ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms (measured: ~45 ms of a 0.4 s lock)."""
         while True:
             left = None if self.timeout is None else self.timeout - (time.monotonic() - self.started)
-            if left is not None and left <= 0:
+            # a uv that already answered is not timed out by a caller that came late to wait for it (a re-lock
+            # waits for the registry before it waits for uv)
+            if left is not None and left <= 0 and self.proc.poll() is None:
                 raise subprocess.TimeoutExpired(self.proc.args, self.timeout or 0)
             step = 2.0 if left is None else min(2.0, left)
             self.reader.join(timeout=step)

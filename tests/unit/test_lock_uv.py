@@ -202,6 +202,23 @@ def test_a_silent_stall_names_the_indexes_of_the_command(tmp_path, monkeypatch):
     assert set(ticks) == {"uv: resolving"}  # while uv says nothing, progress still hears it runs
 
 
+def test_a_uv_that_answered_in_time_is_not_timed_out_by_a_late_wait(tmp_path, monkeypatch):
+    """--timeout bounds uv, not the caller: a re-lock waits for the registry before it waits for uv."""
+    import time
+
+    from envman.lock.uvproc import UvRequest, start_request
+
+    exe = fake_uv(tmp_path, "open(sys.argv[sys.argv.index('-o') + 1], 'w').write('answer')\n")
+    run = start_request(exe, UvRequest((("requirements.in", "numpy\n"),), ("pip", "compile", "-o", "pylock.toml")),
+                        timeout=0.5)
+    time.sleep(1.0)  # the caller was busy past the timeout; uv had long answered
+    try:
+        run.wait()
+        assert run.output() == "answer"
+    finally:
+        run.cancel()
+
+
 def test_tensorflow_cuda_wheels_are_held_to_the_tested_configuration(matrix):
     from envman.lock.pins import cuda_constraints
     from envman.resolve.request import build_request
