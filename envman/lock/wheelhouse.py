@@ -98,8 +98,9 @@ def parse_lock(text: str, source: str = DEFAULT_LOCK) -> HashedLock:
             problems.append(f"{source}:{n}: {exc}")
             continue
         pins = [s for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
-        if req.url or len(pins) != 1 or len(req.specifier) != 1:
-            problems.append(f"{source}:{n}: {req.name} is not pinned with == (a lock pins every package exactly)")
+        unpinned = _unpinned(req, pins)
+        if unpinned:
+            problems.append(f"{source}:{n}: {req.name} {unpinned}")
             continue
         algos = {a.lower() for a, _ in hashes}
         sha = frozenset(h.lower() for a, h in hashes if a.lower() == "sha256")
@@ -117,6 +118,16 @@ def parse_lock(text: str, source: str = DEFAULT_LOCK) -> HashedLock:
         raise LockError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                          hint="every problem:\n  " + "\n  ".join(problems) if len(problems) > 1 else None)
     return HashedLock(tuple(wheels), tuple(options), source)
+
+
+def _unpinned(req: Requirement, pins: list) -> str | None:
+    """Why a lock line does not pin one file a wheelhouse can hold, or None."""
+    if req.url:
+        return (f"is locked by URL ({req.name} @ …), which a wheelhouse cannot serve: build online, or publish it "
+                "to an index and pin it by version")
+    if len(pins) != 1 or len(req.specifier) != 1:
+        return "is not pinned with == (a lock pins every package exactly)"
+    return None
 
 
 def read_lock(path: Path | str) -> HashedLock:

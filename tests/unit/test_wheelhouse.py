@@ -66,7 +66,8 @@ def test_parse_lock_reports_every_problem():
         "  req.lock:1: numpy is not pinned with == (a lock pins every package exactly)",
         "  req.lock:2: torch==2.14.1 has no --hash=sha256:… (regenerate the lock with hashes)",
         "  req.lock:3: six==1.17.0 has no --hash=sha256:… (only md5)",
-        "  req.lock:4: pkg is not pinned with == (a lock pins every package exactly)",
+        "  req.lock:4: pkg is locked by URL (pkg @ …), which a wheelhouse cannot serve: build online, or publish it "
+        "to an index and pin it by version",
         "  req.lock:5: option --pre is not supported in a lock for fetching",
         "  req.lock:7: six is locked twice (also line 6)",
     ]
