@@ -21,6 +21,7 @@ from envman.image.render import DOCKERIGNORE, render_dockerfile, render_json, re
 from envman.image.stages import plan_source_builds, system_libraries
 from envman.image.tables import load_image_tables
 from envman.lock.artifacts import (
+    by_url,
     refuse_framework_build_without_framework,
     refuse_in_framework_closure,
     refuse_unbuildable,
@@ -49,6 +50,9 @@ from envman.resolve.resolver import resolve_stack
 
 SOURCE_LOCK = "requirements.source.lock.txt"  # the source-only packages, with their sdists' hashes (builder stage)
 BUILD_LOCK = "requirements.build.lock.txt"  # what the builder stage builds them with, hashed
+# the image's last install when the builder built a package locked by URL: the lock without it (pip would
+# fetch and build a `name @ url` line again, however installed its wheel already is)
+REST_LOCK = ".envman/requirements.rest.lock.txt"
 BASE_OVERRIDE = "base_image"  # the lock's inputs key for a --base-image override
 GENERATED = ("Dockerfile", ".dockerignore", "compose.yaml", ".devcontainer/devcontainer.json",
              ".envman/stack.json")
@@ -163,6 +167,7 @@ class Names:
     stack: str = ".envman/stack.json"
     source: str = SOURCE_LOCK
     build: str = BUILD_LOCK
+    rest: str = REST_LOCK
 
     @classmethod
     def for_root(cls, root: Path) -> Names:
@@ -177,7 +182,8 @@ class Names:
             return cls.for_root(root) if root is not None else cls(None)
         return cls(p, f"envman.{p}.lock", f"Dockerfile.{p}", f"requirements.{p}.lock.txt",
                    f"requirements.{p}.framework.lock.txt", f"pylock.{p}.toml", f".envman/stack.{p}.json",
-                   f"requirements.{p}.source.lock.txt", f"requirements.{p}.build.lock.txt")
+                   f"requirements.{p}.source.lock.txt", f"requirements.{p}.build.lock.txt",
+                   f".envman/requirements.{p}.rest.lock.txt")
 
 
 @dataclass
@@ -276,7 +282,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     libs, lib_notes = system_libraries(names_locked, tables.system_libraries)
     notes.extend(label + n for n in lib_notes)
     apt = tuple(sorted(set(spec.system_packages) | set(libs)))
-    sb = source_text = build_text = None
+    sb = source_text = build_text = rest_text = None
     if py_text is not None and locked is not None:
         refuse_unbuildable(py_text, res.python)
         refuse_vcs(py_text, {**{r.line: r.origin for r in all_reqs if r.req.url}, **{r.name: r.origin for r in all_reqs}})
@@ -293,8 +299,11 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
                             f"for CUDA {res.cuda} (matrices/build_needs.yaml nvcc)",
                             hint="set cuda_devel: true in envman.yaml (an nvidia/cuda devel base), or pin a version with a wheel")
         if sb is not None:
-            source_text = locked.render({n for n, _ in sb.packages})
+            built_names = {n for n, _ in sb.packages}
+            source_text = locked.render(built_names)
             notes.extend(label + n for n in sb.notes)
+            if by_url(py_text, built_names):
+                rest_text = locked.render({p.name for p in locked.packages} - built_names)
             if fresh and python_lock is not None:
                 python_lock.needs_real_answer()  # a second uv run and sdist downloads: never on a guess
             build_text = _lock_build_deps(sb, py_text, locked, res) if fresh else reused_build
@@ -314,7 +323,8 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
             system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock_hash,
             inputs_hash=inputs_hash, fw_lock=names.fw if pins and (fw_text is not None or no_lock) else None,
             # the second install layer only when something beyond the framework's closure is locked
-            req_lock=names.req if lines and (reqs or extra_lines or not pins) else None, version=__version__,
+            req_lock=(names.rest if rest_text is not None else names.req) if lines and (reqs or extra_lines or not pins)
+            else None, version=__version__,
             stack_file=names.stack, offline_image=offline, source_builds=sb,
             source_lock=names.source if sb is not None else None, devel_image=_devel_image(matrix, res),
             install_project=pkg is not None, build_lock=names.build if build_text is not None else None,
@@ -328,7 +338,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     plan, body = render(h0, None)
     stack_text = render_json(smoke_expectation(res, sorted(imports), h0))
     recorded = {names.dockerfile: body, names.stack: stack_text, names.pylock: py_text,
-                names.source: source_text, names.build: build_text}
+                names.source: source_text, names.build: build_text, names.rest: rest_text}
     lock = lock.with_changes(files={k: file_digest(t, h0) for k, t in recorded.items() if t is not None})
     if offline_image is not None:
         plan, body = render(lock.lock_hash, offline_image)
@@ -338,7 +348,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     files: list[tuple[Path, str]] = [(root / names.dockerfile, with_header(body, inputs_hash))]
     files.append((root / names.stack, stack_text))
     locked_files = ((names.req, req_text), (names.fw, fw_text), (names.pylock, py_text), (names.source, source_text),
-                    (names.build, build_text))
+                    (names.build, build_text), (names.rest, rest_text))
     files += [(root / name, with_header(text, inputs_hash)) for name, text in locked_files if text is not None]
     return Built(names, spec, res, lock, files, plan.gpu, notes, pkg is not None)
 
@@ -371,7 +381,9 @@ def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
     for name, _ in sb.packages:
         url, sha = urls[name]
         reqs.extend(build_requires_of(fetch_sdist(url, sha), url.rsplit("/", 1)[-1]))
-    return compile_build_lock(reqs, {p.name: p.version for p in locked.packages}, res.python,
+    # a `name @ url` package pins a file, not a version: it cannot constrain uv (nor will a build need it)
+    pins = {p.name: p.version for p in locked.packages if p.lines[0].startswith(f"{p.name}==")}
+    return compile_build_lock(reqs, pins, res.python,
                               [res.index_url] if res.index_url else [], platform=python_platform(res))
 
 
@@ -533,6 +545,16 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
                              hint="profiles: " + ", ".join(p.name for p in spec.profiles))
         spec = profile_spec(spec, prof)
     built = _build_one(root, spec, names, hashes, True, matrix, offline_image=offline_image)
+    pylock, source = _read_text(root / names.pylock), _read_text(root / names.source)
+    if offline_image is not None and pylock and source:
+        # the builder fetches a `name @ url` line from its URL whatever --no-index says
+        url_built = by_url(pylock.partition("\n")[2],
+                           {p.name for p in parse_uv_output(source.partition("\n")[2]).packages})
+        if url_built:
+            raise UsageError(f"{', '.join(sorted(url_built))}: locked by URL (see {names.source}), which an offline "
+                             "build cannot fetch",
+                             hint="build online (the builder stage fetches and hash-checks it), or publish the "
+                                  "package to an index the wheelhouse reads and pin it by version")
     return built.files[0][1]
 
 

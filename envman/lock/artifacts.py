@@ -12,10 +12,17 @@ from envman.lock.pylock import parse_pylock
 
 
 def source_only(pylock_text: str) -> list[tuple[str, str]]:
-    """(name, version) of the packages with an sdist and no wheel for the target; a VCS, archive or directory
-    entry is not envman's to build from the index."""
+    """(name, version) of the packages with a source distribution and no wheel for the target: an sdist on
+    the index, or a direct archive by URL (``name @ https://…/x.tar.gz``). A VCS checkout or a local folder
+    is not a hash-checked file to build from."""
     return sorted((p.name, p.version) for p in parse_pylock(pylock_text)
-                  if not any(f.kind == "wheel" for f in p.files) and any(f.kind == "sdist" for f in p.files))
+                  if not any(f.is_wheel for f in p.files) and any(f.is_source for f in p.files))
+
+
+def by_url(pylock_text: str, names: set[str]) -> set[str]:
+    """Those of ``names`` that are locked by URL (``name @ url``): pip installs such a requirement from its URL
+    even when a wheel of it is installed, so the image's last install must not list them."""
+    return {p.name for p in parse_pylock(pylock_text) if p.name in names and p.direct}
 
 
 def refuse_unbuildable(pylock_text: str, python: str) -> None:

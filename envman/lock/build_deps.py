@@ -27,16 +27,15 @@ LEGACY_BACKEND = ("setuptools>=40.8.0",)
 
 
 def sdist_urls(pylock_text: str) -> dict[str, tuple[str, str]]:
-    """name → (sdist url, sha256) for every package of uv's pylock.toml that has an sdist."""
-    from packaging.utils import canonicalize_name
-
-    from envman._compat import tomllib
+    """name → (url, sha256) of the source distribution of every package of uv's pylock.toml that has one:
+    the index's sdist, or a direct archive by URL (pylock.LockedFile.is_source)."""
+    from envman.lock.pylock import parse_pylock
 
     out: dict[str, tuple[str, str]] = {}
-    for p in tomllib.loads(pylock_text).get("packages", []):
-        sd = p.get("sdist")
-        if isinstance(sd, dict) and sd.get("url") and (sd.get("hashes") or {}).get("sha256"):
-            out[canonicalize_name(p["name"])] = (sd["url"], sd["hashes"]["sha256"])
+    for p in parse_pylock(pylock_text):
+        f = next((f for f in p.files if f.is_source and f.sha256 and "://" in f.url), None)
+        if f is not None:
+            out[p.name] = (f.url, f.sha256)
     return out
 
 

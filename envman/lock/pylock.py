@@ -22,6 +22,19 @@ class LockedFile:
     def filename(self) -> str:
         return self.url.rsplit("/", 1)[-1].split("#")[0]
 
+    @property
+    def is_wheel(self) -> bool:
+        """A wheel: the index's, or a direct archive that is one (``name @ https://…/x.whl``)."""
+        return self.kind == "wheel" or self.filename.endswith(".whl")
+
+    @property
+    def is_source(self) -> bool:
+        """A source distribution a builder stage can fetch and build: the index's sdist, or a direct archive
+        (``name @ https://…/x.tar.gz``, a GitHub archive of a commit) by an http(s) URL."""
+        if self.is_wheel or not self.url:
+            return False
+        return self.kind == "sdist" or (self.kind == "archive" and self.url.startswith(("https://", "http://")))
+
 
 @dataclass(frozen=True)
 class PylockPackage:
@@ -32,7 +45,7 @@ class PylockPackage:
 
     @property
     def sdist_only(self) -> bool:
-        return bool(self.files) and not any(f.kind == "wheel" for f in self.files)
+        return bool(self.files) and not any(f.is_wheel for f in self.files)
 
 
 def parse_pylock(text: str) -> list[PylockPackage]:

@@ -65,3 +65,33 @@ def test_sdist_only_package_builds_in_the_builder_stage_and_the_project_is_insta
     # the rw bind mount kept the build's leftovers out of the image
     assert "build" not in lines and not any(ln.endswith(".egg-info") for ln in lines)
 
+
+
+# six's sdist on PyPI, by URL: the same shape as a GitHub archive of a commit (`name @ https://…/x.tar.gz`)
+SIX_SDIST = ("https://files.pythonhosted.org/packages/71/39/171f1c67cd00715f190ba0b100d606d440a28c93c7714febeca8b79af85e/"
+             "six-1.16.0.tar.gz")
+
+
+@pytest.fixture
+def url_project(tmp_path, base_image, token, engine):
+    d = tmp_path / f"url-{token}"
+    d.mkdir()
+    (d / "requirements.txt").write_text(f"six @ {SIX_SDIST}\npromise==2.3\n")
+    yield d
+    if (d / "envman.lock").exists():
+        for suffix in ("", "-unverified"):
+            engine.remove_image(good_tag(d) + suffix, force=True)
+    engine.client.images.prune(filters={"dangling": True, "label": f"org.opencontainers.image.title={d.name}"})
+
+
+def test_a_package_locked_by_url_to_an_sdist_is_built_once_in_the_builder(url_project, base_image):
+    d = url_project
+    init = envman("init", str(d), "--cpu", "--python", "3.11", "--base-image", base_image)
+    assert "promise==2.3, six==1.16.0: no wheel for the target platform" in init.stdout
+    assert f"six @ {SIX_SDIST}" in (d / "requirements.source.lock.txt").read_text()
+    assert "six" not in (d / ".envman" / "requirements.rest.lock.txt").read_text()
+    out = envman("build", str(d), "--progress", "plain")
+    assert f"tagged {good_tag(d)}" in out.stdout
+    # built in the builder, from the hash-checked archive; the final stage neither fetches nor builds it again
+    assert out.stdout.count("Created wheel for six") == 1 and out.stdout.count("Created wheel for promise") == 1
+    assert "PASS  import six" in out.stdout and "PASS  import promise" in out.stdout
