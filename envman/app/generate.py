@@ -382,7 +382,8 @@ def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
         url, sha = urls[name]
         reqs.extend(build_requires_of(fetch_sdist(url, sha), url.rsplit("/", 1)[-1]))
     # a `name @ url` package pins a file, not a version: it cannot constrain uv (nor will a build need it)
-    pins = {p.name: p.version for p in locked.packages if p.lines[0].startswith(f"{p.name}==")}
+    direct = by_url(py_text, {p.name for p in locked.packages})
+    pins = {p.name: p.version for p in locked.packages if p.name not in direct}
     return compile_build_lock(reqs, pins, res.python,
                               [res.index_url] if res.index_url else [], platform=python_platform(res))
 
