@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envman.app.generate import Names, check_lock, offline_dockerfile
+from envman.app.generate import Names, check_lock, offline_built, offline_dockerfile
 from envman.errors import EXIT_OK, EXIT_SMOKE, LockError, UsageError
 from envman.files import write_atomic
 from envman.image.plan import CA_SECRET
@@ -262,7 +262,11 @@ def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo: Call
     if not engine.image_exists(ref):
         echo(f"importing the wheelhouse {wh} as {ref} (bind-mounted into the build, never a layer of the image)")
         engine.import_dir(wh, ref)
-    text = offline_dockerfile(root, names.profile, ref)
+    built = offline_built(root, names.profile, ref)
+    if built.apt:
+        echo(f"note: the image installs {', '.join(built.apt)} with apt, which the wheelhouse does not hold: the "
+             "build reaches a Debian/Ubuntu mirror for them (or set base_image in envman.yaml to an image that has them)")
+    text = built.files[0][1]
     path = root / ".envman" / (f"{names.dockerfile}.offline")
     write_atomic(path, text)
     # BuildKit reads <Dockerfile>.dockerignore beside the Dockerfile it builds, else the context's .dockerignore:

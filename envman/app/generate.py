@@ -196,6 +196,7 @@ class Built:
     gpu: bool
     notes: list[str]
     install_project: bool = False
+    apt: tuple[str, ...] = ()  # what the Dockerfile installs with apt
 
 
 def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
@@ -350,7 +351,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     locked_files = ((names.req, req_text), (names.fw, fw_text), (names.pylock, py_text), (names.source, source_text),
                     (names.build, build_text), (names.rest, rest_text))
     files += [(root / name, with_header(text, inputs_hash)) for name, text in locked_files if text is not None]
-    return Built(names, spec, res, lock, files, plan.gpu, notes, pkg is not None)
+    return Built(names, spec, res, lock, files, plan.gpu, notes, pkg is not None, plan.apt_packages)
 
 
 _BLANK = "0" * 64
@@ -533,6 +534,11 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
     """The project's Dockerfile as this envman renders it now; with ``offline_image``, every pip install
     reads that wheelhouse image, bind-mounted, with --no-index. Rendered from the same plan as the
     Dockerfile, so the two never drift apart."""
+    return offline_built(root, profile, offline_image).files[0][1]
+
+
+def offline_built(root: Path, profile: str | None, offline_image: str | None) -> Built:
+    """``offline_dockerfile``'s stack, its Dockerfile first among its files."""
     spec = _require_spec(root)
     matrix = load_matrix()
     hashes = input_hashes(root, spec, matrix)
@@ -556,7 +562,7 @@ def offline_dockerfile(root: Path, profile: str | None, offline_image: str | Non
                              "build cannot fetch",
                              hint="build online (the builder stage fetches and hash-checks it), or publish the "
                                   "package to an index the wheelhouse reads and pin it by version")
-    return built.files[0][1]
+    return built
 
 
 def _while_uv_resolves() -> None:

@@ -46,6 +46,7 @@ class Step:
     comment: str
     mounts: tuple[str, ...]
     command: str
+    apt: tuple[str, ...] = ()  # the system packages an apt step installs
 
     @property
     def text(self) -> str:
@@ -92,6 +93,12 @@ class DockerPlan:
     wheels_step: Step | None = None  # the builder's wheels, installed before the rest of the lock
     project_step: Step | None = None  # the project itself, after its source
     editable_arg: str = EDITABLE_ARG
+
+    @property
+    def apt_packages(self) -> tuple[str, ...]:
+        """Every system package the build installs with apt (the builder stage's build tools included)."""
+        steps = (self.system_step, self.builder.system_step if self.builder else None)
+        return tuple(sorted({a for step in steps if step is not None for a in step.apt}))
     # "--platform=linux/arm64 " on FROM for an aarch64 stack, so a build on an x86_64 machine pulls the arm64
     # image (emulated); empty for x86_64, whose Dockerfile stays as it always was
     from_platform: str = ""
@@ -146,6 +153,7 @@ def _apt_step(comment: str, apt: list[str]) -> Step:
         ("--mount=type=cache,target=/var/cache/apt,sharing=locked", "--mount=type=cache,target=/var/lib/apt/lists,sharing=locked"),
         "rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update && "
         "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + " ".join(apt),
+        tuple(apt),
     )
 
 

@@ -114,8 +114,13 @@ def test_offline_build_applies_envmans_ignore_file_not_the_repositorys_own(tmp_p
     wh.mkdir(parents=True)
     (wh / "numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"w")
     engine = FakeEngine(images=[wheelhouse_image(wh)])
-    path = _offline_build_file(d, Names.for_root(d), BuildOptions(offline=True), lambda s: None, engine)
+    said: list[str] = []
+    path = _offline_build_file(d, Names.for_root(d), BuildOptions(offline=True), said.append, engine)
     assert path == d / ".envman" / "Dockerfile.envman.offline"
+    # opencv-python's libraries come from apt, not from the wheelhouse: said before the build meets it
+    assert ("note: the image installs libgl1, libglib2.0-0, libsm6, libxcb1, libxext6, libxrender1 with apt, which "
+            "the wheelhouse does not hold: the build "
+            "reaches a Debian/Ubuntu mirror for them (or set base_image in envman.yaml to an image that has them)") in said
     ignore = (d / ".envman" / "Dockerfile.envman.offline.dockerignore").read_text()
     assert ignore == (d / "Dockerfile.envman.dockerignore").read_text()
     assert ".envman/wheelhouse" in ignore.splitlines()
