@@ -25,6 +25,14 @@ hello-envman = "hello_envman:main"
 """
 
 
+def _remove_images(d, engine) -> None:
+    """The images a test built from project ``d``, and their dangling layers."""
+    if (d / "envman.lock").exists():
+        for suffix in ("", "-unverified"):
+            engine.remove_image(good_tag(d) + suffix, force=True)
+    engine.client.images.prune(filters={"dangling": True, "label": f"org.opencontainers.image.title={d.name}"})
+
+
 @pytest.fixture
 def source_project(tmp_path, base_image, token, engine):
     d = tmp_path / f"src-{token}"
@@ -34,10 +42,7 @@ def source_project(tmp_path, base_image, token, engine):
     (d / "hello_envman.py").write_text("def main():\n    import promise\n    print('hello-envman ok', promise.__name__)\n")
     (d / ".gitignore").write_text("*.log\n")
     yield d
-    if (d / "envman.lock").exists():
-        for suffix in ("", "-unverified"):
-            engine.remove_image(good_tag(d) + suffix, force=True)
-    engine.client.images.prune(filters={"dangling": True, "label": f"org.opencontainers.image.title={d.name}"})
+    _remove_images(d, engine)
 
 
 def test_sdist_only_package_builds_in_the_builder_stage_and_the_project_is_installed(source_project, base_image):
@@ -78,10 +83,7 @@ def url_project(tmp_path, base_image, token, engine):
     d.mkdir()
     (d / "requirements.txt").write_text(f"six @ {SIX_SDIST}\npromise==2.3\n")
     yield d
-    if (d / "envman.lock").exists():
-        for suffix in ("", "-unverified"):
-            engine.remove_image(good_tag(d) + suffix, force=True)
-    engine.client.images.prune(filters={"dangling": True, "label": f"org.opencontainers.image.title={d.name}"})
+    _remove_images(d, engine)
 
 
 def test_a_package_locked_by_url_to_an_sdist_is_built_once_in_the_builder(url_project, base_image):
