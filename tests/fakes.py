@@ -121,9 +121,9 @@ def install_fake_uv(monkeypatch, directory, pylock: str, env_var: str | None = N
     return log
 
 
-def numpy_pylock(version: str = "2.1.0", sdist_only: str = "") -> str:
-    """A pylock.toml as uv writes it: numpy ``version`` as a wheel, and ``sdist_only`` (a package published
-    as a source distribution only) when named."""
+def numpy_pylock(version: str = "2.1.0", sdist_only: str = "", sha256: str = "bb") -> str:
+    """A pylock.toml as uv writes it: numpy ``version`` as a wheel (of digest ``sha256``), and ``sdist_only``
+    (a package published as a source distribution only) when named."""
     text = f'''lock-version = "1.0"
 created-by = "uv"
 requires-python = ">=3.11"
@@ -131,7 +131,7 @@ requires-python = ">=3.11"
 [[packages]]
 name = "numpy"
 version = "{version}"
-wheels = [{{ url = "https://files.example/numpy-{version}-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "bb" }} }}]
+wheels = [{{ url = "https://files.example/numpy-{version}-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "{sha256}" }} }}]
 '''
     if sdist_only:
         text += f'''

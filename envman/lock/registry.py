@@ -14,6 +14,7 @@ import re
 import time
 
 from envman.hostenv import cache_root
+from envman.redact import redact
 
 MANIFEST_TYPES = ", ".join((
     "application/vnd.oci.image.index.v1+json",
@@ -94,7 +95,7 @@ def _note_unreachable(host: str, exc: Exception) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            f.write(f"{type(exc).__name__}: {exc}\n")
+            f.write(redact(f"{type(exc).__name__}: {exc}") + "\n")  # what failed, for whoever looks
     except OSError:
         pass  # a cache: best effort
 

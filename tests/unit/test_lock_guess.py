@@ -8,7 +8,7 @@ import pytest
 
 from envman.app.generate import lock_project
 from envman.app.pythonlock import Guessing, PythonLocker
-from envman.errors import LockError
+from envman.errors import LockError, UsageError
 from envman.lock import uv as uvmod
 from tests.fakes import install_fake_uv
 from tests.fakes import numpy_pylock as _pylock
@@ -127,7 +127,7 @@ def test_a_file_edited_while_uv_runs_is_still_protected(tmp_path, monkeypatch):
         return real_settle(self)
 
     monkeypatch.setattr(PythonLocker, "settle", settle)
-    with pytest.raises(Exception, match="would overwrite Dockerfile"):
+    with pytest.raises(UsageError, match="would overwrite Dockerfile"):
         lock_project(proj)
     assert seen == [True] and (proj / "Dockerfile").read_text() == "# mine\n"
 

@@ -13,17 +13,10 @@ import envman.lock.uv
 from envman.app.generate import check_lock, lock_project
 from envman.cli.main import main
 from envman.errors import LockError
+from tests.fakes import numpy_pylock
 
 WHL = "https://files.example/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
-PYLOCK = f'''lock-version = "1.0"
-created-by = "uv"
-requires-python = ">=3.11"
-
-[[packages]]
-name = "numpy"
-version = "2.1.0"
-wheels = [{{ url = "{WHL}", hashes = {{ sha256 = "{"b" * 64}" }} }}]
-'''
+PYLOCK = numpy_pylock(sha256="b" * 64)
 SPEC = "name: demo\ncpu: true\npython: '3.11'\nframework: none\nrequirements: [requirements.txt]\n"
 
 
