@@ -10,8 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-DECODERS = ("gpt2", "llama", "mistral", "qwen2", "gemma", "gemma2", "phi3")
+DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3")
 VALIDATED = ("gpt2", "llama", "bert", "vit", "resnet")  # families compared against traced peaks
+# config keys that mean "not a dense decoder", whatever model_type says (a Mixtral config relabelled
+# `mistral` is still a mixture of experts): routed to their family or refused, never estimated as dense
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+SSM_KEYS = ("state_size", "ssm_cfg", "d_state", "mamba_d_state")
+DIFFUSERS_KEYS = ("_class_name", "_diffusers_version")
 
 
 class ArchError(ValueError):
@@ -56,6 +61,15 @@ class Arch:
     stages: tuple[tuple[int, int], ...] = ()  # resnet: (depth, width) per stage
     stem: int = 0  # resnet: stem channels
     towers: tuple[Arch, ...] = field(default=())  # clip / whisper: the encoder and decoder parts
+    variant: str = ""  # gemma2 (soft-capping, 4 norms) | moe | mla (DeepSeek) | mamba
+    experts: int = 0  # routed experts per MoE layer
+    experts_per_tok: int = 0
+    expert_ffn: int = 0  # intermediate size of one routed expert
+    shared_ffn: int = 0  # intermediate size of the always-on shared expert(s), 0: none
+    moe_layers: int = 0  # layers whose MLP is a mixture of experts (the others are dense, width ffn)
+    active_params: int = 0  # parameters one token passes through (MoE: k of E experts); 0: all
+    ssm_state: int = 0  # mamba: state size N
+    expand: int = 0  # mamba: inner width = expand × hidden
 
     @cached_property  # frozen dataclass: cached in the instance __dict__, asked hundreds of times per run
     def matmul_params(self) -> int:
@@ -63,7 +77,14 @@ class Arch:
 
     @property
     def validated(self) -> bool:
-        return self.family in VALIDATED
+        return self.family in VALIDATED and self.variant in ("", "gemma2")
+
+    @property
+    def flop_params(self) -> int:
+        """Matmul parameters one token passes through (a MoE token meets k of E experts)."""
+        if not self.active_params:
+            return self.matmul_params
+        return self.matmul_params - (self.params - self.active_params)
 
 
 def _get(cfg: dict, problems: list[str], *keys: str, default=None, kind=int, path: str = ""):
@@ -88,6 +109,16 @@ def arch_from_config(cfg: dict, task: str | None = None) -> Arch:
     if not isinstance(cfg, dict):
         raise ArchError(["expected a JSON object (a config.json)"])
     mtype = cfg.get("model_type")
+    from envman.fit import families
+
+    if any(k in cfg for k in DIFFUSERS_KEYS) or mtype in families.DIFFUSION:
+        raise ArchError([f"{cfg.get('_class_name') or mtype}: diffusion UNets/DiTs are not modelled yet "
+                         "(their text encoders, VAE and UNet/transformer activations): use --params N for the "
+                         "model states only"])
+    if any((cfg.get(k) or 0) > 1 for k in MOE_KEYS if isinstance(cfg.get(k), int)) or mtype in families.MOE:
+        return families.moe(cfg, mtype)
+    if mtype in families.SSM or any(k in cfg for k in SSM_KEYS):
+        return families.mamba(cfg, mtype)
     if mtype in DECODERS:
         return _decoder(cfg, mtype)
     if mtype == "bert":
@@ -100,8 +131,9 @@ def arch_from_config(cfg: dict, task: str | None = None) -> Arch:
         return _clip(cfg)
     if mtype == "whisper":
         return _whisper(cfg)
-    known = ", ".join((*DECODERS, "bert", "vit", "resnet", "clip", "whisper"))
-    raise ArchError([f"model_type: {mtype!r} is not supported (supported: {known})"])
+    known = ", ".join((*DECODERS, *families.MOE, *families.SSM, "bert", "vit", "resnet", "clip", "whisper"))
+    raise ArchError([f"model_type: {mtype!r} is not supported (supported: {known}); for another "
+                     "architecture use --params N (model states only)"])
 
 
 def _decoder(cfg: dict, mtype: str) -> Arch:
@@ -138,6 +170,8 @@ def _decoder(cfg: dict, mtype: str) -> Arch:
     attn = h * a * d + 2 * h * g * d + a * d * h
     if mtype == "qwen2":
         attn += a * d + 2 * g * d  # q/k/v biases
+    if mtype == "qwen3":
+        attn += 2 * d  # q_norm, k_norm (per head dim)
     norms = (4 if mtype == "gemma2" else 2) * h
     per_layer = attn + 3 * h * f + norms
     params = V * h + L * per_layer + h + (0 if tied else V * h)
@@ -146,7 +180,7 @@ def _decoder(cfg: dict, mtype: str) -> Arch:
                Linear("down_proj", f, h, L), Linear("lm_head", h, V, 1))
     return Arch("llama", "causal-lm", params, V * h, V * h, linears, hidden=h, layers=L, heads=a, kv_heads=g,
                 head_dim=d, ffn=f, vocab=V, max_positions=npos, tied=tied,
-                dropout_attn=float(cfg.get("attention_dropout") or 0.0))
+                dropout_attn=float(cfg.get("attention_dropout") or 0.0), variant="gemma2" if mtype == "gemma2" else "")
 
 
 def _bert(cfg: dict) -> Arch:
@@ -164,14 +198,40 @@ def _bert(cfg: dict) -> Arch:
         raise ArchError(p)
     emb = V * h + npos * h + types * h
     per_layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+    body = (Linear("query", h, h, L), Linear("key", h, h, L), Linear("value", h, h, L),
+            Linear("attention.output.dense", h, h, L), Linear("intermediate.dense", h, f, L),
+            Linear("output.dense", f, h, L))
+    if head_kind(cfg) == "sequence-classification":  # BertForSequenceClassification: pooler + classifier
+        labels = _labels(cfg, 2)
+        params = emb + 2 * h + L * per_layer + (h * h + h) + (h * labels + labels)
+        return Arch("bert", "sequence-classification", params, emb, V * h,
+                    body + (Linear("pooler", h, h, 1), Linear("classifier", h, labels, 1)), hidden=h, layers=L,
+                    heads=a, kv_heads=a, head_dim=h // a, ffn=f, vocab=V, max_positions=npos, labels=labels,
+                    dropout_attn=d_attn, dropout_hidden=d_hid)
     head = (h * h + h) + 2 * h + V  # MLM transform + LayerNorm + decoder bias (decoder weight tied)
     params = emb + 2 * h + L * per_layer + head
-    linears = (Linear("query", h, h, L), Linear("key", h, h, L), Linear("value", h, h, L),
-               Linear("attention.output.dense", h, h, L), Linear("intermediate.dense", h, f, L),
-               Linear("output.dense", f, h, L), Linear("transform.dense", h, h, 1), Linear("decoder", h, V, 1))
+    linears = body + (Linear("transform.dense", h, h, 1), Linear("decoder", h, V, 1))
     return Arch("bert", "masked-lm", params, emb, V * h, linears, hidden=h, layers=L, heads=a, kv_heads=a,
                 head_dim=h // a, ffn=f, vocab=V, max_positions=npos, tied=True, dropout_attn=d_attn,
                 dropout_hidden=d_hid)
+
+
+def head_kind(cfg: dict) -> str:
+    """The head ``architectures`` names (BertForSequenceClassification → sequence-classification)."""
+    names = cfg.get("architectures") or []
+    names = names if isinstance(names, list) else []
+    for suffix, kind in (("ForSequenceClassification", "sequence-classification"), ("ForMaskedLM", "masked-lm"),
+                         ("ForCausalLM", "causal-lm"), ("ForImageClassification", "image-classification")):
+        if any(isinstance(n, str) and n.endswith(suffix) for n in names):
+            return kind
+    return ""
+
+
+def _labels(cfg: dict, default: int) -> int:
+    if isinstance(cfg.get("id2label"), dict) and cfg["id2label"]:
+        return len(cfg["id2label"])
+    n = cfg.get("num_labels")
+    return n if isinstance(n, int) and n > 0 else default
 
 
 def _vit(cfg: dict, path: str = "") -> Arch:

@@ -27,6 +27,8 @@ OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion")
 METHODS = ("full", "lora", "qlora", "freeze")
 SHARDS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
 ATTENTION = ("eager", "flash")
+LOSSES = ("fp32", "compute")
+OFFLOAD = ("none", "optimizer", "params")
 DROPOUT_MASKS = ("bool", "input")
 
 QLORA_BYTES_PER_PARAM = (4 + 0.127) / 8  # NF4 + double-quantised constants: 0.127 bit/param (QLoRA paper, §3)
@@ -49,6 +51,18 @@ class Setup:
     attention: str = "eager"  # eager: the s×s probabilities are kept; flash: only the log-sum-exp
     dropout_mask: str = "bool"  # bool: CUDA's fused dropout (1 B); input: CPU's mask in the input's dtype
     optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop
+    # what the training stack does with the bytes (envman/fit/stacks.py fills these from --stack)
+    stack: str = "custom"
+    base_bytes: int = 0  # frozen (LoRA/QLoRA) base as loaded (2: torch_dtype=bfloat16); 0: the parameter dtype
+    kbit_fp32_extras: bool = False  # PEFT prepare_model_for_kbit_training: non-quantised params upcast to fp32
+    loss: str = "fp32"  # fp32: transformers upcasts the logits; compute: LitGPT's chunked loss in the compute dtype
+    deepspeed: bool = False  # DeepSpeed ZeRO: a 16-bit module, fp32 master + moments (+ fp32 grads) partitioned
+    accumulation: int = 1  # gradient accumulation steps: gradients stay alive across micro-steps
+    offload: str = "none"  # none | optimizer (ZeRO-Offload, FSDP CPU offload) | params (ZeRO-3 offload_param)
+    selective_ckpt: bool = False  # Megatron/torchtitan selective recomputation of the attention core
+    tp: int = 1  # tensor parallel (Megatron-style with sequence parallelism)
+    pp: int = 1  # pipeline parallel stages (1F1B: the first stage holds one micro-batch's worth of every layer)
+    autocast: str = "cuda"  # whose cast lists: cuda (softmax/layer_norm/loss in fp32) | cpu (the traced reference)
 
 
 @dataclass(frozen=True)
@@ -99,11 +113,26 @@ def validate(setup: Setup, arch: Arch) -> None:
                                ("attention", setup.attention, ATTENTION)):
         if val not in allowed:
             raise SetupError(f"--{name} {val!r} is not one of {', '.join(allowed)}")
-    if setup.batch < 1 or setup.gpus < 1:
-        raise SetupError("--batch and --gpus must be at least 1")
+    for name, val in (("batch", setup.batch), ("gpus", setup.gpus), ("lora-rank", setup.lora_rank),
+                      ("accumulation", setup.accumulation), ("tp", setup.tp), ("pp", setup.pp)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise SetupError(f"--{name} {val}: expected a positive whole number")
+    if setup.seq is not None and (isinstance(setup.seq, bool) or setup.seq < 1):
+        raise SetupError(f"--seq {setup.seq}: expected a positive number of tokens")
+    if setup.image_size is not None and setup.image_size < 1:
+        raise SetupError(f"--image-size {setup.image_size}: expected a positive number of pixels")
+    if setup.seq and arch.max_positions and arch.family in ("gpt2", "llama", "bert") and setup.seq > arch.max_positions:
+        raise SetupError(f"--seq {setup.seq} is longer than this model's {arch.max_positions:,} positions "
+                         "(max_position_embeddings)")
+    if setup.image_size and arch.patch_size and setup.image_size < arch.patch_size:
+        raise SetupError(f"--image-size {setup.image_size} is smaller than one {arch.patch_size}-pixel patch")
+    if setup.gpus % (setup.tp * setup.pp):
+        raise SetupError(f"--gpus {setup.gpus} is not a multiple of --tp {setup.tp} × --pp {setup.pp}")
+    if setup.loss not in LOSSES or setup.offload not in OFFLOAD:
+        raise SetupError(f"unknown loss {setup.loss!r} or offload {setup.offload!r}")
     if setup.grad_checkpointing and arch.family == "resnet":
         raise SetupError("gradient checkpointing is not modelled for ResNet (Hugging Face's ResNet has none)")
-    if setup.shard == "none" and setup.gpus > 1:
+    if setup.shard == "none" and setup.gpus > setup.tp * setup.pp:
         raise SetupError("--gpus > 1 needs --shard ddp|zero1|zero2|zero3|fsdp")
     if setup.method == "qlora" and setup.precision == "fp32":
         raise SetupError("QLoRA computes in bf16/fp16: use --precision bf16 or bf16-mixed")
@@ -154,13 +183,64 @@ class Acts:
     profile: tuple[tuple[int, int, int], ...] = ()
 
 
+def act_bytes(setup: Setup) -> tuple[int, int, bool]:
+    """(residual-stream dtype, elementwise-output dtype, does every frozen linear keep its input?).
+
+    The residual stream has the embedding's dtype: fp32 master weights under autocast, the loaded dtype of a
+    frozen PEFT base, fp32 again after prepare_model_for_kbit_training (QLoRA). bitsandbytes' 4-bit matmul
+    casts its input to the bf16 compute dtype, keeps that copy for backward even for a frozen weight, and
+    returns its output in the input's dtype (peft/utils/other.py; bitsandbytes/nn/modules.py Linear4bit)."""
+    r, c, _, mixed = _bytes(setup.precision)
+    if setup.deepspeed or (setup.shard in ("zero3", "fsdp") and mixed):
+        return c, c, False  # DeepSpeed's bf16 module / FSDP2's param_dtype=bf16: the forward runs in 16-bit
+    if setup.method == "qlora":
+        return (4, 4, True) if setup.kbit_fp32_extras else (setup.base_bytes or r, c, True)
+    if setup.method == "lora" and setup.base_bytes:
+        return setup.base_bytes, c, False
+    return r, c, False
+
+
 def _mask(setup: Setup, dtype_bytes: int) -> int:
     return 1 if setup.dropout_mask == "bool" else dtype_bytes
 
 
+def _mlp(arch: Arch, setup: Setup, T: int, c: int, e: int, frozen: bool, targets: set[str], lin_in) -> int:
+    """SwiGLU MLP (gate, up, SiLU, product), or a MoE layer as transformers' Mixtral/Qwen-MoE/DeepSeek run it:
+    the router's fp32 softmax, each expert's gathered tokens (T·k rows), its SwiGLU tensors and its output
+    kept for the routing-weight product, plus the shared expert (not validated against a trace)."""
+    h, f = arch.hidden, arch.ffn
+    down = not frozen or "down_proj" in targets
+    if not arch.experts:
+        return lin_in(("gate_proj", "up_proj")) + T * f * e * 3 + (T * f * e if down else 0)
+    Tk, fe, fs = T * arch.experts_per_tok, arch.expert_ffn, arch.shared_ffn
+    out = lin_in(("gate",)) + T * arch.experts * 4 + Tk * 4  # router input, fp32 softmax, top-k weights
+    out += Tk * h * c * (1 if not frozen else 0) + Tk * fe * e * 3 + (Tk * fe * e if down else 0) + Tk * h * e
+    if fs:
+        out += lin_in(("shared_expert.gate_proj",)) + T * fs * e * 3 + (T * fs * e if down else 0)
+    return out
+
+
+def _mamba(arch: Arch, setup: Setup, b: int, s: int) -> Acts:
+    """MambaForCausalLM blocks (not validated against a trace): RMSNorm with an fp32 residual, in_proj's
+    input and output (x, z), the depthwise conv and SiLU outputs, x_proj's dt/B/C, dt, the scan output, the
+    gated product and out_proj's input."""
+    _, c, _, _ = _bytes(setup.precision)
+    h, L, inner, N = arch.hidden, arch.layers, arch.ffn, arch.ssm_state
+    T = b * s
+    layer = T * h * 4 + T * 4 + T * h * c + T * 2 * inner * c + 5 * T * inner * c + T * (h // 16 + 2 * N) * c
+    V = arch.vocab
+    saved = L * layer + T * h * 4 + T * h * c + T * V * 4
+    fwd = T * 2 * arch.matmul_params + T * L * inner * N * 6  # matmuls + the selective scan
+    return Acts(saved, layer, T * V * 4, 2 * T * V * 4, 2 * T * 2 * inner * c, T, "tokens", float(fwd),
+                ("mamba: activation model not validated against a trace (selective-scan kernel buffers approximated)",))
+
+
 def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts:
     """Per-layer saved tensors of the Hugging Face GPT-2 / Llama / BERT / ViT blocks (eager attention)."""
-    r, c, _, mixed = _bytes(setup.precision)
+    _, c, _, mixed = _bytes(setup.precision)
+    r, e, quant_keeps = act_bytes(setup)
+    if setup.deepspeed or (setup.shard in ("zero3", "fsdp") and mixed):
+        mixed = False  # no autocast: the module itself is 16-bit
     h, L, a, g, d, f = arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.head_dim, arch.ffn
     hq = a * d
     T = b * s
@@ -173,30 +253,32 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
     def lin_in(names: tuple[str, ...]) -> int:
         """Bytes of the input a group of linears sharing one input keeps: one copy, or one per consumer under
         autocast (the cast of an activation is not cached); frozen, untargeted linears keep none."""
-        keep = [n for n in names if not frozen or n in targets]
+        keep = [n for n in names if not frozen or n in targets or quant_keeps]
         if not keep:
             return 0
-        return T * h * c * (len(keep) if mixed else 1) + sum(T * setup.lora_rank * c for n in keep if n in targets)
+        copies = len(keep) if (mixed or (quant_keeps and r != c)) else 1
+        return T * h * c * copies + sum(T * setup.lora_rank * c for n in keep if n in targets)
 
     if setup.attention == "flash":
         probs = 0
         attn_core = T * hq * c + 2 * T * g * d * c + T * hq * c + T * a * 4  # q, k, v, out, log-sum-exp
     else:
+        cuda_amp = mixed and setup.autocast == "cuda"  # CUDA autocast runs softmax in fp32 (its fp32 op list)
         if kind in ("llama", "vit"):  # softmax(dtype=float32).to(q.dtype)
-            probs = 4 + (c if c != 4 else 0)
+            probs = 4 + (c if c != 4 else 0) + (c if arch.variant == "gemma2" else 0)  # gemma2: tanh soft-cap
         elif kind == "gpt2":  # the causal mask in the model's dtype promotes the scores to it
             probs = r + (c if c != r and p_attn == 0 else 0)
-        else:  # bert: softmax in the compute dtype
-            probs = c
+        else:  # bert: softmax in the compute dtype (fp32 under CUDA autocast, then cast back for probs·V)
+            probs = 4 + c if cuda_amp else c
         if p_attn > 0:
             probs += _mask(setup, c) + c
         probs *= S
         attn_core = 3 * T * hq * c  # q, kᵀ, v as the batched matmuls keep them (GQA: after repeat_kv)
     if kind == "llama":
         norm = T * h * 4 + T * 4 + (T * h * r if not frozen else 0)  # RMSNorm: fp32 input, rstd, normalised
-        layer = (norm + lin_in(("q_proj", "k_proj", "v_proj")) + attn_core + probs + lin_in(("o_proj",))
-                 + norm + lin_in(("gate_proj", "up_proj"))
-                 + T * f * c * 3 + (T * f * c if not frozen or "down_proj" in targets else 0))
+        norms = norm * (2 if arch.variant == "gemma2" else 1)  # gemma2: post-attention and post-MLP norms too
+        layer = (norms + lin_in(("q_proj", "k_proj", "v_proj")) + attn_core + probs + lin_in(("o_proj",))
+                 + norms + _mlp(arch, setup, T, c, e, frozen, targets, lin_in))
     elif kind == "gpt2":
         ln = T * h * r + T * 8
         drop = T * h * _mask(setup, c) if p_hid > 0 else 0
@@ -220,13 +302,22 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
                  + 3 * T * h * c + T * h * c)  # MLM head: dense in, gelu in, LayerNorm in, decoder in
     elif kind == "vit":
         extra = T * h * r + T * 8 + b * h * c
-    if V and arch.task in ("causal-lm", "masked-lm"):
+    if arch.task == "sequence-classification":  # pooler + classifier on the first token: no vocabulary terms
+        extra = extra - 3 * T * h * c - T * h * c + 2 * b * h * c if kind == "bert" else extra
+    elif V and arch.task in ("causal-lm", "masked-lm") and setup.loss == "compute":
+        # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy)
+        loss_saved = T * V * c
+        loss_transient = 3 * min(T, 128 * b) * V * c
+    elif V and arch.task in ("causal-lm", "masked-lm"):
         loss_saved = T * V * 4  # log_softmax output, fp32 (the loss upcasts the logits)
         loss_transient = 2 * T * V * 4  # its incoming gradient and its input gradient, both fp32
+        if arch.variant == "gemma2":  # final_logit_softcapping: tanh keeps its output (T·V, compute dtype)
+            loss_saved += T * V * c
     saved = L * layer + extra + loss_saved
     attn_flops = 4 * s * hq * L  # per token: QKᵀ and probs·V
-    fwd = T * (2 * arch.matmul_params + attn_flops)  # ViT: counts patch embedding and head per token (< 2%)
-    layer_transient = 2 * max(T * f * c, S * c if setup.attention == "eager" else 0)
+    fwd = T * (2 * arch.flop_params + attn_flops)  # ViT: counts patch embedding and head per token (< 2%)
+    ffn_t = T * (arch.experts_per_tok * arch.expert_ffn + arch.shared_ffn) if arch.experts else T * f
+    layer_transient = 2 * max(ffn_t * e, S * c if setup.attention == "eager" else 0)
     return Acts(saved, layer, loss_saved, loss_transient, layer_transient, T, "tokens", float(fwd))
 
 
@@ -272,8 +363,14 @@ def activations(arch: Arch, setup: Setup) -> Acts:
                        loss_transient=2 * T * V * 4, layer_transient=biggest, profile=())
     if arch.family == "resnet":
         return _resnet(arch, setup, b, setup.image_size or arch.image_size)
+    if arch.family == "mamba":
+        return _mamba(arch, setup, b, default_seq(arch, setup))
     if arch.family in ("gpt2", "llama", "bert"):
-        return _transformer(arch, setup, b, default_seq(arch, setup), kind=arch.family)
+        acts = _transformer(arch, setup, b, default_seq(arch, setup), kind=arch.family)
+        if arch.variant in ("moe", "mla"):
+            acts = replace(acts, notes=(f"{arch.variant}: expert routing modelled after transformers' eager loop; "
+                                        "not validated against a trace",))
+        return acts
     if arch.family == "vit":
         size = setup.image_size or arch.image_size
         s = (size // arch.patch_size) ** 2 + 1
@@ -299,58 +396,110 @@ def _state_bytes(optimizer: str, state_dtype: int) -> float:
             "adafactor": 0.04 * state_dtype, "lion": state_dtype}[optimizer]
 
 
+def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, int, int, int, int, list[str]]:
+    """(weights, gradients, optimizer state, optimizer temporaries, gathered layers, autocast copies, notes),
+    per GPU. Sources: the ZeRO paper §3 (2 + 2 + K), DeepSpeed's own estimators (stage_1_and_2.py:
+    4Ψ + 16Ψ/N for ZeRO-1/2; stage3.py: 18Ψ/N + the gathered layers), PyTorch FSDP2's MixedPrecisionPolicy
+    (sharded fp32 parameters, gradients and moments; bf16 unsharded layers), PEFT/bitsandbytes for QLoRA."""
+    r, c, gb, mixed = _bytes(setup.precision)
+    P = arch.params
+    notes: list[str] = []
+    frozen_b = setup.base_bytes or r
+    fp32_stored = arch.matmul_params if setup.method in ("full", "freeze") and r == 4 else 0
+    if setup.method == "qlora":
+        q = sum(lin.fan_in * lin.fan_out * lin.count for lin in arch.linears if lin.name not in ("lm_head", "gate"))
+        extra_b = 4 if setup.kbit_fp32_extras else frozen_b
+        weights = int(q * QLORA_BYTES_PER_PARAM + (P - q) * extra_b + trainable * r)
+        fp32_stored = (arch.vocab * arch.hidden if not arch.tied else 0) if extra_b == 4 else 0
+    elif setup.method == "lora":
+        weights = P * frozen_b + trainable * r
+        fp32_stored = arch.matmul_params if frozen_b == 4 else 0
+    else:
+        weights = P * r
+    grads = trainable * gb
+    opt = int(trainable * _state_bytes(setup.optimizer, r))
+    # optimizer temporaries: foreach AdamW/Lion keep a trainable-sized list; per-tensor loops the largest tensor
+    if setup.optimizer in ("adamw", "lion"):
+        opt_tmp = {"foreach": trainable * r, "fused": 0,
+                   "for-loop": 2 * min(arch.largest_param or trainable, trainable) * r}[setup.optimizer_impl]
+    elif setup.optimizer == "adafactor":
+        opt_tmp = 2 * min(arch.largest_param or trainable, trainable) * r
+    else:
+        opt_tmp = 0
+    mp = setup.tp * setup.pp  # model parallel: each GPU holds 1/(tp·pp) of every model state
+    n = setup.gpus // mp  # data-parallel degree
+    weights, grads, opt, opt_tmp = weights // mp, grads // mp, opt // mp, opt_tmp // mp
+    layer_params = (P - arch.embedding_params) // arch.layers // mp if arch.layers else 0
+    gathered = 0
+    if setup.shard == "ddp":
+        notes.append("DDP: gradients all-reduced in buckets (gradient_as_bucket_view=True assumed: no extra copy)")
+    full = setup.method in ("full", "freeze")
+    if setup.deepspeed and setup.shard in ("zero1", "zero2", "zero3") and full:
+        # DeepSpeed bf16/fp16: the module and its gradients are 16-bit; fp32 master, moments and fp32
+        # gradient partitions (4 + K + 4 bytes) are split over the data-parallel GPUs
+        k = _state_bytes(setup.optimizer, 4)
+        master = int(trainable * (4 + k + 4) / mp / n)
+        if setup.shard == "zero3":
+            weights, grads = P * 2 // mp // n, trainable * 2 // mp // n
+            gathered = 2 * 2 * layer_params if layer_params else 0
+            notes.append(f"ZeRO-3 (DeepSpeed): 16-bit weights and gradients, fp32 master and moments split over {n} GPUs; "
+                         "the layer in use and the prefetched one gathered")
+        else:
+            weights, grads = P * 2 // mp, trainable * 2 // mp
+            notes.append(f"ZeRO-{setup.shard[-1]} (DeepSpeed): 16-bit weights and gradients replicated, fp32 master, "
+                         f"moments and gradient partitions split over {n} GPUs (DeepSpeed's estimator: 4Ψ + 16Ψ/N)")
+        opt, opt_tmp = master, 0
+    else:
+        if setup.shard in ("zero1", "zero2", "zero3", "fsdp"):
+            opt, opt_tmp = opt // n, opt_tmp // n
+            notes.append({"zero1": f"ZeRO-1: optimizer state split over {n} GPUs",
+                          "zero2": f"ZeRO-2: optimizer state and gradients split over {n} GPUs",
+                          "zero3": f"ZeRO-3: weights, gradients and optimizer state split over {n} GPUs",
+                          "fsdp": f"FSDP2 (full shard): weights, gradients and optimizer state split over {n} GPUs; "
+                                  "bf16 unsharded layers (MixedPrecisionPolicy)"}[setup.shard])
+        if setup.shard in ("zero2", "zero3", "fsdp"):
+            grads = grads // n
+        if setup.shard in ("zero3", "fsdp"):
+            weights = weights // n
+            # the layer computing and the one prefetched, unsharded in the compute dtype, and one layer's
+            # unsharded gradients before its reduce-scatter
+            gathered = (2 * layer_params * c + layer_params * gb) if layer_params else 0
+            fp32_stored = 0
+    if setup.shard in ("zero3", "fsdp") and not layer_params:
+        notes.append("--params gives no layer structure: the gathered layer of ZeRO-3/FSDP is not counted")
+    if setup.offload in ("optimizer", "params"):
+        opt, opt_tmp = 0, 0
+        if setup.deepspeed and setup.shard in ("zero1", "zero2"):
+            grads = trainable * 2 // mp  # ZeRO-Offload: 16-bit model and gradients stay, fp32 state on the CPU
+        notes.append("optimizer state and step on the CPU (offload): the host needs the fp32 master + moments")
+    if setup.offload == "params":
+        weights = 0
+        notes.append("parameters offloaded to the CPU: only the gathered layers are on the GPU")
+    casts = 2 * fp32_stored // mp if mixed and not setup.deepspeed else 0
+    return weights, grads, opt, opt_tmp, gathered, casts, notes
+
+
 def estimate(arch: Arch, setup: Setup) -> Estimate:
     validate(setup, arch)
     r, c, gb, mixed = _bytes(setup.precision)
     P = arch.params
     trainable = count_trainable(arch, setup)
-    notes: list[str] = []
-    # weights
-    if setup.method == "qlora":
-        q = sum(lin.fan_in * lin.fan_out * lin.count for lin in arch.linears if lin.name != "lm_head")
-        weights = int(q * QLORA_BYTES_PER_PARAM + (P - q) * 2 + trainable * r)
-    else:
-        weights = P * r + (trainable * r if setup.method in ("lora",) else 0)
-    state_dtype = r  # PyTorch optimizers keep state in the parameter's dtype (fp32 masters under autocast)
-    grads = trainable * gb
-    opt = int(trainable * _state_bytes(setup.optimizer, state_dtype))
-    # optimizer temporaries: foreach AdamW/Lion keep a trainable-sized list; per-tensor loops the largest tensor
-    if setup.optimizer in ("adamw", "lion"):
-        opt_tmp = {"foreach": trainable * state_dtype, "fused": 0,
-                   "for-loop": 2 * min(arch.largest_param or trainable, trainable) * state_dtype}[setup.optimizer_impl]
-    elif setup.optimizer == "adafactor":
-        opt_tmp = 2 * min(arch.largest_param or trainable, trainable) * state_dtype
-    else:
-        opt_tmp = 0
-    # sharding (per GPU)
-    n = setup.gpus
-    shard_notes = {
-        "ddp": "DDP: gradients all-reduced in buckets (gradient_as_bucket_view=True assumed: no extra copy)",
-        "zero1": f"ZeRO-1: optimizer state split over {n} GPUs",
-        "zero2": f"ZeRO-2: optimizer state and gradients split over {n} GPUs",
-        "zero3": f"ZeRO-3: weights, gradients and optimizer state split over {n} GPUs; one layer gathered at a time",
-        "fsdp": f"FSDP (full shard): weights, gradients and optimizer state split over {n} GPUs; one layer gathered at a time",
-    }
-    if setup.shard in shard_notes:
-        notes.append(shard_notes[setup.shard])
-    gathered = 0
-    if setup.shard in ("zero1", "zero2", "zero3", "fsdp"):
-        opt = opt // n
-        opt_tmp = opt_tmp // n
-    if setup.shard in ("zero2", "zero3", "fsdp"):
-        grads = grads // n
-    if setup.shard in ("zero3", "fsdp"):
-        layer_params = (P - arch.embedding_params) // max(arch.layers, 1)
-        gathered = 2 * layer_params * c  # the layer being computed and the next one prefetched
-        weights = weights // n
-    # autocast keeps a half-precision copy of every matmul weight until backward has used it
-    cast_copies = 2 * arch.matmul_params if mixed else 0
-    if setup.shard in ("zero3", "fsdp"):
-        cast_copies = 0  # weights are gathered per layer already in the compute dtype (counted in `gathered`)
+    weights, grads, opt, opt_tmp, gathered, cast_copies, notes = _model_states(arch, setup, trainable)
+    state_dtype = r
     acts = activations(arch, setup)
+    if setup.tp > 1:  # Megatron tensor + sequence parallelism splits every activation over the TP group
+        acts = replace(acts, saved=acts.saved // setup.tp, per_layer=acts.per_layer // setup.tp,
+                       loss_saved=acts.loss_saved // setup.tp, loss_transient=acts.loss_transient // setup.tp,
+                       layer_transient=acts.layer_transient // setup.tp)
     notes += acts.notes
+    if setup.selective_ckpt and not setup.grad_checkpointing and setup.attention == "eager":
+        # Korthikanti et al. 2022 §4.2: recompute the attention core (the s² softmax, its dropout) only
+        b, s_ = setup.batch, default_seq(arch, setup)
+        drop = b * arch.heads * s_ * s_ * (4 + c + (c + 1 if arch.dropout_attn else 0)) * arch.layers // setup.tp
+        acts = replace(acts, saved=acts.saved - drop)
     if setup.grad_checkpointing:
-        kept = acts.saved - arch.layers * acts.per_layer + arch.layers * acts.tokens * arch.hidden * r
+        # each layer's input is kept (the residual stream's dtype), one layer is recomputed at a time
+        kept = acts.saved - arch.layers * acts.per_layer + arch.layers * acts.tokens * arch.hidden * act_bytes(setup)[0] // setup.tp
         recompute = acts.per_layer
     else:
         kept = acts.saved
@@ -359,9 +508,12 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     head_grad = 0
     if arch.task in ("causal-lm", "masked-lm") and setup.method in ("full", "freeze"):
         head_grad = arch.vocab * arch.hidden * gb
+    # with gradient accumulation the gradients of earlier micro-steps are alive through the next forward
+    # and backward (they are summed into, then zeroed only after the optimizer step)
+    acc = grads if setup.accumulation > 1 else 0
     # the three moments
-    start = Breakdown(weights, 0, opt, kept, acts.loss_transient + cast_copies + gathered + qlora_tmp)
-    during = Breakdown(weights, min(head_grad, grads), opt, kept - acts.loss_saved + recompute,
+    start = Breakdown(weights, acc, opt, kept, acts.loss_transient + cast_copies + gathered + qlora_tmp)
+    during = Breakdown(weights, max(acc, min(head_grad, grads)), opt, kept - acts.loss_saved + recompute,
                        acts.layer_transient + cast_copies + gathered + qlora_tmp)
     # last op of backward: a tied embedding's dense gradient is summed into the head's (two more tables)
     tied_sum = 2 * arch.vocab * arch.hidden * gb if arch.tied and arch.vocab and setup.method == "full" else 0
@@ -376,6 +528,9 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
             worst = max(worst, cand, key=lambda bd: bd.total)
             alive -= saved_k
         during = worst
+    if setup.accumulation > 1:
+        notes.append(f"gradient accumulation over {setup.accumulation} micro-steps: gradients stay allocated during "
+                     "every forward and backward")
     phases = {"backward-start": start, "backward": during, "backward-end": end, "optimizer-step": step}
     phase, peak = max(phases.items(), key=lambda kv: kv[1].total)
     # time: forward + backward (2× forward for weight and input gradients; frozen weights: input only)

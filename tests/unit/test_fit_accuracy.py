@@ -26,7 +26,7 @@ def analytic(setup: dict) -> int:
                batch=setup["batch"], seq=setup["seq"], image_size=setup["image_size"],
                grad_checkpointing=setup["grad_checkpointing"], lora_rank=setup["lora_rank"] or 16,
                lora_targets=tuple(setup["lora_targets"] or ("q_proj",)),
-               attention="eager", dropout_mask="input", optimizer_impl="foreach")
+               attention="eager", dropout_mask="input", optimizer_impl="foreach", autocast="cpu")
     return estimate(arch, st).peak_bytes
 
 
@@ -73,7 +73,7 @@ def markdown_table() -> str:
         st = Setup(method=s["method"], precision=s["precision"], optimizer=s["optimizer"], batch=s["batch"],
                    seq=s["seq"], image_size=s["image_size"], grad_checkpointing=s["grad_checkpointing"],
                    lora_rank=s["lora_rank"] or 16, lora_targets=tuple(s["lora_targets"] or ("q_proj",)),
-                   dropout_mask="input")
+                   dropout_mask="input", attention="eager", autocast="cpu")
         est = estimate(arch, st)
         size = f"b{s['batch']}×s{s['seq']}" if s["seq"] else f"b{s['batch']}×{s['image_size']}px"
         parts = [s["precision"], s["optimizer"], size]
