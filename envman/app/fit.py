@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import math
+
 from envman.errors import UsageError
 from envman.fit.advice import Lever, rank_levers
 from envman.fit.architectures import Arch, params_from_count
-from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config
+from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config, perf_constants, utilisation
+from envman.fit.stacks import default_stack, find_stack
 from envman.fit.estimate import (
     Estimate,
     Setup,
@@ -28,24 +31,30 @@ class FitOptions:
     path: str = "."
     model: str | None = None
     params: int | None = None
-    method: str = "full"
-    precision: str = "bf16-mixed"
+    method: str | None = None  # None: the stack's (full unless the stack is LoRA/QLoRA)
+    precision: str | None = None  # None: the stack's
     optimizer: str = "adamw"
     batch: int = 1
     seq: int | None = None
     image_size: int | None = None
-    grad_checkpointing: bool = False
+    grad_checkpointing: bool | None = None  # None: the stack's (peft-qlora turns it on)
     lora_rank: int = 16
     lora_targets: tuple[str, ...] | None = None
     gpus: int = 1
-    shard: str = "none"
+    shard: str | None = None  # None: the stack's
     global_batch: int | None = None
     targets: tuple[str, ...] = ()
     margin_pct: float = 10.0
     compare: tuple[str, ...] = ()
-    attention: str = "eager"
-    mfu: float = DEFAULT_MFU
+    attention: str = "auto"  # auto: what transformers picks (SDPA → flash/efficient/cuDNN; eager for Gemma 2)
+    mfu: float | None = None  # None: the GPU generation's published utilisation (gpu_perf.yaml)
     trace: bool = False
+    stack: str | None = None  # None: envman.yaml workload.stack, else from --method/--shard
+    tp: int = 1
+    pp: int = 1
+    offload: str | None = None
+    selective_checkpointing: bool = False
+    gpus_per_node: int = 8
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,11 @@ class TargetFit:
     max_micro_batch: int
     accumulation_steps: int | None
     step_seconds: float | None
-    throughput: float | None  # tokens (or images) per second, estimated
+    throughput: float | None  # tokens (or images) per second PER GPU, estimated
     notes: tuple[str, ...] = ()
+    mfu: float | None = None  # the utilisation the time estimate used
+    bound: str = ""  # compute | memory-bandwidth
+    lever: Lever | None = None  # --compare: this card's own cheapest way to fit
 
 
 @dataclass(frozen=True)
@@ -77,14 +89,16 @@ class FitResult:
     traced_peak_bytes: int | None = None
     trace_note: str | None = None
     notes: tuple[str, ...] = field(default=())
+    gpus_per_node: int = 1
 
 
 def resolve_model(opts: FitOptions) -> tuple[str, str, Arch, dict | None]:
     if opts.model and opts.params:
         raise UsageError("--model and --params exclude each other", hint="give one of them")
-    if opts.params:
-        if opts.params <= 0:
-            raise UsageError(f"--params {opts.params}: expected a positive parameter count")
+    if opts.params is not None:
+        if not isinstance(opts.params, int) or not 0 < opts.params <= 10**15:
+            raise UsageError(f"--params {opts.params}: expected a positive parameter count up to 1e15",
+                             hint="e.g. --params 7e9, --params 7B")
         return f"{opts.params:,} parameters", "--params", params_from_count(opts.params), None
     if not opts.model:
         raise UsageError("no model given", hint="--model llama-3.1-8b, --model path/to/config.json or --params 7e9")
@@ -120,40 +134,87 @@ def _targets(opts: FitOptions) -> tuple[tuple[str, ...], str | None]:
                      hint="pass --target GPU (repeatable, e.g. --target h100) or --compare h100,a100,rtx-4090,l4")
 
 
-def _precision_key(precision: str) -> str:
-    return "fp32" if precision == "fp32" else ("bf16" if precision.startswith("bf16") else "fp16")
+def _precision_key(precision: str, arch: Arch | None = None) -> str:
+    if precision == "fp32":
+        # cuDNN runs fp32 convolutions on TF32 tensor cores by default (torch.backends.cudnn.allow_tf32 = True);
+        # matmuls stay fp32 (torch.backends.cuda.matmul.allow_tf32 = False)
+        return "tf32" if arch is not None and arch.family == "resnet" else "fp32"
+    return "bf16" if precision.startswith("bf16") else "fp16"
 
 
-def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: float, mfu: float,
+def _traffic(arch: Arch, est: Estimate) -> float:
+    """Bytes a step moves through GPU memory: saved activations (gpu_perf.yaml activation_passes), the
+    weights read three times (forward, input and weight gradients), the optimizer's read-modify-write."""
+    passes = float(perf_constants().get("activation_passes", 8))
+    b = est.breakdown
+    return passes * b.activations + 3 * est.weights_bytes + 2 * (b.optimizer + b.gradients)
+
+
+def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tuple[float | None, float | None, str]:
+    """(seconds per step per GPU, the utilisation used, what bounds it)."""
+    key = _precision_key(est.setup.precision, arch)
+    tf = gpu.peak_tflops(key) or (gpu.peak_tflops("fp32") if key == "tf32" else None)
+    if not tf or not est.train_flops:
+        return None, None, ""
+    util = mfu if mfu is not None else utilisation(gpu.cc, "fp32" if key == "fp32" else "bf16")[0]
+    compute = est.train_flops / (tf * 1e12 * util)
+    memory = _traffic(arch, est) / gpu.bandwidth if gpu.bandwidth else 0.0
+    return max(compute, memory), util, ("compute" if compute >= memory else "memory-bandwidth")
+
+
+def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: float, mfu: float | None,
             global_batch: int | None) -> TargetFit:
     usable = int(gpu.memory_bytes * (1 - margin_pct / 100))
     notes: list[str] = []
     if setup.precision.startswith("bf16") and not gpu.bf16:
         notes.append(f"bf16 needs compute capability ≥ 8.0; {gpu.name} is {gpu.cc}: use fp16-mixed or fp32")
+    if gpu.uncertain:
+        notes.append(f"{gpu.name}: its figures are marked uncertain in gpu_perf.yaml (no public datasheet read)")
     mb = max_micro_batch(arch, setup, usable) if arch.family != "params" else (setup.batch if est.peak_bytes <= usable else 0)
-    dp = setup.gpus
+    dp = setup.gpus // (setup.tp * setup.pp)
     steps = accumulation_steps(global_batch, mb, dp) if mb else None
-    tf = gpu.peak_tflops(_precision_key(setup.precision))
-    step_s = thr = None
-    if tf and est.train_flops:
-        step_s = est.train_flops / (tf * 1e12 * mfu)
-        thr = est.samples_tokens * dp / step_s
-    elif not tf:
-        notes.append(f"no {_precision_key(setup.precision)} throughput figure for {gpu.name}")
+    step_s, util, bound = step_time(arch, est, gpu, mfu)
+    thr = est.samples_tokens / step_s * (1 if setup.tp * setup.pp == 1 else 1 / (setup.tp * setup.pp)) if step_s else None
+    if step_s is None:
+        notes.append(f"no {_precision_key(setup.precision, arch)} throughput figure for {gpu.name}")
     fits = est.peak_bytes <= usable and not (setup.precision.startswith("bf16") and not gpu.bf16)
-    return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes))
+    return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes), util, bound)
 
 
 def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
     """The model and the per-GPU estimate of ``opts``, whatever GPU it is for."""
     name, source, arch, entry = resolve_model(opts)
-    if not 0 <= opts.margin_pct < 100:
+    if not (isinstance(opts.margin_pct, (int, float)) and math.isfinite(opts.margin_pct) and 0 <= opts.margin_pct < 100):
         raise UsageError(f"--margin {opts.margin_pct}: expected a percentage in [0, 100)")
-    if not 0 < opts.mfu <= 1:
+    if opts.mfu is not None and not (math.isfinite(opts.mfu) and 0 < opts.mfu <= 1):
         raise UsageError(f"--mfu {opts.mfu}: expected a fraction in (0, 1]")
-    setup = Setup(method=opts.method, precision=opts.precision, optimizer=opts.optimizer, batch=opts.batch,
-                  seq=opts.seq, image_size=opts.image_size, grad_checkpointing=opts.grad_checkpointing,
-                  lora_rank=opts.lora_rank, gpus=opts.gpus, shard=opts.shard, attention=opts.attention)
+    if opts.global_batch is not None and opts.global_batch < 1:
+        raise UsageError(f"--global-batch {opts.global_batch}: expected a positive number of samples")
+    stack = find_stack(opts.stack or default_stack(opts.method, opts.shard))
+    method = opts.method or stack.get("method", "full")
+    if stack.get("method") and opts.method and opts.method != stack.get("method"):
+        raise UsageError(f"--stack {stack.name} trains with --method {stack.get('method')}, not {opts.method}",
+                         hint="drop --method, or pick the stack of that method (docs/fit.md: stacks)")
+    attention = opts.attention
+    notes: list[str] = []
+    if attention == "auto":
+        # transformers defaults to SDPA, which picks a flash / memory-efficient / cuDNN kernel on CUDA GPUs
+        # (none keeps the s×s probabilities); it recommends eager for Gemma 2's soft-capped attention
+        attention = "eager" if arch.variant == "gemma2" else "flash"
+        notes.append("attention: " + ("eager (transformers recommends eager for Gemma 2 training)" if attention == "eager"
+                                      else "SDPA (flash / memory-efficient kernel: no s×s probabilities kept); "
+                                           "--attention eager for the math kernel"))
+    setup = Setup(method=method, precision=opts.precision or stack.get("precision", "bf16-mixed"),
+                  optimizer=opts.optimizer, batch=opts.batch, seq=opts.seq, image_size=opts.image_size,
+                  grad_checkpointing=stack.get("grad_checkpointing", False) if opts.grad_checkpointing is None
+                  else opts.grad_checkpointing,
+                  lora_rank=opts.lora_rank, gpus=opts.gpus, shard=opts.shard or stack.get("shard", "none"),
+                  attention=attention, stack=stack.name, base_bytes=stack.get("base_bytes", 0),
+                  kbit_fp32_extras=stack.get("kbit_fp32_extras", False), loss=stack.get("loss", "fp32"),
+                  deepspeed=stack.get("deepspeed", False), offload=opts.offload or stack.get("offload", "none"),
+                  selective_ckpt=opts.selective_checkpointing, tp=opts.tp, pp=opts.pp)
+    if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
+        setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
     if opts.lora_targets:
         setup = replace(setup, lora_targets=tuple(opts.lora_targets))
     elif arch.family == "gpt2":
@@ -164,11 +225,14 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
         setup = replace(setup, seq=default_seq(arch, setup))  # shown in the output as the value used
     if arch.family in ("vit", "resnet") and not setup.image_size:
         setup = replace(setup, image_size=arch.image_size)
+    if opts.global_batch:  # accumulation keeps the gradients alive across micro-steps: part of the peak
+        dp = max(1, setup.gpus // (setup.tp * setup.pp))
+        setup = replace(setup, accumulation=max(1, math.ceil(opts.global_batch / (setup.batch * dp))))
     try:
         est = estimate(arch, setup)
     except SetupError as exc:
         raise UsageError(str(exc)) from None
-    return name, source, arch, entry, setup, est
+    return name, source, arch, entry, setup, replace(est, notes=tuple(notes) + est.notes)
 
 
 def run_fit(opts: FitOptions) -> FitResult:
@@ -185,10 +249,15 @@ def run_fit(opts: FitOptions) -> FitResult:
     advice: tuple[Lever, ...] = ()
     if first is not None and not first.fits:
         advice = rank_levers(arch, setup, est, first.usable_bytes, first.gpu.bf16)
+    compare = tuple(_with_lever(arch, setup, est, t) for t in compare)
     mem = max((t.gpu.memory_bytes for t in fits or compare), default=0)
-    # host: the ≥ 2× GPU memory rule (pinned buffers, data loading, checkpoint staging) and what loading
-    # the weights takes on the host (every rank loads a copy before moving it to its GPU)
-    host = max(2 * mem * setup.gpus, setup.gpus * arch.params * (4 if setup.precision == "fp32" else 2))
+    # host, PER NODE: the ≥ 2× GPU memory rule (pinned buffers, data loading, checkpoint staging) for the GPUs
+    # of one node, and what loading the weights takes there (every rank loads a copy before moving it);
+    # CPU offload keeps the fp32 master + moments of its ranks on the host too
+    per_node = min(setup.gpus, opts.gpus_per_node)
+    host = max(2 * mem * per_node, per_node * arch.params * (4 if setup.precision == "fp32" else 2))
+    if setup.offload != "none":
+        host += per_node * est.params * 16 // max(1, setup.gpus)
     traced = tnote_trace = None
     if opts.trace:
         from envman.fit.catalog import raw_config
@@ -197,15 +266,29 @@ def run_fit(opts: FitOptions) -> FitResult:
         cfg, task = raw_config(str(opts.model) if entry is None else str(entry["id"]))
         traced, tnote_trace = trace_peak(cfg, task, setup)
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
-                     opts.global_batch, traced, tnote_trace, tuple(notes))
+                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node)
 
 
-def _target_dict(t: TargetFit, unit: str) -> dict:
+def _with_lever(arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> TargetFit:
+    """--compare: a card that does not fit gets its own cheapest lever (ranked for ITS memory)."""
+    if t.fits:
+        return t
+    levers = rank_levers(arch, setup, est, t.usable_bytes, t.gpu.bf16)
+    best = next((lv for lv in levers if lv.fits), None)
+    return replace(t, lever=best)
+
+
+def _target_dict(t: TargetFit, unit: str, gpus: int) -> dict:
+    lever = None if t.lever is None else {"lever": t.lever.lever, "change": t.lever.change,
+                                          "peak_bytes": t.lever.peak_bytes, "cost": t.lever.cost}
     return {"name": t.gpu.name, "id": t.gpu.id, "memory_bytes": t.gpu.memory_bytes, "fits": t.fits,
             "headroom_bytes": t.headroom_bytes, "max_micro_batch": t.max_micro_batch,
             "accumulation_steps": t.accumulation_steps,
             "step_seconds": None if t.step_seconds is None else round(t.step_seconds, 4),
             f"{unit}_per_second": None if t.throughput is None else round(t.throughput, 1),
+            f"{unit}_per_second_all_gpus": None if t.throughput is None else round(t.throughput * gpus, 1),
+            "mfu": t.mfu, "bound": t.bound or None, "lever": lever,
+            "memory_bandwidth_bytes_per_second": t.gpu.bandwidth,
             "notes": list(t.notes)}
 
 
@@ -223,26 +306,31 @@ def result_dict(res: FitResult) -> dict:
                   "lora_rank": s.lora_rank if s.method in ("lora", "qlora") else None,
                   "lora_targets": list(s.lora_targets) if s.method in ("lora", "qlora") else None,
                   "gpus": s.gpus, "shard": s.shard, "global_batch": res.global_batch, "attention": s.attention,
-                  "margin_pct": res.margin_pct},
+                  "margin_pct": res.margin_pct, "stack": s.stack, "accumulation_steps": s.accumulation,
+                  "tp": s.tp, "pp": s.pp, "offload": s.offload},
         "peak_bytes": e.peak_bytes,
         "peak_phase": e.phase,
         "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,
                       "optimizer": e.breakdown.optimizer, "activations": e.breakdown.activations,
                       "temporaries": e.breakdown.temporaries},
-        "targets": [_target_dict(t, "tokens" if unit == "tokens" else "samples") for t in res.targets],
-        "compare": [_target_dict(t, "tokens" if unit == "tokens" else "samples") for t in res.compare],
+        "targets": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.targets],
+        "compare": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.compare],
         "advice": [{"lever": lv.lever, "change": lv.change, "saves_bytes": lv.saves_bytes, "cost": lv.cost,
                     "fits": lv.fits} for lv in res.advice],
-        "host": {"ram_bytes": res.host_ram_bytes, "checkpoint_bytes": e.checkpoint_bytes},
+        "host": {"ram_bytes": res.host_ram_bytes, "ram_scope": "per node", "gpus_per_node": res.gpus_per_node,
+                 "checkpoint_bytes": e.checkpoint_bytes},
         "estimate": {
             "step_seconds": None if not first or first.step_seconds is None else round(first.step_seconds, 4),
             "tokens_per_second": None if not first or first.throughput is None or unit != "tokens"
             else round(first.throughput, 1),
             "samples_per_second": None if not first or first.throughput is None or unit == "tokens"
             else round(first.throughput, 1),
-            "gpu": first.gpu.id if first else None, "mfu": res.mfu, "train_flops": e.train_flops,
-            "basis": "training FLOPs (forward + backward = 3× forward matmuls, +1 forward with checkpointing) / "
-                     "(peak dense TFLOP/s × MFU): an estimate"},
+            "gpu": first.gpu.id if first else None, "mfu": first.mfu if first else res.mfu,
+            "train_flops": e.train_flops, "per": "GPU",
+            "band_pct": float((perf_constants() or {}).get("band_pct", 35)),
+            "bound": first.bound if first else None,
+            "basis": "max(training FLOPs (3× forward, +1 forward with checkpointing) / (dense peak × the GPU "
+                     "generation's published utilisation), bytes moved / memory bandwidth): an estimate"},
         "traced_peak_bytes": res.traced_peak_bytes,
         "notes": list(res.notes) + ([res.trace_note] if res.trace_note else []),
     }

@@ -1,8 +1,8 @@
 """``envman fit``: will this training run fit this GPU, and if not, what to change.
 
 Parses options, calls ``envman.app.fit.run_fit``, prints text or the --json contract (docs/fit.md).
-Exit 0 when the run fits every target GPU, 1 when it does not fit one of them (a failed check, like
-``lock --check``), the usual error codes otherwise.
+Exit 0 when the run fits every target GPU, 8 (EXIT_DOES_NOT_FIT) when it does not fit one of them, 2 for
+a value that cannot be used (one ``error:`` line), the usual codes otherwise (7: envman's data is corrupt).
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from typing import Optional
 
 import typer
 
-from envman.errors import EXIT_USER
+from envman.errors import EXIT_USAGE, UsageError
+
+EXIT_DOES_NOT_FIT = 8  # the run does not fit a --target GPU (distinct from bad input, exit 2)
 
 
 def _split(values: Optional[list[str]]) -> tuple[str, ...]:
@@ -26,12 +28,18 @@ def _params(text: Optional[str]) -> Optional[int]:
         return None
     from envman.errors import UsageError
 
+    import math
+
     t = text.strip().lower().replace("_", "").replace(",", "")
     mult = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}.get(t[-1:], 1)
     try:
-        return int(float(t[:-1] if mult != 1 else t) * mult)
+        v = float(t[:-1] if mult != 1 else t) * mult
     except ValueError:
         raise UsageError(f"--params {text!r} is not a number", hint="e.g. --params 7e9, --params 7B, --params 350M") from None
+    if not math.isfinite(v) or not 1 <= v <= 1e15:
+        raise UsageError(f"--params {text}: expected a parameter count between 1 and 1e15",
+                         hint="e.g. --params 7e9, --params 7B, --params 350M")
+    return int(v)
 
 
 def register(app: typer.Typer) -> None:
@@ -40,22 +48,27 @@ def register(app: typer.Typer) -> None:
         path: str = typer.Argument(".", help="Project directory (its envman.yaml targets are the default GPUs)"),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="A name from matrices/models.yaml (llama-3.1-8b, gpt2, vit-base …) or a config.json path"),
         params: Optional[str] = typer.Option(None, "--params", help="Parameter count without a config (7e9, 7B): weights, gradients and optimizer only"),
-        method: str = typer.Option("full", "--method", help="full | lora | qlora | freeze"),
-        precision: str = typer.Option("bf16-mixed", "--precision", help="fp32 | bf16 | fp16 | bf16-mixed | fp16-mixed"),
+        method: Optional[str] = typer.Option(None, "--method", help="full | lora | qlora | freeze (default: the stack's, else full)"),
+        precision: Optional[str] = typer.Option(None, "--precision", help="fp32 | bf16 | fp16 | bf16-mixed | fp16-mixed (default: the stack's)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="hf-trainer | accelerate | torch-amp | peft-lora | peft-qlora | deepspeed-zero1/2/3[-offload] | fsdp2 | litgpt (default: envman.yaml workload.stack, else from --method/--shard)"),
         optimizer: str = typer.Option("adamw", "--optimizer", help="adamw | adamw-8bit | sgd | sgd-momentum | adafactor | lion"),
         batch: int = typer.Option(1, "--batch", "-b", help="Micro-batch per GPU"),
         seq: Optional[int] = typer.Option(None, "--seq", "-s", help="Tokens per sample (default: min(2048, the model's context))"),
         image_size: Optional[int] = typer.Option(None, "--image-size", help="Image side in pixels (default: the model's)"),
-        grad_checkpointing: bool = typer.Option(False, "--grad-checkpointing", help="Recompute each layer in backward"),
+        grad_checkpointing: Optional[bool] = typer.Option(None, "--grad-checkpointing/--no-grad-checkpointing", help="Recompute each layer in backward (default: the stack's)"),
+        selective: bool = typer.Option(False, "--selective-checkpointing", help="Recompute only the attention core (Megatron/torchtitan selective AC)"),
         lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank r"),
         lora_targets: Optional[str] = typer.Option(None, "--lora-targets", help="Comma-separated layer names (q_proj,v_proj …)"),
         gpus: int = typer.Option(1, "--gpus", help="Data-parallel GPUs"),
-        shard: str = typer.Option("none", "--shard", help="none | ddp | zero1 | zero2 | zero3 | fsdp"),
+        shard: Optional[str] = typer.Option(None, "--shard", help="none | ddp | zero1 | zero2 | zero3 | fsdp (default: the stack's)"),
+        tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs (Megatron-style, with sequence parallelism)"),
+        pp: int = typer.Option(1, "--pp", help="Pipeline stages"),
+        offload: Optional[str] = typer.Option(None, "--offload", help="none | optimizer | params (CPU offload)"),
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="Samples per optimizer step (sets gradient accumulation)"),
         target: Optional[list[str]] = typer.Option(None, "--target", "-t", help="Target GPU (repeatable). Default: this machine's GPUs, then envman.yaml targets"),
         margin: float = typer.Option(10.0, "--margin", help="Memory kept free, in percent (CUDA context, fragmentation)"),
-        attention: str = typer.Option("eager", "--attention", help="eager (keeps the s×s probabilities) | flash"),
-        mfu: float = typer.Option(0.40, "--mfu", help="Model FLOPs utilisation assumed for the time estimate"),
+        attention: str = typer.Option("auto", "--attention", help="auto (what transformers picks: SDPA) | eager (keeps the s×s probabilities) | flash"),
+        mfu: Optional[float] = typer.Option(None, "--mfu", help="Utilisation for the time estimate (default: the GPU generation's published figure)"),
         compare: Optional[str] = typer.Option(None, "--compare", help="One row per GPU, e.g. h100,a100,rtx-4090,l4"),
         trace: bool = typer.Option(False, "--trace", help="Also measure one step with PyTorch on fake tensors (needs torch, transformers)"),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
@@ -64,19 +77,24 @@ def register(app: typer.Typer) -> None:
         from envman.app.fit import FitOptions, result_dict, run_fit
         from envman.cli.output import emit_json
 
-        opts = FitOptions(path=path, model=model, params=_params(params), method=method, precision=precision,
-                          optimizer=optimizer, batch=batch, seq=seq, image_size=image_size,
-                          grad_checkpointing=grad_checkpointing, lora_rank=lora_rank,
-                          lora_targets=_split([lora_targets]) if lora_targets else None, gpus=gpus, shard=shard,
-                          global_batch=global_batch, targets=_split(target), margin_pct=margin,
-                          compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace)
-        res = run_fit(opts)
+        try:
+            opts = FitOptions(path=path, model=model, params=_params(params), method=method, precision=precision,
+                              optimizer=optimizer, batch=batch, seq=seq, image_size=image_size,
+                              grad_checkpointing=grad_checkpointing, lora_rank=lora_rank,
+                              lora_targets=_split([lora_targets]) if lora_targets else None, gpus=gpus, shard=shard,
+                              global_batch=global_batch, targets=_split(target), margin_pct=margin,
+                              compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace,
+                              stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective)
+            res = run_fit(opts)
+        except UsageError as exc:  # a value that cannot be used: exit 2, distinct from "does not fit" (8)
+            exc.exit_code = EXIT_USAGE
+            raise
         if as_json:
             emit_json(result_dict(res))
         else:
             typer.echo(format_fit(res))
         if res.targets and not all(t.fits for t in res.targets):
-            raise typer.Exit(EXIT_USER)
+            raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
 def _rate(x: Optional[float], unit: str) -> str:
@@ -97,9 +115,13 @@ def format_fit(res) -> str:
         size = f"{s.batch} × default context"
     method = s.method + (f" r={s.lora_rank} on {','.join(s.lora_targets)}" if s.method in ("lora", "qlora") else "")
     shard = "" if s.shard == "none" else f", {s.shard} over {s.gpus} GPUs"
+    if s.tp * s.pp > 1:
+        shard += f", TP {s.tp} × PP {s.pp}"
+    if s.accumulation > 1:
+        shard += f", {s.accumulation} accumulation steps"
     lines = [
         f"model    {res.model_name}: {e.params / 1e9:.3g} B params, {e.trainable_params / 1e6:,.1f} M trainable ({method})",
-        f"setup    {s.precision}, {s.optimizer}, micro-batch {size}"
+        f"setup    {s.stack}: {s.precision}, {s.optimizer}, micro-batch {size}"
         f"{', gradient checkpointing' if s.grad_checkpointing else ''}, {s.attention} attention{shard}",
         f"peak     {fmt_bytes(e.peak_bytes)} per GPU (at {e.phase})",
     ]
@@ -116,27 +138,44 @@ def format_fit(res) -> str:
         out = []
         for t in ts:
             acc = "-" if t.accumulation_steps is None else str(t.accumulation_steps)
-            out.append([t.gpu.name, fmt_bytes(t.gpu.memory_bytes), "yes" if t.fits else "NO",
-                        fmt_bytes(t.headroom_bytes), str(t.max_micro_batch), acc,
-                        "-" if t.step_seconds is None else f"{t.step_seconds:.3g} s", _rate(t.throughput, u)])
+            row = [t.gpu.name, fmt_bytes(t.gpu.memory_bytes), "yes" if t.fits else "NO",
+                   fmt_bytes(t.headroom_bytes), str(t.max_micro_batch), acc,
+                   "-" if t.step_seconds is None else f"{t.step_seconds:.3g} s", _rate(t.throughput, u)]
+            if s.gpus > 1:
+                row.append(_rate(None if t.throughput is None else t.throughput * s.gpus, u))
+            out.append(row)
         return out
 
-    header = ["GPU", "memory", "fits", "headroom", "max micro-batch", "accum steps", "step*", f"{u}/s*"]
+    header = ["GPU", "memory", "fits", "headroom", "max micro-batch", "accum steps", "step*", f"{u}/s per GPU*"]
+    if s.gpus > 1:
+        header.append(f"{u}/s all {s.gpus} GPUs*")
     if res.targets:
         lines += ["", f"targets (keeping {res.margin_pct:g}% free):", table(rows(res.targets), header)]
     if res.compare:
         lines += ["", "compare:", table(rows(res.compare), header)]
     for t in (*res.targets, *res.compare):
         lines += [f"  ! {t.gpu.name}: {n}" for n in t.notes]
+    for t in res.compare:
+        if t.lever is not None:
+            lines.append(f"  → {t.gpu.name}: {t.lever.lever} → {fmt_bytes(t.lever.peak_bytes)} [{t.lever.change}]")
+        elif not t.fits:
+            lines.append(f"  → {t.gpu.name}: no lever envman knows makes it fit")
     if res.advice:
         lines += ["", "to make it fit (bytes saved on this run, biggest first):"]
         for i, lv in enumerate(res.advice, 1):
             lines.append(f"  {i}. {lv.lever}: saves {fmt_bytes(lv.saves_bytes)} → {fmt_bytes(lv.peak_bytes)}"
                          f"{' (fits)' if lv.fits else ''}  [{lv.change}]")
             lines.append(f"     cost: {lv.cost}")
-    lines += ["", f"host     RAM ≥ {fmt_bytes(res.host_ram_bytes)} (2× GPU memory, and the weights while loading); "
+    node = f"per node of {res.gpus_per_node} GPUs" if s.gpus > 1 else "per node"
+    lines += ["", f"host     RAM ≥ {fmt_bytes(res.host_ram_bytes)} {node} (2× GPU memory, and the weights while loading); "
                   f"checkpoint {fmt_bytes(e.checkpoint_bytes)} on disk (trainable weights + optimizer state)"]
-    lines.append(f"* estimate: training FLOPs / (peak dense TFLOP/s × {res.mfu:.0%} MFU); real throughput varies")
+    first = (res.targets or res.compare or (None,))[0]
+    if first is not None and first.mfu is not None:
+        from envman.fit.catalog import perf_constants
+
+        band = perf_constants().get("band_pct", 35)
+        lines.append(f"* estimate (±{band}%): max(training FLOPs / (dense peak × {first.mfu:.0%} utilisation), bytes / "
+                     f"memory bandwidth) — {first.bound}-bound on {first.gpu.name}; real throughput varies")
     if res.notes or res.trace_note:
         lines += ["", "notes:"] + [f"  - {n}" for n in (*res.notes, *([res.trace_note] if res.trace_note else []))]
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from envman.fit.architectures import Arch, ArchError, arch_from_config
 from envman.model import Cc
 
 TASKS = ("causal-lm", "masked-lm", "image-classification", "clip", "speech-seq2seq")
-PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ class GpuSpec:
     memory_bytes: int
     tflops: tuple[tuple[str, float], ...]
     source: str
+    bandwidth: float = 0.0  # bytes/s
+    uncertain: bool = False
 
     @property
     def bf16(self) -> bool:
@@ -145,14 +147,60 @@ def load_config(path: Path) -> Arch:
                          hint="every problem: " + "; ".join(f"{path.name}: {p}" for p in exc.problems)) from None
 
 
+_UNITS = {"TB/s": 1e12, "GB/s": 1e9}
+
+
+def parse_bandwidth(text: object) -> float | None:
+    """A datasheet's "3.35TB/s" / "2,039GB/s" in bytes per second (decimal units, as NVIDIA prints them)."""
+    if not isinstance(text, str):
+        return None
+    t = text.replace(",", "").replace(" ", "")
+    for unit, mult in _UNITS.items():
+        if t.endswith(unit):
+            try:
+                v = float(t[: -len(unit)])
+            except ValueError:
+                return None
+            return v * mult if v > 0 else None
+    return None
+
+
+def _dense(e: dict, at: str, problems: list[str]) -> dict[str, float]:
+    """Dense TFLOP/s per precision, derived from the figures as printed (sparse ones halved)."""
+    printed = e.get("printed")
+    if not isinstance(printed, dict) or not printed:
+        problems.append(f"{at}.printed: expected the datasheet's TFLOP/s per precision")
+        return {}
+    sparse = e.get("sparse") or []
+    if not isinstance(sparse, list) or any(k not in printed for k in sparse):
+        problems.append(f"{at}.sparse: expected a list of precisions printed 'with sparsity', got {sparse!r}")
+        sparse = []
+    out: dict[str, float] = {}
+    for k, v in {**printed, **(e.get("derived") or {})}.items():
+        if k not in PRECISION_KEYS:
+            sug = difflib.get_close_matches(str(k), PRECISION_KEYS, n=1)
+            problems.append(f"{at}.printed.{k}: unknown precision" + (f" (did you mean {sug[0]}?)" if sug else ""))
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            problems.append(f"{at}.printed.{k}: expected a positive number, got {v!r}")
+        else:
+            out[k] = float(v) / (2 if k in sparse and k in printed and k not in (e.get("derived") or {}) else 1)
+    return out
+
+
 @lru_cache(maxsize=2)
 def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tuple[str, float], ...], str]]:
+    return {k: (v[0], v[1], v[2]) for k, v in _load_perf(directory)[0].items()}
+
+
+@lru_cache(maxsize=2)
+def _load_perf(directory: str | None = None) -> tuple[dict[str, tuple[int, tuple[tuple[str, float], ...], str, float, bool]],
+                                                      dict]:
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"
     doc = _yaml(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
         raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
     problems: list[str] = []
-    out: dict[str, tuple[int, tuple[tuple[str, float], ...], str]] = {}
+    out = {}
     for gid, e in doc["gpus"].items():
         at = f"{path.name}: gpus.{gid}"
         if not isinstance(e, dict):
@@ -161,23 +209,36 @@ def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tu
         mem = e.get("memory_bytes")
         if not isinstance(mem, int) or isinstance(mem, bool) or mem <= 0:
             problems.append(f"{at}.memory_bytes: expected a positive integer, got {mem!r}")
-        tf = e.get("tflops")
-        if not isinstance(tf, dict) or not tf:
-            problems.append(f"{at}.tflops: expected a mapping of precision → dense TFLOP/s")
-            tf = {}
-        for k, v in tf.items():
-            if k not in PRECISION_KEYS:
-                sug = difflib.get_close_matches(str(k), PRECISION_KEYS, n=1)
-                problems.append(f"{at}.tflops.{k}: unknown precision" + (f" (did you mean {sug[0]}?)" if sug else ""))
-            elif isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-                problems.append(f"{at}.tflops.{k}: expected a positive number, got {v!r}")
+        tf = _dense(e, at, problems)
+        bw = parse_bandwidth(e.get("bandwidth"))
+        if bw is None:
+            problems.append(f"{at}.bandwidth: expected the datasheet's memory bandwidth ('3.35TB/s'), got {e.get('bandwidth')!r}")
         if not isinstance(e.get("source"), str) or not e.get("source"):
             problems.append(f"{at}.source: missing")
         if not problems:
-            out[gid] = (int(cast(int, mem)), tuple(sorted((k, float(v)) for k, v in tf.items())), str(e["source"]))
+            out[gid] = (int(cast(int, mem)), tuple(sorted(tf.items())), str(e["source"]), float(cast(float, bw)),
+                        bool(e.get("uncertain")))
+    util = doc.get("utilisation") if isinstance(doc.get("utilisation"), dict) else {}
     if problems:
         raise MatrixError(problems)
-    return out
+    return out, util
+
+
+def utilisation(cc: Cc | None, precision_key: str) -> tuple[float, str, bool]:
+    """(fraction of the dense peak, its source, uncertain?) for a GPU generation and precision."""
+    util = _load_perf()[1]
+    if precision_key == "fp32":
+        f = util.get("fp32") or {}
+        return float(f.get("value", 0.6)), str(f.get("source", "")), True
+    for g in util.get("generations") or []:
+        lo = Cc.parse(str(g["cc_min"]))
+        if cc is not None and cc >= lo:
+            return float(g["bf16"]), str(g["source"]), bool(g.get("uncertain"))
+    return 0.3, "no generation matched: Volta's figure", True
+
+
+def perf_constants() -> dict:
+    return _load_perf()[1]
 
 
 def gpu_specs(names: list[str] | tuple[str, ...]) -> tuple[GpuSpec, ...]:
@@ -186,7 +247,7 @@ def gpu_specs(names: list[str] | tuple[str, ...]) -> tuple[GpuSpec, ...]:
     from envman.resolve.targets import parse_targets
 
     matrix = load_matrix()
-    perf = load_gpu_perf()
+    perf = _load_perf()[0]
     out: list[GpuSpec] = []
     for t in parse_targets(matrix, list(names)):
         if t.gpu is None:
@@ -197,8 +258,8 @@ def gpu_specs(names: list[str] | tuple[str, ...]) -> tuple[GpuSpec, ...]:
             known = ", ".join(sorted(perf))
             raise UsageError(f"no memory/throughput data for {g.name} ({g.id}) in gpu_perf.yaml",
                              hint=f"GPUs with data: {known}")
-        mem, tflops, source = perf[g.id]
-        out.append(GpuSpec(g.id, g.name, g.cc, mem, tflops, source))
+        mem, tflops, source, bw, unc = perf[g.id]
+        out.append(GpuSpec(g.id, g.name, g.cc, mem, tflops, source, bw, unc))
     return tuple(out)
 
 

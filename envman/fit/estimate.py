@@ -469,8 +469,8 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
         notes.append("--params gives no layer structure: the gathered layer of ZeRO-3/FSDP is not counted")
     if setup.offload in ("optimizer", "params"):
         opt, opt_tmp = 0, 0
-        if setup.deepspeed and setup.shard in ("zero1", "zero2"):
-            grads = trainable * 2 // mp  # ZeRO-Offload: 16-bit model and gradients stay, fp32 state on the CPU
+        if setup.deepspeed:
+            grads = 0  # ZeRO-Offload moves the reduced 16-bit gradients to the CPU bucket by bucket
         notes.append("optimizer state and step on the CPU (offload): the host needs the fp32 master + moments")
     if setup.offload == "params":
         weights = 0

@@ -31,7 +31,7 @@ KEYS = (
 WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
     "model": str, "params": (int, float), "method": str, "precision": str, "optimizer": str, "batch": int,
     "seq": int, "image_size": int, "grad_checkpointing": bool, "lora_rank": int, "lora_targets": list, "gpus": int,
-    "shard": str, "global_batch": int, "attention": str,
+    "shard": str, "global_batch": int, "attention": str, "stack": str,
 }
 PROFILE_KEYS = ("targets", "driver", "cpu", "cuda", "framework", "python")
 

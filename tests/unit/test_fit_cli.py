@@ -45,7 +45,7 @@ def test_json_contract_keeps_its_key_names(app):
     assert set(d["breakdown"]) == {"weights", "gradients", "optimizer", "activations", "temporaries"}
     t = d["targets"][0]
     assert set(t) >= {"name", "memory_bytes", "fits", "headroom_bytes", "max_micro_batch"}
-    assert set(d["host"]) == {"ram_bytes", "checkpoint_bytes"}
+    assert set(d["host"]) == {"ram_bytes", "ram_scope", "gpus_per_node", "checkpoint_bytes"}
     assert set(d["estimate"]) >= {"step_seconds", "tokens_per_second"}
     assert d["model"]["params"] == 8_030_261_248
     assert d["peak_bytes"] == sum(d["breakdown"].values())
@@ -53,9 +53,9 @@ def test_json_contract_keeps_its_key_names(app):
         assert set(lever) >= {"lever", "saves_bytes", "cost"}
 
 
-def test_a_run_that_does_not_fit_exits_1_and_ranks_levers(app):
+def test_a_run_that_does_not_fit_exits_8_and_ranks_levers(app):
     res, err = run(app, "--model", "llama-3.1-8b", "--seq", "2048", "--batch", "4", "--target", "rtx-4090", "--json")
-    assert err is None and res.exit_code == 1
+    assert err is None and res.exit_code == 8  # EXIT_DOES_NOT_FIT: distinct from bad input (2)
     d = json.loads(res.stdout)
     assert d["targets"][0]["fits"] is False and d["targets"][0]["headroom_bytes"] < 0
     saves = [lv["saves_bytes"] for lv in d["advice"]]
@@ -71,7 +71,7 @@ def test_text_output_shows_breakdown_targets_host_and_time(app):
     assert err is None and res.exit_code == 0
     out = res.stdout
     for needle in ("peak ", "weights", "activations", "NVIDIA GeForce RTX 4090", "accum steps", "host     RAM",
-                   "checkpoint", "estimate: training FLOPs"):
+                   "checkpoint", "estimate (±", "tok/s per GPU"):
         assert needle in out
 
 
@@ -182,15 +182,24 @@ def test_gpu_perf_problems_are_all_reported_with_file_and_path(tmp_path):
     from envman.fit.catalog import load_gpu_perf
 
     (tmp_path / "gpu_perf.yaml").write_text(
-        "gpus:\n  h100-sxm:\n    memory_bytes: -1\n    tflops: {bf61: 3, fp32: no}\n")
+        "gpus:\n  h100-sxm:\n    memory_bytes: -1\n    bandwidth: fast\n    printed: {bf61: 3, fp32: no}\n")
     with pytest.raises(MatrixError) as exc:
         load_gpu_perf(str(tmp_path))
     assert exc.value.problems == [
         "gpu_perf.yaml: gpus.h100-sxm.memory_bytes: expected a positive integer, got -1",
-        "gpu_perf.yaml: gpus.h100-sxm.tflops.bf61: unknown precision (did you mean bf16?)",
-        "gpu_perf.yaml: gpus.h100-sxm.tflops.fp32: expected a positive number, got False",
+        "gpu_perf.yaml: gpus.h100-sxm.printed.bf61: unknown precision (did you mean bf16?)",
+        "gpu_perf.yaml: gpus.h100-sxm.printed.fp32: expected a positive number, got False",
+        "gpu_perf.yaml: gpus.h100-sxm.bandwidth: expected the datasheet's memory bandwidth ('3.35TB/s'), got 'fast'",
         "gpu_perf.yaml: gpus.h100-sxm.source: missing",
     ]
+
+
+def test_dense_figures_are_derived_from_the_printed_sparse_ones():
+    from envman.fit.catalog import gpu_specs
+
+    h100, a100 = gpu_specs(["h100", "a100"])
+    assert h100.peak_tflops("bf16") == 1979 / 2 and h100.bandwidth == 3.35e12  # printed with sparsity
+    assert a100.peak_tflops("bf16") == 312 and a100.bandwidth == 2.039e12  # the A100 sheet prints dense
 
 
 def test_models_yaml_problems_name_the_entry_and_config_key(tmp_path):

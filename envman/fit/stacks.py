@@ -1,0 +1,87 @@
+"""``--stack``: the training code path a run uses, read from matrices/fit_stacks.yaml (IO at the boundary).
+
+A stack is a set of defaults for the estimator's Setup (precision, method, shard, the frozen base's dtype,
+QLoRA's fp32 extras, the loss's dtype, offload); what each does with the bytes and its source live in the
+data file, next to the values.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from envman.errors import MatrixError, UsageError
+
+KEYS = {"precision": str, "method": str, "shard": str, "deepspeed": bool, "base_bytes": int, "kbit_fp32_extras": bool,
+        "grad_checkpointing": bool, "loss": str, "offload": str}
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    defaults: tuple[tuple[str, Any], ...]
+    bytes: str
+    source: str
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.defaults).get(key, default)
+
+
+@lru_cache(maxsize=2)
+def load_stacks(directory: str | None = None) -> dict[str, Stack]:
+    from envman.fit.catalog import _data_dir, _yaml
+
+    path = Path(directory or _data_dir()) / "fit_stacks.yaml"
+    doc = _yaml(path)
+    if not isinstance(doc, dict) or not isinstance(doc.get("stacks"), dict):
+        raise MatrixError([f"{path.name}: stacks: expected a mapping of stack name → entry"])
+    problems: list[str] = []
+    out: dict[str, Stack] = {}
+    for name, e in doc["stacks"].items():
+        at = f"{path.name}: stacks.{name}"
+        if not isinstance(e, dict):
+            problems.append(f"{at}: expected a mapping")
+            continue
+        for k in ("bytes", "source"):
+            if not isinstance(e.get(k), str) or not e[k]:
+                problems.append(f"{at}.{k}: missing")
+        defaults = []
+        for k, v in e.items():
+            if k in ("bytes", "source"):
+                continue
+            if k not in KEYS:
+                problems.append(f"{at}.{k}: unknown key (keys: {', '.join(KEYS)})")
+            elif not isinstance(v, KEYS[k]) or (KEYS[k] is int and isinstance(v, bool)):
+                problems.append(f"{at}.{k}: expected {KEYS[k].__name__}, got {v!r}")
+            else:
+                defaults.append((k, v))
+        out[str(name)] = Stack(str(name), tuple(sorted(defaults)), str(e.get("bytes")), str(e.get("source")))
+    if problems:
+        raise MatrixError(problems)
+    return out
+
+
+def find_stack(name: str) -> Stack:
+    stacks = load_stacks()
+    if name in stacks:
+        return stacks[name]
+    near = difflib.get_close_matches(name, list(stacks), n=1)
+    raise UsageError(f"--stack {name!r} is not one of {', '.join(stacks)}",
+                     hint=f"did you mean {near[0]}?" if near else "docs/fit.md lists what each stack counts")
+
+
+def default_stack(method: str | None, shard: str | None) -> str:
+    """The stack a run most likely uses when nothing names one: PEFT for adapters, DeepSpeed for ZeRO,
+    FSDP2 for fsdp, the Hugging Face Trainer otherwise."""
+    if method == "qlora":
+        return "peft-qlora"
+    if method == "lora":
+        return "peft-lora"
+    if shard in ("zero1", "zero2", "zero3"):
+        return f"deepspeed-{shard}"
+    if shard == "fsdp":
+        return "fsdp2"
+    return "hf-trainer"
