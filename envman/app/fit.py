@@ -33,7 +33,7 @@ class FitOptions:
     params: int | None = None
     method: str | None = None  # None: the stack's (full unless the stack is LoRA/QLoRA)
     precision: str | None = None  # None: the stack's
-    optimizer: str = "adamw"
+    optimizer: str | None = None  # None: the stack's (peft-qlora: paged AdamW), else adamw
     batch: int = 1
     seq: int | None = None
     image_size: int | None = None
@@ -55,6 +55,7 @@ class FitOptions:
     offload: str | None = None
     selective_checkpointing: bool = False
     gpus_per_node: int = 8
+    optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop (transformers' old AdamW)
 
 
 @dataclass(frozen=True)
@@ -205,14 +206,18 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
                                       else "SDPA (flash / memory-efficient kernel: no s×s probabilities kept); "
                                            "--attention eager for the math kernel"))
     setup = Setup(method=method, precision=opts.precision or stack.get("precision", "bf16-mixed"),
-                  optimizer=opts.optimizer, batch=opts.batch, seq=opts.seq, image_size=opts.image_size,
+                  optimizer=opts.optimizer or stack.get("optimizer", "adamw"), batch=opts.batch, seq=opts.seq, image_size=opts.image_size,
                   grad_checkpointing=stack.get("grad_checkpointing", False) if opts.grad_checkpointing is None
                   else opts.grad_checkpointing,
                   lora_rank=opts.lora_rank, gpus=opts.gpus, shard=opts.shard or stack.get("shard", "none"),
                   attention=attention, stack=stack.name, base_bytes=stack.get("base_bytes", 0),
                   kbit_fp32_extras=stack.get("kbit_fp32_extras", False), loss=stack.get("loss", "fp32"),
                   deepspeed=stack.get("deepspeed", False), offload=opts.offload or stack.get("offload", "none"),
-                  selective_ckpt=opts.selective_checkpointing, tp=opts.tp, pp=opts.pp)
+                  selective_ckpt=opts.selective_checkpointing, tp=opts.tp, pp=opts.pp,
+                  optimizer_impl=opts.optimizer_impl, lora_dropout=stack.get("lora_dropout", False),
+                  logits_held=stack.get("logits_held", False),
+                  fsdp_root_unsharded=stack.get("fsdp_root_unsharded", False),
+                  adapter_bytes=stack.get("adapter_bytes", 0))
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
     if opts.lora_targets:

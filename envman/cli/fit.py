@@ -26,9 +26,9 @@ def _split(values: Optional[list[str]]) -> tuple[str, ...]:
 def _params(text: Optional[str]) -> Optional[int]:
     if text is None:
         return None
-    from envman.errors import UsageError
-
     import math
+
+    from envman.errors import UsageError
 
     t = text.strip().lower().replace("_", "").replace(",", "")
     mult = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}.get(t[-1:], 1)
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         method: Optional[str] = typer.Option(None, "--method", help="full | lora | qlora | freeze (default: the stack's, else full)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="fp32 | bf16 | fp16 | bf16-mixed | fp16-mixed (default: the stack's)"),
         stack: Optional[str] = typer.Option(None, "--stack", help="hf-trainer | accelerate | torch-amp | peft-lora | peft-qlora | deepspeed-zero1/2/3[-offload] | fsdp2 | litgpt (default: envman.yaml workload.stack, else from --method/--shard)"),
-        optimizer: str = typer.Option("adamw", "--optimizer", help="adamw | adamw-8bit | sgd | sgd-momentum | adafactor | lion"),
+        optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adamw | adamw-8bit | paged-adamw | sgd | sgd-momentum | adafactor | lion (default: the stack's, else adamw)"),
         batch: int = typer.Option(1, "--batch", "-b", help="Micro-batch per GPU"),
         seq: Optional[int] = typer.Option(None, "--seq", "-s", help="Tokens per sample (default: min(2048, the model's context))"),
         image_size: Optional[int] = typer.Option(None, "--image-size", help="Image side in pixels (default: the model's)"),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from envman.fit.architectures import Arch
 
 PRECISIONS = ("fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed")
-OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "sgd-momentum", "adafactor", "lion")
+OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw", "sgd", "sgd-momentum", "adafactor", "lion")
 METHODS = ("full", "lora", "qlora", "freeze")
 SHARDS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
 ATTENTION = ("eager", "flash")
@@ -63,6 +63,10 @@ class Setup:
     tp: int = 1  # tensor parallel (Megatron-style with sequence parallelism)
     pp: int = 1  # pipeline parallel stages (1F1B: the first stage holds one micro-batch's worth of every layer)
     autocast: str = "cuda"  # whose cast lists: cuda (softmax/layer_norm/loss in fp32) | cpu (the traced reference)
+    lora_dropout: bool = False  # dropout on the adapters' input (LitGPT configs: 0.05): its mask and output are kept
+    logits_held: bool = False  # the training loop holds the logits through backward (LitGPT's fit loop)
+    fsdp_root_unsharded: bool = False  # FSDP1 wrapping each Block only: embeddings + head stay gathered all step
+    adapter_bytes: int = 0  # LoRA adapters' dtype (the QLoRA script casts them to bf16); 0: the parameter dtype
 
 
 @dataclass(frozen=True)
@@ -257,7 +261,9 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         if not keep:
             return 0
         copies = len(keep) if (mixed or (quant_keeps and r != c)) else 1
-        return T * h * c * copies + sum(T * setup.lora_rank * c for n in keep if n in targets)
+        lora_in = [n for n in keep if n in targets]
+        drop = T * h * (c + 1) if lora_in and setup.lora_dropout else 0  # dropout output + its 1-byte mask
+        return T * h * c * copies + sum(T * setup.lora_rank * c for n in lora_in) + drop
 
     if setup.attention == "flash":
         probs = 0
@@ -306,7 +312,7 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         extra = extra - 3 * T * h * c - T * h * c + 2 * b * h * c if kind == "bert" else extra
     elif V and arch.task in ("causal-lm", "masked-lm") and setup.loss == "compute":
         # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy)
-        loss_saved = T * V * c
+        loss_saved = T * V * c * (2 if setup.logits_held else 1)  # log-softmax output (+ the logits the loop holds)
         loss_transient = 3 * min(T, 128 * b) * V * c
     elif V and arch.task in ("causal-lm", "masked-lm"):
         loss_saved = T * V * 4  # log_softmax output, fp32 (the loss upcasts the logits)
@@ -392,7 +398,7 @@ def activations(arch: Arch, setup: Setup) -> Acts:
 
 
 def _state_bytes(optimizer: str, state_dtype: int) -> float:
-    return {"adamw": 2 * state_dtype, "adamw-8bit": 2, "sgd": 0, "sgd-momentum": state_dtype,
+    return {"adamw": 2 * state_dtype, "adamw-8bit": 2, "paged-adamw": 8, "sgd": 0, "sgd-momentum": state_dtype,
             "adafactor": 0.04 * state_dtype, "lion": state_dtype}[optimizer]
 
 
@@ -409,14 +415,14 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
     if setup.method == "qlora":
         q = sum(lin.fan_in * lin.fan_out * lin.count for lin in arch.linears if lin.name not in ("lm_head", "gate"))
         extra_b = 4 if setup.kbit_fp32_extras else frozen_b
-        weights = int(q * QLORA_BYTES_PER_PARAM + (P - q) * extra_b + trainable * r)
+        weights = int(q * QLORA_BYTES_PER_PARAM + (P - q) * extra_b + trainable * (setup.adapter_bytes or r))
         fp32_stored = (arch.vocab * arch.hidden if not arch.tied else 0) if extra_b == 4 else 0
     elif setup.method == "lora":
-        weights = P * frozen_b + trainable * r
+        weights = P * frozen_b + trainable * (setup.adapter_bytes or r)
         fp32_stored = arch.matmul_params if frozen_b == 4 else 0
     else:
         weights = P * r
-    grads = trainable * gb
+    grads = trainable * (setup.adapter_bytes or gb) if setup.method in ("lora", "qlora") else trainable * gb
     opt = int(trainable * _state_bytes(setup.optimizer, r))
     # optimizer temporaries: foreach AdamW/Lion keep a trainable-sized list; per-tensor loops the largest tensor
     if setup.optimizer in ("adamw", "lion"):
@@ -426,6 +432,11 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
         opt_tmp = 2 * min(arch.largest_param or trainable, trainable) * r
     else:
         opt_tmp = 0
+    if setup.optimizer == "paged-adamw":
+        # bitsandbytes' paged optimizers keep their state in unified memory that the driver evicts to CPU RAM
+        # when the GPU runs out (QLoRA paper §3): it does not have to fit beside the step's peak
+        opt, opt_tmp = 0, 0
+        notes.append("paged AdamW: its 32-bit state (8 B per trainable parameter) is paged to CPU RAM under pressure")
     mp = setup.tp * setup.pp  # model parallel: each GPU holds 1/(tp·pp) of every model state
     n = setup.gpus // mp  # data-parallel degree
     weights, grads, opt, opt_tmp = weights // mp, grads // mp, opt // mp, opt_tmp // mp
@@ -464,6 +475,8 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
             # the layer computing and the one prefetched, unsharded in the compute dtype, and one layer's
             # unsharded gradients before its reduce-scatter
             gathered = (2 * layer_params * c + layer_params * gb) if layer_params else 0
+            if setup.fsdp_root_unsharded:  # the root unit (embeddings, head, final norm) is gathered with its grads
+                gathered += (P - arch.layers * layer_params * mp) * (c + gb) // mp
             fp32_stored = 0
     if setup.shard in ("zero3", "fsdp") and not layer_params:
         notes.append("--params gives no layer structure: the gathered layer of ZeRO-3/FSDP is not counted")
@@ -497,6 +510,15 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
         b, s_ = setup.batch, default_seq(arch, setup)
         drop = b * arch.heads * s_ * s_ * (4 + c + (c + 1 if arch.dropout_attn else 0)) * arch.layers // setup.tp
         acts = replace(acts, saved=acts.saved - drop)
+    elif setup.selective_ckpt and not setup.grad_checkpointing and arch.family == "llama":
+        # torchtitan's op-level selective AC: keep SDPA's outputs and every other matmul output, recompute the
+        # rest (norms, SiLU, products) from the layer input (torchtitan/models/llama3/infra/parallelize.py)
+        T = acts.tokens
+        r_ = act_bytes(setup)[0]
+        hq, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
+        keep = T * arch.hidden * r_ + T * hq * c + T * arch.heads * 4 + T * (hq + 2 * kv + 2 * arch.ffn + arch.hidden) * c // 2
+        layer = min(acts.per_layer, keep // setup.tp)
+        acts = replace(acts, saved=acts.saved - arch.layers * (acts.per_layer - layer), per_layer=layer)
     if setup.grad_checkpointing:
         # each layer's input is kept (the residual stream's dtype), one layer is recomputed at a time
         kept = acts.saved - arch.layers * acts.per_layer + arch.layers * acts.tokens * arch.hidden * act_bytes(setup)[0] // setup.tp

@@ -16,7 +16,8 @@ from typing import Any
 from envman.errors import MatrixError, UsageError
 
 KEYS = {"precision": str, "method": str, "shard": str, "deepspeed": bool, "base_bytes": int, "kbit_fp32_extras": bool,
-        "grad_checkpointing": bool, "loss": str, "offload": str}
+        "grad_checkpointing": bool, "loss": str, "offload": str, "lora_dropout": bool, "logits_held": bool,
+        "fsdp_root_unsharded": bool, "optimizer": str, "adapter_bytes": int}
 
 
 @dataclass(frozen=True)
