@@ -91,6 +91,7 @@ class FitResult:
     trace_note: str | None = None
     notes: tuple[str, ...] = field(default=())
     gpus_per_node: int = 1
+    trace_analytic_bytes: int | None = None  # envman's estimate for the kernels the trace ran
 
 
 def resolve_model(opts: FitOptions) -> tuple[str, str, Arch, dict | None]:
@@ -154,7 +155,9 @@ def _traffic(arch: Arch, est: Estimate) -> float:
 def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tuple[float | None, float | None, str]:
     """(seconds per step per GPU, the utilisation used, what bounds it)."""
     key = _precision_key(est.setup.precision, arch)
-    tf = gpu.peak_tflops(key) or (gpu.peak_tflops("fp32") if key == "tf32" else None)
+    if key == "tf32" and not gpu.peak_tflops("tf32"):
+        key = "fp32"  # no TF32 before Ampere: cuDNN runs fp32 convolutions on the CUDA cores
+    tf = gpu.peak_tflops(key)
     if not tf or not est.train_flops:
         return None, None, ""
     util = mfu if mfu is not None else utilisation(gpu.cc, "fp32" if key == "fp32" else "bf16")[0]
@@ -191,6 +194,10 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
         raise UsageError(f"--mfu {opts.mfu}: expected a fraction in (0, 1]")
     if opts.global_batch is not None and opts.global_batch < 1:
         raise UsageError(f"--global-batch {opts.global_batch}: expected a positive number of samples")
+    for flag, val in (("--seq", opts.seq), ("--image-size", opts.image_size)):
+        if val is not None and val < 1:
+            unit = "tokens" if flag == "--seq" else "pixels"
+            raise UsageError(f"{flag} {val}: expected a positive number of {unit}")
     stack = find_stack(opts.stack or default_stack(opts.method, opts.shard))
     method = opts.method or stack.get("method", "full")
     if stack.get("method") and opts.method and opts.method != stack.get("method"):
@@ -263,15 +270,18 @@ def run_fit(opts: FitOptions) -> FitResult:
     host = max(2 * mem * per_node, per_node * arch.params * (4 if setup.precision == "fp32" else 2))
     if setup.offload != "none":
         host += per_node * est.params * 16 // max(1, setup.gpus)
-    traced = tnote_trace = None
+    traced = tnote_trace = trace_analytic = None
     if opts.trace:
         from envman.fit.catalog import raw_config
-        from envman.fit.trace import trace_peak
+        from envman.fit.trace import TRACE_KERNELS, trace_peak
 
         cfg, task = raw_config(str(opts.model) if entry is None else str(entry["id"]))
         traced, tnote_trace = trace_peak(cfg, task, setup)
+        # the analytic estimate of what the trace could run (eager, CPU autocast and masks) to compare with
+        same = estimate(arch, replace(setup, **TRACE_KERNELS, autocast="cpu"))
+        trace_analytic = same.peak_bytes
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
-                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node)
+                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic)
 
 
 def _with_lever(arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> TargetFit:
@@ -337,6 +347,7 @@ def result_dict(res: FitResult) -> dict:
             "basis": "max(training FLOPs (3× forward, +1 forward with checkpointing) / (dense peak × the GPU "
                      "generation's published utilisation), bytes moved / memory bandwidth): an estimate"},
         "traced_peak_bytes": res.traced_peak_bytes,
+        "traced_analytic_bytes": res.trace_analytic_bytes,
         "notes": list(res.notes) + ([res.trace_note] if res.trace_note else []),
     }
 

@@ -450,8 +450,9 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
         # gradient partitions (4 + K + 4 bytes) are split over the data-parallel GPUs
         k = _state_bytes(setup.optimizer, 4)
         master = int(trainable * (4 + k + 4) / mp / n)
-        if setup.shard == "zero3":
-            weights, grads = P * 2 // mp // n, trainable * 2 // mp // n
+        if setup.shard == "zero3":  # stage3.py's estimator: 18Ψ/N = 2 (16-bit) + 4 (fp32 grads) + 12 (master, moments)
+            weights, grads = P * 2 // mp // n, trainable * 4 // mp // n
+            master = int(trainable * (4 + k) / mp / n)
             gathered = 2 * 2 * layer_params if layer_params else 0
             notes.append(f"ZeRO-3 (DeepSpeed): 16-bit weights and gradients, fp32 master and moments split over {n} GPUs; "
                          "the layer in use and the prefetched one gathered")

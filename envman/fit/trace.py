@@ -72,10 +72,16 @@ def apply_lora(model, rank: int, targets) -> None:
         def forward(self, x):
             return self.base(x) + self.lora_B(self.lora_A(x))
 
+    replaced = 0
     for mod in list(model.modules()):
         for child_name, child in list(mod.named_children()):
             if isinstance(child, nn.Linear) and child_name in targets:
                 setattr(mod, child_name, _Lora(child, rank))
+                replaced += 1
+    missing = [t for t in targets if not any(n.split(".")[-1] == t for n, _ in model.named_modules())]
+    if not replaced or missing:
+        raise UsageError(f"--trace: LoRA targets {', '.join(missing or targets)} are not linear layers of this model",
+                         hint="name the model's own linear layers (--lora-targets q_proj,v_proj …)")
     # MemTracker installs a grad hook on every nn.Parameter and refuses frozen ones, so the frozen weights
     # become buffers: same storage, no gradient, exactly what a frozen parameter costs.
     lora = {id(p) for n, p in model.named_parameters() if "lora_" in n}
@@ -121,11 +127,16 @@ def trace_step(config: dict, task: str, setup) -> dict:
     from torch.distributed._tools.mem_tracker import MemTracker
 
     if setup.method not in ("full", "lora"):
-        raise UsageError(f"--trace supports --method full and lora, not {setup.method!r}")
+        raise UsageError(f"--trace cannot trace --method {setup.method}: bitsandbytes' 4-bit kernels need a GPU",
+                         hint="drop --trace (the estimate is analytic), or trace the LoRA run with --method lora")
+    if setup.deepspeed or setup.shard != "none" or setup.offload != "none" or setup.tp * setup.pp > 1:
+        raise UsageError(f"--trace measures one process on one device: it cannot trace --stack {setup.stack} "
+                         f"(shard {setup.shard}, offload {setup.offload})", hint="drop --trace, or trace the unsharded run")
     if setup.gpus > 1:
         raise UsageError("--trace measures one GPU: drop --gpus/--shard")
     prec = setup.precision
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec, torch.float32)
+    amp_dtype = torch.float16 if prec == "fp16-mixed" else torch.bfloat16
     with FakeTensorMode():
         model = build_model(config, task, dtype)
         if setup.method == "lora":
@@ -135,7 +146,7 @@ def trace_step(config: dict, task: str, setup) -> dict:
         model.train()
         opt = make_optimizer(model.parameters(), setup.optimizer)
         inputs = make_inputs(config, task, setup, dtype)
-        amp = torch.autocast("cpu", dtype=torch.bfloat16) if prec.endswith("-mixed") else contextlib.nullcontext()
+        amp = torch.autocast("cpu", dtype=amp_dtype) if prec.endswith("-mixed") else contextlib.nullcontext()
         mt = MemTracker()
         mt.track_external(model, opt)
         with mt:
@@ -154,11 +165,15 @@ def trace_step(config: dict, task: str, setup) -> dict:
 
 
 def trace_peak(config: dict, task: str, setup) -> tuple[int, str]:
-    from dataclasses import replace
-
-    if setup.precision.startswith("fp16"):
-        setup = replace(setup, precision=setup.precision.replace("fp16", "bf16"))
     res = trace_step(config, task, setup)
-    return res["peak_bytes"], ("traced: PyTorch FakeTensorMode + MemTracker on CPU fake tensors (eager attention, "
-                               "CPU dropout masks, foreach optimizer); compare with the analytic estimate for the "
-                               "same kernels: envman fit uses CUDA's 1-byte dropout masks")
+    cannot = []
+    if setup.attention != "eager":
+        cannot.append("SDPA's flash/memory-efficient kernel (without a GPU SDPA runs the math kernel, which keeps "
+                      "the s×s probabilities: the trace is of eager attention)")
+    if setup.precision.endswith("-mixed"):
+        cannot.append("CUDA autocast (CPU autocast's cast lists were traced)")
+    note = ("traced: PyTorch FakeTensorMode + MemTracker on CPU fake tensors, compared with envman's estimate of "
+            "the same kernels (eager attention, CPU autocast, CPU dropout masks, foreach optimizer)")
+    if cannot:
+        note += "; could not trace " + "; ".join(cannot)
+    return res["peak_bytes"], note

@@ -152,7 +152,7 @@ def test_trace_prints_the_traced_peak_beside_the_analytic_one(app):
     assert err is None, err
     d = json.loads(res.stdout)
     assert d["traced_peak_bytes"] > 0
-    assert abs(d["peak_bytes"] - d["traced_peak_bytes"]) / d["traced_peak_bytes"] < 0.10
+    assert abs(d["traced_analytic_bytes"] - d["traced_peak_bytes"]) / d["traced_peak_bytes"] < 0.10
 
 
 # --- the data files (catalog: the IO boundary) ------------------------------------------------------------
@@ -297,3 +297,53 @@ def test_resolve_judges_a_projects_workload_on_its_targets(tmp_path):
     (tmp_path / "envman.yaml").write_text("name: w\ncpu: true\n")
     with pytest.raises(UsageError, match="no workload: in envman.yaml"):
         resolve_request("torch", targets=["h100"], workload_from=tmp_path)
+
+
+# --- issue 22: bad input, exit codes, labels, the README's example ------------------------------------------
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "gpt2", "--seq", "-5"], "--seq -5: expected a positive number of tokens"),
+    (["--model", "gpt2", "--seq", "0"], "--seq 0: expected a positive number of tokens"),
+    (["--model", "gpt2", "--seq", "100000"], "--seq 100000 is longer than this model's 1,024 positions (max_position_embeddings)"),
+    (["--model", "gpt2", "--method", "lora", "--lora-rank", "0"], "--lora-rank 0: expected a positive whole number"),
+    (["--model", "gpt2", "--method", "lora", "--lora-rank", "-4"], "--lora-rank -4: expected a positive whole number"),
+    (["--model", "vit-base", "--image-size", "0"], "--image-size 0: expected a positive number of pixels"),
+    (["--model", "vit-base", "--image-size", "-224"], "--image-size -224: expected a positive number of pixels"),
+    (["--params", "7e99"], "--params 7e99: expected a parameter count between 1 and 1e15"),
+    (["--params", "inf"], "--params inf: expected a parameter count between 1 and 1e15"),
+    (["--model", "gpt2", "--global-batch", "0"], "--global-batch 0: expected a positive number of samples"),
+])
+def test_bad_numbers_are_one_error_line_and_exit_2(app, args, message):
+    _, err = run(app, *args, "--target", "h100")
+    assert err is not None and err.message == message and err.exit_code == 2
+
+
+def test_a10g_is_a_target_and_the_readme_qlora_example_fits_a_24gb_card(app):
+    res, err = run(app, "--model", "llama-3.1-8b", "--method", "qlora", "--target", "a10g", "--target", "rtx-4090", "--json")
+    assert err is None and res.exit_code == 0
+    d = json.loads(res.stdout)
+    assert d["setup"]["stack"] == "peft-qlora" and d["setup"]["attention"] == "flash"
+    assert all(t["fits"] for t in d["targets"])
+
+
+def test_gpus_n_labels_per_gpu_and_all_gpu_rates_and_host_ram_per_node(app):
+    res, err = run(app, "--model", "llama-3.1-8b", "--stack", "fsdp2", "--gpus", "16", "--seq", "4096",
+                   "--target", "h100", "--json")
+    assert err is None
+    d = json.loads(res.stdout)
+    t = d["targets"][0]
+    assert t["tokens_per_second_all_gpus"] == pytest.approx(16 * t["tokens_per_second"], rel=1e-3)
+    assert d["host"]["ram_scope"] == "per node" and d["host"]["gpus_per_node"] == 8
+    assert d["host"]["ram_bytes"] < 16 * 2 * t["memory_bytes"]  # not the whole cluster as one host
+
+
+def test_compare_gives_each_card_its_own_lever(app):
+    res, err = run(app, "--model", "llama-3.1-8b", "--seq", "2048", "--compare", "h100,rtx-4090,l4", "--json")
+    assert err is None
+    cmp = {c["id"]: c for c in json.loads(res.stdout)["compare"]}
+    assert cmp["rtx-4090"]["lever"] and cmp["rtx-4090"]["lever"]["peak_bytes"] <= cmp["rtx-4090"]["memory_bytes"]
+    assert not cmp["h100-sxm"]["fits"] or cmp["h100-sxm"]["lever"] is None
+
+
+def test_unknown_stack_names_the_known_ones(app):
+    _, err = run(app, "--model", "gpt2", "--stack", "deepspeed-zero4", "--target", "h100")
+    assert err is not None and err.message.startswith("--stack 'deepspeed-zero4' is not one of") and err.exit_code == 2

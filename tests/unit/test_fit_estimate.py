@@ -134,3 +134,56 @@ def test_flash_attention_drops_the_quadratic_term():
     flash = [saved(s, "flash") for s in (512, 1024)]
     assert eager[1] / eager[0] > 2.3  # s² probabilities
     assert flash[1] / flash[0] == pytest.approx(2.0, rel=0.01)  # linear in s
+
+
+# --- issue 22: stacks, families, the ZeRO arithmetic --------------------------------------------------------
+def test_zero1_and_zero2_follow_deepspeeds_estimator():
+    # DeepSpeed's stage_1_and_2 estimator: 4Ψ (16-bit weights + gradients) + 16Ψ/N (fp32 master, moments, grads)
+    arch = llama8b()
+    P = arch.params
+    for shard in ("zero1", "zero2"):
+        est = estimate(arch, Setup(precision="bf16-mixed", deepspeed=True, shard=shard, gpus=8, batch=1, seq=512))
+        b = est.breakdown
+        assert b.weights + b.gradients == 4 * P
+        assert b.optimizer == int(16 * P / 8)
+
+
+def test_zero3_with_params_only_does_not_gather_the_model_twice():
+    from envman.fit.architectures import params_from_count
+
+    est = estimate(params_from_count(70_000_000_000), Setup(precision="bf16-mixed", deepspeed=True, shard="zero3", gpus=8))
+    assert est.peak_bytes <= 18 * 70e9 / 8 * 1.01  # 18Ψ/N, no phantom "layer" of the whole model
+
+
+def test_gradient_accumulation_keeps_gradients_alive():
+    arch = arch_from_config(MODELS["gpt2"]["config"])
+    one = estimate(arch, Setup(precision="fp32", batch=8, seq=512, accumulation=1))
+    acc = estimate(arch, Setup(precision="fp32", batch=8, seq=512, accumulation=4))
+    assert one.phase == acc.phase == "backward-start"
+    assert acc.breakdown.gradients == acc.trainable_params * 4 and acc.peak_bytes - one.peak_bytes == acc.trainable_params * 4
+
+
+def test_a_mixtral_relabelled_mistral_is_still_a_mixture_of_experts():
+    cfg = dict(MODELS["mixtral-8x7b"]["config"], model_type="mistral")
+    arch = arch_from_config(cfg)
+    assert arch.variant == "moe" and arch.params == MODELS["mixtral-8x7b"]["params"]
+    assert abs(arch.active_params - 12.9e9) / 12.9e9 < 0.02  # 2 of 8 experts per token
+
+
+def test_diffusion_configs_are_refused_with_a_pointer_to_params():
+    with pytest.raises(ArchError, match=r"diffusion .* --params N"):
+        arch_from_config({"_class_name": "UNet2DConditionModel", "_diffusers_version": "0.30.0"})
+
+
+def test_a_classification_head_comes_from_architectures():
+    cfg = dict(MODELS["bert-large"]["config"], architectures=["BertForSequenceClassification"])
+    arch = arch_from_config(cfg)
+    assert arch.task == "sequence-classification" and arch.params < arch_from_config(MODELS["bert-large"]["config"]).params
+
+
+def test_qlora_via_peft_keeps_embeddings_and_head_in_fp32():
+    arch = llama8b()
+    peft = estimate(arch, Setup(method="qlora", precision="bf16-mixed", base_bytes=2, kbit_fp32_extras=True, seq=512))
+    plain = estimate(arch, Setup(method="qlora", precision="bf16-mixed", base_bytes=2, seq=512))
+    # embed + lm_head (+ the norms): 4 B instead of 2
+    assert peft.weights_bytes - plain.weights_bytes == pytest.approx(2 * 128256 * 4096 * 2, rel=1e-3)
