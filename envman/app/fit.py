@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import math
 
 from envman.errors import UsageError
 from envman.fit.advice import Lever, rank_levers
 from envman.fit.architectures import Arch, params_from_count
 from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config, perf_constants, utilisation
-from envman.fit.stacks import default_stack, find_stack
 from envman.fit.estimate import (
     Estimate,
     Setup,
@@ -21,6 +19,7 @@ from envman.fit.estimate import (
     estimate,
     max_micro_batch,
 )
+from envman.fit.stacks import default_stack, find_stack
 
 DEFAULT_MFU = 0.40
 DEFAULT_COMPARE = ("h100", "a100", "rtx-4090", "l4")
@@ -85,13 +84,14 @@ class FitResult:
     advice: tuple[Lever, ...]
     host_ram_bytes: int
     margin_pct: float
-    mfu: float
+    mfu: float | None
     global_batch: int | None
     traced_peak_bytes: int | None = None
     trace_note: str | None = None
     notes: tuple[str, ...] = field(default=())
     gpus_per_node: int = 1
     trace_analytic_bytes: int | None = None  # envman's estimate for the kernels the trace ran
+    band_pct: float = 35.0  # ± of every time estimate (gpu_perf.yaml utilisation.band_pct)
 
 
 def resolve_model(opts: FitOptions) -> tuple[str, str, Arch, dict | None]:
@@ -185,9 +185,7 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes), util, bound)
 
 
-def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
-    """The model and the per-GPU estimate of ``opts``, whatever GPU it is for."""
-    name, source, arch, entry = resolve_model(opts)
+def _check_options(opts: FitOptions) -> None:
     if not (isinstance(opts.margin_pct, (int, float)) and math.isfinite(opts.margin_pct) and 0 <= opts.margin_pct < 100):
         raise UsageError(f"--margin {opts.margin_pct}: expected a percentage in [0, 100)")
     if opts.mfu is not None and not (math.isfinite(opts.mfu) and 0 < opts.mfu <= 1):
@@ -198,35 +196,50 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
         if val is not None and val < 1:
             unit = "tokens" if flag == "--seq" else "pixels"
             raise UsageError(f"{flag} {val}: expected a positive number of {unit}")
+
+
+def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
+    if opts.attention != "auto":
+        return opts.attention, []
+    # transformers defaults to SDPA, which picks a flash / memory-efficient / cuDNN kernel on CUDA GPUs
+    # (none keeps the s×s probabilities); it recommends eager for Gemma 2's soft-capped attention
+    if arch.variant == "gemma2":
+        return "eager", ["attention: eager (transformers recommends eager for Gemma 2 training)"]
+    return "flash", ["attention: SDPA (flash / memory-efficient kernel: no s×s probabilities kept); "
+                     "--attention eager for the math kernel"]
+
+
+def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
+    """The estimator's Setup: the stack's defaults, then every option the user gave."""
     stack = find_stack(opts.stack or default_stack(opts.method, opts.shard))
-    method = opts.method or stack.get("method", "full")
     if stack.get("method") and opts.method and opts.method != stack.get("method"):
         raise UsageError(f"--stack {stack.name} trains with --method {stack.get('method')}, not {opts.method}",
                          hint="drop --method, or pick the stack of that method (docs/fit.md: stacks)")
-    attention = opts.attention
-    notes: list[str] = []
-    if attention == "auto":
-        # transformers defaults to SDPA, which picks a flash / memory-efficient / cuDNN kernel on CUDA GPUs
-        # (none keeps the s×s probabilities); it recommends eager for Gemma 2's soft-capped attention
-        attention = "eager" if arch.variant == "gemma2" else "flash"
-        notes.append("attention: " + ("eager (transformers recommends eager for Gemma 2 training)" if attention == "eager"
-                                      else "SDPA (flash / memory-efficient kernel: no s×s probabilities kept); "
-                                           "--attention eager for the math kernel"))
-    setup = Setup(method=method, precision=opts.precision or stack.get("precision", "bf16-mixed"),
-                  optimizer=opts.optimizer or stack.get("optimizer", "adamw"), batch=opts.batch, seq=opts.seq, image_size=opts.image_size,
-                  grad_checkpointing=stack.get("grad_checkpointing", False) if opts.grad_checkpointing is None
-                  else opts.grad_checkpointing,
-                  lora_rank=opts.lora_rank, gpus=opts.gpus, shard=opts.shard or stack.get("shard", "none"),
-                  attention=attention, stack=stack.name, base_bytes=stack.get("base_bytes", 0),
-                  kbit_fp32_extras=stack.get("kbit_fp32_extras", False), loss=stack.get("loss", "fp32"),
-                  deepspeed=stack.get("deepspeed", False), offload=opts.offload or stack.get("offload", "none"),
-                  selective_ckpt=opts.selective_checkpointing, tp=opts.tp, pp=opts.pp,
-                  optimizer_impl=opts.optimizer_impl, lora_dropout=stack.get("lora_dropout", False),
-                  logits_held=stack.get("logits_held", False),
-                  fsdp_root_unsharded=stack.get("fsdp_root_unsharded", False),
-                  adapter_bytes=stack.get("adapter_bytes", 0))
+    attention, notes = _attention(opts, arch)
+    ckpt = stack.get("grad_checkpointing", False) if opts.grad_checkpointing is None else opts.grad_checkpointing
+    setup = Setup(method=opts.method or stack.get("method", "full"),
+                  precision=opts.precision or stack.get("precision", "bf16-mixed"),
+                  optimizer=opts.optimizer or stack.get("optimizer", "adamw"), batch=opts.batch, seq=opts.seq,
+                  image_size=opts.image_size, grad_checkpointing=ckpt, lora_rank=opts.lora_rank, gpus=opts.gpus,
+                  shard=opts.shard or stack.get("shard", "none"), attention=attention, stack=stack.name,
+                  offload=opts.offload or stack.get("offload", "none"), selective_ckpt=opts.selective_checkpointing,
+                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl,
+                  **{k: stack.get(k, d) for k, d in _STACK_FIELDS.items()})
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
+    return setup, notes
+
+
+# Setup fields a stack sets and no option overrides (matrices/fit_stacks.yaml), with their defaults
+_STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "deepspeed": False,
+                 "lora_dropout": False, "logits_held": False, "fsdp_root_unsharded": False, "adapter_bytes": 0}
+
+
+def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
+    """The model and the per-GPU estimate of ``opts``, whatever GPU it is for."""
+    name, source, arch, entry = resolve_model(opts)
+    _check_options(opts)
+    setup, notes = _make_setup(opts, arch)
     if opts.lora_targets:
         setup = replace(setup, lora_targets=tuple(opts.lora_targets))
     elif arch.family == "gpt2":
@@ -278,10 +291,13 @@ def run_fit(opts: FitOptions) -> FitResult:
         cfg, task = raw_config(str(opts.model) if entry is None else str(entry["id"]))
         traced, tnote_trace = trace_peak(cfg, task, setup)
         # the analytic estimate of what the trace could run (eager, CPU autocast and masks) to compare with
-        same = estimate(arch, replace(setup, **TRACE_KERNELS, autocast="cpu"))
+        same = estimate(arch, replace(setup, attention=TRACE_KERNELS["attention"],
+                                      dropout_mask=TRACE_KERNELS["dropout_mask"],
+                                      optimizer_impl=TRACE_KERNELS["optimizer_impl"], autocast="cpu"))
         trace_analytic = same.peak_bytes
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
-                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic)
+                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic,
+                     float(perf_constants().get("band_pct", 35)))
 
 
 def _with_lever(arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> TargetFit:
@@ -342,7 +358,7 @@ def result_dict(res: FitResult) -> dict:
             else round(first.throughput, 1),
             "gpu": first.gpu.id if first else None, "mfu": first.mfu if first else res.mfu,
             "train_flops": e.train_flops, "per": "GPU",
-            "band_pct": float((perf_constants() or {}).get("band_pct", 35)),
+            "band_pct": res.band_pct,
             "bound": first.bound if first else None,
             "basis": "max(training FLOPs (3× forward, +1 forward with checkpointing) / (dense peak × the GPU "
                      "generation's published utilisation), bytes moved / memory bandwidth): an estimate"},

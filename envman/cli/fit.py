@@ -103,58 +103,56 @@ def _rate(x: Optional[float], unit: str) -> str:
     return f"{x:,.0f} {unit}/s" if x >= 100 else f"{x:.1f} {unit}/s"
 
 
-def format_fit(res) -> str:
+def _setup_lines(res) -> list[str]:
     from envman.app.fit import fmt_bytes
     from envman.cli.output import table
 
     e = res.estimate
     s = e.setup
-    unit = e.unit
-    size = f"{s.batch} × {s.seq or '-'} tokens" if unit == "tokens" else f"{s.batch} images"
-    if unit == "tokens" and s.seq is None:
-        size = f"{s.batch} × default context"
+    size = f"{s.batch} × {s.seq or 'default context'} tokens" if e.unit == "tokens" else f"{s.batch} images"
     method = s.method + (f" r={s.lora_rank} on {','.join(s.lora_targets)}" if s.method in ("lora", "qlora") else "")
     shard = "" if s.shard == "none" else f", {s.shard} over {s.gpus} GPUs"
-    if s.tp * s.pp > 1:
-        shard += f", TP {s.tp} × PP {s.pp}"
-    if s.accumulation > 1:
-        shard += f", {s.accumulation} accumulation steps"
+    shard += f", TP {s.tp} × PP {s.pp}" if s.tp * s.pp > 1 else ""
+    shard += f", {s.accumulation} accumulation steps" if s.accumulation > 1 else ""
+    b = e.breakdown
     lines = [
         f"model    {res.model_name}: {e.params / 1e9:.3g} B params, {e.trainable_params / 1e6:,.1f} M trainable ({method})",
         f"setup    {s.stack}: {s.precision}, {s.optimizer}, micro-batch {size}"
         f"{', gradient checkpointing' if s.grad_checkpointing else ''}, {s.attention} attention{shard}",
         f"peak     {fmt_bytes(e.peak_bytes)} per GPU (at {e.phase})",
+        table([["  weights", fmt_bytes(b.weights)], ["  gradients", fmt_bytes(b.gradients)],
+               ["  optimizer", fmt_bytes(b.optimizer)], ["  activations", fmt_bytes(b.activations)],
+               ["  temporaries", fmt_bytes(b.temporaries)]]),
     ]
-    b = e.breakdown
-    lines.append(table([["  weights", fmt_bytes(b.weights)], ["  gradients", fmt_bytes(b.gradients)],
-                        ["  optimizer", fmt_bytes(b.optimizer)], ["  activations", fmt_bytes(b.activations)],
-                        ["  temporaries", fmt_bytes(b.temporaries)]]))
     if res.traced_peak_bytes is not None:
         same = res.trace_analytic_bytes or e.peak_bytes
         err = (same - res.traced_peak_bytes) / res.traced_peak_bytes * 100
         lines.append(f"traced   {fmt_bytes(res.traced_peak_bytes)} measured with PyTorch for the kernels it can run; "
                      f"envman's estimate of those kernels {fmt_bytes(same)} ({err:+.1f}%)")
-    u = {"tokens": "tok", "images": "img"}.get(unit, "samples")
+    return lines
 
-    def rows(ts):
-        out = []
-        for t in ts:
-            acc = "-" if t.accumulation_steps is None else str(t.accumulation_steps)
-            row = [t.gpu.name, fmt_bytes(t.gpu.memory_bytes), "yes" if t.fits else "NO",
-                   fmt_bytes(t.headroom_bytes), str(t.max_micro_batch), acc,
-                   "-" if t.step_seconds is None else f"{t.step_seconds:.3g} s", _rate(t.throughput, u)]
-            if s.gpus > 1:
-                row.append(_rate(None if t.throughput is None else t.throughput * s.gpus, u))
-            out.append(row)
-        return out
+
+def _gpu_lines(res) -> list[str]:
+    from envman.app.fit import fmt_bytes
+    from envman.cli.output import table
+
+    s = res.estimate.setup
+    u = {"tokens": "tok", "images": "img"}.get(res.estimate.unit, "samples")
+
+    def row(t) -> list[str]:
+        acc = "-" if t.accumulation_steps is None else str(t.accumulation_steps)
+        out = [t.gpu.name, fmt_bytes(t.gpu.memory_bytes), "yes" if t.fits else "NO", fmt_bytes(t.headroom_bytes),
+               str(t.max_micro_batch), acc, "-" if t.step_seconds is None else f"{t.step_seconds:.3g} s",
+               _rate(t.throughput, u)]
+        return out + ([_rate(None if t.throughput is None else t.throughput * s.gpus, u)] if s.gpus > 1 else [])
 
     header = ["GPU", "memory", "fits", "headroom", "max micro-batch", "accum steps", "step*", f"{u}/s per GPU*"]
-    if s.gpus > 1:
-        header.append(f"{u}/s all {s.gpus} GPUs*")
+    header += [f"{u}/s all {s.gpus} GPUs*"] if s.gpus > 1 else []
+    lines: list[str] = []
     if res.targets:
-        lines += ["", f"targets (keeping {res.margin_pct:g}% free):", table(rows(res.targets), header)]
+        lines += ["", f"targets (keeping {res.margin_pct:g}% free):", table([row(t) for t in res.targets], header)]
     if res.compare:
-        lines += ["", "compare:", table(rows(res.compare), header)]
+        lines += ["", "compare:", table([row(t) for t in res.compare], header)]
     for t in (*res.targets, *res.compare):
         lines += [f"  ! {t.gpu.name}: {n}" for n in t.notes]
     for t in res.compare:
@@ -162,22 +160,27 @@ def format_fit(res) -> str:
             lines.append(f"  → {t.gpu.name}: {t.lever.lever} → {fmt_bytes(t.lever.peak_bytes)} [{t.lever.change}]")
         elif not t.fits:
             lines.append(f"  → {t.gpu.name}: no lever envman knows makes it fit")
+    return lines
+
+
+def format_fit(res) -> str:
+    from envman.app.fit import fmt_bytes
+
+    e = res.estimate
+    lines = _setup_lines(res) + _gpu_lines(res)
     if res.advice:
         lines += ["", "to make it fit (bytes saved on this run, biggest first):"]
         for i, lv in enumerate(res.advice, 1):
             lines.append(f"  {i}. {lv.lever}: saves {fmt_bytes(lv.saves_bytes)} → {fmt_bytes(lv.peak_bytes)}"
                          f"{' (fits)' if lv.fits else ''}  [{lv.change}]")
             lines.append(f"     cost: {lv.cost}")
-    node = f"per node of {res.gpus_per_node} GPUs" if s.gpus > 1 else "per node"
+    node = f"per node of {res.gpus_per_node} GPUs" if e.setup.gpus > 1 else "per node"
     lines += ["", f"host     RAM ≥ {fmt_bytes(res.host_ram_bytes)} {node} (2× GPU memory, and the weights while loading); "
                   f"checkpoint {fmt_bytes(e.checkpoint_bytes)} on disk (trainable weights + optimizer state)"]
     first = (res.targets or res.compare or (None,))[0]
     if first is not None and first.mfu is not None:
-        from envman.fit.catalog import perf_constants
-
-        band = perf_constants().get("band_pct", 35)
-        lines.append(f"* estimate (±{band}%): max(training FLOPs / (dense peak × {first.mfu:.0%} utilisation), bytes / "
-                     f"memory bandwidth) — {first.bound}-bound on {first.gpu.name}; real throughput varies")
+        lines.append(f"* estimate (±{res.band_pct:g}%): max(training FLOPs / (dense peak × {first.mfu:.0%} utilisation), "
+                     f"bytes / memory bandwidth) — {first.bound}-bound on {first.gpu.name}; real throughput varies")
     if res.notes or res.trace_note:
         lines += ["", "notes:"] + [f"  - {n}" for n in (*res.notes, *([res.trace_note] if res.trace_note else []))]
     return "\n".join(lines)

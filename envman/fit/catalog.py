@@ -200,7 +200,7 @@ def _load_perf(directory: str | None = None) -> tuple[dict[str, tuple[int, tuple
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
         raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
     problems: list[str] = []
-    out = {}
+    out: dict[str, tuple[int, tuple[tuple[str, float], ...], str, float, bool]] = {}
     for gid, e in doc["gpus"].items():
         at = f"{path.name}: gpus.{gid}"
         if not isinstance(e, dict):
@@ -216,9 +216,9 @@ def _load_perf(directory: str | None = None) -> tuple[dict[str, tuple[int, tuple
         if not isinstance(e.get("source"), str) or not e.get("source"):
             problems.append(f"{at}.source: missing")
         if not problems:
-            out[gid] = (int(cast(int, mem)), tuple(sorted(tf.items())), str(e["source"]), float(cast(float, bw)),
+            out[str(gid)] = (int(cast(int, mem)), tuple(sorted(tf.items())), str(e["source"]), float(cast(float, bw)),
                         bool(e.get("uncertain")))
-    util = doc.get("utilisation") if isinstance(doc.get("utilisation"), dict) else {}
+    util: dict = doc["utilisation"] if isinstance(doc.get("utilisation"), dict) else {}
     if problems:
         raise MatrixError(problems)
     return out, util

@@ -112,15 +112,31 @@ def _bytes(prec: str) -> tuple[int, int, int, bool]:
 
 
 def validate(setup: Setup, arch: Arch) -> None:
+    _check_choices(setup)
+    _check_numbers(setup, arch)
+    if setup.grad_checkpointing and arch.family == "resnet":
+        raise SetupError("gradient checkpointing is not modelled for ResNet (Hugging Face's ResNet has none)")
+    if setup.shard == "none" and setup.gpus > setup.tp * setup.pp:
+        raise SetupError("--gpus > 1 needs --shard ddp|zero1|zero2|zero3|fsdp")
+    if setup.method == "qlora" and setup.precision == "fp32":
+        raise SetupError("QLoRA computes in bf16/fp16: use --precision bf16 or bf16-mixed")
+
+
+def _check_choices(setup: Setup) -> None:
     for name, val, allowed in (("method", setup.method, METHODS), ("precision", setup.precision, PRECISIONS),
                                ("optimizer", setup.optimizer, OPTIMIZERS), ("shard", setup.shard, SHARDS),
                                ("attention", setup.attention, ATTENTION)):
         if val not in allowed:
             raise SetupError(f"--{name} {val!r} is not one of {', '.join(allowed)}")
-    for name, val in (("batch", setup.batch), ("gpus", setup.gpus), ("lora-rank", setup.lora_rank),
+    if setup.loss not in LOSSES or setup.offload not in OFFLOAD:
+        raise SetupError(f"unknown loss {setup.loss!r} or offload {setup.offload!r}")
+
+
+def _check_numbers(setup: Setup, arch: Arch) -> None:
+    for flag, num in (("batch", setup.batch), ("gpus", setup.gpus), ("lora-rank", setup.lora_rank),
                       ("accumulation", setup.accumulation), ("tp", setup.tp), ("pp", setup.pp)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-            raise SetupError(f"--{name} {val}: expected a positive whole number")
+        if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+            raise SetupError(f"--{flag} {num}: expected a positive whole number")
     if setup.seq is not None and (isinstance(setup.seq, bool) or setup.seq < 1):
         raise SetupError(f"--seq {setup.seq}: expected a positive number of tokens")
     if setup.image_size is not None and setup.image_size < 1:
@@ -132,14 +148,6 @@ def validate(setup: Setup, arch: Arch) -> None:
         raise SetupError(f"--image-size {setup.image_size} is smaller than one {arch.patch_size}-pixel patch")
     if setup.gpus % (setup.tp * setup.pp):
         raise SetupError(f"--gpus {setup.gpus} is not a multiple of --tp {setup.tp} × --pp {setup.pp}")
-    if setup.loss not in LOSSES or setup.offload not in OFFLOAD:
-        raise SetupError(f"unknown loss {setup.loss!r} or offload {setup.offload!r}")
-    if setup.grad_checkpointing and arch.family == "resnet":
-        raise SetupError("gradient checkpointing is not modelled for ResNet (Hugging Face's ResNet has none)")
-    if setup.shard == "none" and setup.gpus > setup.tp * setup.pp:
-        raise SetupError("--gpus > 1 needs --shard ddp|zero1|zero2|zero3|fsdp")
-    if setup.method == "qlora" and setup.precision == "fp32":
-        raise SetupError("QLoRA computes in bf16/fp16: use --precision bf16 or bf16-mixed")
 
 
 def trainable_linears(arch: Arch, setup: Setup):
@@ -239,20 +247,54 @@ def _mamba(arch: Arch, setup: Setup, b: int, s: int) -> Acts:
                 ("mamba: activation model not validated against a trace (selective-scan kernel buffers approximated)",))
 
 
+def _attention_terms(arch: Arch, setup: Setup, kind: str, T: int, S: int, r: int, c: int,
+                     mixed: bool) -> tuple[int, int]:
+    """(q/k/v/out as the attention kernel keeps them, the s×s probabilities eager attention keeps)."""
+    a, g, d = arch.heads, arch.kv_heads, arch.head_dim
+    hq = a * d
+    if setup.attention == "flash":
+        return T * hq * c + 2 * T * g * d * c + T * hq * c + T * a * 4, 0  # q, k, v, out, log-sum-exp
+    cuda_amp = mixed and setup.autocast == "cuda"  # CUDA autocast runs softmax in fp32 (its fp32 op list)
+    if kind in ("llama", "vit"):  # softmax(dtype=float32).to(q.dtype)
+        probs = 4 + (c if c != 4 else 0) + (c if arch.variant == "gemma2" else 0)  # gemma2: tanh soft-cap
+    elif kind == "gpt2":  # the causal mask in the model's dtype promotes the scores to it
+        probs = r + (c if c != r and arch.dropout_attn == 0 else 0)
+    else:  # bert: softmax in the compute dtype (fp32 under CUDA autocast, then cast back for probs·V)
+        probs = 4 + c if cuda_amp else c
+    if arch.dropout_attn > 0:
+        probs += _mask(setup, c) + c
+    return 3 * T * hq * c, probs * S  # q, kᵀ, v as the batched matmuls keep them (GQA: after repeat_kv)
+
+
+def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, int]:
+    """(saved until the loss backward, extra alive at its start) for a vocabulary-sized head."""
+    V = arch.vocab
+    if not V or arch.task not in ("causal-lm", "masked-lm"):
+        return 0, 0
+    if setup.loss == "compute":
+        # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy);
+        # the log-softmax output (+ the logits the loop holds through backward)
+        return T * V * c * (2 if setup.logits_held else 1), 3 * min(T, 128 * b) * V * c
+    # transformers upcasts the logits: the fp32 log_softmax output is saved, and at the start of backward its
+    # incoming gradient and its input gradient (both fp32) are alive at once
+    saved = T * V * 4 + (T * V * c if arch.variant == "gemma2" else 0)  # gemma2: tanh soft-cap keeps its output
+    return saved, 2 * T * V * 4
+
+
 def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts:
     """Per-layer saved tensors of the Hugging Face GPT-2 / Llama / BERT / ViT blocks (eager attention)."""
     _, c, _, mixed = _bytes(setup.precision)
     r, e, quant_keeps = act_bytes(setup)
     if setup.deepspeed or (setup.shard in ("zero3", "fsdp") and mixed):
         mixed = False  # no autocast: the module itself is 16-bit
-    h, L, a, g, d, f = arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.head_dim, arch.ffn
+    h, L, a, d, f = arch.hidden, arch.layers, arch.heads, arch.head_dim, arch.ffn
     hq = a * d
     T = b * s
     S = b * a * s * s
     lora = setup.method in ("lora", "qlora")
     frozen = setup.method != "full"
     targets = {lin.name.split(".")[-1] for lin in trainable_linears(arch, setup)} if lora else set()
-    p_attn, p_hid = arch.dropout_attn, arch.dropout_hidden
+    p_hid = arch.dropout_hidden
 
     def lin_in(names: tuple[str, ...]) -> int:
         """Bytes of the input a group of linears sharing one input keeps: one copy, or one per consumer under
@@ -265,21 +307,7 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         drop = T * h * (c + 1) if lora_in and setup.lora_dropout else 0  # dropout output + its 1-byte mask
         return T * h * c * copies + sum(T * setup.lora_rank * c for n in lora_in) + drop
 
-    if setup.attention == "flash":
-        probs = 0
-        attn_core = T * hq * c + 2 * T * g * d * c + T * hq * c + T * a * 4  # q, k, v, out, log-sum-exp
-    else:
-        cuda_amp = mixed and setup.autocast == "cuda"  # CUDA autocast runs softmax in fp32 (its fp32 op list)
-        if kind in ("llama", "vit"):  # softmax(dtype=float32).to(q.dtype)
-            probs = 4 + (c if c != 4 else 0) + (c if arch.variant == "gemma2" else 0)  # gemma2: tanh soft-cap
-        elif kind == "gpt2":  # the causal mask in the model's dtype promotes the scores to it
-            probs = r + (c if c != r and p_attn == 0 else 0)
-        else:  # bert: softmax in the compute dtype (fp32 under CUDA autocast, then cast back for probs·V)
-            probs = 4 + c if cuda_amp else c
-        if p_attn > 0:
-            probs += _mask(setup, c) + c
-        probs *= S
-        attn_core = 3 * T * hq * c  # q, kᵀ, v as the batched matmuls keep them (GQA: after repeat_kv)
+    attn_core, probs = _attention_terms(arch, setup, kind, T, S, r, c, mixed)
     if kind == "llama":
         norm = T * h * 4 + T * 4 + (T * h * r if not frozen else 0)  # RMSNorm: fp32 input, rstd, normalised
         norms = norm * (2 if arch.variant == "gemma2" else 1)  # gemma2: post-attention and post-MLP norms too
@@ -296,9 +324,7 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         layer = (lin_in(("query", "key", "value")) + attn_core + probs + lin_in(("attention.output.dense",))
                  + drop + ln + lin_in(("intermediate.dense",)) + 2 * T * f * c + drop + ln)
     # outside the layers
-    V = arch.vocab
     extra = 0
-    loss_saved = loss_transient = 0
     if kind == "llama":
         extra = T * h * 4 + T * 4 + T * h * r + T * h * c + 2 * s * d * r  # final norm, lm_head input, rope
     elif kind == "gpt2":
@@ -308,17 +334,9 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
                  + 3 * T * h * c + T * h * c)  # MLM head: dense in, gelu in, LayerNorm in, decoder in
     elif kind == "vit":
         extra = T * h * r + T * 8 + b * h * c
-    if arch.task == "sequence-classification":  # pooler + classifier on the first token: no vocabulary terms
-        extra = extra - 3 * T * h * c - T * h * c + 2 * b * h * c if kind == "bert" else extra
-    elif V and arch.task in ("causal-lm", "masked-lm") and setup.loss == "compute":
-        # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy)
-        loss_saved = T * V * c * (2 if setup.logits_held else 1)  # log-softmax output (+ the logits the loop holds)
-        loss_transient = 3 * min(T, 128 * b) * V * c
-    elif V and arch.task in ("causal-lm", "masked-lm"):
-        loss_saved = T * V * 4  # log_softmax output, fp32 (the loss upcasts the logits)
-        loss_transient = 2 * T * V * 4  # its incoming gradient and its input gradient, both fp32
-        if arch.variant == "gemma2":  # final_logit_softcapping: tanh keeps its output (T·V, compute dtype)
-            loss_saved += T * V * c
+    if arch.task == "sequence-classification" and kind == "bert":  # pooler + classifier: no vocabulary terms
+        extra = extra - 3 * T * h * c - T * h * c + 2 * b * h * c
+    loss_saved, loss_transient = _loss_terms(arch, setup, T, b, c)
     saved = L * layer + extra + loss_saved
     attn_flops = 4 * s * hq * L  # per token: QKᵀ and probs·V
     fwd = T * (2 * arch.flop_params + attn_flops)  # ViT: counts patch embedding and head per token (< 2%)
@@ -402,23 +420,21 @@ def _state_bytes(optimizer: str, state_dtype: int) -> float:
             "adafactor": 0.04 * state_dtype, "lion": state_dtype}[optimizer]
 
 
-def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, int, int, int, int, list[str]]:
-    """(weights, gradients, optimizer state, optimizer temporaries, gathered layers, autocast copies, notes),
-    per GPU. Sources: the ZeRO paper §3 (2 + 2 + K), DeepSpeed's own estimators (stage_1_and_2.py:
-    4Ψ + 16Ψ/N for ZeRO-1/2; stage3.py: 18Ψ/N + the gathered layers), PyTorch FSDP2's MixedPrecisionPolicy
-    (sharded fp32 parameters, gradients and moments; bf16 unsharded layers), PEFT/bitsandbytes for QLoRA."""
-    r, c, gb, mixed = _bytes(setup.precision)
+def _base_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, int, int, int]:
+    """(weights, gradients, optimizer state, optimizer temporaries, fp32 matmul weights autocast copies) on one
+    unsharded GPU. QLoRA after PEFT/bitsandbytes: NF4 linears, the rest in the loaded or upcast dtype."""
+    r, _, gb, _ = _bytes(setup.precision)
     P = arch.params
-    notes: list[str] = []
     frozen_b = setup.base_bytes or r
+    adapter = setup.adapter_bytes or r
     fp32_stored = arch.matmul_params if setup.method in ("full", "freeze") and r == 4 else 0
     if setup.method == "qlora":
         q = sum(lin.fan_in * lin.fan_out * lin.count for lin in arch.linears if lin.name not in ("lm_head", "gate"))
         extra_b = 4 if setup.kbit_fp32_extras else frozen_b
-        weights = int(q * QLORA_BYTES_PER_PARAM + (P - q) * extra_b + trainable * (setup.adapter_bytes or r))
+        weights = int(q * QLORA_BYTES_PER_PARAM + (P - q) * extra_b + trainable * adapter)
         fp32_stored = (arch.vocab * arch.hidden if not arch.tied else 0) if extra_b == 4 else 0
     elif setup.method == "lora":
-        weights = P * frozen_b + trainable * (setup.adapter_bytes or r)
+        weights = P * frozen_b + trainable * adapter
         fp32_stored = arch.matmul_params if frozen_b == 4 else 0
     else:
         weights = P * r
@@ -436,41 +452,60 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
         # bitsandbytes' paged optimizers keep their state in unified memory that the driver evicts to CPU RAM
         # when the GPU runs out (QLoRA paper §3): it does not have to fit beside the step's peak
         opt, opt_tmp = 0, 0
+    return weights, grads, opt, opt_tmp, fp32_stored
+
+
+def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int, layer_params: int):
+    """DeepSpeed bf16/fp16: a 16-bit module; fp32 master, moments and fp32 gradient partitions (4 + K + 4
+    bytes) split over the data-parallel GPUs (stage_1_and_2.py: 4Ψ + 16Ψ/N; stage3.py: 18Ψ/N)."""
+    P = arch.params
+    k = _state_bytes(setup.optimizer, 4)
+    if setup.shard == "zero3":
+        weights, grads = P * 2 // mp // n, trainable * 4 // mp // n
+        master = int(trainable * (4 + k) / mp / n)
+        gathered = 2 * 2 * layer_params if layer_params else 0
+        note = (f"ZeRO-3 (DeepSpeed): 16-bit weights, fp32 gradients, master and moments split over {n} GPUs; "
+                "the layer in use and the prefetched one gathered")
+    else:
+        weights, grads = P * 2 // mp, trainable * 2 // mp
+        master, gathered = int(trainable * (4 + k + 4) / mp / n), 0
+        note = (f"ZeRO-{setup.shard[-1]} (DeepSpeed): 16-bit weights and gradients replicated, fp32 master, "
+                f"moments and gradient partitions split over {n} GPUs (DeepSpeed's estimator: 4Ψ + 16Ψ/N)")
+    return weights, grads, master, gathered, note
+
+
+_SHARD_NOTES = {"zero1": "ZeRO-1: optimizer state split over {n} GPUs",
+                "zero2": "ZeRO-2: optimizer state and gradients split over {n} GPUs",
+                "zero3": "ZeRO-3: weights, gradients and optimizer state split over {n} GPUs",
+                "fsdp": "FSDP2 (full shard): weights, gradients and optimizer state split over {n} GPUs; "
+                        "bf16 unsharded layers (MixedPrecisionPolicy)",
+                "ddp": "DDP: gradients all-reduced in buckets (gradient_as_bucket_view=True assumed: no extra copy)"}
+
+
+def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, int, int, int, int, list[str]]:
+    """(weights, gradients, optimizer state, optimizer temporaries, gathered layers, autocast copies, notes),
+    per GPU. Sources: the ZeRO paper §3 (2 + 2 + K), DeepSpeed's own estimators, PyTorch FSDP2's
+    MixedPrecisionPolicy (sharded fp32 parameters, gradients and moments; bf16 unsharded layers)."""
+    _, c, gb, mixed = _bytes(setup.precision)
+    P = arch.params
+    weights, grads, opt, opt_tmp, fp32_stored = _base_states(arch, setup, trainable)
+    notes: list[str] = []
+    if setup.optimizer == "paged-adamw":
         notes.append("paged AdamW: its 32-bit state (8 B per trainable parameter) is paged to CPU RAM under pressure")
     mp = setup.tp * setup.pp  # model parallel: each GPU holds 1/(tp·pp) of every model state
     n = setup.gpus // mp  # data-parallel degree
     weights, grads, opt, opt_tmp = weights // mp, grads // mp, opt // mp, opt_tmp // mp
     layer_params = (P - arch.embedding_params) // arch.layers // mp if arch.layers else 0
     gathered = 0
-    if setup.shard == "ddp":
-        notes.append("DDP: gradients all-reduced in buckets (gradient_as_bucket_view=True assumed: no extra copy)")
-    full = setup.method in ("full", "freeze")
-    if setup.deepspeed and setup.shard in ("zero1", "zero2", "zero3") and full:
-        # DeepSpeed bf16/fp16: the module and its gradients are 16-bit; fp32 master, moments and fp32
-        # gradient partitions (4 + K + 4 bytes) are split over the data-parallel GPUs
-        k = _state_bytes(setup.optimizer, 4)
-        master = int(trainable * (4 + k + 4) / mp / n)
-        if setup.shard == "zero3":  # stage3.py's estimator: 18Ψ/N = 2 (16-bit) + 4 (fp32 grads) + 12 (master, moments)
-            weights, grads = P * 2 // mp // n, trainable * 4 // mp // n
-            master = int(trainable * (4 + k) / mp / n)
-            gathered = 2 * 2 * layer_params if layer_params else 0
-            notes.append(f"ZeRO-3 (DeepSpeed): 16-bit weights and gradients, fp32 master and moments split over {n} GPUs; "
-                         "the layer in use and the prefetched one gathered")
-        else:
-            weights, grads = P * 2 // mp, trainable * 2 // mp
-            notes.append(f"ZeRO-{setup.shard[-1]} (DeepSpeed): 16-bit weights and gradients replicated, fp32 master, "
-                         f"moments and gradient partitions split over {n} GPUs (DeepSpeed's estimator: 4Ψ + 16Ψ/N)")
-        opt, opt_tmp = master, 0
-    else:
-        if setup.shard in ("zero1", "zero2", "zero3", "fsdp"):
-            opt, opt_tmp = opt // n, opt_tmp // n
-            notes.append({"zero1": f"ZeRO-1: optimizer state split over {n} GPUs",
-                          "zero2": f"ZeRO-2: optimizer state and gradients split over {n} GPUs",
-                          "zero3": f"ZeRO-3: weights, gradients and optimizer state split over {n} GPUs",
-                          "fsdp": f"FSDP2 (full shard): weights, gradients and optimizer state split over {n} GPUs; "
-                                  "bf16 unsharded layers (MixedPrecisionPolicy)"}[setup.shard])
-        if setup.shard in ("zero2", "zero3", "fsdp"):
-            grads = grads // n
+    if setup.shard in _SHARD_NOTES and not (setup.deepspeed and setup.shard != "ddp"):
+        notes.append(_SHARD_NOTES[setup.shard].format(n=n))
+    if setup.deepspeed and setup.shard in ("zero1", "zero2", "zero3") and setup.method in ("full", "freeze"):
+        weights, grads, opt, gathered, note = _deepspeed_states(arch, setup, trainable, mp, n, layer_params)
+        opt_tmp = 0
+        notes.append(note)
+    elif setup.shard in ("zero1", "zero2", "zero3", "fsdp"):
+        opt, opt_tmp = opt // n, opt_tmp // n
+        grads = grads if setup.shard == "zero1" else grads // n
         if setup.shard in ("zero3", "fsdp"):
             weights = weights // n
             # the layer computing and the one prefetched, unsharded in the compute dtype, and one layer's
@@ -481,6 +516,12 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
             fp32_stored = 0
     if setup.shard in ("zero3", "fsdp") and not layer_params:
         notes.append("--params gives no layer structure: the gathered layer of ZeRO-3/FSDP is not counted")
+    weights, grads, opt, opt_tmp = _offload(setup, weights, grads, opt, opt_tmp, notes)
+    casts = 2 * fp32_stored // mp if mixed and not setup.deepspeed else 0
+    return weights, grads, opt, opt_tmp, gathered, casts, notes
+
+
+def _offload(setup: Setup, weights: int, grads: int, opt: int, opt_tmp: int, notes: list[str]) -> tuple[int, int, int, int]:
     if setup.offload in ("optimizer", "params"):
         opt, opt_tmp = 0, 0
         if setup.deepspeed:
@@ -489,8 +530,7 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
     if setup.offload == "params":
         weights = 0
         notes.append("parameters offloaded to the CPU: only the gathered layers are on the GPU")
-    casts = 2 * fp32_stored // mp if mixed and not setup.deepspeed else 0
-    return weights, grads, opt, opt_tmp, gathered, casts, notes
+    return weights, grads, opt, opt_tmp
 
 
 def estimate(arch: Arch, setup: Setup) -> Estimate:

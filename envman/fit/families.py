@@ -8,7 +8,7 @@ its model_type says, so a Mixtral relabelled `mistral` is never estimated as a d
 
 from __future__ import annotations
 
-from envman.fit.architectures import Arch, ArchError, Linear, _get
+from envman.fit.shapes import Arch, ArchError, Linear, _get
 
 MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3")
 SSM = ("mamba",)

@@ -46,23 +46,27 @@ def load_stacks(directory: str | None = None) -> dict[str, Stack]:
         if not isinstance(e, dict):
             problems.append(f"{at}: expected a mapping")
             continue
-        for k in ("bytes", "source"):
-            if not isinstance(e.get(k), str) or not e[k]:
-                problems.append(f"{at}.{k}: missing")
-        defaults = []
-        for k, v in e.items():
-            if k in ("bytes", "source"):
-                continue
-            if k not in KEYS:
-                problems.append(f"{at}.{k}: unknown key (keys: {', '.join(KEYS)})")
-            elif not isinstance(v, KEYS[k]) or (KEYS[k] is int and isinstance(v, bool)):
-                problems.append(f"{at}.{k}: expected {KEYS[k].__name__}, got {v!r}")
-            else:
-                defaults.append((k, v))
-        out[str(name)] = Stack(str(name), tuple(sorted(defaults)), str(e.get("bytes")), str(e.get("source")))
+        out[str(name)] = _parse_stack(str(name), e, at, problems)
     if problems:
         raise MatrixError(problems)
     return out
+
+
+def _parse_stack(name: str, e: dict, at: str, problems: list[str]) -> Stack:
+    for k in ("bytes", "source"):
+        if not isinstance(e.get(k), str) or not e[k]:
+            problems.append(f"{at}.{k}: missing")
+    defaults = []
+    for k, v in e.items():
+        if k in ("bytes", "source"):
+            continue
+        if k not in KEYS:
+            problems.append(f"{at}.{k}: unknown key (keys: {', '.join(KEYS)})")
+        elif not isinstance(v, KEYS[k]) or (KEYS[k] is int and isinstance(v, bool)):
+            problems.append(f"{at}.{k}: expected {KEYS[k].__name__}, got {v!r}")
+        else:
+            defaults.append((k, v))
+    return Stack(name, tuple(sorted(defaults)), str(e.get("bytes")), str(e.get("source")))
 
 
 def find_stack(name: str) -> Stack:
