@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envman.errors import UsageError
-from envman.fit.advice import Lever, rank_levers
+from envman.fit.advice import Lever, combine, rank_levers
 from envman.fit.architectures import Arch, params_from_count
 from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config, perf_constants, utilisation
 from envman.fit.estimate import (
@@ -304,9 +304,8 @@ def _with_lever(arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> Target
     """--compare: a card that does not fit gets its own cheapest lever (ranked for ITS memory)."""
     if t.fits:
         return t
-    levers = rank_levers(arch, setup, est, t.usable_bytes, t.gpu.bf16)
-    best = next((lv for lv in levers if lv.fits), None)
-    return replace(t, lever=best)
+    best = combine(arch, setup, t.usable_bytes, t.gpu.bf16)  # the cheapest stack of levers that fits this card
+    return replace(t, lever=None if best is None else replace(best, saves_bytes=est.peak_bytes - best.peak_bytes))
 
 
 def _target_dict(t: TargetFit, unit: str, gpus: int) -> dict:
