@@ -25,9 +25,9 @@ DRY_SHAPES = {("layers", "n_layer", "num_hidden_layers"): 2, ("hidden", "n_embd"
               ("kv_heads", "num_key_value_heads"): 2, ("head_dim",): 16, ("vocab", "vocab_size"): 512}
 
 
-def build_model(torch, model_cfg: dict, probe: dict, dry: dict | None):
+def build_model(torch, model_cfg: dict, probe: dict, dry: dict | None, setup_config: dict):
     """(model, make_batch, unit): a randomly initialised model and a function that makes one micro-batch."""
-    cfg = dict(model_cfg["config"])
+    cfg = dict(model_cfg["config"], **setup_config)
     task = model_cfg["task"]
     batch = probe["batch"] if dry is None else dry["batch"]
     if cfg.get("model_type") == "resnet":
@@ -51,9 +51,8 @@ def build_model(torch, model_cfg: dict, probe: dict, dry: dict | None):
     seq = probe.get("seq", 512) if dry is None else dry["seq"]
     kwargs = {"attn_implementation": probe.get("attention", "eager")}
     config = transformers.AutoConfig.for_model(**cfg)
-    head = probe.get("head")
-    if head == "sequence-classification":
-        config.num_labels = 2
+    head = "sequence-classification" if any(a.endswith("ForSequenceClassification") for a in cfg.get("architectures", ())) else None
+    if head:
         model = transformers.AutoModelForSequenceClassification.from_config(config, **kwargs)
     elif task == "causal-lm":
         model = transformers.AutoModelForCausalLM.from_config(config, **kwargs)
@@ -74,8 +73,11 @@ def build_model(torch, model_cfg: dict, probe: dict, dry: dict | None):
 def prepare(torch, model, probe: dict):
     """Precision, LoRA and checkpointing as the setup says; returns (model, optimizer, autocast)."""
     precision = probe["precision"]
-    if precision in ("bf16", "fp16"):
-        model = model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
+    dtype16 = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    if precision in dtype16:
+        model = model.to(dtype16[precision])
+    elif probe.get("base_dtype") in dtype16:  # a base loaded in 16 bits (torch_dtype=bfloat16), trained under autocast
+        model = model.to(dtype16[probe["base_dtype"]])
     if probe.get("lora_rank"):
         import peft
 
@@ -119,7 +121,7 @@ def main() -> int:
         print(json.dumps({"status": "skipped", "reason": "torch sees no GPU"}))
         return 0
     torch.manual_seed(0)
-    model, make_batch, (unit, per_step) = build_model(torch, model_cfg, setup["probe"], dry)
+    model, make_batch, (unit, per_step) = build_model(torch, model_cfg, setup["probe"], dry, setup.get("config", {}))
     model = model.to(device)
     model.train()
     model, opt, autocast = prepare(torch, model, setup["probe"])

@@ -224,7 +224,12 @@ class Kit:
     def step_fit(self, setups: list[dict], gpu: str) -> dict:
         rows = {}
         for s in setups:
-            r = self.envman("fit", "--model", s["model"], "--target", gpu, "--json", *s["fit"], timeout=30)
+            model = s["model"]
+            if s.get("config"):  # the setup's config keys on top of the published config, as the user's config.json
+                path = self.out / f"{s['id']}.config.json"
+                path.write_text(json.dumps(dict(load_models()[model]["config"], **s["config"])))
+                model = str(path)
+            r = self.envman("fit", "--model", model, "--target", gpu, "--json", *s["fit"], timeout=30)
             try:
                 j = json.loads(r["stdout"])
                 t = j["targets"][0]

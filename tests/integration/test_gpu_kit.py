@@ -67,7 +67,7 @@ def test_the_dry_run_with_torch_trains_every_setup_on_the_cpu(tmp_path):
     needs_torchvision = {"resnet50-bf16mixed"}
     assert trained | needs_torchvision >= set(report["steps"]["fit"]), train
     assert all(train[k]["throughput"] > 0 and train[k]["trainable_params"] > 0 for k in trained)
-    lora = train["llama1b-lora-bf16"]
+    lora = train["llama1b-lora-bf16mixed"]
     assert lora["trainable_params"] < lora["params"] / 10  # peft really froze the base
     smoke = report["steps"]["smoke"]
     assert smoke["rc"] == 0 and all(c["status"] == "pass" for c in smoke["checks"])
