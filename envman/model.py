@@ -144,9 +144,11 @@ class Gpu:
     aliases: tuple[str, ...]
     prov: Provenance
     family: str | None = None  # architecture family named in messages ("Hopper")
-    min_driver: Version | None = None  # first driver branch that runs this GPU at all ("520")
+    min_driver: Version | None = None  # first driver that runs this GPU at all ("550.40.65", or a branch "450")
     min_driver_prov: Provenance | None = None
     host_arch: str | None = None  # "aarch64" on Grace systems; None: x86_64 hosts (or not recorded)
+    listed: Version | None = None  # first release of NVIDIA's supported-GPU list that names it (gpus.yaml driver:)
+    pci: tuple[tuple[str, Version], ...] = ()  # PCI device IDs ("2335") with the first release listing each
 
 
 @dataclass(frozen=True)

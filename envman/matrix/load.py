@@ -7,6 +7,7 @@ maintainer fixing a refresh wants the whole list, not one error per run.
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,31 @@ def _load_driver_floors(ctx: _Ctx, doc: Any) -> dict[Cc, tuple[str, Version, Pro
     return floors
 
 
+def _load_gpu_driver(ctx: _Ctx, e: Any, p: str) -> tuple[Version | None, bool, tuple, Provenance | None]:
+    """A GPU's ``driver:`` block, written by ``envman matrix sync nvidia-gpus``: (first listing, whether it is
+    the floor, ((PCI device ID, first listing), ...), provenance)."""
+    if e is None:
+        return None, False, (), None
+    if not isinstance(e, dict):
+        ctx.bad(p, f"expected a mapping, got {e!r}")
+        return None, False, (), None
+    prov = ctx.prov(e, p)
+    if e.get("proprietary") is True:
+        return None, False, (), prov
+    listed = ctx.version(e, "listed", p)
+    is_floor = ctx.req(e, "floor", p, bool)
+    raw = ctx.req(e, "pci", p, dict) or {}
+    pci = []
+    for dev in raw:
+        if not (isinstance(dev, str) and re.fullmatch(r"[0-9A-F]{4}", dev)):
+            ctx.bad(f"{p}.pci", f"expected 4 upper-case hex digits as a PCI device ID, got {dev!r}")
+            continue
+        v = ctx.version(raw, dev, f"{p}.pci")
+        if v is not None:
+            pci.append((dev, v))
+    return listed, bool(is_floor), tuple(sorted(pci)), prov
+
+
 def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
     gpus: list[Gpu] = []
     owner: dict[str, str] = {}
@@ -187,7 +213,7 @@ def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
         if seg is not None and seg not in SEGMENTS:
             ctx.bad(f"{p}.segment", f"expected one of {', '.join(SEGMENTS)}, got {seg!r}")
         cc = _cc_field(ctx, cc_raw, f"{p}.cc") if cc_raw is not None else None
-        own_floor = ctx.version(e, "min_driver", p, optional=True)
+        drv = _load_gpu_driver(ctx, e.get("driver") if isinstance(e, dict) else None, f"{p}.driver")
         host = e.get("host_arch") if isinstance(e, dict) else None
         if host is not None and host not in HOST_ARCHS:
             ctx.bad(f"{p}.host_arch", f"expected one of {', '.join(HOST_ARCHS)}, got {host!r}")
@@ -195,8 +221,9 @@ def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
         if gid is None or name is None or cc is None:
             continue
         family, floor, floor_prov = floors.get(cc, (None, None, None))
-        if own_floor is not None:  # a GPU's own floor overrides its generation's, with the GPU's source
-            floor, floor_prov = own_floor, prov
+        listed, is_floor, pci, drv_prov = drv
+        if is_floor and listed is not None:  # NVIDIA's list is this GPU's floor (gpus.yaml driver.floor)
+            floor, floor_prov = listed, drv_prov
         if seg == "embedded":  # Jetson: the driver comes with JetPack, no desktop/server branch applies
             floor = floor_prov = None
         for a in [gid, name, *aliases]:
@@ -207,7 +234,8 @@ def _load_gpus(ctx: _Ctx, doc: Any) -> tuple[Gpu, ...]:
                 ctx.bad(f"{p}.aliases", f"{a!r} also names {owner[key]} (normalised: {key!r})")
             else:
                 owner[key] = gid
-        gpus.append(Gpu(gid, name, cc, mem, seg or "", tuple(aliases), prov, family, floor, floor_prov, host))
+        gpus.append(Gpu(gid, name, cc, mem, seg or "", tuple(aliases), prov, family, floor, floor_prov, host,
+                        listed, pci))
     _dupes(ctx, "gpus", [g.id for g in gpus], "id")
     return tuple(gpus)
 
@@ -292,6 +320,16 @@ def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework
             problems.append(f"base_images.yaml: cuda {img.cuda}: not a CUDA release in cuda.yaml")
 
 
+@lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """The loader's own code, so a cached matrix from before a change to it is never read (the cache name
+    carries envman's version, which a development tree does not bump)."""
+    from envman import _validate, model
+
+    mods = [Path(__file__), Path(model.__file__), Path(_validate.__file__), *Path(frameworks.__file__).parent.glob("*.py")]
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(mods))).hexdigest()[:12]
+
+
 def _digest(texts: dict[str, bytes]) -> str:
     h = hashlib.sha256()
     for name in sorted(texts):
@@ -320,7 +358,7 @@ def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
         return _parse(raw, problems, fws)  # raises, naming every problem
     # parsing and validating the YAML costs ~50 ms a run; unpickling the validated matrix ~3 ms
     digest = _digest(raw)
-    return cached(f"matrix-{SCHEMA}", digest, lambda: _parse(raw, problems, fws),
+    return cached(f"matrix-{SCHEMA}-{_code_digest()}", digest, lambda: _parse(raw, problems, fws),
                   lambda m: isinstance(m, Matrix) and m.digest == digest)
 
 

@@ -98,3 +98,48 @@ def add_flow_item(text: str, key: tuple[int, int], field: str, item: str) -> str
             lines[i] = m.group(1) + (inner + ", " if inner else "") + item + m.group(3)
             return "".join(lines)
     raise DataError(f"line {key[0]}.{key[1]} has no one-line '{field}: [...]' list")
+
+
+
+def set_item_key(text: str, list_key: str, item_id: str, key: str, rows: list[str] | None,
+                 within: tuple[int, int] | None = None) -> str:
+    """Replace (or add, or with ``rows=None`` remove) the block-style ``key:`` of the ``- <list_key>: <item_id>``
+    item (the first one, or the first inside the line range ``within``); ``rows`` are written at the item's
+    key indent (``rows[0]`` starts with ``key:``). Other keys, comments and the file's order stay."""
+    lines = text.splitlines(keepends=True)
+    lo, hi = within or (0, len(lines))
+    pat = re.compile(rf"^(\s*)-\s*{re.escape(list_key)}:\s*[\"']?{re.escape(item_id)}[\"']?\s*$")
+    start = next((i for i in range(lo, hi) if pat.match(lines[i])), None)
+    if start is None:
+        raise DataError(f"no block-style '- {list_key}: {item_id}' item to edit")
+    item = _indent(lines[start])
+    end, last = start + 1, start
+    while end < len(lines):
+        if _content(lines[end]):
+            if _indent(lines[end]) <= item:
+                break
+            last = end
+        end += 1
+    pad = " " * (item + 2)
+    key_re = re.compile(rf"^{pad}{re.escape(key)}:")
+    kidx = next((i for i in range(start + 1, last + 1) if key_re.match(lines[i])), None)
+    at = last + 1
+    if kidx is not None:
+        kend = kidx + 1
+        while kend <= last and (not _content(lines[kend]) or _indent(lines[kend]) > item + 2):
+            kend += 1
+        while kend - 1 > kidx and not _content(lines[kend - 1]):
+            kend -= 1
+        del lines[kidx:kend]
+        at = kidx
+    if rows:
+        if not lines[at - 1].endswith("\n"):
+            lines[at - 1] += "\n"
+        lines[at:at] = [pad + r + "\n" for r in rows]
+    return "".join(lines)
+
+
+def set_variant_key(text: str, line: tuple[int, int], variant: str, key: str, rows: list[str] | None) -> str:
+    """``set_item_key`` for the ``- name: <variant>`` item of torch.yaml's ``- line: "X.Y"`` item."""
+    start, end = _line_block(text.splitlines(keepends=True), line)
+    return set_item_key(text, "name", variant, key, rows, within=(start, end))

@@ -126,7 +126,7 @@ def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[No
     if req.driver is None:
         if driver < cast(Version, top_gpu.min_driver):
             notes.append(Note("driver", f"driver: none given; assuming ≥ {top_gpu.min_driver}, the first driver "
-                                        f"branch that runs {describe_target(top)} ({top_gpu.family})"))
+                                        f"that runs {describe_target(top)} ({_floor_why(top_gpu)})"))
             return cast(Version, top_gpu.min_driver)
         return driver
     blocked = [(t, g) for t, g in floors if driver < cast(Version, g.min_driver)]
@@ -136,15 +136,32 @@ def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[No
         prov = g.min_driver_prov
         unsure = f" (matrix data uncertain: {prov.note})" if prov and prov.uncertain else ""
         raise ResolutionError(
-            f"{short} needs NVIDIA driver ≥ {g.min_driver} ({g.family}); driver {driver} cannot run it",
-            conflicts=[f"{describe_target(x)}: {y.family or 'its generation'} runs on driver branch "
-                       f"{y.min_driver} or newer" for x, y in blocked]
+            f"{short} needs NVIDIA driver ≥ {g.min_driver} ({_floor_why(g)}); driver {driver} cannot run it",
+            conflicts=[f"{describe_target(x)}: {_floor_fact(y)}" for x, y in blocked]
                       + ([f"source: {prov.source}{unsure}"] if prov else []),
             alternatives=[{"kind": "driver", "change": f"upgrade the NVIDIA driver to ≥ {g.min_driver}"}],
-            hint=f"upgrade the NVIDIA driver to ≥ {g.min_driver} (the {g.family} floor), or pass the driver the "
-            "machines really run with --driver",
+            hint=f"upgrade the NVIDIA driver to ≥ {g.min_driver} "
+            f"({f'R{cast(Version, g.min_driver).major} or a later branch' if _from_list(g) else f'the {g.family} floor'}), "
+            "or pass the "
+            "driver the machines really run with --driver",
         )
     return driver
+
+
+def _from_list(g: Gpu) -> bool:
+    return g.listed is not None and g.min_driver == g.listed
+
+
+def _floor_why(g: Gpu) -> str:
+    """Where a GPU's floor comes from: NVIDIA's supported-GPU list (first release naming it), or its generation."""
+    family = g.family or "its generation"
+    return f"{family}; NVIDIA lists it from R{g.min_driver.major}" if _from_list(g) and g.min_driver else family
+
+
+def _floor_fact(g: Gpu) -> str:
+    if _from_list(g):
+        return f"NVIDIA's supported-GPU list names it from driver {g.min_driver} (R{cast(Version, g.min_driver).major}) on"
+    return f"{g.family or 'its generation'} runs on driver branch {g.min_driver} or newer"
 
 
 def _check_host_archs(req: Request) -> None:

@@ -105,40 +105,66 @@ def _refuse(matrix, **kw) -> ResolutionError:
     return exc.value
 
 
-def test_gpu_generations_carry_their_first_driver_branch(matrix):
+# NVIDIA/open-gpu-kernel-modules README.md "Compatible GPUs" (matrices/sources/nvidia-gpus.tsv): the first
+# release tag whose table names each PCI device ID
+LISTED = {"h100-pcie": ("2331", "520.56.06"), "h100-sxm": ("2330", "525.47.07"), "rtx-4090": ("2684", "525.47.06"),
+          "l40s": ("26B9", "535.43.09"), "h100-nvl": ("2321", "535.43.09"), "h200": ("2335", "550.40.65"),
+          "h200-nvl": ("233B", "565.57.01"), "b200": ("2901", "570.86.15"), "gb200": ("2941", "570.123.01"),
+          "rtx-5090": ("2B85", "570.86.16"), "b300": ("3182", "580.82.07"), "gb300": ("31C2", "580.82.07"),
+          "gb10": ("2E12", "580.94.13")}
+
+
+@pytest.mark.parametrize("gid", sorted(LISTED))
+def test_gpus_of_the_open_module_era_take_their_first_listing_as_floor(matrix, gid):
+    g = {x.id: x for x in matrix.gpus}[gid]
+    dev, first = LISTED[gid]
+    assert dict((d, str(v)) for d, v in g.pci)[dev] == first
+    assert str(g.min_driver) == str(g.listed) == first and not g.min_driver_prov.uncertain
+    assert g.min_driver_prov.source == f"https://github.com/NVIDIA/open-gpu-kernel-modules/blob/{first}/README.md"
+
+
+def test_older_generations_keep_their_generation_floor_and_record_the_listing(matrix):
     by_id = {g.id: g for g in matrix.gpus}
-    floors = {gid: (by_id[gid].family, str(by_id[gid].min_driver)) for gid in
-              ("h100-sxm", "rtx-4090", "b200", "gb200", "rtx-5090", "b300", "gb300", "gb10")}
-    assert floors == {
-        "h100-sxm": ("Hopper", "520"), "rtx-4090": ("Ada Lovelace", "520"),
-        "b200": ("Blackwell", "570"), "gb200": ("Blackwell", "570"), "rtx-5090": ("Blackwell RTX", "570"),
-        "b300": ("Blackwell Ultra", "575"), "gb300": ("Blackwell Ultra", "575"), "gb10": ("Blackwell GB10", "580"),
-    }
+    # the list begins at 515.48.07; T4 (Turing) enters it only in 575.51.02, A100 in the first table: both ran
+    # on older drivers with the proprietary modules
+    assert (str(by_id["t4"].listed), by_id["t4"].min_driver) == ("575.51.02", None)
+    a100 = by_id["a100-sxm4-80gb"]
+    assert (str(a100.listed), str(a100.min_driver), a100.family) == ("515.48.07", "450", "Ampere")
     assert all(g.min_driver is None for g in matrix.gpus if g.segment == "embedded")  # JetPack's driver
+    assert by_id["v100-sxm2-16gb"].listed is None and by_id["v100-sxm2-16gb"].pci == ()  # proprietary only
+
+
+def test_h200_on_r535_is_refused_naming_its_first_listing(matrix):
+    err = _refuse(matrix, framework="torch", targets=["h200"], driver="535.104.05")
+    assert err.message == ("H200 SXM 141GB needs NVIDIA driver ≥ 550.40.65 (Hopper; NVIDIA lists it from R550); "
+                           "driver 535.104.05 cannot run it")
+    assert err.conflicts == ["9.0 (sm_90, NVIDIA H200 SXM 141GB): NVIDIA's supported-GPU list names it from driver "
+                             "550.40.65 (R550) on",
+                             "source: https://github.com/NVIDIA/open-gpu-kernel-modules/blob/550.40.65/README.md"]
+    assert err.hint.startswith("upgrade the NVIDIA driver to ≥ 550.40.65 (R550 or a later branch)")
+    assert err.exit_code == 3
 
 
 def test_h100_on_driver_470_is_refused_naming_the_floor(matrix):
     err = _refuse(matrix, framework="torch", targets=["h100"], driver="470.57.02")
-    assert err.message == "H100 SXM5 80GB needs NVIDIA driver ≥ 520 (Hopper); driver 470.57.02 cannot run it"
-    assert err.hint.startswith("upgrade the NVIDIA driver to ≥ 520 (the Hopper floor)")
-    assert err.conflicts[0] == "9.0 (sm_90, NVIDIA H100 SXM5 80GB): Hopper runs on driver branch 520 or newer"
-    assert err.exit_code == 3
+    assert err.message == "H100 SXM5 80GB needs NVIDIA driver ≥ 525.47.07 (Hopper; NVIDIA lists it from R525); driver 470.57.02 cannot run it"
 
 
 def test_rtx_5090_on_driver_535_is_refused(matrix):
     err = _refuse(matrix, framework="torch", targets=["rtx-5090"], driver="535.104.05")
-    assert err.message == "RTX 5090 needs NVIDIA driver ≥ 570 (Blackwell RTX); driver 535.104.05 cannot run it"
+    assert err.message.startswith("RTX 5090 needs NVIDIA driver ≥ 570.86.16 (Blackwell RTX; NVIDIA lists it from R570)")
 
 
 def test_a_mixed_fleet_is_refused_on_its_highest_floor(matrix):
     err = _refuse(matrix, framework="torch", targets=["a100", "h100", "rtx-5090"], driver="515.65.01")
-    assert err.message.startswith("RTX 5090 needs NVIDIA driver ≥ 570")
-    assert len([c for c in err.conflicts if "runs on driver branch" in c]) == 2  # H100 and RTX 5090, not A100
+    assert err.message.startswith("RTX 5090 needs NVIDIA driver ≥ 570.86.16")
+    assert len([c for c in err.conflicts if "supported-GPU list names it" in c]) == 2  # H100 and RTX 5090, not A100
 
 
 def test_the_floor_does_not_block_a_driver_that_meets_it(matrix):
-    res = _resolve(matrix, framework="torch", targets=["h100"], driver="520.61.05")
+    res = _resolve(matrix, framework="torch", targets=["h100"], driver="525.85.12")
     assert res.version is not None
+    _refuse(matrix, framework="torch", targets=["h100"], driver="520.61.05")  # not yet in NVIDIA's list
 
 
 JETSONS = ["Jetson Nano", "jetson-orin-nano", "Jetson Orin NX", "jetson-agx-orin", "jetson-thor"]
@@ -212,20 +238,23 @@ def test_a_gpu_may_override_its_generations_floor(matrix_copy):
     gpus = matrix_copy / "gpus.yaml"
     floors = 'driver_floors:\n  - {cc: "9.0", family: Hopper, min_driver: "520", source: "https://example.test/f"}\ngpus:'
     text = gpus.read_text().replace("gpus:", floors, 1)
-    gpus.write_text(text + '  - {id: gh-x, name: "Test GH", cc: "9.0", segment: datacenter, min_driver: "535", '
-                    'host_arch: aarch64, source: "https://example.test/gh"}\n')
+    gpus.write_text(text + '  - {id: gh-x, name: "Test GH", cc: "9.0", segment: datacenter, host_arch: aarch64, '
+                    'source: "https://example.test/gh", driver: {listed: "535.43.19", floor: true, '
+                    'pci: {"2342": "535.43.19"}, names: ["NVIDIA Test GH"], source: "https://example.test/list"}}\n')
     m = load_matrix(matrix_copy)
     by_id = {g.id: g for g in m.gpus}
-    assert str(by_id["gh-x"].min_driver) == "535" and by_id["gh-x"].min_driver_prov.source == "https://example.test/gh"
+    assert str(by_id["gh-x"].min_driver) == "535.43.19" and by_id["gh-x"].min_driver_prov.source == "https://example.test/list"
+    assert [(d, str(v)) for d, v in by_id["gh-x"].pci] == [("2342", "535.43.19")]
     assert by_id["gh-x"].family == "Hopper" and by_id["gh-x"].host_arch == "aarch64"
     assert [str(g.min_driver) for g in m.gpus if g.cc == by_id["gh-x"].cc and g.id != "gh-x"] == ["520"] * (
         sum(1 for g in m.gpus if g.cc == by_id["gh-x"].cc) - 1
     )
 
 
-def test_a_bare_capability_takes_its_generations_floor(matrix):
+def test_a_bare_capability_takes_the_lowest_floor_of_its_gpus(matrix):
     err = _refuse(matrix, framework="torch", targets=["sm_90"], driver="470.57.02")
-    assert err.message == "9.0 (sm_90) needs NVIDIA driver ≥ 520 (Hopper); driver 470.57.02 cannot run it"
+    # the H100 PCIe (2331) is the first Hopper in NVIDIA's list: 520.56.06
+    assert err.message == "9.0 (sm_90) needs NVIDIA driver ≥ 520.56.06 (Hopper; NVIDIA lists it from R520); driver 470.57.02 cannot run it"
 
 
 @pytest.mark.parametrize("line, variant", [("2.11", "cu130"), ("2.12", "cu130"), ("2.13", "cu130"), ("2.14", "cu130"),
