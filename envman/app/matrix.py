@@ -68,41 +68,6 @@ def _rows(m, subject: str) -> tuple[list[str], list[list[str]]]:
 
 
 @dataclass(frozen=True)
-class MatrixRefresh:
-    report: str  # what the wheel says against the matrix
-    new_text: str | None  # the new torch.yaml; None: nothing to change
-    mismatches: tuple  # the wheel's facts the matrix contradicts
-    path: Path  # the torch.yaml it would write
-
-
-def plan_refresh(framework: str, version: str | None = None, wheel: Path | None = None) -> MatrixRefresh:
-    """Read a real wheel (``wheel``, else downloaded with pip) and plan the change to the matrix's torch data."""
-    from envman.matrix.load import default_matrix_dir, load_matrix
-    from envman.matrix.refresh import fetch_torch_wheel, plan_torch_refresh, read_torch_wheel
-
-    if framework != "torch":
-        raise UsageError(f"refresh supports torch only, not {framework!r}", hint="TensorFlow's data comes from its tested build configurations page")
-    m = load_matrix()
-    ver = version or str(m.frameworks["torch"][0].version)
-    path = wheel if wheel is not None else fetch_torch_wheel(ver)
-    facts = read_torch_wheel(path)
-    if facts.version.split("+")[0] != ver.split("+")[0]:
-        raise UsageError(f"{path}: the wheel is torch {facts.version}, not {ver}", hint="pass the wheel of the version you asked for")
-    yaml_path = default_matrix_dir() / "torch.yaml"
-    plan = plan_torch_refresh(m, facts, yaml_path.read_text(encoding="utf-8"))
-    return MatrixRefresh(plan.report, plan.new_text, tuple(plan.mismatches), yaml_path)
-
-
-def write_refresh(plan: MatrixRefresh) -> Path:
-    """Apply a plan that has a change (atomically)."""
-    from envman.files import write_atomic
-
-    assert plan.new_text is not None  # only a plan with a change is written
-    write_atomic(plan.path, plan.new_text)
-    return plan.path
-
-
-@dataclass(frozen=True)
 class DiscoveredRefresh:
     report: tuple[str, ...]  # one line per thing the matrix lacks
     diff: str  # unified diff of the matrix file ("" when nothing to add)
@@ -166,6 +131,12 @@ def _refresh(mdir: Path, path: Path, old: str, new: str, report: list[str]) -> D
 
 def validate_text(matrix_dir: Path, name: str, text: str) -> list[str]:
     """The loader's problems with ``name`` replaced by ``text`` (a scratch copy: nothing real changes)."""
+    return validate_files(matrix_dir, {name: text})
+
+
+def validate_files(matrix_dir: Path, files: dict[str, str]) -> list[str]:
+    """The loader's problems with the matrix files of ``files`` (matrix-relative names) replaced, on a
+    scratch copy of the folder (snapshots included): nothing real changes."""
     import shutil
     import tempfile
 
@@ -173,10 +144,9 @@ def validate_text(matrix_dir: Path, name: str, text: str) -> list[str]:
     from envman.matrix.load import load_matrix
 
     with tempfile.TemporaryDirectory(prefix="envman-matrix-") as tmp:
-        for f in matrix_dir.iterdir():
-            if f.is_file():
-                shutil.copy2(f, Path(tmp) / f.name)
-        (Path(tmp) / name).write_text(text, encoding="utf-8")
+        shutil.copytree(matrix_dir, tmp, dirs_exist_ok=True)
+        for name, text in files.items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
         try:
             load_matrix(tmp)
         except MatrixError as exc:
@@ -197,24 +167,101 @@ def write_discovered(plan: DiscoveredRefresh) -> Path:
     return plan.path
 
 
-def check_matrix(directory: Path | None = None) -> list[str]:
-    """Every problem the loader (and its cross-checks) finds, read fresh from the files; [] when valid."""
+def check_matrix(directory: Path | None = None, sources: bool = True) -> list[str]:
+    """Every problem the loader (and its cross-checks) finds, read fresh from the files, then every place
+    the data disagrees with a primary source's snapshot (matrices/sources/); [] when all agree."""
     from envman.errors import MatrixError
-    from envman.matrix.load import _load_cached, load_matrix
+    from envman.matrix.load import _load_cached, default_matrix_dir, load_matrix
 
     _load_cached.cache_clear()
+    d = Path(directory) if directory is not None else default_matrix_dir()
     try:
-        load_matrix(directory)
+        m = load_matrix(d)
     except MatrixError as exc:
         return list(getattr(exc, "problems", None) or [str(exc)])
-    return []
+    if not sources:
+        return []
+    from envman.matrix.sources.registry import check_sources
+
+    return check_sources(m, d)
 
 
 def outdated(index_url: str | None = None):
+    """What is newer upstream than the data: framework releases on the index, then every primary source
+    ((source, status, what) with status current / newer / unreachable)."""
     from envman.matrix.discover import DEFAULT_INDEX, find_outdated
-    from envman.matrix.load import load_matrix
+    from envman.matrix.load import default_matrix_dir, load_matrix
+    from envman.matrix.sources.registry import outdated_sources
 
-    return find_outdated(load_matrix(), index_url or DEFAULT_INDEX)
+    m = load_matrix()
+    return find_outdated(m, index_url or DEFAULT_INDEX), outdated_sources(m, default_matrix_dir(), index_url)
+
+
+@dataclass(frozen=True)
+class SourceSync:
+    report: tuple[str, ...]
+    diff: str
+    files: dict  # matrix-relative name -> new text (only the files that change)
+    problems: tuple[str, ...]  # the loader's objections to the result (a write is refused)
+    mismatches: tuple[str, ...]  # what matrix check still finds against the sources afterwards
+    matrix_dir: Path
+
+
+def sync_sources(names: list[str] | None = None, live: bool = False, git_dir: Path | None = None,
+                 index_url: str | None = None) -> SourceSync:
+    """Read each source (its snapshot, or the source itself with ``live``/``git_dir``), derive what it owns,
+    and plan the edits on a scratch copy of the matrix folder (each source sees the edits of the ones before):
+    a report, one diff, the loader's verdict and what ``matrix check`` still finds."""
+    import difflib
+    import shutil
+    import tempfile
+
+    from envman.errors import MatrixError
+    from envman.matrix.load import _load_cached, default_matrix_dir, load_matrix
+    from envman.matrix.sources.registry import SOURCES, sync
+
+    names = list(names or SOURCES)
+    d = default_matrix_dir()
+    files: dict[str, str] = {}
+    report: list[str] = []
+    problems: list[str] = []
+    left: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="envman-sync-") as tmp:
+        scratch = Path(tmp) / "matrices"
+        shutil.copytree(d, scratch)
+        for name in names:
+            _load_cached.cache_clear()
+            try:
+                m = load_matrix(scratch)
+            except MatrixError as exc:
+                problems = list(exc.problems)
+                break
+            res = sync(name, m, scratch, live=live, git_dir=git_dir, index_url=index_url)
+            report += res.report
+            for n, t in res.files.items():
+                (scratch / n).write_text(t, encoding="utf-8")
+                files[n] = t
+        if not problems:
+            problems = check_matrix(scratch, sources=False)
+            left = [] if problems else check_matrix(scratch)
+    diff = "".join("".join(difflib.unified_diff(
+        (d / n).read_text(encoding="utf-8").splitlines(keepends=True) if (d / n).is_file() else [],
+        t.splitlines(keepends=True), f"a/matrices/{n}", f"b/matrices/{n}")) for n, t in sorted(files.items()))
+    return SourceSync(tuple(report), diff, files, tuple(problems), tuple(left), d)
+
+
+def write_sources(plan: SourceSync) -> list[Path]:
+    """Write every file of a plan the loader accepts, all or none."""
+    from envman.errors import MatrixError
+    from envman.files import commit_files
+
+    if not plan.files:
+        raise UsageError("nothing to write")
+    if plan.problems:
+        raise MatrixError(list(plan.problems))
+    paths = [(plan.matrix_dir / n, t) for n, t in sorted(plan.files.items())]
+    commit_files(paths)
+    return [p for p, _ in paths]
 
 
 def show_matrix_data(subject: str, matrix=None) -> list[dict]:

@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from envman.errors import UsageError
 from envman.matrix.index import DEFAULT_INDEX, IndexFile, Project, fetch_project, read_remote_wheel
-from envman.matrix.refresh import WheelFacts, facts_from_text
+from envman.matrix.wheel import WheelFacts, facts_from_text
 from envman.model import Matrix, Variant
 
 PROJECTS = ("torch", "torchvision", "torchaudio", "tensorflow")
@@ -131,7 +131,7 @@ def discover_torch(matrix: Matrix, project: Project, wheel: Path | None = None,
                    only: Version | None = None) -> list[Proposal]:
     """Every (release, variant) with a Linux x86_64 wheel on the index that the matrix lacks, newer than the
     matrix's oldest line, with its pins read from METADATA (and torch/version.py when read by range)."""
-    from envman.matrix.refresh import read_torch_wheel
+    from envman.matrix.wheel import read_torch_wheel
 
     have = {(r.version, v.name) for r in matrix.frameworks["torch"] for v in r.variants}
     known = {r.version for r in matrix.frameworks["torch"]}

@@ -215,8 +215,19 @@ def test_gh200_on_an_older_torch_gets_the_aarch64_pypi_build(matrix):
 
 
 def test_gh200_on_a_torch_without_aarch64_cuda_wheels_is_refused(matrix):
-    err = _refuse(matrix, framework="torch==2.10.*", targets=["gh200"])
-    assert "no build of 'torch==2.10.*' has Linux aarch64 wheels in the matrix" in " ".join(err.conflicts)
+    # pytorch/test-infra release/2.4 generate_binary_build_matrix.py names no linux-aarch64 CUDA build
+    err = _refuse(matrix, framework="torch==2.4.*", targets=["gh200"])
+    assert "no build of 'torch==2.4.*' has Linux aarch64 wheels in the matrix" in " ".join(err.conflicts)
+
+
+def test_a_grace_machine_on_r570_gets_a_cuda_12_aarch64_torch(matrix):
+    # test-infra release/2.14 CUDA_AARCH64_ARCHES: 12.6-aarch64, 13.0-aarch64, 13.2-aarch64 (download.pytorch.org);
+    # R570 runs CUDA 12.x only, so the cu126 aarch64 build of the newest line is the answer
+    res = _resolve(matrix, framework="torch", targets=["gh200"], driver="570.124.06")
+    assert (str(res.version), res.variant, res.platform) == ("2.14.1", "cu126", "linux/arm64")
+    assert res.index_url == "https://download.pytorch.org/whl/cu126"
+    cu126 = _variant(matrix, "2.14", "cu126")
+    assert cu126.platforms == ("x86_64", "aarch64") and cu126.aarch64_prov.uncertain  # arch list not measured
 
 
 def test_loader_validates_driver_floors(matrix_copy):

@@ -12,7 +12,7 @@ from envman.app import ci as app_ci
 from envman.app import doctor as app_doctor
 from envman.app import smoke as app_smoke
 from envman.app.fetch import fetch_wheelhouse
-from envman.app.matrix import SUBJECTS, plan_refresh, show_matrix
+from envman.app.matrix import SUBJECTS, show_matrix
 from envman.app.resolve import detected_targets, refusal_json, resolution_json, resolve_request
 from envman.errors import ResolutionError, UsageError
 from envman.matrix.load import load_matrix
@@ -120,11 +120,6 @@ def test_show_matrix_unknown_subject():
     with pytest.raises(UsageError) as ei:
         show_matrix("gpu")
     assert (ei.value.message, ei.value.hint) == ("unknown matrix subject 'gpu'", "did you mean gpus?")
-
-
-def test_refresh_is_for_torch_only():
-    with pytest.raises(UsageError, match="^refresh supports torch only, not 'tensorflow'$"):
-        plan_refresh("tensorflow")
 
 
 # --- doctor -----------------------------------------------------------------------------------------

@@ -21,13 +21,18 @@ MAX_FILE = 4 * 1024 * 1024  # a README or a build script; refuse anything much l
 Fetch = Callable[[str], bytes]
 
 
+class NotFound(ToolError):
+    """HTTP 404: the source has no such file (a CUDA update published on PyPI only, say)."""
+
+
 def http_get(url: str) -> bytes:
     req = urllib.request.Request(url, headers={"User-Agent": "envman-matrix-sync"})
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:  # noqa: S310 - a fixed https source URL
             data = resp.read(MAX_FILE + 1)
     except urllib.error.HTTPError as exc:
-        raise ToolError(f"{url}: HTTP {exc.code} {exc.reason}", hint="is the source still at that address?") from None
+        kind = NotFound if exc.code == 404 else ToolError
+        raise kind(f"{url}: HTTP {exc.code} {exc.reason}", hint="is the source still at that address?") from None
     except (urllib.error.URLError, OSError) as exc:
         raise ToolError(f"{url}: cannot reach it ({getattr(exc, 'reason', exc)})",
                         hint="matrix sync without --live reads the snapshot in matrices/sources/") from None
