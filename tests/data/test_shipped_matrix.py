@@ -99,3 +99,20 @@ def test_shipped_matrix_feeds_the_doctor(matrix):
 
     k = knowledge_from_matrix(matrix)
     assert k.releases["torch"] and k.min_driver and k.minor_floor
+
+
+def test_the_shipped_matrix_agrees_with_every_source_snapshot():
+    """matrix check with the sources: NVIDIA's GPU list, PyTorch's release build matrices, the CUDA runfiles,
+    PyPI's NVIDIA wheels as last synced (matrices/sources/*.tsv) — every disagreement is a line here."""
+    from envman.app.matrix import check_matrix
+    from envman.resources import shipped_matrix_dir
+
+    assert check_matrix(shipped_matrix_dir()) == []
+
+
+def test_no_floor_nvidia_lists_is_uncertain(matrix):
+    listed = [g for g in matrix.gpus if g.listed is not None and g.min_driver == g.listed]
+    assert len(listed) >= 20
+    for g in listed:
+        assert not g.min_driver_prov.uncertain, g.id
+        assert g.min_driver_prov.source.startswith("https://github.com/NVIDIA/open-gpu-kernel-modules/blob/"), g.id

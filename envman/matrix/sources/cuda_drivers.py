@@ -16,6 +16,8 @@ from datetime import date
 
 from packaging.version import InvalidVersion, Version
 
+from envman.model import Ver
+
 from envman.matrix.sources.gitrepo import Fetch, NotFound, http_get
 from envman.matrix.sources.snapshot import Snapshot
 
@@ -41,13 +43,14 @@ def parse_runfile(text: str, update: str) -> tuple[bool, str | None]:
     return False, None
 
 
-def read_source(updates: list[str], fetch: Fetch = http_get, today: date | None = None) -> Snapshot:
+def read_source(updates: list[str], fetch: Fetch | None = None, today: date | None = None) -> Snapshot:
     """The runfile of every toolkit update in ``updates`` (the cuda-toolkit releases PyPI lists), from its
     md5sum.txt; an update without one (a PyPI-only respin) is skipped."""
+    get = fetch or http_get
     rows = []
     for u in updates:
         try:
-            found, driver = parse_runfile(fetch(md5sum_url(u)).decode("utf-8", "replace"), u)
+            found, driver = parse_runfile(get(md5sum_url(u)).decode("utf-8", "replace"), u)
         except NotFound:  # no installers for this update (a PyPI-only respin): any other failure stops the read
             continue
         if found:
@@ -71,7 +74,7 @@ def runfiles(snap: Snapshot) -> list[Runfile]:
     out = []
     for r in snap.rows("runfiles"):
         try:
-            out.append(Runfile(Version(r[0]), Version(r[1]) if r[1] != "-" else None, r[2]))
+            out.append(Runfile(Version(r[0]), Ver(r[1]) if r[1] != "-" else None, r[2]))  # keeps "500.00"
         except (InvalidVersion, IndexError):
             continue
     return sorted(out, key=lambda f: f.update)

@@ -78,9 +78,9 @@ def read_live(name: str, matrix, git_dir: Path | None = None, index_url: str | N
         return torch_builds.read_source(_repo(name, git_dir))
     projects = _pypi(index_url)
     if name == "cuda-drivers":
-        known = {Version(c.latest_update) for c in matrix.cuda}
-        updates = sorted({v for v in projects["cuda-toolkit"].versions(final_only=True) if v >= min(known)})
-        return cuda_drivers.read_source([str(v) for v in updates])
+        known = {Version(c.latest_update) for c in matrix.cuda}  # CUDA 11 has no cuda-toolkit on PyPI
+        updates = sorted(known | {v for v in projects["cuda-toolkit"].versions(final_only=True) if v >= min(known)})
+        return cuda_drivers.read_source([f"{v.major}.{v.minor}.{v.micro}" for v in updates])
     return pypi_nvidia.read_source(projects, index_url=index_url or "https://pypi.org/simple")
 
 
