@@ -120,7 +120,21 @@ def knowledge_from_matrix(m: Matrix) -> Knowledge:
         tuple(((b.max_cc.major, b.max_cc.minor), b.branch, str(b.last_driver)) for b in m.legacy_branches
               if b.last_driver is not None),
         toolkit_wheels=m.toolkit_wheels.names,
+        gpu_floors=_gpu_floors(m),
     )
+
+
+def _gpu_floors(m: Matrix) -> dict[str, tuple[str, str]]:
+    """The GPUs whose floor is NVIDIA's supported-GPU list, by the product names (NVML's) they are listed as."""
+    from envman.portable.doctor.knowledge import gpu_key
+
+    out = {}
+    for g in m.gpus:
+        if g.listed is not None and g.min_driver == g.listed and g.min_driver_prov is not None:
+            for name in (g.name, *g.aliases):
+                if any(ch.isupper() for ch in name):  # product names, not the slugs people type
+                    out[gpu_key(name)] = (str(g.min_driver), g.min_driver_prov.source)
+    return out
 
 
 EXTENSIONS_FILE = "extensions.yaml"

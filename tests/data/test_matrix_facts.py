@@ -278,3 +278,20 @@ def test_pypis_aarch64_torch_wheels_are_cuda_builds_with_their_own_arch_list(mat
     assert rel.pypi_default_aarch64 == variant and var.platforms == ("x86_64", "aarch64")
     assert [a.sm for a in var.on("aarch64").archs] == ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120"]
     assert not var.on("aarch64").prov.uncertain and "manylinux_2_28_aarch64.whl" in var.aarch64_prov.source
+
+
+def test_the_doctor_holds_a_gpu_to_its_first_listing(matrix):
+    from envman.app.doctor import knowledge_from_matrix
+    from envman.portable.doctor.checks import run_checks
+    from envman.portable.doctor.knowledge import Knowledge
+
+    k = Knowledge.from_dict(knowledge_from_matrix(matrix).to_dict())  # as the image's smoke test carries it
+    facts = {"driver": "535.104.05", "gpus": [{"index": 0, "name": "NVIDIA H200", "cc": "9.0"},
+                                              {"index": 1, "name": "NVIDIA A100-SXM4-80GB", "cc": "8.0"}]}
+    got = [f for f in run_checks(facts, k) if f.check == "driver-below-gpu-floor"]
+    assert [(f.verdict, f.remedy) for f in got] == [(
+        "driver 535.104.05 cannot run GPU 0 NVIDIA H200: NVIDIA's supported-GPU list names it from driver 550.40.65 "
+        "(R550) on (https://github.com/NVIDIA/open-gpu-kernel-modules/blob/550.40.65/README.md)",
+        "install NVIDIA driver ≥ 550.40.65")]  # the A100 ran R450 before the list began: no per-GPU floor
+    facts["driver"] = "550.40.65"
+    assert not [f for f in run_checks(facts, k) if f.check == "driver-below-gpu-floor"]

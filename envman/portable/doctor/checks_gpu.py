@@ -382,10 +382,27 @@ def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
+def check_gpu_floor(v: FactsView, k: Knowledge) -> list[Finding]:
+    """The driver must be one NVIDIA's supported-GPU list names this GPU in (the matrix's per-GPU floor)."""
+    from .knowledge import gpu_key
+
+    if not v.driver:
+        return []
+    out = []
+    for g in v.gpus:
+        floor = k.gpu_floors.get(gpu_key(g.name))
+        if floor is not None and vcmp(v.driver, floor[0]) < 0:
+            out.append(error("driver-below-gpu-floor",
+                             f"driver {v.driver} cannot run {g.label}: NVIDIA's supported-GPU list names it from "
+                             f"driver {floor[0]} (R{floor[0].split('.')[0]}) on ({floor[1]})",
+                             f"install NVIDIA driver ≥ {floor[0]}"))
+    return out
+
+
 def _elsewhere(free: list[int], g: Gpu) -> str:
     others = [i for i in free if i != g.index]
     return f", or use an idle GPU: export CUDA_VISIBLE_DEVICES={others[0]}" if others else ""
 
 
-CHECKS = (check_nvml, check_driver, check_arch, check_cpu_build, check_no_driver, check_visible_devices,
-          check_health, check_memory_held)
+CHECKS = (check_nvml, check_driver, check_gpu_floor, check_arch, check_cpu_build, check_no_driver,
+          check_visible_devices, check_health, check_memory_held)

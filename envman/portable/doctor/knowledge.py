@@ -97,6 +97,8 @@ class Knowledge:
     # NVIDIA wheels numbered by the CUDA toolkit (matrices/cuda.yaml toolkit_wheels): their version's major
     # is the CUDA major where the name carries no -cuNN
     toolkit_wheels: tuple[str, ...] = ()
+    # GPU product name as NVML spells it (gpu_key) -> (first driver NVIDIA's supported-GPU list names it in, source)
+    gpu_floors: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def max_ptx_isa(self, cuda: str | None) -> str | None:
         """The newest PTX ISA a driver supporting CUDA ``cuda`` can JIT: its own, or that of the newest
@@ -239,6 +241,7 @@ class Knowledge:
             "ext_builds": [[b.package, b.since, b.cuda, b.cudnn] for b in self.ext_builds],
             "tf_windows_gpu_last": self.tf_windows_gpu_last,
             "toolkit_wheels": list(self.toolkit_wheels),
+            "gpu_floors": {k: list(v) for k, v in self.gpu_floors.items()},
         }
 
     @classmethod
@@ -274,6 +277,7 @@ class Knowledge:
             tuple(ExtBuild(*b) for b in d.get("ext_builds") or ()),
             d.get("tf_windows_gpu_last"),
             tuple(d.get("toolkit_wheels") or ()),
+            {k: (v[0], v[1]) for k, v in (d.get("gpu_floors") or {}).items()},
         )
 
 
@@ -287,3 +291,10 @@ def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] 
     if ptx_for(ptx_in_list + ptx2, device):
         return "ptx"
     return None
+
+
+def gpu_key(name: str) -> str:
+    """A GPU product name compared as NVML and NVIDIA's supported-GPU list spell it: case, spacing and a
+    leading 'NVIDIA ' ignored."""
+    s = " ".join(name.lower().split())
+    return s[7:] if s.startswith("nvidia ") else s
