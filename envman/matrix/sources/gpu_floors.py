@@ -177,3 +177,20 @@ def plan(doc: dict, lst: Listing, text: str) -> tuple[str, list[str]]:
             floor = "its floor" if d.floor else "recorded; the floor stays its generation's"
             report.append(f"+ {gid}: listed from {d.listed} as {', '.join(d.names)} (PCI {', '.join(d.pci)}): {floor}")
     return text, report
+
+
+def check_generations(doc: dict, matrix, file: str = "gpus.yaml") -> list[str]:
+    """A generation's floor is the driver branch of the first CUDA release whose nvcc compiles for it
+    (cuda.yaml archs and min_driver, themselves measured and cited): driver_floors may not say otherwise."""
+    probs = []
+    for i, e in enumerate(doc.get("driver_floors") or []):
+        try:
+            cc, floor = Version(str(e["cc"])), Version(str(e["min_driver"]))
+        except (KeyError, ValueError, TypeError):
+            continue
+        sm = f"sm_{cc.major}{cc.minor}"
+        first = min((c for c in matrix.cuda if sm in {a.sm for a in c.archs}), key=lambda c: c.version, default=None)
+        if first is not None and floor.major != first.min_driver.major:
+            probs.append(f"{file}: driver_floors[{i}].min_driver: '{e['min_driver']}' for {e['cc']}, but the first CUDA "
+                         f"release that compiles {sm} is {first.label} (driver {first.min_driver}, cuda.yaml)")
+    return probs

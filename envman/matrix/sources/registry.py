@@ -51,7 +51,7 @@ def check_sources(matrix, matrix_dir: Path) -> list[str]:
 def _check_one(name: str, matrix, matrix_dir: Path, snap: Snapshot) -> list[str]:
     if name == "nvidia-gpus":
         doc = _yaml((matrix_dir / "gpus.yaml").read_text(encoding="utf-8"))
-        return gpu_floors.check(doc, nvidia_gpus.listing(snap))
+        return gpu_floors.check(doc, nvidia_gpus.listing(snap)) + gpu_floors.check_generations(doc, matrix)
     if name == "torch-builds":
         return torch_variants.check(matrix, torch_builds.builds(snap))
     if name == "cuda-drivers":
