@@ -297,7 +297,8 @@ def show_matrix_data(subject: str, matrix=None) -> list[dict]:
             "id": g.id, "name": g.name, "cc": str(g.cc), "sm": g.cc.sm, "memory_gib": g.memory_gib,
             "segment": g.segment, "aliases": list(g.aliases), "family": g.family,
             "min_driver": str(g.min_driver) if g.min_driver is not None else None,
-            "host_arch": g.host_arch, **prov(g.prov),
+            "host_arch": g.host_arch, "listed": str(g.listed) if g.listed is not None else None,
+            "pci": {d: str(v) for d, v in g.pci}, **prov(g.prov),
         } for g in sorted(m.gpus, key=lambda g: (g.segment, g.cc, g.id))]
     if subject == "cuda":
         floors = {c.major: str(c.minor_compat_floor) for c in m.cuda_majors}
