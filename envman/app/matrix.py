@@ -221,6 +221,9 @@ def sync_sources(names: list[str] | None = None, live: bool = False, git_dir: Pa
     from envman.matrix.sources.registry import SOURCES, sync
 
     names = list(names or SOURCES)
+    if git_dir is not None and len(names) != 1:
+        raise UsageError("--git-dir is a clone of one source's repository: name that source",
+                         hint="envman matrix sync nvidia-gpus --git-dir CLONE (or torch-builds)")
     d = default_matrix_dir()
     files: dict[str, str] = {}
     report: list[str] = []
