@@ -20,7 +20,7 @@ FRAMEWORKS: tuple[Framework, ...] = (TORCH, TENSORFLOW)
 
 _registry: list[Framework] = list(FRAMEWORKS)
 
-__all__ = ["FRAMEWORKS", "Framework", "aliases", "by_alias", "by_distribution", "companions", "exact_pins", "get",
+__all__ = ["FRAMEWORKS", "Framework", "aliases", "by_alias", "by_distribution", "companions", "exact_pins", "get", "index_packages",
            "register", "registered", "unregister", "using"]
 
 
@@ -71,6 +71,11 @@ def by_alias(text: str) -> Framework | None:
 def by_distribution() -> dict[str, str]:
     """Canonical pip name → framework name, for every distribution that installs a framework."""
     return {d: f.name for f in _registry for d in f.distributions}
+
+
+def index_packages() -> tuple[str, ...]:
+    """Every framework's packages its own wheel index may serve, in registry order."""
+    return tuple(p for f in _registry for p in f.index_packages)
 
 
 def companions() -> tuple[str, ...]:

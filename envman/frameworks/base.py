@@ -50,3 +50,6 @@ class Framework:
     # the framework's wheels pin their NVIDIA libraries exactly (torch); False when they only set floors
     # (tensorflow[and-cuda]): the lock then constrains those wheels to the variant's tested versions
     pins_cuda_wheels: bool = True
+    # the packages its own wheel index may serve (torch's index: torch, its companions, triton); nothing else is
+    # ever looked up there (lock/uv.py pins just these names to it, beside every nvidia-* wheel)
+    index_packages: tuple[str, ...] = ()

@@ -119,4 +119,5 @@ TORCH = Framework(
     distributions=("torch",),
     aliases=("pytorch",),
     companions=COMPANIONS,
+    index_packages=("torch", *COMPANIONS, "triton", "pytorch-triton"),
 )

@@ -169,13 +169,13 @@ def index_options(index_url: str | None, extra: list[str] | tuple[str, ...],
 # looked up there: with --extra-index-url, uv would ask that index for every package first, which is how
 # the 2022 `torchtriton` dependency confusion reached users. uv's explicit indexes ([[tool.uv.index]]
 # explicit = true + [tool.uv.sources]) pin just these names to it; `uv pip compile` honours both when
-# its input is a pyproject.toml.
-FRAMEWORK_INDEX_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")
-
-
+# its input is a pyproject.toml. Which names: each framework's Framework.index_packages.
 def framework_index_sourced(names: list[str]) -> list[str]:
+    from envman.frameworks import index_packages
+
+    own = index_packages()
     return sorted({canonicalize_name(n) for n in names
-                   if canonicalize_name(n) in FRAMEWORK_INDEX_PACKAGES or canonicalize_name(n).startswith("nvidia-")})
+                   if canonicalize_name(n) in own or canonicalize_name(n).startswith("nvidia-")})
 
 
 def _toml_str(s: str) -> str:

@@ -14,6 +14,7 @@ import pytest
 
 from envman.portable.facts import deep, docker, nvidia, packages, project, system, toolchain
 from envman.portable.facts import gather as facts
+from envman.portable.frameworks.tensorflow import parse_build_info
 
 
 def script(path: Path, body: str) -> str:
@@ -152,7 +153,7 @@ def test_an_interpreter_that_does_not_run_is_a_recorded_error(tmp_path):
     " ('is_cuda_build', True)])\n",
 ])
 def test_tf_build_info_both_layouts(text):
-    assert packages.parse_build_info(text) == {"cuda_version": "12.3", "cudnn_version": "8", "is_cuda_build": True}
+    assert parse_build_info(text) == {"cuda_version": "12.3", "cudnn_version": "8", "is_cuda_build": True}
 
 
 def test_conda_cpuonly(tmp_path):

@@ -6,6 +6,8 @@ program evaluates recorded observations of it — the path docs/frameworks.md de
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from envman.frameworks import Framework
 from envman.model import FrameworkRelease, Variant
 from envman.portable import frameworks as smoke_frameworks
 from envman.portable import smoke
-from envman.portable.frameworks.base import Plugin, check, error, split_local
+from envman.portable.frameworks.base import Installed, Plugin, check, error, split_local
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -81,7 +83,26 @@ def evaluate_toy_gpu(expect, obs):
     return [check("toyfw devices", bool(devices), ">= 1 GPU", len(devices), " ".join(devices), gpu=True)]
 
 
-TOY_PLUGIN = Plugin("toyfw", observe_toy, evaluate_toy, evaluate_toy_gpu)
+def installed_toy(facts):
+    """The doctor's reading of the toy's record: facts["toyfw"] = {"version", "cuda"} (None: a CPU build)."""
+    t = facts.get("toyfw")
+    if not isinstance(t, dict) or not t.get("version"):
+        return None
+    cuda = t.get("cuda")
+    return Installed("toyfw", t["version"], f"cu{cuda.replace('.', '')}" if cuda else "cpu", cuda,
+                     gpu=cuda is not None, cpu_only=cuda is None)
+
+
+def probe_toy(dists, read):
+    """Its record from the dist-info alone (the toy's wheels are named by their CUDA extra)."""
+    if "toyfw" not in dists:
+        return None
+    loc, ver, meta = dists["toyfw"]
+    extra = re.search(r"^Provides-Extra: cuda(\d+)", read(os.path.join(loc, meta, "METADATA"), 1 << 16) or "", re.M)
+    return {"version": ver, "cuda": f"{extra.group(1)}.8" if extra else None}
+
+
+TOY_PLUGIN = Plugin("toyfw", observe_toy, evaluate_toy, evaluate_toy_gpu, installed_toy, probe_toy, ("toyfw",))
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -189,3 +210,40 @@ def test_the_smoke_program_dispatches_to_the_toy_plugin():
     unknown = smoke.evaluate(EXPECT, GPU_ENV, {}, {})  # unregistered again
     assert unknown["exit_code"] == 1
     assert unknown["checks"][1]["detail"] == "the smoke test knows torch and tensorflow"
+
+
+def test_the_doctor_judges_an_installed_toy(toy_matrix, tmp_path):
+    """No edit in envman/portable/doctor: the checks iterate the installed frameworks the plug-ins read."""
+    from envman.app.doctor import knowledge_from_matrix
+    from envman.portable.doctor.checks import run_checks
+    from envman.portable.facts.host import read_framework_pins
+    from envman.portable.facts.packages import probe_packages
+
+    k = knowledge_from_matrix(toy_matrix)
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    meta = site / "toyfw-1.2.0.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfw\nVersion: 1.2.0\nProvides-Extra: cuda12\n")
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.9\n")
+    (tmp_path / "venv" / "bin").mkdir()
+    (tmp_path / "venv" / "bin" / "python").write_text("")
+    (tmp_path / "requirements.txt").write_text("toyfw==1.1.0\n")
+    gpu = {"index": 0, "name": "NVIDIA GeForce RTX 5090", "cc": "12.0", "mem_total_mib": 32607}
+    with smoke_frameworks.using(TOY_PLUGIN):
+        probed = probe_packages(str(tmp_path / "venv" / "bin" / "python"))
+        assert probed["toyfw"] == {"version": "1.2.0", "cuda": "12.8"}
+        assert read_framework_pins(str(tmp_path)) == {"toyfw": {"version": "1.1.0", "file": "requirements.txt"}}
+        facts = {"driver": "570.124.06", "gpus": [gpu], "python": {"version": "3.11.9"}, "toyfw": probed["toyfw"]}
+        (arch,) = run_checks(facts, k)
+        cpu = run_checks(dict(facts, gpus=[dict(gpu, cc="9.0", name="NVIDIA H100")], toyfw={"version": "1.2.0"}), k)
+        old_python = run_checks(dict(facts, gpus=[], python={"version": "3.13.1"}), k)
+    assert (arch.check, arch.severity) == ("arch-not-covered", "error")
+    assert arch.verdict.startswith("GPU 0 NVIDIA GeForce RTX 5090 is 12.0 (sm_120), not in toyfw 1.2.0+cu128's arch "
+                                   "list (sm_80 sm_86 sm_89 sm_90, from envman's matrix)")
+    assert [(f.check, f.verdict.split(":")[0]) for f in cpu] == [
+        ("cpu-only-build", "toyfw 1.2.0+cpu is a CPU-only build, but this machine has 1× NVIDIA H100 (driver 570.124.06)")]
+    assert cpu[0].remedy == ("pip install toyfw==1.2.0 and CUDA 12.8 with cuDNN 9.7.1.26 (toyfw 1.2.0+cu128 covers sm_90 "
+                             "and runs on driver 570.124.06)")
+    assert [f.check for f in old_python] == ["python-unsupported", "no-gpu"]
+    # unregistered again: the toy's record is ignored
+    assert run_checks(facts, k) == []

@@ -23,7 +23,7 @@ def check_deep(v: FactsView, k: Knowledge) -> list[Finding]:
                       "reinstall torch in this environment (pip install --force-reinstall torch==<version> "
                       "--index-url <the index it came from>)")]
     out = []
-    if v.gpus and v.torch_is_cuda and t.get("cuda_available") is False:
+    if v.gpus and v.torch and v.torch.is_cuda and t.get("cuda_available") is False:
         warned = [_first_line(w) for w in as_list(t.get("warnings")) if str(w).strip()]
         out.append(error(
             "deep-cuda-unavailable",
@@ -34,7 +34,7 @@ def check_deep(v: FactsView, k: Knowledge) -> list[Finding]:
     if as_str(t.get("op_error")):
         out.append(error(
             "deep-gpu-op",
-            f"a tiny GPU op failed on {v.torch_label}: {_first_line(t['op_error'])}",
+            f"a tiny GPU op failed on {v.torch.label if v.torch else 'torch'}: {_first_line(t['op_error'])}",
             "see the arch and driver findings; rerun with CUDA_LAUNCH_BLOCKING=1 for the failing kernel",
         ))
     return out

@@ -1,4 +1,4 @@
-"""18. Drift: the host or container stack against the project's envman.lock."""
+"""Drift: the host or container stack against the project's envman.lock."""
 
 from __future__ import annotations
 
@@ -42,21 +42,17 @@ def _framework(v: FactsView, fw: dict[str, Any], path: str) -> list[Finding]:
     locked = f"{name} {ver}" + (f"+{var}" if var and "+" not in ver else "")
     index = as_str(fw.get("index_url"))
     fix = f"pip install {name}=={split_local(ver)[0]}" + (f" --index-url {index}" if index else "")
-    if name == "torch":
-        have_base, have_var, have = v.torch_base, v.torch_variant, v.torch_label if v.torch_version else None
-    elif name == "tensorflow":
-        have_base, have_var, have = v.tf_version, None, f"tensorflow {v.tf_version}" if v.tf_version else None
-    else:
-        return []
-    if have is None:
+    fw_have = v.framework(name)
+    if fw_have is None:
         if not v.pip:
             return []  # packages unknown: cannot tell
         return [warn("lock-drift", f"{path} pins {locked}, but {name} is not installed here", fix)]
+    have_base, have_var = fw_have.base, fw_have.variant
     same_ver = vcmp(split_local(ver)[0], have_base) == 0 and vt(split_local(ver)[0]) == vt(have_base)
     same_var = not var or not have_var or var == have_var
     if same_ver and same_var:
         return []
-    return [warn("lock-drift", f"{path} pins {locked}, installed is {have}", fix)]
+    return [warn("lock-drift", f"{path} pins {locked}, installed is {fw_have.label}", fix)]
 
 
 def _python(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:

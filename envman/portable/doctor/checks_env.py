@@ -39,10 +39,9 @@ _CONTAINER_NOUN = {"docker": "Docker container", "podman": "Podman container", "
 
 def _gpu_wanted(v: FactsView) -> str | None:
     """What on this system expects a GPU, for the container check's verdict."""
-    if v.torch_is_cuda:
-        return v.torch_label
-    if v.tf_version and v.tf.get("is_cuda_build") is True:
-        return f"tensorflow {v.tf_version}"
+    fw = next((fw for fw in v.frameworks if fw.gpu is True), None)
+    if fw is not None:
+        return fw.label
     nvd = v.env.get("NVIDIA_VISIBLE_DEVICES")
     if nvd and nvd not in ("void", "none"):
         return f"NVIDIA_VISIBLE_DEVICES={nvd}"
@@ -50,7 +49,7 @@ def _gpu_wanted(v: FactsView) -> str | None:
 
 
 def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:
-    """5a. Inside a container started without GPU access (or without the driver libraries mounted)."""
+    """Inside a container started without GPU access (or without the driver libraries mounted)."""
     if not v.in_container or v.gpus:
         return []
     kind = _CONTAINER_NOUN.get(as_str(v.f.get("container")) or "", "container")
@@ -89,7 +88,7 @@ def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_docker_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
-    """5b. A Docker engine on a GPU host that cannot hand GPUs to containers."""
+    """A Docker engine on a GPU host that cannot hand GPUs to containers."""
     d = as_dict(v.f.get("docker"))
     if d.get("reachable") is not True or not v.gpus:
         return []
@@ -124,15 +123,16 @@ def check_docker_daemon(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
-    """17. WSL1 has no GPU; a Linux driver inside WSL2 breaks the one Windows provides."""
+    """WSL1 has no GPU; a Linux driver inside WSL2 breaks the one Windows provides."""
     if v.wsl == 1:
         distro = v.env.get("WSL_DISTRO_NAME") or "<distro>"
-        wants = v.torch_is_cuda or (v.tf_version and v.tf.get("is_cuda_build") is not False)
+        wants = v.cuda_frameworks()
+        cuda = next((fw for fw in wants if fw.gpu is True), None)
         f = error if wants else warn
         return [f(
             "wsl1",
             "this is WSL1, which has no GPU access (CUDA on WSL needs WSL2)"
-            + (f": {v.torch_label} will run on the CPU" if v.torch_is_cuda else ""),
+            + (f": {cuda.label} will run on the CPU" if cuda else ""),
             f"from Windows PowerShell: wsl --set-version {distro} 2 (the GPU comes from the Windows NVIDIA driver)",
         )]
     if v.wsl == 2:
@@ -149,7 +149,7 @@ def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_shm(v: FactsView, k: Knowledge) -> list[Finding]:
-    """13. /dev/shm too small for DataLoader workers (Docker's default is 64 MiB)."""
+    """/dev/shm too small for DataLoader workers (Docker's default is 64 MiB)."""
     shm = as_num(v.f.get("shm_mib"))
     if shm is None or not v.in_container or shm >= SHM_MIN_MIB:
         return []
@@ -163,7 +163,7 @@ def check_shm(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_ram(v: FactsView, k: Knowledge) -> list[Finding]:
-    """16a. Host RAM below twice the total GPU memory."""
+    """Host RAM below twice the total GPU memory."""
     ram = as_num(v.f.get("ram_mib"))
     limit = as_num(v.f.get("ram_limit_mib"))
     if limit and (ram is None or limit < ram):
@@ -182,7 +182,7 @@ def check_ram(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_disks(v: FactsView, k: Knowledge) -> list[Finding]:
-    """16b. The project/data disk is rotational, or nearly full."""
+    """The project/data disk is rotational, or nearly full."""
     out = []
     for d in as_list(v.f.get("disks")):
         if not isinstance(d, dict):
@@ -220,8 +220,9 @@ def _pip_lib(v: FactsView, stem: str) -> tuple[str, str] | None:
 
 
 def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
-    """7. LD_LIBRARY_PATH entries whose older CUDA libraries win over the pip wheels' (same soname)."""
-    if not (v.torch_is_cuda or v.tf_version):
+    """LD_LIBRARY_PATH entries whose older CUDA libraries win over the pip wheels' (same soname)."""
+    wants = v.cuda_frameworks()
+    if not wants:
         return []
     entries = [e for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e]
     out = []
@@ -243,7 +244,7 @@ def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
         rest = [e for e in entries if e.rstrip("/") != path.rstrip("/")]
         fix = f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH"
         fix += f" (drop {path}; the pip wheels bring their own libraries)"
-        who = v.torch_label if v.torch_is_cuda else f"tensorflow {v.tf_version}"
+        who = next((fw for fw in wants if fw.gpu is True), wants[0]).label
         if older:
             out.append(error(
                 "ld-library-path",

@@ -115,8 +115,9 @@ def _torch_wanted(e: dict[str, Any]) -> str | None:
 
 def check_ext_torch(v: FactsView, k: Knowledge) -> list[Finding]:
     """An extension wheel built for another torch: its C++ symbols do not resolve ('undefined symbol')."""
-    have = major_minor(v.torch_base) if v.torch_base else None
-    if not have:
+    t = v.torch
+    have = major_minor(t.base) if t else None
+    if not t or not have:
         return []
     out = []
     for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
@@ -127,7 +128,7 @@ def check_ext_torch(v: FactsView, k: Knowledge) -> list[Finding]:
         ver = as_str(e.get("version")) or "?"
         out.append(error(
             "ext-torch-mismatch",
-            f"{dist} {ver} was built for torch {want}, but {v.torch_label} is installed: importing it fails with "
+            f"{dist} {ver} was built for torch {want}, but {t.label} is installed: importing it fails with "
             f"'undefined symbol: _ZN3c10…' (torch's C++ ABI changes with every minor release)",
             f"pip install --no-build-isolation --force-reinstall --no-deps {dist}=={ver.split('+')[0]} (builds it "
             f"against the installed torch), or go back to torch {want}",
@@ -139,14 +140,15 @@ def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
     """CUDA library majors this environment can load for ``stem``; None when nothing is known."""
     found: set[int] = set()
     known = False
+    t = v.torch
     if stem in ("libcudart", "libcublas", "libcublasLt", "libcufft", "libcurand", "libcusparse", "libcusolver",
-                "libnvrtc", "libnvJitLink") and v.torch_is_cuda:
+                "libnvrtc", "libnvJitLink") and t and t.is_cuda:
         known = True
-        if major(v.torch_cuda) is not None:
-            found.add(major(v.torch_cuda))  # type: ignore[arg-type]
-    if stem == "libcudnn" and as_str(v.torch.get("cudnn")):
+        if major(t.cuda) is not None:
+            found.add(major(t.cuda))  # type: ignore[arg-type]
+    if stem == "libcudnn" and t and t.cudnn:
         known = True
-        found.add(major(v.torch.get("cudnn")))  # type: ignore[arg-type]
+        found.add(major(t.cudnn))  # type: ignore[arg-type]
     ver: str | None  # a package's version, then a library's
     prefix = _LIB_DIST.get(stem)
     if prefix:
@@ -185,8 +187,9 @@ def check_ext_cuda_libs(v: FactsView, k: Knowledge) -> list[Finding]:
         ver = as_str(e.get("version")) or "?"
         sonames = sorted(missing)
         files = sorted(set(missing.values()))
-        cm = [major(v.torch_cuda)] if v.torch_is_cuda else []
-        have = f"this environment has CUDA {cm[0]} ({v.torch_label})" if cm else "this environment has no such library"
+        t = v.torch
+        cm = [major(t.cuda)] if t and t.is_cuda else []
+        have = f"this environment has CUDA {cm[0]} ({t.label})" if t and cm else "this environment has no such library"
         fails = _LOAD_FAILS.get(dist, f"loading {', '.join(files)} fails ('{sonames[0]}: cannot open shared object file')")
         fix = None
         b = k.ext_build_for(dist, cm[0]) if cm else None
@@ -211,10 +214,11 @@ def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
     if not have:
         return []
     env = v.env.get("BNB_CUDA_VERSION")
-    want = env if env else ("".join(str(x) for x in vt(v.torch_cuda)[:2]) if v.torch_is_cuda else None)
+    t = v.torch
+    want = env if env else ("".join(str(x) for x in vt(t.cuda)[:2]) if t and t.is_cuda else None)
     if not want or want in have:
         return []
-    src = f"BNB_CUDA_VERSION={env}" if env else f"{v.torch_label} (CUDA {v.torch_cuda})"
+    src = f"BNB_CUDA_VERSION={env}" if env or not t else f"{t.label} (CUDA {t.cuda})"
     return [error(
         "bnb-cuda-binary",
         f"bitsandbytes {e.get('version') or '?'} looks for libbitsandbytes_cuda{want}.so because of {src}, but ships "
@@ -260,13 +264,14 @@ def check_capability_floor(v: FactsView, k: Knowledge) -> list[Finding]:
 def check_tf_windows(v: FactsView, k: Knowledge) -> list[Finding]:
     """Native Windows TensorFlow past the last release with GPU support runs on the CPU."""
     last = k.tf_windows_gpu_last
-    if as_str(v.f.get("os")) != "Windows" or not v.tf_version or not last or vcmp(major_minor(v.tf_version), last) <= 0:
+    tf = v.framework("tensorflow")
+    if as_str(v.f.get("os")) != "Windows" or not tf or not last or vcmp(major_minor(tf.version), last) <= 0:
         return []
-    if not (v.gpus or v.pkgs_matching(re.compile(r"^nvidia-")) or v.tf.get("is_cuda_build")):
+    if not (v.gpus or v.pkgs_matching(re.compile(r"^nvidia-")) or tf.gpu):
         return []
     return [error(
         "tf-windows-native",
-        f"tensorflow {v.tf_version} on native Windows has no GPU support (the last release with it is {last}): it "
+        f"{tf.label} on native Windows has no GPU support (the last release with it is {last}): it "
         f"runs on the CPU whatever CUDA is installed",
         f"use WSL2 (pip install 'tensorflow[and-cuda]' inside it), or natively: pip install 'tensorflow<{_next(last)}' "
         f"with the CUDA and cuDNN it was tested with (tensorflow.org/install/source_windows#gpu)",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..frameworks.base import Installed
 from ..versions import major, sm, split_arch_list, vcmp
 from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release, covers
-from .remedies import build_for, capability, fmt_archs, install, mib, tf_install
-from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
+from .remedies import build_for, capability, fmt_archs, install, mib
+from .view import FactsView, Gpu, as_list, as_num, as_str, group_label
 
 # Policy, not compatibility data: memory other processes may hold before we call the GPU "busy".
 HELD_FRACTION = 0.10
@@ -20,26 +21,25 @@ _THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown")
 _HW_SLOW = ("hw_slowdown", "hw_power_brake_slowdown")
 
 
-def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[str, str, str | None, Release | None]]:
-    """(framework, label, CUDA X.Y, release) for each installed CUDA build."""
+def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[Installed, str, Release | None]]:
+    """(framework, CUDA X.Y, release) for each installed CUDA build (a build that does not say its CUDA: the
+    matrix's GPU build of its release)."""
     out = []
-    if v.torch_is_cuda:
-        out.append(("torch", v.torch_label, v.torch_cuda, k.release("torch", v.torch_base)))
-    if v.tf_version and v.tf.get("is_cuda_build") is not False:
-        rel = k.release("tensorflow", v.tf_version)
-        gpu = next((b for b in rel.builds if not b.is_cpu), None) if rel else None
-        cuda = v.tf_cuda or (gpu.cuda if gpu else None)
+    for fw in v.cuda_frameworks():
+        rel = k.release(fw.name, fw.base)
+        b = k.build_of(fw.name, fw.base, fw.variant, fw.gpu)
+        cuda = fw.cuda or (b.cuda if b else None)
         if cuda:
-            out.append(("tensorflow", f"tensorflow {v.tf_version}", cuda, rel))
+            out.append((fw, cuda, rel))
     return out
 
 
 def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
-    """1. The driver must be at least the runtime's minor-version-compat floor (inclusive)."""
+    """The driver must be at least the runtime's minor-version-compat floor (inclusive)."""
     if not v.driver:
         return []
     out = []
-    for fw, label, cuda, rel in _cuda_frameworks(v, k):
+    for fw, cuda, rel in _cuda_frameworks(v, k):
         mode = k.driver_mode(v.driver, cuda)
         if mode is None and v.driver_cuda and major(v.driver_cuda) is not None:
             # No data on this CUDA release: the driver's own CUDA version still tells across majors.
@@ -59,139 +59,120 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
             c, (branch, last) = stuck[0]
             remedy = (f"no driver that new runs a {c[0]}.{c[1]} GPU (support ends with {branch}, last {last}): "
                       "keep this driver")
-        alt = k.best_build(fw, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)
+        alt = k.best_build(fw.name, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)
         if alt:
             arel, ab = alt
             remedy += f", or the build that runs on driver {v.driver}: {install(arel, ab, v)}"
-        out.append(error("driver-too-old", f"driver {v.driver} is too old for {label}: {need}", remedy))
+        out.append(error("driver-too-old", f"driver {v.driver} is too old for {fw.label}: {need}", remedy))
     return out
 
 
-def _torch_archs(v: FactsView, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
-    al = as_list(v.torch.get("arch_list"))
-    if al:
-        ptx = split_arch_list(al)[1]
-        return al, [f"compute_{a[0]}{a[1]}" for a in ptx], "torch.cuda.get_arch_list()"
-    rel = k.release("torch", v.torch_base)
-    b = rel.build(v.torch_variant) if rel else None
+def _archs(fw: Installed, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
+    """(SASS list, PTX list, where they were read) of an installed build: recorded, else the matrix's."""
+    if fw.arch_list:
+        ptx = split_arch_list(fw.arch_list)[1]
+        return list(fw.arch_list), [f"compute_{a[0]}{a[1]}" for a in ptx], fw.arch_source
+    b = k.build_of(fw.name, fw.base, fw.variant, fw.gpu)
     if b is None:
         return None
     return list(b.archs), list(b.ptx), "envman's matrix"
 
 
 def check_arch(v: FactsView, k: Knowledge) -> list[Finding]:
-    """2. Every GPU needs SASS of its own major (minor ≤ the device's) in the build, or at least PTX."""
-    out: list[Finding] = []
+    """Every GPU needs SASS of its own major (minor ≤ the device's) in the build, or at least PTX."""
     ccs = v.gpu_ccs()
     if not ccs:
-        return out
-    if v.torch_is_cuda:
-        archs = _torch_archs(v, k)
-        rel = k.release("torch", v.torch_base)
+        return []
+    out: list[Finding] = []
+    for fw in v.cuda_frameworks():
+        archs = _archs(fw, k)
+        rel = k.release(fw.name, fw.base)
         if archs is None and rel is not None:  # (an unknown release is reported once, by not-in-matrix)
             out.append(info(
                 "arch-unknown",
-                f"envman's matrix has no {v.torch_variant} build of torch {rel.line}: whether {v.torch_label} covers "
+                f"envman's matrix has no {fw.variant} build of {fw.name} {rel.line}: whether {fw.label} covers "
                 f"{fmt_archs(ccs)} is not checked",
-                "run `envman doctor --deep` to read the arch list from torch itself",
+                f"run `envman doctor --deep` to read the arch list from {fw.name} itself",
             ))
         elif archs is not None:
-            sass_l, ptx_l, src = archs
-            shown = fmt_archs(split_arch_list(sass_l)[0])
-            for c in ccs:
-                how = covers(sass_l, ptx_l, c)
-                if how == "sass":
-                    continue
-                who = group_label(v.gpus_with_cc(c))
-                fix = build_for(k, "torch", v, prefer=rel) or (
-                    f"no torch build in envman's matrix carries {sm(c)}: build torch from source with "
-                    f"TORCH_CUDA_ARCH_LIST=\"{c[0]}.{c[1]}\""
-                )
-                if how == "ptx":
-                    out.append(warn(
-                        "arch-ptx-only",
-                        f"{who} is {capability(c)} and has no SASS in {v.torch_label} (SASS {shown}, from {src}): it runs only "
-                        f"through PTX JIT — minutes of compilation at start, and kernels without PTX fail",
-                        fix,
-                    ))
-                else:
-                    out.append(error(
-                        "arch-not-covered",
-                        f"{who} is {capability(c)}, not in {v.torch_label}'s arch list ({shown}, from {src}): CUDA kernels "
-                        f"fail with 'no kernel image is available for execution on the device'",
-                        fix,
-                    ))
-    if v.tf_version and v.tf.get("is_cuda_build") is not False:
-        out += _tf_arch(v, k, ccs)
+            out += _arch_findings(v, k, fw, rel, archs, ccs)
     return out
 
 
-def _tf_arch(v: FactsView, k: Knowledge, ccs: list[tuple[int, int]]) -> list[Finding]:
-    al = as_list(v.tf.get("arch_list"))
-    rel = k.release("tensorflow", v.tf_version)
-    if al:
-        sass_l, ptx_l = al, []
-    else:
-        b = next((b for b in rel.builds if not b.is_cpu), None) if rel else None
-        if b is None:
-            return []
-        sass_l, ptx_l = list(b.archs), list(b.ptx)
+def _arch_findings(v: FactsView, k: Knowledge, fw: Installed, rel: Release | None,
+                   archs: tuple[list[Any], list[str], str], ccs: list[tuple[int, int]]) -> list[Finding]:
+    sass_l, ptx_l, src = archs
+    shown = fmt_archs(split_arch_list(sass_l)[0])
     out = []
     for c in ccs:
         how = covers(sass_l, ptx_l, c)
+        if how == "sass":
+            continue
         who = group_label(v.gpus_with_cc(c))
-        if how is None:
-            newer = k.best_build("tensorflow", ccs=[c], driver=v.driver, python=v.python)
-            ptx_ok = next(
-                (r for r in k.releases.get("tensorflow", ())
-                 for b in r.builds if not b.is_cpu and covers(b.archs, b.ptx, c)),
-                None,
-            )
-            fix = tf_install(newer[0]) if newer else (tf_install(ptx_ok) if ptx_ok else None)
-            out.append(error(
-                "arch-not-covered",
-                f"{who} is {capability(c)}, covered neither by SASS nor by PTX in tensorflow {v.tf_version} "
-                f"({fmt_archs(split_arch_list(sass_l)[0])})",
-                fix,
-            ))
-        elif how == "ptx":
+        if how == "ptx" and fw.ptx_everywhere:
             out.append(info(
                 "arch-ptx-only",
-                f"{who} is {capability(c)} and runs tensorflow {v.tf_version} through PTX JIT (no SASS for it): the first start "
+                f"{who} is {capability(c)} and runs {fw.label} through PTX JIT (no SASS for it): the first start "
                 f"compiles kernels for minutes",
                 "set CUDA_CACHE_MAXSIZE=4294967296 so the JIT cache keeps the compiled kernels",
+            ))
+            continue
+        fix = build_for(k, fw.name, v, prefer=rel) or _ptx_release(k, fw, c) or (
+            f"no {fw.name} build in envman's matrix carries {sm(c)}: build {fw.name} from source for "
+            f"compute capability {c[0]}.{c[1]}"
+        )
+        if how == "ptx":
+            out.append(warn(
+                "arch-ptx-only",
+                f"{who} is {capability(c)} and has no SASS in {fw.label} (SASS {shown}, from {src}): it runs only "
+                f"through PTX JIT — minutes of compilation at start, and kernels without PTX fail",
+                fix,
+            ))
+        else:
+            out.append(error(
+                "arch-not-covered",
+                f"{who} is {capability(c)}, not in {fw.label}'s arch list ({shown}, from {src}): CUDA kernels "
+                f"fail with 'no kernel image is available for execution on the device'",
+                fix,
             ))
     return out
 
 
+def _ptx_release(k: Knowledge, fw: Installed, c: tuple[int, int]) -> str | None:
+    """For a framework whose kernels all carry PTX: the newest release that reaches ``c`` at least through it."""
+    if not fw.ptx_everywhere:
+        return None
+    rel = next((r for r in k.releases.get(fw.name, ()) for b in r.builds
+                if not b.is_cpu and covers(b.archs, b.ptx, c)), None)
+    return install(rel) if rel else None
+
+
 def check_cpu_build(v: FactsView, k: Knowledge) -> list[Finding]:
-    """3. A CPU-only build on a machine with an NVIDIA GPU."""
+    """A CPU-only build on a machine with an NVIDIA GPU."""
     if not v.gpus:
         return []
     out = []
     where = f"this machine has {v.gpu_summary()}" + (f" (driver {v.driver})" if v.driver else "")
-    if v.torch_version and not v.torch_is_cuda and not str(v.torch_variant or "").startswith(("rocm", "xpu")):
-        cpuonly = as_dict(v.f.get("conda")).get("cpuonly") is True
-        rel = k.release("torch", v.torch_base)
-        fix = build_for(k, "torch", v, prefer=rel)
-        if cpuonly:
-            fix = "conda remove cpuonly, then " + (fix or "install a CUDA build of pytorch")
-        verdict = f"{v.torch_label} is a CPU-only build, but {where}: training will not use the GPU"
-        if cpuonly:
-            verdict += " (conda's cpuonly package selects it)"
-        out.append(error("cpu-only-build", verdict, fix or "install a CUDA build of torch"))
-    pkg = next((p for p in ("tensorflow-cpu", "tensorflow-intel") if v.pkg(p)), None)
-    if v.tf_version and (v.tf.get("is_cuda_build") is False or pkg):
-        rel = k.release("tensorflow", v.tf_version)
-        fix = tf_install(rel) if rel else "pip install 'tensorflow[and-cuda]'"
-        if pkg:
-            fix = f"pip uninstall -y {pkg} && {fix}"
-        out.append(error("cpu-only-build", f"tensorflow {v.tf_version} is a CPU-only build, but {where}", fix))
+    for fw in v.frameworks:
+        if not fw.cpu_only:
+            continue
+        rel = k.release(fw.name, fw.base)
+        if fw.variant is None:  # one GPU build per release (TensorFlow): its install says it all
+            fix = install(rel) if rel else None
+        else:
+            fix = build_for(k, fw.name, v, prefer=rel)
+        fix = fix or f"install a CUDA build of {fw.name}"
+        if fw.cpu_undo:
+            fix = f"{fw.cpu_undo} {fix}"
+        verdict = f"{fw.label} is a CPU-only build, but {where}: training will not use the GPU"
+        if fw.cpu_why:
+            verdict += f" ({fw.cpu_why})"
+        out.append(error("cpu-only-build", verdict, fix))
     return out
 
 
 def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
-    """4. NVML driver/library mismatch (driver upgraded, old kernel module still loaded); other smi failures."""
+    """NVML driver/library mismatch (driver upgraded, old kernel module still loaded); other smi failures."""
     smi = as_str(v.f.get("nvidia_smi_error")) or ""
     nvml = as_str(v.f.get("nvml_error")) or ""
     mod, lib = as_str(v.f.get("driver_module")), as_str(v.f.get("nvml_lib"))
@@ -225,7 +206,7 @@ def check_no_driver(v: FactsView, k: Knowledge) -> list[Finding]:
     if v.gpus or not v.gpus_known or v.in_container or v.wsl == 1 or v.f.get("nvidia_smi_error"):
         return []
     fws = _cuda_frameworks(v, k)
-    cuda = fws[0][2] if fws else None
+    cuda = fws[0][1] if fws else None
     need = (k.full_driver(cuda) or k.floor_driver(cuda)) if cuda else None
     pci = as_num(v.f.get("pci_nvidia_gpus"))
     if pci:
@@ -239,16 +220,16 @@ def check_no_driver(v: FactsView, k: Knowledge) -> list[Finding]:
         )]
     if not fws:
         return []
-    _, label, cuda, _ = fws[0]
+    fw, cuda, _ = fws[0]
     return [info(
         "no-gpu",
-        f"no NVIDIA GPU or driver found: {label} (CUDA {cuda}) will run on the CPU",
+        f"no NVIDIA GPU or driver found: {fw.label} (CUDA {cuda}) will run on the CPU",
         f"if this machine has an NVIDIA GPU, install driver ≥ {need}" if need else None,
     )]
 
 
 def check_visible_devices(v: FactsView, k: Knowledge) -> list[Finding]:
-    """6. CUDA_VISIBLE_DEVICES that hides every GPU or names a missing one (CUDA stops at the first bad entry)."""
+    """CUDA_VISIBLE_DEVICES that hides every GPU or names a missing one (CUDA stops at the first bad entry)."""
     if "CUDA_VISIBLE_DEVICES" not in v.env or not v.gpus:
         return []
     val = v.env["CUDA_VISIBLE_DEVICES"]
@@ -288,7 +269,7 @@ def check_visible_devices(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_health(v: FactsView, k: Knowledge) -> list[Finding]:
-    """14. Thermal slowdown, a lowered power limit, uncorrected ECC errors, pending row remaps; MIG mode."""
+    """Thermal slowdown, a lowered power limit, uncorrected ECC errors, pending row remaps; MIG mode."""
     out = []
     for g in v.gpus:
         r = g.raw
@@ -340,7 +321,7 @@ def check_health(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
-    """15. GPU memory already held by other processes (or by ones this container cannot see)."""
+    """GPU memory already held by other processes (or by ones this container cannot see)."""
     out = []
     procs: dict[int, list[dict[str, Any]]] = {}
     for p in as_list(v.f.get("gpu_processes")):

@@ -16,12 +16,7 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?w?(\.exe)?$", re.I)
 
 def _cuda_stack(v: FactsView) -> list[tuple[str, str]]:
     """(framework, label) of the CUDA builds in the environment examined."""
-    out = []
-    if v.torch_is_cuda:
-        out.append(("torch", v.torch_label))
-    if v.tf_version and v.tf.get("is_cuda_build") is True:
-        out.append(("tensorflow", f"tensorflow {v.tf_version}"))
-    return out
+    return [(fw.name, fw.label) for fw in v.frameworks if fw.gpu is True]
 
 
 def _has_gpu_build(frameworks: dict[str, Any], fw: str) -> bool:

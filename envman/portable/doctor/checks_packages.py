@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
+from ..frameworks.base import Installed
 from ..versions import major, major_minor, split_local, variant_cuda, vcmp, vt
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release
-from .remedies import tf_install
+from .remedies import install
 from .view import FactsView, as_dict, as_list, as_str
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+$")
@@ -30,16 +31,13 @@ def _cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
     return None
 
 
-def _framework_cuda_major(v: FactsView) -> int | None:
-    if v.torch_cuda:
-        return major(v.torch_cuda)
-    if v.tf_cuda:
-        return major(v.tf_cuda)
-    return None
+def _cuda_framework(v: FactsView) -> Installed | None:
+    """The first installed framework that says which CUDA it was built with."""
+    return next((fw for fw in v.frameworks if fw.cuda), None)
 
 
 def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
-    """8. nvidia-* wheels of two CUDA majors, or two NCCLs, in one environment."""
+    """nvidia-* wheels of two CUDA majors, or two NCCLs, in one environment."""
     out: list[Finding] = []
     by_major: dict[int, list[str]] = {}
     for name, ver in v.pip.items():
@@ -47,7 +45,8 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
             m = _cuda_major_of(name, ver, k)
             if m is not None:
                 by_major.setdefault(m, []).append(name)
-    want = _framework_cuda_major(v)
+    cfw = _cuda_framework(v)
+    want = major(cfw.cuda) if cfw else None
     if len(by_major) > 1:
         keep = want if want in by_major else max(by_major, key=lambda m: len(by_major[m]))
         drop = sorted(n for m, ns in by_major.items() if m != keep for n in ns)
@@ -55,7 +54,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
             f"CUDA {m}: " + ", ".join(f"{n} {v.pip[n]}" for n in sorted(ns)[:3]) + (" …" if len(ns) > 3 else "")
             for m, ns in sorted(by_major.items())
         )
-        who = f" ({v.torch_label} uses CUDA {want})" if want == keep and v.torch_cuda else ""
+        who = f" ({cfw.label} uses CUDA {want})" if cfw and want == keep else ""
         out.append(warn(
             "cuda-wheels-mixed",
             f"nvidia-* wheels of CUDA {' and '.join(str(m) for m in sorted(by_major))} are installed together{who}: "
@@ -76,22 +75,27 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _companion_release(k: Knowledge, comp: str, comp_base: str) -> Release | None:
-    rels = k.releases.get("torch", ())
+def _companion_release(k: Knowledge, fw: str, comp: str, comp_base: str) -> Release | None:
+    rels = k.releases.get(fw, ())
     return next((r for r in rels if r.companion(comp) and vcmp(r.companion(comp), comp_base) == 0), None)
 
 
 def check_companions(v: FactsView, k: Knowledge) -> list[Finding]:
-    """9. torchvision/torchaudio of another torch release or another variant."""
-    if not v.torch_version:
-        return []
+    """A companion (torchvision, torchaudio) of another release or another variant than its framework."""
     out = []
-    rel = k.release("torch", v.torch_base)
-    exact = rel if rel and vcmp(rel.version, v.torch_base) == 0 else None
-    tv = v.torch_variant
+    for fw in v.frameworks:
+        out += _companions(v, k, fw)
+    return out
+
+
+def _companions(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
+    out = []
+    rel = k.release(fw.name, fw.base)
+    exact = rel if rel and vcmp(rel.version, fw.base) == 0 else None
+    tv = fw.variant
     build = rel.build(tv) if rel else None
     index = f" --index-url {build.index_url}" if build and build.index_url else ""
-    for comp in ("torchvision", "torchaudio"):
+    for comp in k.companion_names(fw.name):
         cv = v.pkg(comp)
         if not cv:
             continue
@@ -100,11 +104,11 @@ def check_companions(v: FactsView, k: Knowledge) -> list[Finding]:
         if expected and vcmp(base, expected) != 0:
             out.append(error(
                 "companion-mismatch",
-                f"{comp} {cv} does not pair with {v.torch_label}: torch {v.torch_base} pairs with {comp} {expected}",
+                f"{comp} {cv} does not pair with {fw.label}: {fw.name} {fw.base} pairs with {comp} {expected}",
                 f"pip install {comp}=={expected}{index}",
             ))
             continue
-        own = _companion_release(k, comp, base)
+        own = _companion_release(k, fw.name, comp, base)
         cvar = label or (own.pypi_default if own else None)
         if not cvar or not tv or cvar == tv:
             continue
@@ -112,19 +116,18 @@ def check_companions(v: FactsView, k: Knowledge) -> list[Finding]:
         severe = (cm is None) != (tm is None) or (cm and tm and major(cm) != major(tm))
         out.append((error if severe else warn)(
             "companion-mismatch",
-            f"{comp} {cv} is the {cvar} build, {v.torch_label} the {tv} build"
+            f"{comp} {cv} is the {cvar} build, {fw.label} the {tv} build"
             + (": its CUDA ops fail to load" if severe else ""),
             f"pip install --force-reinstall {comp}=={expected or base}{index}" if index
-            else f"reinstall {comp} {expected or base} from the index torch's {tv} build came from",
+            else f"reinstall {comp} {expected or base} from the index {fw.name}'s {tv} build came from",
         ))
     return out
 
 
-def _installed_cudnn(v: FactsView, cuda_major: int | None, k: Knowledge) -> tuple[str, str] | None:
+def _installed_cudnn(v: FactsView, fw: Installed, cuda_major: int | None, k: Knowledge) -> tuple[str, str] | None:
     """(version, where) of the cuDNN the framework loads: the loaded one (--deep) or the pip wheel."""
-    loaded = as_str(v.torch.get("cudnn"))
-    if loaded and v.torch.get("cudnn_source") == "loaded":
-        return loaded, "loaded by torch"
+    if fw.cudnn and fw.cudnn_loaded:
+        return fw.cudnn, f"loaded by {fw.name}"
     wheels = v.pkgs_matching(_CUDNN)
     if cuda_major is not None:
         wheels = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver, k) in (cuda_major, None)}
@@ -135,41 +138,51 @@ def _installed_cudnn(v: FactsView, cuda_major: int | None, k: Knowledge) -> tupl
 
 
 def check_cudnn(v: FactsView, k: Knowledge) -> list[Finding]:
-    """11b. cuDNN older than the one the framework was built with."""
-    if not v.torch_is_cuda:
-        return []
-    rel = k.release("torch", v.torch_base)
-    b = rel.build(v.torch_variant) if rel else None
-    if not b or not b.cudnn:
-        return []
-    cm = major(v.torch_cuda)
-    got = _installed_cudnn(v, cm, k)
-    if not got:
-        return []
-    have, where = got
-    if major(have) == major(b.cudnn) and vcmp(major_minor(have), major_minor(b.cudnn)) >= 0:
-        return []
-    pkg = where if where.startswith("nvidia-cudnn") else f"nvidia-cudnn-cu{cm}"
-    return [error(
-        "cudnn-too-old",
-        f"cuDNN {have} ({where}) is older than the cuDNN {b.cudnn} {v.torch_label} was built with",
-        f"pip install {pkg}=={b.cudnn}",
-    )]
+    """cuDNN older than the one a framework whose wheels pin it (torch) was built with."""
+    out = []
+    for fw in v.frameworks:
+        if not fw.is_cuda or not fw.pins_cuda_wheels:
+            continue
+        b = k.build_of(fw.name, fw.base, fw.variant, fw.gpu)
+        if not b or not b.cudnn:
+            continue
+        cm = major(fw.cuda)
+        got = _installed_cudnn(v, fw, cm, k)
+        if not got:
+            continue
+        have, where = got
+        if major(have) == major(b.cudnn) and vcmp(major_minor(have), major_minor(b.cudnn)) >= 0:
+            continue
+        pkg = where if where.startswith("nvidia-cudnn") else f"nvidia-cudnn-cu{cm}"
+        out.append(error(
+            "cudnn-too-old",
+            f"cuDNN {have} ({where}) is older than the cuDNN {b.cudnn} {fw.label} was built with",
+            f"pip install {pkg}=={b.cudnn}",
+        ))
+    return out
 
 
 def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
-    """11a. TensorFlow's CUDA/cuDNN libraries missing or of the wrong version for its release."""
-    if not v.tf_version or v.tf.get("is_cuda_build") is False or (v.gpus_known and not v.gpus):
+    """A framework that loads the CUDA libraries it finds (TensorFlow): missing, or of the wrong version."""
+    if v.gpus_known and not v.gpus:
         return []  # (GPUs unknown — NVML down, a partial facts file — the packages still tell)
-    rel = k.release("tensorflow", v.tf_version)
-    gpu = next((b for b in rel.builds if not b.is_cpu), None) if rel else None
-    cuda = v.tf_cuda or (gpu.cuda if gpu else None)
-    cudnn = (gpu.cudnn if gpu else None) or as_str(v.tf.get("cudnn"))
+    out = []
+    for fw in v.cuda_frameworks():
+        if not fw.pins_cuda_wheels:
+            out += _loaded_libs(v, k, fw)
+    return out
+
+
+def _loaded_libs(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
+    rel = k.release(fw.name, fw.base)
+    gpu = k.build_of(fw.name, fw.base, fw.variant, fw.gpu)
+    cuda = fw.cuda or (gpu.cuda if gpu else None)
+    cudnn = (gpu.cudnn if gpu else None) or fw.cudnn
     if not cuda or not cudnn:
         return []
     cm, dm = major(cuda), major(cudnn)
-    fix = tf_install(rel) if rel else f"install CUDA {cuda} and cuDNN {cudnn}"
-    label = f"tensorflow {v.tf_version}"
+    fix = install(rel) if rel else f"install CUDA {cuda} and cuDNN {cudnn}"
+    check = f"{fw.tag or fw.name}-cuda-libs"
     wheels = v.pkgs_matching(_CUDNN)
     runtime = v.pkgs_matching(_CUDART)
     sys_libs: dict[str, list[str]] = {}
@@ -187,52 +200,55 @@ def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
         missing.append(f"cuDNN {dm} (libcudnn.so.{dm})")
     if missing:
         return [error(
-            "tf-cuda-libs",
-            f"{label} needs CUDA {cuda} and cuDNN {cudnn}; not found: {', '.join(missing)}: it will not see the GPU",
+            check,
+            f"{fw.label} needs CUDA {cuda} and cuDNN {cudnn}; not found: {', '.join(missing)}: it will not see the GPU",
             fix,
         )]
     out = []
-    want_t = _torch_cudnn(v, k)
+    other = _pinned_cudnn(v, k)
     for n, ver in has_cudnn_wheel.items():
         if major(ver) != dm or vcmp(major_minor(ver), major_minor(cudnn)) < 0:
-            verdict = f"{n} {ver} is installed, but {label} was built with cuDNN {cudnn}"
+            verdict = f"{n} {ver} is installed, but {fw.label} was built with cuDNN {cudnn}"
             why = fix
-            if want_t and major(want_t) == major(ver) and major(want_t) != dm:
-                # torch's wheel pins the cuDNN it was built with: one environment cannot hold both majors.
-                verdict += (f"; {v.torch_label} needs cuDNN {major(want_t)} (libcudnn.so.{major(want_t)}) and "
-                            f"{label} cuDNN {dm} (libcudnn.so.{dm}): in one environment only one of them can use the GPU")
-                alt = _tf_with_cudnn(k, major(want_t))  # type: ignore[arg-type]
-                why = (f"{tf_install(alt)} (built with cuDNN {major(want_t)}, like {v.torch_label}), or " if alt else "") \
-                    + "keep torch and tensorflow in separate environments"
-            out.append(error("tf-cuda-libs", verdict, why))
+            if other and major(other[1]) == major(ver) and major(other[1]) != dm:
+                # that framework's wheel pins the cuDNN it was built with: one environment cannot hold both majors.
+                ofw, want = other
+                verdict += (f"; {ofw.label} needs cuDNN {major(want)} (libcudnn.so.{major(want)}) and "
+                            f"{fw.label} cuDNN {dm} (libcudnn.so.{dm}): in one environment only one of them can use the GPU")
+                alt = _with_cudnn(k, fw.name, major(want))  # type: ignore[arg-type]
+                why = (f"{install(alt)} (built with cuDNN {major(want)}, like {ofw.label}), or " if alt else "") \
+                    + f"keep {ofw.name} and {fw.name} in separate environments"
+            out.append(error(check, verdict, why))
     return out
 
 
-def _torch_cudnn(v: FactsView, k: Knowledge) -> str | None:
-    """The cuDNN the installed CUDA torch was built with: its fact, else the matrix's build."""
-    if not v.torch_is_cuda:
-        return None
-    rel = k.release("torch", v.torch_base)
-    b = rel.build(v.torch_variant) if rel and v.torch_variant else None
-    return (b.cudnn if b else None) or as_str(v.torch.get("cudnn"))
+def _pinned_cudnn(v: FactsView, k: Knowledge) -> tuple[Installed, str] | None:
+    """A CUDA framework whose wheels pin their cuDNN (torch), and that cuDNN: its fact, else the matrix's build."""
+    for fw in v.frameworks:
+        if fw.is_cuda and fw.pins_cuda_wheels:
+            b = k.build_of(fw.name, fw.base, fw.variant, fw.gpu) if fw.variant else None
+            want = (b.cudnn if b else None) or fw.cudnn
+            if want:
+                return fw, want
+    return None
 
 
-def _tf_with_cudnn(k: Knowledge, cudnn_major: int) -> Release | None:
-    """The newest TensorFlow release whose GPU build uses cuDNN ``cudnn_major``."""
-    for r in k.releases.get("tensorflow", ()):
+def _with_cudnn(k: Knowledge, framework: str, cudnn_major: int) -> Release | None:
+    """The newest release of ``framework`` whose GPU build uses cuDNN ``cudnn_major``."""
+    for r in k.releases.get(framework, ()):
         if any(not b.is_cpu and b.cudnn and major(b.cudnn) == cudnn_major for b in r.builds):
             return r
     return None
 
 
 def check_numpy(v: FactsView, k: Knowledge) -> list[Finding]:
-    """12a. NumPy 2 with a framework release built against NumPy 1."""
+    """NumPy 2 with a framework release built against NumPy 1."""
     np = as_str(v.f.get("numpy")) or v.pkg("numpy")
     if not np or major(np) is None or major(np) < 2:  # type: ignore[operator]
         return []
     out = []
-    for fw, ver in (("torch", v.torch_base), ("tensorflow", v.tf_version)):
-        rel = k.release(fw, ver) if ver else None
+    for fw, ver in ((i.name, i.base) for i in v.frameworks):
+        rel = k.release(fw, ver)
         if not rel or rel.numpy_abi != 1:
             continue
         first2 = k.first_release(fw, lambda r, ver=ver: r.numpy_abi == 2 and vcmp(r.version, ver) > 0)
@@ -249,12 +265,12 @@ def check_numpy(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_python(v: FactsView, k: Knowledge) -> list[Finding]:
-    """12b. Python outside the versions the framework release has wheels for."""
+    """Python outside the versions the framework release has wheels for."""
     if not v.python:
         return []
     out = []
-    for fw, ver in (("torch", v.torch_base), ("tensorflow", v.tf_version)):
-        rel = k.release(fw, ver) if ver else None
+    for fw, ver in ((i.name, i.base) for i in v.frameworks):
+        rel = k.release(fw, ver)
         if not rel or not rel.python or v.python in rel.python:
             continue
         newer = k.first_release(fw, lambda r, ver=ver: v.python in r.python and vcmp(r.version, ver) > 0)
@@ -279,7 +295,7 @@ def _glibc_needed(tag: str) -> str | None:
 
 
 def check_glibc(v: FactsView, k: Knowledge) -> list[Finding]:
-    """12c. glibc older than an installed wheel's manylinux tag demands."""
+    """glibc older than an installed wheel's manylinux tag demands."""
     glibc = as_str(v.f.get("glibc"))
     if not glibc:
         return []
@@ -303,8 +319,8 @@ def check_glibc(v: FactsView, k: Knowledge) -> list[Finding]:
 def check_in_matrix(v: FactsView, k: Knowledge) -> list[Finding]:
     """The judged data must know the framework; say so when it does not."""
     out = []
-    for fw, ver in (("torch", v.torch_base), ("tensorflow", v.tf_version)):
-        if not ver or not k.releases.get(fw):
+    for fw, ver in ((i.name, i.base) for i in v.frameworks):
+        if not k.releases.get(fw):
             continue
         if k.release(fw, ver) is None:
             newest = k.newest(fw)
@@ -312,7 +328,8 @@ def check_in_matrix(v: FactsView, k: Knowledge) -> list[Finding]:
                 "not-in-matrix",
                 f"{fw} {ver} is not in envman's matrix (newest known: {newest.version if newest else '-'}): its "
                 f"pairings, arch list and cuDNN are not checked",
-                "update envman, or run `envman doctor --deep` to read what torch reports about itself",
+                "update envman, or run `envman doctor --deep` to read what torch reports about itself" if fw == "torch"
+                else "update envman",
             ))
     return out
 

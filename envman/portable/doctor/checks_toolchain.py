@@ -1,4 +1,4 @@
-"""10. Building CUDA extensions (flash-attn, apex, torch.utils.cpp_extension): toolkit, nvcc and gcc."""
+"""Building CUDA extensions (flash-attn, apex, torch.utils.cpp_extension): toolkit, nvcc and gcc."""
 
 from __future__ import annotations
 
@@ -65,10 +65,11 @@ def _toolkit_pkg(cuda: str) -> str:
 
 
 def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
-    if not v.torch_is_cuda:
+    t = v.torch
+    if t is None or not t.is_cuda:
         return []
     out: list[Finding] = []
-    cuda = v.torch_cuda or ""
+    cuda = t.cuda or ""
     home_known = "cuda_home" in v.f
     home = as_dict(v.f.get("cuda_home"))
     nvcc = as_dict(v.f.get("nvcc"))
@@ -78,7 +79,7 @@ def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
             out.append(warn(
                 "ext-no-cuda-home",
                 f"no CUDA toolkit here (CUDA_HOME unset, no nvcc on PATH), but this environment builds CUDA extensions "
-                f"({why}): building them for {v.torch_label} will fail",
+                f"({why}): building them for {t.label} will fail",
                 f"apt-get install {_toolkit_pkg(cuda)} (NVIDIA's repository), then "
                 f"export CUDA_HOME=/usr/local/cuda-{cuda}",
             ))
@@ -95,14 +96,14 @@ def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
         if major(nv) != major(cuda):
             out.append(error(
                 "ext-nvcc-mismatch",
-                f"nvcc {nv} ({where}) and {v.torch_label}'s CUDA {cuda} differ in major: torch.utils.cpp_extension "
+                f"nvcc {nv} ({where}) and {t.label}'s CUDA {cuda} differ in major: torch.utils.cpp_extension "
                 f"refuses to build extensions",
                 f"install the CUDA {cuda} toolkit ({_toolkit_pkg(cuda)}) and export CUDA_HOME=/usr/local/cuda-{cuda}",
             ))
         elif nv != cuda:
             out.append(warn(
                 "ext-nvcc-mismatch",
-                f"nvcc {nv} ({where}) ≠ {v.torch_label}'s CUDA {cuda} (minor): extensions build, but may miss "
+                f"nvcc {nv} ({where}) ≠ {t.label}'s CUDA {cuda} (minor): extensions build, but may miss "
                 f"features or fail to load",
                 f"install the CUDA {cuda} toolkit ({_toolkit_pkg(cuda)}) and export CUDA_HOME=/usr/local/cuda-{cuda}",
             ))

@@ -129,6 +129,23 @@ class Knowledge:
 
     # --- lookups -----------------------------------------------------------------------------
 
+    def build_of(self, name: str, version: str, variant: str | None, gpu: bool | None) -> Build | None:
+        """The matrix's build of an installed framework: its variant's, else (a framework that does not name
+        its variants, like TensorFlow) the release's GPU build unless it is known to be a CPU build."""
+        rel = self.release(name, version)
+        if rel is None:
+            return None
+        if variant:
+            return rel.build(variant)
+        return None if gpu is False else next((b for b in rel.builds if not b.is_cpu), None)
+
+    def companion_names(self, framework: str) -> tuple[str, ...]:
+        """Every companion any release of ``framework`` names, in the order they are listed."""
+        out: list[str] = []
+        for r in self.releases.get(framework, ()):
+            out += [c for c, _ in r.companions if c not in out]
+        return tuple(out)
+
     def release(self, framework: str, version: str | None) -> Release | None:
         """The release of that version, else the newest patch of its minor line (patches share builds)."""
         if not version:

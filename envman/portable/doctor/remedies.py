@@ -9,29 +9,28 @@ from .knowledge import Build, Knowledge, Release
 from .view import FactsView
 
 
-def torch_install(rel: Release, build: Build, v: FactsView) -> str:
-    """``pip install torch==2.7.1 torchvision==0.22.1 --index-url …/cu128``: companions that are
-    installed move along, or they would stop pairing with the new torch."""
-    parts = [f"torch=={rel.version}"]
-    for comp in ("torchvision", "torchaudio"):
-        if v.pkg(comp) and rel.companion(comp):
-            parts.append(f"{comp}=={rel.companion(comp)}")
+def gpu_build(rel: Release) -> Build | None:
+    return next((b for b in rel.builds if not b.is_cpu), None)
+
+
+def install(rel: Release, build: Build | None = None, v: FactsView | None = None) -> str:
+    """The install command of a release's build, from knowledge alone: ``pip install torch==2.7.1
+    torchvision==0.22.1 --index-url …/cu128`` where the build has its own index (companions that are installed
+    move along, or they would stop pairing), ``pip install 'tensorflow[and-cuda]==2.15.1'`` where an extra pulls
+    the CUDA wheels, else the release and the CUDA and cuDNN it needs beside it."""
+    b = build or gpu_build(rel)
+    if rel.extras:
+        return f"pip install '{rel.package}[{','.join(rel.extras)}]=={rel.version}'"
+    parts = [f"{rel.package}=={rel.version}"]
+    for comp, ver in rel.companions:
+        if v is not None and ver and v.pkg(comp):
+            parts.append(f"{comp}=={ver}")
     cmd = "pip install " + " ".join(parts)
-    if build.index_url:
-        cmd += f" --index-url {build.index_url}"
+    if b is not None and b.index_url:
+        return cmd + f" --index-url {b.index_url}"
+    if b is not None and not b.is_cpu and b.cudnn:
+        return cmd + f" and CUDA {b.cuda} with cuDNN {b.cudnn}"
     return cmd
-
-
-def tf_install(rel: Release) -> str:
-    if "and-cuda" in rel.extras:
-        return f"pip install '{rel.package}[and-cuda]=={rel.version}'"
-    gpu = next((b for b in rel.builds if not b.is_cpu), None)
-    extra = f" and CUDA {gpu.cuda} with cuDNN {gpu.cudnn}" if gpu and gpu.cudnn else ""
-    return f"pip install {rel.package}=={rel.version}{extra}"
-
-
-def install(rel: Release, build: Build, v: FactsView) -> str:
-    return torch_install(rel, build, v) if rel.framework == "torch" else tf_install(rel)
 
 
 def build_for(

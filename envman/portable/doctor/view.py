@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..versions import cc, cuda_variant, major_minor, split_local
+from ..frameworks import registered as plugins
+from ..frameworks.base import Installed, Plugin
+from ..versions import cc, major_minor
 
 _NAME_NORM = re.compile(r"[-_.]+")
 
@@ -18,6 +20,13 @@ _NAME_NORM = re.compile(r"[-_.]+")
 def norm_name(name: str) -> str:
     """PEP 503 normalisation: 'Nvidia_CUDNN.cu12' -> 'nvidia-cudnn-cu12'."""
     return _NAME_NORM.sub("-", str(name)).lower()
+
+
+def _installed(p: Plugin, facts: dict[str, Any]) -> Installed | None:
+    try:
+        return p.installed(facts)
+    except Exception:  # noqa: BLE001 - a plug-in tripping over malformed facts: that framework is unknown
+        return None
 
 
 def as_dict(x: object) -> dict[str, Any]:
@@ -73,59 +82,33 @@ class FactsView:
         self.driver_cuda = as_str(f.get("driver_cuda"))
         self.pip = {norm_name(k): as_str(v) or "" for k, v in as_dict(f.get("pip")).items()}
         self.env = {str(k): ("" if v is None else str(v)) for k, v in as_dict(f.get("env")).items()}
-        self.torch = as_dict(f.get("torch")) if as_str(as_dict(f.get("torch")).get("version")) else {}
-        self.tf = as_dict(f.get("tensorflow")) if as_str(as_dict(f.get("tensorflow")).get("version")) else {}
+        self._frameworks: list[Installed] | None = None
         py = as_dict(f.get("python"))
         self.python = major_minor(py.get("version")) if py.get("version") else None
         self.in_container = f.get("in_container") is True
         w = f.get("wsl")
         self.wsl = w if isinstance(w, int) and not isinstance(w, bool) else None
 
-    # --- frameworks --------------------------------------------------------------------------
+    # --- frameworks: each plug-in reads its own record (envman/portable/frameworks) -------------
 
     @property
-    def torch_version(self) -> str | None:
-        return as_str(self.torch.get("version"))
+    def frameworks(self) -> list[Installed]:
+        """The installed frameworks, in registry order."""
+        if self._frameworks is None:
+            self._frameworks = [i for p in plugins() if (i := _installed(p, self.f)) is not None]
+        return self._frameworks
+
+    def framework(self, name: str) -> Installed | None:
+        return next((i for i in self.frameworks if i.name == name), None)
+
+    def cuda_frameworks(self) -> list[Installed]:
+        """Installed frameworks that are (or may be: not told) CUDA builds."""
+        return [i for i in self.frameworks if i.gpu is not False]
 
     @property
-    def torch_base(self) -> str | None:
-        v = self.torch_version
-        return split_local(v)[0] if v else None
-
-    @property
-    def torch_cuda(self) -> str | None:
-        return major_minor(self.torch.get("cuda")) if as_str(self.torch.get("cuda")) else None
-
-    @property
-    def torch_variant(self) -> str | None:
-        """The local label (+cu128, +cpu); the plain PyPI wheel carries none: then its CUDA names it."""
-        if not self.torch_version:
-            return None
-        label = split_local(self.torch_version)[1]
-        if label:
-            return label
-        if as_str(self.torch.get("variant")):
-            return as_str(self.torch.get("variant"))
-        if as_str(self.torch.get("hip")):
-            return "rocm"
-        return cuda_variant(self.torch_cuda)
-
-    @property
-    def torch_is_cuda(self) -> bool:
-        return bool(self.torch_version) and self.torch_cuda is not None
-
-    @property
-    def torch_label(self) -> str:
-        base, var = self.torch_base, self.torch_variant
-        return f"torch {base}+{var}" if var else f"torch {base}"
-
-    @property
-    def tf_version(self) -> str | None:
-        return as_str(self.tf.get("version"))
-
-    @property
-    def tf_cuda(self) -> str | None:
-        return major_minor(self.tf.get("cuda")) if as_str(self.tf.get("cuda")) else None
+    def torch(self) -> Installed | None:
+        """torch, which compiled extensions and the toolchain checks are about."""
+        return self.framework("torch")
 
     # --- packages ----------------------------------------------------------------------------
 
@@ -152,11 +135,7 @@ class FactsView:
         return ", ".join(f"{n}× {name}" for name, n in names.items())
 
     def stack_summary(self) -> str:
-        parts = []
-        if self.torch_version:
-            parts.append(self.torch_label)
-        if self.tf_version:
-            parts.append(f"tensorflow {self.tf_version}")
+        parts = [fw.label for fw in self.frameworks]
         if self.gpus_known or self.gpus:
             parts.append(self.gpu_summary())
         if self.driver:

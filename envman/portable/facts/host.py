@@ -106,19 +106,26 @@ def read_workload(project_dir: str) -> dict[str, Any] | None:
 
 
 PIN_FILES = ("requirements.txt", "requirements-gpu.txt", "requirements/base.txt")
-FRAMEWORK_DISTS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-cpu": "tensorflow"}
+
+
+def framework_dists() -> dict[str, str]:
+    """pip name -> framework, from the plug-ins (tensorflow-cpu==2.15.1 pins tensorflow)."""
+    from ..frameworks import registered
+
+    return {d: p.name for p in registered() for d in p.distributions}
 
 
 def read_framework_pins(project_dir: str) -> dict[str, Any] | None:
     """``{"torch": {"version": "1.13.1", "file": "requirements.txt"}}``: framework pins of the project's
     envman.lock requirements or requirements files (the first file that pins one wins)."""
     out: dict[str, Any] = {}
+    dists = framework_dists()
     for name in PIN_FILES:
         text = read_text(os.path.join(project_dir, name), 1 << 20)
         if not text:
             continue
         for m in re.finditer(r"^\s*([A-Za-z][\w.-]*)\s*==\s*([\w.+!-]+)", text, re.M):
-            fw = FRAMEWORK_DISTS.get(m.group(1).lower())
+            fw = dists.get(re.sub(r"[-_.]+", "-", m.group(1)).lower())
             if fw and fw not in out:
                 out[fw] = {"version": m.group(2), "file": name}
     return out or None

@@ -2,13 +2,13 @@
 
 Importing torch costs seconds; its version, CUDA and variant sit in torch/version.py and its
 ``*.dist-info`` directory name. TensorFlow's build info is a generated literal in
-tensorflow/python/platform/build_info.py. Everything else comes from the ``name-version.dist-info``
-directory names on the environment's path: one ``listdir`` per directory, no file opened.
+tensorflow/python/platform/build_info.py. Each framework's plug-in (envman/portable/frameworks) reads its
+own such files. Everything else comes from the ``name-version.dist-info`` directory names on the
+environment's path: one ``listdir`` per directory, no file opened.
 """
 
 from __future__ import annotations
 
-import ast
 import glob
 import json
 import os
@@ -23,7 +23,6 @@ _NORM = re.compile(r"[-_.]+")
 # Wheels whose manylinux tag (WHEEL file) matters for the glibc check: the heavy native ones.
 TAGGED = ("torch", "torchvision", "torchaudio", "tensorflow", "tensorflow-cpu", "tf-nightly", "numpy", "jaxlib",
           "triton", "flash-attn", "bitsandbytes", "onnxruntime-gpu")
-TF_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
 _PY_PROBE = (
     "import json,struct,sys;print(json.dumps({'version':sys.version.split()[0],'bits':struct.calcsize('P')*8,"
     "'executable':sys.executable,'prefix':sys.prefix,'path':[p for p in sys.path if p]}))"
@@ -35,7 +34,8 @@ def norm(name: str) -> str:
 
 
 def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
-    """Facts: python, pip, torch, tensorflow, numpy, wheel_tags, conda (see docs/facts.md)."""
+    """Facts: python, pip, each installed framework (torch, tensorflow: its plug-in's probe), numpy, wheel_tags,
+    extensions, conda, jupyter_kernels (see docs/facts.md)."""
     env = target_environment(python, timeout)
     f: dict[str, Any] = {"python": {k: env[k] for k in ("version", "bits", "executable") if env.get(k) is not None}}
     if env.get("error"):
@@ -45,12 +45,12 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str
         f["python"]["prefix"] = os.path.realpath(env["prefix"])
     dists = scan_dists(env["path"])
     f["pip"] = {n: d[1] for n, d in sorted(dists.items())}
-    torch = _torch(dists)
-    if torch:
-        f["torch"] = torch
-    tf = _tensorflow(dists)
-    if tf:
-        f["tensorflow"] = tf
+    from ..frameworks import registered
+
+    for plugin in registered():  # each framework's own record: torch/version.py, TF's build_info.py, …
+        rec = plugin.probe(dists, read_text)
+        if rec:
+            f[plugin.name] = rec
     if "numpy" in dists:
         f["numpy"] = dists["numpy"][1]
     tags = {}
@@ -181,88 +181,6 @@ def _pkg_info_version(path: str) -> str | None:
     text = read_text(os.path.join(path, "PKG-INFO") if os.path.isdir(path) else path, 1 << 14) or ""
     m = re.search(r"^Version:\s*(\S+)", text, re.M)
     return m.group(1) if m else None
-
-
-def _assignments(text: str) -> dict[str, Any]:
-    """Top-level ``name = literal`` / ``name: T = literal`` lines of a generated module."""
-    out = {}
-    for m in re.finditer(r"^(\w+)\s*(?::[^=\n]+)?=\s*(.+)$", text, re.M):
-        try:
-            out[m.group(1)] = ast.literal_eval(m.group(2).strip())
-        except (ValueError, SyntaxError):
-            continue
-    return out
-
-
-def _torch(dists: dict[str, Any]) -> dict[str, Any] | None:
-    if "torch" not in dists:
-        return None
-    loc, ver, _ = dists["torch"]
-    t: dict[str, Any] = {"version": ver, "location": os.path.join(loc, "torch")}
-    vals = _assignments(read_text(os.path.join(loc, "torch", "version.py"), 1 << 16) or "")
-    if isinstance(vals.get("__version__"), str):
-        t["version"] = vals["__version__"]
-    for k in ("cuda", "hip", "git_version", "debug"):
-        if k in vals:
-            t[k] = vals[k]
-    cm = str(t.get("cuda") or "").split(".")[0]
-    if cm:
-        cudnn = _wheel_version(dists, rf"nvidia-cudnn(-cu{cm})?")
-        if cudnn:
-            t["cudnn"], t["cudnn_source"] = cudnn, "wheel"
-        nccl = _wheel_version(dists, rf"nvidia-nccl(-cu{cm})?")
-        if nccl:
-            t["nccl"] = nccl
-    return t
-
-
-def _wheel_version(dists: dict[str, Any], pattern: str) -> str | None:
-    rx = re.compile(pattern + "$")
-    return next((d[1] for n, d in sorted(dists.items()) if rx.match(n)), None)
-
-
-def _tensorflow(dists: dict[str, Any]) -> dict[str, Any] | None:
-    name = next((n for n in TF_DISTS if n in dists), None)
-    if name is None:
-        return None
-    loc, ver, _ = dists[name]
-    t: dict[str, Any] = {"version": ver, "package": name}
-    info = parse_build_info(read_text(os.path.join(loc, "tensorflow", "python", "platform", "build_info.py"), 1 << 16))
-    if info:
-        cuda, cudnn = str(info.get("cuda_version") or ""), str(info.get("cudnn_version") or "")
-        if cuda:
-            t["cuda"] = cuda.split("_")[-1] if "_" in cuda else cuda  # Windows writes '64_112'
-        if cudnn:
-            t["cudnn"] = cudnn.split("_")[-1]
-        if "is_cuda_build" in info:
-            t["is_cuda_build"] = bool(info["is_cuda_build"])
-        caps = info.get("cuda_compute_capabilities")
-        if isinstance(caps, list):
-            t["arch_list"] = [str(c) for c in caps]
-    elif name == "tensorflow-cpu":
-        t["is_cuda_build"] = False
-    return t
-
-
-def parse_build_info(text: str | None) -> dict[str, Any] | None:
-    """TF's generated ``build_info = {...}`` or ``build_info = collections.OrderedDict([...])``."""
-    if not text:
-        return None
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "build_info" for t in node.targets):
-            val = node.value
-            try:
-                if isinstance(val, ast.Dict):
-                    return cast("dict[str, Any]", ast.literal_eval(val))
-                if isinstance(val, ast.Call) and val.args:
-                    return dict(ast.literal_eval(val.args[0]))
-            except (ValueError, TypeError, SyntaxError):
-                return None
-    return None
 
 
 def _wheel_tags(dist: tuple[str, str, str]) -> list[str]:

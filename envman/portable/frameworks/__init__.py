@@ -1,5 +1,7 @@
-"""The smoke program's frameworks, one module each, and the registry ``smoke.py`` dispatches on by the
-expected stack's framework name. Standard library only; the observers import their framework lazily.
+"""The frameworks of the smoke program and the doctor, one module each, and the registry ``smoke.py``
+dispatches on by the expected stack's framework name, the package probe asks for each framework's record and
+the doctor's ``FactsView.frameworks`` reads installed frameworks through. Standard library only; the
+observers import their framework lazily.
 
 ``register`` adds a plug-in at run time (a test, a framework envman does not ship yet).
 """
@@ -10,17 +12,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from . import tensorflow, torch
-from .base import Plugin
+from .base import Installed, Plugin
 
 PLUGINS = (torch.PLUGIN, tensorflow.PLUGIN)
 
 _registry = list(PLUGINS)
 
-__all__ = ["PLUGINS", "Plugin", "get", "names", "register", "unregister", "using"]
+__all__ = ["PLUGINS", "Installed", "Plugin", "get", "names", "register", "registered", "unregister", "using"]
 
 
 def names() -> tuple[str, ...]:
     return tuple(p.name for p in _registry)
+
+
+def registered() -> tuple[Plugin, ...]:
+    """The shipped plug-ins, then any registered since (the doctor reads installed frameworks through these)."""
+    return tuple(_registry)
 
 
 def get(name: str) -> Plugin | None:

@@ -5,8 +5,8 @@ into images as envman_portable)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Optional, Tuple
 
 # Relative (Frobenius) error allowed against the CPU result: fp32 differs only by summation order;
 # bf16 keeps 8 bits of mantissa.
@@ -14,8 +14,59 @@ TOL_FP32 = 1e-3
 TOL_BF16 = 2e-2
 
 
+class Installed(NamedTuple):
+    """One installed framework as the doctor sees it, read from a facts dict (docs/facts.md) by its plug-in.
+    The checks iterate these instead of naming torch or TensorFlow; the matrix (``Knowledge``) says the rest."""
+
+    name: str  # the framework's matrix name: "torch"
+    version: str  # as installed: "2.7.1+cu128", "2.15.1"
+    variant: Optional[str]  # "cu128", "cpu", "rocm6.2"; None: not told (the matrix's GPU build is meant)
+    cuda: Optional[str]  # "12.8", the CUDA it was built with; None: no CUDA, or not told
+    gpu: Optional[bool]  # True: a CUDA build; False: it cannot use an NVIDIA GPU; None: not told
+    cpu_only: bool = False  # a CPU-only build (ROCm/XPU builds are not: they use another accelerator)
+    arch_list: Tuple[str, ...] = ()  # compiled-in archs when recorded ("sm_90", "compute_90"); (): the matrix's
+    arch_source: str = "its build info"  # where a recorded arch list was read, for the verdict
+    cudnn: Optional[str] = None  # the cuDNN it loads, when recorded
+    cudnn_loaded: bool = False  # that cuDNN was read from the loaded library (--deep), not a wheel's version
+    # what makes it a CPU-only build: the command that removes it, with the word that joins it to the install
+    # that follows ("pip uninstall -y tensorflow-cpu &&", "conda remove cpuonly, then"), and why, in words for
+    # the verdict ("conda's cpuonly package selects it")
+    cpu_undo: Optional[str] = None
+    cpu_why: str = ""
+    # every kernel of the framework also carries PTX, so a GPU reached only through PTX JIT is a slow first
+    # start, not a failure (TensorFlow); False: some kernels are SASS-only and fail there (torch)
+    ptx_everywhere: bool = False
+    # its wheels pin the NVIDIA libraries it was built with (torch); False: it loads what it finds and names
+    # the sonames it needs (TensorFlow): then the doctor checks that they are there
+    pins_cuda_wheels: bool = True
+    needs_libs: Tuple[str, ...] = ()  # pins_cuda_wheels False: the CUDA library stems it opens (libcusolver)
+    tag: str = ""  # the short name its own check ids start with ("tf" in tf-cuda-libs); "": its name
+
+    @property
+    def base(self) -> str:
+        return split_local(self.version)[0]
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.gpu is True and self.cuda is not None
+
+    @property
+    def label(self) -> str:
+        """'torch 2.7.1+cu128' (the variant named even where the version has no local label); 'tensorflow 2.15.1'."""
+        return f"{self.name} {self.base}+{self.variant}" if self.variant else f"{self.name} {self.version}"
+
+
+def not_installed(facts: Mapping[str, Any]) -> Optional[Installed]:
+    return None
+
+
+def no_probe(dists: Mapping[str, Any], read: Callable[[str, int], Optional[str]]) -> Optional[dict[str, Any]]:
+    return None
+
+
 class Plugin(NamedTuple):
-    """One framework in the smoke program, found by the expected stack's ``framework.name``."""
+    """One framework in the smoke program, found by the expected stack's ``framework.name``, and in the
+    doctor: what its probe records about an installed copy and how the checks read that record."""
 
     name: str
     # (gpu_visible, gpu_evidence) -> observations: imports the framework, records errors, never raises
@@ -24,6 +75,13 @@ class Plugin(NamedTuple):
     evaluate: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
     # PURE (expect, observations) -> checks run only when a GPU is visible
     evaluate_gpu: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
+    # PURE facts -> the installed framework (None: not installed), read from facts[name] and the rest
+    installed: Callable[[Mapping[str, Any]], Optional[Installed]] = not_installed
+    # the probe, without importing anything: (distributions {name: (dir, version, dist-info)}, read(path, limit))
+    # -> facts[name], or None when it is not installed
+    probe: Callable[[Mapping[str, Any], Callable[[str, int], Optional[str]]], Optional[dict[str, Any]]] = no_probe
+    # pip names that install it (a project's `name==X` pin of one of them pins this framework)
+    distributions: Tuple[str, ...] = ()
 
 
 def check(name: str, ok: object, expected: object = None, observed: object = None, detail: str = "",

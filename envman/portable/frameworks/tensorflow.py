@@ -3,10 +3,30 @@ against numpy) and the pure checks on those observations."""
 
 from __future__ import annotations
 
+import ast
 import os
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, cast
 
-from .base import TOL_FP32, Plugin, check, error, import_observed, op_check, release, release_matches, split_local
+from .base import (
+    TOL_FP32,
+    Installed,
+    Plugin,
+    check,
+    error,
+    import_observed,
+    op_check,
+    release,
+    release_matches,
+    split_local,
+)
+
+# The distributions that install TensorFlow, the first found wins; the -cpu/-intel ones are CPU-only builds.
+TF_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
+CPU_DISTS = ("tensorflow-cpu", "tensorflow-intel")
+# What a CUDA build of TensorFlow dlopens at start (tensorflow/tsl/platform/default/dso_loader.cc): the
+# runtime, cuDNN, cuBLAS, cuFFT, cuSOLVER, cuSPARSE. A missing one makes TF list no GPU.
+NEEDS_LIBS = ("libcudart", "libcudnn", "libcublas", "libcufft", "libcusolver", "libcusparse")
 
 
 def evaluate_tensorflow(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -80,4 +100,74 @@ def observe_tensorflow(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
     return obs
 
 
-PLUGIN = Plugin("tensorflow", observe_tensorflow, evaluate_tensorflow, evaluate_tensorflow_gpu)
+# --- the doctor's side: what the package probe records (docs/facts.md `tensorflow`) and how the checks read it
+
+def parse_build_info(text: Optional[str]) -> Optional[dict[str, Any]]:
+    """TF's generated ``build_info = {...}`` or ``build_info = collections.OrderedDict([...])``."""
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "build_info" for t in node.targets):
+            val = node.value
+            try:
+                if isinstance(val, ast.Dict):
+                    return cast("dict[str, Any]", ast.literal_eval(val))
+                if isinstance(val, ast.Call) and val.args:
+                    return dict(ast.literal_eval(val.args[0]))
+            except (ValueError, TypeError, SyntaxError):
+                return None
+    return None
+
+
+def probe_tensorflow(dists: Mapping[str, Any], read: Callable[[str, int], Optional[str]]) -> Optional[dict[str, Any]]:
+    """tensorflow/python/platform/build_info.py, a generated literal: its CUDA, cuDNN and arch list."""
+    name = next((n for n in TF_DISTS if n in dists), None)
+    if name is None:
+        return None
+    loc, ver, _ = dists[name]
+    t: dict[str, Any] = {"version": ver, "package": name}
+    info = parse_build_info(read(os.path.join(loc, "tensorflow", "python", "platform", "build_info.py"), 1 << 16))
+    if info:
+        cuda, cudnn = str(info.get("cuda_version") or ""), str(info.get("cudnn_version") or "")
+        if cuda:
+            t["cuda"] = cuda.split("_")[-1] if "_" in cuda else cuda  # Windows writes '64_112'
+        if cudnn:
+            t["cudnn"] = cudnn.split("_")[-1]
+        if "is_cuda_build" in info:
+            t["is_cuda_build"] = bool(info["is_cuda_build"])
+        caps = info.get("cuda_compute_capabilities")
+        if isinstance(caps, list):
+            t["arch_list"] = [str(c) for c in caps]
+    elif name == "tensorflow-cpu":
+        t["is_cuda_build"] = False
+    return t
+
+
+def installed_tensorflow(facts: Mapping[str, Any]) -> Optional[Installed]:
+    t = facts.get("tensorflow")
+    t = t if isinstance(t, dict) else {}
+    version = str(t.get("version") or "").strip()
+    if not version or isinstance(t.get("version"), (dict, list)):
+        return None
+    pip = facts.get("pip") if isinstance(facts.get("pip"), dict) else {}
+    cpu_dist = next((d for d in CPU_DISTS if d in pip), None)  # type: ignore[operator]
+    built = t.get("is_cuda_build")
+    cuda = str(t.get("cuda") or "").strip()
+    arch = t.get("arch_list")
+    return Installed(
+        "tensorflow", version, None, "%d.%d" % (release(cuda) + (0,))[:2] if release(cuda) else None,
+        gpu=built if isinstance(built, bool) else None,
+        cpu_only=built is False or cpu_dist is not None,
+        arch_list=tuple(str(a) for a in arch) if isinstance(arch, list) else (),
+        cudnn=str(t["cudnn"]) if t.get("cudnn") else None,
+        cpu_undo=f"pip uninstall -y {cpu_dist} &&" if cpu_dist else None,
+        ptx_everywhere=True, pins_cuda_wheels=False, needs_libs=NEEDS_LIBS, tag="tf",
+    )
+
+
+PLUGIN = Plugin("tensorflow", observe_tensorflow, evaluate_tensorflow, evaluate_tensorflow_gpu, installed_tensorflow,
+                probe_tensorflow, TF_DISTS)

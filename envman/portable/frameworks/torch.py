@@ -4,13 +4,17 @@ checks on those observations."""
 
 from __future__ import annotations
 
+import ast
+import os
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
 
 from ..versions import arch_covers
 from .base import (
     TOL_BF16,
     TOL_FP32,
+    Installed,
     Plugin,
     check,
     cuda_variant,
@@ -230,4 +234,75 @@ def observe_torch(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
     return obs
 
 
-PLUGIN = Plugin("torch", observe_torch, evaluate_torch, evaluate_torch_gpu)
+# --- the doctor's side: what the package probe records (docs/facts.md `torch`) and how the checks read it ----
+
+def _assignments(text: str) -> dict[str, Any]:
+    """Top-level ``name = literal`` / ``name: T = literal`` lines of a generated module."""
+    out = {}
+    for m in re.finditer(r"^(\w+)\s*(?::[^=\n]+)?=\s*(.+)$", text, re.M):
+        try:
+            out[m.group(1)] = ast.literal_eval(m.group(2).strip())
+        except (ValueError, SyntaxError):
+            continue
+    return out
+
+
+def _wheel_version(dists: Mapping[str, Any], pattern: str) -> Optional[str]:
+    rx = re.compile(pattern + "$")
+    return next((d[1] for n, d in sorted(dists.items()) if rx.match(n)), None)
+
+
+def probe_torch(dists: Mapping[str, Any], read: Callable[[str, int], Optional[str]]) -> Optional[dict[str, Any]]:
+    """torch/version.py (a generated literal: no import) and the cuDNN/NCCL wheels of its CUDA major."""
+    if "torch" not in dists:
+        return None
+    loc, ver, _ = dists["torch"]
+    t: dict[str, Any] = {"version": ver, "location": os.path.join(loc, "torch")}
+    vals = _assignments(read(os.path.join(loc, "torch", "version.py"), 1 << 16) or "")
+    if isinstance(vals.get("__version__"), str):
+        t["version"] = vals["__version__"]
+    for k in ("cuda", "hip", "git_version", "debug"):
+        if k in vals:
+            t[k] = vals[k]
+    cm = str(t.get("cuda") or "").split(".")[0]
+    if cm:
+        cudnn = _wheel_version(dists, rf"nvidia-cudnn(-cu{cm})?")
+        if cudnn:
+            t["cudnn"], t["cudnn_source"] = cudnn, "wheel"
+        nccl = _wheel_version(dists, rf"nvidia-nccl(-cu{cm})?")
+        if nccl:
+            t["nccl"] = nccl
+    return t
+
+
+def _text(x: object) -> Optional[str]:
+    if x is None or isinstance(x, (dict, list)):
+        return None
+    s = str(x).strip()
+    return s or None
+
+
+def installed_torch(facts: Mapping[str, Any]) -> Optional[Installed]:
+    t = facts.get("torch")
+    t = t if isinstance(t, dict) else {}
+    version = _text(t.get("version"))
+    if not version:
+        return None
+    cuda = _text(t.get("cuda"))
+    cuda = "%d.%d" % (release(cuda) + (0,))[:2] if cuda and release(cuda) else None
+    label = split_local(version)[1]
+    variant = label or _text(t.get("variant")) or ("rocm" if _text(t.get("hip")) else cuda_variant(cuda))
+    conda = facts.get("conda")
+    cpuonly = isinstance(conda, dict) and conda.get("cpuonly") is True
+    arch = t.get("arch_list")
+    return Installed(
+        "torch", version, variant, cuda, gpu=cuda is not None,
+        cpu_only=cuda is None and not str(variant).startswith(("rocm", "xpu")),
+        arch_list=tuple(str(a) for a in arch) if isinstance(arch, list) else (),
+        arch_source="torch.cuda.get_arch_list()", cudnn=_text(t.get("cudnn")), cudnn_loaded=t.get("cudnn_source") == "loaded",
+        cpu_undo="conda remove cpuonly, then" if cpuonly else None,
+        cpu_why="conda's cpuonly package selects it" if cpuonly else "",
+    )
+
+
+PLUGIN = Plugin("torch", observe_torch, evaluate_torch, evaluate_torch_gpu, installed_torch, probe_torch, ("torch",))
