@@ -356,7 +356,7 @@ def test_container_with_libcuda_but_no_gpu_list_is_not_missing_libraries():
     assert [f.check for f in found(base, "container-")] == ["container-no-gpu"]
     seen = dict(base, libcuda={"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "version": "570.124.06"})
     (f,) = found(seen, "container-")
-    assert f.check == "container-gpu-unlisted" and f.severity == "warn"
+    assert f.check == "container-gpu-unlisted" and f.severity == "info"
     assert "libcuda.so.1 570.124.06" in f.verdict
 
 
@@ -379,3 +379,31 @@ def test_project_pin_without_wheels_for_this_python(tmp_path):
     (f,) = found(facts, "pin-no-wheels")
     assert f.verdict.startswith("requirements.txt pins torch==2.2.2, which has no wheels for Python 3.13")
     assert found(dict(facts, python={"version": "3.11.9", "bits": 64}), "pin-no-wheels") == []
+
+
+# --- packages that ship one build per CUDA release or GPU generation (portable/doctor/variants.py) ----------
+
+
+@pytest.mark.parametrize("path, token", [
+    ("bitsandbytes/libbitsandbytes_cuda118.so", ("bitsandbytes/libbitsandbytes_*.so", "11.8")),
+    ("bitsandbytes/libbitsandbytes_cuda121_nocublaslt.so", ("bitsandbytes/libbitsandbytes_*_nocublaslt.so", "12.1")),
+    ("pkg/lib/cuda12/libkernels.so", ("pkg/lib/*/libkernels.so", "12")),
+    ("mypkg/_ops_cu11x.so", ("mypkg/_ops_*.so", "11")),
+    ("nvidia/cuda_runtime/lib/libcudart.so.12", None),
+    ("flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so", None),
+    ("onnxruntime/capi/libonnxruntime_providers_cuda.so", None),
+])
+def test_a_cuda_build_tag_in_a_file_name(path, token):
+    from envman.portable.doctor.variants import cuda_token
+
+    assert cuda_token(path) == token
+
+
+def test_the_build_a_package_loads_for_its_cuda():
+    from envman.portable.doctor.variants import pick
+
+    group = [{"file": f"libbitsandbytes_cuda{x}.so"} for x in ("117", "118", "120", "121", "124")]
+    assert pick(group, "12.4")["file"] == "libbitsandbytes_cuda124.so"
+    assert pick(group, "12.6")["file"] == "libbitsandbytes_cuda124.so"  # the newest of its major below it
+    assert pick(group, "11.8")["file"] == "libbitsandbytes_cuda118.so"
+    assert pick(group, "13.0")["file"] == "libbitsandbytes_cuda117.so"  # none of that major: the first

@@ -41,6 +41,14 @@ EXPECTED = {
     "apt_upgrade_driver_library_mismatch": [("error", "nvml-mismatch")],
     # near-miss: flash-attn with sm_80 SASS and bf16 on an A100 (8.0), a Jupyter kernel on this venv, 1.8 GiB held
     "healthy_a100": [],
+    # wheels that ship several builds of one library and load the one that fits (issue #20 pattern 7), read from
+    # the real wheels: the others never load, so their sonames and arch lists are not this machine's problem
+    "image_bnb_cuda_variants_l4": [],
+    "v100_bnb_nocublaslt_variants": [],
+    "t4_vllm_flash_attn_builds": [],
+    "h100_bnb_cuda118_build_without_sm90": [("error", "ext-arch-not-covered")],  # the build that loads lacks sm_90
+    # a healthy container whose NVIDIA probe timed out: unknown is not missing
+    "container_gpu_list_not_recorded": [("info", "probe-failed")],
 }
 
 
@@ -108,3 +116,26 @@ def test_healthy_a100_is_ready():
     assert run_checks(facts, K) == []
     assert verdict_line([], facts) == ("ready (torch 2.7.1+cu128, 1× NVIDIA A100-SXM4-80GB, driver 570.133.20, "
                                        "Python 3.11)")
+
+
+def test_a_package_with_one_build_per_cuda_release_is_judged_by_the_build_that_loads():
+    facts = load("h100_bnb_cuda118_build_without_sm90")
+    (f,) = run_checks(facts, K)
+    assert f.verdict.startswith("libbitsandbytes_cuda118.so (bitsandbytes 0.43.1) carries sm_50 sm_52 sm_60 sm_61 "
+                                "sm_70 sm_75 sm_80 sm_86 sm_89; the GPU 0 NVIDIA H100 80GB HBM3 is 9.0 (sm_90)")
+    assert f.remedy.startswith("use a torch build for CUDA 12.4, whose libbitsandbytes_cuda124.so carries sm_90, or ")
+    # BNB_CUDA_VERSION picks the build, as bitsandbytes does: its CUDA 12.1 build carries sm_90, but cannot load
+    # beside torch's CUDA 11 libraries, so that is said instead
+    env = dict(facts, env={"BNB_CUDA_VERSION": "121"})
+    (libs,) = run_checks(env, K)
+    assert libs.check == "ext-cuda-libs"
+
+
+def test_no_cuda_build_of_a_multi_build_package_loads():
+    """bitsandbytes 0.45.5 ships CUDA 11.7 … 12.8 builds; beside a CUDA 13 torch none of them is the one it looks
+    for: one finding (bnb-cuda-binary), not also "needs libcudart.so.12" for each build."""
+    facts = load("image_bnb_cuda_variants_l4")
+    cu13 = dict(facts, torch=dict(facts["torch"], cuda="13.0", version="2.9.1+cu130"),
+                pip={k: v for k, v in facts["pip"].items() if not k.startswith("nvidia-")})
+    assert [(f.check, f.verdict.split(" because")[0]) for f in run_checks(cu13, K) if f.check.startswith(("ext", "bnb"))] \
+        == [("bnb-cuda-binary", "bitsandbytes 0.45.5 looks for libbitsandbytes_cuda130.so")]

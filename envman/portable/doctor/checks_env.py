@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..versions import major, vcmp, vt
-from .findings import Finding, error, warn
+from .findings import Finding, error, info, warn
 from .knowledge import Knowledge
 from .remedies import gib
 from .view import FactsView, as_dict, as_list, as_num, as_str
@@ -56,22 +56,8 @@ def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:
     nodes = [str(n) for n in as_list(v.f.get("device_nodes"))]
     has_nodes = any(re.fullmatch(r"nvidia\d+", n) for n in nodes)
     caps = v.env.get("NVIDIA_DRIVER_CAPABILITIES")
-    libcuda = as_dict(v.f.get("libcuda"))
-    if has_nodes and not v.gpus_known and as_str(libcuda.get("path")):
-        return [warn(
-            "container-gpu-unlisted",
-            f"this {kind} has GPU device nodes and the driver library ({libcuda['path']}"
-            f"{' ' + str(libcuda['version']) if as_str(libcuda.get('version')) else ''}), but the GPU list was not "
-            f"collected (NVML: {as_str(v.f.get('nvml_error')) or 'unavailable'}): the GPU checks did not run",
-            "run nvidia-smi inside the container to see what NVML says; NVIDIA_DRIVER_CAPABILITIES needs utility for it",
-        )]
     if has_nodes and not v.gpus_known:
-        return [error(
-            "container-no-gpu",
-            f"this {kind} has GPU device nodes but no NVIDIA driver libraries (NVML: "
-            f"{as_str(v.f.get('nvml_error')) or 'unavailable'}; NVIDIA_DRIVER_CAPABILITIES={caps or 'unset'})",
-            "start it with NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all) so the toolkit mounts libcuda and NVML",
-        )]
+        return _gpus_unlisted(v, kind, caps)
     if not v.gpus_known:
         return []
     wanted = _gpu_wanted(v)
@@ -84,6 +70,31 @@ def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:
         f"inside a {kind} with no GPU visible{why}: {wanted} will run on the CPU",
         "restart it with GPU access: docker run --gpus all … (the host needs the NVIDIA Container Toolkit); "
         "Podman/CDI: --device nvidia.com/gpu=all; Kubernetes: resources.limits nvidia.com/gpu: 1",
+    )]
+
+
+def _gpus_unlisted(v: FactsView, kind: str, caps: str | None) -> list[Finding]:
+    """Device nodes but no GPU list: the driver libraries are missing only when the facts show it (libcuda probed
+    and absent, or NVML's own "library not found"); a list that was not recorded says nothing about the GPU."""
+    libcuda = v.f.get("libcuda")
+    nvml = as_str(v.f.get("nvml_error")) or ""
+    if isinstance(libcuda, dict) and as_str(libcuda.get("path")):
+        return [info(
+            "container-gpu-unlisted",
+            f"this {kind} has GPU device nodes and the driver library ({libcuda['path']}"
+            f"{' ' + str(libcuda['version']) if as_str(libcuda.get('version')) else ''}), but the GPU list was not "
+            f"collected (NVML: {nvml or 'unavailable'}): the GPU checks did not run",
+            "run nvidia-smi inside the container to see what NVML says; NVIDIA_DRIVER_CAPABILITIES needs utility for it",
+        )]
+    absent = ("libcuda" in v.f and libcuda is None) or re.search(r"not found|no such file|cannot open", nvml, re.I)
+    answered = as_str(v.f.get("driver")) and v.f.get("driver_source") != "kernel-module"
+    if not absent or answered:
+        return []  # (a user-space driver library answered, or nothing recorded either way: unknown, not missing)
+    return [error(
+        "container-no-gpu",
+        f"this {kind} has GPU device nodes but no NVIDIA driver libraries (NVML: {nvml or 'unavailable'}; "
+        f"NVIDIA_DRIVER_CAPABILITIES={caps or 'unset'})",
+        "start it with NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all) so the toolkit mounts libcuda and NVML",
     )]
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
+from . import variants
 from .findings import Finding, error
 from .knowledge import Feature, Knowledge
 from .remedies import capability
@@ -33,12 +34,31 @@ _LOAD_FAILS = {
 _TORCH_IN_LOCAL = re.compile(r"(?:torch|pt)(\d)\.?(\d{1,2})")
 
 
-def _files(v: FactsView) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def _dists(v: FactsView) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
     for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
         e = as_dict(e)
-        for f in as_list(e.get("files")):
-            if isinstance(f, dict) and as_str(f.get("file")):
-                yield dist, as_str(e.get("version")) or "?", f
+        files = [f for f in as_list(e.get("files")) if isinstance(f, dict) and as_str(f.get("file"))]
+        yield dist, as_str(e.get("version")) or "?", files
+
+
+def _env_cuda(v: FactsView) -> str | None:
+    """The CUDA a package that ships one build per CUDA release loads its build for: BNB_CUDA_VERSION, else the
+    installed framework's (torch's, whose libraries it shares)."""
+    env = v.env.get("BNB_CUDA_VERSION", "")
+    if re.fullmatch(r"\d{3}", env):
+        return f"{env[:2]}.{env[2]}"
+    fw = next((fw for fw in v.frameworks if fw.is_cuda), None)
+    return fw.cuda if fw else None
+
+
+def _forced(v: FactsView, dist: str) -> bool:
+    """The build is chosen by a variable, not by what loads (BNB_CUDA_VERSION for bitsandbytes)."""
+    return dist == "bitsandbytes" and bool(v.env.get("BNB_CUDA_VERSION"))
+
+
+def _loads(v: FactsView) -> Any:
+    """file -> whether every CUDA library it names is (as far as the facts tell) available here."""
+    return lambda f: not _missing_sonames(v, f)
 
 
 def _base(path: str) -> str:
@@ -51,54 +71,57 @@ def _short(name: str) -> str:
 
 
 def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
-    """An extension with neither SASS for the GPU nor PTX it can JIT; PTX newer than the driver JITs."""
+    """An extension with neither SASS for the GPU nor PTX it can JIT; PTX newer than the driver JITs. Only the
+    libraries that load here are judged (envman/portable/doctor/variants.py)."""
     out: list[Finding] = []
     ccs = v.gpu_ccs()
     if not ccs:
         return out
-    done: set[tuple[str, tuple[int, int], str]] = set()
-    for dist, ver, f in _files(v):
-        sass = [str(a) for a in as_list(f.get("sass"))]
-        ptx = [str(a) for a in as_list(f.get("ptx"))]
-        if not sass and not ptx:
-            continue  # a host-only library of the package
+    for dist, ver, files in _dists(v):
+        used = [f for f in variants.loaded(files, _env_cuda(v), _loads(v), forced=_forced(v, dist))
+                if variants.archs(f)]
         floor = k.package_floor(dist, ver)
         for c in ccs:
-            label = capability(c)
-            gpus = group_label(v.gpus_with_cc(c))
-            covered, _why = arch_covers(c, sass + ptx)
-            carries = " ".join(sass + ptx)
-            if not covered and floor and tuple(c) < floor:
-                continue  # no build of it runs there: gpu-too-old-<feature> says so, with what to use instead
-            if not covered:
-                if (dist, c, "arch") in done:
-                    continue
-                done.add((dist, c, "arch"))
-                out.append(error(
-                    "ext-arch-not-covered",
-                    f"{_short(f['file'])} ({dist} {ver}) carries {carries}; the {gpus} is {label}: no kernel of it "
-                    f"runs there ('no kernel image is available for execution on the device')",
-                    f"rebuild it for this GPU: TORCH_CUDA_ARCH_LIST=\"{c[0]}.{c[1]}\" pip install --no-binary {dist} "
-                    f"--no-build-isolation --force-reinstall {dist}=={ver.split('+')[0]} (or use a release whose "
-                    f"wheel lists sm_{c[0]}{c[1]})",
-                ))
-                continue
-            s, p = split_arch_list(sass + ptx)
-            if any(a[0] == c[0] and a[1] <= c[1] for a in s):
-                continue  # SASS runs: PTX is never JIT-compiled
-            jit = ptx_for(p, c)
-            isa = as_str(f.get("ptx_isa"))
-            drv_isa = k.max_ptx_isa(v.driver_cuda)
-            if jit and isa and drv_isa and vcmp(isa, drv_isa) > 0 and (dist, c, "ptx") not in done:
-                done.add((dist, c, "ptx"))
-                out.append(error(
-                    "ext-ptx-too-new",
-                    f"{_short(f['file'])} ({dist} {ver}) reaches the {gpus} ({label}) only through PTX ISA {isa}, "
-                    f"newer than driver {v.driver or '?'} (CUDA {v.driver_cuda}) can JIT (≤ {drv_isa}): "
-                    f"'the provided PTX was compiled with an unsupported toolchain'",
-                    f"upgrade the NVIDIA driver, or install a {dist} build with SASS for sm_{c[0]}{c[1]}",
-                ))
+            out += _ext_arch(v, k, dist, ver, used, floor, c, files)
     return out
+
+
+def _ext_arch(v: FactsView, k: Knowledge, dist: str, ver: str, files: list[dict[str, Any]],
+              floor: tuple[int, int] | None, c: tuple[int, int], every: list[dict[str, Any]]) -> list[Finding]:
+    label, gpus = capability(c), group_label(v.gpus_with_cc(c))
+    covering = [f for f in files if arch_covers(c, variants.archs(f))[0]]
+    for f in files:
+        if f in covering or (floor and tuple(c) < floor):
+            continue  # (below the package's own floor no build of it runs: gpu-too-old-<feature> says so)
+        if covering and variants.only_newer(f, c):
+            continue  # a build for later GPUs beside one for this GPU: the package loads the other here
+        other = sorted({variants.file_cuda(x) or "" for x in variants.siblings(f, every)
+                        if arch_covers(c, variants.archs(x))[0]}, key=vt)
+        instead = (f"use a {(v.torch.name + ' ') if v.torch else ''}build for CUDA {other[-1]}, whose "
+                   f"{_short(variants.name_for(f, other[-1]))} carries sm_{c[0]}{c[1]}, or " if other else "")
+        return [error(
+            "ext-arch-not-covered",
+            f"{_short(f['file'])} ({dist} {ver}) carries {' '.join(variants.archs(f))}; the {gpus} is {label}: no "
+            f"kernel of it runs there ('no kernel image is available for execution on the device')",
+            f"{instead}rebuild it for this GPU: TORCH_CUDA_ARCH_LIST=\"{c[0]}.{c[1]}\" pip install --no-binary {dist} "
+            f"--no-build-isolation --force-reinstall {dist}=={ver.split('+')[0]} (or use a release whose "
+            f"wheel lists sm_{c[0]}{c[1]})",
+        )]
+    for f in covering:
+        s, p = split_arch_list(variants.archs(f))
+        if any(a[0] == c[0] and a[1] <= c[1] for a in s):
+            continue  # SASS runs: PTX is never JIT-compiled
+        isa = as_str(f.get("ptx_isa"))
+        drv_isa = k.max_ptx_isa(v.driver_cuda)
+        if ptx_for(p, c) and isa and drv_isa and vcmp(isa, drv_isa) > 0:
+            return [error(
+                "ext-ptx-too-new",
+                f"{_short(f['file'])} ({dist} {ver}) reaches the {gpus} ({label}) only through PTX ISA {isa}, "
+                f"newer than driver {v.driver or '?'} (CUDA {v.driver_cuda}) can JIT (≤ {drv_isa}): "
+                f"'the provided PTX was compiled with an unsupported toolchain'",
+                f"upgrade the NVIDIA driver, or install a {dist} build with SASS for sm_{c[0]}{c[1]}",
+            )]
+    return []
 
 
 def _torch_wanted(e: dict[str, Any]) -> str | None:
@@ -166,44 +189,61 @@ def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
     return found if known else None
 
 
+def _missing_sonames(v: FactsView, f: dict[str, Any]) -> list[str]:
+    """The CUDA sonames ``f`` names whose major no provider here has (unknown providers: not missing)."""
+    out = []
+    for so in as_list(f.get("needed")):
+        m = _SONAME.match(str(so))
+        if not m:
+            continue
+        have = _provided_majors(v, m.group(1))
+        if have is not None and int(m.group(2)) not in have:
+            out.append(str(so))
+    return out
+
+
 def check_ext_cuda_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     """An extension linked against CUDA libraries of a major this environment does not have
-    (onnxruntime-gpu's CUDA 11 build next to a CUDA 12 torch)."""
+    (onnxruntime-gpu's CUDA 11 build next to a CUDA 12 torch). Of a package that ships one build per CUDA
+    release, only the one it loads counts: none loading is the finding."""
     out = []
-    have: set[int] | str | None  # the majors a library's providers give, then the sentence that says them
-    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
-        e = as_dict(e)
+    for dist, ver, files in _dists(v):
         missing: dict[str, str] = {}
-        for f in as_list(e.get("files")):
-            for so in as_list(as_dict(f).get("needed")):
-                m = _SONAME.match(str(so))
-                if not m:
-                    continue
-                have = _provided_majors(v, m.group(1))
-                if have is not None and int(m.group(2)) not in have:
-                    missing.setdefault(str(so), _short(str(as_dict(f).get("file"))))
-        if not missing:
-            continue
-        ver = as_str(e.get("version")) or "?"
-        sonames = sorted(missing)
-        files = sorted(set(missing.values()))
-        t = v.torch
-        cm = [major(t.cuda)] if t and t.is_cuda else []
-        have = f"this environment has CUDA {cm[0]} ({t.label})" if t and cm else "this environment has no such library"
-        fails = _LOAD_FAILS.get(dist, f"loading {', '.join(files)} fails ('{sonames[0]}: cannot open shared object file')")
-        fix = None
-        b = k.ext_build_for(dist, cm[0]) if cm else None
-        if b is not None:
-            fix = (f"pip install '{dist}>={b.since}' (built for CUDA {b.cuda}"
-                   + (f" and cuDNN {b.cudnn}" if b.cudnn else "") + ")")
-        elif cm:
-            fix = f"install a {dist} build for CUDA {cm[0]}, or the CUDA {cm[0]}-era libraries it names"
-        out.append(error(
-            "ext-cuda-libs",
-            f"{', '.join(files)} ({dist} {ver}) needs {', '.join(sonames)}; {have}: {fails}",
-            fix,
-        ))
+        builds: list[str] = []
+        if dist == "bitsandbytes" and check_bnb_binary(v, k):
+            continue  # no build for this CUDA at all: bnb-cuda-binary says so
+        for g in variants.groups(files):
+            chosen = variants.pick(g, _env_cuda(v))
+            needs = _missing_sonames(v, chosen)
+            if len(g) > 1 and (not needs or (not _forced(v, dist) and any(not _missing_sonames(v, f) for f in g))):
+                continue  # the build it loads for this CUDA, or (it tries them) one of them, loads
+            for so in needs:
+                missing.setdefault(so, _short(str(chosen.get("file"))))
+            if len(g) > 1 and needs:
+                builds = sorted({f"CUDA {variants.file_cuda(x)}" for x in g}, key=vt)
+        if missing:
+            out.append(_cuda_libs_finding(v, k, dist, ver, missing, builds))
     return out
+
+
+def _cuda_libs_finding(v: FactsView, k: Knowledge, dist: str, ver: str, missing: dict[str, str],
+                       builds: list[str]) -> Finding:
+    sonames = sorted(missing)
+    files = sorted(set(missing.values()))
+    t = v.torch
+    cm = [major(t.cuda)] if t and t.is_cuda else []
+    have = f"this environment has CUDA {cm[0]} ({t.label})" if t and cm else "this environment has no such library"
+    if builds:
+        have += f"; none of its builds ({', '.join(builds)}) loads"
+    fails = _LOAD_FAILS.get(dist, f"loading {', '.join(files)} fails ('{sonames[0]}: cannot open shared object file')")
+    fix = None
+    b = k.ext_build_for(dist, cm[0]) if cm else None
+    if b is not None:
+        fix = (f"pip install '{dist}>={b.since}' (built for CUDA {b.cuda}"
+               + (f" and cuDNN {b.cudnn}" if b.cudnn else "") + ")")
+    elif cm:
+        fix = f"install a {dist} build for CUDA {cm[0]}, or the CUDA {cm[0]}-era libraries it names"
+    return error("ext-cuda-libs", f"{', '.join(files)} ({dist} {ver}) needs {', '.join(sonames)}; {have}: {fails}", fix)
 
 
 def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:

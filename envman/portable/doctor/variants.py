@@ -1,0 +1,111 @@
+"""Which of a package's compiled libraries load here.
+
+Some wheels ship one build of their library per CUDA release and load the one that matches (bitsandbytes'
+``libbitsandbytes_cuda118.so`` … ``libbitsandbytes_cuda128.so``, chosen by torch's CUDA or BNB_CUDA_VERSION;
+``lib/cuda11/`` beside ``lib/cuda12/``), or builds for different GPU generations beside each other (vLLM's
+FlashAttention libraries for 8.0+ beside kernels that run on 7.0; bitsandbytes' ``_nocublaslt`` builds for GPUs
+below 7.5). The others never load, so their sonames and arch lists are not this machine's problem: judging each
+file alone says "needs libcudart.so.11.0" of a healthy CUDA 12 environment (issue #20, pattern 7).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..versions import split_arch_list, vt
+from .view import as_list, as_str
+
+# A CUDA release in a file or directory name: _cuda118, -cu121, /cuda12/, _cuda11x (never inside a word:
+# 'libcudart' has no digits after 'cuda', 'libcuda.so.1' is not preceded by a separator)
+_TOKEN = re.compile(r"(?<=[_\-/.])(?:cuda|cu)[-_]?(\d{2,3})x?(?=[_.\-/])", re.I)
+
+
+def cuda_token(path: str) -> tuple[str, str] | None:
+    """'bitsandbytes/libbitsandbytes_cuda118.so' -> ('bitsandbytes/libbitsandbytes_*.so', '11.8');
+    'lib/cuda12/libx.so' -> ('lib/*/libx.so', '12'); None for a name without one."""
+    m = _TOKEN.search("/" + path)
+    if not m:
+        return None
+    digits = m.group(1)
+    cuda = digits if len(digits) == 2 else f"{digits[:-1]}.{digits[-1]}"
+    key = ("/" + path)[: m.start()] + "*" + ("/" + path)[m.end():]
+    return key[1:], cuda
+
+
+def groups(files: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Files with the same name but for their CUDA token form one group (its CUDA builds); others stand alone."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    out: list[list[dict[str, Any]]] = []
+    for f in files:
+        tok = cuda_token(as_str(f.get("file")) or "")
+        if tok is None:
+            out.append([f])
+            continue
+        if tok[0] not in by_key:
+            by_key[tok[0]] = []
+            out.append(by_key[tok[0]])
+        by_key[tok[0]].append(f)
+    return out
+
+
+def siblings(f: dict[str, Any], files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The other CUDA builds of ``f``'s library."""
+    tok = cuda_token(as_str(f.get("file")) or "")
+    if tok is None:
+        return []
+    return [x for x in files if x is not f and (cuda_token(as_str(x.get("file")) or "") or ("",))[0] == tok[0]]
+
+
+def name_for(f: dict[str, Any], cuda: str) -> str:
+    """The file name of ``f``'s build for ``cuda`` ('…_cuda118.so', '12.4' -> '…_cuda124.so')."""
+    path = as_str(f.get("file")) or ""
+    return _TOKEN.sub(lambda m: m.group(0).replace(m.group(1), cuda.replace(".", ""), 1), "/" + path, count=1)[1:]
+
+
+def file_cuda(f: dict[str, Any]) -> str | None:
+    tok = cuda_token(as_str(f.get("file")) or "")
+    return tok[1] if tok else None
+
+
+def pick(group: list[dict[str, Any]], cuda: str | None) -> dict[str, Any]:
+    """The member a package loads for an environment of CUDA ``cuda``: the exact build, else the newest of that
+    major at or below it, else the newest of that major, else the first."""
+    if len(group) == 1 or not cuda:
+        return group[0]
+    want = vt(cuda)
+    same = [f for f in group if vt(file_cuda(f))[:1] == want[:1]]
+    exact = [f for f in same if vt(file_cuda(f)) == want[:len(vt(file_cuda(f)))]]
+    below = [f for f in same if vt(file_cuda(f)) <= want]
+    for cands in (exact, below, same):
+        if cands:
+            return max(cands, key=lambda f: vt(file_cuda(f)))
+    return group[0]
+
+
+def loaded(files: list[dict[str, Any]], cuda: str | None, loads: Callable[[dict[str, Any]], bool],
+           forced: bool = False) -> list[dict[str, Any]]:
+    """The files that load: every lone file; of each group of CUDA builds, the one for ``cuda`` when it loads or
+    the choice is ``forced`` (a variable names it), else those that load, else (none loads: ext-cuda-libs says
+    so) the one for ``cuda``."""
+    out = []
+    for g in groups(files):
+        if len(g) == 1:
+            out += g
+            continue
+        chosen = pick(g, cuda)
+        ok = [f for f in g if loads(f)]
+        out += [chosen] if forced or chosen in ok or not ok else ok
+    return out
+
+
+def archs(f: dict[str, Any]) -> list[str]:
+    return [str(a) for a in as_list(f.get("sass")) + as_list(f.get("ptx"))]
+
+
+def only_newer(f: dict[str, Any], c: tuple[int, int]) -> bool:
+    """Every kernel the file carries is for GPUs newer than ``c``: a build for later generations, which a package
+    that also ships code for ``c`` does not load there (FlashAttention builds on a T4, cuBLASLt builds on a V100)."""
+    sass, ptx = split_arch_list(archs(f))
+    return bool(sass or ptx) and all((a[0], a[1]) > tuple(c) for a in sass + ptx)
