@@ -32,7 +32,7 @@ from envman.portable.doctor.knowledge import (
 from envman.portable.facts.gather import FACTS_SCHEMA
 from envman.resources import cache_dir, matrix_dir
 
-FORMAT = 2  # bump when Knowledge.to_dict changes shape
+FORMAT = 3  # bump when Knowledge.to_dict changes shape
 
 if TYPE_CHECKING:  # the model pulls in packaging: only the cache-miss path needs it
     from envman.model import Matrix
@@ -185,10 +185,38 @@ def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
         builds.append(ExtBuild(need(b, "package", f"builds[{i}]"), need(b, "from", f"builds[{i}]"),
                                need(b, "cuda", f"builds[{i}]"), b.get("cudnn")))
     tfw = doc.get("tensorflow_windows_native_gpu_last") or {}
+    sonames, glibc, windows = _tables(doc, problems, need)
     if problems:
         raise DataError("; ".join(problems))
     return dataclasses.replace(k, features=tuple(features), ptx_isa=ptx, ext_builds=tuple(builds),
-                               tf_windows_gpu_last=tfw.get("version") if isinstance(tfw, dict) else None)
+                               tf_windows_gpu_last=tfw.get("version") if isinstance(tfw, dict) else None,
+                               cuda_sonames=sonames, wheel_glibc=glibc, windows_native=windows)
+
+
+def _tables(doc: dict, problems: list[str], need) -> tuple[tuple, tuple, tuple]:
+    """cuda_sonames, wheel_glibc and windows_native of extensions.yaml, each row cited."""
+    def cited(section: str) -> list[tuple[str, dict]]:
+        rows = []
+        for i, e in enumerate(doc.get(section) or ()):
+            where = f"{section}[{i}]"
+            if not isinstance(e, dict):
+                problems.append(f"{EXTENSIONS_FILE}: {where}: expected a mapping")
+                continue
+            if not (e.get("source") or e.get("measured")):
+                problems.append(f"{EXTENSIONS_FILE}: {where}: no source or measured")
+            rows.append((where, e))
+        return rows
+
+    sonames = []
+    for where, e in cited("cuda_sonames"):
+        libs = e.get("libs")
+        if not isinstance(libs, dict) or not all(isinstance(v, str) for v in libs.values()):
+            problems.append(f"{EXTENSIONS_FILE}: {where}.libs: expected stem: \"soname version\" strings")
+            continue
+        sonames.append((need(e, "cuda", where), tuple(sorted((str(k), v) for k, v in libs.items()))))
+    glibc = tuple((need(e, "package", w), need(e, "from", w), need(e, "glibc", w)) for w, e in cited("wheel_glibc"))
+    windows = tuple((need(e, "package", w), need(e, "from", w)) for w, e in cited("windows_native"))
+    return tuple(sonames), glibc, windows
 
 
 # --- facts files: `--dump-facts FILE` writes one, `--facts FILE` judges one from another machine --------

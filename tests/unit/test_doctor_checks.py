@@ -388,31 +388,49 @@ def test_distro_nvcc_shadows_cuda_home():
 def test_gcc_newer_than_nvcc_accepts():
     f = one(_ext(gcc="14.2.0", nvcc={"path": "/usr/local/cuda/bin/nvcc", "version": "12.8", "max_gcc": 13},
                  cuda_home=None), "ext-gcc-too-new")
-    assert f.verdict == ("gcc 14.2.0 is newer than nvcc 12.8 accepts (gcc ≤ 13): nvcc stops with 'unsupported GNU "
-                         "version'")
+    # the words of nvcc's own error and the binary a user runs: what they search for
+    assert f.verdict == ("gcc 14.2.0 is newer than nvcc 12.8 (/usr/local/cuda/bin/nvcc) accepts (gcc ≤ 13): nvcc stops "
+                         "with '#error -- unsupported GNU version! gcc versions later than 13 are not supported!'")
 
 
 # --- 11. TensorFlow libraries, cuDNN -------------------------------------------------------------
 
 
+TF_CU12 = {"nvidia-cuda-runtime-cu12": "12.2.140", "nvidia-cublas-cu12": "12.2.5.6", "nvidia-cufft-cu12": "11.0.8.103",
+           "nvidia-curand-cu12": "10.3.3.141", "nvidia-cusolver-cu12": "11.5.2.141", "nvidia-cusparse-cu12": "12.1.2.141"}
+
+
 def test_tensorflow_without_cuda_libraries():
-    f = one(box(tensorflow={"version": "2.15.1", "is_cuda_build": True}), "tf-cuda-libs")
+    f = one(box(tensorflow={"version": "2.15.1", "is_cuda_build": True}, cuda_libs=[]), "tf-cuda-libs")
     assert f.remedy == "pip install 'tensorflow[and-cuda]==2.15.1'"
-    assert "CUDA 12 runtime (libcudart.so.12), cuDNN 8 (libcudnn.so.8)" in f.verdict
+    # every soname TensorFlow's dso_loader opens, as its log names them (CUDA 12's cuFFT is libcufft.so.11)
+    assert ("not found: libcudart.so.12, libcublas.so.12, libcublasLt.so.12, libcufft.so.11, libcurand.so.10, "
+            "libcusolver.so.11, libcusparse.so.12, libcudnn.so.8: 'Could not load dynamic library 'libcudart.so.12''"
+            in f.verdict)
+    # library directories not probed and no wheel of a library: unknown, not missing
+    assert found(box(tensorflow={"version": "2.15.1", "is_cuda_build": True}), "tf-cuda-libs") == []
 
 
 def test_tensorflow_with_wrong_cudnn_wheel():
-    facts = box(tensorflow={"version": "2.15.1"}, pip={"nvidia-cudnn-cu12": "9.3.0.75", "nvidia-cuda-runtime-cu12": "12.2.140"})
-    assert found(facts, "tf-cuda-libs")[0].verdict == ("nvidia-cudnn-cu12 9.3.0.75 is installed, but tensorflow 2.15.1 "
-                                                       "was built with cuDNN 8.9")
+    facts = box(tensorflow={"version": "2.15.1"}, pip={"nvidia-cudnn-cu12": "9.3.0.75", **TF_CU12})
+    assert found(facts, "tf-cuda-libs")[0].verdict == (
+        "tensorflow 2.15.1 needs CUDA 12.2 and cuDNN 8.9; not found: libcudnn.so.8 (here: libcudnn.so.9 "
+        "(nvidia-cudnn-cu12 9.3.0.75)): 'Could not load dynamic library 'libcudnn.so.8'' — it will not see the GPU")
 
 
 def test_tensorflow_with_its_own_libraries_is_fine():
-    facts = box(tensorflow={"version": "2.15.1"}, pip={"nvidia-cudnn-cu12": "8.9.4.25", "nvidia-cuda-runtime-cu12": "12.2.140"})
+    facts = box(tensorflow={"version": "2.15.1"}, pip={"nvidia-cudnn-cu12": "8.9.4.25", **TF_CU12})
     assert found(facts, "tf-cuda-libs") == []
     sys_libs = box(tensorflow={"version": "2.15.1"}, cuda_libs=[
-        {"dir": "/usr/lib/x86_64-linux-gnu", "from": "system", "libs": {"libcudnn": "8.9.7", "libcudart": "12.2.140"}}])
+        {"dir": "/usr/lib/x86_64-linux-gnu", "from": "system", "libs": {"libcudnn": "8.9.7", "libcudart": "12.2.140",
+         "libcublas": "12.2.5.6", "libcublasLt": "12.2.5.6", "libcufft": "11.0.8.103", "libcurand": "10.3.3.141",
+         "libcusolver": "11.5.2.141", "libcusparse": "12.1.2.141"}}])
     assert found(sys_libs, "tf-cuda-libs") == []
+    older = box(tensorflow={"version": "2.15.1"}, cuda_libs=[dict(sys_libs["cuda_libs"][0], libs=dict(
+        sys_libs["cuda_libs"][0]["libs"], libcudnn="8.6.0"))])
+    assert found(older, "tf-cuda-libs")[0].verdict == (
+        "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.6.0 is installed, but tensorflow 2.15.1 was built with cuDNN 8.9: "
+        "'Loaded runtime CuDNN library: 8.6.0 but source was compiled with: 8.9.0'")
 
 
 def test_cudnn_older_than_torch_was_built_with():
@@ -610,7 +628,7 @@ def test_driver_too_old_on_kepler_does_not_ask_for_a_driver_the_gpu_cannot_run()
 
 def test_torch_and_tensorflow_want_different_cudnn_majors_in_one_environment():
     facts = box(gpus=[], **torch("2.5.1+cu124", "12.4"), tensorflow={"version": "2.15.1", "is_cuda_build": True},
-                pip={"torch": "2.5.1+cu124", "nvidia-cudnn-cu12": "9.1.0.70", "nvidia-cuda-runtime-cu12": "12.4.127"})
+                pip={"torch": "2.5.1+cu124", "nvidia-cudnn-cu12": "9.1.0.70", **TF_CU12})
     facts.pop("gpus")  # NVML did not answer: the packages alone tell
     (f,) = found(facts, "tf-cuda-libs")
     assert f.verdict == ("nvidia-cudnn-cu12 9.1.0.70 is installed, but tensorflow 2.15.1 was built with cuDNN 8.9; "

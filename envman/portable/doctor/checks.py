@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import (
+    checks_container,
     checks_deep,
     checks_drift,
     checks_env,
@@ -17,8 +18,10 @@ from . import (
     checks_gpu,
     checks_host,
     checks_jupyter,
+    checks_libraries,
     checks_packages,
     checks_toolchain,
+    checks_wheels,
     checks_workload,
 )
 from .findings import SEVERITIES, Finding, info, warn
@@ -28,7 +31,9 @@ from .view import FactsView, as_dict
 CHECKS = (
     checks_gpu.CHECKS
     + checks_env.CHECKS
+    + checks_container.CHECKS
     + checks_packages.CHECKS
+    + checks_libraries.CHECKS
     + checks_toolchain.CHECKS
     + checks_deep.CHECKS
     + checks_drift.CHECKS
@@ -36,6 +41,7 @@ CHECKS = (
     + checks_host.CHECKS
     + checks_workload.CHECKS
     + checks_jupyter.CHECKS
+    + checks_wheels.CHECKS
 )
 
 

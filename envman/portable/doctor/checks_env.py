@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..versions import major, vcmp, vt
+from .checks_container import gpu_lost
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge
 from .remedies import gib
@@ -57,7 +58,7 @@ def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:
     has_nodes = any(re.fullmatch(r"nvidia\d+", n) for n in nodes)
     caps = v.env.get("NVIDIA_DRIVER_CAPABILITIES")
     if has_nodes and not v.gpus_known:
-        return _gpus_unlisted(v, kind, caps)
+        return [] if gpu_lost(v) else _gpus_unlisted(v, kind, caps)
     if not v.gpus_known:
         return []
     wanted = _gpu_wanted(v)
@@ -98,20 +99,49 @@ def _gpus_unlisted(v: FactsView, kind: str, caps: str | None) -> list[Finding]:
     )]
 
 
+# Base images that are for GPUs: a project whose Dockerfile starts FROM one needs GPUs inside its containers.
+_GPU_BASE = re.compile(r"(^|/)(nvidia/cuda|cuda|pytorch/pytorch|tensorflow/tensorflow:[^ ]*gpu|nvcr\.io/nvidia/)", re.I)
+
+
+def gpu_project(v: FactsView) -> str | None:
+    """What says the project's containers want GPUs: its envman.lock's CUDA, or a Dockerfile FROM a GPU base."""
+    lock = as_dict(v.f.get("lock"))
+    if as_str(lock.get("cuda")):
+        return f"its envman.lock's CUDA {lock['cuda']} stack"
+    for d in as_list(v.f.get("dockerfiles")):
+        img = next((str(b) for b in as_list(as_dict(d).get("from")) if _GPU_BASE.search(str(b))), None)
+        if img:
+            return f"its {as_str(as_dict(d).get('path')) or 'Dockerfile'} (FROM {img})"
+    return None
+
+
 def check_docker_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A Docker engine on a GPU host that cannot hand GPUs to containers."""
+    """A Docker engine on a GPU host that cannot hand GPUs to containers: an error for a project whose containers
+    want them. Docker from snap cannot use the toolkit apt installs, whatever else is there."""
     d = as_dict(v.f.get("docker"))
     if d.get("reachable") is not True or not v.gpus:
         return []
+    ver = as_str(d.get("version"))
+    wants = gpu_project(v)
+    root = as_str(d.get("root_dir")) or ""
+    if root.startswith("/var/snap/"):
+        return [(error if wants else warn)(
+            "docker-snap",
+            f"Docker{' ' + ver if ver else ''} is the snap package (its data is in {root}): it cannot run the NVIDIA "
+            f"Container Toolkit's hook, so 'docker run --gpus all' fails with 'could not select device driver \"\" with "
+            f"capabilities: [[gpu]]'" + (f"; the project needs GPUs in its containers ({wants})" if wants else ""),
+            "sudo snap remove docker, install Docker from its apt repository (docs.docker.com/engine/install), then the "
+            "NVIDIA Container Toolkit: sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
+        )]
     if d.get("nvidia_runtime") is True or d.get("cdi") is True or d.get("toolkit") is True:
         return []
     if v.in_container and d.get("nvidia_runtime") is None:
         return []  # the host's toolkit cannot be seen from in here
-    ver = as_str(d.get("version"))
-    return [warn(
+    return [(error if wants else warn)(
         "docker-no-nvidia",
         f"Docker{' ' + ver if ver else ''} has no NVIDIA runtime, CDI spec or container toolkit: containers cannot use "
-        f"this machine's {v.gpu_summary()}",
+        f"this machine's {v.gpu_summary()} ('could not select device driver \"\" with capabilities: [[gpu]]')"
+        + (f"; the project needs GPUs in its containers ({wants})" if wants else ""),
         "install the NVIDIA Container Toolkit (apt-get install nvidia-container-toolkit), then "
         "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
     )]

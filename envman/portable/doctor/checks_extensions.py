@@ -13,7 +13,7 @@ from typing import Any
 
 from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
 from . import variants
-from .findings import Finding, error
+from .findings import Finding, error, info
 from .knowledge import Feature, Knowledge
 from .remedies import capability
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
@@ -292,13 +292,27 @@ def check_capability_floor(v: FactsView, k: Knowledge) -> list[Finding]:
         gpus = [g for c in low for g in v.gpus_with_cc(c)]
         c = low[0]
         need = "%d.%d" % tuple(feat.min_cc)
-        out.append(error(
+        dep = _pulled_in(v, feat)
+        out.append((info if dep else error)(
             f"gpu-too-old-{feat.id}",
             f"{feat.name} needs compute capability ≥ {need}; the {group_label(gpus)} is {capability(c)} "
-            f"and {why}: {feat.fails}",
+            f"and {why}" + (f" ({dep}: it matters only where the project uses it)" if dep else "") + f": {feat.fails}",
             feat.instead or None,
         ))
     return out
+
+
+def _pulled_in(v: FactsView, feat: Feature) -> str | None:
+    """What installed the package that asks for ``feat``, when a framework did as its own dependency (every Linux
+    CUDA torch wheel requires triton): nothing the project chose asks for the feature then."""
+    if as_str(as_dict(v.f.get("workload")).get("precision")) in feat.precisions:
+        return None
+    names = [norm_name(n) for n, _ in feat.packages if v.pkg(n)]
+    for fw in v.frameworks:
+        deps = {norm_name(n) for n, _ in fw.requires}
+        if names and all(n in deps for n in names):
+            return f"installed as {fw.label}'s own dependency"
+    return None
 
 
 def check_tf_windows(v: FactsView, k: Knowledge) -> list[Finding]:

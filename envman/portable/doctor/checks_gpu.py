@@ -7,6 +7,7 @@ from typing import Any
 
 from ..frameworks.base import Installed
 from ..versions import major, sm, split_arch_list, vcmp
+from .checks_container import gpu_lost
 from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release, covers
@@ -190,7 +191,7 @@ def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
             "reboot, or stop every GPU process and reload the kernel module: "
             "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
         )]
-    if smi and not v.gpus and not kernel_module_missing(v):
+    if smi and not v.gpus and not kernel_module_missing(v) and not gpu_lost(v):
         return [error(
             "nvidia-smi-failed",
             f"nvidia-smi fails: '{smi.splitlines()[0].strip()}'",

@@ -37,34 +37,67 @@ def check_fabricmanager(v: FactsView, k: Knowledge) -> list[Finding]:
     )]
 
 
+def _loaded_libcuda(v: FactsView, name: str = "libcuda.so.1") -> dict[str, object]:
+    """The ``libcuda_loaded`` entry for ``name``: which file the dynamic loader resolves ({} when not probed)."""
+    return next((as_dict(e) for e in as_list(v.f.get("libcuda_loaded")) if as_dict(e).get("name") == name), {})
+
+
 def check_cuda_compat(v: FactsView, k: Knowledge) -> list[Finding]:
+    """The forward-compatibility libcuda on a GPU that cannot use it (GeForce/TITAN: error 804 — an installed compat
+    package is injected into containers by the NVIDIA toolkit whenever the image's CUDA is newer than the driver,
+    so it is an error wherever it is), or under a driver newer than itself (error 803)."""
     out = []
     path_dirs = [e.rstrip("/") for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e]
+    resolved = as_str(_loaded_libcuda(v).get("path")) or ""
     for c in as_list(v.f.get("cuda_compat")):
         c = as_dict(c)
         path, ver = as_str(c.get("path")), as_str(c.get("version"))
         if not path or not ver:
             continue
-        used = path.rsplit("/", 1)[0] in path_dirs
-        sev = error if used else warn
-        where = "on LD_LIBRARY_PATH" if used else "installed (used when on the loader path)"
+        folder = path.rsplit("/", 1)[0]
+        used = folder in path_dirs or (bool(resolved) and resolved.rsplit("/", 1)[0] == folder)
+        where = ("the libcuda the loader resolves" if resolved.startswith(folder) else "on LD_LIBRARY_PATH") if used \
+            else "installed (used when on the loader path)"
         consumer = [g for g in v.gpus if _CONSUMER.search(g.name)]
         if consumer:
-            out.append(sev(
+            out.append(error(
                 "cuda-compat-unsupported-gpu",
                 f"the forward-compatibility libcuda {ver} ({path}) is {where}, but the {consumer[0].name} is a "
                 f"GeForce-class GPU: CUDA fails with error 804 'forward compatibility was attempted on non supported HW'",
-                f"take {path.rsplit('/', 1)[0]} off LD_LIBRARY_PATH (or apt-get remove cuda-compat-*) and upgrade "
-                f"the driver instead",
+                f"upgrade the host driver to one that runs this CUDA by itself, and remove the compat library: "
+                f"apt-get remove cuda-compat-* (in the image and on the host), or take {folder} off LD_LIBRARY_PATH",
             ))
         elif v.driver and vcmp(v.driver, ver) > 0:
-            out.append(sev(
+            out.append((error if used else warn)(
                 "cuda-compat-older",
                 f"the forward-compatibility libcuda {ver} ({path}) is {where}, but the host driver {v.driver} is newer: "
                 f"CUDA fails with error 803 'system has unsupported display driver / cuda driver combination'",
-                f"remove the compat package (apt-get remove cuda-compat-*) or take {path.rsplit('/', 1)[0]} off "
+                f"remove the compat package (apt-get remove cuda-compat-*) or take {folder} off "
                 f"LD_LIBRARY_PATH: driver {v.driver} runs that CUDA by itself",
             ))
+    return out
+
+
+def check_libcuda_stub(v: FactsView, k: Knowledge) -> list[Finding]:
+    """The loader resolves the CUDA toolkit's link-time stub libcuda (…/lib64/stubs) instead of the driver's."""
+    out = []
+    for name in ("libcuda.so.1", "libcuda.so"):
+        e = _loaded_libcuda(v, name)
+        if e.get("stub") is not True:
+            continue
+        path = as_str(e.get("path")) or "stubs/libcuda.so"
+        folder = path.rsplit("/", 1)[0]
+        how = "LD_LIBRARY_PATH puts" if e.get("from") == "LD_LIBRARY_PATH" else "the loader's cache (ld.so.conf) puts"
+        fix = (f"drop {folder} from LD_LIBRARY_PATH" if e.get("from") == "LD_LIBRARY_PATH" else
+               f"remove {folder} from /etc/ld.so.conf.d and run ldconfig (in an image: RUN rm -rf {folder} after the build "
+               f"that linked against it)")
+        out.append(error(
+            "libcuda-stub",
+            f"{how} the toolkit's stub {path} ahead of the driver's libcuda: programs that load {name} fail with "
+            f"'CUDA driver is a stub library' (CUDA_ERROR_STUB_LIBRARY, 34)",
+            fix,
+        ))
+        break  # one cause, one finding
     return out
 
 
@@ -110,4 +143,4 @@ def check_kernel_module(v: FactsView, k: Knowledge) -> list[Finding]:
     return []
 
 
-CHECKS = (check_fabricmanager, check_cuda_compat, check_kernel_module)
+CHECKS = (check_fabricmanager, check_cuda_compat, check_libcuda_stub, check_kernel_module)

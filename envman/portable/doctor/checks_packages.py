@@ -8,7 +8,6 @@ from ..frameworks.base import Installed
 from ..versions import major, major_minor, split_local, variant_cuda, vcmp, vt
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release
-from .remedies import install
 from .view import FactsView, as_dict, as_list, as_str
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+$")
@@ -162,85 +161,6 @@ def check_cudnn(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A framework that loads the CUDA libraries it finds (TensorFlow): missing, or of the wrong version."""
-    if v.gpus_known and not v.gpus:
-        return []  # (GPUs unknown — NVML down, a partial facts file — the packages still tell)
-    out = []
-    for fw in v.cuda_frameworks():
-        if not fw.pins_cuda_wheels:
-            out += _loaded_libs(v, k, fw)
-    return out
-
-
-def _loaded_libs(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
-    rel = k.release(fw.name, fw.base)
-    gpu = k.build_of(fw.name, fw.base, fw.variant, fw.gpu)
-    cuda = fw.cuda or (gpu.cuda if gpu else None)
-    cudnn = (gpu.cudnn if gpu else None) or fw.cudnn
-    if not cuda or not cudnn:
-        return []
-    cm, dm = major(cuda), major(cudnn)
-    fix = install(rel) if rel else f"install CUDA {cuda} and cuDNN {cudnn}"
-    check = f"{fw.tag or fw.name}-cuda-libs"
-    wheels = v.pkgs_matching(_CUDNN)
-    runtime = v.pkgs_matching(_CUDART)
-    sys_libs: dict[str, list[str]] = {}
-    for d in as_list(v.f.get("cuda_libs")):
-        for stem, ver in as_dict(as_dict(d).get("libs")).items():
-            sys_libs.setdefault(stem, []).append(str(ver))
-    has_cudnn_wheel = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver, k) in (cm, None)}
-    has_rt_wheel = {n: ver for n, ver in runtime.items() if _cuda_major_of(n, ver, k) == cm}
-    sys_cudnn = [x for x in sys_libs.get("libcudnn", []) if major(x) == dm]
-    sys_rt = [x for x in sys_libs.get("libcudart", []) if major(x) == cm]
-    missing = []
-    if not has_rt_wheel and not sys_rt:
-        missing.append(f"CUDA {cm} runtime (libcudart.so.{cm})")
-    if not has_cudnn_wheel and not sys_cudnn:
-        missing.append(f"cuDNN {dm} (libcudnn.so.{dm})")
-    if missing:
-        return [error(
-            check,
-            f"{fw.label} needs CUDA {cuda} and cuDNN {cudnn}; not found: {', '.join(missing)}: it will not see the GPU",
-            fix,
-        )]
-    out = []
-    other = _pinned_cudnn(v, k)
-    for n, ver in has_cudnn_wheel.items():
-        if major(ver) != dm or vcmp(major_minor(ver), major_minor(cudnn)) < 0:
-            verdict = f"{n} {ver} is installed, but {fw.label} was built with cuDNN {cudnn}"
-            why = fix
-            if other and major(other[1]) == major(ver) and major(other[1]) != dm:
-                # that framework's wheel pins the cuDNN it was built with: one environment cannot hold both majors.
-                ofw, want = other
-                verdict += (f"; {ofw.label} needs cuDNN {major(want)} (libcudnn.so.{major(want)}) and "
-                            f"{fw.label} cuDNN {dm} (libcudnn.so.{dm}): in one environment only one of them can use the GPU")
-                alt = _with_cudnn(k, fw.name, major(want))  # type: ignore[arg-type]
-                why = (f"{install(alt)} (built with cuDNN {major(want)}, like {ofw.label}), or " if alt else "") \
-                    + f"keep {ofw.name} and {fw.name} in separate environments"
-            out.append(error(check, verdict, why))
-    return out
-
-
-def _pinned_cudnn(v: FactsView, k: Knowledge) -> tuple[Installed, str] | None:
-    """A CUDA framework whose wheels pin their cuDNN (torch), and that cuDNN: its fact, else the matrix's build."""
-    for fw in v.frameworks:
-        if fw.is_cuda and fw.pins_cuda_wheels:
-            b = k.build_of(fw.name, fw.base, fw.variant, fw.gpu) if fw.variant else None
-            want = (b.cudnn if b else None) or fw.cudnn
-            if want:
-                return fw, want
-    return None
-
-
-def _with_cudnn(k: Knowledge, framework: str, cudnn_major: int) -> Release | None:
-    """The newest release of ``framework`` whose GPU build uses cuDNN ``cudnn_major``."""
-    for r in k.releases.get(framework, ()):
-        if any(not b.is_cpu and b.cudnn and major(b.cudnn) == cudnn_major for b in r.builds):
-            return r
-    return None
-
-
 def check_numpy(v: FactsView, k: Knowledge) -> list[Finding]:
     """NumPy 2 with a framework release built against NumPy 1."""
     np = as_str(v.f.get("numpy")) or v.pkg("numpy")
@@ -334,5 +254,5 @@ def check_in_matrix(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-CHECKS = (check_in_matrix, check_cuda_wheels, check_companions, check_cudnn, check_tf_libs, check_numpy,
+CHECKS = (check_in_matrix, check_cuda_wheels, check_companions, check_cudnn, check_numpy,
           check_python, check_glibc)

@@ -11,13 +11,15 @@ from .view import FactsView, as_dict, as_list, as_num, as_str
 
 
 def _nvcc_used(v: FactsView) -> tuple[str, str | None, int | None] | None:
-    """(where, version X.Y, newest gcc it accepts) of the nvcc torch.utils.cpp_extension would run:
+    """(the nvcc binary, version X.Y, newest gcc it accepts) of the nvcc torch.utils.cpp_extension would run:
     $CUDA_HOME/bin/nvcc when a CUDA home is known, else the one on PATH."""
     home = as_dict(v.f.get("cuda_home"))
     nvcc = as_dict(v.f.get("nvcc"))
     if as_str(home.get("nvcc_version")):
-        return (as_str(home.get("path")) or "CUDA_HOME", major_minor(home.get("nvcc_version")),
-                _int(home.get("max_gcc")))
+        binary = f"{(as_str(home.get('path')) or 'CUDA_HOME').rstrip('/')}/bin/nvcc"
+        if home.get("source") == "nvcc" and as_str(nvcc.get("path")):
+            binary = str(nvcc["path"])  # what the user runs, /usr/bin/nvcc
+        return binary, major_minor(home.get("nvcc_version")), _int(home.get("max_gcc"))
     if as_str(nvcc.get("version")):
         return as_str(nvcc.get("path")) or "nvcc", major_minor(nvcc.get("version")), _int(nvcc.get("max_gcc"))
     return None
@@ -48,14 +50,37 @@ def _rebuild_helps(v: FactsView, k: Knowledge, dist: str) -> bool:
     return any(not arch_covers(c, a)[0] and not (floor and tuple(c) < floor) for a in archs for c in v.gpu_ccs())
 
 
+def _about_to_build(v: FactsView) -> list[tuple[str, str]]:
+    """(package, file) the project's requirements name that compile CUDA code when installed and are not installed
+    yet (facts ``build_intent``): `pip install -r` will run nvcc."""
+    out = []
+    for e in as_list(v.f.get("build_intent")):
+        e = as_dict(e)
+        pkg = as_str(e.get("package"))
+        if pkg and pkg in INSTALL_BUILDS + ("deepspeed",) and not v.pkg(pkg):
+            out.append((pkg, as_str(e.get("file")) or "the project"))
+    return out
+
+
 def _builds_extensions(v: FactsView, k: Knowledge) -> str | None:
     """Why this environment compiles CUDA code, or None."""
+    intent = _about_to_build(v)
+    if intent:
+        return ", ".join(f"{p} in {f}, not installed yet" for p, f in intent)
     found = [p for p in RUNTIME_BUILDS if v.pkg(p)]
     found += [p for p in INSTALL_BUILDS if v.pkg(p) and _rebuild_helps(v, k, p)]
     if found:
         return ", ".join(found) + " installed"
     if as_dict(v.f.get("lock")).get("base_kind") == "cuda-devel":
         return "envman.lock asks for a CUDA devel image"
+    return None
+
+
+def _exact(v: FactsView) -> str | None:
+    """A package being built that refuses any nvcc but the CUDA torch was built with, down to the minor: apex's
+    setup.py (check_cuda_torch_binary_vs_bare_metal, NVIDIA/apex#323)."""
+    if v.pkg("apex") or any(p == "apex" for p, _ in _about_to_build(v)):
+        return "apex"
     return None
 
 
@@ -66,50 +91,68 @@ def _toolkit_pkg(cuda: str) -> str:
 
 def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
     t = v.torch
+    used = _nvcc_used(v)
     if t is None or not t.is_cuda:
-        return []
+        return _gcc(v, used, k)  # gcc against nvcc matters to any CUDA build, torch or not
     out: list[Finding] = []
     cuda = t.cuda or ""
     home_known = "cuda_home" in v.f
     home = as_dict(v.f.get("cuda_home"))
     nvcc = as_dict(v.f.get("nvcc"))
+    building = bool(_about_to_build(v))
     if home_known and not home and not as_str(nvcc.get("path")):
         why = _builds_extensions(v, k)
         if why:
-            out.append(warn(
+            out.append((error if building else warn)(
                 "ext-no-cuda-home",
                 f"no CUDA toolkit here (CUDA_HOME unset, no nvcc on PATH), but this environment builds CUDA extensions "
-                f"({why}): building them for {t.label} will fail",
+                f"({why}): building them for {t.label} will fail ('CUDA_HOME environment variable is not set', 'nvcc "
+                f"was not found')",
                 f"apt-get install {_toolkit_pkg(cuda)} (NVIDIA's repository), then "
                 f"export CUDA_HOME=/usr/local/cuda-{cuda}",
             ))
         return out
     if home and not as_str(home.get("nvcc_version")) and home.get("source") in ("CUDA_HOME", "CUDA_PATH"):
-        out.append(warn(
+        out.append((error if building else warn)(
             "ext-no-cuda-home",
-            f"{home.get('source')}={home.get('path')} has no bin/nvcc: extension builds will fail",
+            f"{home.get('source')}={home.get('path')} has no bin/nvcc ('{str(home.get('path')).rstrip('/')}/bin/nvcc': "
+            f"No such file or directory): extension builds will fail",
             f"point it at a CUDA {cuda} toolkit: export CUDA_HOME=/usr/local/cuda-{cuda}",
         ))
-    used = _nvcc_used(v)
     if used and used[1]:
-        where, nv, _ = used
-        if major(nv) != major(cuda):
-            out.append(error(
-                "ext-nvcc-mismatch",
-                f"nvcc {nv} ({where}) and {t.label}'s CUDA {cuda} differ in major: torch.utils.cpp_extension "
-                f"refuses to build extensions",
-                f"install the CUDA {cuda} toolkit ({_toolkit_pkg(cuda)}) and export CUDA_HOME=/usr/local/cuda-{cuda}",
-            ))
-        elif nv != cuda:
-            out.append(warn(
-                "ext-nvcc-mismatch",
-                f"nvcc {nv} ({where}) ≠ {t.label}'s CUDA {cuda} (minor): extensions build, but may miss "
-                f"features or fail to load",
-                f"install the CUDA {cuda} toolkit ({_toolkit_pkg(cuda)}) and export CUDA_HOME=/usr/local/cuda-{cuda}",
-            ))
+        out += _nvcc_vs_torch(v, t.label, cuda, used)
     out += _shadowed(v, home, nvcc)
-    out += _gcc(v, used)
+    out += _gcc(v, used, k)
     return out
+
+
+def _nvcc_vs_torch(v: FactsView, label: str, cuda: str, used: tuple[str, str | None, int | None]) -> list[Finding]:
+    where, nv, _ = used
+    fix = f"install the CUDA {cuda} toolkit ({_toolkit_pkg(cuda)}) and export CUDA_HOME=/usr/local/cuda-{cuda}"
+    if major(nv) != major(cuda):
+        return [error(
+            "ext-nvcc-mismatch",
+            f"nvcc {nv} ({where}) and {label}'s CUDA {cuda} differ in major: torch.utils.cpp_extension "
+            f"refuses to build extensions",
+            fix,
+        )]
+    if nv == cuda:
+        return []
+    strict = _exact(v)
+    if strict:
+        return [error(
+            "ext-nvcc-mismatch",
+            f"nvcc {nv} ({where}) ≠ {label}'s CUDA {cuda}, and {strict} builds only with the CUDA torch was built with: "
+            f"'Cuda extensions are being compiled with a version of Cuda that does not match the version used to "
+            f"compile Pytorch binaries'",
+            fix + f", or a torch built for CUDA {nv}",
+        )]
+    return [warn(
+        "ext-nvcc-mismatch",
+        f"nvcc {nv} ({where}) ≠ {label}'s CUDA {cuda} (minor): extensions build, but may miss "
+        f"features or fail to load",
+        fix,
+    )]
 
 
 def _shadowed(v: FactsView, home: dict[str, Any], nvcc: dict[str, Any]) -> list[Finding]:
@@ -132,16 +175,18 @@ def _shadowed(v: FactsView, home: dict[str, Any], nvcc: dict[str, Any]) -> list[
     )]
 
 
-def _gcc(v: FactsView, used: tuple[str, str | None, int | None] | None) -> list[Finding]:
+def _gcc(v: FactsView, used: tuple[str, str | None, int | None] | None, k: Knowledge) -> list[Finding]:
     gcc = as_str(v.f.get("gcc"))
     if not gcc or not used or used[2] is None or major(gcc) is None:
         return []
-    _, nv, max_gcc = used
+    where, nv, max_gcc = used
     if major(gcc) <= max_gcc:  # type: ignore[operator]
         return []
-    return [warn(
+    sev = error if _about_to_build(v) else warn
+    return [sev(
         "ext-gcc-too-new",
-        f"gcc {gcc} is newer than nvcc {nv} accepts (gcc ≤ {max_gcc}): nvcc stops with 'unsupported GNU version'",
+        f"gcc {gcc} is newer than nvcc {nv} ({where}) accepts (gcc ≤ {max_gcc}): nvcc stops with '#error -- "
+        f"unsupported GNU version! gcc versions later than {max_gcc} are not supported!'",
         f"apt-get install gcc-{max_gcc} g++-{max_gcc}, then export CC=gcc-{max_gcc} CXX=g++-{max_gcc} "
         f"(torch passes CC to nvcc as -ccbin)",
     )]

@@ -99,6 +99,26 @@ class Knowledge:
     toolkit_wheels: tuple[str, ...] = ()
     # GPU product name as NVML spells it (gpu_key) -> (first driver NVIDIA's supported-GPU list names it in, source)
     gpu_floors: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # matrices/extensions.yaml: the sonames each CUDA release's libraries carry ((cuda, ((stem, soname), …)), …),
+    # the glibc a package's wheels need from a release on ((package, from, glibc), …), the first release of a
+    # package with a native-Windows build ((package, from), …)
+    cuda_sonames: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    wheel_glibc: tuple[tuple[str, str, str], ...] = ()
+    windows_native: tuple[tuple[str, str], ...] = ()
+
+    def sonames(self, cuda: str | None) -> dict[str, str]:
+        """{stem: soname version} of CUDA ``cuda``'s libraries ('libcufft' -> '10' for 11.8): the newest row of its
+        major that is not newer than it; {} when the table has none."""
+        rows = [(c, libs) for c, libs in self.cuda_sonames if major(c) == major(cuda) and vcmp(c, cuda) <= 0]
+        return dict(max(rows, key=lambda r: vt(r[0]))[1]) if rows and cuda else {}
+
+    def glibc_for(self, package: str, version: str | None) -> str | None:
+        """The glibc ``package``'s Linux wheels of ``version`` need, when the table says."""
+        hits = [(f, g) for p, f, g in self.wheel_glibc if p == package and version and vcmp(version, f) >= 0]
+        return max(hits, key=lambda h: vt(h[0]))[1] if hits else None
+
+    def windows_since(self, package: str) -> str | None:
+        return next((f for p, f in self.windows_native if p == package), None)
 
     def max_ptx_isa(self, cuda: str | None) -> str | None:
         """The newest PTX ISA a driver supporting CUDA ``cuda`` can JIT: its own, or that of the newest
@@ -259,6 +279,9 @@ class Knowledge:
             "tf_windows_gpu_last": self.tf_windows_gpu_last,
             "toolkit_wheels": list(self.toolkit_wheels),
             "gpu_floors": {k: list(v) for k, v in self.gpu_floors.items()},
+            "cuda_sonames": [[c, [list(x) for x in libs]] for c, libs in self.cuda_sonames],
+            "wheel_glibc": [list(x) for x in self.wheel_glibc],
+            "windows_native": [list(x) for x in self.windows_native],
         }
 
     @classmethod
@@ -295,6 +318,9 @@ class Knowledge:
             d.get("tf_windows_gpu_last"),
             tuple(d.get("toolkit_wheels") or ()),
             {k: (v[0], v[1]) for k, v in (d.get("gpu_floors") or {}).items()},
+            tuple((c, tuple((str(a), str(b)) for a, b in libs)) for c, libs in d.get("cuda_sonames") or ()),
+            tuple((str(p), str(f), str(g)) for p, f, g in d.get("wheel_glibc") or ()),
+            tuple((str(p), str(f)) for p, f in d.get("windows_native") or ()),
         )
 
 

@@ -41,6 +41,10 @@ class Installed(NamedTuple):
     pins_cuda_wheels: bool = True
     needs_libs: Tuple[str, ...] = ()  # pins_cuda_wheels False: the CUDA library stems it opens (libcusolver)
     tag: str = ""  # the short name its own check ids start with ("tf" in tf-cuda-libs); "": its name
+    # the wheels its own METADATA pins (Requires-Dist: nvidia-cudnn-cu12==9.1.0.70): ((name, specifier), …), and
+    # those of them installed in another site-packages than the framework's (its RPATH does not reach them)
+    requires: Tuple[Tuple[str, str], ...] = ()
+    apart: Tuple[str, ...] = ()
 
     @property
     def base(self) -> str:

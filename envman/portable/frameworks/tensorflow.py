@@ -24,9 +24,10 @@ from .base import (
 # The distributions that install TensorFlow, the first found wins; the -cpu/-intel ones are CPU-only builds.
 TF_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-intel")
 CPU_DISTS = ("tensorflow-cpu", "tensorflow-intel")
-# What a CUDA build of TensorFlow dlopens at start (tensorflow/tsl/platform/default/dso_loader.cc): the
-# runtime, cuDNN, cuBLAS, cuFFT, cuSOLVER, cuSPARSE. A missing one makes TF list no GPU.
-NEEDS_LIBS = ("libcudart", "libcudnn", "libcublas", "libcufft", "libcusolver", "libcusparse")
+# What a CUDA build of TensorFlow dlopens at start (tsl/platform/default/dso_loader.cc, and its own log: "Successfully
+# opened dynamic library libcudart.so.11.0 … libcublas, libcublasLt, libcufft, libcurand, libcusolver, libcusparse,
+# libcudnn"). A missing one makes TF list no GPU ("Cannot dlopen some GPU libraries").
+NEEDS_LIBS = ("libcudart", "libcublas", "libcublasLt", "libcufft", "libcurand", "libcusolver", "libcusparse", "libcudnn")
 
 
 def evaluate_tensorflow(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:

@@ -295,8 +295,14 @@ def installed_torch(facts: Mapping[str, Any]) -> Optional[Installed]:
     conda = facts.get("conda")
     cpuonly = isinstance(conda, dict) and conda.get("cpuonly") is True
     arch = t.get("arch_list")
+    raw_req, raw_apart = t.get("requires"), t.get("apart")
+    req: dict[str, Any] = raw_req if isinstance(raw_req, dict) else {}
+    if not req and cuda is not None:
+        req = {"triton": ""}  # not recorded (an older facts file): every Linux CUDA wheel of torch >= 2.0 requires it
+    apart: list[Any] = raw_apart if isinstance(raw_apart, list) else []
     return Installed(
         "torch", version, variant, cuda, gpu=cuda is not None,
+        requires=tuple(sorted((str(k), str(v)) for k, v in req.items())), apart=tuple(str(a) for a in apart),
         cpu_only=cuda is None and not str(variant).startswith(("rocm", "xpu")),
         arch_list=tuple(str(a) for a in arch) if isinstance(arch, list) else (),
         arch_source="torch.cuda.get_arch_list()", cudnn=_text(t.get("cudnn")), cudnn_loaded=t.get("cudnn_source") == "loaded",

@@ -1,0 +1,69 @@
+"""Checks on a container's view of the GPU: one that lost its GPUs while running, and one started from a CUDA
+image newer than the host driver runs.
+
+Facts: ``in_container``, ``nvml_error``/``nvidia_smi_error``, ``device_nodes``, ``libcuda``, ``container_cuda``
+(the CUDA_VERSION and NVIDIA_REQUIRE_CUDA of the image, docs/facts.md), ``driver``/``driver_cuda``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..versions import major, major_minor, vcmp
+from .findings import Finding, error
+from .knowledge import Knowledge
+from .view import FactsView, as_dict, as_list, as_str
+
+
+def gpu_lost(v: FactsView) -> str | None:
+    """The first GPU device node of a container whose NVML answers 'Unknown Error' (None otherwise): the other
+    checks leave that cause to check_gpu_lost."""
+    msg = " ".join(x for x in (as_str(v.f.get("nvml_error")), as_str(v.f.get("nvidia_smi_error"))) if x)
+    if not v.in_container or v.gpus or "unknown error" not in msg.lower():
+        return None
+    return next((str(n) for n in as_list(v.f.get("device_nodes")) if re.fullmatch(r"nvidia\d+", str(n))), None)
+
+
+def check_gpu_lost(v: FactsView, k: Knowledge) -> list[Finding]:
+    """NVML's 'Unknown Error' in a container that has its device nodes and driver library: the container's device
+    cgroup lost the GPUs (systemd reloaded its units; NVIDIA's notice nvidia-container-toolkit#48)."""
+    first = gpu_lost(v)
+    if first is None:
+        return []
+    return [error(
+        "container-gpu-lost",
+        f"this container has /dev/{first} and the driver library but NVML fails with 'Failed to initialize NVML: "
+        f"Unknown Error': it lost access to its GPUs while running (a systemd reload of the host's units resets the "
+        f"container's device cgroup)",
+        "recreate the container (docker rm -f, then docker run --gpus …); on the host, stop it recurring: sudo nvidia-ctk "
+        "system create-dev-char-symlinks --create-all (and its udev rule), or start containers with --device "
+        "/dev/nvidia0 … per device, or cgroupfs instead of systemd (NVIDIA/nvidia-container-toolkit#48)",
+    )]
+
+
+def check_container_cuda(v: FactsView, k: Knowledge) -> list[Finding]:
+    """An image built FROM a CUDA release the host driver does not run (CUDA_VERSION, set by NVIDIA's images)."""
+    cuda = as_str(as_dict(v.f.get("container_cuda")).get("cuda"))
+    if not v.in_container or not cuda or not v.driver:
+        return []
+    mm = major_minor(cuda)
+    mode = k.driver_mode(v.driver, mm)
+    if mode is None and v.driver_cuda:
+        # no data on that CUDA: only a CUDA major with minor-version compatibility runs above the driver's CUDA
+        newer = vcmp(mm, v.driver_cuda) > 0
+        same_major = major(mm) == major(v.driver_cuda)
+        mode = "too-old" if newer and not (same_major and k.floor_driver(mm)) else None
+    if mode != "too-old":
+        return []
+    need = k.full_driver(mm) or k.floor_driver(mm)
+    return [error(
+        "container-cuda-newer",
+        f"this container was started from a CUDA {cuda} image, but the host driver {v.driver} supports CUDA ≤ "
+        f"{v.driver_cuda or '?'}: CUDA calls fail with 'CUDA driver version is insufficient for CUDA runtime version' "
+        f"(error 35)",
+        (f"install NVIDIA driver ≥ {need} on the host, or" if need else "upgrade the host's NVIDIA driver, or")
+        + f" build the image FROM a CUDA ≤ {v.driver_cuda or 'the driver’s'} base (envman init --driver {v.driver} picks one)",
+    )]
+
+
+CHECKS = (check_gpu_lost, check_container_cuda)
