@@ -326,3 +326,108 @@ def test_gather_facts_of_this_machine(tmp_path):
     for key in ("os", "kernel", "in_container", "env", "docker", "disks", "lock"):
         assert key in f
     json.dumps(f)  # a facts dict is JSON as it stands
+
+
+# --- issue #28: the facts the new checks judge, read from a machine's files ---------------------------------
+
+
+def test_torch_records_the_wheels_its_metadata_pins_and_those_installed_elsewhere(tmp_path):
+    """A --no-deps install lacks them; a lib/lib64 split (RHEL-family Pythons) puts them out of torch's RPATH."""
+    venv = fake_venv(tmp_path / "venv")
+    sp = venv / "lib" / "python3.12" / "site-packages"
+    (sp / "torch-2.7.1+cu128.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.7.1+cu128\nRequires-Dist: filelock\n"
+        'Requires-Dist: nvidia-cudnn-cu12==9.7.1.26; platform_system == "Linux" and platform_machine == "x86_64"\n'
+        'Requires-Dist: nvidia-cublas-cu12==12.8.3.14; platform_system == "Linux" and platform_machine == "x86_64"\n'
+        'Requires-Dist: triton==3.3.1; platform_system == "Linux" and platform_machine == "x86_64"\n'
+        'Requires-Dist: opt-einsum>=3.3; extra == "opt-einsum"\n')
+    lib64 = venv / "lib64" / "python3.12" / "site-packages"
+    (lib64 / "nvidia_cublas_cu12-12.8.3.14.dist-info").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12.3\n")
+    found = packages.scan_dists([str(sp), str(lib64)])
+    from envman.portable.frameworks.torch import probe_torch
+
+    t = probe_torch(found, lambda p, n: packages.read_text(p, n))
+    assert t["requires"] == {"nvidia-cudnn-cu12": "==9.7.1.26", "nvidia-cublas-cu12": "==12.8.3.14",
+                             "triton": "==3.3.1"}
+    assert t["apart"] == ["nvidia-cublas-cu12"]
+
+
+def test_build_intent_and_dockerfiles_come_from_the_project_files(tmp_path):
+    (tmp_path / "requirements.txt").write_text("torch==2.5.1\nflash_attn>=2.5  # fast attention\n# apex\nmy-apex-tools\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["mamba-ssm", "xformers>=0.0.28"]\n')
+    (tmp_path / "docker").mkdir()
+    (tmp_path / "docker" / "Dockerfile.gpu").write_text(
+        "ARG CUDA=12.1.0\nFROM nvidia/cuda:${CUDA}-devel-ubuntu22.04 AS build\nFROM build AS final\n")
+    (tmp_path / "Dockerfile").write_text("FROM python:3.11-slim\n")
+    assert project.read_build_intent(str(tmp_path)) == [
+        {"package": "flash-attn", "file": "requirements.txt", "line": "flash_attn>=2.5"},
+        {"package": "mamba-ssm", "file": "pyproject.toml", "line": 'dependencies = ["mamba-ssm", "xformers>=0.0.28"]'}]
+    assert project.read_dockerfiles(str(tmp_path)) == [
+        {"path": "Dockerfile", "from": ["python:3.11-slim"]},
+        {"path": "docker/Dockerfile.gpu", "from": ["nvidia/cuda:12.1.0-devel-ubuntu22.04"]}]
+    assert project.read_build_intent(str(tmp_path / "docker")) == []  # probed: none named
+
+
+def _ld_cache(entries):
+    """An /etc/ld.so.cache in glibc's new format: header, 24-byte entries, then the strings."""
+    import struct
+
+    strings, offsets = b"", []
+    head = 48 + 24 * len(entries)
+    for key, value in entries:
+        offsets.append((head + len(strings), head + len(strings) + len(key) + 1))
+        strings += key.encode() + b"\0" + value.encode() + b"\0"
+    out = b"glibc-ld.so.cache1.1" + struct.pack("<II", len(entries), len(strings)) + b"\0" * 20
+    for k, v in offsets:
+        out += struct.pack("<iIIIQ", 0x0303, k, v, 0, 0)
+    return out + strings
+
+
+def test_the_loader_is_followed_like_ld_so(tmp_path):
+    from envman.portable.facts import loader
+
+    stubs = tmp_path / "cuda" / "lib64" / "stubs"
+    drv = tmp_path / "drv"
+    stubs.mkdir(parents=True)
+    drv.mkdir()
+    (drv / "libcuda.so.550.127.05").write_bytes(b"\x7fELF")
+    os.symlink(drv / "libcuda.so.550.127.05", drv / "libcuda.so.1")
+    (stubs / "libcuda.so").write_bytes(b"\x7fELF")
+    cache = loader.cache_entries(_ld_cache([("libcuda.so.1", str(drv / "libcuda.so.1")),
+                                            ("libcuda.so", str(stubs / "libcuda.so"))]))
+    assert cache == [("libcuda.so.1", str(drv / "libcuda.so.1")), ("libcuda.so", str(stubs / "libcuda.so"))]
+    assert loader.resolve("libcuda.so.1", {}, cache, ()) == {
+        "name": "libcuda.so.1", "path": str(drv / "libcuda.so.1"), "version": "550.127.05", "from": "ld.so.cache",
+        "stub": False}
+    assert loader.resolve("libcuda.so", {}, cache, ())["stub"] is True
+    env = {"LD_LIBRARY_PATH": f"{stubs}:/nowhere"}
+    (stubs / "libcuda.so.1").symlink_to(stubs / "libcuda.so")
+    assert loader.resolve("libcuda.so.1", env, cache, ())["from"] == "LD_LIBRARY_PATH"
+    assert loader.resolve("libnothing.so.1", env, cache, ()) is None
+
+
+def test_the_cuda_image_a_container_was_started_from():
+    env = {"CUDA_VERSION": "12.1.1", "NVIDIA_REQUIRE_CUDA": "cuda>=12.1 brand=tesla,driver>=470,driver<471",
+           "NV_CUDNN_VERSION": "8.9.0.131", "PATH": "/usr/bin"}
+    assert system.container_cuda(env) == {"cuda": "12.1.1", "require": "cuda>=12.1 brand=tesla,driver>=470,driver<471",
+                                          "cudnn": "8.9.0.131"}
+    assert system.container_cuda({"PATH": "/usr/bin"}) is None
+
+
+def test_extensions_outside_torch_and_windows_libraries_are_recorded(tmp_path):
+    from envman.portable.facts.extensions import probe_extensions
+
+    sp = tmp_path / "sp"
+    for dist, files in (("llama_cpp_python-0.3.2.dist-info", ["llama_cpp/lib/libggml-cuda.so"]),
+                        ("bitsandbytes-0.45.5.dist-info", ["bitsandbytes/libbitsandbytes_cuda124.dll"]),
+                        ("onnxruntime_genai_cuda-0.5.2.dist-info", ["onnxruntime_genai/onnxruntime-genai.so"])):
+        (sp / dist).mkdir(parents=True)
+        (sp / dist / "RECORD").write_text("".join(f"{f},sha256=x,1\n" for f in files))
+        for f in files:
+            (sp / f).parent.mkdir(parents=True, exist_ok=True)
+            (sp / f).write_bytes(b"not an elf")
+    e = probe_extensions(packages.scan_dists([str(sp)]))
+    assert sorted(e) == ["bitsandbytes", "llama-cpp-python", "onnxruntime-genai-cuda"]
+    assert e["bitsandbytes"]["files"] == [{"file": "bitsandbytes/libbitsandbytes_cuda124.dll"}]
+    assert e["llama-cpp-python"]["files"][0]["file"] == "llama_cpp/lib/libggml-cuda.so"

@@ -30,6 +30,7 @@ def probe_docker(timeout: float = 1.5, environ: dict[str, str] | None = None) ->
         runtimes = sorted((info.get("Runtimes") or {}).keys())
         d["runtimes"] = runtimes
         d["default_runtime"] = info.get("DefaultRuntime")
+        d["root_dir"] = info.get("DockerRootDir")  # /var/snap/docker/… for the snap package
         d["nvidia_runtime"] = "nvidia" in runtimes
         cdi_dirs = info.get("CDISpecDirs") or []
     else:

@@ -22,13 +22,19 @@ EXTENSION_DISTS = (
     "flash-attn", "flash-attn-3", "xformers", "bitsandbytes", "mamba-ssm", "causal-conv1d", "apex", "deepspeed",
     "vllm", "onnxruntime-gpu", "transformer-engine", "transformer-engine-torch", "auto-gptq", "exllamav2",
     "torch-scatter", "torch-sparse", "torch-cluster", "natten", "sageattention", "liger-kernel", "fbgemm-gpu",
+    # libraries outside torch's ecosystem that bring CUDA code of their own (libggml-cuda.so, mmcv._ext, …)
+    "llama-cpp-python", "onnxruntime-genai-cuda", "mmcv", "mmcv-full", "ctranslate2", "faiss-gpu", "cupy-cuda11x",
+    "cupy-cuda12x", "paddlepaddle-gpu", "torch-tensorrt", "spconv-cu118", "spconv-cu120", "spconv-cu121",
 )
+# Any other distribution whose name says it is a GPU build is read too (the NVIDIA libraries themselves are not:
+# they are what the extensions load, not extensions; nor are the frameworks, which have records of their own)
+_GPU_NAME = re.compile(r"^(?!nvidia-|tensorflow|tf-|jax)[a-z0-9.-]*(-gpu|-cuda|-cu\d{2,3}|-cuda\d+x?)(-|$)")
 MAX_FILES_PER_DIST = 64
 MAX_FILES = 256
 BUDGET_S = 2.0
 # Sonames worth recording: CUDA's libraries and torch's (a torch extension links libc10/libtorch*).
 _NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvJitLink|"
-                     r"cupti|c10|c10_cuda|torch|torch_cuda|torch_cpu|torch_python)\.so")
+                     r"cupti|cuda|c10|c10_cuda|torch|torch_cuda|torch_cpu|torch_python)\.so")
 _REQ_TORCH = re.compile(r"^Requires-Dist:[ \t]*torch[ \t]*(\(?[^;\n]*?\)?)[ \t]*(?:;.*)?$", re.M | re.I)
 
 
@@ -37,7 +43,8 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
     end = time.monotonic() + budget_s
     out: dict[str, Any] = {}
     total = 0
-    for name in EXTENSION_DISTS:
+    names = list(EXTENSION_DISTS) + sorted(n for n in dists if n not in EXTENSION_DISTS and _GPU_NAME.match(n))
+    for name in names:
         if name not in dists:
             continue
         loc, ver, meta = dists[name]
@@ -54,6 +61,9 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
             total += 1
             path = os.path.join(loc, rel)
             one: dict[str, Any] = {"file": rel}
+            if rel.endswith(".dll"):
+                files.append(one)
+                continue
             try:
                 one.update(read_fatbin(path))
                 one["needed"] = [n for n in needed_libs(path) if _NEEDED.match(n)]
@@ -66,7 +76,8 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
 
 
 def _shared_objects(loc: str, meta: str) -> list[str]:
-    """``*.so`` paths (relative to ``loc``) the distribution's RECORD lists, sorted."""
+    """``*.so`` paths (relative to ``loc``) the distribution's RECORD lists, sorted; ``*.dll`` too (a Windows
+    build's libraries: that they exist is the fact, their contents are not read)."""
     text = read_text(os.path.join(loc, meta, "RECORD"), 8 << 20)
     if text is None:
         return []
@@ -74,6 +85,6 @@ def _shared_objects(loc: str, meta: str) -> list[str]:
     for line in text.splitlines():
         rel = line.split(",", 1)[0]
         base = os.path.basename(rel)
-        if (base.endswith(".so") or ".so." in base) and not rel.startswith(".."):
+        if (base.endswith((".so", ".dll")) or ".so." in base) and not rel.startswith(".."):
             out.append(rel)
     return sorted(set(out))

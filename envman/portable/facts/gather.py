@@ -24,7 +24,7 @@ def gather_facts(
     from .host import probe_host, read_framework_pins, read_workload
     from .nvidia import probe_nvidia
     from .packages import probe_packages
-    from .project import probe_lock
+    from .project import probe_lock, read_build_intent, read_dockerfiles
     from .system import probe_system
     from .toolchain import probe_toolchain
 
@@ -36,7 +36,8 @@ def gather_facts(
         "docker": lambda: {"docker": probe_docker()},
         "system": lambda: probe_system(project_dir),
         "project": lambda: {"lock": probe_lock(project_dir), "workload": read_workload(project_dir),
-                             "pins": read_framework_pins(project_dir)},
+                             "pins": read_framework_pins(project_dir), "build_intent": read_build_intent(project_dir),
+                             "dockerfiles": read_dockerfiles(project_dir)},
         "host": probe_host,
     }
     results, errors = run_probes(jobs, deadline)

@@ -61,3 +61,52 @@ def read_pins(path: str) -> dict[str, str]:
     """``name==version`` pins of a requirements lock (uv pip compile output)."""
     text = read_text(path, 16 << 20) or ""
     return {re.sub(r"[-_.]+", "-", m.group(1)).lower(): m.group(2) for m in _PIN.finditer(text)}
+
+
+# Packages that compile CUDA code when pip installs them from source (their PyPI release is an sdist, or a wheel
+# only for some torch/CUDA pairs): a project that lists one is about to run nvcc.
+SOURCE_BUILDS = ("flash-attn", "apex", "mamba-ssm", "causal-conv1d", "deepspeed", "xformers")
+INTENT_FILES = ("requirements.txt", "requirements-gpu.txt", "requirements-dev.txt", "requirements/base.txt",
+                "pyproject.toml", "setup.py", "environment.yml", "environment.yaml")
+_INTENT = re.compile(r"(?<![\w.-])(flash[-_]attn|apex|mamba[-_]ssm|causal[-_]conv1d|deepspeed|xformers)"
+                     r"(?![\w-])|github\.com/NVIDIA/(apex)\b", re.I)
+DOCKERFILE_NAMES = re.compile(r"^(Dockerfile([.-][\w.-]+)?|[\w.-]+\.(Dockerfile|dockerfile)|Containerfile)$")
+
+
+def read_build_intent(project_dir: str) -> list[dict[str, str]]:
+    """``[{package, file, line}]``: the CUDA source builds the project's requirement files name (`pip install -r`
+    or `pip install .` will compile them); [] when its files name none."""
+    out: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for name in INTENT_FILES:
+        text = read_text(os.path.join(project_dir, name), 1 << 20)
+        for line in (text or "").splitlines():
+            code = line.split("#", 1)[0].strip()
+            m = _INTENT.search(code)
+            if not code or not m:
+                continue
+            pkg = re.sub(r"[-_.]+", "-", (m.group(1) or m.group(2))).lower()
+            if pkg not in seen:
+                seen.add(pkg)
+                out.append({"package": pkg, "file": name, "line": code[:200]})
+    return out
+
+
+def read_dockerfiles(project_dir: str, limit: int = 16) -> list[dict[str, Any]]:
+    """``[{path, from}]``: the project's Dockerfiles (its top level and docker/, .devcontainer/) and the images their
+    stages start FROM."""
+    from ..dockerfile import base_images
+
+    out: list[dict[str, Any]] = []
+    for sub in ("", "docker", ".devcontainer", "deploy", "docker/gpu"):
+        d = os.path.join(project_dir, sub)
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for n in names:
+            if DOCKERFILE_NAMES.match(n) and len(out) < limit:
+                text = read_text(os.path.join(d, n), 1 << 20)
+                if text is not None:
+                    out.append({"path": os.path.join(sub, n) if sub else n, "from": base_images(text)})
+    return out

@@ -31,6 +31,9 @@ def probe_system(project_dir: str) -> dict[str, Any]:
     f["in_container"] = kind is not None
     if kind:
         f["container"] = kind
+        image = container_cuda(os.environ)
+        if image:
+            f["container_cuda"] = image
     f["wsl"] = wsl_version(u.release)
     if f["wsl"] == 2:
         f["wsl_linux_driver"] = _wsl_linux_driver()
@@ -59,6 +62,16 @@ def _distro() -> str | None:
         return None
     kv = dict(re.findall(r'^([A-Z_]+)="?([^"\n]*)"?$', text, re.M))
     return kv.get("PRETTY_NAME") or " ".join(x for x in (kv.get("NAME"), kv.get("VERSION_ID")) if x) or None
+
+
+def container_cuda(env: Any) -> dict[str, str] | None:
+    """The CUDA image this container was started from, as NVIDIA's images say it in their ENV (CUDA_VERSION=12.1.1,
+    NVIDIA_REQUIRE_CUDA="cuda>=12.1 …", NV_CUDNN_VERSION): what the NVIDIA toolkit compares with the driver."""
+    out = {k: str(env[e]) for k, e in (("cuda", "CUDA_VERSION"), ("require", "NVIDIA_REQUIRE_CUDA"),
+                                       ("cudnn", "NV_CUDNN_VERSION"), ("product", "NVIDIA_PRODUCT_NAME")) if env.get(e)}
+    if "cudnn" not in out and env.get("CUDNN_VERSION"):
+        out["cudnn"] = str(env["CUDNN_VERSION"])
+    return out or None
 
 
 def container_kind() -> str | None:

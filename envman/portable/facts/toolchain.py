@@ -19,6 +19,9 @@ ENV_NAMES = (
     "CUDA_LAUNCH_BLOCKING", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "NVCC_CCBIN", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE",
     "NCCL_SOCKET_IFNAME", "OMP_NUM_THREADS", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_FLAGS", "WSL_DISTRO_NAME",
     "BNB_CUDA_VERSION",
+    # what NVIDIA's CUDA images set: the image a container was started from (facts `container_cuda`)
+    "CUDA_VERSION", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE", "NV_CUDNN_VERSION", "CUDNN_VERSION",
+    "NVIDIA_PRODUCT_NAME",
 )
 _LIB = re.compile(
     r"^(libcudart|libcudnn|libnvJitLink|libcublas|libcublasLt|libcusparse|libcufft|libcurand|libcusolver|libnccl|"

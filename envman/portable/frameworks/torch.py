@@ -252,6 +252,21 @@ def _wheel_version(dists: Mapping[str, Any], pattern: str) -> Optional[str]:
     return next((d[1] for n, d in sorted(dists.items()) if rx.match(n)), None)
 
 
+_REQUIRES = re.compile(r"^Requires-Dist:[ \t]*((?:nvidia|cuda|triton|pytorch-triton)[\w.-]*)(\[[^\]]*\])?[ \t]*"
+                       r"\(?([^;\n)]*)\)?[ \t]*(?:;(.*))?$", re.M | re.I)
+
+
+def _pinned_wheels(metadata: str) -> dict[str, str]:
+    """{name: specifier} of the CUDA wheels (and Triton) torch's METADATA requires on every install, extras' ones
+    left out: what a --no-deps install or an installer that ignored them lacks."""
+    out = {}
+    for m in _REQUIRES.finditer(metadata):
+        if "extra" in (m.group(4) or ""):
+            continue
+        out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(3).strip()
+    return out
+
+
 def probe_torch(dists: Mapping[str, Any], read: Callable[[str, int], Optional[str]]) -> Optional[dict[str, Any]]:
     """torch/version.py (a generated literal: no import) and the cuDNN/NCCL wheels of its CUDA major."""
     if "torch" not in dists:
@@ -264,6 +279,11 @@ def probe_torch(dists: Mapping[str, Any], read: Callable[[str, int], Optional[st
     for k in ("cuda", "hip", "git_version", "debug"):
         if k in vals:
             t[k] = vals[k]
+    req = _pinned_wheels(read(os.path.join(loc, dists["torch"][2], "METADATA"), 1 << 18) or "")
+    if req:
+        t["requires"] = req
+        norm = {re.sub(r"[-_.]+", "-", n).lower(): n for n in req}
+        t["apart"] = sorted(n for n in norm if n in dists and os.path.realpath(dists[n][0]) != os.path.realpath(loc))
     cm = str(t.get("cuda") or "").split(".")[0]
     if cm:
         cudnn = _wheel_version(dists, rf"nvidia-cudnn(-cu{cm})?")

@@ -1,0 +1,232 @@
+"""Reading a Dockerfile someone wrote, statically: its stages' base images, its ENV and ARG values, and what its
+RUN lines install with pip, uv, conda and apt. Standard library only (the facts probe records a project's
+Dockerfiles with it; `envman doctor --dockerfile` judges one), nothing executed, nothing fetched.
+
+Covers what real repositories write: line continuations, `# comments`, `FROM image AS name`, `FROM ${ARG}` with an
+ARG default, `ENV K=V K2="v 2"` and the legacy `ENV K V`, `RUN a && b; c`, JSON-form RUN, `pip`/`pip3`/`python -m
+pip`/`uv pip install`, `-r file`, `--index-url`, `--extra-index-url`, `-f`/`--find-links`, `-U`, `--no-deps`,
+`conda`/`mamba install -c channel`, `apt-get install`. What it cannot read (a shell variable it has no value for, a
+heredoc) is left out, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+_ARG_REF = re.compile(r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))")
+_PIP = re.compile(r"^(?:\S*/)?(?:pip3?(?:\.\d+)?|python3?(?:\.\d+)?\s+-m\s+pip|uv\s+pip)\s+install\b")
+_CONDA = re.compile(r"^(?:\S*/)?(?:conda|mamba|micromamba)\s+install\b")
+_APT = re.compile(r"^(?:\S*/)?(?:apt-get|apt)\s+(?:-\S+\s+)*install\b")
+# pip options that take a value (the value is not a requirement)
+_PIP_VALUED = {"-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url", "-f",
+               "--find-links", "--target", "-t", "--prefix", "--root", "--python", "-e", "--editable", "--src",
+               "--trusted-host", "--cache-dir", "--platform", "--python-version", "--implementation", "--abi",
+               "--config-settings", "-C", "--global-option", "--build-option", "--progress-bar", "--log"}
+
+
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, instruction) with continuations joined and comments dropped."""
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    start = 0
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        if not buf and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if buf and line.lstrip().startswith("#"):
+            continue  # a comment inside a continued instruction
+        if not buf:
+            start = n
+        if line.endswith("\\"):
+            buf.append(line[:-1])
+            continue
+        buf.append(line)
+        out.append((start, " ".join(b.strip() for b in buf)))
+        buf = []
+    if buf:
+        out.append((start, " ".join(b.strip() for b in buf)))
+    return out
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    """$VAR / ${VAR} / ${VAR:-default} with the values known at this point; an unknown one stays as written."""
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        if name in values:
+            return values[name]
+        return m.group(2) if m.group(2) is not None else m.group(0)
+
+    return _ARG_REF.sub(one, text)
+
+
+def _assignments(rest: str) -> dict[str, str]:
+    """ENV/ARG operands: K=V pairs (quoted values kept whole), or the legacy `ENV K V…`."""
+    try:
+        words = shlex.split(rest, posix=True)
+    except ValueError:
+        words = rest.split()
+    if words and "=" not in words[0] and len(words) > 1:
+        return {words[0]: " ".join(words[1:])}
+    out = {}
+    for w in words:
+        k, eq, v = w.partition("=")
+        if k:
+            out[k] = v if eq else ""
+    return out
+
+
+def _commands(run: str) -> list[str]:
+    """The simple commands of a RUN line: split at &&, ||, ; and | (not inside quotes)."""
+    if run.startswith("["):
+        try:
+            argv = json.loads(run)
+            run = " ".join(str(a) for a in argv[2:]) if argv[:1] in (["/bin/sh"], ["sh"], ["bash"], ["/bin/bash"]) \
+                else " ".join(str(a) for a in argv)
+        except ValueError:
+            pass
+    parts, cur, quote = [], [], ""
+    i = 0
+    while i < len(run):
+        c = run[i]
+        if quote:
+            cur.append(c)
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+            cur.append(c)
+        elif run.startswith(("&&", "||"), i):
+            parts.append("".join(cur))
+            cur = []
+            i += 2
+            continue
+        elif c in ";|":
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _strip_prefixes(cmd: str) -> str:
+    """`sudo`, `env K=V`, `K=V` assignments and `--mount` flags in front of a command."""
+    words = cmd.split()
+    while words and (words[0] in ("sudo", "env", "exec", "time", "nohup") or re.match(r"^\w+=", words[0])):
+        words = words[1:]
+    return " ".join(words)
+
+
+def parse_pip(cmd: str) -> dict[str, Any]:
+    """`pip install …` -> {packages, requirements, constraints, index_url, extra_index_urls, find_links, upgrade,
+    no_deps, editable}."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        words = cmd.split()
+    words = words[words.index("install") + 1:] if "install" in words else []
+    out: dict[str, Any] = {"packages": [], "requirements": [], "constraints": [], "index_url": None,
+                           "extra_index_urls": [], "find_links": [], "upgrade": False, "no_deps": False,
+                           "editable": []}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        opt, eq, val = w.partition("=")
+        if opt in _PIP_VALUED:
+            if not eq:
+                i += 1
+                val = words[i] if i < len(words) else ""
+            key = {"-r": "requirements", "--requirement": "requirements", "-c": "constraints",
+                   "--constraint": "constraints", "-e": "editable", "--editable": "editable",
+                   "--extra-index-url": "extra_index_urls", "-f": "find_links", "--find-links": "find_links"}.get(opt)
+            if opt in ("-i", "--index-url"):
+                out["index_url"] = val
+            elif key:
+                out[key].append(val)
+        elif w in ("-U", "--upgrade"):
+            out["upgrade"] = True
+        elif w == "--no-deps":
+            out["no_deps"] = True
+        elif w.startswith("-"):
+            pass  # a flag without a value (--no-cache-dir, --user, --pre, -q)
+        elif w:
+            out["packages"].append(w)
+        i += 1
+    return out
+
+
+def parse_conda(cmd: str) -> dict[str, Any]:
+    words = cmd.split()
+    words = words[words.index("install") + 1:] if "install" in words else []
+    out: dict[str, Any] = {"packages": [], "channels": []}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w in ("-c", "--channel"):
+            i += 1
+            if i < len(words):
+                out["channels"].append(words[i])
+        elif w.startswith("--channel="):
+            out["channels"].append(w.split("=", 1)[1])
+        elif w in ("-n", "--name", "-p", "--prefix"):
+            i += 1
+        elif not w.startswith("-"):
+            out["packages"].append(w.strip("'\""))
+        i += 1
+    return out
+
+
+def parse_dockerfile(text: str) -> dict[str, Any]:
+    """{stages: [{line, image, name, env, installs: [...]}], args} — one stage per FROM; ``installs`` in order,
+    each {line, tool: pip|conda|apt, …what it installs}; ENV values are inherited from a parent stage by name."""
+    args: dict[str, str] = {}
+    stages: list[dict[str, Any]] = []
+    for n, ins in logical_lines(text):
+        word, _, rest = ins.partition(" ")
+        op = word.upper()
+        rest = rest.strip()
+        if op == "ARG":
+            vals = _assignments(rest)
+            for k, v in vals.items():
+                if stages:
+                    stages[-1]["args"][k] = v if v else args.get(k, "")
+                elif v or k not in args:
+                    args[k] = v
+            continue
+        if op == "FROM":
+            words = [w for w in rest.split() if not w.startswith("--platform")]
+            image = substitute(words[0], args) if words else ""
+            name = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
+            parent = next((s for s in stages if s["name"] and s["name"] == image), None)
+            stages.append({"line": n, "image": image, "name": name, "parent": parent["name"] if parent else None,
+                           "env": dict(parent["env"]) if parent else {}, "args": {}, "installs": [], "copies": []})
+            continue
+        if not stages:
+            continue
+        st = stages[-1]
+        values = {**args, **st["args"], **st["env"]}
+        if op == "ENV":
+            st["env"].update({k: substitute(v, values) for k, v in _assignments(rest).items()})
+        elif op in ("COPY", "ADD"):
+            st["copies"].append({"line": n, "args": [w for w in rest.split() if not w.startswith("--")]})
+        elif op == "RUN":
+            body = re.sub(r"--mount=\S+\s*|--network=\S+\s*|--security=\S+\s*", "", rest)
+            for cmd in _commands(substitute(body, values)):
+                cmd = _strip_prefixes(cmd)
+                if _PIP.match(cmd):
+                    st["installs"].append({"line": n, "tool": "pip", "command": cmd, **parse_pip(cmd)})
+                elif _CONDA.match(cmd):
+                    st["installs"].append({"line": n, "tool": "conda", "command": cmd, **parse_conda(cmd)})
+                elif _APT.match(cmd):
+                    pkgs = [w for w in cmd.split()[1:] if not w.startswith("-") and w != "install"]
+                    st["installs"].append({"line": n, "tool": "apt", "command": cmd, "packages": pkgs})
+    return {"stages": stages, "args": args}
+
+
+def base_images(text: str) -> list[str]:
+    """The images a Dockerfile's stages start FROM (a stage built on an earlier stage is left out)."""
+    return [s["image"] for s in parse_dockerfile(text)["stages"] if not s["parent"]]
