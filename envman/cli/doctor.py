@@ -29,9 +29,23 @@ def register(app: typer.Typer) -> None:
                                                  help="Judge a facts file from another machine instead of this one."),
         python: Optional[str] = typer.Option(None, "--python", metavar="PATH", help="The Python environment to "
                                              "examine (default: the active virtualenv, else envman's own)."),
+        dockerfile: Optional[list[str]] = typer.Option(None, "--dockerfile", metavar="PATH", help="Judge this "
+                                                       "Dockerfile before it is built (a directory: its own "
+                                                       "Dockerfiles); repeatable."),
+        target: Optional[list[str]] = typer.Option(None, "--target", metavar="GPU", help="With --dockerfile: the GPUs "
+                                                   "to judge it for (default: envman.yaml's targets, else this "
+                                                   "machine's); repeatable."),
     ) -> None:
         """Diagnose the machine, the Python environment and the image: verdicts with remedies."""
         from envman.app.doctor import collect_facts, run_doctor
+
+        if dockerfile:
+            raise typer.Exit(report_dockerfiles(path, dockerfile, target or [], as_json=as_json, strict=strict))
+        if target:
+            from envman.errors import UsageError
+
+            raise UsageError("--target names the GPUs a Dockerfile is judged for; this machine's are probed",
+                             hint="add --dockerfile PATH, or drop --target")
 
         if dump_facts == "-":
             import json
@@ -54,3 +68,19 @@ def report(rep, *, as_json: bool, strict: bool) -> int:
     if rep.has_errors or (strict and rep.has_warnings):
         return EXIT_USER
     return EXIT_OK
+
+
+def report_dockerfiles(project: str, paths: list[str], targets: list[str], *, as_json: bool, strict: bool) -> int:
+    from envman.app.doctor import run_dockerfile_doctor
+
+    reports = run_dockerfile_doctor(paths, project=project, targets=targets)
+    if as_json:
+        from envman.cli.output import emit_json
+
+        emit_json({"schema": 1, "dockerfiles": [r.to_json() for r in reports]})
+    else:
+        for i, r in enumerate(reports):
+            typer.echo(("\n" if i else "") + f"== {r.path} (judged for {r.targets})")
+            typer.echo(r.report.text())
+    bad = any(r.report.has_errors or (strict and r.report.has_warnings) for r in reports)
+    return EXIT_USER if bad else EXIT_OK

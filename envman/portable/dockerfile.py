@@ -190,12 +190,14 @@ def parse_dockerfile(text: str) -> dict[str, Any]:
         op = word.upper()
         rest = rest.strip()
         if op == "ARG":
-            vals = _assignments(rest)
-            for k, v in vals.items():
+            scope = {**args, **(stages[-1]["args"] if stages else {})}
+            for k, v in _assignments(rest).items():
+                v = substitute(v, scope)  # a default may name an earlier ARG
                 if stages:
                     stages[-1]["args"][k] = v if v else args.get(k, "")
                 elif v or k not in args:
                     args[k] = v
+                scope[k] = v
             continue
         if op == "FROM":
             words = [w for w in rest.split() if not w.startswith("--platform")]

@@ -12,6 +12,7 @@ from typing import Any
 from . import (
     checks_container,
     checks_deep,
+    checks_dockerfile,
     checks_drift,
     checks_env,
     checks_extensions,
@@ -42,6 +43,7 @@ CHECKS = (
     + checks_workload.CHECKS
     + checks_jupyter.CHECKS
     + checks_wheels.CHECKS
+    + checks_dockerfile.CHECKS
 )
 
 

@@ -120,17 +120,23 @@ def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
             f"point it at a CUDA {cuda} toolkit: export CUDA_HOME=/usr/local/cuda-{cuda}",
         ))
     if used and used[1]:
-        out += _nvcc_vs_torch(v, t.label, cuda, used)
+        out += _nvcc_vs_torch(v, k, t.label, cuda, used)
     out += _shadowed(v, home, nvcc)
     out += _gcc(v, used, k)
     return out
 
 
-def _nvcc_vs_torch(v: FactsView, label: str, cuda: str, used: tuple[str, str | None, int | None]) -> list[Finding]:
+def _nvcc_vs_torch(v: FactsView, k: Knowledge, label: str, cuda: str,
+                   used: tuple[str, str | None, int | None]) -> list[Finding]:
     where, nv, _ = used
     fix = f"install the CUDA {cuda} toolkit ({_toolkit_pkg(cuda)}) and export CUDA_HOME=/usr/local/cuda-{cuda}"
     if major(nv) != major(cuda):
-        return [error(
+        # an error where something compiles CUDA code; a toolkit nothing uses is no fault of its own (and in a
+        # Dockerfile's image, dockerfile-two-cudas says it)
+        builds = _builds_extensions(v, k)
+        if not builds and isinstance(v.f.get("dockerfile"), dict):
+            return []
+        return [(error if builds else warn)(
             "ext-nvcc-mismatch",
             f"nvcc {nv} ({where}) and {label}'s CUDA {cuda} differ in major: torch.utils.cpp_extension "
             f"refuses to build extensions",

@@ -105,6 +105,9 @@ class Knowledge:
     cuda_sonames: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     wheel_glibc: tuple[tuple[str, str, str], ...] = ()
     windows_native: tuple[tuple[str, str], ...] = ()
+    # matrices/base_images.yaml: NVIDIA's CUDA images ((cuda "11.8", cudnn "8", ubuntu "22.04", python "3.10"), …),
+    # which say what an image FROM nvidia/cuda:… holds (the distro's python3 per Ubuntu release)
+    cuda_images: tuple[tuple[str, str | None, str, str], ...] = ()
 
     def sonames(self, cuda: str | None) -> dict[str, str]:
         """{stem: soname version} of CUDA ``cuda``'s libraries ('libcufft' -> '10' for 11.8): the newest row of its
@@ -282,6 +285,7 @@ class Knowledge:
             "cuda_sonames": [[c, [list(x) for x in libs]] for c, libs in self.cuda_sonames],
             "wheel_glibc": [list(x) for x in self.wheel_glibc],
             "windows_native": [list(x) for x in self.windows_native],
+            "cuda_images": [list(x) for x in self.cuda_images],
         }
 
     @classmethod
@@ -321,6 +325,7 @@ class Knowledge:
             tuple((c, tuple((str(a), str(b)) for a, b in libs)) for c, libs in d.get("cuda_sonames") or ()),
             tuple((str(p), str(f), str(g)) for p, f, g in d.get("wheel_glibc") or ()),
             tuple((str(p), str(f)) for p, f in d.get("windows_native") or ()),
+            tuple((str(c), dn, str(u), str(py)) for c, dn, u, py in d.get("cuda_images") or ()),
         )
 
 

@@ -25,11 +25,16 @@ def status(findings: list[Finding]) -> str:
 
 
 def verdict_line(findings: list[Finding], facts: dict[str, Any]) -> str:
-    """One line: can training work here, how many problems, and on what stack."""
+    """One line: can training work here (in the image a Dockerfile builds, for ``facts["dockerfile"]``), how many
+    problems, and on what stack."""
     c = counts(findings)
-    stack = FactsView(facts).stack_summary() or "nothing detected"
+    v = FactsView(facts)
+    stack = v.stack_summary() or "nothing detected"
+    where = "in this Dockerfile's image" if isinstance(facts.get("dockerfile"), dict) else "here"
+    if where != "here" and not v.frameworks:
+        stack = "no framework found in what it installs" + (f", {stack}" if stack != "nothing detected" else "")
     if c[ERROR]:
-        head = f"training will NOT work here: {_n(c[ERROR], 'error')}"
+        head = f"training will NOT work {where}: {_n(c[ERROR], 'error')}"
         if c[WARN]:
             head += f", {_n(c[WARN], 'warning')}"
     elif c[WARN]:
