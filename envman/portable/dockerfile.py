@@ -121,6 +121,11 @@ def _strip_prefixes(cmd: str) -> str:
     return " ".join(words)
 
 
+_PIP_KEYS = {"-r": "requirements", "--requirement": "requirements", "-c": "constraints", "--constraint": "constraints",
+             "-e": "editable", "--editable": "editable", "--extra-index-url": "extra_index_urls", "-f": "find_links",
+             "--find-links": "find_links"}
+
+
 def parse_pip(cmd: str) -> dict[str, Any]:
     """`pip install …` -> {packages, requirements, constraints, index_url, extra_index_urls, find_links, upgrade,
     no_deps, editable}."""
@@ -140,23 +145,20 @@ def parse_pip(cmd: str) -> dict[str, Any]:
             if not eq:
                 i += 1
                 val = words[i] if i < len(words) else ""
-            key = {"-r": "requirements", "--requirement": "requirements", "-c": "constraints",
-                   "--constraint": "constraints", "-e": "editable", "--editable": "editable",
-                   "--extra-index-url": "extra_index_urls", "-f": "find_links", "--find-links": "find_links"}.get(opt)
-            if opt in ("-i", "--index-url"):
-                out["index_url"] = val
-            elif key:
-                out[key].append(val)
-        elif w in ("-U", "--upgrade"):
-            out["upgrade"] = True
-        elif w == "--no-deps":
-            out["no_deps"] = True
-        elif w.startswith("-"):
-            pass  # a flag without a value (--no-cache-dir, --user, --pre, -q)
-        elif w:
+            _pip_option(out, opt, val)
+        elif w in ("-U", "--upgrade", "--no-deps"):
+            out["upgrade" if w != "--no-deps" else "no_deps"] = True
+        elif w and not w.startswith("-"):  # (a flag without a value: --no-cache-dir, --user, --pre, -q)
             out["packages"].append(w)
         i += 1
     return out
+
+
+def _pip_option(out: dict[str, Any], opt: str, val: str) -> None:
+    if opt in ("-i", "--index-url"):
+        out["index_url"] = val
+    elif opt in _PIP_KEYS:
+        out[_PIP_KEYS[opt]].append(val)
 
 
 def parse_conda(cmd: str) -> dict[str, Any]:
@@ -181,52 +183,66 @@ def parse_conda(cmd: str) -> dict[str, Any]:
 
 
 def parse_dockerfile(text: str) -> dict[str, Any]:
-    """{stages: [{line, image, name, env, installs: [...]}], args} — one stage per FROM; ``installs`` in order,
-    each {line, tool: pip|conda|apt, …what it installs}; ENV values are inherited from a parent stage by name."""
+    """{stages: [{line, image, name, parent, env, args, installs, copies}], args} — one stage per FROM; ``installs``
+    in order, each {line, tool: pip|conda|apt, …what it installs}; ENV values are inherited from a parent stage."""
     args: dict[str, str] = {}
     stages: list[dict[str, Any]] = []
     for n, ins in logical_lines(text):
         word, _, rest = ins.partition(" ")
-        op = word.upper()
-        rest = rest.strip()
+        op, rest = word.upper(), rest.strip()
         if op == "ARG":
-            scope = {**args, **(stages[-1]["args"] if stages else {})}
-            for k, v in _assignments(rest).items():
-                v = substitute(v, scope)  # a default may name an earlier ARG
-                if stages:
-                    stages[-1]["args"][k] = v if v else args.get(k, "")
-                elif v or k not in args:
-                    args[k] = v
-                scope[k] = v
-            continue
-        if op == "FROM":
-            words = [w for w in rest.split() if not w.startswith("--platform")]
-            image = substitute(words[0], args) if words else ""
-            name = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
-            parent = next((s for s in stages if s["name"] and s["name"] == image), None)
-            stages.append({"line": n, "image": image, "name": name, "parent": parent["name"] if parent else None,
-                           "env": dict(parent["env"]) if parent else {}, "args": {}, "installs": [], "copies": []})
-            continue
-        if not stages:
-            continue
-        st = stages[-1]
-        values = {**args, **st["args"], **st["env"]}
-        if op == "ENV":
-            st["env"].update({k: substitute(v, values) for k, v in _assignments(rest).items()})
-        elif op in ("COPY", "ADD"):
-            st["copies"].append({"line": n, "args": [w for w in rest.split() if not w.startswith("--")]})
-        elif op == "RUN":
-            body = re.sub(r"--mount=\S+\s*|--network=\S+\s*|--security=\S+\s*", "", rest)
-            for cmd in _commands(substitute(body, values)):
-                cmd = _strip_prefixes(cmd)
-                if _PIP.match(cmd):
-                    st["installs"].append({"line": n, "tool": "pip", "command": cmd, **parse_pip(cmd)})
-                elif _CONDA.match(cmd):
-                    st["installs"].append({"line": n, "tool": "conda", "command": cmd, **parse_conda(cmd)})
-                elif _APT.match(cmd):
-                    pkgs = [w for w in cmd.split()[1:] if not w.startswith("-") and w != "install"]
-                    st["installs"].append({"line": n, "tool": "apt", "command": cmd, "packages": pkgs})
+            _arg(args, stages, rest)
+        elif op == "FROM":
+            stages.append(_stage(n, rest, args, stages))
+        elif stages:
+            _instruction(stages[-1], n, op, rest, args)
     return {"stages": stages, "args": args}
+
+
+def _arg(args: dict[str, str], stages: list[dict[str, Any]], rest: str) -> None:
+    """ARG before the first FROM is global; inside a stage it names a global (or gives its own default)."""
+    scope = {**args, **(stages[-1]["args"] if stages else {})}
+    for k, v in _assignments(rest).items():
+        v = substitute(v, scope)  # a default may name an earlier ARG
+        if stages:
+            stages[-1]["args"][k] = v if v else args.get(k, "")
+        elif v or k not in args:
+            args[k] = v
+        scope[k] = v
+
+
+def _stage(n: int, rest: str, args: dict[str, str], stages: list[dict[str, Any]]) -> dict[str, Any]:
+    words = [w for w in rest.split() if not w.startswith("--platform")]
+    image = substitute(words[0], args) if words else ""
+    name = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
+    parent = next((s for s in stages if s["name"] and s["name"] == image), None)
+    return {"line": n, "image": image, "name": name, "parent": parent["name"] if parent else None,
+            "env": dict(parent["env"]) if parent else {}, "args": {}, "installs": [], "copies": []}
+
+
+def _instruction(st: dict[str, Any], n: int, op: str, rest: str, args: dict[str, str]) -> None:
+    values = {**args, **st["args"], **st["env"]}
+    if op == "ENV":
+        st["env"].update({k: substitute(v, values) for k, v in _assignments(rest).items()})
+    elif op in ("COPY", "ADD"):
+        st["copies"].append({"line": n, "args": [w for w in rest.split() if not w.startswith("--")]})
+    elif op == "RUN":
+        body = re.sub(r"--mount=\S+\s*|--network=\S+\s*|--security=\S+\s*", "", rest)
+        for cmd in _commands(substitute(body, values)):
+            one = _install(n, _strip_prefixes(cmd))
+            if one:
+                st["installs"].append(one)
+
+
+def _install(n: int, cmd: str) -> dict[str, Any] | None:
+    if _PIP.match(cmd):
+        return {"line": n, "tool": "pip", "command": cmd, **parse_pip(cmd)}
+    if _CONDA.match(cmd):
+        return {"line": n, "tool": "conda", "command": cmd, **parse_conda(cmd)}
+    if _APT.match(cmd):
+        pkgs = [w for w in cmd.split()[1:] if not w.startswith("-") and w != "install"]
+        return {"line": n, "tool": "apt", "command": cmd, "packages": pkgs}
+    return None
 
 
 def base_images(text: str) -> list[str]:
