@@ -431,3 +431,21 @@ def test_extensions_outside_torch_and_windows_libraries_are_recorded(tmp_path):
     assert sorted(e) == ["bitsandbytes", "llama-cpp-python", "onnxruntime-genai-cuda"]
     assert e["bitsandbytes"]["files"] == [{"file": "bitsandbytes/libbitsandbytes_cuda124.dll"}]
     assert e["llama-cpp-python"]["files"][0]["file"] == "llama_cpp/lib/libggml-cuda.so"
+
+
+def test_a_package_with_compiled_code_that_requires_torch_is_read_whatever_its_name(tmp_path):
+    """lmdeploy, sgl-kernel, gsplat: not on any list, found by their own Requires-Dist: torch and shared libraries."""
+    from envman.portable.facts.extensions import probe_extensions
+
+    sp = tmp_path / "sp"
+    for dist, req, files in (("sgl_kernel-0.1.7.dist-info", "torch==2.7.1", ["sgl_kernel/common_ops.abi3.so"]),
+                             ("transformers-4.52.0.dist-info", "torch>=2.1", []),
+                             ("torchvision_addon-1.0.dist-info", "torchvision", ["addon/_C.so"])):
+        (sp / dist).mkdir(parents=True)
+        (sp / dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: x\nRequires-Dist: {req}\n\nbody\n")
+        (sp / dist / "RECORD").write_text("".join(f"{f},sha256=x,1\n" for f in files))
+        for f in files:
+            (sp / f).parent.mkdir(parents=True, exist_ok=True)
+            (sp / f).write_bytes(b"not an elf")
+    e = probe_extensions(packages.scan_dists([str(sp)]))
+    assert sorted(e) == ["sgl-kernel"] and e["sgl-kernel"]["requires_torch"] == "==2.7.1"

@@ -26,16 +26,32 @@ EXTENSION_DISTS = (
     "llama-cpp-python", "onnxruntime-genai-cuda", "mmcv", "mmcv-full", "ctranslate2", "faiss-gpu", "cupy-cuda11x",
     "cupy-cuda12x", "paddlepaddle-gpu", "torch-tensorrt", "spconv-cu118", "spconv-cu120", "spconv-cu121",
 )
-# Any other distribution whose name says it is a GPU build is read too (the NVIDIA libraries themselves are not:
+# Any other distribution whose name says it is a GPU build (or a package of kernels: sgl-kernel) is read too (the NVIDIA libraries themselves are not:
 # they are what the extensions load, not extensions; nor are the frameworks, which have records of their own)
-_GPU_NAME = re.compile(r"^(?!nvidia-|tensorflow|tf-|jax)[a-z0-9.-]*(-gpu|-cuda|-cu\d{2,3}|-cuda\d+x?)(-|$)")
+_GPU_NAME = re.compile(r"^(?!nvidia-|tensorflow|tf-|jax)[a-z0-9.-]*((-gpu|-cuda|-cu\d{2,3}|-cuda\d+x?)(-|$)|-kernels?$)")
 MAX_FILES_PER_DIST = 64
 MAX_FILES = 256
 BUDGET_S = 2.0
 # Sonames worth recording: CUDA's libraries and torch's (a torch extension links libc10/libtorch*).
 _NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvJitLink|"
                      r"cupti|cuda|c10|c10_cuda|torch|torch_cuda|torch_cpu|torch_python)\.so")
-_REQ_TORCH = re.compile(r"^Requires-Dist:[ \t]*torch[ \t]*(\(?[^;\n]*?\)?)[ \t]*(?:;.*)?$", re.M | re.I)
+_REQ_TORCH = re.compile(r"^Requires-Dist:[ \t]*torch(?![\w-])[ \t]*(\(?[^;\n]*?\)?)[ \t]*(?:;.*)?$", re.M | re.I)
+# what else a probe need not open: the frameworks, the NVIDIA libraries, pure-Python neighbours of torch
+_SKIP = re.compile(r"^(nvidia-|torch$|torchvision$|torchaudio$|tensorflow|tf-|jax|triton$|pytorch-triton)")
+
+
+def _torch_extensions(dists: dict[str, tuple[str, str, str]], known: set[str], end: float) -> list[str]:
+    """Other distributions whose METADATA requires torch itself: a package that ships compiled code against torch
+    (lmdeploy, sgl-kernel, gsplat, …) is one of them; those without a shared library are dropped later."""
+    out = []
+    for n in sorted(dists):
+        if n in known or _SKIP.match(n) or time.monotonic() > end:
+            continue
+        loc, _ver, meta = dists[n]
+        head = read_text(os.path.join(loc, meta, "METADATA"), 1 << 14) or ""
+        if _REQ_TORCH.search(head.split("\n\n", 1)[0]):
+            out.append(n)
+    return out
 
 
 def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = BUDGET_S) -> dict[str, Any]:
@@ -43,8 +59,9 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
     end = time.monotonic() + budget_s
     out: dict[str, Any] = {}
     total = 0
-    names = list(EXTENSION_DISTS) + sorted(n for n in dists if n not in EXTENSION_DISTS and _GPU_NAME.match(n))
-    for name in names:
+    named = list(EXTENSION_DISTS) + sorted(n for n in dists if n not in EXTENSION_DISTS and _GPU_NAME.match(n))
+    others = _torch_extensions(dists, set(named), time.monotonic() + budget_s / 4)
+    for name in named + others:
         if name not in dists:
             continue
         loc, ver, meta = dists[name]
@@ -71,7 +88,8 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
                 one["error"] = f"{type(exc).__name__}: {exc}"
             files.append(one)
         e["files"] = files
-        out[name] = e
+        if files or name not in others:  # (a package that only requires torch and ships no library: not one)
+            out[name] = e
     return out
 
 
