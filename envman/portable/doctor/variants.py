@@ -19,13 +19,13 @@ from .view import as_list, as_str
 
 # A CUDA release in a file or directory name: _cuda118, -cu121, /cuda12/, _cuda11x (never inside a word:
 # 'libcudart' has no digits after 'cuda', 'libcuda.so.1' is not preceded by a separator)
-_TOKEN = re.compile(r"(?<=[_\-/.])(?:cuda|cu)[-_]?(\d{2,3})x?(?=[_.\-/])", re.I)
+_CUDA_TAG = re.compile(r"(?<=[_\-/.])(?:cuda|cu)[-_]?(\d{2,3})x?(?=[_.\-/])", re.I)
 
 
 def cuda_token(path: str) -> tuple[str, str] | None:
     """'bitsandbytes/libbitsandbytes_cuda118.so' -> ('bitsandbytes/libbitsandbytes_*.so', '11.8');
     'lib/cuda12/libx.so' -> ('lib/*/libx.so', '12'); None for a name without one."""
-    m = _TOKEN.search("/" + path)
+    m = _CUDA_TAG.search("/" + path)
     if not m:
         return None
     digits = m.group(1)
@@ -61,7 +61,7 @@ def siblings(f: dict[str, Any], files: list[dict[str, Any]]) -> list[dict[str, A
 def name_for(f: dict[str, Any], cuda: str) -> str:
     """The file name of ``f``'s build for ``cuda`` ('…_cuda118.so', '12.4' -> '…_cuda124.so')."""
     path = as_str(f.get("file")) or ""
-    return _TOKEN.sub(lambda m: m.group(0).replace(m.group(1), cuda.replace(".", ""), 1), "/" + path, count=1)[1:]
+    return _CUDA_TAG.sub(lambda m: m.group(0).replace(m.group(1), cuda.replace(".", ""), 1), "/" + path, count=1)[1:]
 
 
 def file_cuda(f: dict[str, Any]) -> str | None:
