@@ -17,7 +17,7 @@ import shlex
 from typing import Any
 
 _ARG_REF = re.compile(r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))")
-_PIP = re.compile(r"^(?:\S*/)?(?:pip3?(?:\.\d+)?|python3?(?:\.\d+)?\s+-m\s+pip|uv\s+pip)\s+install\b")
+_PIP = re.compile(r"^(?:\S*/)?(?:pip3?(?:\.\d+)?|python3?(?:\.\d+)?\s+-m\s+pip|uv\s+pip)(?:\s+--?[\w-]+)*\s+install\b")
 _CONDA = re.compile(r"^(?:\S*/)?(?:conda|mamba|micromamba)\s+install\b")
 _APT = re.compile(r"^(?:\S*/)?(?:apt-get|apt)\s+(?:-\S+\s+)*install\b")
 # pip options that take a value (the value is not a requirement)

@@ -33,6 +33,8 @@ def verdict_line(findings: list[Finding], facts: dict[str, Any]) -> str:
     where = "in this Dockerfile's image" if isinstance(facts.get("dockerfile"), dict) else "here"
     if where != "here" and not v.frameworks:
         stack = "no framework found in what it installs" + (f", {stack}" if stack != "nothing detected" else "")
+        if not c[ERROR] and not c[WARN]:
+            return f"nothing to judge: {stack}"
     if c[ERROR]:
         head = f"training will NOT work {where}: {_n(c[ERROR], 'error')}"
         if c[WARN]:
