@@ -49,9 +49,8 @@ def main() -> int:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         x = torch.randn(n, n, device=device, dtype=dtype)
         y = torch.randn(n, n, device=device, dtype=dtype)
-        dt = timed(torch, lambda: x @ y, reps, device)
+        dt = timed(torch, lambda x=x, y=y: x @ y, reps, device)
         out["tflops"][name] = round(2 * n ** 3 / dt / 1e12, 2)
-        del x, y
     torch.backends.cuda.matmul.allow_tf32 = False
     src = torch.empty(copy_bytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)

@@ -18,7 +18,6 @@ import json
 import sys
 import time
 
-
 # --dry-run: every config key that sets a size, and the toy value it gets (setups.json `dry` may override)
 DRY_SHAPES = {("layers", "n_layer", "num_hidden_layers"): 2, ("hidden", "n_embd", "hidden_size"): 64,
               ("ffn", "intermediate_size"): 128, ("heads", "n_head", "num_attention_heads"): 4,

@@ -111,7 +111,7 @@ class Kit:
         root = ET.fromstring(r["stdout"])
         gpus = []
         for g in root.findall("gpu"):
-            def t(path: str) -> str | None:
+            def t(path: str, g: ET.Element = g) -> str | None:
                 e = g.find(path)
                 return None if e is None or e.text is None else e.text.strip()
             gpus.append({"name": t("product_name"), "mem_total": t("fb_memory_usage/total"),
