@@ -1,6 +1,5 @@
 """What envman reads from the host's environment, in one place: its cache folder, and the CA bundle a
-TLS-intercepting proxy asks clients to trust. Standard library ``os`` only: lock/uvstart.py uses it on the
-path that starts uv before the rest of envman (and pathlib) is imported."""
+TLS-intercepting proxy asks clients to trust. Standard library ``os`` only."""
 
 from __future__ import annotations
 

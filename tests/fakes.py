@@ -115,7 +115,6 @@ def install_fake_uv(monkeypatch, directory, pylock: str, env_var: str | None = N
     exe.chmod(0o755)
     monkeypatch.setattr(envman.lock.uv, "uv_binary", lambda: str(exe))
     monkeypatch.setattr("envman.lock.uvproc.uv_binary", lambda: str(exe))
-    monkeypatch.setattr("envman.lock.uvstart.uv_binary", lambda: str(exe))  # a re-lock's early start, too
     monkeypatch.setattr("envman.lock.graph.requires_dist", lambda p, timeout, ctx=None: [])
     monkeypatch.setenv("ENVMAN_CACHE_DIR", str(d / "cache"))
     return log

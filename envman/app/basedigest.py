@@ -15,42 +15,29 @@ from envman.lock.lockfile import try_read_lock
 RETRY_AFTER = 600.0  # seconds: an unreachable registry is asked again after this long (or with --upgrade)
 
 
-class BaseDigests:
-    """One lock's digest lookups: each base image asked at most once, however many passes make its files."""
+def start_digest(lock_path: Path, base: str, *, upgrade: bool = False) -> Callable[[], tuple[str | None, str]]:
+    """A call giving ``(digest or None, the note that says where it came from)``; a registry is asked in a
+    thread from now on."""
+    kept = None if upgrade else _pinned(lock_path, base)
+    if kept:
+        note = f"base image {base} pinned to {kept} (kept from the last lock; `envman lock --upgrade` asks its registry again)"
+        return lambda: (kept, note)
+    unpinned = f"base image {base}: no registry answered, the tag is kept and its digest is unpinned"
+    ago = None if upgrade else registry.unreachable_since(base, RETRY_AFTER)
+    if ago is not None:
+        note = f"{unpinned} (it did not answer {ago:.0f} s ago; `envman lock --upgrade` asks it now)"
+        return lambda: (None, note)
+    from concurrent.futures import ThreadPoolExecutor
 
-    def __init__(self, *, upgrade: bool = False) -> None:
-        self.upgrade = upgrade
-        self._jobs: dict[tuple[Path, str], Callable[[], tuple[str | None, str]]] = {}
+    pool = ThreadPoolExecutor(max_workers=1)
+    job = pool.submit(registry.resolve_digest, base)
+    pool.shutdown(wait=False)
 
-    def start(self, lock_path: Path, base: str) -> Callable[[], tuple[str | None, str]]:
-        """A call giving ``(digest or None, the note that says where it came from)``."""
-        key = (lock_path, base)
-        if key not in self._jobs:
-            self._jobs[key] = self._lookup(lock_path, base)
-        return self._jobs[key]
+    def result() -> tuple[str | None, str]:
+        digest = job.result()
+        return digest, f"base image {base} pinned to {digest} (its registry answered)" if digest else unpinned
 
-    def _lookup(self, lock_path: Path, base: str) -> Callable[[], tuple[str | None, str]]:
-        kept = None if self.upgrade else _pinned(lock_path, base)
-        if kept:
-            note = (f"base image {base} pinned to {kept} (kept from the last lock; "
-                    "`envman lock --upgrade` asks its registry again)")
-            return lambda: (kept, note)
-        unpinned = f"base image {base}: no registry answered, the tag is kept and its digest is unpinned"
-        ago = None if self.upgrade else registry.unreachable_since(base, RETRY_AFTER)
-        if ago is not None:
-            note = f"{unpinned} (it did not answer {ago:.0f} s ago; `envman lock --upgrade` asks it now)"
-            return lambda: (None, note)
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(max_workers=1)
-        job = pool.submit(registry.resolve_digest, base)
-        pool.shutdown(wait=False)
-
-        def result() -> tuple[str | None, str]:
-            digest = job.result()
-            return digest, f"base image {base} pinned to {digest} (its registry answered)" if digest else unpinned
-
-        return result
+    return result
 
 
 def _pinned(lock_path: Path, base: str) -> str | None:

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from envman import __version__
-from envman.app.basedigest import BaseDigests
+from envman.app.basedigest import start_digest
 from envman.app.doctor import kit_files
-from envman.app.pythonlock import Guessing, PythonLocker
-from envman.errors import EnvmanError, LockError, ResolutionError, UsageError
+from envman.errors import LockError, ResolutionError, UsageError
 from envman.files import WritePlan, ownership, sha256, with_header
 from envman.image.context import dockerignore_text
 from envman.image.plan import compose_plan, devcontainer_plan, plan_dockerfile, smoke_expectation
@@ -221,10 +220,8 @@ def with_base_override(spec: ProjectSpec, hashes: dict[str, str],
 
 def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, str], no_lock: bool,
                matrix: Matrix, offline_image: str | None = None, upgrade: bool = False,
-               timeout: float | None = None, python_lock: PythonLocker | None = None,
-               digests: BaseDigests | None = None) -> Built:
-    """One stack's files. ``python_lock`` answers its Python lock with uv (needed unless ``no_lock``);
-    ``digests``, the base image's digest (each image asked once however many passes make the files)."""
+               timeout: float | None = None, progress=None) -> Built:
+    """One stack's files; its Python lock kept when uv's request is the last lock's, else made by one uv run."""
     req = spec_request(matrix, spec)
     res = resolve_stack(matrix, req)
     all_reqs, user_cons, read_warnings = user_inputs(root, spec)
@@ -239,12 +236,11 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
     inputs_hash = combined(hashes)
     base, base_kind = _base(spec, res)
 
-    req_text = fw_text = py_text = reused_build = None
-    fresh = False
+    req_text = fw_text = py_text = reused_build = request_key = None
     label = f"profile {names.profile}: " if names.profile else ""
     notes: list[str] = [label + w for w in read_warnings]
     # the base image's digest: kept from the last lock, or asked of its registry while uv resolves
-    digest_job = None if no_lock else (digests or BaseDigests(upgrade=upgrade)).start(root / names.lock, base)
+    digest_job = None if no_lock else start_digest(root / names.lock, base, upgrade=upgrade)
     if lines and not no_lock:
         index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
         roots = [p.split("==")[0].split("[")[0] for p in pins]
@@ -252,13 +248,20 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
                               previous=(_our_body(root / names.req), _our_body(root / names.pylock)), timeout=timeout,
                               constraints=cuda_constraints(res, matrix.toolkit_wheels) + [c.line for c in cons],
                               find_links=tuple(spec.find_links))
-        assert python_lock is not None, "a lock needs a PythonLocker"
-        lr = python_lock(job)
+        request_key = job.key()
+        # the last pylock.toml, when envman wrote it and nobody edited it (--upgrade gives uv none)
+        seed = job.request.seed
+        if seed is not None and _last_request(root / names.lock) == request_key:
+            # uv lock's rule: the same request as the last lock's, the same answer
+            lr = job.finish(seed)
+            reused_build = _our_body(root / names.build, hashes_of=combined(hashes))
+            notes.append(f"{label}Python lock kept: uv's request is the last lock's (`envman lock --upgrade` asks the index again)")
+        else:
+            lr = job.compile(progress, _while_uv_resolves)
+            notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
         req_text, py_text = lr.req_text, lr.pylock_text
         notes.extend(label + n for n in _check_user_hashes(all_reqs + user_cons, lr.pylock_text))
         fw_text = lr.fw_text if pins else None
-        fresh = True
-        notes.append(f"{label}locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
         notes.extend(f"{label}{n}" for n in lr.notes + stack_mismatches(res, lr.versions))
         if lr.sdist_only:
             notes.append(f"{label}no wheel for {', '.join(sorted(lr.sdist_only))}: the image builds them from source")
@@ -266,6 +269,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
         old = _reusable_python_lock(root, names, inputs_hash)
         if old is not None:
             req_text, fw_text, py_text, reused_build = old
+            request_key = _last_request(root / names.lock)
             notes.append(f"{label}--no-lock: kept the existing Python lock (its inputs are unchanged)")
         else:
             notes.append(f"{label}--no-lock: Python dependencies are NOT locked yet; run `envman lock` before `envman build`")
@@ -305,9 +309,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
             notes.extend(label + n for n in sb.notes)
             if by_url(py_text, built_names):
                 rest_text = locked.render({p.name for p in locked.packages} - built_names)
-            if fresh and python_lock is not None:
-                python_lock.needs_real_answer()  # a second uv run and sdist downloads: never on a guess
-            build_text = _lock_build_deps(sb, py_text, locked, res) if fresh else reused_build
+            build_text = reused_build if reused_build is not None or no_lock else _lock_build_deps(sb, py_text, locked, res)
     if pkg is not None:
         notes.append(f"{label}the project is a package ({pkg.kind}): installed into the image after its source, "
                      "without dependencies (they are locked); editable in the devcontainer"
@@ -316,7 +318,7 @@ def _build_one(root: Path, spec: ProjectSpec, names: Names, hashes: dict[str, st
                       base_digest=base_digest, system_packages=list(apt), req_text=req_text,
                       fw_text=fw_text, pylock=py_text is not None, profile=names.profile,
                       file_names={"requirements": names.req, "framework": names.fw, "pylock": names.pylock},
-                      inputs=hashes, dockerfile=names.dockerfile)
+                      inputs=hashes, dockerfile=names.dockerfile, request=request_key)
     def render(lock_hash: str, offline: str | None):
         plan = plan_dockerfile(
             name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
@@ -405,44 +407,17 @@ def shared_stacks(built: list[Built]) -> list[list[str]]:
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
              matrix: Matrix | None = None, upgrade: bool = False,
              extra: list[tuple[Path, str]] | None = None, timeout: float | None = None,
-             progress=None, speculative=None, base_image: str | None = None) -> Outcome:
+             progress=None, base_image: str | None = None) -> Outcome:
     """``base_image``: a --base-image override for this run, recorded in the lock's inputs (not in the
-    spec's hash), so `lock --check` and `build --base-image` find the lock current.
-
-    ``speculative``: uv already running on the last lock's request. A re-lock's uv usually answers with
-    the lock it was seeded with: every file is made and checked from that guess while uv runs, and kept
-    when uv's answer is the guess (app/pythonlock.py)."""
+    spec's hash), so `lock --check` and `build --base-image` find the lock current."""
     matrix = matrix or load_matrix()
     hashes = input_hashes(root, spec, matrix)
     spec, hashes = with_base_override(spec, hashes, base_image)
     from envman.project.coexist import place_files
 
     place = place_files(root)  # before any slow step: the repository's own files decide envman's names
-    locker = PythonLocker(None if spec.profiles else speculative, progress, guess=not spec.profiles,
-                          while_waiting=_while_uv_resolves, remember_for=None if spec.profiles else root)
-
-    digests = BaseDigests(upgrade=upgrade)
-
-    def plan() -> _Planned:
-        return _plan(root, spec, hashes, matrix, place, locker, digests, no_lock=no_lock, force=force, upgrade=upgrade,
-                     timeout=timeout, extra=extra)
-
-    try:
-        try:
-            planned: _Planned | None = plan()
-        except (EnvmanError, Guessing):
-            if not locker.guessing:
-                raise
-            planned = None  # met on a guess: met again on uv's own answer, or not
-        guessed = locker.guessing
-        if not locker.settle() or planned is None:
-            planned = plan()
-        elif guessed and planned.changes:
-            planned.recheck()  # files may have changed while uv ran
-    finally:
-        locker.close()
-        if speculative is not None:
-            speculative.cancel()  # unused (profiles, --no-lock, other inputs): never leave it running
+    planned = _plan(root, spec, hashes, matrix, place, no_lock=no_lock, force=force, upgrade=upgrade,
+                    timeout=timeout, extra=extra, progress=progress)
     return _commit(planned)
 
 
@@ -461,16 +436,16 @@ class _Planned:
         self.changes = self.wp.changes()
 
 
-def _plan(root: Path, spec: ProjectSpec, hashes: dict[str, str], matrix: Matrix, place, locker: PythonLocker,
-          digests: BaseDigests, *, no_lock: bool, force: bool, upgrade: bool, timeout: float | None,
-          extra: list[tuple[Path, str]] | None) -> _Planned:
+def _plan(root: Path, spec: ProjectSpec, hashes: dict[str, str], matrix: Matrix, place, *, no_lock: bool,
+          force: bool, upgrade: bool, timeout: float | None, extra: list[tuple[Path, str]] | None,
+          progress=None) -> _Planned:
     if spec.profiles:
         built = [_build_one(root, profile_spec(spec, p), Names.for_profile(p.name), hashes, no_lock, matrix,
-                            upgrade=upgrade, timeout=timeout, python_lock=locker, digests=digests)
+                            upgrade=upgrade, timeout=timeout, progress=progress)
                  for p in spec.profiles]
     else:
         built = [_build_one(root, spec, Names.for_root(root), hashes, no_lock, matrix, upgrade=upgrade, timeout=timeout,
-                            python_lock=locker, digests=digests)]
+                            progress=progress)]
     inputs_hash = combined(hashes)
     files: list[tuple[Path, str]] = []
     for b in built:
@@ -574,12 +549,20 @@ def _while_uv_resolves() -> None:
     kit_files()
 
 
-def _our_body(path: Path) -> str | None:
-    """A file envman generated and nobody edited, without its header (to seed uv's preferences)."""
+def _our_body(path: Path, hashes_of: str | None = None) -> str | None:
+    """A file envman generated and nobody edited, without its header (to seed uv's preferences); with
+    ``hashes_of``, only when it was made from those inputs."""
     o = ownership(path)
-    if not o.exists or not o.ours or o.edited:
+    if not o.exists or not o.ours or o.edited or (hashes_of is not None and o.inputs_hash != hashes_of):
         return None
     return path.read_text(encoding="utf-8").partition("\n")[2]
+
+
+def _last_request(lock_path: Path) -> str | None:
+    """The uv request the current lock's Python locks answer, when envman wrote it and nobody edited it."""
+    old = try_read_lock(lock_path)
+    key = old.python_lock.get("request") if old is not None and old.is_intact() else None
+    return key if isinstance(key, str) else None
 
 
 def _kept_digest(root: Path, names: Names, base: str, inputs_hash: str) -> str | None:
@@ -765,19 +748,14 @@ def _python_from(text: str | None) -> str | None:
 
 
 def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False,
-                 timeout: float | None = None, progress=None, speculative=None) -> Outcome:
-    """``speculative``: uv already started on the previous lock's request (envman.lock.uvproc.speculate)."""
+                 timeout: float | None = None, progress=None) -> Outcome:
     if base_image is not None:
         from envman.project.spec import validate_base_image
 
         validate_base_image(base_image)  # the same check as envman.yaml's base_image
-    try:
-        spec = _require_spec(root)
-        return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
-                        speculative=None if upgrade else speculative, base_image=base_image)
-    finally:
-        if speculative is not None:
-            speculative.cancel()
+    spec = _require_spec(root)
+    return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
+                    base_image=base_image)
 
 
 def stack_mismatches(res: Resolution, versions: dict[str, str]) -> list[str]:

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
         check: bool = typer.Option(False, "--check", help="Exit 1 when envman.yaml, a requirements file or the matrices changed since the lock"),
         base_image: Optional[str] = typer.Option(None, "--base-image", help="Override the base image for this lock"),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
-        upgrade: bool = typer.Option(False, "--upgrade", help="Re-resolve every package to the newest allowed version (default: keep pins that still fit)"),
+        upgrade: bool = typer.Option(False, "--upgrade", help="Ask the index again and re-resolve every package to the newest allowed version (default: an unchanged request keeps the lock; a changed one keeps the pins that still fit)"),
         timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Give up when uv has not finished after SECONDS (names the index that stalled)"),
     ) -> None:
         """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
@@ -31,21 +31,15 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1)
             typer.echo("envman.lock is current")
             return
-        from envman.app.relock import start_early
-        from envman.cli.output import Progress
-
-        progress = Progress()
-        # uv starts on the last lock's request before envman's imports and the stack's resolution: a re-lock
-        # of unchanged inputs then costs about what uv costs (the use case kills it if the inputs changed)
-        early = start_early(root, upgrade=upgrade, timeout=timeout, progress=progress)
         from envman.app.ci import has_ci_files, stale_ci_files
         from envman.app.generate import lock_project
-        from envman.cli.output import format_outcome
+        from envman.cli.output import Progress, format_outcome
 
-        ci = has_ci_files(root)  # while uv resolves (it imports the CI backends)
+        progress = Progress()
+        ci = has_ci_files(root)
         try:
             out = lock_project(root, force=force, base_image=base_image, upgrade=upgrade, timeout=timeout,
-                               progress=progress, speculative=early)
+                               progress=progress)
         finally:
             progress.done()
         typer.echo(format_outcome(out, root))

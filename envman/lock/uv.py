@@ -22,8 +22,7 @@ from envman import __version__
 from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
 from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
-from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary  # noqa: F401
-from envman.lock.uvstart import uv_env
+from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
 from envman.model import Resolution
 from envman.redact import redact
 from envman.resolve.summary import resolution_dict
@@ -249,7 +248,7 @@ class LockResult:
     sdist_only: set[str] = field(default_factory=set)  # pinned packages with no wheel: the image builds them
     versions: dict[str, str] = field(default_factory=dict)  # every locked package → its version
     notes: list[str] = field(default_factory=list)  # e.g. the framework layer could not be cut
-    request: UvRequest | None = None  # the uv run, as data (the next lock of the project may start it early)
+    request: UvRequest | None = None  # the uv run, as data
 
     @property
     def wheel_only(self) -> bool:
@@ -287,25 +286,17 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
                         pylock: bool = True, while_waiting=None, previous: tuple[str | None, str | None] = (None, None),
                         upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
                         constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
-                        progress=None, speculative: UvRun | None = None) -> LockResult:
+                        progress=None) -> LockResult:
     """ONE uv resolution, written as PEP 751 pylock.toml (per-file URLs, hashes, sdists); requirements.lock.txt
     is derived from it, so the two agree by construction (``PythonLockJob.finish``).
 
     ``index_urls`` are extra indexes; the resolution's own framework index (``res.index_url``) among them
     serves the framework's packages only. ``constraints`` (``nvidia-cudnn-cu12==9.3.0.75`` …) go to uv as
     a constraints file. ``previous`` (the current requirements lock and pylock bodies) seed uv's
-    preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all.
-    ``speculative``: a uv run started before the inputs were known (uvproc.speculate); used when its request
-    is this one, killed otherwise."""
+    preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all."""
     job = python_lock_job(lines, python, index_urls, roots, res, pylock, previous, upgrade, index_url=index_url,
                           find_links=find_links, constraints=constraints, timeout=timeout)
-    run = job.start(speculative, progress)
-    try:
-        if while_waiting is not None:
-            while_waiting()  # uv waits on the network: use the time (imports, template compile)
-        return job.finish(job.answer(run))
-    finally:
-        run.cancel()
+    return job.compile(progress, while_waiting)
 
 
 def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
@@ -327,8 +318,8 @@ def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots:
 @dataclass
 class PythonLockJob:
     """One Python lock: the uv run it asks for (``request``), and what it makes of uv's answer (``finish``).
-    The answer is a pure function's input, so a re-lock can work on the answer uv usually gives (the seed,
-    byte for byte) while uv still runs (app/generate.py)."""
+    The answer is a pure function's input: a lock whose request is the last lock's (``key``) is finished on
+    the last answer, without running uv (app/generate.py)."""
 
     request: UvRequest
     lines: list[str]
@@ -339,24 +330,22 @@ class PythonLockJob:
     pylock: bool = True
     timeout: float | None = None
 
-    def start(self, speculative: UvRun | None = None, progress=None) -> UvRun:
-        """uv on this request: ``speculative`` when it is running this very request, else a new run (and
-        ``speculative``, a guess at other inputs, is killed)."""
-        if speculative is not None and speculative.request == self.request:
-            return speculative
-        if speculative is not None:
-            speculative.cancel()  # the inputs changed since the last lock: its guess is of no use
-        return start_request(uv_binary(), self.request, self.timeout, progress)
+    def key(self) -> str:
+        """What envman.lock records of this lock's request: uv's request (``UvRequest.key``) and the index lines
+        heading requirements.lock.txt (the default index may come from the environment)."""
+        return sha256("\n".join([self.request.key(), *self.header]))
 
-    def answer(self, run: UvRun) -> str:
-        """uv's pylock.toml, once ``run`` ends (a ToolError when it fails or times out)."""
-        seed = self.request.seed
-        if seed is not None:
-            from envman.lock.pylock import parse_pylock
-
-            parse_pylock(seed)  # memoized: on a re-lock uv's answer is usually the seed, byte for byte
-        run.wait()
-        return redact(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
+    def compile(self, progress=None, while_waiting=None) -> LockResult:
+        """One uv run on ``request``, and the lock made of its answer."""
+        run = start_request(uv_binary(), self.request, self.timeout, progress)
+        try:
+            if while_waiting is not None:
+                while_waiting()  # uv waits on the network: use the time (imports, template compile)
+            run.wait()
+            answer = redact(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
+        finally:
+            run.cancel()
+        return self.finish(answer)
 
     def finish(self, py_text: str) -> LockResult:
         """The lock made of uv's pylock.toml: requirements.lock.txt derived from it, the ``# via`` graph (and
@@ -425,7 +414,8 @@ def stack_data(res: Resolution) -> dict:
 def build_lock(*, name: str, inputs_hash: str, res: Resolution, base_image: str, base_kind: str,
                base_digest: str | None, system_packages: list[str], req_text: str | None, fw_text: str | None,
                pylock: bool, profile: str | None = None, file_names: dict[str, str] | None = None,
-               inputs: dict[str, str] | None = None, dockerfile: str | None = None) -> Lock:
+               inputs: dict[str, str] | None = None, dockerfile: str | None = None,
+               request: str | None = None) -> Lock:
     names = {"requirements": REQ_LOCK, "framework": FW_LOCK, "pylock": PYLOCK, **(file_names or {})}
     body = {
         "lock_version": LOCK_VERSION,
@@ -448,6 +438,7 @@ def build_lock(*, name: str, inputs_hash: str, res: Resolution, base_image: str,
             "requirements_sha256": sha256(req_text) if req_text is not None else None,
             "framework_sha256": sha256(fw_text) if fw_text is not None else None,
             "platform": python_platform(res),
+            "request": request,  # the uv request these locks answer (PythonLockJob.key): unchanged, uv is not run
         },
     }
     if inputs is not None:

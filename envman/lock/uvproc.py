@@ -1,22 +1,21 @@
-"""uv as a child process (standard library only, so it can start before the rest of envman is imported).
+"""uv as a child process: one run of ``uv pip compile`` in a private temporary folder.
 
 - uv runs in its own process group and gets SIGKILL when envman dies: Ctrl-C, a timeout or a kill never
   leaves a resolver running.
 - ``progress`` hears which package uv is fetching from which index (uv's HTTP client logs, nothing else);
   ``timeout`` bounds the wall clock and the error names the index uv was waiting on.
-- A re-lock starts uv speculatively with the request the previous lock made (``speculate``): on the
-  usual re-lock the inputs are unchanged, so uv is already resolving while envman imports, reads the
-  spec and resolves the stack. When the real request differs, the speculative run is killed unused.
+- ``UvRequest`` is the run as a value: its ``key()`` is what envman.lock records, so a lock whose request
+  did not change needs no uv run at all (app/generate.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,10 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envman.errors import ToolError
-from envman.lock import uvstart
+from envman.hostenv import ca_bundle
 from envman.redact import redact
 
 _REQUEST = re.compile(r"(?:Sending (?:fresh GET|revalidation) request for|No cache entry for):? (\S+)")
+TEMP_PREFIX = "envman-lock-"
+# what says which interpreter of this machine uv uses: never part of what a request means (lock/uv.py
+# interpreter_args), so a lock made elsewhere is still current here
+_LOCAL_ARGS = {"--python": 1, "--no-python-downloads": 0}
 
 
 def index_of(url: str) -> str:
@@ -39,11 +42,30 @@ def index_of(url: str) -> str:
 
 
 def uv_binary() -> str:
-    """The uv envman pins (a dependency): its version is part of what makes a lock reproducible."""
-    exe = uvstart.uv_binary()
+    """The uv envman pins (a dependency: its version is part of what makes a lock reproducible), else the one
+    on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        exe = shutil.which("uv")
     if exe is None:
         raise ToolError("uv is not installed", hint="pip install envman installs it; or put uv on PATH")
     return exe
+
+
+def uv_env(log_requests: bool = True) -> dict[str, str]:
+    env = dict(os.environ)
+    # TLS-intercepting proxies: uv reads SSL_CERT_FILE; reuse the bundle pip is told to use.
+    cert = ca_bundle()
+    if cert:
+        env["SSL_CERT_FILE"] = cert
+    if log_requests:
+        # uv's HTTP client says which URL it asks (and nothing else): live progress, and the index to name
+        # on a stall. It slows uv down, so only when a timeout or a terminal wants it.
+        env["RUST_LOG"] = "uv_client::cached_client=debug"
+    return env
 
 
 @dataclass(frozen=True)
@@ -55,56 +77,76 @@ class UvRequest:
     args: tuple[str, ...]
     output: str = "pylock.toml"
     # environment uv needs beyond envman's own: index URLs with credentials (lock/uv.py index_options). Never
-    # serialized: a request that has any is never remembered, so never started early.
+    # in a repr or a file: ``key()`` reads them without their credentials.
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # no token in a repr or traceback
-
-    def to_json(self) -> str:
-        return json.dumps({"files": [list(f) for f in self.files], "args": list(self.args), "output": self.output})
-
-    @classmethod
-    def from_json(cls, text: str) -> UvRequest:
-        d = json.loads(text)
-        return cls(tuple((str(n), str(t)) for n, t in d["files"]), tuple(str(a) for a in d["args"]), str(d["output"]))
 
     @property
     def seed(self) -> str | None:
         """The previous pylock.toml uv starts from (its preferences), if any."""
         return next((t for n, t in self.files if n == self.output), None)
 
-    def with_file(self, name: str, text: str | None) -> UvRequest:
-        files = tuple(f for f in self.files if f[0] != name) + (((name, text),) if text is not None else ())
-        return UvRequest(tuple(sorted(files)), self.args, self.output, self.env)
+    def key(self) -> str:
+        """What the request asks, as a digest: its inputs, arguments, index set and platform; not the seed
+        (the previous answer), the interpreter of this machine, nor the credentials of an index."""
+        args, skip = [], 0
+        for a in self.args:
+            if skip:
+                skip -= 1
+            elif a in _LOCAL_ARGS:
+                skip = _LOCAL_ARGS[a]
+            else:
+                args.append(a)
+        doc = {"files": [list(f) for f in self.files if f[0] != self.output], "args": args, "output": self.output,
+               "env": [[k, redact(v)] for k, v in self.env]}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def spawn(args: list[str], env: dict[str, str], cwd: str | None) -> subprocess.Popen:
+    """uv in its own process group (a timeout or Ctrl-C kills it and its children), stderr piped."""
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                            start_new_session=True, preexec_fn=_preexec if os.name == "posix" else None)
+
+
+def _preexec() -> None:  # pragma: no cover - runs in the child
+    # Linux: uv gets SIGKILL when envman dies, however it dies (kill -9 included)
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL to uv's process group (uv and whatever it started), and to uv itself."""
+    import signal
+
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class UvRun:
     """One running uv: ``wait()`` for it (raises ToolError), ``cancel()`` to end it and its group."""
 
     def __init__(self, args: list[str], env: dict[str, str], cwd: str | None, timeout: float | None = None,
-                 progress=None, request: UvRequest | None = None, owned_dir: str | None = None,
-                 started: uvstart.Started | None = None) -> None:
-        """Runs ``args``; or, given ``started``, adopts that process (its clock, its folder) instead."""
+                 progress=None, request: UvRequest | None = None, owned_dir: str | None = None) -> None:
         self.request, self.cwd, self.owned_dir = request, cwd, owned_dir
         self.timeout, self.progress = timeout, progress
-        self.started = started.started if started is not None else time.monotonic()
+        self.started = time.monotonic()
         self.errors: list[str] = []
         self.last: str | None = None
         self.indexes = _indexes(args, env)
-        if started is not None:
-            self.proc = started.proc
-        else:
-            try:
-                self.proc = uvstart.spawn(args, env, cwd)
-            except OSError as exc:
-                self.close()
-                raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
+        try:
+            self.proc = spawn(args, env, cwd)
+        except OSError as exc:
+            self.close()
+            raise ToolError(f"cannot run uv: {exc}", hint="reinstall envman (it depends on uv)") from None
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-
-    @classmethod
-    def adopt(cls, started: uvstart.Started, timeout: float | None = None, progress=None) -> UvRun:
-        """The uv that lock/uvstart.py started before envman was imported, from here on run like any other."""
-        request = UvRequest.from_json(started.request_json)
-        return cls(started.args, {}, started.cwd, timeout, progress, request, started.cwd, started)
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -146,11 +188,11 @@ class UvRun:
         """Wait for uv; every few seconds tell ``progress`` it still runs (a stalled network is then visible).
 
         It waits on the stderr reader, which ends when uv exits (its stderr closes): a thread join wakes at
-        once, where ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms (measured: ~45 ms of a 0.4 s lock)."""
+        once, where ``Popen.wait(timeout)`` polls with growing sleeps."""
         while True:
             left = None if self.timeout is None else self.timeout - (time.monotonic() - self.started)
-            # a uv that already answered is not timed out by a caller that came late to wait for it (a re-lock
-            # waits for the registry before it waits for uv)
+            # a uv that already answered is not timed out by a caller that came late to wait for it (a lock
+            # may wait for the registry before it waits for uv)
             if left is not None and left <= 0 and self.proc.poll() is None:
                 raise subprocess.TimeoutExpired(self.proc.args, self.timeout or 0)
             step = 2.0 if left is None else min(2.0, left)
@@ -168,7 +210,7 @@ class UvRun:
 
     def cancel(self) -> None:
         if getattr(self, "proc", None) is not None and self.proc.poll() is None:
-            uvstart.kill_group(self.proc.pid)
+            kill_group(self.proc.pid)
             self.proc.wait()
         self.close()
 
@@ -227,7 +269,6 @@ def _indexes(args: list[str], env: dict[str, str] | None = None) -> list[str]:
             *named("--extra-index-url", "UV_EXTRA_INDEX_URL")]
 
 
-_TEMP_PREFIX = uvstart.TEMP_PREFIX
 _ORPHAN_AGE = 3600.0  # seconds: no lock runs that long, and a folder this old whose owner is gone is an orphan
 
 
@@ -242,7 +283,7 @@ def clean_orphans(temp_dir: str | None = None, now: float | None = None) -> list
     except OSError:
         return removed
     for e in entries:
-        if not e.name.startswith(_TEMP_PREFIX):
+        if not e.name.startswith(TEMP_PREFIX):
             continue
         try:
             st = e.stat(follow_symlinks=False)
@@ -250,7 +291,7 @@ def clean_orphans(temp_dir: str | None = None, now: float | None = None) -> list
             continue
         if not e.is_dir(follow_symlinks=False) or st.st_uid != os.getuid() or now - st.st_mtime < _ORPHAN_AGE:
             continue
-        m = re.match(re.escape(_TEMP_PREFIX) + r"(\d+)-", e.name)
+        m = re.match(re.escape(TEMP_PREFIX) + r"(\d+)-", e.name)
         if m and _alive(int(m.group(1))):
             continue
         shutil.rmtree(e.path, ignore_errors=True)
@@ -269,57 +310,14 @@ def _alive(pid: int) -> bool:
 
 
 def start_request(binary: str, request: UvRequest, timeout: float | None = None, progress=None) -> UvRun:
+    """uv on ``request``, in a fresh private folder (``envman-lock-<pid>-…``, mode 0700) holding its files."""
     clean_orphans()
-    td = uvstart.make_dir(request.files)
-    log = timeout is not None or bool(getattr(progress, "live", False))
-    return UvRun([binary, *request.args], {**uvstart.uv_env(log), **dict(request.env)}, td, timeout, progress, request, td)
-
-
-# --- speculation on a re-lock -----------------------------------------------------------------------
-
-
-def _request_file(root: Path) -> Path:
-    return Path(uvstart.request_file(str(root)))
-
-
-def remember(root: Path, request: UvRequest) -> None:
-    """The request a lock made, for the next lock of the same project to start early, with the uv binary that
-    ran it and the Python installation it belongs to (finding uv again costs the early start ~2 ms). A
-    request that names an index with credentials in its URL is not kept: no token is ever written to a
-    file, the cache included."""
-    text = request.to_json()
-    if request.env or redact(text) != text:
-        return
-    d = json.loads(text)
+    td = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
     try:
-        d.update(uv=uv_binary(), prefix=sys.prefix)
-    except ToolError:
-        pass
-    p = _request_file(root)
-    text = json.dumps(d)
-    try:
-        if p.read_text(encoding="utf-8") == text:
-            return  # the usual re-lock: the same request as last time
-    except (OSError, UnicodeDecodeError):
-        pass
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, p)
+        for name, text in request.files:
+            Path(td, name).write_text(text, encoding="utf-8")
     except OSError:
-        pass
-
-
-def speculate(root: Path, seed_name: str, timeout: float | None = None, progress=None) -> UvRun | None:
-    """Start uv on the request the project's last lock made, seeded with the lock it wrote (``seed_name``,
-    without envman's header line), or None when there is nothing to go on."""
+        shutil.rmtree(td, ignore_errors=True)
+        raise
     log = timeout is not None or bool(getattr(progress, "live", False))
-    started = uvstart.start_remembered(str(root), seed_name, log)
-    if started is None:
-        return None
-    try:
-        return UvRun.adopt(started, timeout, progress)
-    except (ValueError, KeyError, TypeError):
-        started.kill()
-        return None
+    return UvRun([binary, *request.args], {**uv_env(log), **dict(request.env)}, td, timeout, progress, request, td)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import envman.lock.registry as registry
-from envman.app.basedigest import RETRY_AFTER, BaseDigests
+from envman.app.basedigest import RETRY_AFTER, start_digest
 from envman.app.generate import lock_project
 from tests.fakes import install_fake_uv, numpy_pylock
 
@@ -55,21 +55,15 @@ def test_a_hand_edited_locks_digest_is_not_kept(tmp_path, monkeypatch, asked):
     lock_project(proj)
     lock = proj / "envman.lock"
     lock.write_text(lock.read_text().replace(DIGEST, "sha256:" + "cd" * 32))
-    BaseDigests().start(lock, BASE)()
+    start_digest(lock, BASE)()
     assert asked == [BASE, BASE]
 
 
 def test_another_base_image_is_asked_for(tmp_path, monkeypatch, asked):
     proj = _project(tmp_path, monkeypatch)
     lock_project(proj)
-    digest, note = BaseDigests().start(proj / "envman.lock", "python:3.12-slim")()
+    digest, note = start_digest(proj / "envman.lock", "python:3.12-slim")()
     assert asked == [BASE, "python:3.12-slim"] and digest == DIGEST
-
-
-def test_one_lookup_per_base_however_many_passes(asked, tmp_path):
-    digests = BaseDigests()
-    a, b = digests.start(tmp_path / "envman.lock", BASE), digests.start(tmp_path / "envman.lock", BASE)
-    assert a() == b() and asked == [BASE]
 
 
 def test_an_unreachable_registry_is_not_asked_again_for_ten_minutes(tmp_path, monkeypatch):
@@ -78,13 +72,13 @@ def test_an_unreachable_registry_is_not_asked_again_for_ten_minutes(tmp_path, mo
     assert registry.unreachable_since(ref, RETRY_AFTER) is None
     assert registry.resolve_digest(ref, timeout=2) is None
     assert registry.unreachable_since(ref, RETRY_AFTER) is not None
-    digest, note = BaseDigests().start(tmp_path / "envman.lock", ref)()
+    digest, note = start_digest(tmp_path / "envman.lock", ref)()
     assert digest is None and note.startswith(f"base image {ref}: no registry answered, the tag is kept and its "
                                               "digest is unpinned (it did not answer ")
     assert note.endswith(" s ago; `envman lock --upgrade` asks it now)")
     called = []
     monkeypatch.setattr(registry, "resolve_digest", lambda r, timeout=3.0: called.append(r))
-    BaseDigests(upgrade=True).start(tmp_path / "envman.lock", ref)()
+    start_digest(tmp_path / "envman.lock", ref, upgrade=True)()
     assert called == [ref]  # --upgrade asks anyway
     marker = registry._marker("registry.invalid")
     old = time.time() - RETRY_AFTER - 1

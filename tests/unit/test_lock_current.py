@@ -1,0 +1,97 @@
+"""uv lock's rule (app/generate.py): envman.lock records the digest of the uv request its Python locks answer;
+when a re-lock's request is the same and --upgrade is not given, the lock is current and uv is not run. Any
+change to what uv is asked, a hand-edited pylock.toml or envman.lock, or --upgrade runs uv once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import envman.app.generate as gen
+from envman.app.generate import lock_project
+from tests.fakes import install_fake_uv, numpy_pylock
+
+KEPT = "Python lock kept: uv's request is the last lock's (`envman lock --upgrade` asks the index again)"
+
+
+@pytest.fixture
+def locked(tmp_path, monkeypatch):
+    """A locked project and the log of its uv runs (one line per run)."""
+    log = install_fake_uv(monkeypatch, tmp_path, numpy_pylock())
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text("name: current\ncpu: true\npython: '3.11'\npackages: [numpy]\n")
+    first = lock_project(proj)
+    assert KEPT not in first.notes and _runs(log) == 1
+    return proj, log
+
+
+def _runs(log) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_an_unchanged_relock_runs_no_uv_and_writes_nothing(locked):
+    proj, log = locked
+    request = json.loads((proj / "envman.lock").read_text())["python_lock"]["request"]
+    assert isinstance(request, str) and len(request) == 64
+    before = {p.name: p.read_bytes() for p in proj.iterdir() if p.is_file()}
+    out = lock_project(proj)
+    assert _runs(log) == 1 and KEPT in out.notes and out.written == []
+    assert {p.name: p.read_bytes() for p in proj.iterdir() if p.is_file()} == before
+
+
+def test_upgrade_asks_uv_again(locked):
+    proj, log = locked
+    out = lock_project(proj, upgrade=True)
+    assert _runs(log) == 2 and KEPT not in out.notes
+
+
+def test_a_changed_request_runs_uv_once_and_records_the_new_request(locked):
+    proj, log = locked
+    old = json.loads((proj / "envman.lock").read_text())["python_lock"]["request"]
+    (proj / "envman.yaml").write_text("name: current\ncpu: true\npython: '3.11'\npackages: ['numpy<3']\n")
+    lock_project(proj)
+    assert _runs(log) == 2
+    assert json.loads((proj / "envman.lock").read_text())["python_lock"]["request"] != old
+    lock_project(proj)
+    assert _runs(log) == 2  # and that one is current in its turn
+
+
+def test_a_change_that_uv_is_not_asked_about_keeps_the_python_lock(locked):
+    """The image's command is no part of uv's request: the Dockerfile changes, the Python lock stays."""
+    proj, log = locked
+    (proj / "envman.yaml").write_text("name: current\ncpu: true\npython: '3.11'\npackages: [numpy]\n"
+                                      "command: [python, train.py]\n")
+    out = lock_project(proj)
+    assert _runs(log) == 1 and KEPT in out.notes and proj / "Dockerfile" in out.written
+
+
+def test_a_hand_edited_pylock_is_not_kept(locked):
+    proj, log = locked
+    pylock = proj / "pylock.toml"
+    pylock.write_text(pylock.read_text().replace('version = "2.1.0"', 'version = "2.0.0"'))
+    out = lock_project(proj, force=True)
+    assert _runs(log) == 2 and KEPT not in out.notes
+    assert 'version = "2.1.0"' in pylock.read_text()
+
+
+def test_a_hand_edited_lock_is_not_trusted(locked):
+    proj, log = locked
+    lock = proj / "envman.lock"
+    lock.write_text(lock.read_text().replace('"name": "current"', '"name": "edited"'))
+    lock_project(proj, force=True)
+    assert _runs(log) == 2
+
+
+def test_a_kept_lock_keeps_its_build_requirements_lock(tmp_path, monkeypatch):
+    """A source-only package's build requirements take a second uv run (and its sdist): not on a current lock."""
+    install_fake_uv(monkeypatch, tmp_path, numpy_pylock(sdist_only="promise"))
+    build_runs: list[str] = []
+    monkeypatch.setattr(gen, "_lock_build_deps", lambda sb, py_text, locked, res: build_runs.append(py_text) or "x\n")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text("name: current\ncpu: true\npython: '3.11'\npackages: [numpy, promise]\n")
+    lock_project(proj)
+    out = lock_project(proj)
+    assert len(build_runs) == 1 and KEPT in out.notes and out.written == []
