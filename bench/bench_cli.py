@@ -86,7 +86,7 @@ def uv_replay(proj: Path, where: Path):
     a setup that lays out its inputs as envman does. Found by running envman's lock in this process up to the
     moment it would start uv, on a copy of the project without envman.lock (so the Python lock is not kept)."""
     import envman.lock.uv as uv
-    from envman.app.generate import lock_project
+    from envman.app.lock import lock_project
 
     copy = where.with_name(where.name + "-project")
     shutil.rmtree(copy, ignore_errors=True)

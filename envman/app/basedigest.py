@@ -7,18 +7,17 @@ air-gapped machine would otherwise wait for it on every lock); the note says so,
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from envman.lock import registry
-from envman.lock.lockfile import try_read_lock
+from envman.lock.lockfile import Lock
 
 RETRY_AFTER = 600.0  # seconds: an unreachable registry is asked again after this long (or with --upgrade)
 
 
-def start_digest(lock_path: Path, base: str, *, upgrade: bool = False) -> Callable[[], tuple[str | None, str]]:
-    """A call giving ``(digest or None, the note that says where it came from)``; a registry is asked in a
-    thread from now on."""
-    kept = None if upgrade else _pinned(lock_path, base)
+def start_digest(last: Lock | None, base: str, *, upgrade: bool = False) -> Callable[[], tuple[str | None, str]]:
+    """A call giving ``(digest or None, the note that says where it came from)``; ``last``: the current lock.
+    A registry is asked in a thread from now on."""
+    kept = None if upgrade else _pinned(last, base)
     if kept:
         note = f"base image {base} pinned to {kept} (kept from the last lock; `envman lock --upgrade` asks its registry again)"
         return lambda: (kept, note)
@@ -40,9 +39,8 @@ def start_digest(lock_path: Path, base: str, *, upgrade: bool = False) -> Callab
     return result
 
 
-def _pinned(lock_path: Path, base: str) -> str | None:
+def _pinned(old: Lock | None, base: str) -> str | None:
     """The digest the current lock pinned for ``base``, if it did."""
-    old = try_read_lock(lock_path)
     if old is None or not old.is_intact():
         return None  # no lock, or one edited by hand: its digest is not trusted
     b = old.base_image

@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envman.app.generate import Names, check_lock, offline_built, offline_dockerfile
+from envman.app.generate import offline_built, offline_dockerfile
+from envman.app.lock import check_lock
+from envman.app.lockinputs import stack_files
 from envman.errors import EXIT_OK, EXIT_SMOKE, LockError, UsageError
 from envman.files import write_atomic
 from envman.image.plan import CA_SECRET
+from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, read_lock, write_lock
 from envman.model import PLATFORM_ARCH, PLATFORMS
 from envman.project.spec import load_spec
@@ -102,20 +105,20 @@ def _needed_files(dockerfile_text: str) -> list[str]:
     return sorted(set(re.findall(r"--mount=type=bind,source=([^,\s]+)", dockerfile_text)))
 
 
-def _profiles(root: Path, opts: BuildOptions) -> list[Names]:
+def _profiles(root: Path, opts: BuildOptions) -> list[StackFiles]:
     spec = load_spec(root)
     if spec is None:
         raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first")
     if not spec.profiles:
         if opts.profile:
             raise UsageError(f"--profile {opts.profile}: envman.yaml declares no profiles")
-        return [Names.for_root(root)]
+        return [stack_files(root, None)]
     names = [p.name for p in spec.profiles]
     if opts.profile:
         if opts.profile not in names:
             raise UsageError(f"--profile {opts.profile}: no such profile", hint="profiles: " + ", ".join(names))
-        return [Names.for_profile(opts.profile)]
-    return [Names.for_profile(n) for n in names]
+        return [StackFiles.for_profile(opts.profile)]
+    return [StackFiles.for_profile(n) for n in names]
 
 
 def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
@@ -155,7 +158,7 @@ def check_context(root: Path, dockerfile: str = "Dockerfile") -> None:
         )
 
 
-def _build_one(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str], None],
+def _build_one(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable[[str], None],
                engine: ContainerEngine) -> BuildOutcome:
     from envman.app import smoke as smoke_runner
 
@@ -206,7 +209,7 @@ def _build_one(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str
         if opts.smoke:
             res = smoke_runner.run_smoke_in_image(engine, candidate, require_gpu=opts.require_gpu)
             out.smoke = res
-            report = root / (smoke_runner.REPORT_NAME if names.profile is None else f"envman.{names.profile}.smoke.json")
+            report = root / names.smoke_report
             smoke_runner.save_report(res, report)
             echo(f"{label}smoke test ({'with' if res.gpus else 'without'} GPU access), report in {report.name}:")
             echo(res.summary())
@@ -231,7 +234,7 @@ def _build_one(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str
     return out
 
 
-def _buildable_dockerfile(root: Path, names: Names, opts: BuildOptions, lock: Lock) -> Path:
+def _buildable_dockerfile(root: Path, names: StackFiles, opts: BuildOptions, lock: Lock) -> Path:
     """The Dockerfile to build, once it is known to be this envman's rendering of the lock, with every file it
     reads present and the same base image the lock was made for."""
     base = lock.base_image["ref"]
@@ -253,7 +256,7 @@ def _buildable_dockerfile(root: Path, names: Names, opts: BuildOptions, lock: Lo
     return dockerfile
 
 
-def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo: Callable[[str], None],
+def _offline_build_file(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable[[str], None],
                         engine: ContainerEngine) -> Path:
     wh = (opts.wheelhouse or root / WHEELHOUSE).resolve()
     if not wh.is_dir() or not any(wh.glob("*.whl")):
@@ -266,7 +269,7 @@ def _offline_build_file(root: Path, names: Names, opts: BuildOptions, echo: Call
     if built.apt:
         echo(f"note: the image installs {', '.join(built.apt)} with apt, which the wheelhouse does not hold: the "
              "build reaches a Debian/Ubuntu mirror for them (or set base_image in envman.yaml to an image that has them)")
-    text = built.files[0][1]
+    text = built.writes[0][1]
     path = root / ".envman" / (f"{names.dockerfile}.offline")
     write_atomic(path, text)
     # BuildKit reads <Dockerfile>.dockerignore beside the Dockerfile it builds, else the context's .dockerignore:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envman.errors import UsageError
+from envman.lock.layout import StackFiles
 
 if TYPE_CHECKING:
-    from envman.app.generate import Names
     from envman.lock.wheelhouse import HashedLock
 
 
@@ -60,11 +60,10 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
                      python: str | None = None, glibc: str | None = None, profile: str | None = None,
                      on_output: Callable[[str], None] | None = None) -> FetchOutcome:
     """The target defaults to the stack.python and platform of PATH's envman lock (of ``profile``'s)."""
-    from envman.app.generate import Names
     from envman.lock import wheelhouse as wh
 
-    names = Names.for_profile(profile)
-    lock_file = lock or path / (names.req if profile else wh.DEFAULT_LOCK)
+    names = StackFiles.for_profile(profile)
+    lock_file = lock or path / names.req
     lock_py, lock_glibc = wh.lock_target(path, names.lock)
     py = python or lock_py
     if not py:
@@ -86,7 +85,7 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
                         lock_file, py, target.platforms()[0], builder)
 
 
-def builder_inputs(path: Path, names: Names, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:
+def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:
     """What an offline builder stage reads besides the lock's wheels: the source-only packages are not
     wheels (pip download --only-binary would find none; their sdists come from pylock.toml's URLs instead),
     and the builder installs requirements.build.lock.txt (nvcc, setuptools …) before it builds them."""

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
 from envman.files import write_atomic
+from envman.lock.layout import StackFiles
 
 if TYPE_CHECKING:
     from envman.engine.protocol import ContainerEngine
 
 KIT_IN_IMAGE = "/opt/envman/kit"
 EXPECT_IN_IMAGE = "/opt/envman/stack.json"
-REPORT_NAME = "envman.smoke.json"  # saved beside the lock
+REPORT_NAME = StackFiles().smoke_report  # saved beside the lock
 PASS, FAIL, NO_GPU = 0, 1, 6  # the script's own exit codes
 
 
@@ -143,9 +144,7 @@ def expected_stack(data: dict[str, Any]) -> dict[str, Any]:
 def baked_stack_for(lock_path: Path) -> Path:
     """Where `envman lock` writes the expected stack of a lock: envman.lock -> .envman/stack.json,
     envman.P.lock -> .envman/stack.P.json."""
-    name = lock_path.name
-    profile = name[len("envman."):-len(".lock")] if name.startswith("envman.") and name.endswith(".lock") else ""
-    return lock_path.parent / ".envman" / (f"stack.{profile}.json" if profile else "stack.json")
+    return lock_path.parent / StackFiles.of_lock(lock_path.name).stack
 
 
 def write_expect_file(source: Path, dest_dir: Path) -> Path:

@@ -16,7 +16,8 @@ from pathlib import Path
 from envman import __version__
 from envman.errors import EXIT_SMOKE_NO_GPU, LockError, UsageError
 from envman.files import sha256
-from envman.lock.lockfile import LOCK_FILE, canonical_json, read_lock
+from envman.lock.layout import LOCK_FILE, PROFILE_LOCK, StackFiles
+from envman.lock.lockfile import canonical_json, read_lock
 
 SMOKE = "env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"  # the smoke program every envman image carries
 SKIP_LINE = "GPU smoke skipped: no GPU runner configured (envman ci {kind} --gpu-runner {word})"
@@ -27,7 +28,6 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 _PIP_SPEC = re.compile(r"^[A-Za-z0-9 ._\-\[\],<>=!~*+:/@#%&?]+$")  # no quotes, $, {}, `, ; or newlines
 _DOCKERFILE = re.compile(r"^Dockerfile(?:\.[a-z0-9]+(?:[._-][a-z0-9]+)*)?$")
-_PROFILE_LOCK = re.compile(r"^envman\.([a-z0-9]+(?:[._-][a-z0-9]+)*)\.lock$")
 _PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
 
 
@@ -77,11 +77,11 @@ def load_ci_project(root: Path) -> CiProject:
     spec = load_spec(root)
     wanted: list[tuple[str | None, str]]
     if spec is not None and spec.profiles:
-        wanted = [(p.name, f"envman.{p.name}.lock") for p in spec.profiles]
+        wanted = [(p.name, StackFiles.for_profile(p.name).lock) for p in spec.profiles]
     elif spec is not None or (root / LOCK_FILE).exists():
         wanted = [(None, LOCK_FILE)]
     else:
-        wanted = sorted((m.group(1), p.name) for p in root.glob("envman.*.lock") if (m := _PROFILE_LOCK.match(p.name)))
+        wanted = sorted((m.group(1), p.name) for p in root.glob("envman.*.lock") if (m := PROFILE_LOCK.match(p.name)))
     missing = [f for _, f in wanted if not (root / f).is_file()] or ([] if wanted else [LOCK_FILE])
     if missing:
         raise UsageError(f"no {', '.join(missing)} in {root}",
@@ -104,7 +104,7 @@ def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImag
     if data.get("profile") != profile:
         raise LockError(f"{lock_file}: profile is {data.get('profile')!r}, expected {profile!r}",
                          hint="regenerate it with `envman lock`")
-    dockerfile = data.get("dockerfile") or (f"Dockerfile.{profile}" if profile else "Dockerfile")
+    dockerfile = data.get("dockerfile") or StackFiles.for_profile(profile).dockerfile
     if not isinstance(dockerfile, str) or not _DOCKERFILE.match(dockerfile):
         raise LockError(f"{lock_file}: dockerfile {dockerfile!r} is not a file name in the project",
                          hint="regenerate it with `envman lock`")

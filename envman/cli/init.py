@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Give up when uv has not finished after SECONDS (names the index that stalled)"),
     ) -> None:
         """Write envman.yaml, the locks, Dockerfile, compose.yaml and devcontainer.json for a repository."""
-        from envman.app.generate import InitOptions, init_project
+        from envman.app.init import InitOptions, init_project
         from envman.cli.output import format_outcome
 
         root = path.resolve()

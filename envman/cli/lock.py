@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
         root = path.resolve()
         if check:
-            from envman.app.generate import check_lock
+            from envman.app.lock import check_lock
 
             stale = check_lock(root)
             if stale:
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
             typer.echo("envman.lock is current")
             return
         from envman.app.ci import has_ci_files, stale_ci_files
-        from envman.app.generate import lock_project
+        from envman.app.lock import lock_project
         from envman.cli.output import Progress, format_outcome
 
         progress = Progress()

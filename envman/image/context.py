@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+# BUILD_INPUTS: what the Dockerfile itself reads from the context, re-included whatever DATA_PATTERNS exclude
+from envman.lock.layout import BUILD_INPUTS
+
 # Datasets, experiment outputs and weights: gigabytes that no image needs (mount them at run time).
 DATA_PATTERNS = (
     "data", "runs", "checkpoints", "wandb", "outputs", "mlruns", "lightning_logs",
     "**/*.pt", "**/*.pth", "**/*.ckpt", "**/*.safetensors", "**/*.bin",
 )
-# What the Dockerfile itself reads from the context, re-included whatever the patterns above exclude.
-BUILD_INPUTS = ("!.envman/kit", "!.envman/stack*.json", "!requirements*.lock.txt", "!pylock*.toml")
 WARN_BYTES = 1 << 30
 
 

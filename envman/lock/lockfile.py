@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from envman import __version__
 from envman.errors import LockError
+from envman.lock.layout import LOCK_FILE, StackFiles
 
-LOCK_FILE = "envman.lock"
 LOCK_VERSION = 1
 READABLE_VERSIONS = (1,)  # lock_versions this envman reads unchanged
 OUTSIDE_DIGEST = ("lock_hash", "pushed")
@@ -131,6 +132,60 @@ class Lock:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+
+def build_lock(*, name: str, inputs_hash: str, res: Any, base_image: str, base_kind: str, base_digest: str | None,
+               system_packages: list[str], req_text: str | None, fw_text: str | None, pylock: bool,
+               profile: str | None = None, files: StackFiles | None = None, inputs: dict[str, str] | None = None,
+               platform: str | None = None, request: str | None = None) -> Lock:
+    """A new lock of the resolution ``res`` (a ``model.Resolution``): its body, in one place.
+
+    ``python_lock`` names the Python locks (with the sha256 of their bodies), uv's platform, and the digest of
+    the uv request they answer (``request``): a lock whose request is unchanged needs no uv run."""
+    if platform is None:
+        from envman.lock.uv import python_platform
+
+        platform = python_platform(res)
+    names = files or StackFiles()
+    body: dict[str, Any] = {
+        "lock_version": LOCK_VERSION,
+        "envman_version": __version__,
+        "name": name,
+        "profile": profile,
+        "inputs_hash": inputs_hash,
+        "stack": stack_data(res),
+        "base_image": {
+            "ref": base_image,
+            "kind": base_kind,
+            "digest": base_digest,
+            "note": None if base_digest else "digest unpinned: no registry answered when locking",
+        },
+        "system_packages": sorted(system_packages),
+        "python_lock": {
+            "requirements": names.req if req_text is not None else None,
+            "framework": names.fw if fw_text is not None else None,
+            "pylock": names.pylock if pylock else None,
+            "requirements_sha256": sha256(req_text) if req_text is not None else None,
+            "framework_sha256": sha256(fw_text) if fw_text is not None else None,
+            "platform": platform,
+            "request": request,
+        },
+    }
+    if inputs is not None:
+        body["inputs"] = inputs
+    if files is not None:
+        body["dockerfile"] = files.dockerfile
+    return Lock.create(body)
+
+
+def stack_data(res: Any) -> dict:
+    from envman.resolve.summary import resolution_dict
+
+    d = resolution_dict(res)
+    # the platform is python_lock.platform (aarch64-manylinux_2_28 for linux/arm64): said once
+    for k in ("notes", "warnings", "driver", "driver_assumed", "driver_mode", "base_image", "base_kind", "platform"):
+        d.pop(k, None)
+    return d
 
 
 def render_lock(lock: Lock) -> str:

@@ -1,12 +1,6 @@
-"""Whole-stack lockfiles. uv resolves the Python set (never a home-made resolver); envman.lock is
-serialized from the model: same inputs, same bytes.
-
-Files (in the project root):
-  envman.lock                       the stack: resolution, base image, apt packages, lock names, hashes (JSON)
-  pylock.toml                       PEP 751: uv's one resolution (uv pip compile --format pylock.toml)
-  requirements.lock.txt             every Python package, pinned with sha256 hashes: derived from pylock.toml
-  requirements.framework.lock.txt   the subset the framework needs: its own image layer
-"""
+"""The Python lock of a stack: ONE ``uv pip compile --format pylock.toml`` run (never a home-made resolver),
+and what envman makes of uv's answer — requirements.lock.txt derived from pylock.toml, the framework's own
+layer cut from the ``# via`` graph. The files' names: lock/layout.py."""
 
 from __future__ import annotations
 
@@ -18,24 +12,20 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from envman import __version__
 from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
-from envman.lock.lockfile import LOCK_FILE, LOCK_VERSION, Lock  # noqa: F401  (LOCK_FILE: the lock's name, re-exported)
 from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
 from envman.model import Resolution
 from envman.redact import redact
-from envman.resolve.summary import resolution_dict
 
-REQ_LOCK = "requirements.lock.txt"
-FW_LOCK = "requirements.framework.lock.txt"
-PYLOCK = "pylock.toml"
 PLATFORM = "x86_64-manylinux_2_28"  # uv's --python-platform of an x86_64 stack; python_platform() for any stack
 
 
 def python_platform(res: Resolution) -> str:
     """uv's ``--python-platform`` for the stack: its wheels' CPU architecture on manylinux 2.28."""
     return f"{res.arch}-manylinux_2_28"
+
+
 _CUDA_MAJOR_PKG = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
 
 
@@ -398,51 +388,3 @@ def pylock_versions(text: str) -> dict[str, str]:
     # a VCS/URL package is pinned by its commit/URL, compared through requirements.lock.txt's line
     return {canonicalize_name(p["name"]): str(p["version"]) for p in doc.get("packages", [])
             if not any(k in p for k in ("vcs", "archive", "directory"))}
-
-
-# --- envman.lock ---------------------------------------------------------------------------------
-
-
-def stack_data(res: Resolution) -> dict:
-    d = resolution_dict(res)
-    # the platform is python_lock.platform (aarch64-manylinux_2_28 for linux/arm64): said once
-    for k in ("notes", "warnings", "driver", "driver_assumed", "driver_mode", "base_image", "base_kind", "platform"):
-        d.pop(k, None)
-    return d
-
-
-def build_lock(*, name: str, inputs_hash: str, res: Resolution, base_image: str, base_kind: str,
-               base_digest: str | None, system_packages: list[str], req_text: str | None, fw_text: str | None,
-               pylock: bool, profile: str | None = None, file_names: dict[str, str] | None = None,
-               inputs: dict[str, str] | None = None, dockerfile: str | None = None,
-               request: str | None = None) -> Lock:
-    names = {"requirements": REQ_LOCK, "framework": FW_LOCK, "pylock": PYLOCK, **(file_names or {})}
-    body = {
-        "lock_version": LOCK_VERSION,
-        "envman_version": __version__,
-        "name": name,
-        "profile": profile,
-        "inputs_hash": inputs_hash,
-        "stack": stack_data(res),
-        "base_image": {
-            "ref": base_image,
-            "kind": base_kind,
-            "digest": base_digest,
-            "note": None if base_digest else "digest unpinned: no registry answered when locking",
-        },
-        "system_packages": sorted(system_packages),
-        "python_lock": {
-            "requirements": names["requirements"] if req_text is not None else None,
-            "framework": names["framework"] if fw_text is not None else None,
-            "pylock": names["pylock"] if pylock else None,
-            "requirements_sha256": sha256(req_text) if req_text is not None else None,
-            "framework_sha256": sha256(fw_text) if fw_text is not None else None,
-            "platform": python_platform(res),
-            "request": request,  # the uv request these locks answer (PythonLockJob.key): unchanged, uv is not run
-        },
-    }
-    if inputs is not None:
-        body["inputs"] = inputs
-    if dockerfile is not None:
-        body["dockerfile"] = dockerfile
-    return Lock.create(body)

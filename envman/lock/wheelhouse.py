@@ -26,8 +26,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from envman.errors import EnvmanError, LockError, ToolError, UsageError
+from envman.lock.layout import StackFiles
 
-DEFAULT_LOCK = "requirements.lock.txt"
+DEFAULT_LOCK = StackFiles().req
 DEFAULT_WHEELHOUSE = ".envman/wheelhouse"  # the generated .dockerignore keeps it out of build contexts
 DEFAULT_GLIBC = "2.28"
 # Options a requirements file may carry that say where wheels come from; kept for pip, nothing else is.

@@ -14,9 +14,10 @@ from packaging.utils import canonicalize_name
 
 from envman import frameworks
 from envman.errors import UsageError
+from envman.lock.layout import StackFiles
 from envman.project.req import Req  # noqa: F401  (re-exported: the lock and pins read it from here)
 
-OWN_FILES = ("requirements.lock.txt", "requirements.framework.lock.txt")
+OWN_FILES = (StackFiles().req, StackFiles().fw)  # envman's own, never read as requirements
 
 
 def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = None) -> list[Req]:

@@ -175,6 +175,16 @@ class _V:
         return tuple(out)
 
 
+def spec_header() -> str:
+    """The comment heading an envman.yaml that init writes."""
+    return (
+        "# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n"
+        "# Keys: name, python, framework, companions, requirements, packages, system_packages,\n"
+        "#       targets + driver (or cpu: true), cuda, cuda_devel, command, env, profiles, base_image,\n"
+        "#       install_project (true | false | [extras]; default: when the project is a package)\n"
+    )
+
+
 def validate_requirement(text: str, fld: str, source: str) -> Requirement:
     """A PEP 508 requirement by name (no URLs: they would bypass the hash-checked lock)."""
     try:

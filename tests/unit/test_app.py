@@ -92,7 +92,7 @@ def test_no_gpu_detected_is_a_usage_error(fixture_matrix, no_gpu):
 
 
 def test_init_detects_the_gpus_itself(tmp_path, no_gpu):
-    from envman.app.generate import InitOptions, init_project
+    from envman.app.init import InitOptions, init_project
 
     (tmp_path / "requirements.txt").write_text("numpy\n")
     with pytest.raises(UsageError, match="no NVIDIA GPU detected on this machine"):

@@ -7,6 +7,7 @@ The layers, lowest first (README "Layout"):
     errors, resources, _compat     leaves
     model, files, process, inputs  values; atomic files; signals; bounded input reads
     diskcache                      derived values kept on disk by the digest of their source files
+    lock/layout                    the names of every file a stack writes: values any adapter reads
     _validate                      "file: dotted.path: problem" accessors (was matrix._Ctx)
     frameworks/                    per-framework plug-ins (schema, names, pins)
     matrix/                        data → model
@@ -29,6 +30,7 @@ RANK = {
     "portable": 0, "errors": 1, "hostenv": 0.5, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
     "model": 2, "files": 2, "process": 2, "inputs": 2,
     "diskcache": 2.2,  # values derived from data files, pickled by digest (uses files.write_atomic)
+    "lock.layout": 2.3,  # the stack's file names (envman.P.lock …): plain values, read by discovery and the context too
     "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
     "frameworks": 3, "matrix": 4,
     "image.stages": 4.5,  # PURE rules for what the image needs beyond wheels (plan.py places them)
@@ -58,6 +60,8 @@ def unit(mod: str) -> str:
         return "envman"
     if parts[1] == "image" and len(parts) > 2:
         return f"image.{parts[2]}"
+    if len(parts) > 2 and f"{parts[1]}.{parts[2]}" in RANK:
+        return f"{parts[1]}.{parts[2]}"  # a module ranked apart from its folder
     return parts[1]
 
 

@@ -12,7 +12,8 @@ import pytest
 
 import envman.lock.registry as registry
 from envman.app.basedigest import RETRY_AFTER, start_digest
-from envman.app.generate import lock_project
+from envman.app.lock import lock_project
+from envman.lock.lockfile import try_read_lock
 from tests.fakes import install_fake_uv, numpy_pylock
 
 DIGEST = "sha256:" + "ab" * 32
@@ -55,14 +56,14 @@ def test_a_hand_edited_locks_digest_is_not_kept(tmp_path, monkeypatch, asked):
     lock_project(proj)
     lock = proj / "envman.lock"
     lock.write_text(lock.read_text().replace(DIGEST, "sha256:" + "cd" * 32))
-    start_digest(lock, BASE)()
+    start_digest(try_read_lock(lock), BASE)()
     assert asked == [BASE, BASE]
 
 
 def test_another_base_image_is_asked_for(tmp_path, monkeypatch, asked):
     proj = _project(tmp_path, monkeypatch)
     lock_project(proj)
-    digest, note = start_digest(proj / "envman.lock", "python:3.12-slim")()
+    digest, note = start_digest(try_read_lock(proj / "envman.lock"), "python:3.12-slim")()
     assert asked == [BASE, "python:3.12-slim"] and digest == DIGEST
 
 
@@ -72,13 +73,13 @@ def test_an_unreachable_registry_is_not_asked_again_for_ten_minutes(tmp_path, mo
     assert registry.unreachable_since(ref, RETRY_AFTER) is None
     assert registry.resolve_digest(ref, timeout=2) is None
     assert registry.unreachable_since(ref, RETRY_AFTER) is not None
-    digest, note = start_digest(tmp_path / "envman.lock", ref)()
+    digest, note = start_digest(None, ref)()
     assert digest is None and note.startswith(f"base image {ref}: no registry answered, the tag is kept and its "
                                               "digest is unpinned (it did not answer ")
     assert note.endswith(" s ago; `envman lock --upgrade` asks it now)")
     called = []
     monkeypatch.setattr(registry, "resolve_digest", lambda r, timeout=3.0: called.append(r))
-    start_digest(tmp_path / "envman.lock", ref, upgrade=True)()
+    start_digest(None, ref, upgrade=True)()
     assert called == [ref]  # --upgrade asks anyway
     marker = registry._marker("registry.invalid")
     old = time.time() - RETRY_AFTER - 1

@@ -10,7 +10,8 @@ from fakes import FakeEngine
 
 from envman.app import smoke as smoke_runner
 from envman.app.build import BuildOptions, build_project
-from envman.app.generate import InitOptions, check_lock, init_project
+from envman.app.init import InitOptions, init_project
+from envman.app.lock import check_lock
 from envman.cli.main import main
 from envman.errors import EXIT_SMOKE
 

@@ -14,8 +14,7 @@ import pytest
 
 from envman.ci import BAKE_FILE, CiOptions, bake_data, bake_files, load_ci_project, shared_stacks, write_ci_files
 from envman.ci.project import parse_registry
-from envman.lock.lockfile import render_lock
-from envman.lock.uv import build_lock
+from envman.lock.lockfile import build_lock, render_lock
 from envman.resolve.request import build_request
 from envman.resolve.resolver import resolve_stack
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envman.app.generate import InitOptions, init_project
+from envman.app.init import InitOptions, init_project
 from envman.cli.main import main, report_error
 from envman.engine.errors import BuildError, EngineError
 from envman.errors import (

@@ -9,11 +9,12 @@ import hashlib
 import pytest
 
 from envman.app import fetch as app_fetch
-from envman.app.generate import Names
+from envman.app.lockinputs import stack_files
 from envman.errors import UsageError
 from envman.image.plan import plan_builder
 from envman.image.stages import plan_source_builds
 from envman.image.tables import load_image_tables
+from envman.lock.layout import StackFiles
 from envman.lock.wheelhouse import read_lock
 
 SDIST = b"deepspeed sdist bytes"
@@ -43,7 +44,7 @@ def _project(tmp_path, *, pylock_sha: str = SHA):
 
 def test_fetch_takes_the_sdist_from_pylock_and_adds_the_build_locks_wheels(tmp_path):
     parsed = _project(tmp_path)
-    wheels, sdists = app_fetch.builder_inputs(tmp_path, Names(None), parsed)
+    wheels, sdists = app_fetch.builder_inputs(tmp_path, StackFiles(), parsed)
     # deepspeed has no wheel: pip download --only-binary=:all: would fail on it ("No matching distribution")
     assert [w.pin() for w in wheels.wheels] == ["ninja==1.13.2", "torch==2.14.1", "nvidia-cuda-nvcc==13.0.88"]
     assert wheels.options == parsed.options and sdists == {"deepspeed": (URL, SHA)}
@@ -52,13 +53,13 @@ def test_fetch_takes_the_sdist_from_pylock_and_adds_the_build_locks_wheels(tmp_p
 def test_a_project_without_source_only_packages_fetches_its_lock_unchanged(tmp_path):
     parsed = _project(tmp_path)
     (tmp_path / "requirements.source.lock.txt").unlink()
-    assert app_fetch.builder_inputs(tmp_path, Names(None), parsed) == (parsed, {})
+    assert app_fetch.builder_inputs(tmp_path, StackFiles(), parsed) == (parsed, {})
 
 
 def test_an_sdist_whose_hash_the_source_lock_does_not_hold_is_refused(tmp_path):
     parsed = _project(tmp_path, pylock_sha=_h("d"))
     with pytest.raises(UsageError) as ei:
-        app_fetch.builder_inputs(tmp_path, Names(None), parsed)
+        app_fetch.builder_inputs(tmp_path, StackFiles(), parsed)
     assert "deepspeed==0.19.8's hashes do not hold the sha256 of deepspeed-0.19.8.tar.gz" in ei.value.message
 
 
@@ -104,7 +105,7 @@ def test_offline_build_applies_envmans_ignore_file_not_the_repositorys_own(tmp_p
     from pathlib import Path
 
     from envman.app.build import BuildOptions, _offline_build_file, wheelhouse_image
-    from envman.app.generate import InitOptions, init_project
+    from envman.app.init import InitOptions, init_project
     from tests.fakes import FakeEngine
 
     d = tmp_path / "yolov5-like"
@@ -115,7 +116,7 @@ def test_offline_build_applies_envmans_ignore_file_not_the_repositorys_own(tmp_p
     (wh / "numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.whl").write_bytes(b"w")
     engine = FakeEngine(images=[wheelhouse_image(wh)])
     said: list[str] = []
-    path = _offline_build_file(d, Names.for_root(d), BuildOptions(offline=True), said.append, engine)
+    path = _offline_build_file(d, stack_files(d, None), BuildOptions(offline=True), said.append, engine)
     assert path == d / ".envman" / "Dockerfile.envman.offline"
     # opencv-python's libraries come from apt, not from the wheelhouse: said before the build meets it
     assert ("note: the image installs libgl1, libglib2.0-0, libsm6, libxcb1, libxext6, libxrender1 with apt, which "

@@ -238,7 +238,7 @@ def test_workload_is_validated_in_envman_yaml():
 
 
 def test_init_says_whether_the_workload_fits_each_target(tmp_path):
-    from envman.app.generate import InitOptions, init_project
+    from envman.app.init import InitOptions, init_project
 
     (tmp_path / "requirements.txt").write_text("torch\n")
     (tmp_path / "envman.yaml").write_text(
@@ -256,7 +256,8 @@ def test_init_says_whether_the_workload_fits_each_target(tmp_path):
 
 
 def test_the_workload_does_not_make_the_lock_stale(tmp_path):
-    from envman.app.generate import InitOptions, check_lock, init_project
+    from envman.app.init import InitOptions, init_project
+    from envman.app.lock import check_lock
 
     (tmp_path / "envman.yaml").write_text("name: w\npython: '3.11'\ncpu: true\n")
     init_project(tmp_path, InitOptions(no_lock=True))

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envman.app.generate import InitOptions, init_project, user_requirements
+from envman.app.init import InitOptions, init_project
+from envman.app.lockinputs import user_requirements
 from envman.errors import LockError, UsageError
 from envman.project.infer import load_dependents
 from envman.project.sources.conda import conda_spec
@@ -184,7 +185,7 @@ def test_torchaudio_without_a_release_narrows_the_range(tmp_path):
 
 
 def test_lock_check_covers_included_requirement_files(init):
-    from envman.app.generate import check_lock
+    from envman.app.lock import check_lock
 
     d, out, spec = init("skip-variants")
     assert "file:requirements/base.txt" in out.lock["inputs"]
@@ -252,7 +253,8 @@ def test_the_repositorys_own_docker_files_are_kept_and_envman_writes_beside_them
 def test_lock_check_notices_an_edit_to_a_file_init_copied_packages_from(tmp_path):
     """pyproject.toml, setup.py, setup.cfg and environment.yml are read once, at init (their packages are
     copied into envman.yaml): they are lock inputs all the same, and `lock --check` names the one that moved."""
-    from envman.app.generate import InitOptions, check_lock, init_project
+    from envman.app.init import InitOptions, init_project
+    from envman.app.lock import check_lock
 
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "0"\ndependencies = ["numpy"]\n')
     (tmp_path / "environment.yml").write_text("dependencies:\n  - python=3.11\n  - pip:\n    - pyyaml\n")

@@ -11,7 +11,7 @@ import pytest
 
 import envman.lock.registry
 import envman.lock.uv
-from envman.app.generate import check_lock
+from envman.app.lock import check_lock
 from envman.cli.main import main
 
 HASH = "a" * 64

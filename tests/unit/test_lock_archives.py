@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-import envman.app.generate as gen
-from envman.app.generate import check_lock, lock_project, offline_dockerfile
+import envman.app.stack as gen
+from envman.app.generate import offline_dockerfile
+from envman.app.lock import check_lock, lock_project
 from envman.errors import UsageError
 from envman.lock.artifacts import by_url, source_only
 from envman.lock.build_deps import sdist_urls

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-import envman.app.generate as gen
-from envman.app.generate import lock_project
+import envman.app.stack as gen
+from envman.app.lock import lock_project
 from tests.fakes import install_fake_uv, numpy_pylock
 
 KEPT = "Python lock kept: uv's request is the last lock's (`envman lock --upgrade` asks the index again)"

@@ -10,7 +10,7 @@ import pytest
 
 import envman.lock.registry
 import envman.lock.uv
-from envman.app.generate import check_lock, lock_project
+from envman.app.lock import check_lock, lock_project
 from envman.cli.main import main
 from envman.errors import LockError
 from tests.fakes import numpy_pylock

@@ -130,7 +130,7 @@ def test_framework_index_is_not_an_extra_index_in_the_uv_command(tmp_path, monke
 
 
 def test_locked_cuda_libraries_that_differ_from_the_stack_are_named():
-    from envman.app.generate import stack_mismatches
+    from envman.app.stack import stack_mismatches
 
     class TF:
         cudnn = "9.3"
@@ -471,7 +471,8 @@ wheels = [{ url = "https://files.example/torch-2.14.1-cp311-cp311-manylinux_2_28
 def test_init_resolves_for_the_cuda_major_a_locked_package_needs(tmp_path, monkeypatch):
     """mamba-ssm's cutlass wheels are CUDA 12 only: an init that first lands on a CUDA 13 stack resolves again
     for CUDA 12, says so, and writes cuda: "12" into envman.yaml; a user's own envman.yaml is not overridden."""
-    from envman.app.generate import InitOptions, init_project, lock_project
+    from envman.app.init import InitOptions, init_project
+    from envman.app.lock import lock_project
     from envman.resolve.request import build_request
     from envman.resolve.resolver import resolve_stack
     from tests.fakes import install_fake_uv

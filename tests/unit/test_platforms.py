@@ -119,7 +119,7 @@ def test_uv_locks_for_the_stacks_platform(matrix, tmp_path):
 
 
 def test_the_lock_records_the_platform(matrix):
-    from envman.lock.uv import build_lock
+    from envman.lock.lockfile import build_lock
 
     m, _ = _with_aarch64(matrix)
     arm = _resolve(m, framework="torch", targets=["gh200"])

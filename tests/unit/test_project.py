@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envman.app.generate import InitOptions, check_lock, init_project, lock_project
+from envman.app.init import InitOptions, init_project
+from envman.app.lock import check_lock, lock_project
 from envman.cli.main import main
 from envman.errors import ToolError, UsageError
 

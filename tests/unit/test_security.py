@@ -13,7 +13,7 @@ import pytest
 import envman.lock.registry
 import envman.lock.uv
 from envman.app.build import BuildOptions, build_project
-from envman.app.generate import InitOptions, init_project
+from envman.app.init import InitOptions, init_project
 from envman.cli.main import main
 from envman.errors import ToolError, UsageError
 from envman.image.context import context_secrets
@@ -325,14 +325,14 @@ def test_ctrl_c_is_one_error_line(tmp_path, capsys, monkeypatch):
     import signal
     import time
 
-    import envman.app.generate
+    import envman.app.lock
 
     def interrupted(*a, **k):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)
         raise AssertionError("not interrupted")
 
-    monkeypatch.setattr(envman.app.generate, "lock_project", interrupted)
+    monkeypatch.setattr(envman.app.lock, "lock_project", interrupted)
     assert main(["lock", str(tmp_path)]) == 130
     assert capsys.readouterr().err == "error: interrupted\n"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import envman.files
-from envman.app.generate import InitOptions, init_project
+from envman.app.init import InitOptions, init_project
 from envman.cli.main import main
 from envman.errors import UsageError
 from envman.files import WritePlan, commit_files

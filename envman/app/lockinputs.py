@@ -1,0 +1,133 @@
+"""What a lock reads from the project, read once per run: the spec's requirement files (and the ``-c``
+constraints they include), its packages, the project as a package, and the digest of every input, one by one
+so that `lock --check` can say which input changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from envman.errors import UsageError
+from envman.files import sha256
+from envman.image.tables import load_image_tables
+from envman.lock.layout import StackFiles
+from envman.lock.lockfile import canonical_json
+from envman.model import Matrix
+from envman.project.package import ProjectPackage, find_package
+from envman.project.requirements import Req
+from envman.project.spec import ProjectSpec, validate_requirement
+
+BASE_OVERRIDE = "base_image"  # the lock's inputs key for a --base-image override
+
+
+@dataclass(frozen=True)
+class ProjectInputs:
+    root: Path
+    spec: ProjectSpec
+    matrix: Matrix
+    package: ProjectPackage | None  # the project as a package to install into the image
+    hashes: dict[str, str]
+    reqs: tuple[Req, ...] = ()  # the requirements to lock
+    constraints: tuple[Req, ...] = ()  # what the files include with -c: they hold uv's resolution, install nothing
+    warnings: tuple[str, ...] = ()  # of reading them
+    unreadable: UsageError | None = None  # a requirements file that could not be read: raised when a lock needs it
+
+    @classmethod
+    def read(cls, root: Path, spec: ProjectSpec, matrix: Matrix) -> ProjectInputs:
+        reqs, constraints, warnings, includes, unreadable = _read_requirements(root, spec)
+        package = project_package(root, spec)
+        hashes = input_hashes(root, spec, matrix, package, includes)
+        return cls(root, spec, matrix, package, hashes, tuple(reqs), tuple(constraints), tuple(warnings), unreadable)
+
+    @property
+    def inputs_hash(self) -> str:
+        return sha256(canonical_json(self.hashes))
+
+    def requirements(self) -> tuple[tuple[Req, ...], tuple[Req, ...]]:
+        """(requirements, constraints); the reading's error, when a file could not be read."""
+        if self.unreadable is not None:
+            raise self.unreadable
+        return self.reqs, self.constraints
+
+    def with_base_image(self, base_image: str | None) -> ProjectInputs:
+        """A --base-image override for this run, recorded in the lock's inputs (not in the spec's hash)."""
+        if not base_image or base_image == self.spec.base_image:
+            return self
+        return replace(self, spec=replace(self.spec, base_image=base_image),
+                       hashes={**self.hashes, BASE_OVERRIDE: base_image})
+
+
+def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: ProjectPackage | None,
+                 includes: list[str]) -> dict[str, str]:
+    """What a lock depends on: the spec, the data, and every file read (``includes``: what the requirement
+    files pull in with -r/-c; files init copied packages from, an edit there is an input change too, which
+    `lock --check` names)."""
+    # the workload says what is trained, not what is built: editing it does not make the lock stale
+    image_spec = {k: v for k, v in spec.to_data().items() if k != "workload"}
+    h = {"spec": sha256(canonical_json(image_spec)), "matrices": matrix.digest,
+         "image_tables": load_image_tables().digest}
+    files = list(spec.requirements)
+    for f in [*(package.files if package else ()), *includes, *spec.sources]:
+        if f not in files:
+            files.append(f)
+    for f in files:
+        p = root / f
+        try:
+            # only a regular file is read (a FIFO would block); the lock step reports anything else
+            h[f"file:{f}"] = sha256(p.read_bytes()) if p.is_file() else "missing"
+        except OSError:
+            h[f"file:{f}"] = "missing"
+    return h
+
+
+def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
+    """The project as a package to install into the image, or None (install_project: false, or not a package)."""
+    if spec.install_project is False:
+        return None
+    pkg = find_package(root, spec.project_extras)
+    if pkg is None and spec.install_project:
+        raise UsageError(f"{spec.source}: install_project: {root.name} is not a package "
+                         "(no pyproject.toml [build-system], no setup.py)",
+                         hint="add a [build-system] table to pyproject.toml, or set install_project: false")
+    return pkg
+
+
+def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
+    """The requirements a lock of the project asks uv for (its requirement files and packages)."""
+    reqs, _, _, _, unreadable = _read_requirements(root, spec)
+    if unreadable is not None:
+        raise unreadable
+    return reqs
+
+
+def _read_requirements(root: Path, spec: ProjectSpec):
+    """(requirements, constraints, warnings, the files they include, the first error met reading them)."""
+    from envman.project.sources.requirements_txt import read_requirements
+
+    reqs: list[Req] = []
+    constraints: list[Req] = []
+    warnings: list[str] = []
+    includes: list[str] = []
+    unreadable = None
+    for f in spec.requirements:
+        try:
+            found = read_requirements(root, f)
+        except UsageError as exc:
+            unreadable = unreadable or exc  # `lock --check` still says the file changed, by its digest
+            continue
+        reqs += found.reqs
+        constraints += found.constraints
+        warnings += found.warnings
+        includes += found.includes
+    for i, p in enumerate(spec.packages):
+        reqs.append(Req(validate_requirement(p, f"packages[{i}]", spec.source), f"{spec.source} packages[{i}]"))
+    return reqs, constraints, warnings, includes, unreadable
+
+
+def stack_files(root: Path, profile: str | None) -> StackFiles:
+    """Where a stack's files go in this repository: ``Dockerfile.envman`` beside a Dockerfile of its own."""
+    if profile is not None:
+        return StackFiles.for_profile(profile)
+    from envman.project.coexist import place_files
+
+    return StackFiles(dockerfile=place_files(root).dockerfile)

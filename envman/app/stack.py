@@ -1,0 +1,394 @@
+"""One stack's files, in named steps over values: resolve the stack, the requirement lines uv is asked for,
+the Python lock (kept when uv's request is the last lock's, else one uv run), the source builds, envman.lock,
+then the Dockerfile and the expected stack rendered from them. Nothing is written here (app/generate.py)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from envman import __version__
+from envman.app.basedigest import start_digest
+from envman.app.lockinputs import ProjectInputs
+from envman.errors import LockError
+from envman.files import ownership, sha256, with_header
+from envman.image.plan import plan_dockerfile, smoke_expectation
+from envman.image.render import render_dockerfile, render_json, warm
+from envman.image.stages import SourceBuilds, plan_source_builds, system_libraries
+from envman.image.tables import load_image_tables
+from envman.lock.artifacts import (
+    by_url,
+    refuse_framework_build_without_framework,
+    refuse_in_framework_closure,
+    refuse_unbuildable,
+    refuse_vcs,
+    source_only,
+)
+from envman.lock.layout import StackFiles
+from envman.lock.lockfile import Lock, build_lock, try_read_lock
+from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins
+from envman.lock.uv import PythonLock, framework_closure, parse_uv_output, python_lock_job, python_platform
+from envman.model import Matrix, Resolution
+from envman.project.requirements import Req
+from envman.project.spec import ProjectSpec
+from envman.resolve.request import build_request
+from envman.resolve.resolver import resolve_stack
+
+KEPT = "Python lock kept: uv's request is the last lock's (`envman lock --upgrade` asks the index again)"
+
+
+@dataclass(frozen=True)
+class LockOptions:
+    no_lock: bool = False  # make no Python lock (keep one whose inputs are unchanged), ask no registry
+    upgrade: bool = False  # ask the index (and the base image's registry) again
+    timeout: float | None = None  # seconds uv may take
+    progress: Any = None
+    offline_image: str | None = None  # a wheelhouse image every pip install of the Dockerfile reads
+
+
+@dataclass
+class Stack:
+    """One stack's files, checked and rendered, not yet written."""
+
+    files: StackFiles
+    spec: ProjectSpec
+    resolution: Resolution
+    lock: Lock
+    writes: list[tuple[Path, str]]
+    gpu: bool
+    notes: list[str]
+    install_project: bool = False
+    apt: tuple[str, ...] = ()  # what the Dockerfile installs with apt
+
+
+@dataclass
+class Lines:
+    """What uv is asked for: the framework's pins, the user's requirements and -c constraints, the project's
+    build backend and extras."""
+
+    pins: list[str]
+    reqs: list[Req]
+    constraints: list[Req]
+    extra: list[str]
+
+    @property
+    def all(self) -> list[str]:
+        return self.pins + [r.line for r in self.reqs] + self.extra
+
+    @property
+    def roots(self) -> list[str]:
+        """The framework's distributions (where its own image layer starts)."""
+        return [p.split("==")[0].split("[")[0] for p in self.pins]
+
+
+@dataclass
+class PythonFiles:
+    """The bodies of a stack's Python locks (None: not locked), and the uv request they answer."""
+
+    req: str | None = None
+    fw: str | None = None
+    pylock: str | None = None
+    build: str | None = None  # a requirements.build.lock.txt kept from the last lock
+    request: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def locked(self) -> PythonLock | None:
+        return parse_uv_output(self.req) if self.req is not None else None
+
+
+@dataclass
+class Builds:
+    """What the builder stage makes: the plan and its three locks' bodies."""
+
+    plan: SourceBuilds | None = None
+    source: str | None = None
+    build: str | None = None
+    rest: str | None = None  # the image's last install without the packages built from a URL
+    notes: list[str] = field(default_factory=list)
+
+
+def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, opts: LockOptions) -> Stack:
+    """The stack ``spec`` asks for (the project's, or one profile's), its files named by ``files``."""
+    label = f"profile {files.profile}: " if files.profile else ""
+    res = resolve_stack(inputs.matrix, spec_request(inputs.matrix, spec))
+    lines = requirement_lines(inputs, spec, res)
+    base, base_kind = (spec.base_image, "custom") if spec.base_image else (res.base_image, res.base_kind)
+    last = try_read_lock(inputs.root / files.lock)
+    # the base image's digest: kept from the last lock, or asked of its registry while uv resolves
+    digest_job = None if opts.no_lock else start_digest(last, base, upgrade=opts.upgrade)
+    python = python_locks(inputs, spec, res, lines, files, last, opts)
+    notes = list(inputs.warnings) + python.notes
+    if digest_job is not None:
+        base_digest, digest_note = digest_job()
+        notes.append(digest_note)
+    else:
+        base_digest = _kept_digest(last, base, inputs.inputs_hash)
+        if base_digest:
+            notes.append(f"base image {base} pinned to {base_digest} (kept: --no-lock asks no registry)")
+    tables = load_image_tables()
+    locked = python.locked
+    libs, lib_notes = system_libraries([p.name for p in locked.packages] if locked else [r.name for r in lines.reqs],
+                                       tables.system_libraries)
+    notes += lib_notes
+    apt = tuple(sorted(set(spec.system_packages) | set(libs)))
+    builds = source_builds(inputs, res, lines, python, base_kind, opts)
+    notes += builds.notes
+    pkg = inputs.package
+    if pkg is not None:
+        notes.append(f"the project is a package ({pkg.kind}): installed into the image after its source, "
+                     "without dependencies (they are locked); editable in the devcontainer"
+                     + (f"; extras {', '.join(pkg.extras)} locked" if pkg.extras else ""))
+    lock = build_lock(name=spec.name, inputs_hash=inputs.inputs_hash, res=res, base_image=base, base_kind=base_kind,
+                      base_digest=base_digest, system_packages=list(apt), req_text=python.req, fw_text=python.fw,
+                      pylock=python.pylock is not None, profile=files.profile, files=files, inputs=inputs.hashes,
+                      platform=python_platform(res), request=python.request)
+
+    def dockerfile(lock_hash: str, offline: str | None):
+        plan = plan_dockerfile(
+            name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
+            base_kind=base_kind, system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock_hash,
+            inputs_hash=inputs.inputs_hash,
+            fw_lock=files.fw if lines.pins and (python.fw is not None or opts.no_lock) else None,
+            # the second install layer only when something beyond the framework's closure is locked
+            req_lock=(files.rest if builds.rest is not None else files.req)
+            if lines.all and (lines.reqs or lines.extra or not lines.pins) else None,
+            version=__version__, stack_file=files.stack, offline_image=offline, source_builds=builds.plan,
+            source_lock=files.source if builds.plan is not None else None, devel_image=_devel_image(inputs.matrix, res),
+            install_project=pkg is not None, build_lock=files.build if builds.build is not None else None,
+        )
+        return plan, render_dockerfile(plan).lstrip("\n")
+
+    imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots]
+    # The Dockerfile and stack.json carry the lock's hash, and the lock records their digests: each is
+    # recorded with the hash blanked out (file_digest), then rendered with the final hash.
+    h0 = lock.lock_hash
+    plan, body = dockerfile(h0, None)
+    stack_text = render_json(smoke_expectation(res, sorted(imports), h0))
+    recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: python.pylock,
+                files.source: builds.source, files.build: builds.build, files.rest: builds.rest}
+    lock = lock.with_changes(files={k: file_digest(t, h0) for k, t in recorded.items() if t is not None})
+    if opts.offline_image is not None:
+        plan, body = dockerfile(lock.lock_hash, opts.offline_image)
+    else:
+        body = rehash(body, h0, lock.lock_hash)
+    stack_text = rehash(stack_text, h0, lock.lock_hash)
+    root = inputs.root
+    writes: list[tuple[Path, str]] = [(root / files.dockerfile, with_header(body, inputs.inputs_hash)),
+                                      (root / files.stack, stack_text)]
+    locks = ((files.req, python.req), (files.fw, python.fw), (files.pylock, python.pylock),
+             (files.source, builds.source), (files.build, builds.build), (files.rest, builds.rest))
+    writes += [(root / name, with_header(text, inputs.inputs_hash)) for name, text in locks if text is not None]
+    return Stack(files, spec, res, lock, writes, plan.gpu, [label + n for n in notes], pkg is not None,
+                 plan.apt_packages)
+
+
+_BLANK = "0" * 64
+
+
+def rehash(text: str, old: str, new: str) -> str:
+    """``text`` with the lock hash ``old`` (and its 12-character short form) replaced by ``new``."""
+    return text.replace(old, new).replace(old[:12], new[:12])
+
+
+def file_digest(text: str, lock_hash: str) -> str:
+    """The digest envman.lock records for a generated file: its body (without envman's header line) with the
+    lock's own hash blanked out, since the file names the lock that names it."""
+    head, _, rest = text.partition("\n")
+    if "generated by envman" in head:
+        text = rest
+    return sha256(rehash(text, lock_hash, _BLANK))
+
+
+def spec_request(matrix: Matrix, spec: ProjectSpec):
+    fields = {"framework": f"{spec.source}: framework", "python": f"{spec.source}: python",
+              "driver": f"{spec.source}: driver", "cuda": f"{spec.source}: cuda"}
+    return build_request(matrix, framework=spec.framework, python=spec.python, targets=list(spec.targets),
+                         driver=spec.driver, cuda=spec.cuda, cpu=spec.cpu, cuda_devel=spec.cuda_devel, fields=fields)
+
+
+def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:
+    """A profile overrides the GPU-facing keys of the project's spec."""
+    over: dict = {"profiles": ()}
+    if profile.targets:
+        over.update(targets=profile.targets, cpu=False)
+    if profile.cpu:
+        over.update(cpu=True, targets=())
+    for key in ("driver", "cuda", "framework", "python"):
+        if getattr(profile, key):
+            over[key] = getattr(profile, key)
+    return replace(spec, **over)
+
+
+def requirement_lines(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution) -> Lines:
+    """The framework's pins, then the user's requirements (checked against the stack), then the project's
+    build backend and chosen extras (locked like everything else: the project then installs offline)."""
+    reqs, constraints = inputs.requirements()
+    pkg = inputs.package
+    # a -c line on the framework is checked against the stack like a requirement; the others go to uv
+    return Lines(framework_pins(res, spec.companions), check_user_requirements(res, spec.companions, list(reqs)),
+                 check_user_requirements(res, spec.companions, list(constraints)),
+                 list(pkg.build_requires + pkg.extra_requires) if pkg else [])
+
+
+def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, lines: Lines, files: StackFiles,
+                 last: Lock | None, opts: LockOptions) -> PythonFiles:
+    """The stack's Python locks: kept when uv's request is the last lock's (uv lock's rule: ``--upgrade`` asks
+    the index again), else one uv run; with --no-lock, the existing ones when their inputs are unchanged."""
+    if not lines.all:
+        return PythonFiles()
+    root = inputs.root
+    if opts.no_lock:
+        old = _reusable_python_lock(root, files, inputs.inputs_hash)
+        if old is None:
+            return PythonFiles(notes=["--no-lock: Python dependencies are NOT locked yet; run `envman lock` before "
+                                      "`envman build`"])
+        return PythonFiles(*old, request=_last_request(last),
+                           notes=["--no-lock: kept the existing Python lock (its inputs are unchanged)"])
+    index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
+    job = python_lock_job(lines.all, res.python, index_urls, lines.roots, res, upgrade=opts.upgrade,
+                          previous=(_our_body(root / files.req), _our_body(root / files.pylock)), timeout=opts.timeout,
+                          constraints=cuda_constraints(res, inputs.matrix.toolkit_wheels) + [c.line for c in lines.constraints],
+                          find_links=tuple(spec.find_links))
+    key = job.key()
+    seed = job.request.seed  # the last pylock.toml, when envman wrote it and nobody edited it (--upgrade: none)
+    kept = seed is not None and _last_request(last) == key
+    lr = job.finish(seed) if kept and seed is not None else job.compile(opts.progress, _while_uv_resolves)
+    notes = _check_user_hashes([*inputs.reqs, *inputs.constraints], lr.pylock_text)
+    notes.append(KEPT if kept else f"locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
+    notes += lr.notes + stack_mismatches(res, lr.versions)
+    if lr.sdist_only:
+        notes.append(f"no wheel for {', '.join(sorted(lr.sdist_only))}: the image builds them from source")
+    build = _our_body(root / files.build, made_from=inputs.inputs_hash) if kept else None
+    return PythonFiles(lr.req_text, lr.fw_text if lines.pins else None, lr.pylock_text, build, key, notes)
+
+
+def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: PythonFiles, base_kind: str,
+                  opts: LockOptions) -> Builds:
+    """The packages the lock pins without a wheel: refused when the image could not build them, else the
+    builder stage's plan and locks (its build requirements locked by a second uv run, unless kept)."""
+    locked, py_text = python.locked, python.pylock
+    if py_text is None or locked is None:
+        return Builds()
+    tables = load_image_tables()
+    reqs = inputs.reqs
+    refuse_unbuildable(py_text, res.python)
+    refuse_vcs(py_text, {**{r.line: r.origin for r in reqs if r.req.url}, **{r.name: r.origin for r in reqs}})
+    src = source_only(py_text)
+    refuse_framework_build_without_framework(
+        [f"{n}=={v}" for n, v in src if n in tables.build_needs and tables.build_needs[n].framework], res.framework)
+    if src and lines.pins:
+        refuse_in_framework_closure(src, framework_closure(locked, lines.roots), res.framework)
+    sb = plan_source_builds(src, tables.build_needs, res.cuda if res.variant != "cpu" else None,
+                            base_kind.startswith("cuda-"), tables.nvcc)
+    if sb is None:
+        return Builds()
+    if sb.cuda and sb.nvcc is None and not base_kind.startswith("cuda-"):
+        raise LockError(f"{', '.join(n for n, _ in sb.packages)} compiles CUDA code and no nvcc wheel is known "
+                        f"for CUDA {res.cuda} (matrices/build_needs.yaml nvcc)",
+                        hint="set cuda_devel: true in envman.yaml (an nvidia/cuda devel base), or pin a version with a wheel")
+    built = {n for n, _ in sb.packages}
+    rest = locked.render({p.name for p in locked.packages} - built) if by_url(py_text, built) else None
+    build = python.build if python.build is not None or opts.no_lock else _lock_build_deps(sb, py_text, locked, res)
+    return Builds(sb, locked.render(built), build, rest, list(sb.notes))
+
+
+def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:
+    """requirements.build.lock.txt: the sdists' own build requirements, the table's, nvcc; hashed by uv and
+    constrained to the main lock's pins."""
+    from envman.lock.build_deps import build_requires_of, compile_build_lock, fetch_sdist, sdist_urls
+
+    urls = sdist_urls(py_text)
+    reqs = list(sb.build_requires) + ([sb.nvcc[0], *sb.nvcc_also] if sb.nvcc else [])
+    for name, _ in sb.packages:
+        url, sha = urls[name]
+        reqs.extend(build_requires_of(fetch_sdist(url, sha), url.rsplit("/", 1)[-1]))
+    # a `name @ url` package pins a file, not a version: it cannot constrain uv (nor will a build need it)
+    direct = by_url(py_text, {p.name for p in locked.packages})
+    pins = {p.name: p.version for p in locked.packages if p.name not in direct}
+    return compile_build_lock(reqs, pins, res.python,
+                              [res.index_url] if res.index_url else [], platform=python_platform(res))
+
+
+def stack_mismatches(res: Resolution, versions: dict[str, str]) -> list[str]:
+    """Warnings where the locked NVIDIA wheels differ from what the matrix expects of the stack (cuDNN, NCCL,
+    CUDA runtime): the smoke test and the driver floor follow the matrix, so the user must hear about it."""
+    def locked(prefix: str) -> tuple[str, str] | None:
+        for name, v in sorted(versions.items()):
+            if re.fullmatch(prefix + r"(-cu\d+)?", name):
+                return name, v
+        return None
+
+    out: list[str] = []
+    for what, prefix, want in (("cuDNN", "nvidia-cudnn", res.cudnn), ("NCCL", "nvidia-nccl", res.nccl),
+                               ("CUDA", "nvidia-cuda-runtime", res.cuda)):
+        got = locked(prefix)
+        if not want or got is None:
+            continue
+        parts = len(str(want).split("."))
+        if got[1].split(".")[:min(parts, 2)] != str(want).split(".")[:min(parts, 2)]:
+            out.append(f"warning: the lock pins {got[0]}=={got[1]} but the stack expects {what} {want} "
+                       f"(smoke test and driver floor follow the stack); pin it with a constraint or choose another stack")
+    return out
+
+
+def _devel_image(matrix: Matrix, res: Resolution) -> str | None:
+    if res.cuda is None:
+        return None
+    return next((img.devel for img in matrix.base_images.cuda if str(img.cuda) == res.cuda), None)
+
+
+def _while_uv_resolves() -> None:
+    """What a lock needs later and can prepare while uv waits on the network (memoized where it is used)."""
+    from envman._compat import tomllib  # noqa: F401  (uv's pylock.toml is parsed right after it exits)
+    from envman.app.doctor import kit_files
+
+    warm()
+    load_image_tables()
+    kit_files()
+
+
+def _our_body(path: Path, made_from: str | None = None) -> str | None:
+    """A file envman generated and nobody edited, without its header (to seed uv's preferences); with
+    ``made_from``, only when it was made from inputs of that hash."""
+    o = ownership(path)
+    if not o.exists or not o.ours or o.edited or (made_from is not None and o.inputs_hash != made_from):
+        return None
+    return path.read_text(encoding="utf-8").partition("\n")[2]
+
+
+def _last_request(last: Lock | None) -> str | None:
+    """The uv request the current lock's Python locks answer, when envman wrote it and nobody edited it."""
+    key = last.python_lock.get("request") if last is not None and last.is_intact() else None
+    return key if isinstance(key, str) else None
+
+
+def _kept_digest(last: Lock | None, base: str, inputs_hash: str) -> str | None:
+    """--no-lock asks no registry: keep the digest the current lock pinned, if it is for the same inputs."""
+    if last is None:
+        return None
+    b = last.base_image
+    if last.inputs_hash == inputs_hash and b.get("ref") == base:
+        return b.get("digest")
+    return None
+
+
+def _check_user_hashes(reqs: list[Req], pylock_text: str | None) -> list[str]:
+    """The requirement lines' own --hash options against the files the lock pins (a LockError on a mismatch)."""
+    from envman.lock.pylock import parse_pylock
+    from envman.lock.user_hashes import check_user_hashes
+
+    return check_user_hashes(reqs, parse_pylock(pylock_text)) if pylock_text is not None else []
+
+
+def _reusable_python_lock(root: Path, files: StackFiles,
+                          inputs_hash: str) -> tuple[str, str | None, str | None, str | None] | None:
+    def body(name: str) -> str | None:
+        return _our_body(root / name, made_from=inputs_hash)
+
+    req = body(files.req)
+    if req is None:
+        return None
+    return req, body(files.fw), body(files.pylock), body(files.build)
