@@ -9,7 +9,7 @@ from typing import Any
 
 from envman.app.generate import Outcome, generate, read_text_or_none, require_spec
 from envman.app.lockinputs import BASE_OVERRIDE, ProjectInputs
-from envman.app.stack import file_digest
+from envman.app.stack import body_digest
 from envman.files import sha256
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, read_lock
@@ -72,6 +72,6 @@ def _changed_lock_files(root: Path, files: StackFiles, lock: Lock) -> list[str]:
         text = read_text_or_none(root / name)
         if text is None:
             out.append(f"{name} is missing")
-        elif (sha256(text.partition("\n")[2]) if body_only else file_digest(text, lock.lock_hash)) != want:
+        elif (sha256(text.partition("\n")[2]) if body_only else body_digest(text)) != want:
             out.append(f"{name} differs from the one {files.lock} records")
     return out

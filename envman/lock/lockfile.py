@@ -1,8 +1,10 @@
 """``envman.lock``: the one model, reader, writer and digest of the whole-stack lock.
 
 Nothing else parses envman.lock. The file is JSON (sorted keys, so the same lock is the same bytes); its
-identity, ``lock_hash``, is the sha256 of its canonical JSON without ``lock_hash`` itself and without what a
-push records afterwards (``pushed``), so pushing never changes which image a lock names.
+identity, ``lock_hash``, is the sha256 of its canonical JSON without ``lock_hash`` itself, without what a push
+records afterwards (``pushed``: pushing never changes which image a lock names), and without the digests of
+the files made from it (``files``: the Dockerfile names the lock hash, so the hash is final before they are
+rendered; `lock --check` compares ``files`` with the disk).
 
 Compatibility (``lock_version``): a lock written by an older envman with the same major layout is read;
 a lock from an older, incompatible layout, or from a newer envman, is refused with the command that fixes it.
@@ -22,7 +24,7 @@ from envman.lock.layout import LOCK_FILE, StackFiles
 
 LOCK_VERSION = 1
 READABLE_VERSIONS = (1,)  # lock_versions this envman reads unchanged
-OUTSIDE_DIGEST = ("lock_hash", "pushed")
+OUTSIDE_DIGEST = ("lock_hash", "pushed", "files")
 REGENERATE = "regenerate it with `envman lock`"
 
 
@@ -35,7 +37,7 @@ def sha256(text: str) -> str:
 
 
 def lock_digest(data: Mapping[str, Any]) -> str:
-    """The lock's identity: everything but the hash itself and what a push records afterwards."""
+    """The lock's identity: everything but the hash itself and what is recorded of it afterwards."""
     return sha256(canonical_json({k: v for k, v in data.items() if k not in OUTSIDE_DIGEST}))
 
 
@@ -55,7 +57,7 @@ class Lock:
         return cls(data)
 
     def with_changes(self, **changes: Any) -> Lock:
-        """A copy with keys replaced; the identity is recomputed unless only ``pushed`` changed."""
+        """A copy with keys replaced; the identity is recomputed unless only keys outside it changed."""
         data = {**self.data, **changes}
         if set(changes) - set(OUTSIDE_DIGEST):
             data["lock_hash"] = lock_digest(data)

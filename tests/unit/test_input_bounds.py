@@ -70,6 +70,16 @@ def test_lock_check_names_a_tampered_generated_file(locked, capsys, name):
     assert f"{name} differs from the one envman.lock records" in capsys.readouterr().err
 
 
+def test_the_files_record_plain_digests_of_files_that_name_the_final_lock_hash(locked):
+    from envman.files import sha256
+
+    lock = json.loads((locked / "envman.lock").read_text())
+    dockerfile = (locked / "Dockerfile").read_text()
+    assert f'LABEL dev.envman.lock-hash="{lock["lock_hash"]}"' in dockerfile
+    assert lock["files"]["Dockerfile"] == sha256(dockerfile.partition("\n")[2])
+    assert lock["files"][".envman/stack.json"] == sha256((locked / ".envman/stack.json").read_text())
+
+
 def test_lock_check_records_the_builder_locks(locked):
     lock = json.loads((locked / "envman.lock").read_text())
     assert set(lock["files"]) == {"Dockerfile", ".envman/stack.json", "pylock.toml"}

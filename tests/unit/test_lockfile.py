@@ -24,10 +24,13 @@ def test_create_computes_the_one_digest_and_round_trips(tmp_path):
     assert again.python == "3.11" and again.name == "demo"
 
 
-def test_a_push_keeps_the_identity_other_changes_do_not():
+def test_a_push_and_the_files_record_keep_the_identity_other_changes_do_not():
+    """The Dockerfile names the lock's hash, so the digests of the files made from it stay outside it."""
     lock = Lock.create(BODY)
     pushed = lock.with_changes(pushed={"ref": "r/demo:x", "digest": "sha256:" + "1" * 64})
     assert pushed.lock_hash == lock.lock_hash and pushed.is_intact()
+    recorded = lock.with_changes(files={"Dockerfile": "2" * 64})
+    assert recorded.lock_hash == lock.lock_hash and recorded.is_intact()
     renamed = lock.with_changes(name="other")
     assert renamed.lock_hash != lock.lock_hash and renamed.is_intact()
 
