@@ -1,8 +1,9 @@
 """envman.yaml (or ``[tool.envman]`` in pyproject.toml) → a validated ``ProjectSpec``.
 
-Every value that can reach a generated file is validated here, at the boundary: names, package and apt
-specs, env names and values, the command. Errors name the file and the field, with the closest valid
-key as a hint.
+The keys are described once, in ``KEYS``: how each is read and checked, how it is written back, and what it
+means. Parsing, serialising (``ProjectSpec.to_data``), the typo hints, the header of the envman.yaml init
+writes and docs/envman-yaml.md all read that table. Every value that can reach a generated file is validated
+here, at the boundary; every problem of a file is reported at once, the first in the message.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
+import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,18 +25,12 @@ from envman.inputs import MAX_VALUE
 from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
-KEYS = (
-    "name", "python", "framework", "companions", "requirements", "packages", "system_packages",
-    "targets", "driver", "cpu", "cuda_devel", "command", "env", "cuda", "profiles", "base_image",
-    "install_project", "index_urls", "find_links", "workload", "sources",
-)
 # `workload:` — what `envman fit` needs to say whether training fits the targets (the keys of its options)
 WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
     "model": str, "params": (int, float), "method": str, "precision": str, "optimizer": str, "batch": int,
     "seq": int, "image_size": int, "grad_checkpointing": bool, "lora_rank": int, "lora_targets": list, "gpus": int,
     "shard": str, "global_batch": int, "attention": str, "stack": str,
 }
-PROFILE_KEYS = ("targets", "driver", "cpu", "cuda", "framework", "python")
 
 MAX_IMAGE_NAME = 255  # Docker's limit on a repository name (distribution/reference NameTotalLengthMax)
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
@@ -43,6 +40,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CTRL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(?:@sha256:[0-9a-f]{64})?$")
 _REL_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
+_URL = re.compile(r"^(https?|file)://\S+$")
 
 
 @dataclass(frozen=True)
@@ -85,104 +83,402 @@ class ProjectSpec:
 
     def to_data(self) -> dict[str, Any]:
         """The canonical, ordered form written to envman.yaml and hashed into the inputs hash."""
-        d: dict[str, Any] = {"name": self.name}
-        if self.python:
-            d["python"] = self.python
-        d["framework"] = self.framework
-        for key, items in (("companions", self.companions), ("requirements", self.requirements),
-                           ("packages", self.packages), ("system_packages", self.system_packages)):
-            if items:
-                d[key] = list(items)
-        if self.cpu:
-            d["cpu"] = True
-        else:
-            d["targets"] = list(self.targets)
-            if self.driver:
-                d["driver"] = self.driver
-        d.update({k: v for k, v in (("cuda", self.cuda), ("cuda_devel", self.cuda_devel or None)) if v})
-        if self.command:
-            d["command"] = list(self.command)
-        if self.env:
-            d["env"] = dict(self.env)
-        if self.base_image:
-            d["base_image"] = self.base_image
-        if self.install_project is not None:
-            d["install_project"] = list(self.project_extras) if self.project_extras else self.install_project
-        d.update({k: list(v) for k, v in (("index_urls", self.index_urls), ("find_links", self.find_links)) if v})
-        if self.workload:
-            d["workload"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.workload}
-        if self.sources:
-            d["sources"] = list(self.sources)
-        if self.profiles:
-            d["profiles"] = {
-                p.name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in (
-                    ("targets", p.targets), ("driver", p.driver), ("cpu", p.cpu or None), ("cuda", p.cuda),
-                    ("framework", p.framework), ("python", p.python)) if v}
-                for p in self.profiles
-            }
-        return d
+        out = {}
+        for k in KEYS:
+            value = k.written(self)
+            if value is not _OMIT:
+                out[k.name] = value
+        return out
 
 
-class _V:
-    def __init__(self, source: str):
+class Problems:
+    """Every problem of one file, as ``file: dotted.path: what is wrong``, each with its hint."""
+
+    def __init__(self, source: str) -> None:
         self.source = source
+        self.found: list[tuple[str, str | None]] = []
 
-    def fail(self, fld: str, problem: str, hint: str | None = None) -> SpecError:
-        return SpecError(redact(f"{self.source}: {fld}: {problem}"), hint=hint)  # a value may carry a URL token
+    def bad(self, path: str, what: str, hint: str | None = None) -> None:
+        self.found.append((redact(f"{self.source}: {path}: {what}"), hint))  # a value may carry a URL token
 
-    def text(self, data: dict, key: str, fld: str | None = None) -> str | None:
-        v = data.get(key)
-        if v is None:
-            return None
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            v = str(v)
-        if not isinstance(v, str):
-            raise self.fail(fld or key, f"expected a string, got {type(v).__name__}")
-        if _CTRL.search(v):
-            raise self.fail(fld or key, f"{v!r} contains a control character (newline, tab …)", "keep values on one line")
-        self.bound(fld or key, v)
-        return v.strip()
+    def check(self, validate: Callable[..., Any], *args: Any) -> None:
+        """A validator that raises SpecError (shared with --base-image and the lock's packages), collected."""
+        try:
+            validate(*args)
+        except SpecError as exc:
+            self.found.append((exc.message, exc.hint))
 
-    def bound(self, fld: str, v: str) -> None:
-        if len(v) > MAX_VALUE:
-            raise self.fail(fld, f"{len(v)} characters, over envman's limit of {MAX_VALUE} for one value",
-                            "keep values short; put long content in a file the image copies")
+    def raise_any(self) -> None:
+        """One problem: its message and hint; several: the first, "(and N more)", and every one in the hint."""
+        if not self.found:
+            return
+        (first, hint), more = self.found[0], len(self.found) - 1
+        if not more:
+            raise SpecError(first, hint=hint)
+        raise SpecError(f"{first} (and {more} more)",
+                        hint="every problem:\n  " + "\n  ".join(f"{m} ({h})" if h else m for m, h in self.found))
 
-    def flag(self, data: dict, key: str) -> bool:
-        v = data.get(key, False)
-        if not isinstance(v, bool):
-            raise self.fail(key, f"expected true or false, got {v!r}")
-        return v
 
-    def strings(self, data: dict, key: str, fld: str | None = None) -> tuple[str, ...]:
-        v = data.get(key)
-        if v is None:
-            return ()
-        if isinstance(v, str):
-            v = [v]
-        if not isinstance(v, list):
-            raise self.fail(fld or key, f"expected a list of strings, got {type(v).__name__}")
-        out = []
-        for i, item in enumerate(v):
-            if isinstance(item, (int, float)) and not isinstance(item, bool):
-                item = str(item)
-            if not isinstance(item, str):
-                raise self.fail(f"{fld or key}[{i}]", f"expected a string, got {item!r}")
-            if _CTRL.search(item):
-                raise self.fail(f"{fld or key}[{i}]", f"{item!r} contains a control character", "one value per line, no newlines")
-            self.bound(f"{fld or key}[{i}]", item)
+# --- readers: (problems, raw value, dotted path) → the value (a fallback after a problem) ---------------------
+
+
+def _text(p: Problems, v: Any, path: str) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = str(v)
+    if not isinstance(v, str):
+        p.bad(path, f"expected a string, got {type(v).__name__}")
+        return None
+    if _CTRL.search(v):
+        p.bad(path, f"{v!r} contains a control character (newline, tab …)", "keep values on one line")
+        return None
+    return v.strip() if _bounded(p, path, v) else None
+
+
+def _bounded(p: Problems, path: str, v: str) -> bool:
+    if len(v) > MAX_VALUE:
+        p.bad(path, f"{len(v)} characters, over envman's limit of {MAX_VALUE} for one value",
+              "keep values short; put long content in a file the image copies")
+        return False
+    return True
+
+
+def _flag(p: Problems, v: Any, path: str) -> bool:
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        p.bad(path, f"expected true or false, got {v!r}")
+        return False
+    return v
+
+
+def _strings(p: Problems, v: Any, path: str) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list):
+        p.bad(path, f"expected a list of strings, got {type(v).__name__}")
+        return ()
+    out = []
+    for i, item in enumerate(v):
+        if isinstance(item, (int, float)) and not isinstance(item, bool):
+            item = str(item)
+        if not isinstance(item, str):
+            p.bad(f"{path}[{i}]", f"expected a string, got {item!r}")
+        elif _CTRL.search(item):
+            p.bad(f"{path}[{i}]", f"{item!r} contains a control character", "one value per line, no newlines")
+        elif _bounded(p, f"{path}[{i}]", item):
             out.append(item.strip())
-        return tuple(out)
+    return tuple(out)
+
+
+def _each(read: Callable[[Problems, Any, str], tuple[str, ...]], ok: Callable[[str], bool], what: str, hint: str | None):
+    """``read``, then every item held to ``ok``: ``'x' is not <what>`` names the one that is not."""
+    def reader(p: Problems, v: Any, path: str) -> tuple[str, ...]:
+        items = read(p, v, path)
+        for i, item in enumerate(items):
+            if not ok(item):
+                p.bad(f"{path}[{i}]", f"{item!r} is not {what}", hint)
+        return items
+    return reader
+
+
+def _image_name(p: Problems, v: Any, path: str) -> str:
+    """The image's repository name, as Docker accepts it."""
+    name = _text(p, v, path)
+    if not name:
+        if name is not None or v is None:  # else _text said what is wrong with it
+            p.bad(path, "missing", "a lowercase image name like my-trainer")
+    elif not _NAME.match(name):
+        p.bad(path, f"{name!r} is not a valid image name", "lowercase letters, digits and . _ - between them")
+    elif len(name) > MAX_IMAGE_NAME:
+        # Docker refuses a repository name over 255 characters, at build time; say it now
+        p.bad(path, f"{len(name)} characters, over Docker's limit of {MAX_IMAGE_NAME} for an image name",
+              "a short lowercase name like my-trainer")
+    return name or ""
+
+
+def _python(p: Problems, v: Any, path: str) -> str | None:
+    # YAML reads an unquoted 3.10 as the number 3.1 (and no Python envman builds is 3.1)
+    if isinstance(v, float) and str(v) == "3.1":
+        p.bad(path, "3.1 is a number: YAML reads an unquoted 3.10 as 3.1", 'quote the version: python: "3.10"')
+        return None
+    return _text(p, v, path)
+
+
+def _framework(p: Problems, v: Any, path: str) -> str | None:
+    """A framework requirement; ``none`` (or empty): no framework."""
+    fw = _profile_framework(p, v, path)
+    return None if fw is None or fw.lower() in ("", "none") else fw
+
+
+def _profile_framework(p: Problems, v: Any, path: str) -> str | None:
+    """A profile's framework, where ``none`` overrides the project's (a profile without one)."""
+    fw = _text(p, v, path)
+    if fw and fw.lower() != "none":
+        p.check(validate_framework, fw, path, p.source)
+    return fw
+
+
+def _companions(p: Problems, v: Any, path: str) -> tuple[str, ...]:
+    items = _strings(p, v, path)
+    known = frameworks.companions()
+    for i, c in enumerate(items):
+        if c not in known:
+            close = difflib.get_close_matches(c, list(known), n=1)
+            p.bad(f"{path}[{i}]", f"unknown companion {c!r}", f"did you mean {close[0]}?" if close else " or ".join(known))
+    return items
+
+
+def _packages(p: Problems, v: Any, path: str) -> tuple[str, ...]:
+    items = _strings(p, v, path)
+    for i, item in enumerate(items):
+        p.check(validate_requirement, item, f"{path}[{i}]", p.source)
+    return items
+
+
+def _apt(p: Problems, v: Any, path: str) -> tuple[str, ...]:
+    items = _each(_strings, lambda a: bool(_APT.match(a)), "a Debian package name", "like libgl1 or git=1:2.39.5-0+deb12u1")(p, v, path)
+    return tuple(sorted(set(items)))
+
+
+def _command(p: Problems, v: Any, path: str) -> tuple[str, ...]:
+    if not isinstance(v, str):
+        return _strings(p, v, path)
+    if not _bounded(p, path, v):
+        return ()
+    if _CTRL.search(v):
+        p.bad(path, "contains a control character", "one line")
+        return ()
+    try:
+        return tuple(shlex.split(v))
+    except ValueError as exc:
+        p.bad(path, f"cannot split {v!r}: {exc}", "write it as a list: [python, train.py]")
+        return ()
+
+
+def _env(p: Problems, v: Any, path: str) -> tuple[tuple[str, str], ...]:
+    if not v:
+        return ()
+    if not isinstance(v, dict):
+        p.bad(path, "expected a mapping NAME: value")
+        return ()
+    out = []
+    for k, val in v.items():
+        if not isinstance(k, str) or not _ENV_NAME.match(k):
+            p.bad(f"{path}.{k}", f"{k!r} is not an environment variable name", "letters, digits and _, not starting with a digit")
+        elif isinstance(val, bool) or not isinstance(val, (str, int, float)):
+            p.bad(f"{path}.{k}", f"expected a string value, got {val!r}")
+        elif not _bounded(p, f"{path}.{k}", str(val)):
+            pass
+        elif _CTRL.search(str(val)):
+            p.bad(f"{path}.{k}", "value contains a control character (newline, tab …)", "keep values on one line")
+        else:
+            out.append((k, str(val)))
+    return tuple(out)
+
+
+def _base_image(p: Problems, v: Any, path: str) -> str | None:
+    base = _text(p, v, path)
+    if base is not None:
+        p.check(validate_base_image, base, path, p.source)
+    return base
+
+
+def _install_project(p: Problems, v: Any, path: str) -> tuple[bool | None, tuple[str, ...]]:
+    """true | false | auto (the default) | a list of extras, which implies true."""
+    if v is None or v == "auto":
+        return None, ()
+    if isinstance(v, bool):
+        return v, ()
+    if isinstance(v, list):
+        extras = _each(_strings, lambda e: bool(_NAME.match(e.lower())), "an extra's name", "like [train, eval]")(p, v, path)
+        return True, extras
+    p.bad(path, f"expected true, false, auto or a list of extras, got {v!r}")
+    return None, ()
+
+
+def _urls(p: Problems, v: Any, path: str) -> tuple[str, ...]:
+    items = _strings(p, v, path)
+    for u in items:
+        if not _URL.match(u):
+            p.bad(path, f"{u!r} is not a URL", "like https://pypi.example.com/simple")
+    return items
+
+
+def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
+    """Sorted (key, value) pairs; their values are judged by `envman fit` (which names them)."""
+    if v is None:
+        return ()
+    if not isinstance(v, dict):
+        p.bad(path, f"expected a mapping (model: llama-3.1-8b, method: lora …), got {type(v).__name__}")
+        return ()
+    out = []
+    for k, val in v.items():
+        want = WORKLOAD_KEYS.get(k)
+        if want is None:
+            near = difflib.get_close_matches(str(k), WORKLOAD_KEYS, n=1)
+            p.bad(f"{path}.{k}", "unknown key", f"did you mean {near[0]}?" if near else "keys: " + ", ".join(WORKLOAD_KEYS))
+        elif isinstance(val, bool) and want is not bool or not isinstance(val, want):
+            p.bad(f"{path}.{k}", f"expected {getattr(want, '__name__', 'a number')}, got {val!r}")
+        elif isinstance(val, str) and (_CTRL.search(val) or len(val) > 200):
+            p.bad(f"{path}.{k}", f"{val!r} is not a plain value")
+        else:
+            out.append((k, _strings(p, val, f"{path}.lora_targets") if k == "lora_targets" else val))
+    return tuple(sorted(out))
+
+
+def _profiles(p: Problems, v: Any, path: str) -> tuple[Profile, ...]:
+    if not v:
+        return ()
+    if not isinstance(v, dict):
+        p.bad(path, "expected a mapping of profile name → {targets, driver, …}")
+        return ()
+    out = []
+    for name, data in v.items():
+        where = f"{path}.{name}"
+        if not isinstance(name, str) or not _NAME.match(name):
+            p.bad(where, "not a valid profile name", "lowercase letters, digits, - and _")
+        elif not isinstance(data, dict):
+            p.bad(where, "expected a mapping like {targets: [h100]}")
+        else:
+            values = _read(p, data, PROFILE_KEYS, where + ".")
+            out.append(Profile(name, **values))
+    return tuple(out)
+
+
+_OMIT = object()
+
+
+def _listed(attr: str) -> Callable[[Any], Any]:
+    """Written when set; tuples as lists."""
+    def write(spec: Any) -> Any:
+        value = getattr(spec, attr)
+        return (list(value) if isinstance(value, tuple) else value) if value else _OMIT
+    return write
+
+
+def _pairs(attr: str) -> Callable[[Any], Any]:
+    def write(spec: Any) -> Any:
+        value = getattr(spec, attr)
+        return {k: (list(x) if isinstance(x, tuple) else x) for k, x in value} if value else _OMIT
+    return write
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of envman.yaml: how it is read (and checked), how it is written back, what it means."""
+
+    name: str
+    read: Callable[[Problems, Any, str], Any]
+    doc: str
+    example: str
+    write: Callable[[Any], Any] | None = None  # default: written when set (``_listed``)
+    profile: bool = False  # a profile may set it too (its value for that profile's stack)
+    read_in_profile: Callable[[Problems, Any, str], Any] | None = None
+
+    def written(self, spec: Any) -> Any:
+        return (self.write or _listed(self.name))(spec)
+
+
+def _install_written(s: ProjectSpec) -> Any:
+    if s.install_project is None:
+        return _OMIT
+    return list(s.project_extras) if s.project_extras else s.install_project
+
+
+def _profiles_written(s: ProjectSpec) -> Any:
+    if not s.profiles:
+        return _OMIT
+    return {pr.name: {k.name: w for k in PROFILE_KEYS if (w := k.written(pr)) is not _OMIT} for pr in s.profiles}
+
+
+# The order is envman.yaml's (init writes it so) and docs/envman-yaml.md's.
+KEYS: tuple[Key, ...] = (
+    Key("name", _image_name, "The image's repository name: lowercase letters, digits and `. _ -`.", "my-trainer",
+        write=lambda s: s.name),
+    Key("python", _python, "The image's Python: a version or a specifier (quote it: YAML reads 3.10 as 3.1).",
+        '"3.11"', profile=True),
+    Key("framework", _framework, "The framework and its version range (`none`: no framework).", "torch>=2.4",
+        write=lambda s: s.framework, profile=True, read_in_profile=_profile_framework),
+    Key("companions", _companions, "The framework's companion packages, pinned to its build.", "[torchvision]"),
+    Key("requirements", _each(_strings, lambda r: bool(_REL_PATH.match(r)) and not r.startswith("/")
+                              and ".." not in Path(r).parts, "a relative path inside the project", "e.g. requirements.txt"),
+        "Requirement files inside the project, locked with their `-r`/`-c` includes.", "[requirements.txt]"),
+    Key("packages", _packages, "More requirements, PEP 508, by name (no direct URLs).", "[numpy, pyyaml>=6]"),
+    Key("system_packages", _apt, "Debian packages the image installs with apt.", "[libgl1]"),
+    Key("cpu", _flag, "A CPU-only image (instead of `targets`).", "true", write=lambda s: True if s.cpu else _OMIT,
+        profile=True),
+    Key("targets", _strings, "The GPUs the image must run on (names or aliases from matrices/gpus.yaml).",
+        "[h100, a100]", write=lambda s: _OMIT if s.cpu else list(s.targets), profile=True),
+    Key("driver", _text, "The fleet's NVIDIA driver floor.", '">=570"',
+        write=lambda s: s.driver if s.driver and not s.cpu else _OMIT, profile=True),
+    Key("cuda", _text, "The CUDA version to resolve for (default: the newest the targets and driver allow).",
+        '"12.8"', profile=True),
+    Key("cuda_devel", _flag, "Start from an nvidia/cuda devel image (nvcc for packages built from source).", "true",
+        write=lambda s: True if s.cuda_devel else _OMIT),
+    Key("command", _command, "The image's command: a list, or a string split like a shell.", "[python, train.py]"),
+    Key("env", _env, "Environment variables set in the image.", "{WANDB_MODE: offline}", write=_pairs("env")),
+    Key("base_image", _base_image, "Start from this image instead (a mirror, an air-gapped site); it needs python3 "
+        "with venv.", "registry.example.com/python:3.11-slim"),
+    Key("install_project", _install_project, "Install the project itself: `true`, `false`, `auto` (default: when "
+        "it is a package) or a list of its extras.", "[train]", write=_install_written),
+    Key("index_urls", _urls, "Extra package indexes, for the packages that are not the framework's.",
+        "[https://pypi.example.com/simple]"),
+    Key("find_links", _urls, "Folders or pages of wheels uv may also take packages from.", "[file:///wheels]"),
+    Key("workload", _workload, "The training run `envman fit` judges: " + ", ".join(WORKLOAD_KEYS) + ".",
+        "{model: llama-3.1-8b, method: lora}", write=_pairs("workload")),
+    Key("sources", _each(_strings, lambda f: bool(_REL_PATH.match(f)) and not f.startswith("/")
+                         and ".." not in f.split("/"), "a file in the project", None),
+        "The files init copied packages from (they are lock inputs: editing one makes the lock stale).",
+        "[pyproject.toml]"),
+    Key("profiles", _profiles, "More stacks of the same project, each with its own lock and Dockerfile; a profile "
+        "may set " + ", ".join(k for k in ("python", "framework", "cpu", "targets", "driver", "cuda")) + ".",
+        "{old-fleet: {targets: [v100]}}", write=_profiles_written),
+)
+PROFILE_KEYS: tuple[Key, ...] = tuple(
+    Key(k.name, k.read_in_profile or k.read, k.doc, k.example, write=_listed(k.name)) for k in KEYS if k.profile)
+
+
+def _read(p: Problems, data: dict, keys: tuple[Key, ...], prefix: str = "") -> dict[str, Any]:
+    """Every key of ``keys`` read from ``data``; an unknown key of ``data`` is a problem with the closest name."""
+    names = [k.name for k in keys]
+    for key in data:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            p.bad(f"{prefix}{key}", "unknown key", f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(names)}")
+    return {k.name: k.read(p, data.get(k.name), prefix + k.name) for k in keys}
+
+
+def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
+    p = Problems(source)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        p.bad("(top)", "expected a mapping of keys", f"keys: {', '.join(k.name for k in KEYS)}")
+        p.raise_any()
+    values = _read(p, data, KEYS)
+    if values["cpu"] and values["targets"]:
+        p.bad("cpu", "cpu: true and targets exclude each other", "drop one of them")
+    p.raise_any()
+    values["install_project"], values["project_extras"] = values["install_project"]
+    return ProjectSpec(**values, source=source)
 
 
 def spec_header() -> str:
-    """The comment heading an envman.yaml that init writes."""
-    return (
-        "# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n"
-        "# Keys: name, python, framework, companions, requirements, packages, system_packages,\n"
-        "#       targets + driver (or cpu: true), cuda, cuda_devel, command, env, profiles, base_image,\n"
-        "#       install_project (true | false | [extras]; default: when the project is a package)\n"
-    )
+    """The comment heading an envman.yaml that init writes: the keys, and where they are described."""
+    keys = textwrap.wrap(", ".join(k.name for k in KEYS), 100, initial_indent="# Keys: ", subsequent_indent="#       ")
+    return ("# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n" + "\n".join(keys) + "\n"
+            "# Every key: docs/envman-yaml.md (envman's documentation)\n")
+
+
+def keys_markdown() -> str:
+    """docs/envman-yaml.md's table of keys."""
+    rows = ["| key | example | what it is | in a profile |", "|---|---|---|---|"]
+    rows += [f"| `{k.name}` | `{k.example}` | {k.doc} | {'yes' if k.profile else ''} |" for k in KEYS]
+    return "\n".join(rows) + "\n"
 
 
 def validate_requirement(text: str, fld: str, source: str) -> Requirement:
@@ -222,173 +518,6 @@ def validate_base_image(value: str, fld: str = "--base-image", source: str | Non
         raise SpecError(f"{where}: {value!r} is not an image reference",
                          hint="like registry.example.com/python:3.11-slim or name@sha256:…")
     return value
-
-
-def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
-    v = _V(source)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise v.fail("(top)", "expected a mapping of keys", f"keys: {', '.join(KEYS)}")
-    for key in data:
-        if key not in KEYS:
-            close = difflib.get_close_matches(str(key), KEYS, n=1)
-            raise v.fail(str(key), "unknown key", f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(KEYS)}")
-    name = _image_name(v, data)
-    fw = v.text(data, "framework")
-    if fw is not None and fw.lower() not in ("", "none"):
-        validate_framework(fw, "framework", source)
-    else:
-        fw = None
-    companions = v.strings(data, "companions")
-    for i, c in enumerate(companions):
-        known = frameworks.companions()
-        if c not in known:
-            close = difflib.get_close_matches(c, list(known), n=1)
-            raise v.fail(f"companions[{i}]", f"unknown companion {c!r}", f"did you mean {close[0]}?" if close else " or ".join(known))
-    reqs = v.strings(data, "requirements")
-    for i, r in enumerate(reqs):
-        if not _REL_PATH.match(r) or r.startswith("/") or ".." in Path(r).parts:
-            raise v.fail(f"requirements[{i}]", f"{r!r} is not a relative path inside the project", "e.g. requirements.txt")
-    packages = v.strings(data, "packages")
-    for i, p in enumerate(packages):
-        validate_requirement(p, f"packages[{i}]", source)
-    apt = v.strings(data, "system_packages")
-    for i, a in enumerate(apt):
-        if not _APT.match(a):
-            raise v.fail(f"system_packages[{i}]", f"{a!r} is not a Debian package name", "like libgl1 or git=1:2.39.5-0+deb12u1")
-    cpu = v.flag(data, "cpu")
-    targets = v.strings(data, "targets")
-    if cpu and targets:
-        raise v.fail("cpu", "cpu: true and targets exclude each other", "drop one of them")
-    cuda_devel = v.flag(data, "cuda_devel")
-    cmd_raw = data.get("command")
-    if isinstance(cmd_raw, str):
-        v.bound("command", cmd_raw)
-        if _CTRL.search(cmd_raw):
-            raise v.fail("command", "contains a control character", "one line")
-        try:
-            command = tuple(shlex.split(cmd_raw))
-        except ValueError as exc:
-            raise v.fail("command", f"cannot split {cmd_raw!r}: {exc}", "write it as a list: [python, train.py]") from None
-    else:
-        command = v.strings(data, "command")
-    env_raw = data.get("env") or {}
-    if not isinstance(env_raw, dict):
-        raise v.fail("env", "expected a mapping NAME: value")
-    env = []
-    for k, val in env_raw.items():
-        if not isinstance(k, str) or not _ENV_NAME.match(k):
-            raise v.fail(f"env.{k}", f"{k!r} is not an environment variable name", "letters, digits and _, not starting with a digit")
-        if isinstance(val, bool) or not isinstance(val, (str, int, float)):
-            raise v.fail(f"env.{k}", f"expected a string value, got {val!r}")
-        sval = str(val)
-        v.bound(f"env.{k}", sval)
-        if _CTRL.search(sval):
-            raise v.fail(f"env.{k}", "value contains a control character (newline, tab …)", "keep values on one line")
-        env.append((k, sval))
-    profiles = []
-    praw = data.get("profiles") or {}
-    if not isinstance(praw, dict):
-        raise v.fail("profiles", "expected a mapping of profile name → {targets, driver, …}")
-    for pname, pdata in praw.items():
-        if not isinstance(pname, str) or not _NAME.match(pname):
-            raise v.fail(f"profiles.{pname}", "not a valid profile name", "lowercase letters, digits, - and _")
-        if not isinstance(pdata, dict):
-            raise v.fail(f"profiles.{pname}", "expected a mapping like {targets: [h100]}")
-        for key in pdata:
-            if key not in PROFILE_KEYS:
-                close = difflib.get_close_matches(str(key), PROFILE_KEYS, n=1)
-                raise v.fail(f"profiles.{pname}.{key}", "unknown key", f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(PROFILE_KEYS)}")
-        pv = _V(source)
-        pfw = pv.text(pdata, "framework", f"profiles.{pname}.framework")
-        if pfw and pfw.lower() != "none":
-            validate_framework(pfw, f"profiles.{pname}.framework", source)
-        profiles.append(Profile(
-            pname, pv.strings(pdata, "targets", f"profiles.{pname}.targets"), pv.text(pdata, "driver", f"profiles.{pname}.driver"),
-            pv.flag(pdata, "cpu"), pv.text(pdata, "cuda", f"profiles.{pname}.cuda"),
-            pv.text(pdata, "framework", f"profiles.{pname}.framework"), pv.text(pdata, "python", f"profiles.{pname}.python"),
-        ))
-    index_urls = v.strings(data, "index_urls")
-    find_links = v.strings(data, "find_links")
-    for i, u in enumerate(index_urls + find_links):
-        if not re.match(r"^(https?|file)://\S+$", u):
-            raise v.fail("index_urls" if i < len(index_urls) else "find_links", f"{u!r} is not a URL", "like https://pypi.example.com/simple")
-    install, extras = _install_project(v, data.get("install_project"))
-    workload = _workload(v, data.get("workload"))
-    sources = _sources(v, data)
-    base = v.text(data, "base_image")
-    if base is not None:
-        validate_base_image(base, "base_image", source)
-    return ProjectSpec(
-        base_image=base,
-        name=name, python=v.text(data, "python"), framework=fw, companions=companions, requirements=reqs,
-        packages=packages, system_packages=tuple(sorted(set(apt))), targets=targets, driver=v.text(data, "driver"),
-        cpu=cpu, cuda_devel=cuda_devel, cuda=v.text(data, "cuda"), command=command, env=tuple(env),
-        profiles=tuple(profiles), install_project=install, project_extras=extras, source=source,
-        index_urls=index_urls, find_links=find_links, workload=workload, sources=sources,
-    )
-
-
-def _image_name(v: _V, data: dict[str, Any]) -> str:
-    """``name``: the image's repository name, as Docker accepts it."""
-    name = v.text(data, "name")
-    if not name:
-        raise v.fail("name", "missing", "a lowercase image name like my-trainer")
-    if not _NAME.match(name):
-        raise v.fail("name", f"{name!r} is not a valid image name", "lowercase letters, digits and . _ - between them")
-    if len(name) > MAX_IMAGE_NAME:
-        # Docker refuses a repository name over 255 characters, at build time; say it now
-        raise v.fail("name", f"{len(name)} characters, over Docker's limit of {MAX_IMAGE_NAME} for an image name",
-                     "a short lowercase name like my-trainer")
-    return name
-
-
-def _sources(v: _V, data: dict[str, Any]) -> tuple[str, ...]:
-    """``sources:`` — the files init copied packages from, hashed as lock inputs: paths inside the project."""
-    sources = v.strings(data, "sources")
-    for i, f in enumerate(sources):
-        if not _REL_PATH.match(f) or f.startswith("/") or ".." in f.split("/"):
-            raise v.fail(f"sources[{i}]", f"{f!r} is not a file in the project")
-    return sources
-
-
-def _workload(v: _V, raw: Any) -> tuple[tuple[str, Any], ...]:
-    """``workload:`` as sorted (key, value) pairs; its values are judged by `envman fit` (which names them)."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, dict):
-        raise v.fail("workload", f"expected a mapping (model: llama-3.1-8b, method: lora …), got {type(raw).__name__}")
-    out = []
-    for k, val in raw.items():
-        if k not in WORKLOAD_KEYS:
-            near = difflib.get_close_matches(str(k), WORKLOAD_KEYS, n=1)
-            raise v.fail(f"workload.{k}", "unknown key", f"did you mean {near[0]}?" if near else
-                         "keys: " + ", ".join(WORKLOAD_KEYS))
-        want = WORKLOAD_KEYS[k]
-        if isinstance(val, bool) and want is not bool or not isinstance(val, want):
-            raise v.fail(f"workload.{k}", f"expected {getattr(want, '__name__', 'a number')}, got {val!r}")
-        if isinstance(val, str) and (_CTRL.search(val) or len(val) > 200):
-            raise v.fail(f"workload.{k}", f"{val!r} is not a plain value")
-        if k == "lora_targets":
-            val = v.strings({"x": val}, "x", "workload.lora_targets")
-        out.append((k, val))
-    return tuple(sorted(out))
-
-
-def _install_project(v: _V, raw: Any) -> tuple[bool | None, tuple[str, ...]]:
-    """true | false | auto (the default) | a list of extras, which implies true."""
-    if raw is None or raw == "auto":
-        return None, ()
-    if isinstance(raw, bool):
-        return raw, ()
-    if isinstance(raw, list):
-        extras = v.strings({"x": raw}, "x", "install_project")
-        for i, e in enumerate(extras):
-            if not _NAME.match(e.lower()):
-                raise v.fail(f"install_project[{i}]", f"{e!r} is not an extra's name", "like [train, eval]")
-        return True, tuple(extras)
-    raise v.fail("install_project", f"expected true, false, auto or a list of extras, got {raw!r}")
 
 
 def load_spec(project: Path) -> ProjectSpec | None:
