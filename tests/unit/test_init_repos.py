@@ -11,7 +11,7 @@ import yaml
 
 from envman.app.init import InitOptions, init_project
 from envman.app.lockinputs import user_requirements
-from envman.errors import LockError, UsageError
+from envman.errors import UsageError
 from envman.project.infer import load_dependents
 from envman.project.sources.conda import conda_spec
 from envman.project.sources.poetry import poetry_constraint
@@ -191,35 +191,6 @@ def test_lock_check_covers_included_requirement_files(init):
     assert "file:requirements/base.txt" in out.lock["inputs"]
     (d / "requirements" / "base.txt").write_text("torch>=2.3\nnumpy\nscipy\n")
     assert check_lock(d) == ["requirements/base.txt changed since the lock"]
-
-
-@pytest.mark.network
-def test_a_git_requirement_is_refused_at_lock_time_naming_the_line_and_its_commit(tmp_path):
-    """A local bare repository over file:// stands in for GitHub; uv pins the URL to the commit. A checkout has no
-    file hash, so the image's hash-checked install would refuse it: the lock says so first, and writes nothing."""
-    import subprocess
-
-    src = tmp_path / "src"
-    (src / "tinypkg").mkdir(parents=True)
-    (src / "tinypkg" / "__init__.py").write_text("")
-    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = '
-                                        '"setuptools.build_meta"\n[project]\nname = "tinypkg"\nversion = "0.1"\n')
-    git = ["git", "-c", "user.email=t@example.test", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], cwd=src, check=True)
-    subprocess.run(git + ["add", "-A"], cwd=src, check=True)
-    subprocess.run(git + ["commit", "-qm", "init"], cwd=src, check=True)
-    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(tmp_path / "tiny.git")], check=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, check=True, capture_output=True, text=True).stdout.strip()
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "requirements.txt").write_text(f"git+file://{tmp_path}/tiny.git\n-e .\n")
-    with pytest.raises(LockError) as e:
-        init_project(proj, InitOptions(cpu=True, framework="none"))
-    assert e.value.message == (f"requirements.txt:1: tinypkg @ git+file://{tmp_path}/tiny.git@{commit} is a VCS "
-                               "requirement: the image installs only hash-checked files, and a checkout has no file "
-                               "hash, so `envman build` would fail on it")
-    assert e.value.hint.endswith("or a release from an index (tinypkg==VERSION)")
-    assert sorted(p.name for p in proj.iterdir()) == ["requirements.txt"]  # nothing half-written
 
 
 def test_the_repositorys_own_docker_files_are_kept_and_envman_writes_beside_them(init):

@@ -113,18 +113,6 @@ def test_files_the_hashes_do_not_list_are_named(tmp_path, fake_uv):
                      + WHL.rsplit("/", 1)[1] + "x"]
 
 
-@pytest.mark.network
-def test_real_uv_holds_numpy_below_2_from_a_constraints_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
-    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
-    proj = tmp_path / "p"
-    proj.mkdir()
-    _project(proj, "numpy\n-c constraints.txt\n", constraints_txt="numpy<2\n")
-    lock_project(proj, timeout=180)
-    pins = [ln for ln in (proj / "requirements.lock.txt").read_text().splitlines() if ln.startswith("numpy==")]
-    assert len(pins) == 1 and pins[0].split("==")[1].split()[0].startswith("1.")
-
-
 ARCHIVE = "https://files.example/demo-1.0-py3-none-any.whl"
 ARCHIVE_LOCK = f'''lock-version = "1.0"
 created-by = "uv"

@@ -321,15 +321,13 @@ def test_non_utf8_input_is_one_error_line(tmp_path, capsys, name, content):
 
 
 def test_ctrl_c_is_one_error_line(tmp_path, capsys, monkeypatch):
-    import os
     import signal
-    import time
 
     import envman.app.lock
 
     def interrupted(*a, **k):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(5)
+        # raise_signal interrupts this thread (os.kill may deliver it to another one, and the handler run late)
+        signal.raise_signal(signal.SIGINT)
         raise AssertionError("not interrupted")
 
     monkeypatch.setattr(envman.app.lock, "lock_project", interrupted)
