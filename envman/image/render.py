@@ -36,7 +36,18 @@ def warm() -> None:
 
 
 def render_dockerfile(plan: DockerPlan) -> str:
-    return _env().get_template("Dockerfile.j2").render(plan=plan)
+    """The Dockerfile of ``plan``. A plan is a frozen value whose repr names every field, so its text is kept on
+    disk under the digest of that repr and of the templates: a lock whose plan did not change (a current one)
+    does not even import jinja2."""
+    import hashlib
+
+    from envman.diskcache import cached
+
+    key = hashlib.sha256(repr(plan).encode("utf-8"))
+    for path in sorted(p for p in templates_dir().rglob("*") if p.is_file()):
+        key.update(f"\0{path.relative_to(templates_dir())}\0".encode() + path.read_bytes())
+    return cached("dockerfile", key.hexdigest(), lambda: _env().get_template("Dockerfile.j2").render(plan=plan),
+                  lambda text: isinstance(text, str))
 
 
 def render_yaml(data: dict) -> str:

@@ -5,17 +5,10 @@ layer is cut from these edges; ``# via`` comments in requirements.lock.txt come 
 
 from __future__ import annotations
 
-import http.client
 import os
-import ssl
 import threading
-import urllib.error
-import urllib.parse
-import urllib.request
-import zipfile
-from concurrent.futures import ThreadPoolExecutor
-from email.parser import HeaderParser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -23,6 +16,12 @@ from packaging.utils import canonicalize_name
 
 from envman.hostenv import ca_bundle, cache_root
 from envman.lock.pylock import PylockPackage
+
+if TYPE_CHECKING:
+    import ssl
+
+# The network modules (http.client, ssl, urllib, zipfile) are imported where a request is made: a lock whose
+# graph is in the cache makes none, and should not pay for their import.
 
 INPUT = "-r requirements.in"
 
@@ -35,6 +34,11 @@ def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
     """One request on this thread's keep-alive connection to the host: ~100 small reads from one file host
     cost one TLS handshake per thread, not one each (through a TLS-intercepting proxy, handshakes are what
     is slow). With a proxy configured in the environment, urllib (which honours it) does the request."""
+    import http.client
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
     if any(os.environ.get(v) for v in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")):
         req = urllib.request.Request(url, headers=headers or {}, method=method)
         try:
@@ -74,6 +78,8 @@ def cache_dir() -> Path:
 
 
 def _ssl_context() -> ssl.SSLContext:
+    import ssl
+
     return ssl.create_default_context(cafile=ca_bundle())
 
 
@@ -99,6 +105,8 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
         if ranged is None:
             return None
         meta = ranged
+    from email.parser import HeaderParser
+
     reqs = HeaderParser().parsestr(meta).get_all("Requires-Dist") or []
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -113,6 +121,9 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
 def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
     """METADATA out of the wheel's zip by HTTP range requests (the one range reader, matrix/index.py), over
     this thread's keep-alive connections; None when the host cannot serve ranges or the zip has none."""
+    import urllib.error
+    import zipfile
+
     from envman.errors import EnvmanError
     from envman.matrix.index import RangeReader
 
@@ -169,6 +180,8 @@ def dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str
 
 def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str, platform: str,
                         timeout: float) -> tuple[dict[str, list[str]], list[str]]:
+    from concurrent.futures import ThreadPoolExecutor
+
     locked = {p.name: p for p in pkgs}
     ctx = _ssl_context()
     with ThreadPoolExecutor(max_workers=16) as pool:

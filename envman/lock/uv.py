@@ -204,11 +204,12 @@ def interpreter_args(python: str) -> list[str]:
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
                        offline: bool = False, upgrade: bool = False, index_url: str | None = None,
                        find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None,
-                       platform: str = PLATFORM) -> UvCommand:
+                       platform: str = PLATFORM, binary: str | None = None) -> UvCommand:
+    """``binary``: the uv to name first (default: envman's; a request only records what follows it)."""
     # uv runs in the input's directory with relative names: nothing it writes may carry a temporary path,
     # or the same inputs would not give the same bytes.
     args = [
-        uv_binary(), "pip", "compile", input_file.name, "--python-platform", platform, "--python-version", python,
+        binary or uv_binary(), "pip", "compile", input_file.name, "--python-platform", platform, "--python-version", python,
         *interpreter_args(python), "--generate-hashes", "--no-header", "--emit-index-url", "--quiet", "-o", output.name,
     ]
     index_args, secret = index_options(index_url, index_urls, find_links)
@@ -377,7 +378,8 @@ def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | 
         files.append(("pylock.toml", seed))
     cmd = uv_compile_command(Path(files[0][0]), Path("pylock.toml"), python, extra, fmt="pylock.toml", upgrade=upgrade,
                              index_url=index_url, find_links=find_links,
-                             constraints=Path("constraints.txt") if constraints else None, platform=platform)
+                             constraints=Path("constraints.txt") if constraints else None, platform=platform,
+                             binary="uv")  # found when uv runs: a kept lock never looks for it
     return UvRequest(tuple(sorted(files)), tuple(cmd.args[1:]), env=tuple(sorted(cmd.secret_env.items())))
 
 

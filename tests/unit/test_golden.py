@@ -52,3 +52,29 @@ def test_require_cuda_does_not_refuse_the_fleet_the_stack_was_resolved_for(matri
     assert require_cuda(full) == "cuda>=13.0"
     minor = resolve_stack(matrix, build_request(matrix, framework="torch==2.4.*", targets=["v100"], driver="470.57.02"))
     assert minor.driver_mode == "minor-compat" and require_cuda(minor) == "cuda>=11.0 driver>=450.80.02"
+
+
+def test_a_dockerfile_kept_on_disk_is_the_one_jinja2_renders(tmp_path, monkeypatch):
+    """render_dockerfile keeps its text under the digest of the plan and the templates: a hit gives the same
+    bytes without jinja2; another template is another key."""
+    import shutil
+
+    import envman.app.stack
+    import envman.image.render as render
+
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
+    plans = []
+    real = render.render_dockerfile
+    monkeypatch.setattr(envman.app.stack, "render_dockerfile", lambda plan: plans.append(plan) or real(plan))
+    spec = parse_spec({"name": "cached", **COMMON, **CASES["new-torch"]})
+    (tmp_path / "p").mkdir()
+    generate(tmp_path / "p", spec, no_lock=True)
+    fresh = render._env().get_template("Dockerfile.j2").render(plan=plans[0])
+    monkeypatch.setattr(render, "_env", lambda: pytest.fail("a kept Dockerfile needs no jinja2"))
+    assert real(plans[0]) == fresh
+    edited = tmp_path / "templates"
+    shutil.copytree(render.templates_dir(), edited)
+    (edited / "Dockerfile.j2").write_text((edited / "Dockerfile.j2").read_text() + "# edited\n")
+    monkeypatch.setattr(render, "templates_dir", lambda: edited)
+    with pytest.raises(pytest.fail.Exception, match="needs no jinja2"):
+        real(plans[0])  # another template: not the kept text, rendered again

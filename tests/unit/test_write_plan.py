@@ -28,13 +28,16 @@ def temps(d: Path) -> list[str]:
     return [str(p.relative_to(d)) for p in d.rglob("*.tmp")]
 
 
-def failing_on(monkeypatch, name: str, k: int, err: int = errno.ENOSPC):
-    """os.<name> (or tempfile.mkstemp) raises OSError(err) on its k-th call (0-based), works otherwise."""
+def failing_on(monkeypatch, name: str, k: int, err: int = errno.ENOSPC, under: Path | None = None):
+    """os.<name> (or tempfile.mkstemp) raises OSError(err) on its k-th call (0-based), works otherwise; with
+    ``under``, only the calls that replace a file in that folder count (envman's cache is not the project)."""
     mod = envman.files.tempfile if name == "mkstemp" else envman.files.os
     real = getattr(mod, name)
     calls = [0]
 
     def fake(*a, **kw):
+        if under is not None and not str(a[1]).startswith(str(under)):
+            return real(*a, **kw)
         calls[0] += 1
         if calls[0] - 1 == k:
             raise OSError(err, os.strerror(err))
@@ -123,10 +126,11 @@ def repo(tmp_path):
     return d
 
 
-def _count_replaces(monkeypatch, fn) -> int:
+def _count_replaces(monkeypatch, fn, under: Path) -> int:
     calls = []
     real = os.replace
-    monkeypatch.setattr(envman.files.os, "replace", lambda a, b: (calls.append(b), real(a, b)))
+    monkeypatch.setattr(envman.files.os, "replace",
+                        lambda a, b: (calls.append(b) if str(b).startswith(str(under)) else None, real(a, b)))
     fn()
     monkeypatch.setattr(envman.files.os, "replace", real)
     return len(calls)
@@ -137,13 +141,14 @@ def test_init_is_all_or_nothing_at_every_rename(tmp_path, monkeypatch):
     shutil.copytree(REPOS / "torch-repo", src)
     probe = tmp_path / "probe"
     shutil.copytree(src, probe)
-    n = _count_replaces(monkeypatch, lambda: init_project(probe, InitOptions(targets=("h100",), python="3.11", no_lock=True)))
+    n = _count_replaces(monkeypatch, lambda: init_project(probe, InitOptions(targets=("h100",), python="3.11", no_lock=True)),
+                        probe)
     assert n >= 8  # envman.yaml, Dockerfile, locks, compose, devcontainer, the kit …
     for k in range(n):
         d = tmp_path / f"k{k}"
         shutil.copytree(src, d)
         before = snapshot(d)
-        failing_on(monkeypatch, "replace", k, errno.EACCES)
+        failing_on(monkeypatch, "replace", k, errno.EACCES, under=d)
         with pytest.raises(UsageError) as exc:
             init_project(d, InitOptions(targets=("h100",), python="3.11", no_lock=True))
         monkeypatch.undo()
