@@ -188,11 +188,11 @@ def input_pyproject(lines: list[str], framework_index: str) -> str:
 def interpreter_args(python: str) -> list[str]:
     """Which Python uv resolves with. ``--python <envman's interpreter>`` when it is of the target's version (and
     UV_PYTHON names none): otherwise uv looks for one of that version on PATH on every run, through pyenv's
-    shims a shell script per candidate (measured 0.09–0.4 s of a 0.3 s lock). An interpreter of another
-    version is not offered (uv builds source-only packages' metadata with it); and uv may not download one
-    (``--no-python-downloads``, unless UV_PYTHON_DOWNLOADS says otherwise): for a target version no local
-    Python has, uv would fetch a whole CPython from GitHub to compile a lock (measured: 11.9 s where GitHub
-    is unreachable, 0.7 s without), and falls back to a local interpreter instead."""
+    shims a shell script per candidate. An interpreter of another version is not offered (uv builds
+    source-only packages' metadata with it); and uv may not download one (``--no-python-downloads``, unless
+    UV_PYTHON_DOWNLOADS says otherwise): for a target version no local Python has, uv would fetch a whole
+    CPython from GitHub to compile a lock (and wait for it where GitHub is unreachable), and falls back to a
+    local interpreter instead."""
     out = [] if os.environ.get("UV_PYTHON_DOWNLOADS") else ["--no-python-downloads"]
     if os.environ.get("UV_PYTHON"):
         return out
