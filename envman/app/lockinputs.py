@@ -92,14 +92,6 @@ def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
     return pkg
 
 
-def user_requirements(root: Path, spec: ProjectSpec) -> list[Req]:
-    """The requirements a lock of the project asks uv for (its requirement files and packages)."""
-    reqs, _, _, _, unreadable = _read_requirements(root, spec)
-    if unreadable is not None:
-        raise unreadable
-    return reqs
-
-
 def _read_requirements(root: Path, spec: ProjectSpec):
     """(requirements, constraints, warnings, the files they include, the first error met reading them)."""
     from envman.project.sources.requirements_txt import read_requirements

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from envman.app.init import InitOptions, init_project
-from envman.app.lockinputs import user_requirements
+from envman.app.lockinputs import ProjectInputs
 from envman.errors import UsageError
+from envman.matrix.load import load_matrix
 from envman.project.infer import load_dependents
 from envman.project.sources.conda import conda_spec
 from envman.project.sources.poetry import poetry_constraint
@@ -105,7 +106,7 @@ def test_vcs_editable_and_index_lines_are_kept(init):
     assert ("requirements.txt:1: dropped '--extra-index-url https://download.pytorch.org/whl/cu121' "
             "(replaced by envman's framework index for the chosen variant)") in out.notes
     assert "skipped docs/requirements.txt: docs/ is not the training environment; name it under requirements: to use it" in out.notes
-    lines = [r.line for r in user_requirements(d, load_spec(d))]
+    lines = [r.line for r in ProjectInputs.read(d, load_spec(d), load_matrix()).requirements()[0]]
     assert lines == ["torch==2.1.2", "git+https://github.com/example/clip.git",
                      "mylib @ git+https://github.com/example/mono.git@v1#subdirectory=python",
                      "git+https://github.com/example/bee.git#egg=bee"]
