@@ -71,7 +71,7 @@ def plan_stacks(inputs: ProjectInputs, opts: LockOptions, *, force: bool = False
     generated = WritePlan(list(files))
     generated.check(root, force)
     for s in stacks:
-        _check_lock_owner(root, s.files.lock, force)
+        _check_lock_owner(root, s, force)
     files += extra or []  # e.g. the envman.yaml init creates: in the same all-or-nothing write
     files += [(root / s.files.lock, render_lock(s.lock)) for s in stacks]  # envman.lock last: the commit point
     wp = WritePlan(files, root=root)
@@ -126,13 +126,11 @@ def commit(planned: Planned) -> Outcome:
                    notes=planned.notes, built=planned.stacks)
 
 
-def _check_lock_owner(root: Path, name: str, force: bool) -> None:
-    p = root / name
-    if force or not p.exists():
+def _check_lock_owner(root: Path, stack: Stack, force: bool) -> None:
+    if force or not (root / stack.files.lock).exists():
         return
-    lock = try_read_lock(p)
-    if lock is None or not lock.is_intact():
-        raise UsageError(f"would overwrite {name} (edited by hand or not envman's)",
+    if stack.last is None or not stack.last.is_intact():
+        raise UsageError(f"would overwrite {stack.files.lock} (edited by hand or not envman's)",
                          hint="re-run with --force to regenerate it")
 
 

@@ -61,6 +61,7 @@ class Stack:
     notes: list[str]
     install_project: bool = False
     apt: tuple[str, ...] = ()  # what the Dockerfile installs with apt
+    last: Lock | None = None  # the lock on disk before this run (None: none, or unreadable)
 
 
 @dataclass
@@ -171,7 +172,7 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
              (files.source, builds.source), (files.build, builds.build), (files.rest, builds.rest))
     writes += [(root / name, with_header(text, inputs.inputs_hash)) for name, text in locks if text is not None]
     return Stack(files, spec, res, lock, writes, plan.gpu, [label + n for n in notes], pkg is not None,
-                 plan.apt_packages)
+                 plan.apt_packages, last)
 
 
 def body_digest(text: str) -> str:
