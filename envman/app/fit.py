@@ -162,6 +162,11 @@ def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tup
         return None, None, ""
     util = mfu if mfu is not None else utilisation(gpu.cc, "fp32" if key == "fp32" else "bf16")[0]
     compute = est.train_flops / (tf * 1e12 * util)
+    if est.elementwise_bytes and gpu.bandwidth:
+        # a CNN's convolutions and its BatchNorm/ReLU/add kernels run one after another on one stream (eager
+        # PyTorch: kernels on a stream execute in order), so their times add: convolutions at the compute
+        # rate, the elementwise kernels at the memory bandwidth (estimate.py: BN_RELU_PASSES)
+        return compute + est.elementwise_bytes / gpu.bandwidth, util, "compute + memory-bandwidth"
     memory = _traffic(arch, est) / gpu.bandwidth if gpu.bandwidth else 0.0
     return max(compute, memory), util, ("compute" if compute >= memory else "memory-bandwidth")
 
@@ -232,7 +237,9 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
 
 # Setup fields a stack sets and no option overrides (matrices/fit_stacks.yaml), with their defaults
 _STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "deepspeed": False,
-                 "lora_dropout": False, "logits_held": False, "fsdp_root_unsharded": False, "adapter_bytes": 0}
+                 "lora_dropout": False, "logits_held": False, "fsdp_root_unsharded": False, "adapter_bytes": 0,
+                 "bnb_keeps_input": False, "nf4_double_quant": True, "quant_head": False, "dequant_copies": 1,
+                 "untied_head": False, "prev_graph_held": False, "fused_qkv": False}
 
 
 def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
