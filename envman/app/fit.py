@@ -55,6 +55,7 @@ class FitOptions:
     selective_checkpointing: bool = False
     gpus_per_node: int = 8
     optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop (transformers' old AdamW)
+    ema: bool = False  # diffusers' --use_ema: an fp32 EMA copy of the trained weights on the GPU
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ def resolve_model(opts: FitOptions) -> tuple[str, str, Arch, dict | None]:
     if not opts.model:
         raise UsageError("no model given", hint="--model llama-3.1-8b, --model path/to/config.json or --params 7e9")
     p = Path(opts.model)
+    if p.is_dir() and (p / "model_index.json").is_file():  # a diffusers pipeline folder
+        from envman.fit.catalog import load_pipeline
+
+        return p.name, str(p / "model_index.json"), load_pipeline(p), None
     if opts.model.endswith(".json") or p.is_dir() or p.is_file():
         cfg = p / "config.json" if p.is_dir() else p
         arch = load_config(cfg)
@@ -216,7 +221,7 @@ def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
 
 def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
     """The estimator's Setup: the stack's defaults, then every option the user gave."""
-    stack = find_stack(opts.stack or default_stack(opts.method, opts.shard))
+    stack = find_stack(opts.stack or ("diffusers" if arch.task == "diffusion" else default_stack(opts.method, opts.shard)))
     if stack.get("method") and opts.method and opts.method != stack.get("method"):
         raise UsageError(f"--stack {stack.name} trains with --method {stack.get('method')}, not {opts.method}",
                          hint="drop --method, or pick the stack of that method (docs/fit.md: stacks)")
@@ -228,7 +233,7 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                   image_size=opts.image_size, grad_checkpointing=ckpt, lora_rank=opts.lora_rank, gpus=opts.gpus,
                   shard=opts.shard or stack.get("shard", "none"), attention=attention, stack=stack.name,
                   offload=opts.offload or stack.get("offload", "none"), selective_ckpt=opts.selective_checkpointing,
-                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl,
+                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema,
                   **{k: stack.get(k, d) for k, d in _STACK_FIELDS.items()})
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
@@ -253,9 +258,11 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
         setup = replace(setup, lora_targets=("c_attn",))
     elif arch.family in ("bert", "vit", "clip", "whisper"):
         setup = replace(setup, lora_targets=("query", "value", "attn"))
+    elif arch.task == "diffusion":  # diffusers' LoRA scripts: LoraConfig(target_modules=[to_k, to_q, to_v, to_out.0])
+        setup = replace(setup, lora_targets=("to_q", "to_k", "to_v", "to_out.0"))
     if arch.family in ("gpt2", "llama", "bert") and not setup.seq:
         setup = replace(setup, seq=default_seq(arch, setup))  # shown in the output as the value used
-    if arch.family in ("vit", "resnet") and not setup.image_size:
+    if arch.family in ("vit", "resnet", "unet", "flux") and not setup.image_size:
         setup = replace(setup, image_size=arch.image_size)
     if opts.global_batch:  # accumulation keeps the gradients alive across micro-steps: part of the peak
         dp = max(1, setup.gpus // (setup.tp * setup.pp))

@@ -75,6 +75,7 @@ class Setup:
     dequant_copies: int = 1  # dequantised weight copies alive at once (2: quantised from fp16, computed in bf16)
     untied_head: bool = False  # a separate lm_head even where the config ties it (LitGPT never ties)
     prev_graph_held: bool = False  # the loop holds the last step's logits (and so its graph) into the next forward
+    ema: bool = False  # an EMA copy of the trained weights in fp32 on the GPU (diffusers' EMAModel, --use_ema)
     fused_qkv: bool = False  # one linear computes q, k and v (LitGPT's `attn`): one LoRA adapter, one dropout
 
 
@@ -205,6 +206,8 @@ class Acts:
     profile: tuple[tuple[int, int, int], ...] = ()
     quant_inputs: int = 0  # part of `saved`: the inputs bitsandbytes < 0.43.2 keeps in ctx.tensors (freed with the graph)
     elementwise_bytes: int = 0  # bytes a step's memory-bound kernels move, where they are counted (CNNs: BatchNorm/ReLU)
+    ckpt_saved: int = 0  # kept with gradient checkpointing, where the family counts it itself (diffusion)
+    encode_transient: int = 0  # a frozen encoder's no-grad forward before the step (the VAE encoding the images)
 
 
 def act_bytes(setup: Setup) -> tuple[int, int, bool]:
@@ -438,8 +441,34 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
     return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), profile=tuple(profile), elementwise_bytes=b * ew * c)
 
 
+def _diffusion(arch: Arch, setup: Setup, b: int) -> Acts:
+    """A UNet / ControlNet / Flux step (envman/fit/diffusion.py): latents from the frozen VAE, text embeddings
+    from the frozen text encoders, an MSE loss on the predicted noise (small next to the activations)."""
+    from envman.fit import diffusion
+
+    r, c, _, mixed = _bytes(setup.precision)
+    d = diffusion.Dtypes(4, 4, c, c) if mixed and setup.autocast == "cuda" else diffusion.Dtypes(r, r, c, r)
+    targets = frozenset(lin.name.split(".")[-1] if not lin.name.endswith("to_out.0") else "to_out.0"
+                        for lin in trainable_linears(arch, setup))
+    tr = diffusion.Train("full" if setup.method == "full" else "frozen", targets, setup.lora_rank,
+                         setup.attention == "eager")
+    size = setup.image_size or arch.image_size
+    if arch.family == "flux":
+        t = diffusion.flux_activations(arch, b, size, d, tr, 512)
+    else:
+        t = diffusion.unet_activations(arch, b, size, d, tr)
+    vae = next((x for x in arch.towers if x.task == "vae"), None)
+    encode = 3 * b * size * size * (vae.hidden if vae else 0) * c  # the VAE encoder's first block, at image size
+    return Acts(t.saved, t.worst, 0, 0, 2 * t.worst // 4, b, "images", t.flops, ckpt_saved=t.kept,
+                encode_transient=encode,
+                notes=(f"{arch.variant}: activations counted block by block from diffusers; "
+                       "not validated against a traced step",))
+
+
 def activations(arch: Arch, setup: Setup) -> Acts:
     b = setup.batch
+    if arch.family in ("unet", "flux"):
+        return _diffusion(arch, setup, b)
     if setup.method == "freeze":
         # backbone under no_grad: only the head's input and the loss are kept
         s = default_seq(arch, setup)
@@ -512,6 +541,11 @@ def _base_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, in
         fp32_stored = arch.matmul_params if frozen_b == 4 else 0
     else:
         weights = P * r
+    if arch.task == "diffusion":
+        # the pipeline's frozen parts (text encoders, VAE, a ControlNet's UNet) in the scripts' weight_dtype
+        # (fp16/bf16 under mixed precision, else fp32); --ema: diffusers' EMAModel keeps an fp32 shadow copy
+        _, c, _, mixed = _bytes(setup.precision)
+        weights += sum(t.params for t in arch.towers) * (c if mixed else r) + (trainable * 4 if setup.ema else 0)
     grads = trainable * (setup.adapter_bytes or gb) if setup.method in ("lora", "qlora") else trainable * gb
     opt = int(trainable * _state_bytes(setup.optimizer, r))
     # optimizer temporaries: foreach AdamW/Lion keep a trainable-sized list; per-tensor loops the largest tensor
@@ -623,6 +657,8 @@ def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, 
         keep = T * arch.hidden * r_ + T * hq * c + T * arch.heads * 4 + T * (hq + 2 * kv + 2 * arch.ffn + arch.hidden) * c // 2
         layer = min(acts.per_layer, keep // setup.tp)
         acts = replace(acts, saved=acts.saved - arch.layers * (acts.per_layer - layer), per_layer=layer)
+    if setup.grad_checkpointing and acts.ckpt_saved:
+        return acts, acts.ckpt_saved, acts.per_layer
     if setup.grad_checkpointing:
         # each layer's input is kept (the residual stream's dtype), one layer is recomputed at a time; a 4-bit
         # linear's kept input lives only in the layer being recomputed
@@ -690,6 +726,8 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
         notes.append(f"gradient accumulation over {setup.accumulation} micro-steps: gradients stay allocated during "
                      "every forward and backward")
     phases = {"backward-start": start, "backward": during, "backward-end": end, "optimizer-step": step}
+    if acts.encode_transient:  # before the step's forward: the VAE encodes the batch under no_grad
+        phases["encode"] = Breakdown(weights, acc, opt, 0, acts.encode_transient)
     if setup.prev_graph_held and acts.quant_inputs:
         # end of the next forward: the loop still holds the last step's logits, hence its graph, hence every
         # input bitsandbytes kept as a ctx attribute (LitGPT: `logits = model(...)` rebinds only after the
