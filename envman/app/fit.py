@@ -183,7 +183,7 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     if setup.precision.startswith("bf16") and not gpu.bf16:
         notes.append(f"bf16 needs compute capability ≥ 8.0; {gpu.name} is {gpu.cc}: use fp16-mixed or fp32")
     if gpu.uncertain:
-        notes.append(f"{gpu.name}: its figures are marked uncertain in gpu_perf.yaml (no public datasheet read)")
+        notes.append("its figures are marked uncertain in gpu_perf.yaml (no source read confirms them: uncertain_why there)")
     mb = max_micro_batch(arch, setup, usable) if arch.family != "params" else (setup.batch if est.peak_bytes <= usable else 0)
     dp = setup.gpus // (setup.tp * setup.pp)
     steps = accumulation_steps(global_batch, mb, dp) if mb else None
@@ -351,7 +351,7 @@ def result_dict(res: FitResult) -> dict:
                   "lora_targets": list(s.lora_targets) if s.method in ("lora", "qlora") else None,
                   "gpus": s.gpus, "shard": s.shard, "global_batch": res.global_batch, "attention": s.attention,
                   "margin_pct": res.margin_pct, "stack": s.stack, "accumulation_steps": s.accumulation,
-                  "tp": s.tp, "pp": s.pp, "offload": s.offload},
+                  "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema},
         "peak_bytes": e.peak_bytes,
         "peak_phase": e.phase,
         "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,
