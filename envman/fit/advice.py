@@ -67,8 +67,13 @@ def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool,
         if setup.precision != "fp32":
             out.append(("QLoRA (4-bit base)", "--method qlora", replace(lo, method="qlora"),
                         "speed: dequantisation makes steps slower; accuracy: small loss vs 16-bit LoRA (QLoRA paper)"))
-    if only is not None and only in _ORDER:  # the sharding levers are never stacked by combine()
-        return out
+    if only is None or only not in _ORDER:  # the sharding levers are never stacked by combine()
+        out += _shard_levers(arch, setup, budget)
+    return out
+
+
+def _shard_levers(arch: Arch, setup: Setup, budget: int) -> list[tuple[str, str, Setup, str]]:
+    out: list[tuple[str, str, Setup, str]] = []
     if setup.gpus > 1 and setup.shard not in ("zero3", "fsdp"):
         out.append((f"shard everything over {setup.gpus} GPUs", "--shard fsdp", replace(setup, shard="fsdp"),
                     "speed: all-gathers weights every layer (needs a fast interconnect)"))
@@ -122,17 +127,26 @@ def _apply(arch: Arch, setup: Setup, budget: int, bf16_ok: bool, names: tuple[st
     return current, changes
 
 
+class _Peaks:
+    """The peak of each stack of levers, estimated once (combine() asks for the same stacks again and again)."""
+
+    def __init__(self, arch: Arch, setup: Setup, budget: int, bf16_ok: bool):
+        self.args = (arch, setup, budget, bf16_ok)
+        self.seen: dict[tuple[str, ...], int] = {}
+
+    def __call__(self, names: tuple[str, ...]) -> int:
+        if names not in self.seen:
+            arch = self.args[0]
+            self.seen[names] = estimate(arch, _apply(*self.args, names)[0]).peak_bytes
+        return self.seen[names]
+
+
 def combine(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> Lever | None:
     """No single lever is enough: stack them cheapest first until the run fits, then drop every lever the
     fit does not need (most costly first). None: even all of them together do not fit."""
     chosen: tuple[str, ...] = ()
     fitted = False
-    peaks: dict[tuple[str, ...], int] = {}
-
-    def peak_of(names: tuple[str, ...]) -> int:  # each stack of levers is estimated once
-        if names not in peaks:
-            peaks[names] = estimate(arch, _apply(arch, setup, budget, bf16_ok, names)[0]).peak_bytes
-        return peaks[names]
+    peak_of = _Peaks(arch, setup, budget, bf16_ok)
 
     for wanted in _ORDER:
         trial = chosen + (wanted,)
