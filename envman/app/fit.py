@@ -55,6 +55,7 @@ class FitOptions:
     selective_checkpointing: bool = False
     gpus_per_node: int = 8
     optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop (transformers' old AdamW)
+    ema: bool = False  # diffusers' --use_ema: an fp32 EMA copy of the trained weights on the GPU
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ def resolve_model(opts: FitOptions) -> tuple[str, str, Arch, dict | None]:
     if not opts.model:
         raise UsageError("no model given", hint="--model llama-3.1-8b, --model path/to/config.json or --params 7e9")
     p = Path(opts.model)
+    if p.is_dir() and (p / "model_index.json").is_file():  # a diffusers pipeline folder
+        from envman.fit.catalog import load_pipeline
+
+        return p.name, str(p / "model_index.json"), load_pipeline(p), None
     if opts.model.endswith(".json") or p.is_dir() or p.is_file():
         cfg = p / "config.json" if p.is_dir() else p
         arch = load_config(cfg)
@@ -162,6 +167,11 @@ def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tup
         return None, None, ""
     util = mfu if mfu is not None else utilisation(gpu.cc, "fp32" if key == "fp32" else "bf16")[0]
     compute = est.train_flops / (tf * 1e12 * util)
+    if est.elementwise_bytes and gpu.bandwidth:
+        # a CNN's convolutions and its BatchNorm/ReLU/add kernels run one after another on one stream (eager
+        # PyTorch: kernels on a stream execute in order), so their times add: convolutions at the compute
+        # rate, the elementwise kernels at the memory bandwidth (estimate.py: BN_RELU_PASSES)
+        return compute + est.elementwise_bytes / gpu.bandwidth, util, "compute + memory-bandwidth"
     memory = _traffic(arch, est) / gpu.bandwidth if gpu.bandwidth else 0.0
     return max(compute, memory), util, ("compute" if compute >= memory else "memory-bandwidth")
 
@@ -173,7 +183,7 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     if setup.precision.startswith("bf16") and not gpu.bf16:
         notes.append(f"bf16 needs compute capability ≥ 8.0; {gpu.name} is {gpu.cc}: use fp16-mixed or fp32")
     if gpu.uncertain:
-        notes.append(f"{gpu.name}: its figures are marked uncertain in gpu_perf.yaml (no public datasheet read)")
+        notes.append("its figures are marked uncertain in gpu_perf.yaml (no source read confirms them: uncertain_why there)")
     mb = max_micro_batch(arch, setup, usable) if arch.family != "params" else (setup.batch if est.peak_bytes <= usable else 0)
     dp = setup.gpus // (setup.tp * setup.pp)
     steps = accumulation_steps(global_batch, mb, dp) if mb else None
@@ -211,7 +221,7 @@ def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
 
 def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
     """The estimator's Setup: the stack's defaults, then every option the user gave."""
-    stack = find_stack(opts.stack or default_stack(opts.method, opts.shard))
+    stack = find_stack(opts.stack or ("diffusers" if arch.task == "diffusion" else default_stack(opts.method, opts.shard)))
     if stack.get("method") and opts.method and opts.method != stack.get("method"):
         raise UsageError(f"--stack {stack.name} trains with --method {stack.get('method')}, not {opts.method}",
                          hint="drop --method, or pick the stack of that method (docs/fit.md: stacks)")
@@ -223,7 +233,7 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                   image_size=opts.image_size, grad_checkpointing=ckpt, lora_rank=opts.lora_rank, gpus=opts.gpus,
                   shard=opts.shard or stack.get("shard", "none"), attention=attention, stack=stack.name,
                   offload=opts.offload or stack.get("offload", "none"), selective_ckpt=opts.selective_checkpointing,
-                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl,
+                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema,
                   **{k: stack.get(k, d) for k, d in _STACK_FIELDS.items()})
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
@@ -232,7 +242,9 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
 
 # Setup fields a stack sets and no option overrides (matrices/fit_stacks.yaml), with their defaults
 _STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "deepspeed": False,
-                 "lora_dropout": False, "logits_held": False, "fsdp_root_unsharded": False, "adapter_bytes": 0}
+                 "lora_dropout": False, "logits_held": False, "fsdp_root_unsharded": False, "adapter_bytes": 0,
+                 "bnb_keeps_input": False, "nf4_double_quant": True, "quant_head": False, "dequant_copies": 1,
+                 "untied_head": False, "prev_graph_held": False, "fused_qkv": False}
 
 
 def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
@@ -246,9 +258,11 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
         setup = replace(setup, lora_targets=("c_attn",))
     elif arch.family in ("bert", "vit", "clip", "whisper"):
         setup = replace(setup, lora_targets=("query", "value", "attn"))
+    elif arch.task == "diffusion":  # diffusers' LoRA scripts: LoraConfig(target_modules=[to_k, to_q, to_v, to_out.0])
+        setup = replace(setup, lora_targets=("to_q", "to_k", "to_v", "to_out.0"))
     if arch.family in ("gpt2", "llama", "bert") and not setup.seq:
         setup = replace(setup, seq=default_seq(arch, setup))  # shown in the output as the value used
-    if arch.family in ("vit", "resnet") and not setup.image_size:
+    if arch.family in ("vit", "resnet", "unet", "flux") and not setup.image_size:
         setup = replace(setup, image_size=arch.image_size)
     if opts.global_batch:  # accumulation keeps the gradients alive across micro-steps: part of the peak
         dp = max(1, setup.gpus // (setup.tp * setup.pp))
@@ -337,7 +351,7 @@ def result_dict(res: FitResult) -> dict:
                   "lora_targets": list(s.lora_targets) if s.method in ("lora", "qlora") else None,
                   "gpus": s.gpus, "shard": s.shard, "global_batch": res.global_batch, "attention": s.attention,
                   "margin_pct": res.margin_pct, "stack": s.stack, "accumulation_steps": s.accumulation,
-                  "tp": s.tp, "pp": s.pp, "offload": s.offload},
+                  "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema},
         "peak_bytes": e.peak_bytes,
         "peak_phase": e.phase,
         "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,

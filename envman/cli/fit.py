@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         params: Optional[str] = typer.Option(None, "--params", help="Parameter count without a config (7e9, 7B): weights, gradients and optimizer only"),
         method: Optional[str] = typer.Option(None, "--method", help="full | lora | qlora | freeze (default: the stack's, else full)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="fp32 | bf16 | fp16 | bf16-mixed | fp16-mixed (default: the stack's)"),
-        stack: Optional[str] = typer.Option(None, "--stack", help="hf-trainer | accelerate | torch-amp | peft-lora | peft-qlora | deepspeed-zero1/2/3[-offload] | fsdp2 | litgpt (default: envman.yaml workload.stack, else from --method/--shard)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="hf-trainer | accelerate | torch-amp | peft-lora | peft-qlora | deepspeed-zero1/2/3[-offload] | fsdp2 | litgpt | diffusers (default: envman.yaml workload.stack, else diffusers for a diffusion model, else from --method/--shard)"),
         optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adamw | adamw-8bit | paged-adamw | sgd | sgd-momentum | adafactor | lion (default: the stack's, else adamw)"),
         batch: int = typer.Option(1, "--batch", "-b", help="Micro-batch per GPU"),
         seq: Optional[int] = typer.Option(None, "--seq", "-s", help="Tokens per sample (default: min(2048, the model's context))"),
@@ -70,6 +70,7 @@ def register(app: typer.Typer) -> None:
         attention: str = typer.Option("auto", "--attention", help="auto (what transformers picks: SDPA) | eager (keeps the s×s probabilities) | flash"),
         mfu: Optional[float] = typer.Option(None, "--mfu", help="Utilisation for the time estimate (default: the GPU generation's published figure)"),
         compare: Optional[str] = typer.Option(None, "--compare", help="One row per GPU, e.g. h100,a100,rtx-4090,l4"),
+        ema: bool = typer.Option(False, "--ema", help="Diffusion (diffusers --use_ema): an fp32 EMA copy of the trained weights on the GPU"),
         trace: bool = typer.Option(False, "--trace", help="Also measure one step with PyTorch on fake tensors (needs torch, transformers)"),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
     ) -> None:
@@ -84,7 +85,7 @@ def register(app: typer.Typer) -> None:
                               lora_targets=_split([lora_targets]) if lora_targets else None, gpus=gpus, shard=shard,
                               global_batch=global_batch, targets=_split(target), margin_pct=margin,
                               compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace,
-                              stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective)
+                              stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective, ema=ema)
             res = run_fit(opts)
         except UsageError as exc:  # a value that cannot be used: exit 2, distinct from "does not fit" (8)
             exc.exit_code = EXIT_USAGE

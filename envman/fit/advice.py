@@ -22,10 +22,13 @@ class Lever:
     fits: bool  # the first target then fits (with the margin)
 
 
-def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> list[tuple[str, str, Setup, str]]:
+def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool,
+                only: str | None = None) -> list[tuple[str, str, Setup, str]]:
+    """Every lever that applies to this run (``only``: just that one, skipping the others' estimates)."""
     out: list[tuple[str, str, Setup, str]] = []
     transformer = arch.family not in ("resnet", "params")
-    if setup.batch > 1 and arch.family != "params":
+    want = lambda name: only is None or only == name  # noqa: E731
+    if setup.batch > 1 and arch.family != "params" and want("smaller micro-batch + gradient accumulation"):
         b = max(1, max_micro_batch(arch, replace(setup, batch=1), budget, limit=setup.batch - 1)) if budget else 1
         b = min(b, setup.batch - 1) or 1
         steps = -(-setup.batch // b)
@@ -33,29 +36,29 @@ def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> list[tu
                     replace(setup, batch=b),
                     f"none on the result (same effective batch of {setup.batch}); throughput drops if a batch "
                     f"of {b} leaves the GPU under-occupied"))
-    if not setup.grad_checkpointing and transformer and setup.method != "freeze":
+    if not setup.grad_checkpointing and transformer and setup.method != "freeze" and want("gradient checkpointing"):
         out.append(("gradient checkpointing", "--grad-checkpointing", replace(setup, grad_checkpointing=True),
                     "speed: one extra forward per step (about +33% step time); accuracy: none"))
-    if transformer and setup.attention == "eager":
+    if transformer and setup.attention == "eager" and want("flash / memory-efficient attention"):
         out.append(("flash / memory-efficient attention", "attn_implementation='sdpa' or 'flash_attention_2'",
                     replace(setup, attention="flash"),
                     "none (exact attention, faster); needs fp16/bf16 and a recent GPU for FlashAttention-2"))
-    if setup.precision == "fp32":
-        p = "bf16-mixed" if bf16_ok else "fp16-mixed"
+    p = "bf16-mixed" if bf16_ok else "fp16-mixed"
+    if setup.precision == "fp32" and want(f"{p} autocast"):
         out.append((f"{p} autocast", f"--precision {p}", replace(setup, precision=p),
                     "speed: faster on tensor cores; accuracy: on par for most training"
                     + ("" if bf16_ok else " (fp16 needs loss scaling)")))
-    if setup.precision in ("fp32", "bf16-mixed", "fp16-mixed") and bf16_ok:
+    if setup.precision in ("fp32", "bf16-mixed", "fp16-mixed") and bf16_ok and want("pure bf16 weights and optimizer state"):
         out.append(("pure bf16 weights and optimizer state", "--precision bf16", replace(setup, precision="bf16"),
                     "accuracy: no fp32 master weights, small updates can round away (use Kahan summation / "
                     "stochastic rounding, or expect a small quality loss)"))
-    if setup.optimizer in ("adamw", "lion") and setup.optimizer_impl == "foreach":
+    if setup.optimizer in ("adamw", "lion") and setup.optimizer_impl == "foreach" and want("fused AdamW kernel"):
         out.append(("fused AdamW kernel", "torch.optim.AdamW(..., fused=True)", replace(setup, optimizer_impl="fused"),
                     "none: same update in one kernel, without the parameter-sized temporary of the foreach default"))
-    if setup.optimizer == "adamw" and setup.method in ("full", "lora", "qlora"):
+    if setup.optimizer == "adamw" and setup.method in ("full", "lora", "qlora") and want("8-bit AdamW (bitsandbytes)"):
         out.append(("8-bit AdamW (bitsandbytes)", "--optimizer adamw-8bit", replace(setup, optimizer="adamw-8bit"),
                     "accuracy: on par with 32-bit Adam in Dettmers et al. 2022; needs the bitsandbytes package"))
-    if setup.method == "full" and transformer:
+    if setup.method == "full" and transformer and (want("LoRA adapters") or want("QLoRA (4-bit base)")):
         targets = ("q_proj", "k_proj", "v_proj", "o_proj") if arch.family == "llama" else \
             ("c_attn",) if arch.family == "gpt2" else ("query", "value")
         lo = replace(setup, method="lora", lora_targets=targets)
@@ -64,6 +67,13 @@ def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> list[tu
         if setup.precision != "fp32":
             out.append(("QLoRA (4-bit base)", "--method qlora", replace(lo, method="qlora"),
                         "speed: dequantisation makes steps slower; accuracy: small loss vs 16-bit LoRA (QLoRA paper)"))
+    if only is None or only not in _ORDER:  # the sharding levers are never stacked by combine()
+        out += _shard_levers(arch, setup, budget)
+    return out
+
+
+def _shard_levers(arch: Arch, setup: Setup, budget: int) -> list[tuple[str, str, Setup, str]]:
+    out: list[tuple[str, str, Setup, str]] = []
     if setup.gpus > 1 and setup.shard not in ("zero3", "fsdp"):
         out.append((f"shard everything over {setup.gpus} GPUs", "--shard fsdp", replace(setup, shard="fsdp"),
                     "speed: all-gathers weights every layer (needs a fast interconnect)"))
@@ -108,7 +118,7 @@ def _apply(arch: Arch, setup: Setup, budget: int, bf16_ok: bool, names: tuple[st
     for wanted in _ORDER:
         if wanted not in names:
             continue
-        cands = {n: (c, new) for n, c, new, _ in _candidates(arch, current, budget, bf16_ok)}
+        cands = {n: (c, new) for n, c, new, _ in _candidates(arch, current, budget, bf16_ok, only=wanted)}
         if wanted == "QLoRA (4-bit base)" and current.method == "lora" and current.precision != "fp32":
             cands[wanted] = ("--method qlora", replace(current, method="qlora"))
         if wanted in cands:
@@ -117,17 +127,31 @@ def _apply(arch: Arch, setup: Setup, budget: int, bf16_ok: bool, names: tuple[st
     return current, changes
 
 
+class _Peaks:
+    """The peak of each stack of levers, estimated once (combine() asks for the same stacks again and again)."""
+
+    def __init__(self, arch: Arch, setup: Setup, budget: int, bf16_ok: bool):
+        self.args = (arch, setup, budget, bf16_ok)
+        self.seen: dict[tuple[str, ...], int] = {}
+
+    def __call__(self, names: tuple[str, ...]) -> int:
+        if names not in self.seen:
+            arch = self.args[0]
+            self.seen[names] = estimate(arch, _apply(*self.args, names)[0]).peak_bytes
+        return self.seen[names]
+
+
 def combine(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> Lever | None:
     """No single lever is enough: stack them cheapest first until the run fits, then drop every lever the
     fit does not need (most costly first). None: even all of them together do not fit."""
     chosen: tuple[str, ...] = ()
     fitted = False
+    peak_of = _Peaks(arch, setup, budget, bf16_ok)
+
     for wanted in _ORDER:
         trial = chosen + (wanted,)
-        new, _ = _apply(arch, setup, budget, bf16_ok, trial)
         try:
-            peak = estimate(arch, new).peak_bytes
-            before = estimate(arch, _apply(arch, setup, budget, bf16_ok, chosen)[0]).peak_bytes
+            peak, before = peak_of(trial), peak_of(chosen)
         except SetupError:
             continue
         if peak < before:
@@ -140,7 +164,7 @@ def combine(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> Lever | Non
     for name in reversed(chosen):
         fewer = tuple(n for n in chosen if n != name)
         try:
-            if estimate(arch, _apply(arch, setup, budget, bf16_ok, fewer)[0]).peak_bytes <= budget:
+            if peak_of(fewer) <= budget:
                 chosen = fewer
         except SetupError:
             continue

@@ -7,7 +7,7 @@ reference implementations module by module, so they can be checked against the p
 
 from __future__ import annotations
 
-from envman.fit import families
+from envman.fit import diffusion, families
 from envman.fit.shapes import VALIDATED, Arch, ArchError, Linear, _get
 
 __all__ = ["VALIDATED", "Arch", "ArchError", "Linear", "arch_from_config", "head_kind", "params_from_count"]
@@ -46,11 +46,10 @@ def arch_from_config(cfg: dict, task: str | None = None) -> Arch:
 
 
 def _by_keys(cfg: dict, mtype) -> Arch | None:
-    """Families recognised by their keys, whatever model_type says; diffusion configs refused."""
+    """Families recognised by their keys, whatever model_type says: a diffusers denoiser (UNet, ControlNet,
+    Flux) is modelled, any other diffusers class refused with a pointer to --params."""
     if any(k in cfg for k in DIFFUSERS_KEYS) or mtype in families.DIFFUSION:
-        raise ArchError([f"{cfg.get('_class_name') or mtype}: diffusion UNets/DiTs are not modelled yet "
-                         "(their text encoders, VAE and UNet/transformer activations): use --params N for the "
-                         "model states only"])
+        return diffusion.denoiser(cfg)
     if any(isinstance(cfg.get(k), int) and cfg[k] > 1 for k in MOE_KEYS) or mtype in families.MOE:
         return families.moe(cfg, mtype)
     if mtype in families.SSM or any(k in cfg for k in SSM_KEYS):

@@ -18,7 +18,7 @@ from envman.errors import MatrixError, UsageError
 from envman.fit.architectures import Arch, ArchError, arch_from_config
 from envman.model import Cc
 
-TASKS = ("causal-lm", "masked-lm", "image-classification", "clip", "speech-seq2seq")
+TASKS = ("causal-lm", "masked-lm", "image-classification", "clip", "speech-seq2seq", "diffusion")
 PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
 
 
@@ -65,12 +65,27 @@ def _data_dir() -> Path:
 
 
 def _yaml(path: Path) -> Any:
-    import yaml
+    """A data file's parsed YAML, kept on disk under the digest of its bytes (envman/diskcache.py): the
+    document is plain data, so a cached copy never holds an old envman's classes, and a hit skips importing
+    PyYAML (~20 ms of a fit run)."""
+    import hashlib
+
+    from envman.diskcache import cached
 
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
-    except (OSError, yaml.YAMLError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
         raise MatrixError([f"{path.name}: {exc}"]) from None
+
+    def parse() -> Any:
+        import yaml
+
+        try:
+            return yaml.load(raw.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise MatrixError([f"{path.name}: {exc}"]) from None
+
+    return cached(f"fitdata-{path.stem}", hashlib.sha256(raw).hexdigest(), parse, lambda v: isinstance(v, dict))
 
 
 @lru_cache(maxsize=2)
@@ -98,7 +113,7 @@ def load_models(directory: str | None = None) -> tuple[ModelEntry, ...]:
             problems.append(f"{at}.id: duplicate id {e.get('id')!r}")
         seen.add(str(e.get("id")))
         try:
-            arch = arch_from_config(e.get("config") or {})
+            arch = _entry_arch(e)
         except ArchError as exc:
             problems += [f"{at}.config.{p}" for p in exc.problems]
             continue
@@ -109,6 +124,47 @@ def load_models(directory: str | None = None) -> tuple[ModelEntry, ...]:
     if problems:
         raise MatrixError(problems)
     return tuple(out)
+
+
+def _entry_arch(e: dict) -> Arch:
+    """A catalog entry's shape; a diffusion pipeline lists its frozen parts (text encoders, VAE) under frozen:."""
+    frozen = e.get("frozen")
+    if not frozen:
+        return arch_from_config(e.get("config") or {})
+    from envman.fit import diffusion
+
+    parts = tuple(diffusion.frozen_part(f.get("config") or {}) for f in frozen)
+    return diffusion.denoiser(e.get("config") or {}, parts)
+
+
+# a diffusers pipeline folder (model_index.json): the denoiser and the frozen parts it trains beside
+DENOISERS = ("unet", "transformer", "controlnet")
+FROZEN_PARTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
+
+
+def load_pipeline(folder: Path) -> Arch:
+    """A diffusers pipeline folder, read offline: model_index.json names the components, each has a config.json."""
+    from envman.fit import diffusion
+
+    def read(sub: str) -> dict | None:
+        f = folder / sub / "config.json"
+        if not f.is_file():
+            return None
+        try:
+            return cast(dict, json.loads(f.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{f}: cannot be read ({exc})", hint="a diffusers pipeline folder, as downloaded") from None
+
+    den = next(((n, c) for n in DENOISERS if (c := read(n)) is not None), None)
+    if den is None:
+        raise UsageError(f"{folder}: model_index.json but no unet/, transformer/ or controlnet/ config.json",
+                         hint="give the pipeline folder as downloaded (it holds unet/config.json)")
+    try:
+        parts = tuple(diffusion.frozen_part(c) for n in FROZEN_PARTS if (c := read(n)) is not None)
+        return diffusion.denoiser(den[1], parts)
+    except ArchError as exc:
+        raise UsageError(f"{folder / den[0] / 'config.json'}: {exc.problems[0]}",
+                         hint="envman models UNet2DConditionModel, ControlNetModel and FluxTransformer2DModel") from None
 
 
 def _norm(name: str) -> str:

@@ -32,6 +32,7 @@ OFFLOAD = ("none", "optimizer", "params")
 DROPOUT_MASKS = ("bool", "input")
 
 QLORA_BYTES_PER_PARAM = (4 + 0.127) / 8  # NF4 + double-quantised constants: 0.127 bit/param (QLoRA paper, §3)
+NF4_BYTES_PER_PARAM = (4 + 32 / 64) / 8  # NF4 with one fp32 absmax per 64-value block (compress_statistics=False)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,15 @@ class Setup:
     logits_held: bool = False  # the training loop holds the logits through backward (LitGPT's fit loop)
     fsdp_root_unsharded: bool = False  # FSDP1 wrapping each Block only: embeddings + head stay gathered all step
     adapter_bytes: int = 0  # LoRA adapters' dtype (the QLoRA script casts them to bf16); 0: the parameter dtype
+    # 4-bit (bitsandbytes) facts of the stack: which version and which wrapper (matrices/fit_stacks.yaml cites each)
+    bnb_keeps_input: bool = False  # bitsandbytes < 0.43.2: MatMul4Bit keeps its input in ctx.tensors (PR #1270)
+    nf4_double_quant: bool = True  # False: one fp32 absmax per 64 weights (LitGPT's bnb.nf4), 0.5625 B/param
+    quant_head: bool = False  # lm_head quantised too (Lightning's plugin replaces every nn.Linear; HF skips it)
+    dequant_copies: int = 1  # dequantised weight copies alive at once (2: quantised from fp16, computed in bf16)
+    untied_head: bool = False  # a separate lm_head even where the config ties it (LitGPT never ties)
+    prev_graph_held: bool = False  # the loop holds the last step's logits (and so its graph) into the next forward
+    ema: bool = False  # an EMA copy of the trained weights in fp32 on the GPU (diffusers' EMAModel, --use_ema)
+    fused_qkv: bool = False  # one linear computes q, k and v (LitGPT's `attn`): one LoRA adapter, one dropout
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,7 @@ class Estimate:
     samples_tokens: int  # tokens (or images) per step per GPU
     unit: str  # tokens | images
     notes: tuple[str, ...] = field(default=())
+    elementwise_bytes: int = 0  # bytes the step's memory-bound kernels (BatchNorm, ReLU, residual adds) move
 
 
 class SetupError(ValueError):
@@ -193,20 +204,26 @@ class Acts:
     # non-uniform networks (CNNs): per block in forward order (saved bytes, parameters, backward temporaries);
     # the backward peak is where the saved tensors not yet freed plus the gradients made so far are largest
     profile: tuple[tuple[int, int, int], ...] = ()
+    quant_inputs: int = 0  # part of `saved`: the inputs bitsandbytes < 0.43.2 keeps in ctx.tensors (freed with the graph)
+    elementwise_bytes: int = 0  # bytes a step's memory-bound kernels move, where they are counted (CNNs: BatchNorm/ReLU)
+    ckpt_saved: int = 0  # kept with gradient checkpointing, where the family counts it itself (diffusion)
+    encode_transient: int = 0  # a frozen encoder's no-grad forward before the step (the VAE encoding the images)
 
 
 def act_bytes(setup: Setup) -> tuple[int, int, bool]:
     """(residual-stream dtype, elementwise-output dtype, does every frozen linear keep its input?).
 
     The residual stream has the embedding's dtype: fp32 master weights under autocast, the loaded dtype of a
-    frozen PEFT base, fp32 again after prepare_model_for_kbit_training (QLoRA). bitsandbytes' 4-bit matmul
-    casts its input to the bf16 compute dtype, keeps that copy for backward even for a frozen weight, and
-    returns its output in the input's dtype (peft/utils/other.py; bitsandbytes/nn/modules.py Linear4bit)."""
+    frozen PEFT base, fp32 again after prepare_model_for_kbit_training (QLoRA). bitsandbytes' 4-bit linear
+    casts its input to the bf16 compute dtype and returns its output in the input's dtype; before 0.43.2 its
+    MatMul4Bit also kept that input for backward (ctx.tensors = (A, B)) though backward never reads it —
+    bitsandbytes PR #1270 dropped it (peft/utils/other.py; bitsandbytes/nn/modules.py Linear4bit)."""
     r, c, _, mixed = _bytes(setup.precision)
     if setup.deepspeed or (setup.shard in ("zero3", "fsdp") and mixed):
         return c, c, False  # DeepSpeed's bf16 module / FSDP2's param_dtype=bf16: the forward runs in 16-bit
     if setup.method == "qlora":
-        return (4, 4, True) if setup.kbit_fp32_extras else (setup.base_bytes or r, c, True)
+        keeps = setup.bnb_keeps_input
+        return (4, 4, keeps) if setup.kbit_fp32_extras else (setup.base_bytes or r, c, keeps)
     if setup.method == "lora" and setup.base_bytes:
         return setup.base_bytes, c, False
     return r, c, False
@@ -216,20 +233,44 @@ def _mask(setup: Setup, dtype_bytes: int) -> int:
     return 1 if setup.dropout_mask == "bool" else dtype_bytes
 
 
-def _mlp(arch: Arch, setup: Setup, T: int, c: int, e: int, frozen: bool, targets: set[str], lin_in) -> int:
+def _mlp(arch: Arch, T: int, c: int, e: int, frozen: bool, targets: set[str], lin_in, quant: bool) -> int:
     """SwiGLU MLP (gate, up, SiLU, product), or a MoE layer as transformers' Mixtral/Qwen-MoE/DeepSeek run it:
     the router's fp32 softmax, each expert's gathered tokens (T·k rows), its SwiGLU tensors and its output
-    kept for the routing-weight product, plus the shared expert (not validated against a trace)."""
+    kept for the routing-weight product, plus the shared expert (not validated against a trace). ``quant``:
+    a 4-bit down projection keeps its input (the product, cast to the compute dtype) too."""
     h, f = arch.hidden, arch.ffn
     down = not frozen or "down_proj" in targets
+
+    def down_in(width: int) -> int:
+        if frozen and down:  # a LoRA target: its adapter (and a 4-bit base's kept input)
+            return lin_in(("down_proj",), width)
+        return T * width * e if down else (T * width * c if quant else 0)
+
     if not arch.experts:
-        return lin_in(("gate_proj", "up_proj")) + T * f * e * 3 + (T * f * e if down else 0)
+        return lin_in(("gate_proj", "up_proj")) + T * f * e * 3 + down_in(f)
     Tk, fe, fs = T * arch.experts_per_tok, arch.expert_ffn, arch.shared_ffn
     out = lin_in(("gate",)) + T * arch.experts * 4 + Tk * 4  # router input, fp32 softmax, top-k weights
-    out += Tk * h * c * (1 if not frozen else 0) + Tk * fe * e * 3 + (Tk * fe * e if down else 0) + Tk * h * e
+    out += Tk * h * c * (1 if not frozen or quant else 0) + Tk * fe * e * 3 + down_in(fe) * arch.experts_per_tok
+    out += Tk * h * e
     if fs:
-        out += lin_in(("shared_expert.gate_proj",)) + T * fs * e * 3 + (T * fs * e if down else 0)
+        out += lin_in(("shared_expert.gate_proj",)) + T * fs * e * 3 + down_in(fs)
     return out
+
+
+def _quant_inputs(arch: Arch, setup: Setup, T: int, r: int, c: int) -> int:
+    """The inputs every 4-bit linear's MatMul4Bit keeps as a ctx attribute (bitsandbytes < 0.43.2): one per
+    distinct input tensor, or one per consumer when each casts its own bf16 copy (an fp32 residual stream).
+    A ctx attribute is not released after backward like saved tensors: it lives as long as the graph."""
+    h, f, L = arch.hidden, arch.ffn, arch.layers
+    casts = r != c
+    hq = arch.heads * arch.head_dim
+    per = T * h * c * (3 if casts else 1) + T * hq * c  # q/k/v input, o_proj input
+    if arch.experts:
+        Tk = T * arch.experts_per_tok
+        per += Tk * h * c + Tk * arch.expert_ffn * c + (T * h * c + T * arch.shared_ffn * c if arch.shared_ffn else 0)
+    else:
+        per += T * h * c * (2 if casts else 1) + T * f * c  # gate/up input, down_proj input
+    return L * per + (T * h * c if setup.quant_head else 0)
 
 
 def _mamba(arch: Arch, setup: Setup, b: int, s: int) -> Acts:
@@ -281,6 +322,23 @@ def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, 
     return saved, 2 * T * V * 4
 
 
+def _linear_inputs(setup: Setup, names: tuple[str, ...], width: int, T: int, c: int, r: int, frozen: bool,
+                   targets: set[str], mixed: bool, quant_keeps: bool) -> int:
+    """Bytes a group of linears sharing one input keeps for backward: the input once, or once per consumer
+    under autocast (the cast of an activation is not cached) or when each 4-bit linear casts its own copy; a
+    frozen linear keeps none. A LoRA adapter keeps its A output, and its input — or, with LoRA dropout, the
+    dropout's output and 1-byte mask instead (one dropout per adapter; LitGPT's fused qkv has one)."""
+    tgt = [n for n in names if n in targets]
+    need_x = [n for n in names if not frozen or quant_keeps or (n in tgt and not setup.lora_dropout)]
+    if not need_x and not tgt:
+        return 0
+    copies = len(need_x) if (mixed or (quant_keeps and r != c)) else min(1, len(need_x))
+    out = T * width * c * copies + len(tgt) * T * setup.lora_rank * c
+    if tgt and setup.lora_dropout:
+        out += (1 if setup.fused_qkv and "q_proj" in names else len(tgt)) * T * width * (c + 1)
+    return out
+
+
 def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts:
     """Per-layer saved tensors of the Hugging Face GPT-2 / Llama / BERT / ViT blocks (eager attention)."""
     _, c, _, mixed = _bytes(setup.precision)
@@ -296,23 +354,15 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
     targets = {lin.name.split(".")[-1] for lin in trainable_linears(arch, setup)} if lora else set()
     p_hid = arch.dropout_hidden
 
-    def lin_in(names: tuple[str, ...]) -> int:
-        """Bytes of the input a group of linears sharing one input keeps: one copy, or one per consumer under
-        autocast (the cast of an activation is not cached); frozen, untargeted linears keep none."""
-        keep = [n for n in names if not frozen or n in targets or quant_keeps]
-        if not keep:
-            return 0
-        copies = len(keep) if (mixed or (quant_keeps and r != c)) else 1
-        lora_in = [n for n in keep if n in targets]
-        drop = T * h * (c + 1) if lora_in and setup.lora_dropout else 0  # dropout output + its 1-byte mask
-        return T * h * c * copies + sum(T * setup.lora_rank * c for n in lora_in) + drop
+    def lin_in(names: tuple[str, ...], width: int = h) -> int:
+        return _linear_inputs(setup, names, width, T, c, r, frozen, targets, mixed, quant_keeps)
 
     attn_core, probs = _attention_terms(arch, setup, kind, T, S, r, c, mixed)
     if kind == "llama":
         norm = T * h * 4 + T * 4 + (T * h * r if not frozen else 0)  # RMSNorm: fp32 input, rstd, normalised
         norms = norm * (2 if arch.variant == "gemma2" else 1)  # gemma2: post-attention and post-MLP norms too
-        layer = (norms + lin_in(("q_proj", "k_proj", "v_proj")) + attn_core + probs + lin_in(("o_proj",))
-                 + norms + _mlp(arch, setup, T, c, e, frozen, targets, lin_in))
+        layer = (norms + lin_in(("q_proj", "k_proj", "v_proj")) + attn_core + probs + lin_in(("o_proj",), hq)
+                 + norms + _mlp(arch, T, c, e, frozen, targets, lin_in, quant_keeps))
     elif kind == "gpt2":
         ln = T * h * r + T * 8
         drop = T * h * _mask(setup, c) if p_hid > 0 else 0
@@ -327,6 +377,8 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
     extra = 0
     if kind == "llama":
         extra = T * h * 4 + T * 4 + T * h * r + T * h * c + 2 * s * d * r  # final norm, lm_head input, rope
+        if "lm_head" in targets:  # LoRA on the head: its A output (and dropout output + mask)
+            extra += T * setup.lora_rank * c + (T * h * (c + 1) if setup.lora_dropout else 0)
     elif kind == "gpt2":
         extra = (T * h * _mask(setup, r) if p_hid > 0 else 0) + T * h * r + T * 8 + T * h * c
     elif kind == "bert":
@@ -342,7 +394,20 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
     fwd = T * (2 * arch.flop_params + attn_flops)  # ViT: counts patch embedding and head per token (< 2%)
     ffn_t = T * (arch.experts_per_tok * arch.expert_ffn + arch.shared_ffn) if arch.experts else T * f
     layer_transient = 2 * max(ffn_t * e, S * c if setup.attention == "eager" else 0)
-    return Acts(saved, layer, loss_saved, loss_transient, layer_transient, T, "tokens", float(fwd))
+    quant_in = _quant_inputs(arch, setup, T, r, c) if quant_keeps and kind == "llama" else 0
+    return Acts(saved, layer, loss_saved, loss_transient, layer_transient, T, "tokens", float(fwd),
+                quant_inputs=quant_in)
+
+
+# Passes over each tensor of the memory-bound kernels around a convolution, forward + backward, as PyTorch's
+# CUDA kernels make them (aten/src/ATen/native/cuda/Normalization.cuh): BatchNorm training reads its input
+# twice (batch_norm_collect_statistics, then batch_norm_transform_input) and writes once; its backward reads
+# input and gradient twice (batch_norm_backward_reduce, batch_norm_backward_elemt) and writes once (3 + 5);
+# ReLU reads and writes (2), its backward reads the output and the gradient and writes (3); a residual add
+# reads two tensors and writes one (3), its backward passes the gradient through.
+BN_RELU_PASSES = 13
+BN_PASSES = 8
+ADD_PASSES = 3
 
 
 def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
@@ -353,6 +418,8 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
     stem_saved = b * (2 * stem * H * H * c + stem * (H // 2) ** 2 * (8 + c))  # BN in, ReLU out, pool idx, pool out
     profile = [(stem_saved, 7 * 7 * arch.channels * stem + 2 * stem, 2 * b * stem * H * H * c)]
     flops = 2 * 7 * 7 * arch.channels * stem * H * H
+    # stem BN + ReLU, max-pool (reads its input and writes its output forward, the reverse backward)
+    ew = BN_RELU_PASSES * stem * H * H + 2 * (stem * H * H + stem * (H // 2) ** 2)
     res = H // 2
     cin = stem
     for si, (depth, w) in enumerate(arch.stages):
@@ -360,6 +427,8 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
         for i in range(depth):
             rin = res
             rout = res // 2 if (i == 0 and si > 0) else res
+            ew += (BN_RELU_PASSES * (r * rin * rin + r * rout * rout + w * rout * rout) + ADD_PASSES * w * rout * rout
+                   + (BN_PASSES * w * rout * rout if cin != w else 0))
             blk = r * rin * rin * 2 + r * rout * rout * 2 + w * rout * rout * 2 + (w * rout * rout if cin != w else 0)
             params = cin * r + 9 * r * r + r * w + 2 * (r + r + w) + ((cin * w + 2 * w) if cin != w else 0)
             flops += 2 * (cin * r * rin * rin + 9 * r * r * rout * rout + r * w * rout * rout
@@ -369,11 +438,37 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
     profile.append((b * cin * c, cin * arch.labels + arch.labels, 0))
     flops += 2 * cin * arch.labels
     saved = sum(p[0] for p in profile)
-    return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), profile=tuple(profile))
+    return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), profile=tuple(profile), elementwise_bytes=b * ew * c)
+
+
+def _diffusion(arch: Arch, setup: Setup, b: int) -> Acts:
+    """A UNet / ControlNet / Flux step (envman/fit/diffusion.py): latents from the frozen VAE, text embeddings
+    from the frozen text encoders, an MSE loss on the predicted noise (small next to the activations)."""
+    from envman.fit import diffusion
+
+    r, c, _, mixed = _bytes(setup.precision)
+    d = diffusion.Dtypes(4, 4, c, c) if mixed and setup.autocast == "cuda" else diffusion.Dtypes(r, r, c, r)
+    targets = frozenset(lin.name.split(".")[-1] if not lin.name.endswith("to_out.0") else "to_out.0"
+                        for lin in trainable_linears(arch, setup))
+    tr = diffusion.Train("full" if setup.method == "full" else "frozen", targets, setup.lora_rank,
+                         setup.attention == "eager")
+    size = setup.image_size or arch.image_size
+    if arch.family == "flux":
+        t = diffusion.flux_activations(arch, b, size, d, tr, 512)
+    else:
+        t = diffusion.unet_activations(arch, b, size, d, tr)
+    vae = next((x for x in arch.towers if x.task == "vae"), None)
+    encode = 3 * b * size * size * (vae.hidden if vae else 0) * c  # the VAE encoder's first block, at image size
+    return Acts(t.saved, t.worst, 0, 0, 2 * t.worst // 4, b, "images", t.flops, ckpt_saved=t.kept,
+                encode_transient=encode,
+                notes=(f"{arch.variant}: activations counted block by block from diffusers; "
+                       "not validated against a traced step",))
 
 
 def activations(arch: Arch, setup: Setup) -> Acts:
     b = setup.batch
+    if arch.family in ("unet", "flux"):
+        return _diffusion(arch, setup, b)
     if setup.method == "freeze":
         # backbone under no_grad: only the head's input and the loss are kept
         s = default_seq(arch, setup)
@@ -420,6 +515,13 @@ def _state_bytes(optimizer: str, state_dtype: int) -> float:
             "adafactor": 0.04 * state_dtype, "lion": state_dtype}[optimizer]
 
 
+def quantised_linears(arch: Arch, setup: Setup):
+    """The linears a 4-bit stack stores in NF4: all but the MoE router and — unless the stack quantises it
+    (Lightning's plugin replaces every nn.Linear) — lm_head, which transformers' bnb integration skips."""
+    skip = ("gate",) if setup.quant_head and not arch.tied else ("gate", "lm_head")
+    return tuple(lin for lin in arch.linears if lin.name not in skip)
+
+
 def _base_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, int, int, int]:
     """(weights, gradients, optimizer state, optimizer temporaries, fp32 matmul weights autocast copies) on one
     unsharded GPU. QLoRA after PEFT/bitsandbytes: NF4 linears, the rest in the loaded or upcast dtype."""
@@ -429,15 +531,21 @@ def _base_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, in
     adapter = setup.adapter_bytes or r
     fp32_stored = arch.matmul_params if setup.method in ("full", "freeze") and r == 4 else 0
     if setup.method == "qlora":
-        q = sum(lin.fan_in * lin.fan_out * lin.count for lin in arch.linears if lin.name not in ("lm_head", "gate"))
+        q = sum(lin.fan_in * lin.fan_out * lin.count for lin in quantised_linears(arch, setup))
         extra_b = 4 if setup.kbit_fp32_extras else frozen_b
-        weights = int(q * QLORA_BYTES_PER_PARAM + (P - q) * extra_b + trainable * adapter)
+        per = QLORA_BYTES_PER_PARAM if setup.nf4_double_quant else NF4_BYTES_PER_PARAM
+        weights = int(q * per + (P - q) * extra_b + trainable * adapter)
         fp32_stored = (arch.vocab * arch.hidden if not arch.tied else 0) if extra_b == 4 else 0
     elif setup.method == "lora":
         weights = P * frozen_b + trainable * adapter
         fp32_stored = arch.matmul_params if frozen_b == 4 else 0
     else:
         weights = P * r
+    if arch.task == "diffusion":
+        # the pipeline's frozen parts (text encoders, VAE, a ControlNet's UNet) in the scripts' weight_dtype
+        # (fp16/bf16 under mixed precision, else fp32); --ema: diffusers' EMAModel keeps an fp32 shadow copy
+        _, c, _, mixed = _bytes(setup.precision)
+        weights += sum(t.params for t in arch.towers) * (c if mixed else r) + (trainable * 4 if setup.ema else 0)
     grads = trainable * (setup.adapter_bytes or gb) if setup.method in ("lora", "qlora") else trainable * gb
     opt = int(trainable * _state_bytes(setup.optimizer, r))
     # optimizer temporaries: foreach AdamW/Lion keep a trainable-sized list; per-tensor loops the largest tensor
@@ -533,19 +641,8 @@ def _offload(setup: Setup, weights: int, grads: int, opt: int, opt_tmp: int, not
     return weights, grads, opt, opt_tmp
 
 
-def estimate(arch: Arch, setup: Setup) -> Estimate:
-    validate(setup, arch)
-    r, c, gb, mixed = _bytes(setup.precision)
-    P = arch.params
-    trainable = count_trainable(arch, setup)
-    weights, grads, opt, opt_tmp, gathered, cast_copies, notes = _model_states(arch, setup, trainable)
-    state_dtype = r
-    acts = activations(arch, setup)
-    if setup.tp > 1:  # Megatron tensor + sequence parallelism splits every activation over the TP group
-        acts = replace(acts, saved=acts.saved // setup.tp, per_layer=acts.per_layer // setup.tp,
-                       loss_saved=acts.loss_saved // setup.tp, loss_transient=acts.loss_transient // setup.tp,
-                       layer_transient=acts.layer_transient // setup.tp)
-    notes += acts.notes
+def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, int, int]:
+    """(activations after selective recomputation, bytes kept after the forward, one layer's recompute)."""
     if setup.selective_ckpt and not setup.grad_checkpointing and setup.attention == "eager":
         # Korthikanti et al. 2022 §4.2: recompute the attention core (the s² softmax, its dropout) only
         b, s_ = setup.batch, default_seq(arch, setup)
@@ -560,21 +657,62 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
         keep = T * arch.hidden * r_ + T * hq * c + T * arch.heads * 4 + T * (hq + 2 * kv + 2 * arch.ffn + arch.hidden) * c // 2
         layer = min(acts.per_layer, keep // setup.tp)
         acts = replace(acts, saved=acts.saved - arch.layers * (acts.per_layer - layer), per_layer=layer)
+    if setup.grad_checkpointing and acts.ckpt_saved:
+        return acts, acts.ckpt_saved, acts.per_layer
     if setup.grad_checkpointing:
-        # each layer's input is kept (the residual stream's dtype), one layer is recomputed at a time
+        # each layer's input is kept (the residual stream's dtype), one layer is recomputed at a time; a 4-bit
+        # linear's kept input lives only in the layer being recomputed
         kept = acts.saved - arch.layers * acts.per_layer + arch.layers * acts.tokens * arch.hidden * act_bytes(setup)[0] // setup.tp
-        recompute = acts.per_layer
-    else:
-        kept = acts.saved
-        recompute = 0
-    qlora_tmp = max((lin.fan_in * lin.fan_out for lin in arch.linears), default=0) * c if setup.method == "qlora" else 0
+        return replace(acts, quant_inputs=0), kept, acts.per_layer
+    return acts, acts.saved, 0
+
+
+def _cnn_backward(acts: Acts, during: Breakdown, grads: int, P: int, extra: int) -> Breakdown:
+    """A non-uniform network's backward peak: saved tensors not yet freed + gradients made so far, per block."""
+    share = grads / max(P, 1)  # bytes of gradient per parameter on this GPU
+    alive, done, worst = acts.saved, 0, during
+    for saved_k, params_k, tmp_k in reversed(acts.profile):
+        done += params_k
+        cand = Breakdown(during.weights, int(done * share), during.optimizer, alive, tmp_k + extra)
+        worst = max(worst, cand, key=lambda bd: bd.total)
+        alive -= saved_k
+    return worst
+
+
+def stack_arch(arch: Arch, setup: Setup) -> Arch:
+    """The model as the stack builds it: LitGPT never ties lm_head to the embedding (its conversion script
+    copies the embedding into a separate lm_head), so a tied config gains a vocabulary × hidden matrix."""
+    if setup.untied_head and arch.tied and arch.vocab and arch.family == "llama":
+        return replace(arch, params=arch.params + arch.vocab * arch.hidden, tied=False)
+    return arch
+
+
+def estimate(arch: Arch, setup: Setup) -> Estimate:
+    validate(setup, arch)
+    arch = stack_arch(arch, setup)
+    r, c, gb, mixed = _bytes(setup.precision)
+    P = arch.params
+    trainable = count_trainable(arch, setup)
+    weights, grads, opt, opt_tmp, gathered, cast_copies, notes = _model_states(arch, setup, trainable)
+    state_dtype = r
+    acts = activations(arch, setup)
+    if setup.tp > 1:  # Megatron tensor + sequence parallelism splits every activation over the TP group
+        acts = replace(acts, saved=acts.saved // setup.tp, per_layer=acts.per_layer // setup.tp,
+                       loss_saved=acts.loss_saved // setup.tp, loss_transient=acts.loss_transient // setup.tp,
+                       layer_transient=acts.layer_transient // setup.tp, quant_inputs=acts.quant_inputs // setup.tp)
+    notes += acts.notes
+    acts, kept, recompute = _recomputation(arch, setup, acts, c)
+    # bitsandbytes dequantises the whole weight of each 4-bit linear for its forward and again in backward
+    # (functional.dequantize_4bit, in the dtype it was quantised from, then .to(the compute dtype))
+    qlora_tmp = max((lin.fan_in * lin.fan_out for lin in quantised_linears(arch, setup)), default=0) * c \
+        * setup.dequant_copies if setup.method == "qlora" else 0
     head_grad = 0
     if arch.task in ("causal-lm", "masked-lm") and setup.method in ("full", "freeze"):
         head_grad = arch.vocab * arch.hidden * gb
     # with gradient accumulation the gradients of earlier micro-steps are alive through the next forward
     # and backward (they are summed into, then zeroed only after the optimizer step)
     acc = grads if setup.accumulation > 1 else 0
-    # the three moments
+    # the moments of a step
     start = Breakdown(weights, acc, opt, kept, acts.loss_transient + cast_copies + gathered + qlora_tmp)
     during = Breakdown(weights, max(acc, min(head_grad, grads)), opt, kept - acts.loss_saved + recompute,
                        acts.layer_transient + cast_copies + gathered + qlora_tmp)
@@ -583,18 +721,18 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     end = Breakdown(weights, grads, opt, 0, tied_sum + gathered)
     step = Breakdown(weights, grads, opt, 0, opt_tmp + gathered)
     if acts.profile and setup.method == "full" and not setup.grad_checkpointing:
-        share = grads / max(P, 1)  # bytes of gradient per parameter on this GPU
-        alive, done, worst = acts.saved, 0, during
-        for saved_k, params_k, tmp_k in reversed(acts.profile):
-            done += params_k
-            cand = Breakdown(weights, int(done * share), opt, alive, tmp_k + cast_copies + gathered)
-            worst = max(worst, cand, key=lambda bd: bd.total)
-            alive -= saved_k
-        during = worst
+        during = _cnn_backward(acts, during, grads, P, cast_copies + gathered)
     if setup.accumulation > 1:
         notes.append(f"gradient accumulation over {setup.accumulation} micro-steps: gradients stay allocated during "
                      "every forward and backward")
     phases = {"backward-start": start, "backward": during, "backward-end": end, "optimizer-step": step}
+    if acts.encode_transient:  # before the step's forward: the VAE encodes the batch under no_grad
+        phases["encode"] = Breakdown(weights, acc, opt, 0, acts.encode_transient)
+    if setup.prev_graph_held and acts.quant_inputs:
+        # end of the next forward: the loop still holds the last step's logits, hence its graph, hence every
+        # input bitsandbytes kept as a ctx attribute (LitGPT: `logits = model(...)` rebinds only after the
+        # forward returns); this step's and the last step's logits stand where the loss' saved tensors will be
+        phases["forward-end"] = Breakdown(weights, acc, opt, kept, acts.quant_inputs + cast_copies + gathered + qlora_tmp)
     phase, peak = max(phases.items(), key=lambda kv: kv[1].total)
     # time: forward + backward (2× forward for weight and input gradients; frozen weights: input only)
     bwd = 2.0 if setup.method == "full" else 1.0
@@ -602,7 +740,7 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     ckpt = int(trainable * r + trainable * _state_bytes(setup.optimizer, state_dtype)) if setup.method != "full" else \
         int(P * r + P * _state_bytes(setup.optimizer, state_dtype))
     return Estimate(setup, P, trainable, peak.total, peak, phase, weights, ckpt, flops, acts.tokens, acts.unit,
-                    tuple(notes))
+                    tuple(notes), acts.elementwise_bytes)
 
 
 def max_micro_batch(arch: Arch, setup: Setup, budget_bytes: int, limit: int = 1 << 16) -> int:

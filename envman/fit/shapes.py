@@ -25,6 +25,29 @@ class Linear:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """One UNet block in forward order."""
+
+    kind: str  # down | mid | up
+    channels: int
+    scale: int  # latent downsampling of this block's resolution (1, 2, 4, 8)
+    resnets: tuple[tuple[int, int], ...]  # (in, out) channels of each ResnetBlock2D
+    attn_layers: int  # BasicTransformerBlocks per Transformer2DModel after each resnet (0: none)
+    heads: int
+    sample: str = ""  # down | up | "" (a stride-2 conv / nearest-upsample + conv after the block)
+
+
+@dataclass(frozen=True)
+class UNetShape:
+    stages: tuple[Stage, ...]
+    in_channels: int
+    cross_dim: int
+    text_tokens: int = 77
+    controlnet: bool = False  # ControlNetModel: a trainable copy of the down and mid blocks beside a frozen UNet
+    cond_channels: tuple[int, ...] = ()  # ControlNet conditioning embedding widths (at image resolution)
+
+
+@dataclass(frozen=True)
 class Arch:
     family: str  # gpt2 | llama (llama, mistral, qwen2, gemma2, phi3) | bert | vit | resnet | clip | whisper
     task: str  # causal-lm | masked-lm | image-classification | clip | speech-seq2seq
@@ -59,6 +82,7 @@ class Arch:
     active_params: int = 0  # parameters one token passes through (MoE: k of E experts); 0: all
     ssm_state: int = 0  # mamba: state size N
     expand: int = 0  # mamba: inner width = expand × hidden
+    unet: UNetShape | None = None  # diffusion UNet / ControlNet: its blocks (towers: the frozen pipeline parts)
 
     @cached_property  # frozen dataclass: cached in the instance __dict__, asked hundreds of times per run
     def matmul_params(self) -> int:

@@ -170,9 +170,9 @@ def test_a_mixtral_relabelled_mistral_is_still_a_mixture_of_experts():
     assert abs(arch.active_params - 12.9e9) / 12.9e9 < 0.02  # 2 of 8 experts per token
 
 
-def test_diffusion_configs_are_refused_with_a_pointer_to_params():
-    with pytest.raises(ArchError, match=r"diffusion .* --params N"):
-        arch_from_config({"_class_name": "UNet2DConditionModel", "_diffusers_version": "0.30.0"})
+def test_a_diffusers_class_envman_does_not_model_is_refused_with_a_pointer_to_params():
+    with pytest.raises(ArchError, match=r"not a diffusion denoiser .* --params N"):
+        arch_from_config({"_class_name": "UVit2DModel", "_diffusers_version": "0.30.0"})
 
 
 def test_a_classification_head_comes_from_architectures():

