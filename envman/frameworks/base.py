@@ -53,3 +53,6 @@ class Framework:
     # the packages its own wheel index may serve (torch's index: torch, its companions, triton); nothing else is
     # ever looked up there (lock/uv.py pins just these names to it, beside every nvidia-* wheel)
     index_packages: tuple[str, ...] = ()
+    # other frameworks' distributions a repository may name beside this one, kept on the CPU in the same image
+    # (JAX on the GPU, TensorFlow for tf.data input pipelines): (distribution, the CPU distribution installed)
+    cpu_beside: tuple[tuple[str, str], ...] = ()

@@ -135,8 +135,8 @@ def test_the_registry_holds_the_toy_only_while_registered(toy_dir):
         m = load_matrix(toy_dir)
         with pytest.raises(ValueError, match="already registered"):
             frameworks.register(TOY)
-    assert [f.name for f in frameworks.registered()] == ["torch", "tensorflow"]
-    assert list(m.frameworks) == ["torch", "tensorflow", "toyfw"]
+    assert [f.name for f in frameworks.registered()] == ["torch", "tensorflow", "jax"]
+    assert list(m.frameworks) == ["torch", "tensorflow", "jax", "toyfw"]
     assert [str(r.version) for r in m.frameworks["toyfw"]] == ["1.2.0", "1.1.0"]
     assert [v.name for v in m.frameworks["toyfw"][0].variants] == ["cu128", "cpu"]
 
