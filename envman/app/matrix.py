@@ -105,6 +105,19 @@ def discover_refresh(project: str, index_url: str | None = None, wheel: Path | N
             return DiscoveredRefresh((f"= tensorflow: the matrix has every release on {index_url}",), "", None, (), path)
         new, report = plan_tf_text(m, old, props, index_url)
         return _refresh(mdir, path, old, new, report)
+    if project == "jax":
+        from datetime import date
+
+        from envman.matrix.discover_jax import FIRST, discover_jax, plan_jax_text, toolkits
+
+        path = mdir / "jax.yaml"
+        old = path.read_text(encoding="utf-8")
+        rels = discover_jax(index_url, FIRST, Version(version) if version else None)
+        if version:  # one release: compared with the matrix, nothing written
+            return DiscoveredRefresh(tuple(f"= jax {r.version}: {', '.join(b.name + ' ' + b.cuda(toolkits(m)) for b in r.builds)}"
+                                           for r in rels), "", None, (), path)
+        new, report = plan_jax_text(m, old, rels, index_url, date.today().isoformat())
+        return _refresh(mdir, path, old, new, report)
     if project != "torch":
         found = find_outdated(m, index_url, (project,))[0]
         lines = tuple(f"+ {project} {v}: on the index, not a companion of any torch patch in the matrix (pair it by hand)"

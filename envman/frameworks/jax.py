@@ -18,8 +18,11 @@ from envman.model import FrameworkRelease, Resolution, Variant
 JAXLIB = "jaxlib"
 PLUGIN = "jax-cuda{}-plugin"
 BUILDS = ("cuda12", "cuda13")  # the extras jax publishes, one per CUDA major
-# jax's TPU extra: a TPU stack, which a GPU image cannot be
-TPU_EXTRA = "tpu"
+# the extras of jax that choose a CUDA plugin (jax[cuda] is cuda12's old name; -local: the plugin without nvidia-*)
+CUDA_EXTRAS = (("cuda12", "12"), ("cuda13", "13"), ("cuda", "12"), ("cuda12-pip", "12"), ("cuda12-local", "12"),
+               ("cuda13-local", "13"))
+REFUSED_EXTRAS = (("tpu", "a TPU stack (libtpu): envman builds images for NVIDIA GPUs and the CPU, and neither runs "
+                          "it"),)
 # what a repository names beside jax for its input pipelines (tf.data, tensorflow-datasets): TensorFlow on
 # the CPU, in the same image; the GPU-capable wheel would take the GPU's memory and load the nvidia-* wheels
 CPU_BESIDE = (("tensorflow", "tensorflow-cpu"), ("tensorflow-gpu", "tensorflow-cpu"),
@@ -104,8 +107,10 @@ JAX = Framework(
     matrix_file="jax.yaml",
     load_releases=load_releases,
     distributions=("jax",),
-    companions=(JAXLIB, *(PLUGIN.format(m) for m in (12, 13)), "jax-cuda12-pjrt", "jax-cuda13-pjrt"),
+    companions=(JAXLIB, *(PLUGIN.format(m) for m in (12, 13))),  # the pjrt wheel is pinned by the plugin
     pins=pins,
     pins_cuda_wheels=False,  # the plugin's [with-cuda] extra asks for nvidia-*>= floors only
     cpu_beside=CPU_BESIDE,
+    cuda_extras=CUDA_EXTRAS,
+    refused_extras=REFUSED_EXTRAS,
 )

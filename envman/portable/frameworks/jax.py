@@ -221,7 +221,7 @@ def _observe_libraries(obs: dict[str, Any], build: str) -> None:
 def _observe_build(obs: dict[str, Any], jax: Any) -> None:
     """What jaxlib was built with, from the plugin's own version module (no GPU needed)."""
     try:
-        from jax._src.lib import cuda_versions  # type: ignore[import-not-found]
+        from jax._src.lib import cuda_versions
 
         if cuda_versions is not None:
             obs["build_cudnn"] = cudnn_text(cuda_versions.cudnn_build_version())
