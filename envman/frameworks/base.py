@@ -63,6 +63,9 @@ class Framework:
     cuda_extras: tuple[tuple[str, str], ...] = ()
     # extras that name hardware no envman image serves (jax[tpu]): (extra, why) — a requirement with one is refused
     refused_extras: tuple[tuple[str, str], ...] = ()
+    # the share of each GPU the framework's allocator claims by default, and the variable that changes it
+    # (JAX: XLA preallocates 75%, XLA_PYTHON_CLIENT_MEM_FRACTION); None: the whole GPU (torch, TensorFlow)
+    memory_fraction: tuple[str, float] | None = None
 
     def refusal(self, req: Requirement, origin: str) -> UsageError | None:
         """The error for a requirement of this framework that asks for an extra no image can serve."""

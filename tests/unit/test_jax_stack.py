@@ -176,3 +176,27 @@ def test_jax_tpu_is_refused_in_one_line(tmp_path):
                               "NVIDIA GPUs and the CPU, and neither runs it")
     assert exc.value.hint.startswith("name the GPU build instead (jax[cuda12], jax[cuda13] or plain jax for the CPU)")
     assert not (d / "envman.yaml").exists()
+
+
+# ---------------------------------------------------------------------------- envman fit
+def test_fit_budgets_a_jax_project_with_xlas_preallocated_share(tmp_path):
+    from envman.app.fit import FitOptions, run_fit
+
+    def fit(spec: dict | None):
+        d = tmp_path / str(len(list(tmp_path.iterdir())))
+        d.mkdir()
+        if spec is not None:
+            (d / "envman.yaml").write_text(yaml.safe_dump(spec))
+        res = run_fit(FitOptions(path=str(d), model="gpt2", batch=8, targets=("h100",)))
+        return res.targets[0], res.notes
+
+    h100 = 80 * 2**30
+    plain, notes = fit(None)
+    assert plain.usable_bytes == int(h100 * 0.9) and not any("allocator" in n for n in notes)
+    jax, notes = fit({"name": "t", "framework": "jax>=0.7", "targets": ["h100"]})
+    assert jax.usable_bytes == int(h100 * 0.75)
+    assert "jax project: its allocator uses 75% of each GPU (jax's default; XLA_PYTHON_CLIENT_MEM_FRACTION changes it)" in notes
+    raised, notes = fit({"name": "t", "framework": "jax", "targets": ["h100"], "env": {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.85"}})
+    assert raised.usable_bytes == int(h100 * 0.85) and any("XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 in envman.yaml env" in n for n in notes)
+    torch, notes = fit({"name": "t", "framework": "torch", "targets": ["h100"]})
+    assert torch.usable_bytes == plain.usable_bytes
