@@ -9,7 +9,7 @@ from pathlib import Path
 
 from envman.errors import UsageError
 
-SUBJECTS = ("torch", "tensorflow", "gpus", "cuda", "cudnn", "base-images")
+SUBJECTS = ("torch", "tensorflow", "jax", "gpus", "cuda", "cudnn", "base-images")
 
 
 def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
@@ -44,7 +44,7 @@ def _rows(m, subject: str) -> tuple[list[str], list[list[str]]]:
             [[g.id, g.name, str(g.cc), f"{g.memory_gib:g}" if g.memory_gib else "", g.segment, ", ".join(g.aliases)]
              for g in sorted(m.gpus, key=lambda g: (g.segment, g.cc, g.id))],
         )
-    if subject in ("torch", "tensorflow"):
+    if subject in ("torch", "tensorflow", "jax"):
         rows = []
         for r in m.frameworks[subject]:
             for v in r.variants:
@@ -292,7 +292,7 @@ def show_matrix_data(subject: str, matrix=None) -> list[dict]:
     def cc(x) -> str | None:
         return str(x) if x is not None else None
 
-    if subject in ("torch", "tensorflow"):
+    if subject in ("torch", "tensorflow", "jax"):
         out = []
         for r in m.frameworks[subject]:
             for v in r.variants:
