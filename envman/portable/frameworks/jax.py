@@ -26,6 +26,7 @@ from .base import (
     skip,
     split_local,
 )
+from .jax_doctor import CHECKS, installed_jax, probe_jax
 
 BUILDS = ("cuda12", "cuda13")
 KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")  # the plugin's libraries with CUDA kernels
@@ -328,4 +329,4 @@ def observe_jax(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
     return obs
 
 
-PLUGIN = Plugin("jax", observe_jax, evaluate_jax, evaluate_jax_gpu)
+PLUGIN = Plugin("jax", observe_jax, evaluate_jax, evaluate_jax_gpu, installed_jax, probe_jax, ("jax",), CHECKS)
