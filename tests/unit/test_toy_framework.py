@@ -209,7 +209,7 @@ def test_the_smoke_program_dispatches_to_the_toy_plugin():
     assert missing["exit_code"] == 1 and "toyfw does not import: ModuleNotFoundError" in missing["checks"][1]["detail"]
     unknown = smoke.evaluate(EXPECT, GPU_ENV, {}, {})  # unregistered again
     assert unknown["exit_code"] == 1
-    assert unknown["checks"][1]["detail"] == "the smoke test knows torch and tensorflow"
+    assert unknown["checks"][1]["detail"] == "the smoke test knows torch, tensorflow, jax"
 
 
 def test_the_doctor_judges_an_installed_toy(toy_matrix, tmp_path):
