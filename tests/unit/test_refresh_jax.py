@@ -1,4 +1,4 @@
-"""`envman matrix refresh jax` against a local PEP 691 index (tests/unit/test_refresh_index.py's server): jax's
+"""`envman matrix sync jax` against a local PEP 691 index (tests/unit/test_refresh_index.py's server): jax's
 METADATA names the plugin per CUDA major, the plugin's METADATA its nvidia-* floors, and the SASS/PTX come from
 the fat binaries of the plugin's kernel libraries, each range-read out of the wheel. The regenerated jax.yaml
 is validated by the loader before anything is written."""
@@ -72,7 +72,7 @@ def test_refresh_reads_every_build_from_the_wheels_and_writes_a_file_the_loader_
     notes = "# --- cross-checks (kept by a refresh) ---\n# pjrt measured by hand\n# --- end of cross-checks ---\n"
     f = matrix_dir / "jax.yaml"
     f.write_text(f.read_text().replace("schema: 1\n", notes + "schema: 1\n"))
-    out = envman("matrix", "refresh", "jax", "--index-url", index.url, "--write", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "jax", "--index-url", index.url, "--write", env_dir=matrix_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "+ jax 0.13.0: new release (cuda12, cuda13)" in out.stdout
     assert "- jax 0.12.0: in the matrix, no CUDA build on the index any more" in out.stdout
@@ -94,7 +94,7 @@ def test_refresh_reads_every_build_from_the_wheels_and_writes_a_file_the_loader_
 def test_refresh_of_one_version_only_reports(index, tmp_path, matrix_dir):
     serve_jax(index, tmp_path)
     before = (matrix_dir / "jax.yaml").read_text()
-    out = envman("matrix", "refresh", "jax", "--index-url", index.url, "--version", "0.13.0", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "jax", "--index-url", index.url, "--version", "0.13.0", env_dir=matrix_dir)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["= jax 0.13.0: cuda12 12.8, cuda13 13.0"]
     assert (matrix_dir / "jax.yaml").read_text() == before
