@@ -90,6 +90,10 @@ def _cuda_from_extras(fw: str, r: Req, inf: Inference, seen: list[tuple[str, str
         major = majors.get(canonicalize_name(e))
         if major is not None:
             seen.append((f"{r.origin}: {r.req}", major))
+        elif majors and canonicalize_name(e).startswith("cuda"):  # jax[cuda11_cudnn86]: Google's storage, not PyPI
+            inf.notes.append(f"{r.origin}: {r.req}: '{e}' is not one of {fw}'s CUDA builds on PyPI "
+                             f"({', '.join(sorted({x for x in majors if '-' not in x}))}): the stack installs the one "
+                             "envman resolves")
     if len({m for _, m in seen}) > 1:
         (a, ma), (b, mb) = seen[0], next(x for x in seen if x[1] != seen[0][1])
         raise UsageError(f"{a} asks for CUDA {ma} and {b} for CUDA {mb}", hint="keep one CUDA extra")

@@ -200,3 +200,14 @@ def test_fit_budgets_a_jax_project_with_xlas_preallocated_share(tmp_path):
     assert raised.usable_bytes == int(h100 * 0.85) and any("XLA_PYTHON_CLIENT_MEM_FRACTION=0.85 in envman.yaml env" in n for n in notes)
     torch, notes = fit({"name": "t", "framework": "torch", "targets": ["h100"]})
     assert torch.usable_bytes == plain.usable_bytes
+
+
+def test_a_cuda_extra_pypi_never_had_is_said(m):
+    """vision_transformer's vit_jax/requirements.txt: jax[cuda11_cudnn86] from Google's storage (--find-links)."""
+    from envman.project.infer import infer_framework, load_dependents
+
+    inf = infer_framework(reqs("jax[cuda11_cudnn86]>=0.4.2", "tensorflow-cpu>=2.4.0"), [],
+                          {k: list(v) for k, v in m.frameworks.items()}, load_dependents())
+    assert inf.framework == "jax>=0.4.2" and inf.cuda is None and not inf.cpu
+    assert ("requirements.txt:1: jax[cuda11_cudnn86]>=0.4.2: 'cuda11_cudnn86' is not one of jax's CUDA builds on PyPI "
+            "(cuda, cuda12, cuda13): the stack installs the one envman resolves") in inf.notes
