@@ -35,7 +35,7 @@ def plugin_meta(major: int) -> str:
     return (f"Metadata-Version: 2.4\nName: jax-cuda{major}-plugin\nVersion: 0.13.0\n"
             f"Requires-Dist: jax-cuda{major}-pjrt==0.13.0\nProvides-Extra: with-cuda\n"
             f'Requires-Dist: nvidia-cublas{n}>={major}.0.0.19; sys_platform == "linux" and extra == "with-cuda"\n'
-            f'Requires-Dist: nvidia-cuda-runtime{n}>={major}.{8 if major == 12 else 0}.48; extra == "with-cuda"\n'
+            f'Requires-Dist: nvidia-cuda-runtime{n}>={major}.{6 if major == 12 else 0}.77; extra == "with-cuda"\n'
             f'Requires-Dist: nvidia-cudnn-cu{major}<10.0,>=9.14.0.64; extra == "with-cuda"\n'
             f'Requires-Dist: nvidia-nccl-cu{major}>=2.28.3; extra == "with-cuda"\n\n')
 
@@ -81,7 +81,7 @@ def test_refresh_reads_every_build_from_the_wheels_and_writes_a_file_the_loader_
     c13, c12 = rel.variant("cuda13"), rel.variant("cuda12")
     assert [a.sm for a in c13.archs] == ["sm_75", "sm_80", "sm_90", "sm_100", "sm_110", "sm_120"]
     assert [a.sm for a in c13.ptx] == ["sm_120"] and (str(c13.cuda), c13.cudnn, c13.nccl) == ("13.0", "9.14", "2.28")
-    # the cuda12 floors name 12.8, and sm_100/sm_120 need 12.8's nvcc too
+    # the cuda12 floors name 12.6, but sm_100/sm_120 SASS needs 12.8's nvcc: the oldest toolkit that fits both
     assert str(c12.cuda) == "12.8" and [a.sm for a in c12.archs][-2:] == ["sm_100", "sm_120"]
     text = (matrix_dir / "jax.yaml").read_text()
     assert 'ptx_isa: "9.0"' in text and "_prng.so, _linalg.so" in text
