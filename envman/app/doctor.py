@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from envman import __version__
+from envman import __version__, frameworks
 from envman.errors import UsageError
 from envman.files import write_atomic
 from envman.portable.doctor.knowledge import (
@@ -99,13 +99,16 @@ def _save(path: Path, k: Knowledge) -> None:
 def knowledge_from_matrix(m: Matrix) -> Knowledge:
     """The adapter: plain strings and tuples out of the validated Matrix model."""
     rels: dict[str, tuple[Release, ...]] = {}
+    # builds installed through an extra named like them (jax[cuda13]): the framework's CUDA extras
+    extras = {f.name: {e for e, _ in f.cuda_extras} for f in frameworks.registered()}
     for fw, lst in m.frameworks.items():
         rels[fw] = tuple(
             Release(
                 fw, str(r.version), r.package, tuple(r.python), r.numpy_abi, r.pypi_default, tuple(r.companions),
                 tuple(
                     Build(v.name, str(v.cuda) if v.cuda is not None else None, v.cudnn, v.nccl,
-                          tuple(a.sm for a in v.archs), tuple(a.sm for a in v.ptx), v.index_url, _cudnn_floor(m, v))
+                          tuple(a.sm for a in v.archs), tuple(a.sm for a in v.ptx), v.index_url, _cudnn_floor(m, v),
+                          v.name if v.name in extras.get(fw, ()) else None)
                     for v in r.variants
                 ),
                 tuple(r.extras),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -177,8 +178,8 @@ def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tup
 
 
 def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: float, mfu: float | None,
-            global_batch: int | None) -> TargetFit:
-    usable = int(gpu.memory_bytes * (1 - margin_pct / 100))
+            global_batch: int | None, fraction: float = 1.0) -> TargetFit:
+    usable = int(gpu.memory_bytes * min(1 - margin_pct / 100, fraction))
     notes: list[str] = []
     if setup.precision.startswith("bf16") and not gpu.bf16:
         notes.append(f"bf16 needs compute capability ≥ 8.0; {gpu.name} is {gpu.cc}: use fp16-mixed or fp32")
@@ -274,15 +275,41 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
     return name, source, arch, entry, setup, replace(est, notes=tuple(notes) + est.notes)
 
 
+def _framework_fraction(path: str) -> tuple[float, str | None]:
+    """The share of each GPU the project's framework lets its allocator use (envman.yaml's framework and env):
+    JAX's XLA preallocates 75% unless XLA_PYTHON_CLIENT_MEM_FRACTION says otherwise. The formulas are the same
+    for every framework; only this budget differs."""
+    from envman import frameworks
+    from envman.project.spec import load_spec
+
+    try:
+        spec = load_spec(Path(path))
+    except Exception:  # noqa: BLE001 - fit works without a project; init and lock report a bad envman.yaml
+        return 1.0, None
+    name = re.split(r"[\s\[<>=!~;]", spec.framework.strip(), maxsplit=1)[0].lower() if spec and spec.framework else ""
+    fw = frameworks.by_alias(name) if name else None
+    if fw is None or fw.memory_fraction is None:
+        return 1.0, None
+    var, default = fw.memory_fraction
+    raw = dict(spec.env).get(var) if spec is not None else None
+    try:
+        fraction = float(raw) if raw is not None else default
+    except ValueError:
+        fraction = default
+    how = f"{var}={raw} in envman.yaml env" if raw is not None else f"{fw.name}'s default; {var} changes it"
+    return fraction, f"{fw.name} project: its allocator uses {fraction:.0%} of each GPU ({how})"
+
+
 def run_fit(opts: FitOptions) -> FitResult:
     name, source, arch, entry, setup, est = estimate_run(opts)
     target_names, tnote = _targets(opts)
-    notes = list(est.notes) + ([tnote] if tnote else [])
+    fraction, fnote = _framework_fraction(opts.path)
+    notes = list(est.notes) + ([tnote] if tnote else []) + ([fnote] if fnote else [])
     if not arch.validated and arch.family != "params" and not any("not validated" in n for n in notes):
         notes.append(f"{arch.family}: the activation model is not validated against a traced step (docs/fit.md)")
-    fits = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch)
+    fits = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)
                  for g in gpu_specs(target_names)) if target_names else ()
-    compare = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch)
+    compare = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)
                     for g in gpu_specs(opts.compare)) if opts.compare else ()
     first = (fits or compare)[0] if (fits or compare) else None
     advice: tuple[Lever, ...] = ()

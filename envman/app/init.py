@@ -115,7 +115,7 @@ def _found_notes(found, opts: InitOptions) -> list[str]:
     if inf.framework:
         notes.append(f"framework constraint from the repository: {inf.framework}")
     elif not opts.framework:
-        notes.append("no framework (torch, tensorflow) named by the repository, directly or through a package that "
+        notes.append("no framework (torch, tensorflow, jax) named by the repository, directly or through a package that "
                      "pulls one: the image has none; pass --framework or set framework in envman.yaml if it needs one")
     if found.python:
         notes.append(f"Python constraint from the repository: {found.python}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from envman.errors import UsageError
 
-SUBJECTS = ("torch", "tensorflow", "gpus", "cuda", "cudnn", "base-images")
+SUBJECTS = ("torch", "tensorflow", "jax", "gpus", "cuda", "cudnn", "base-images")
 
 
 def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
@@ -44,7 +44,7 @@ def _rows(m, subject: str) -> tuple[list[str], list[list[str]]]:
             [[g.id, g.name, str(g.cc), f"{g.memory_gib:g}" if g.memory_gib else "", g.segment, ", ".join(g.aliases)]
              for g in sorted(m.gpus, key=lambda g: (g.segment, g.cc, g.id))],
         )
-    if subject in ("torch", "tensorflow"):
+    if subject in ("torch", "tensorflow", "jax"):
         rows = []
         for r in m.frameworks[subject]:
             for v in r.variants:
@@ -104,6 +104,19 @@ def discover_refresh(project: str, index_url: str | None = None, wheel: Path | N
         if not props:
             return DiscoveredRefresh((f"= tensorflow: the matrix has every release on {index_url}",), "", None, (), path)
         new, report = plan_tf_text(m, old, props, index_url)
+        return _refresh(mdir, path, old, new, report)
+    if project == "jax":
+        from datetime import date
+
+        from envman.matrix.discover_jax import FIRST, discover_jax, plan_jax_text, toolkits
+
+        path = mdir / "jax.yaml"
+        old = path.read_text(encoding="utf-8")
+        rels = discover_jax(index_url, FIRST, Version(version) if version else None)
+        if version:  # one release: compared with the matrix, nothing written
+            return DiscoveredRefresh(tuple(f"= jax {r.version}: {', '.join(b.name + ' ' + b.cuda(toolkits(m)) for b in r.builds)}"
+                                           for r in rels), "", None, (), path)
+        new, report = plan_jax_text(m, old, rels, index_url, date.today().isoformat())
         return _refresh(mdir, path, old, new, report)
     if project != "torch":
         found = find_outdated(m, index_url, (project,))[0]
@@ -279,7 +292,7 @@ def show_matrix_data(subject: str, matrix=None) -> list[dict]:
     def cc(x) -> str | None:
         return str(x) if x is not None else None
 
-    if subject in ("torch", "tensorflow"):
+    if subject in ("torch", "tensorflow", "jax"):
         out = []
         for r in m.frameworks[subject]:
             for v in r.variants:

@@ -10,7 +10,7 @@ import typer
 
 from envman.errors import EXIT_DATA, EXIT_USER
 
-PROJECTS = ("torch", "torchvision", "torchaudio", "tensorflow")
+PROJECTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax")
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
     @matrix.command("show")
     def show(
-        subject: str = typer.Argument(..., help="torch | tensorflow | gpus | cuda | cudnn | base-images"),
+        subject: str = typer.Argument(..., help="torch | tensorflow | jax | gpus | cuda | cudnn | base-images"),
         as_json: bool = typer.Option(False, "--json", help="Print as JSON"),
     ) -> None:
         """Print one subject of the matrix as a table."""
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     def sync_cmd(
         sources: Optional[list[str]] = typer.Argument(
             None, help="nvidia-gpus | torch-builds | cuda-drivers | nvidia-pypi (default: all four), or one PyPI "
-                       "project: torch | torchvision | torchaudio | tensorflow"),
+                       "project: torch | torchvision | torchaudio | tensorflow | jax"),
         live: bool = typer.Option(False, "--live", help="Read the sources themselves (GitHub, NVIDIA, PyPI) and renew "
                                                        "their snapshots in matrices/sources/"),
         git_dir: Optional[Path] = typer.Option(None, "--git-dir", help="A clone of the source repository to read "
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
 
     @matrix.command("refresh", hidden=True)
     def refresh(
-        project: str = typer.Argument("torch", help="torch | torchvision | torchaudio | tensorflow"),
+        project: str = typer.Argument("torch", help="torch | torchvision | torchaudio | tensorflow | jax"),
         index_url: Optional[str] = typer.Option(None, "--index-url"),
         version: Optional[str] = typer.Option(None, "--version"),
         wheel: Optional[Path] = typer.Option(None, "--wheel"),

@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from envman.frameworks.base import Framework, exact_pins
+from envman.frameworks.jax import JAX
 from envman.frameworks.tensorflow import TENSORFLOW
 from envman.frameworks.torch import TORCH
 
-FRAMEWORKS: tuple[Framework, ...] = (TORCH, TENSORFLOW)
+FRAMEWORKS: tuple[Framework, ...] = (TORCH, TENSORFLOW, JAX)
 
 _registry: list[Framework] = list(FRAMEWORKS)
 

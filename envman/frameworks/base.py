@@ -11,6 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from envman._validate import Ctx
 from envman.errors import UsageError
 from envman.model import FrameworkRelease, Resolution
@@ -53,3 +56,28 @@ class Framework:
     # the packages its own wheel index may serve (torch's index: torch, its companions, triton); nothing else is
     # ever looked up there (lock/uv.py pins just these names to it, beside every nvidia-* wheel)
     index_packages: tuple[str, ...] = ()
+    # other frameworks' distributions a repository may name beside this one, kept on the CPU in the same image
+    # (JAX on the GPU, TensorFlow for tf.data input pipelines): (distribution, the CPU distribution installed)
+    cpu_beside: tuple[tuple[str, str], ...] = ()
+    # extras of the framework's distribution that choose a CUDA major (jax[cuda12] -> "12")
+    cuda_extras: tuple[tuple[str, str], ...] = ()
+    # extras that name hardware no envman image serves (jax[tpu]): (extra, why) — a requirement with one is refused
+    refused_extras: tuple[tuple[str, str], ...] = ()
+    # the share of each GPU the framework's allocator claims by default, and the variable that changes it
+    # (JAX: XLA preallocates 75%, XLA_PYTHON_CLIENT_MEM_FRACTION); None: the whole GPU (torch, TensorFlow)
+    memory_fraction: tuple[str, float] | None = None
+
+    def refusal(self, req: Requirement, origin: str) -> UsageError | None:
+        """The error for a requirement of this framework that asks for an extra no image can serve."""
+        why = next((w for e, w in self.refused_extras if e in {canonicalize_name(x) for x in req.extras}), None)
+        if why is None:
+            return None
+        return UsageError(f"{origin}: {req}: {why}",
+                          hint=f"name the GPU build instead ({', '.join(f'{self.name}[{e}]' for e, _ in self.cuda_extras[:2])}"
+                          f" or plain {self.name} for the CPU), or keep that line in a file envman skips (requirements-tpu.txt)")
+
+
+def on_cpu(req: Requirement, cpu_dist: str) -> Requirement:
+    """``tensorflow>=2.15; python_version>='3.9'`` as ``tensorflow-cpu>=2.15; …``: the same range, the CPU wheel."""
+    marker = f"; {req.marker}" if req.marker is not None else ""
+    return Requirement(f"{cpu_dist}{req.specifier}{marker}")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envman import frameworks
 from envman.errors import UsageError
+from envman.frameworks.base import on_cpu
 from envman.model import Resolution, ToolkitWheels
 from envman.project.requirements import Req
 
@@ -23,8 +26,15 @@ def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: 
     comp = dict(res.companions)
     dists = frameworks.by_distribution()
     rest: list[Req] = []
+    host = frameworks.get(res.framework) if res.framework is not None else None
     for r in reqs:
         fw = dists.get(r.name)
+        if host is not None and fw is not None and fw != host.name and r.name in dict(host.cpu_beside):
+            # tensorflow beside jax: the same range, the CPU wheel (the GPU one would take the GPU and its libraries)
+            rest.append(replace(r, req=on_cpu(r.req, dict(host.cpu_beside)[r.name]), raw=None))
+            continue
+        if host is not None and fw == host.name and (err := host.refusal(r.req, r.origin)) is not None:
+            raise err
         if fw is not None or r.name in comp:
             chosen = str(res.version) if fw is not None else comp.get(r.name)
             label = f"{res.framework} {res.version} ({res.variant})" if fw is not None else f"{r.name} {chosen}"

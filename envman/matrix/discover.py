@@ -21,12 +21,12 @@ from envman.matrix.index import DEFAULT_INDEX, IndexFile, Project, fetch_project
 from envman.matrix.wheel import WheelFacts, facts_from_text
 from envman.model import Matrix, Variant
 
-PROJECTS = ("torch", "torchvision", "torchaudio", "tensorflow")
+PROJECTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax")
 
 
 def known_versions(matrix: Matrix, project: str) -> set[Version]:
     """The releases of ``project`` the matrix names (companions count for torchvision/torchaudio)."""
-    if project in ("torch", "tensorflow"):
+    if project in ("torch", "tensorflow", "jax"):
         return {r.version for r in matrix.frameworks.get(project, ())}
     return {Version(v) for r in matrix.frameworks.get("torch", ()) for c, v in r.companions if c == project and v}
 

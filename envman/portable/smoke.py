@@ -173,7 +173,7 @@ def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, 
     if plugin is not None:
         checks += plugin.evaluate(expect, fw_obs)
     elif fw is not None:
-        checks.append(check("framework", False, fw["name"], None, "the smoke test knows " + " and ".join(frameworks.names())))
+        checks.append(check("framework", False, fw["name"], None, "the smoke test knows " + ", ".join(frameworks.names())))
     checks += evaluate_imports(expect, import_obs)
     checks += evaluate_doctor(doctor)
     if visible and plugin is not None and not stack_is_cpu_only(expect):

@@ -14,6 +14,7 @@ from packaging.specifiers import SpecifierSet
 
 from envman import frameworks
 from envman.errors import UsageError
+from envman.frameworks.base import on_cpu
 from envman.project.infer import Inference, infer_framework, load_dependents
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
@@ -203,7 +204,7 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
         d.inference = infer_framework(optional, variants, releases, dependents)
         if d.inference.name:
             d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
-    _say_jax(d, all_reqs)
+    _keep_beside(d, extra)
     locked = read_uv_lock(root)
     if locked:
         _narrow_to_lock(d, locked, basis, variants, releases, dependents)
@@ -211,12 +212,17 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     return d
 
 
-def _say_jax(d: Discovery, reqs: list) -> None:
-    jax = next((r for r in reqs if r.name in ("jax", "jaxlib", "flax")), None)
-    if jax is not None:
-        d.warnings.append(f"{jax.origin}: {jax.req}: a JAX repository; envman manages torch and tensorflow only: {jax.name} "
-                          "is installed from PyPI as written (CPU-only unless it names its CUDA extra, e.g. jax[cuda12]) and "
-                          "the CUDA stack is chosen for " + (d.inference.name or "no framework"))
+def _keep_beside(d: Discovery, extra: list[Found]) -> None:
+    """Another framework's lines kept on the CPU beside the inferred one (tensorflow beside jax) stay in the
+    packages copied from pyproject/setup.py/conda, as their CPU distribution; requirement files are re-read at
+    lock time, which does the same."""
+    name = d.inference.name
+    copied = {id(r) for fd in extra for r in fd.reqs}
+    for r in d.inference.beside:
+        cpu = dict(frameworks.get(name).cpu_beside).get(r.name) if name else None
+        line = str(on_cpu(r.req, cpu)) if cpu else r.line
+        if id(r) in copied and line not in d.packages:
+            d.packages.append(line)
 
 
 def _narrow_to_lock(d: Discovery, locked: dict[str, list[str]], reqs: list, variants: list, releases: dict[str, list],

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envman import frameworks
@@ -54,6 +55,51 @@ class Inference:
     cuda: str | None = None  # "11.8" when a range comes with a CUDA pin (conda pytorch-cuda=11.8)
     companions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    beside: list[Req] = field(default_factory=list)  # another framework's lines, kept on the CPU beside this one
+
+
+def _cpu_beside(reqs: list[Req], dependents: tuple[Dependent, ...], inf: Inference) -> list[Req]:
+    """A repository that names a framework which keeps another on the CPU in its image (JAX on the GPU, TensorFlow
+    for its tf.data input pipelines) infers the first: the other's lines are said once and left out of the
+    inference. Returns the requirements the inference reads."""
+    dists = frameworks.by_distribution()
+    plain = {d.package: d.framework for d in dependents if d.extra is None}
+    named = {dists.get(r.name) or plain.get(r.name) for r in reqs} - {None}
+    for host in sorted(n for n in named if n in {f.name for f in frameworks.registered()}):
+        beside = dict(frameworks.get(host).cpu_beside)
+        guests = [r for r in reqs if r.name in beside]
+        if not guests or named - {host} - {dists[r.name] for r in guests}:
+            continue
+        inf.beside = guests
+        shown = ", ".join(f"{r.origin}: {r.req}" for r in guests)
+        cpu = sorted({beside[r.name] for r in guests})
+        inf.notes.append(f"{shown}: beside {host}, one image: {host} on the GPU, {dists[guests[0].name]} on the CPU "
+                         f"(installed as {', '.join(cpu)}, for input pipelines)")
+        return [r for r in reqs if r not in guests]
+    return reqs
+
+
+def _cuda_from_extras(fw: str, r: Req, inf: Inference, seen: list[tuple[str, str]]) -> None:
+    """``jax[cuda12]`` names its CUDA major; ``jax[tpu]`` is refused."""
+    f = frameworks.get(fw)
+    err = f.refusal(r.req, r.origin)
+    if err is not None:
+        raise err
+    majors = dict(f.cuda_extras)
+    for e in sorted(r.req.extras):
+        major = majors.get(canonicalize_name(e))
+        if major is not None:
+            seen.append((f"{r.origin}: {r.req}", major))
+        elif majors and canonicalize_name(e).startswith("cuda"):  # jax[cuda11_cudnn86]: Google's storage, not PyPI
+            inf.notes.append(f"{r.origin}: {r.req}: '{e}' is not one of {fw}'s CUDA builds on PyPI "
+                             f"({', '.join(sorted({x for x in majors if '-' not in x}))}): the stack installs the one "
+                             "envman resolves")
+    if len({m for _, m in seen}) > 1:
+        (a, ma), (b, mb) = seen[0], next(x for x in seen if x[1] != seen[0][1])
+        raise UsageError(f"{a} asks for CUDA {ma} and {b} for CUDA {mb}", hint="keep one CUDA extra")
+    if seen and inf.cuda is None:
+        inf.cuda = seen[0][1]
+        inf.notes.append(f"{seen[0][0]}: the CUDA {seen[0][1]} build (cuda: '{seen[0][1]}')")
 
 
 def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:
@@ -76,10 +122,13 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     a: Req | str  # two requirements, then two origins, in the messages that refuse
     b: Req | str
     direct: dict[str, list[tuple[Req, SpecifierSet]]] = {}
+    reqs = _cpu_beside(reqs, dependents, inf)
+    extras: list[tuple[str, str]] = []
     for r in reqs:
         fw = frameworks.by_distribution().get(r.name)
         if fw is None:
             continue
+        _cuda_from_extras(fw, r, inf, extras)
         spec, variant = _split_local(r)
         direct.setdefault(fw, []).append((r, spec))
         if r.name == "tensorflow-cpu" or variant == "cpu":
@@ -119,7 +168,7 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             constraints.append((r.origin, str(r.req), spec))
     # a companion pin steers the framework: torchvision==0.20.1 exists only beside torch 2.5.1
     for r in reqs:
-        if r.name in frameworks.companions() and name == "torch":
+        if r.name in _companions_of(name):
             if r.name not in inf.companions and not r.origin.endswith(")"):
                 inf.companions.append(r.name)
             spec, _ = _split_local(r)
@@ -127,16 +176,16 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
                   and spec.contains(dict(rel.companions)[r.name], prereleases=True)]
             if not ok:
                 known = sorted((rel.version, dict(rel.companions).get(r.name)) for rel in rels if dict(rel.companions).get(r.name))
-                span = f" (envman knows {r.name} {known[0][1]}…{known[-1][1]}, beside torch {known[0][0]}…{known[-1][0]})" if known else ""
-                raise UsageError(f"{r.origin}: {r.req} has no release beside any torch in envman's matrix{span}",
+                span = f" (envman knows {r.name} {known[0][1]}…{known[-1][1]}, beside {name} {known[0][0]}…{known[-1][0]})" if known else ""
+                raise UsageError(f"{r.origin}: {r.req} has no release beside any {name} in envman's matrix{span}",
                                  hint=f"relax {r.name}'s pin, or drop it and let envman choose the matching one")
             if len(ok) == len(rels):
                 continue
             constraints.append((r.origin, str(r.req), _exact_set(ok, [rel.version for rel in rels])))
             if len(r.req.specifier):
-                inf.notes.append(f"{r.origin}: {r.req} exists beside torch " + ", ".join(str(v) for v in sorted(ok)))
+                inf.notes.append(f"{r.origin}: {r.req} exists beside {name} " + ", ".join(str(v) for v in sorted(ok)))
             else:
-                inf.notes.append(f"{r.origin}: {r.name} is released beside torch {min(ok)}…{max(ok)} only; the range is narrowed to those")
+                inf.notes.append(f"{r.origin}: {r.name} is released beside {name} {min(ok)}…{max(ok)} only; the range is narrowed to those")
     for i, (oa, la, sa) in enumerate(constraints):
         for ob, lb, sb in constraints[i + 1:]:
             both = [v for v in allowed if (sa & sb).contains(v, prereleases=True)]
@@ -170,6 +219,10 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             inf.cuda = f"{digits[:-1]}.{digits[-1]}"
         inf.notes.append(f"CUDA variant {inf.variant} from {asked}")
     return inf
+
+
+def _companions_of(name: str) -> tuple[str, ...]:
+    return next((f.companions for f in frameworks.registered() if f.name == name), ())
 
 
 def _exact_set(versions: list[Version], every: list[Version]) -> SpecifierSet:

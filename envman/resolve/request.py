@@ -53,6 +53,16 @@ def parse_framework(text: str | None, known: tuple[str, ...], field: str = "--fr
     return name, req.specifier, variant, raw
 
 
+def _extra_cuda(name: str | None, text: str | None) -> str | None:
+    """The CUDA major an extra of the framework names: ``jax[cuda12]>=0.6`` -> "12" (None: no such extra)."""
+    if name is None or text is None:
+        return None
+    majors = dict(frameworks.get(name).cuda_extras) if name in {f.name for f in frameworks.registered()} else {}
+    m = re.match(r"\s*[\w.-]+\s*\[([^\]]*)\]", text)
+    extras = [e.strip().lower().replace("_", "-") for e in m.group(1).split(",")] if m else []
+    return next((majors[e] for e in extras if e in majors), None)
+
+
 def parse_python(text: str | None, field: str = "--python") -> SpecifierSet:
     if text is None or str(text).strip() == "":
         return SpecifierSet()
@@ -119,7 +129,7 @@ def build_request(
         python=parse_python(python, f["python"]),
         targets=() if cpu else parse_targets(matrix, list(targets)),
         driver=parse_driver(driver, f["driver"]),
-        cuda=parse_cuda(cuda, f["cuda"]),
+        cuda=parse_cuda(cuda if cuda is not None else _extra_cuda(name, framework), f["cuda"]),
         variant=variant,
         cpu=cpu,
         cuda_devel=cuda_devel,

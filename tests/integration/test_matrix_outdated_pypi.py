@@ -21,13 +21,13 @@ def test_outdated_against_pypi_reports_every_project():
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode in (0, 1), out.stderr
     lines = out.stdout.splitlines()
-    names = ["torch", "torchvision", "torchaudio", "tensorflow", "nvidia-gpus", "torch-builds", "cuda-drivers", "nvidia-pypi"]
+    names = ["torch", "torchvision", "torchaudio", "tensorflow", "jax", "nvidia-gpus", "torch-builds", "cuda-drivers", "nvidia-pypi"]
     assert [ln.split(":", 1)[0] for ln in lines] == names
     project = re.compile(r"^[a-z]+: (up to date \([\w.]+\)|[\w.]+(, [\w.]+)* on the index; the matrix knows [\w.]+)$")
     source = re.compile(r"^[a-z-]+: (up to date|newer|unreachable) \(.+\)$")  # unreachable: GitHub, where only PyPI is
-    assert all(project.match(ln) for ln in lines[:4]) and all(source.match(ln) for ln in lines[4:]), lines
-    assert (out.returncode == 1) == (any("on the index" in ln for ln in lines[:4]) or
-                                     any(not ln.split(": ", 1)[1].startswith("up to date") for ln in lines[4:]))
+    assert all(project.match(ln) for ln in lines[:5]) and all(source.match(ln) for ln in lines[5:]), lines
+    assert (out.returncode == 1) == (any("on the index" in ln for ln in lines[:5]) or
+                                     any(not ln.split(": ", 1)[1].startswith("up to date") for ln in lines[5:]))
     js = subprocess.run([sys.executable, "-m", "envman.cli.main", "matrix", "outdated", "--json"],
                         capture_output=True, text=True, env=env, timeout=300)
     assert js.returncode == out.returncode

@@ -302,11 +302,9 @@ def test_requirements_folder_of_feature_sets_beside_pyproject_is_not_installed(i
             "(pyproject.toml); name it under requirements: in envman.yaml to use it") in out.notes
 
 
-def test_a_jax_repository_is_said(init):
+def test_a_jax_repository_gets_a_jax_stack(init):  # the mixed JAX + TensorFlow cases: tests/unit/test_jax_stack.py
     d, out, spec = init("jax-repo")
-    assert spec["framework"] == "tensorflow>=2.15"
-    assert any(n.startswith("requirements.txt:1: jax>=0.4.20: a JAX repository; envman manages torch and tensorflow only")
-               for n in out.notes)
+    assert spec["framework"] == "jax>=0.4.20" and out.resolution.framework == "jax"
 
 
 # --- issue #11's repositories as patterns (the slow builds: tests/integration/test_build_repos.py) -----------

@@ -271,6 +271,7 @@ def test_outdated_exits_1_naming_each_newer_final_release(index, tmp_path, matri
     index.project("torchaudio", {}, False, ["torchaudio-2.11.0-cp311-cp311-manylinux_2_28_x86_64.whl"])
     index.project("tensorflow", {}, False, ["tensorflow-2.21.0-cp311-cp311-manylinux_2_27_x86_64.whl",
                                             "tensorflow-2.22.0rc0-cp311-cp311-manylinux_2_27_x86_64.whl"])
+    index.project("jax", {}, False, ["jax-0.12.0-py3-none-any.whl"])
     out = envman("matrix", "outdated", "--index-url", index.url, env_dir=matrix_dir)
     assert out.returncode == 1, out.stderr
     assert out.stdout.splitlines() == [
@@ -278,6 +279,7 @@ def test_outdated_exits_1_naming_each_newer_final_release(index, tmp_path, matri
         "torchvision: up to date (0.29.1)",
         "torchaudio: up to date (2.11.0)",
         "tensorflow: up to date (2.21.0)",
+        "jax: up to date (0.12.0)",
     ]
     index.project("torch", {}, False, ["torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"])
     out = envman("matrix", "outdated", "--index-url", index.url, "--json", env_dir=matrix_dir)

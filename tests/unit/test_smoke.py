@@ -258,9 +258,9 @@ def test_tensorflow_gpu_matmul():
 
 
 def test_unknown_framework_fails():
-    exp = dict(EXPECT_TF, framework={"name": "jax", "version": "0.4.30", "variant": "cu125"})
+    exp = dict(EXPECT_TF, framework={"name": "mxnet", "version": "1.9.1", "variant": "cu112"})
     assert failed(smoke.evaluate(exp, NO_GPU_ENV, {}, {}))["framework"]["detail"] == \
-        "the smoke test knows torch and tensorflow"
+        "the smoke test knows torch, tensorflow, jax"
 
 
 # ------------------------------------------------------------------------------------------ the script

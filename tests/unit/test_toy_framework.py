@@ -135,8 +135,8 @@ def test_the_registry_holds_the_toy_only_while_registered(toy_dir):
         m = load_matrix(toy_dir)
         with pytest.raises(ValueError, match="already registered"):
             frameworks.register(TOY)
-    assert [f.name for f in frameworks.registered()] == ["torch", "tensorflow"]
-    assert list(m.frameworks) == ["torch", "tensorflow", "toyfw"]
+    assert [f.name for f in frameworks.registered()] == ["torch", "tensorflow", "jax"]
+    assert list(m.frameworks) == ["torch", "tensorflow", "jax", "toyfw"]
     assert [str(r.version) for r in m.frameworks["toyfw"]] == ["1.2.0", "1.1.0"]
     assert [v.name for v in m.frameworks["toyfw"][0].variants] == ["cu128", "cpu"]
 
@@ -209,7 +209,7 @@ def test_the_smoke_program_dispatches_to_the_toy_plugin():
     assert missing["exit_code"] == 1 and "toyfw does not import: ModuleNotFoundError" in missing["checks"][1]["detail"]
     unknown = smoke.evaluate(EXPECT, GPU_ENV, {}, {})  # unregistered again
     assert unknown["exit_code"] == 1
-    assert unknown["checks"][1]["detail"] == "the smoke test knows torch and tensorflow"
+    assert unknown["checks"][1]["detail"] == "the smoke test knows torch, tensorflow, jax"
 
 
 def test_the_doctor_judges_an_installed_toy(toy_matrix, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..frameworks import registered as plugins
 from . import (
     checks_container,
     checks_deep,
@@ -55,7 +56,7 @@ def run_checks(facts: dict[str, Any], knowledge: Knowledge | None = None) -> lis
     out: list[Finding] = []
     for name, err in sorted(as_dict(v.f.get("probe_errors")).items()):
         out.append(info("probe-failed", f"probe {name} failed: {err}: what it gathers is not checked"))
-    for check in CHECKS:
+    for check in CHECKS + tuple(c for p in plugins() for c in p.checks):  # then each framework's own
         try:
             out.extend(check(v, k))
         except Exception as exc:  # noqa: BLE001 - a bad fact must not hide every other finding

@@ -108,7 +108,10 @@ def _companions(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
             ))
             continue
         own = _companion_release(k, fw.name, comp, base)
-        cvar = label or (own.pypi_default if own else None)
+        # a companion's build is told by its local label, or by the index it came from; a release whose builds are
+        # chosen otherwise (jax[cuda13] and one jaxlib for every build) has no companion variant to compare
+        by_index = own is not None and any(b.index_url for b in own.builds)
+        cvar = label or (own.pypi_default if own and by_index else None)
         if not cvar or not tv or cvar == tv:
             continue
         cm, tm = variant_cuda(cvar), variant_cuda(tv)

@@ -27,6 +27,7 @@ class Build:
     ptx: tuple[str, ...]
     index_url: str | None
     cudnn_min_cc: tuple[int, int] | None = None  # its cuDNN runs on nothing older (None: unknown or uncertain)
+    extra: str | None = None  # the extra of the release's package that installs this build (jax[cuda13])
 
     @property
     def is_cpu(self) -> bool:
@@ -262,7 +263,7 @@ class Knowledge:
                         "builds": [
                             {"variant": b.variant, "cuda": b.cuda, "cudnn": b.cudnn, "nccl": b.nccl,
                              "archs": list(b.archs), "ptx": list(b.ptx), "index_url": b.index_url,
-                             "cudnn_min_cc": list(b.cudnn_min_cc) if b.cudnn_min_cc else None}
+                             "cudnn_min_cc": list(b.cudnn_min_cc) if b.cudnn_min_cc else None, "extra": b.extra}
                             for b in r.builds
                         ],
                     }
@@ -299,7 +300,7 @@ class Knowledge:
                     tuple(
                         Build(b["variant"], b.get("cuda"), b.get("cudnn"), b.get("nccl"), tuple(b.get("archs", ())),
                               tuple(b.get("ptx", ())), b.get("index_url"),
-                              tuple(b["cudnn_min_cc"]) if b.get("cudnn_min_cc") else None)
+                              tuple(b["cudnn_min_cc"]) if b.get("cudnn_min_cc") else None, b.get("extra"))
                         for b in r.get("builds", ())
                     ),
                     tuple(r.get("extras", ())),

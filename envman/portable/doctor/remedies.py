@@ -19,8 +19,9 @@ def install(rel: Release, build: Build | None = None, v: FactsView | None = None
     move along, or they would stop pairing), ``pip install 'tensorflow[and-cuda]==2.15.1'`` where an extra pulls
     the CUDA wheels, else the release and the CUDA and cuDNN it needs beside it."""
     b = build or gpu_build(rel)
-    if rel.extras:
-        return f"pip install '{rel.package}[{','.join(rel.extras)}]=={rel.version}'"
+    extras = rel.extras or ((b.extra,) if b is not None and b.extra else ())
+    if extras:  # the extra pulls the CUDA wheels (tensorflow[and-cuda]) or the build itself (jax[cuda13])
+        return f"pip install '{rel.package}[{','.join(extras)}]=={rel.version}'"
     parts = [f"{rel.package}=={rel.version}"]
     for comp, ver in rel.companions:
         if v is not None and ver and v.pkg(comp):

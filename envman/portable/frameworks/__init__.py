@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from . import tensorflow, torch
+from . import jax, tensorflow, torch
 from .base import Installed, Plugin
 
-PLUGINS = (torch.PLUGIN, tensorflow.PLUGIN)
+PLUGINS = (torch.PLUGIN, tensorflow.PLUGIN, jax.PLUGIN)
 
 _registry = list(PLUGINS)
 

@@ -86,6 +86,9 @@ class Plugin(NamedTuple):
     probe: Callable[[Mapping[str, Any], Callable[[str, int], Optional[str]]], Optional[dict[str, Any]]] = no_probe
     # pip names that install it (a project's `name==X` pin of one of them pins this framework)
     distributions: Tuple[str, ...] = ()
+    # PURE (FactsView, Knowledge) -> findings: the doctor's checks about this framework alone (JAX: its four wheels
+    # of one release, XLA's preallocation beside TensorFlow); everything generic reads ``installed``
+    checks: Tuple[Callable[[Any, Any], list[Any]], ...] = ()
 
 
 def check(name: str, ok: object, expected: object = None, observed: object = None, detail: str = "",

@@ -1,0 +1,191 @@
+"""JAX in the doctor: what the package probe records (docs/facts.md ``jax``), how the generic checks read it
+(``installed_jax`` -> ``Installed``: the driver, arch, CPU-only, cuDNN and LD_LIBRARY_PATH checks then judge JAX
+like torch), and the checks only JAX needs: jax/jaxlib/plugin/pjrt of one release, one CUDA plugin, JAX and
+TensorFlow sharing one GPU's memory, XLA_FLAGS and JAX_PLATFORMS that defeat the GPU.
+
+Standard library only, nothing imported from jax: versions from the ``*.dist-info`` names, the plugin's SASS from
+the headers of its kernel libraries' fat binaries. The checks take the doctor's FactsView and Knowledge (typed
+``Any`` here: ``doctor.view`` imports this registry)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
+
+from ..doctor.findings import Finding, error, info, warn
+from ..versions import major_minor, vcmp
+from .base import Installed
+
+BUILDS = ("cuda12", "cuda13")
+KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")
+# what TensorFlow installs as (its GPU-capable wheels; tensorflow-cpu never touches the GPU)
+TF_GPU_DISTS = ("tensorflow", "tensorflow-gpu", "tf-nightly")
+# XLA_FLAGS entries that quietly cost a run: (flag, what it does)
+XLA_FLAG_PITFALLS = (
+    ("--xla_dump_to", "dumps every compiled HLO module to that folder: slow steps and a disk that fills"),
+    ("--xla_gpu_cuda_data_dir", "points XLA at a CUDA installation of its own instead of the nvidia-* wheels' "
+                                "ptxas and libdevice: another CUDA than the lock's"),
+    ("--xla_gpu_autotune_level=0", "turns GEMM/convolution autotuning off: slower kernels"),
+)
+
+
+def _ver(dists: Mapping[str, Any], name: str) -> Optional[str]:
+    d = dists.get(name)
+    return str(d[1]) if d else None
+
+
+def _first(dists: Mapping[str, Any], names: tuple[str, ...]) -> Optional[str]:
+    return next((v for v in (_ver(dists, n) for n in names) if v), None)
+
+
+def _archs(dists: Mapping[str, Any], build: str) -> list[str]:
+    from ..fatbin import read_fatbin
+
+    d = dists.get("jax-%s-plugin" % build)
+    if not d:
+        return []
+    where = os.path.join(d[0], "jax_%s_plugin" % build)
+    found: set[str] = set()
+    for name in KERNEL_LIBS:
+        try:
+            found.update(read_fatbin(os.path.join(where, name))["sass"])
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda a: int(re.sub(r"\D", "", a)))
+
+
+def probe_jax(dists: Mapping[str, Any], read: Callable[[str, int], Optional[str]]) -> Optional[dict[str, Any]]:
+    """facts["jax"]: jax, jaxlib, each CUDA plugin and its pjrt, and the nvidia-* wheels of the plugin's CUDA."""
+    if "jax" not in dists:
+        return None
+    rec: dict[str, Any] = {"version": _ver(dists, "jax"), "jaxlib": _ver(dists, "jaxlib"), "plugins": {}}
+    for b in BUILDS:
+        plugin = _ver(dists, "jax-%s-plugin" % b)
+        if plugin:
+            rec["plugins"][b] = {"plugin": plugin, "pjrt": _ver(dists, "jax-%s-pjrt" % b), "arch_list": _archs(dists, b)}
+    build = next(iter(rec["plugins"]), None)
+    if build is not None:
+        m = build[4:]
+        rec["cudnn"] = _first(dists, ("nvidia-cudnn-cu%s" % m, "nvidia-cudnn"))
+        rec["cuda_runtime"] = _first(dists, ("nvidia-cuda-runtime-cu%s" % m, "nvidia-cuda-runtime"))
+    return rec
+
+
+def _build(rec: Mapping[str, Any]) -> Optional[str]:
+    plugins = rec.get("plugins")
+    found = [b for b in BUILDS if isinstance(plugins, dict) and isinstance(plugins.get(b), dict)]
+    return found[-1] if found else None  # two plugins: judged by the newer (jax-two-plugins says the rest)
+
+
+def installed_jax(facts: Mapping[str, Any]) -> Optional[Installed]:
+    rec = facts.get("jax")
+    if not isinstance(rec, dict) or not isinstance(rec.get("version"), str) or not rec["version"].strip():
+        return None
+    build = _build(rec)
+    plugin = rec["plugins"][build] if build else {}
+    runtime = rec.get("cuda_runtime")
+    arch = plugin.get("arch_list")
+    return Installed(
+        "jax", rec["version"].strip(), build or "cpu",
+        major_minor(runtime) if isinstance(runtime, str) and runtime else None,
+        gpu=build is not None, cpu_only=build is None,
+        arch_list=tuple(str(a) for a in arch) if isinstance(arch, list) else (),
+        arch_source="the fat binaries of jax-%s-plugin's kernel libraries" % build if build else "its build info",
+        cudnn=str(rec["cudnn"]) if rec.get("cudnn") else None,
+        cpu_why="jax without jax[cuda12] or jax[cuda13] has no CUDA plugin: XLA runs on the CPU only",
+    )
+
+
+# ============================================================================ checks only JAX needs (pure)
+def check_jax_parts(v: Any, k: Any) -> list[Finding]:
+    """jaxlib, jax-cudaNN-plugin and jax-cudaNN-pjrt are one release. Against a release the matrix knows, the
+    companion check pairs jaxlib and the plugin with jax; the pjrt wheel (pinned by the plugin) is judged here,
+    and so is everything for a release the matrix does not know."""
+    rec = v.f.get("jax")
+    if not isinstance(rec, dict) or not rec.get("version"):
+        return []
+    jax, jaxlib = str(rec["version"]), rec.get("jaxlib")
+    if not jaxlib:
+        return [error("jax-parts-mismatch", f"jax {jax} is installed without jaxlib: it does not import",
+                      f"pip install 'jax[cuda13]=={jax}' (or jax[cuda12], or jax=={jax} for the CPU)")]
+    known = k.release("jax", jax) is not None
+    out: list[Finding] = []
+    if not known and vcmp(jaxlib, jax) > 0:
+        out.append(error("jax-parts-mismatch", f"jaxlib {jaxlib} is newer than jax {jax}: jax refuses a jaxlib newer "
+                                               "than itself at import", f"pip install jax=={jaxlib}"))
+    raw = rec.get("plugins")
+    plugins: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    for b, parts in sorted(plugins.items()):
+        if not isinstance(parts, dict):
+            continue
+        want = parts.get("plugin") if known else jaxlib
+        bad = [f"jax-{b}-{kind} {parts.get(kind) or 'missing'}" for kind in (("pjrt",) if known else ("plugin", "pjrt"))
+               if parts.get(kind) != want]
+        if bad:
+            out.append(error("jax-parts-mismatch", f"{', '.join(bad)} beside jax-{b}-plugin {parts.get('plugin')} and "
+                                                   f"jaxlib {jaxlib}: XLA's CUDA backend of another release fails to "
+                                                   "load, and JAX falls back to the CPU",
+                             f"pip install 'jax[{b}]=={jax}' (it pins jaxlib, the plugin and pjrt to one release)"))
+    if len(plugins) > 1:
+        first = sorted(plugins)[0]
+        out.append(warn("jax-two-plugins", f"two CUDA plugins are installed ({', '.join(sorted(plugins))}): each brings "
+                                           "its own nvidia-* wheels, and JAX uses one",
+                        f"pip uninstall -y jax-{first}-plugin jax-{first}-pjrt"))
+    return out
+
+
+def _tf_on_gpu(v: Any) -> Optional[str]:
+    tf = v.f.get("tensorflow")
+    if not isinstance(tf, dict) or tf.get("is_cuda_build") is False:
+        return None
+    dist = next((d for d in TF_GPU_DISTS if v.pkg(d)), None)
+    return f"{dist} {v.pkg(dist)}" if dist else None
+
+
+def check_jax_beside_tensorflow(v: Any, k: Any) -> list[Finding]:
+    """JAX and a GPU TensorFlow in one process: XLA preallocates 75% of the GPU, TensorFlow takes the rest."""
+    fw = v.framework("jax")
+    tf = _tf_on_gpu(v)
+    if fw is None or not fw.gpu or tf is None or (v.gpus_known and not v.gpus):
+        return []
+    env = v.env
+    jax_ok = env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() == "false" or "XLA_PYTHON_CLIENT_MEM_FRACTION" in env \
+        or env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").lower() == "platform"
+    tf_ok = env.get("TF_FORCE_GPU_ALLOW_GROWTH", "").lower() == "true"
+    if jax_ok and tf_ok:
+        return []
+    unset = [x for x, ok in (("XLA_PYTHON_CLIENT_PREALLOCATE=false", jax_ok), ("TF_FORCE_GPU_ALLOW_GROWTH=true", tf_ok))
+             if not ok]
+    return [warn("jax-tf-gpu-memory",
+                 f"{fw.label} and {tf} share this environment: XLA preallocates 75% of each GPU when JAX starts and "
+                 f"TensorFlow maps the rest, so whichever starts second runs out of memory (not set: {', '.join(unset)})",
+                 f"for tf.data input pipelines: pip uninstall -y {tf.split()[0]} && pip install tensorflow-cpu=="
+                 f"{tf.split()[1]}; else export {' '.join(unset)}")]
+
+
+def check_jax_env(v: Any, k: Any) -> list[Finding]:
+    """JAX_PLATFORMS and XLA_FLAGS that keep a CUDA JAX off the GPU or slow it down."""
+    fw = v.framework("jax")
+    if fw is None:
+        return []
+    out: list[Finding] = []
+    platforms = v.env.get("JAX_PLATFORMS", "").strip().lower()
+    if fw.gpu and v.gpus and platforms and not {"cuda", "gpu"} & set(platforms.split(",")):
+        out.append(warn("jax-platforms", f"JAX_PLATFORMS={platforms}: {fw.label} will not use {v.gpu_summary()}",
+                        "unset JAX_PLATFORMS (or JAX_PLATFORMS=cuda, which fails loudly instead of running on the CPU)"))
+    flags = v.env.get("XLA_FLAGS", "").split()
+    stray = [f for f in flags if not f.startswith("--")]
+    if stray:
+        out.append(error("xla-flags", f"XLA_FLAGS holds {', '.join(stray)}, not a --flag: XLA aborts at start-up "
+                                      "('Unknown flags in XLA_FLAGS')", "write each flag as --name=value"))
+    for flag, why in XLA_FLAG_PITFALLS:
+        hit = next((f for f in flags if f == flag or f.startswith(flag.split("=")[0] + "=") and (
+            "=" not in flag or f == flag)), None)
+        if hit:
+            out.append(info("xla-flags", f"XLA_FLAGS {hit} {why}", f"drop {hit.split('=')[0]} from XLA_FLAGS"))
+    return out
+
+
+CHECKS = (check_jax_parts, check_jax_beside_tensorflow, check_jax_env)
