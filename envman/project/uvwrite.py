@@ -1,0 +1,377 @@
+"""Writing envman's stack into a uv project's own pyproject.toml, so that the user's ``uv lock`` / ``uv sync``
+installs the framework build envman chose: an explicit ``[[tool.uv.index]]`` for the variant's PyTorch index,
+``[tool.uv.sources]`` entries for the framework and the companions the project uses, ``[tool.uv]
+constraint-dependencies`` pinning their versions (the index alone would give its newest release, which the
+matrix may not vouch for), and a ``requires-python`` the release has wheels for.
+
+Text in, text out (tomlkit, which keeps every comment, blank line and quote style it does not touch); the
+caller shows the diff and writes. Rules, so that a second run changes nothing:
+- an index whose URL is the variant's is reused (made explicit); otherwise ``pytorch-<variant>`` is added;
+- a source entry is replaced when it is unconditional or points at a CUDA PyTorch index (the GPU entry of a
+  ``cpu``/``gpu`` extras pair); CPU/ROCm entries under an extra or group are the user's other alternatives and
+  stay; a new entry gets ``marker = "sys_platform == 'linux'"``: the CUDA indexes serve Linux (and Windows)
+  wheels only, so a Mac in the same universal lock takes the PyPI wheel, as uv's PyTorch guide does;
+- when the chosen build is the plain PyPI wheel, those entries are removed instead;
+- a download.pytorch.org index that no source names any more is removed (a non-explicit one would otherwise
+  serve the framework to uv before PyPI does), unless it is the project's ``default`` index.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from envman.errors import UsageError
+from envman.project.sources.uv import index_variant
+
+FILE = "pyproject.toml"
+LINUX = "sys_platform == 'linux'"
+_CONDITIONS = ("extra", "group")
+_NOT_INDEX = ("path", "git", "url", "workspace", "editable")
+
+
+@dataclass(frozen=True)
+class UvTarget:
+    """What the project should install, from envman.lock (or the resolver)."""
+
+    package: str  # the framework's distribution: torch, tensorflow
+    version: str  # its public version: 2.14.1
+    variant: str | None  # cu130, cpu; None for a framework without variants
+    index_url: str | None  # the variant's own index; None: the plain PyPI wheel is this build
+    companions: tuple[tuple[str, str], ...] = ()  # (distribution, public version) of every companion released
+    python_floor: str | None = None  # the lowest Python the release has wheels for (3.10)
+    python: str | None = None  # the stack's Python (3.12): requires-python must allow it
+
+
+@dataclass(frozen=True)
+class UvEdit:
+    text: str
+    changes: tuple[str, ...]  # one line per change, for the user
+
+
+def edit_pyproject(text: str, target: UvTarget) -> UvEdit:
+    """The pyproject.toml text with ``target`` written in, and what changed. Raises UsageError naming the
+    table or key when the project cannot take it (no [project] table, a path/git source for the framework)."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError as exc:
+        raise UsageError(f"{FILE}: not valid TOML ({exc})", hint="fix the file (uv cannot read it either)") from None
+    project = doc.get("project")
+    if not isinstance(project, dict):
+        raise UsageError(f"{FILE}: no [project] table, so this is not a uv project",
+                         hint="uv projects declare [project] (uv init writes it); envman init reads other layouts")
+    changes: list[str] = []
+    uv = _table(doc, "tool", "uv")
+    dists = _managed(doc, uv, target)
+    name, new_index = _choose_index(uv, target, changes) if target.index_url else (None, None)
+    for dist in dists:
+        _set_sources(uv, dist, name, target, changes)
+    if new_index is not None:  # after the sources, which name it: the order uv's documentation shows
+        _append_index(uv, new_index)
+    _drop_orphan_indexes(uv, changes)
+    _set_constraints(uv, dict(_pins(target, dists)), changes)
+    _set_requires_python(project, target, changes)
+    out = tomlkit.dumps(doc)
+    return UvEdit(out if changes else text, tuple(changes))
+
+
+# --- which distributions ---------------------------------------------------------------------------
+
+
+def _requirement_names(doc: Any) -> set[str]:
+    proj = doc.get("project") or {}
+    lists = [proj.get("dependencies") or []]
+    lists += list((proj.get("optional-dependencies") or {}).values())
+    lists += list((doc.get("dependency-groups") or {}).values())
+    names: set[str] = set()
+    for deps in lists:
+        for d in deps if isinstance(deps, list) else []:
+            try:
+                names.add(canonicalize_name(Requirement(str(d)).name))
+            except InvalidRequirement:
+                continue  # not envman's to judge here: uv says so when it reads the file
+    return names
+
+
+def _managed(doc: Any, uv: Any, target: UvTarget) -> list[str]:
+    """The framework (always: a constraint reaches it even as a dependency of a dependency) and the
+    companions the project names, in a dependency list or in its sources."""
+    named = _requirement_names(doc) | {canonicalize_name(k) for k in (uv.get("sources") or {})}
+    return [target.package] + [c for c, _ in target.companions if canonicalize_name(c) in named]
+
+
+def _pins(target: UvTarget, dists: list[str]) -> list[tuple[str, str]]:
+    versions = {target.package: target.version, **dict(target.companions)}
+    return [(d, f"{d}=={versions[d]}") for d in dists]
+
+
+# --- tables ------------------------------------------------------------------------------------------
+
+
+def _table(doc: Any, *path: str) -> Any:
+    import tomlkit
+
+    t = doc
+    for key in path:
+        if key not in t:
+            t[key] = tomlkit.table(is_super_table=True)
+        t = t[key]
+        if not isinstance(t, dict):
+            raise UsageError(f"{FILE}: {'.'.join(path)} is not a table", hint="fix the file (uv cannot read it either)")
+    return t
+
+
+def _put(table: Any, key: str, value: Any) -> None:
+    """Set ``key`` in place, or right after the table's last key = value line: appended, it would land after
+    the blank line and any comment that introduce the next table (a table of sub-tables only: tomlkit places it)."""
+    from tomlkit.items import AoT, Table
+
+    if key in table:
+        table[key] = value
+        return
+    plain = [k.key for k, item in table.value.body if k is not None and not isinstance(item, (Table, AoT))]
+    if plain:
+        table.value._insert_after(plain[-1], key, value)
+    else:
+        table[key] = value
+
+
+def _indexes(uv: Any) -> list[Any]:
+    raw = uv.get("index")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise UsageError(f"{FILE}: tool.uv.index is not an array of tables", hint="write it as [[tool.uv.index]] entries")
+    return [i for i in raw if isinstance(i, dict)]
+
+
+def _same_url(a: object, b: str) -> bool:
+    return isinstance(a, str) and a.strip().rstrip("/") == b.strip().rstrip("/")
+
+
+def _choose_index(uv: Any, target: UvTarget, changes: list[str]) -> tuple[str, Any]:
+    """The name of the variant's index, and the new ``[[tool.uv.index]]`` entry to append (None: reused)."""
+    import tomlkit
+
+    assert target.index_url is not None
+    indexes = _indexes(uv)
+    for entry in indexes:
+        if _same_url(entry.get("url"), target.index_url):
+            if entry.get("explicit") is not True:
+                entry["explicit"] = True
+                changes.append(f"tool.uv.index {entry.get('name')}: explicit = true (it serves only what a source names)")
+            return str(entry.get("name")), None
+    taken = {str(e.get("name")) for e in indexes}
+    base = f"pytorch-{target.variant}" if target.variant else f"{target.package}-index"
+    name = next(n for n in (base, *(f"{base}-{i}" for i in range(2, 100))) if n not in taken)
+    entry = tomlkit.table()
+    entry["name"] = name
+    entry["url"] = target.index_url
+    entry["explicit"] = True
+    changes.append(f"tool.uv.index {name}: {target.index_url} (explicit: only the packages sourced from it)")
+    return name, entry
+
+
+def _append_index(uv: Any, entry: Any) -> None:
+    import tomlkit
+
+    if "index" not in uv:
+        _blank_line(uv)
+        uv["index"] = tomlkit.aot()
+    uv["index"].append(entry)
+
+
+def _blank_line(table: Any) -> None:
+    """A blank line before a table added after key = value lines (tomlkit adds none there)."""
+    import tomlkit
+    from tomlkit.items import AoT, Table, Whitespace
+
+    body = table.value.body
+    last = body[-1][1] if body else None
+    if isinstance(last, Table):
+        _blank_line(last)  # the blank line belongs at the end of the sub-table the new one follows
+    elif isinstance(last, AoT) and last.body:
+        _blank_line(last.body[-1])
+    elif last is not None and not isinstance(last, Whitespace):
+        table.add(tomlkit.nl())
+
+
+def _index_urls(uv: Any) -> dict[str, str]:
+    return {str(e.get("name")): str(e.get("url")) for e in _indexes(uv) if isinstance(e.get("url"), str)}
+
+
+# --- sources -----------------------------------------------------------------------------------------
+
+
+def _entries(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _replaceable(entry: Any, ours: str | None, urls: dict[str, str]) -> bool:
+    """The entry that stands for the GPU build: unconditional, or on a CUDA PyTorch index, or ours."""
+    index = entry.get("index")
+    if ours is not None and index == ours:
+        return True
+    variant = index_variant(urls.get(str(index), ""))
+    return not any(k in entry for k in _CONDITIONS) or bool(variant and variant.startswith("cu"))
+
+
+def _check_entries(dist: str, entries: list[Any]) -> None:
+    for e in entries:
+        if not isinstance(e, dict):
+            raise UsageError(f"{FILE}: tool.uv.sources.{dist}: {e!r} is not a table", hint="fix the file")
+        kind = next((k for k in _NOT_INDEX if k in e), None)
+        if kind is not None:
+            raise UsageError(f"{FILE}: tool.uv.sources.{dist} is a {kind} source; envman writes index sources only",
+                             hint="remove that source to let envman name the framework's index, or keep it and "
+                                  "do not run `envman uv write` on this project")
+
+
+def _set_sources(uv: Any, dist: str, ours: str | None, target: UvTarget, changes: list[str]) -> None:
+    import tomlkit
+
+    sources = uv.get("sources")
+    current = sources.get(dist) if isinstance(sources, dict) else None
+    entries = _entries(current) if current is not None else []
+    _check_entries(dist, entries)
+    urls = _index_urls(uv)
+    hits = [e for e in entries if _replaceable(e, ours, urls)]
+    if entries and not hits and ours is not None:
+        raise UsageError(f"{FILE}: tool.uv.sources.{dist}: every entry is conditional and none is a CUDA index, so "
+                         "envman cannot tell which one the GPU build replaces",
+                         hint="add the GPU entry yourself (e.g. extra = \"gpu\") or remove the entries, then run it again")
+    if ours is None:  # the plain PyPI wheel is the build: no source may send it elsewhere
+        keep = [e for e in entries if e not in hits]
+        if hits:
+            changes.append(f"tool.uv.sources.{dist}: {len(hits)} entr{'y' if len(hits) == 1 else 'ies'} removed "
+                           f"({target.package} {target.version} {target.variant or ''} is the plain PyPI wheel)".replace("  ", " "))
+            _write_entries(uv, dist, keep)
+        return
+    stale = [e for e in hits if e.get("index") != ours]
+    for e in stale:
+        e["index"] = ours
+    if stale:
+        changes.append(f"tool.uv.sources.{dist}: index = \"{ours}\"")
+    if not entries:
+        # parsed rather than built, for the spacing uv's own documentation and most projects use: { a = 1 }
+        entry = tomlkit.parse(f"x = {{ index = {tomlkit.string(ours).as_string()}, marker = \"{LINUX}\" }}\n")["x"]
+        if "sources" not in uv:
+            _blank_line(uv)
+        _put(_table(uv, "sources"), dist, entry)
+        changes.append(f"tool.uv.sources.{dist}: {{ index = \"{ours}\", marker = \"{LINUX}\" }}")
+
+
+def _write_entries(uv: Any, dist: str, keep: list[Any]) -> None:
+    sources = uv["sources"]
+    if not keep:
+        del sources[dist]
+        if not sources:
+            del uv["sources"]
+    elif isinstance(sources[dist], list):
+        arr = sources[dist]
+        for e in [e for e in arr if e not in keep]:
+            arr.remove(e)
+        if len(arr) == 1 and len(keep) == 1:
+            sources[dist] = keep[0]
+
+
+def _referenced(uv: Any) -> set[str]:
+    sources = uv.get("sources")
+    out = set()
+    for value in (sources.values() if isinstance(sources, dict) else []):
+        out |= {str(e.get("index")) for e in _entries(value) if isinstance(e, dict) and "index" in e}
+    return out
+
+
+def _drop_orphan_indexes(uv: Any, changes: list[str]) -> None:
+    used = _referenced(uv)
+    raw = uv.get("index")
+    if not isinstance(raw, list):
+        return
+    for entry in [e for e in raw if isinstance(e, dict)]:
+        url = entry.get("url")
+        if (isinstance(url, str) and index_variant(url) and str(entry.get("name")) not in used
+                and entry.get("default") is not True):
+            raw.remove(entry)
+            changes.append(f"tool.uv.index {entry.get('name')}: removed ({url}: no source names it any more)")
+    if not raw:
+        del uv["index"]
+
+
+# --- versions ----------------------------------------------------------------------------------------
+
+
+def _set_constraints(uv: Any, pins: dict[str, str], changes: list[str]) -> None:
+    import tomlkit
+
+    current = uv.get("constraint-dependencies")
+    if current is not None and not isinstance(current, list):
+        raise UsageError(f"{FILE}: tool.uv.constraint-dependencies is not a list", hint="fix the file")
+    lines = [str(c) for c in (current or [])]
+    wanted = set(pins.values())
+    kept: list[str] = []
+    dropped: list[str] = []
+    for line in lines:
+        try:
+            name = canonicalize_name(Requirement(line).name)
+        except InvalidRequirement:
+            kept.append(line)
+            continue
+        (dropped if name in pins and line not in wanted else kept).append(line)
+    added = [p for p in pins.values() if p not in kept]
+    if not added and not dropped:
+        return
+    arr = tomlkit.array()
+    arr.extend(kept + added)
+    if len(arr) > 2:
+        arr.multiline(True)
+    _put(uv, "constraint-dependencies", arr)
+    changes.append("tool.uv.constraint-dependencies: " + ", ".join(added)
+                   + (f" (was {', '.join(dropped)})" if dropped else ""))
+
+
+_LOWER = re.compile(r"^\s*(>=|>)\s*([0-9][0-9.]*)\s*$")
+
+
+def _floor_below(clause: str, floor: Version) -> bool:
+    """``>=3.8`` is a floor below 3.10 (replaced by the new floor); ``<4`` or ``!=3.11.0`` is not a floor."""
+    m = _LOWER.match(clause)
+    return m is not None and Version(m.group(2)) < floor
+
+
+def _set_requires_python(project: Any, target: UvTarget, changes: list[str]) -> None:
+    """Raise the floor to the lowest Python the release has wheels for: uv locks for every Python the
+    project allows, and a Python without a framework wheel would make it refuse (or pick an older release)."""
+    if target.python_floor is None:
+        return
+    floor = Version(target.python_floor)
+    raw = project.get("requires-python")
+    if raw is None:
+        project["requires-python"] = f">={floor}"
+        changes.append(f"project.requires-python: >={floor} ({target.package} {target.version} has wheels from Python {floor})")
+        return
+    try:
+        spec = SpecifierSet(str(raw))
+    except InvalidSpecifier:
+        raise UsageError(f"{FILE}: project.requires-python {str(raw)!r} is not a version specifier",
+                         hint="write it as e.g. \">=3.10\"") from None
+    if target.python and not spec.contains(target.python, prereleases=True):
+        raise UsageError(f"{FILE}: project.requires-python {str(raw)!r} excludes Python {target.python}, the stack's",
+                         hint="widen requires-python, or set python: in envman.yaml and run `envman lock` again")
+    below = [f"{floor.major}.{m}.{p}" for m in range(floor.minor) for p in (0, 99)]
+    if not any(spec.contains(v, prereleases=True) for v in below):
+        return
+    rest = [str(s) for s in spec if not _floor_below(str(s), floor)]
+    new = ",".join([f">={floor}"] + sorted(rest))
+    project["requires-python"] = new
+    changes.append(f"project.requires-python: {new} (was {str(raw)!r}; {target.package} {target.version} has no "
+                   f"wheels below Python {floor})")
