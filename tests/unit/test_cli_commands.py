@@ -9,14 +9,16 @@ import typer
 from envman.cli.main import app
 
 CLI = Path(__file__).resolve().parents[2] / "envman" / "cli"
-NOT_COMMANDS = {"__init__", "main", "output", "entry"}
+NOT_COMMANDS = {"__init__", "main", "output", "entry", "mcpserver"}  # mcpserver: the server `envman mcp` runs
 
 
 def test_one_module_per_command_and_each_is_registered():
     modules = {p.stem for p in CLI.glob("*.py")} - NOT_COMMANDS
     commands = typer.main.get_command(app).commands
     assert set(commands) == modules
-    assert list(commands) == ["resolve", "init", "lock", "build", "smoke", "fetch", "doctor", "fit", "matrix", "ci"]
+    # typer lists plain commands first, then the groups (matrix, ci, uv), each in registration order
+    assert list(commands) == ["resolve", "init", "lock", "build", "smoke", "fetch", "doctor", "fit", "mcp", "matrix", "ci",
+                             "uv"]
 
 
 def test_main_registers_without_a_fallback():
