@@ -33,8 +33,13 @@ class UvPlan:
         return self.before == self.after
 
     def diff(self) -> str:
-        return "".join(difflib.unified_diff(self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
-                                            f"{PYPROJECT} (now)", f"{PYPROJECT} (envman's stack)"))
+        """The change as a unified diff, for display: a URL's credentials in the context lines are cut
+        (``https://bob:TOKEN@host`` → ``https://host``), as in every line envman prints; the file keeps them."""
+        from envman.redact import redact
+
+        return redact("".join(difflib.unified_diff(self.before.splitlines(keepends=True),
+                                                   self.after.splitlines(keepends=True),
+                                                   f"{PYPROJECT} (now)", f"{PYPROJECT} (envman's stack)")))
 
 
 def lock_name(profile: str | None) -> str:
@@ -55,8 +60,10 @@ def plan_uv_write(root: Path, profile: str | None = None, matrix: Matrix | None 
 
         matrix = load_matrix()
     target, source, notes = _target(root, profile, matrix)
+    from envman.redact import redact
+
     edit = edit_pyproject(before, target)
-    return UvPlan(path, before, edit.text, edit.changes, source, tuple(notes))
+    return UvPlan(path, before, edit.text, tuple(redact(c) for c in edit.changes), source, tuple(notes))
 
 
 def write_uv_plan(plan: UvPlan) -> None:

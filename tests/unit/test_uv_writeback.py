@@ -238,3 +238,16 @@ def test_without_a_lock_the_resolver_answers_for_envman_yaml(tmp_path):
     assert plan.source == "the resolver (envman.yaml): torch 2.14.1 cu126"  # V100 (sm_70) is not in cu130's list
     assert any("no envman.lock yet" in n for n in plan.notes)
     assert 'url = "https://download.pytorch.org/whl/cu126"' in plan.after
+
+
+def test_a_token_in_the_project_file_is_kept_there_and_never_printed(tmp_path, capsys):
+    from envman.cli.main import main
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "t"\nversion = "0"\nrequires-python = ">=3.11"\ndependencies = ["torch"]\n\n'
+        '[[tool.uv.index]]\nname = "internal"\nurl = "https://bob:TOKEN@pypi.internal/simple"\n')
+    _lock(tmp_path)
+    assert main(["uv", "write", str(tmp_path), "--yes"]) == 0
+    out = capsys.readouterr()
+    assert "TOKEN" not in out.out + out.err and "https://pypi.internal/simple" in out.out  # a context line
+    assert 'url = "https://bob:TOKEN@pypi.internal/simple"' in (tmp_path / "pyproject.toml").read_text()
