@@ -81,30 +81,37 @@ def build_server() -> MCPServer:
         return _answer(ask.doctor_answer, project, facts_file, deep)
 
     @server.tool(annotations=READING)
-    def fit(model: Annotated[Optional[str], Field(description="A model id (llama-3.1-8b, qwen2.5-7b, gpt2, vit-b-16 …) "
+    def fit(model: Annotated[Optional[str], Field(description="A model id (llama-3.1-8b, qwen2.5-7b, gpt2, vit-base …) "
                                                   "or the path of a Hugging Face config.json")] = None,
             params: Annotated[Optional[int], Field(description="Parameter count, when there is no model id")] = None,
-            method: Annotated[str, Field(description="full | lora | qlora | freeze")] = "full",
-            precision: Annotated[str, Field(description="fp32 | bf16 | fp16 | bf16-mixed | fp16-mixed")] = "bf16-mixed",
-            optimizer: Annotated[str, Field(description="adamw | adamw-8bit | sgd | sgd-momentum | adafactor | lion")] = "adamw",
+            stack: Annotated[Optional[str], Field(description="hf-trainer | accelerate | torch-amp | peft-lora | "
+                                                  "peft-qlora | deepspeed-zero1/2/3[-offload] | fsdp2 | litgpt")] = None,
+            method: Annotated[Optional[str], Field(description="full | lora | qlora | freeze (default: the stack's, "
+                                                   "else full)")] = None,
+            precision: Annotated[Optional[str], Field(description="fp32 | bf16 | fp16 | bf16-mixed | fp16-mixed "
+                                                      "(default: the stack's)")] = None,
+            optimizer: Annotated[Optional[str], Field(description="adamw | adamw-8bit | paged-adamw | sgd | "
+                                                      "sgd-momentum | adafactor | lion")] = None,
             batch: Annotated[int, Field(description="Micro-batch per GPU", ge=1)] = 1,
-            seq: Annotated[Optional[int], Field(description="Sequence length in tokens", ge=1)] = None,
-            grad_checkpointing: bool = False,
+            seq: Annotated[Optional[int], Field(description="Tokens per sample", ge=1)] = None,
+            grad_checkpointing: Annotated[Optional[bool], Field(description="default: the stack's")] = None,
             lora_rank: Annotated[int, Field(ge=1)] = 16,
-            gpus: Annotated[int, Field(description="GPUs the run is sharded or replicated over", ge=1)] = 1,
-            shard: Annotated[str, Field(description="none | ddp | zero1 | zero2 | zero3 | fsdp")] = "none",
+            gpus: Annotated[int, Field(description="Data-parallel GPUs", ge=1)] = 1,
+            shard: Annotated[Optional[str], Field(description="none | ddp | zero1 | zero2 | zero3 | fsdp")] = None,
+            attention: Annotated[str, Field(description="auto (SDPA, what transformers picks) | eager | flash")] = "auto",
             global_batch: Annotated[Optional[int], Field(ge=1)] = None,
             targets: Annotated[list[str], Field(description="GPUs to judge it on; empty: this machine's GPUs (if "
                                                 "any) beside h100, a100, rtx-4090 and l4")] = [],  # noqa: B006
             ) -> dict[str, Any]:
         """Will this training run fit in GPU memory: the per-GPU peak and its breakdown (weights, gradients,
-        optimizer, activations), fits/headroom/largest micro-batch per GPU, and ranked levers when it does not fit."""
+        optimizer, activations), fits/headroom/largest micro-batch per GPU, and ranked levers when it does not fit
+        (`envman fit --json`)."""
         from envman.app.fit import DEFAULT_COMPARE, FitOptions
 
-        opts = FitOptions(model=model, params=params, method=method, precision=precision, optimizer=optimizer,
-                          batch=batch, seq=seq, grad_checkpointing=grad_checkpointing, lora_rank=lora_rank, gpus=gpus,
-                          shard=shard, global_batch=global_batch, targets=tuple(targets),
-                          compare=() if targets else DEFAULT_COMPARE)
+        opts = FitOptions(model=model, params=params, stack=stack, method=method, precision=precision,
+                          optimizer=optimizer, batch=batch, seq=seq, grad_checkpointing=grad_checkpointing,
+                          lora_rank=lora_rank, gpus=gpus, shard=shard, attention=attention, global_batch=global_batch,
+                          targets=tuple(targets), compare=() if targets else DEFAULT_COMPARE)
         return _answer(ask.fit_answer, opts)
 
     @server.tool(annotations=READING)
