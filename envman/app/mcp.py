@@ -64,6 +64,17 @@ def doctor_answer(project: str = ".", facts_file: str | None = None, deep: bool 
     return run_doctor(project, facts_file=facts_file, deep=deep).to_json()
 
 
+def dockerfile_answer(paths: tuple[str, ...], project: str = ".", targets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Each Dockerfile judged before it is built (`envman doctor --dockerfile … --json`): what its image would
+    install, against the target GPUs (envman.yaml's, else this machine's)."""
+    from envman.app.doctor import run_dockerfile_doctor
+
+    if not paths:
+        raise UsageError("no Dockerfile named", hint="pass paths: a Dockerfile, or a project directory")
+    reports = run_dockerfile_doctor(list(paths), project=project, targets=list(targets))
+    return {"schema": 1, "dockerfiles": [r.to_json() for r in reports]}
+
+
 def fit_answer(opts) -> dict[str, Any]:
     """Will this training run fit (`envman fit --json`). ``opts``: an app.fit.FitOptions."""
     from envman.app.fit import result_dict, run_fit

@@ -81,6 +81,15 @@ def build_server() -> MCPServer:
         return _answer(ask.doctor_answer, project, facts_file, deep)
 
     @server.tool(annotations=READING)
+    def diagnose_dockerfile(paths: Annotated[list[str], Field(description="Dockerfiles, or project directories "
+                                                              "(their own Dockerfiles)", min_length=1)],
+                            project: Project = ".", targets: Targets = []) -> dict[str, Any]:  # noqa: B006
+        """A Dockerfile judged before it is built: its base image, CUDA and the framework wheels it installs
+        against the target GPUs (envman.yaml's targets, else this machine's): findings with the fix for each
+        (`envman doctor --dockerfile --json`)."""
+        return _answer(ask.dockerfile_answer, tuple(paths), project, tuple(targets))
+
+    @server.tool(annotations=READING)
     def fit(model: Annotated[Optional[str], Field(description="A model id (llama-3.1-8b, qwen2.5-7b, gpt2, vit-base …) "
                                                   "or the path of a Hugging Face config.json")] = None,
             params: Annotated[Optional[int], Field(description="Parameter count, when there is no model id")] = None,

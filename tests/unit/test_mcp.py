@@ -17,7 +17,8 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from envman.cli.mcpserver import build_server  # noqa: E402
 
 FACTS = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
-TOOLS = {"resolve_stack", "explain_refusal", "doctor", "fit", "install_command", "uv_project_diff", "write_uv_project"}
+TOOLS = {"resolve_stack", "explain_refusal", "doctor", "diagnose_dockerfile", "fit", "install_command", "uv_project_diff",
+         "write_uv_project"}
 
 
 @pytest.fixture(autouse=True)
@@ -87,6 +88,17 @@ def test_doctor_judges_a_facts_file():
 def test_doctor_with_a_missing_facts_file_is_a_tool_error(tmp_path):
     r = call("doctor", {"facts_file": str(tmp_path / "nope.json")})
     assert r.is_error and "error: " in r.content[0].text and "\nhint: " in r.content[0].text
+
+
+def test_diagnose_dockerfile_judges_a_real_dockerfile_for_the_targets():
+    path = FACTS.parent / "dockerfiles" / "deepspeed.Dockerfile"  # microsoft/DeepSpeed's, a torch for CUDA 11.7
+    r = call("diagnose_dockerfile", {"paths": [str(path)], "targets": ["h100"]})
+    (rep,) = r.structured_content["dockerfiles"]
+    assert not r.is_error and rep["path"] == str(path) and rep["targets"].startswith("h100")
+    assert {(f["severity"], f["check"]) for f in rep["findings"] if f["severity"] != "info"} == {
+        ("error", "arch-not-covered"), ("warn", "dockerfile-two-cudas")}  # what envman doctor --dockerfile says
+    missing = call("diagnose_dockerfile", {"paths": [str(path.parent / "nope.Dockerfile")], "targets": ["h100"]})
+    assert missing.is_error and "error: " in missing.content[0].text and "\nhint: " in missing.content[0].text
 
 
 def test_fit_estimates_the_run_on_the_targets():
