@@ -43,9 +43,9 @@ class UvPlan:
 
 
 def lock_name(profile: str | None) -> str:
-    from envman.app.generate import Names
+    from envman.lock.layout import StackFiles
 
-    return Names.for_profile(profile).lock
+    return StackFiles.for_profile(profile).lock
 
 
 def plan_uv_write(root: Path, profile: str | None = None, matrix: Matrix | None = None) -> UvPlan:

@@ -4,7 +4,9 @@ Nothing else parses envman.lock. The file is JSON (sorted keys, so the same lock
 identity, ``lock_hash``, is the sha256 of its canonical JSON without ``lock_hash`` itself, without what a push
 records afterwards (``pushed``: pushing never changes which image a lock names), and without the digests of
 the files made from it (``files``: the Dockerfile names the lock hash, so the hash is final before they are
-rendered; `lock --check` compares ``files`` with the disk).
+rendered; `lock --check` compares ``files`` with the disk), and without ``wheel_variants`` (PEP 825's
+properties of the framework wheel, docs/variants.md: derived from the ``stack`` section alone, which the digest
+covers, so adding them changed no existing lock's hash and a change to them changes ``stack`` anyway).
 
 Compatibility (``lock_version``): a lock written by an older envman with the same major layout is read;
 a lock from an older, incompatible layout, or from a newer envman, is refused with the command that fixes it.
@@ -24,7 +26,7 @@ from envman.lock.layout import LOCK_FILE, StackFiles
 
 LOCK_VERSION = 1
 READABLE_VERSIONS = (1,)  # lock_versions this envman reads unchanged
-OUTSIDE_DIGEST = ("lock_hash", "pushed", "files")
+OUTSIDE_DIGEST = ("lock_hash", "pushed", "files", "wheel_variants")
 REGENERATE = "regenerate it with `envman lock`"
 
 
@@ -177,6 +179,10 @@ def build_lock(*, name: str, inputs_hash: str, res: Any, base_image: str, base_k
         body["inputs"] = inputs
     if files is not None:
         body["dockerfile"] = files.dockerfile
+    from envman.matrix.variants import lock_section
+
+    if (variants := lock_section(res)) is not None:
+        body["wheel_variants"] = variants
     return Lock.create(body)
 
 

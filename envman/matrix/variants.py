@@ -28,7 +28,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from envman.model import Cc, FrameworkRelease, Variant
+from envman.model import Cc, FrameworkRelease, Resolution, Variant
 
 PEP = "PEP 825 (Wheel Variants: Package Format)"
 STATUS = "draft: informational only, no installer reads it yet"
@@ -67,6 +67,16 @@ def variant_properties(variant: Variant) -> Properties:
 def label_for(variant_name: str | None) -> str:
     """The label PyTorch's variant wheels use: the variant's name (``cu128``); a CPU build is the null variant."""
     return NULL if variant_name in (None, "cpu") else str(variant_name)
+
+
+def lock_section(res: Resolution) -> dict[str, Any] | None:
+    """envman.lock's ``wheel_variants``: per framework wheel, its label and properties (None without a framework).
+    Derived from the stack section alone (CUDA, arch and PTX lists, variant), which the lock's digest covers, so
+    the lock keeps it outside its digest: an unchanged project keeps its lock_hash."""
+    if res.framework is None or res.package is None:
+        return None
+    wheel = {"label": label_for(res.variant), "properties": properties_for(res.cuda, res.arch_list, res.ptx)}
+    return {"pep": PEP, "status": STATUS, "wheels": {res.package: wheel}}
 
 
 # --- an index's variants.json ------------------------------------------------------------------------

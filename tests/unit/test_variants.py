@@ -161,3 +161,22 @@ def test_a_local_file_and_the_usage_errors(tmp_path, capsys):
     assert "error: torch 9.9.9: not in envman's matrix" in capsys.readouterr().err
     assert main(["variants", "check", "torch"]) == 1
     assert "error: name one source: --index-url URL" in capsys.readouterr().err
+
+
+# --- envman.lock -------------------------------------------------------------------------------------
+
+
+def test_the_lock_records_the_framework_wheels_properties_outside_its_identity(matrix):
+    from envman.app.resolve import resolve_request
+    from envman.lock.lockfile import Lock, build_lock
+
+    res = resolve_request("torch", "3.11", ["v100"], matrix=matrix)
+    lock = build_lock(name="t", inputs_hash="0" * 64, res=res, base_image="python:3.11-slim-bookworm",
+                      base_kind="slim", base_digest=None, system_packages=[], req_text="", fw_text="", pylock=True)
+    assert lock["wheel_variants"]["wheels"] == {"torch": {"label": "cu126", "properties": {"nvidia": {
+        "cuda_version_lower_bound": ["12.6"],
+        "sm_arch": ["50_real", "60_real", "70_real", "75_real", "80_real", "86_real", "90_real"]}}}}
+    assert lock["wheel_variants"]["status"].startswith("draft")
+    # the same lock as before the field existed: the same identity (and so the same image tag)
+    before = {k: v for k, v in lock.to_dict().items() if k not in ("wheel_variants", "lock_hash")}
+    assert Lock.create(before).lock_hash == lock.lock_hash and lock.is_intact()
