@@ -1,5 +1,5 @@
 """`envman uv write` offline: the pyproject.toml edit (whole files compared), its refusals, and the command's
-confirmation, --check and exit codes. Real uv picking the written index: tests/integration/test_uv_writeback_uv.py."""
+confirmation, --check and exit codes. Real uv picking the written index: tests/network/test_uv_writeback_uv.py."""
 
 from __future__ import annotations
 
