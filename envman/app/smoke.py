@@ -192,7 +192,8 @@ def run_smoke_host(expect: Path | str, *, require_gpu: bool = False, python: str
             argv.append("--require-gpu")
         with sigterm_raises():  # subprocess.run kills the child on any exception, Terminated included
             try:
-                p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env,
+                                   stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired as exc:
                 out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
                 err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""

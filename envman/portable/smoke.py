@@ -190,7 +190,7 @@ def observe_environment() -> dict[str, Any]:
     smi_lines: list[str] = []
     if smi:
         try:
-            p = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            p = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                universal_newlines=True, timeout=20, check=False)
             smi_lines = [ln for ln in p.stdout.splitlines() if ln.startswith("GPU ")]
             smi_gpus = len(smi_lines)

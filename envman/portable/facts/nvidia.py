@@ -74,6 +74,7 @@ def scan_nvidia_smi(timeout: float = 5.0) -> GpuScan:
         out = subprocess.run(
             [exe, "--query-gpu=index,name,compute_cap,driver_version,memory.total", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=timeout, check=False,
+            stdin=subprocess.DEVNULL,  # under `envman mcp`, stdin is the protocol channel
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return GpuScan(error=f"nvidia-smi: {exc}")
