@@ -31,6 +31,7 @@ WORKDIR = "/app"
 SMOKE_DIR = "/opt/envman"
 CA_SECRET = "envman_ca"
 SHM_SIZE = "16gb"  # PyTorch DataLoader workers share batches through /dev/shm; Docker's default is 64 MiB
+IMAGE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the venv first
 
 
 def quote_docker(value: str) -> str:
@@ -267,10 +268,14 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     rq = _pip_step("the rest of the locked requirements (already-installed framework packages are skipped)", req_lock, offline_image) if req_lock else None
     gpu = res.cuda is not None and res.framework is not None and res.variant != "cpu"
     base_env = [
-        ("PATH", f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+        ("PATH", IMAGE_PATH),
         ("PYTHONUNBUFFERED", "1"),
         ("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
     ]
+    if res.framework == "torch":
+        # enroot's PyTorch hook (50-slurm-pytorch.sh) exports MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK under
+        # Slurm only when the image's environment names PYTORCH_VERSION, as NVIDIA's PyTorch images do
+        base_env.append(("PYTORCH_VERSION", str(res.version)))
     if gpu:
         # The NVIDIA container runtime reads these: expose the GPUs, and refuse a host whose driver is too old.
         base_env += [
