@@ -21,6 +21,7 @@ from . import (
     checks_host,
     checks_jupyter,
     checks_libraries,
+    checks_nccl,
     checks_packages,
     checks_toolchain,
     checks_wheels,
@@ -45,6 +46,7 @@ CHECKS = (
     + checks_jupyter.CHECKS
     + checks_wheels.CHECKS
     + checks_dockerfile.CHECKS
+    + checks_nccl.CHECKS
 )
 
 

@@ -22,6 +22,7 @@ def gather_facts(
 ) -> dict[str, Any]:
     from .docker import probe_docker
     from .host import probe_host, read_framework_pins, read_workload
+    from .network import probe_network
     from .nvidia import probe_nvidia
     from .packages import probe_packages
     from .project import probe_lock, read_build_intent, read_dockerfiles
@@ -39,6 +40,7 @@ def gather_facts(
                              "pins": read_framework_pins(project_dir), "build_intent": read_build_intent(project_dir),
                              "dockerfiles": read_dockerfiles(project_dir)},
         "host": probe_host,
+        "network": lambda: {"network": probe_network()},
     }
     results, errors = run_probes(jobs, deadline)
     facts: dict[str, Any] = {
@@ -47,7 +49,7 @@ def gather_facts(
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "project": project_dir,
     }
-    for name in ("system", "nvidia", "packages", "toolchain", "docker", "project", "host"):
+    for name in ("system", "nvidia", "packages", "toolchain", "docker", "project", "host", "network"):
         part = results.get(name) or {}
         err = part.pop("_error", None)
         if err:
