@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from envman.cli import build, ci, doctor, fetch, fit, init, lock, matrix, mcp, resolve, smoke, uv, variants
+from envman.cli import build, ci, cluster, doctor, fetch, fit, init, lock, matrix, mcp, resolve, smoke, uv, variants
 from envman.errors import EXIT_INTERNAL, EnvmanError
 
 app = typer.Typer(
@@ -42,7 +42,7 @@ def _root(
 # One module per command, registered here in the order `envman --help` lists them: a renamed or broken
 # module fails at start-up instead of its command silently disappearing. The modules import typer only;
 # each command imports its use case (envman.app.*) when it runs.
-for _command in (resolve, init, lock, build, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants):
+for _command in (resolve, init, lock, build, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants, cluster):
     _command.register(app)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -78,13 +79,23 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
 
 
 # ============================================================================ observation
+def node_name() -> str:
+    """The scheduler's name for this node (a container's hostname is often the image's or the pod's)."""
+    return os.environ.get("ENVMAN_NODE") or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def observe_node() -> dict[str, Any]:
     from .facts.nvidia import scan_gpus
 
     scan = scan_gpus()
     gpus = [{"name": g.name, "cc": g.cc, "memory_mib": g.mem_total_mib} for g in scan.gpus]
-    return {"node": socket.gethostname(), "driver": scan.driver, "gpus": gpus, "gpu_count": len(gpus),
-            "driver_error": None if scan.driver else scan.error}
+    try:
+        st = os.statvfs("/dev/shm")
+        shm: int | None = st.f_blocks * st.f_frsize // (1024 * 1024)
+    except OSError:
+        shm = None
+    return {"node": node_name(), "driver": scan.driver, "gpus": gpus, "gpu_count": len(gpus),
+            "driver_error": None if scan.driver else scan.error, "shm_mib": shm}
 
 
 def observe_network() -> dict[str, Any] | None:
@@ -128,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run_preflight(args.expect, min_driver=args.min_driver, min_gpus=args.min_gpus,
                                require_gpu=args.require_gpu)
     except Exception as exc:  # the verdict must come out whatever broke
-        report = {"schema": 1, "tool": "envman-preflight", "exit_code": EXIT_NOT_READY, "node": socket.gethostname(),
+        report = {"schema": 1, "tool": "envman-preflight", "exit_code": EXIT_NOT_READY, "node": node_name(),
                   "checks": [check("preflight", False, None, None, "%s: %s" % (type(exc).__name__, exc))]}
     sys.stderr.write("\n".join(summary_lines(report)) + "\n")
     if args.json:

@@ -79,6 +79,7 @@ class ProjectSpec:
     find_links: tuple[str, ...] = ()
     workload: tuple[tuple[str, Any], ...] = ()  # the training run `envman fit` judges (model, method, precision …)
     sources: tuple[str, ...] = ()  # files init copied packages from (pyproject.toml, setup.py …): lock inputs
+    cluster: dict[str, Any] | None = None  # `envman cluster`'s site settings, as written (envman/cluster/site.py)
     source: str = SPEC_FILE  # where it was read from, for messages
 
     def to_data(self) -> dict[str, Any]:
@@ -437,6 +438,10 @@ KEYS: tuple[Key, ...] = (
     Key("profiles", _profiles, "More stacks of the same project, each with its own lock and Dockerfile; a profile "
         "may set " + ", ".join(k for k in ("python", "framework", "cpu", "targets", "driver", "cuda")) + ".",
         "{old-fleet: {targets: [v100]}}", write=_profiles_written),
+    # not written back nor hashed: moving a job to another partition must not make the image's lock stale
+    Key("cluster", lambda p, v, path: v if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
+        "Site settings of `envman cluster` (Slurm feature, partition, GPUs per node …; docs/cluster.md).",
+        "{constraint: h100, gpus_per_node: 8}", write=lambda s: _OMIT),
 )
 PROFILE_KEYS: tuple[Key, ...] = tuple(
     Key(k.name, k.read_in_profile or k.read, k.doc, k.example, write=_listed(k.name)) for k in KEYS if k.profile)

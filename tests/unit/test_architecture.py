@@ -36,6 +36,7 @@ RANK = {
     "image.stages": 4.5,  # PURE rules for what the image needs beyond wheels (plan.py places them)
     "resolve": 5, "image.plan": 5,
     "project": 6, "lock": 6, "image": 6, "image.render": 6, "image.kit": 6, "image.tables": 6, "image.context": 6, "engine": 6, "ci": 6, "fit": 6,
+    "cluster": 6,  # the lock on Slurm/Kubernetes: its planners are pure (PURE_MODULES), export/render do the IO
     "app": 8, "cli": 9, "__main__": 10,
 }
 # adapters that build on another adapter (same rank): named here, so a new sideways arrow is a decision
@@ -175,6 +176,7 @@ def test_portable_island_imports_only_the_stdlib_and_itself():
 
 
 PURE_MODULES = {"envman.fit.estimate", "envman.fit.architectures", "envman.fit.advice"}  # fit's pure core
+PURE_MODULES |= {f"envman.cluster.{m}" for m in ("plan", "slurm", "k8s", "affinity", "enroot", "nodes", "site")}
 
 
 def test_pure_core_imports_no_io():
@@ -189,7 +191,7 @@ def test_pure_core_imports_no_io():
 
 def test_only_cli_exits_or_prints():
     for mod, path in MODULES.items():
-        if unit(mod) in ("cli", "__main__") or mod == "envman.portable.smoke":  # smoke is a program of its own
+        if unit(mod) in ("cli", "__main__") or mod in ("envman.portable.smoke", "envman.portable.preflight"):  # programs
             continue
         assert "sys.exit(" not in path.read_text(encoding="utf-8"), mod
         assert "typer" not in third_party(path), mod

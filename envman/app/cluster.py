@@ -1,0 +1,287 @@
+"""``envman cluster …`` as use cases: the locked project → the image's cluster forms, the scheduler files and
+the readiness table. Values back; never prints (progress goes through ``echo``) or exits.
+
+One family, not ``envman slurm`` and ``envman k8s``: every runtime takes the same lock, the same image by
+digest and the same preflight; only the file format differs, so the runtime is an option of one command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envman.cluster.plan import RUNTIMES, LockFacts, Shape, Site, Target, job_shape
+from envman.errors import LockError, UsageError
+from envman.lock.lockfile import Lock, read_lock
+
+FORMATS = ("bundle", "sqsh", "archive", "layout")
+DEFAULT_FORMATS = ("bundle", "sqsh", "archive")
+FILES_DIR = "cluster"
+_REQUIRE_DRIVER = re.compile(r'NVIDIA_REQUIRE_CUDA="[^"]*driver>=([0-9.]+)')
+_POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class ClusterLock:
+    facts: LockFacts
+    site: Site
+    shape: Shape
+    notes: tuple[str, ...] = ()
+
+
+def default_images_dir() -> Path:
+    """Outside the project on purpose: the project is the image's build context, and a bundle there would be
+    copied into the next image."""
+    from envman.resources import cache_dir
+
+    return cache_dir() / "cluster"
+
+
+# --- the locked project ------------------------------------------------------------------------------------
+def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
+    """Every lock of the project (one per profile), with its site settings and job shape."""
+    from envman.cluster.site import parse_site
+    from envman.project.spec import load_spec
+
+    spec = load_spec(root)
+    if spec is None:
+        raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first, then `envman build`")
+    site = parse_site(spec.cluster, spec.source)
+    names: list[str | None] = [p.name for p in spec.profiles] or [None]
+    if profile is not None:
+        if profile not in names:
+            raise UsageError(f"--profile {profile}: no such profile",
+                             hint="profiles: " + (", ".join(str(n) for n in names if n) or "none declared"))
+        names = [profile]
+    out = []
+    for p in names:
+        lock_file = f"envman.{p}.lock" if p else "envman.lock"
+        lock = read_lock(root / lock_file)
+        lf = lock_facts(root, lock, spec.command)
+        psite = site.for_profile(p)
+        gpus, note = _fit_gpus(spec.workload, lf, str(root))
+        out.append(ClusterLock(lf, psite, job_shape(lf, psite, gpus, note)))
+    return out
+
+
+def lock_facts(root: Path, lock: Lock, command: tuple[str, ...]) -> LockFacts:
+    if not lock.is_intact():
+        raise LockError(f"{lock.profile and f'envman.{lock.profile}.lock' or 'envman.lock'} was edited by hand",
+                        hint="run `envman lock` to regenerate it")
+    st = lock.stack
+    fw = st.get("framework") or {}
+    gpu = bool(st.get("cuda")) and fw.get("variant") != "cpu"
+    targets = tuple(Target(str(t.get("id")), str(t.get("name")), str(t.get("compute_capability")))
+                    for t in st.get("targets") or [] if isinstance(t, dict))
+    pushed = lock.get("pushed") or {}
+    return LockFacts(
+        name=str(lock.name), profile=lock.profile, lock_hash=lock.lock_hash, framework=fw.get("name"),
+        framework_version=fw.get("version"), gpu=gpu, min_driver=driver_floor(root, lock) if gpu else None,
+        arch_list=tuple(st.get("arch_list") or ()) + tuple(f"compute_{p.split('_')[-1]}" for p in st.get("ptx") or ()),
+        targets=targets, command=tuple(command), pinned=pushed.get("pinned"),
+        products=_products(targets) if lock.profile else (), summary=_summary(st),
+    )
+
+
+def driver_floor(root: Path, lock: Lock) -> str | None:
+    """The floor the image's own guard states: NVIDIA_REQUIRE_CUDA's ``driver>=`` when the stack runs through
+    minor-version compatibility, else the lock's full-compatibility driver."""
+    st = lock.stack
+    try:
+        text = (root / str(lock.dockerfile or "Dockerfile")).read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    m = _REQUIRE_DRIVER.search(text)
+    return m.group(1) if m else (st.get("min_driver") or st.get("min_driver_minor_compat"))
+
+
+def _summary(st: Any) -> str:
+    fw = st.get("framework") or {}
+    parts = [f"{fw.get('name')} {fw.get('version')} {fw.get('variant')}"] if fw else ["no framework"]
+    parts.append(f"CUDA {st['cuda']}" if st.get("cuda") else "CPU")
+    parts.append(f"Python {st.get('python')}")
+    if st.get("arch_list"):
+        parts.append(" ".join(st["arch_list"]))
+    return ", ".join(parts)
+
+
+def _products(targets: tuple[Target, ...]) -> tuple[str, ...]:
+    """GFD product labels of a profile's GPUs: their NVML-style names in matrices/gpus.yaml (name and aliases
+    that begin with the vendor word, as NVML reports them), spaces as '-'."""
+    from envman.cluster.affinity import product_label
+    from envman.matrix.load import load_matrix
+
+    by_id = {g.id: g for g in load_matrix().gpus}
+    out: set[str] = set()
+    for t in targets:
+        g = by_id.get(t.id)
+        if g is None:
+            continue
+        out |= {product_label(n) for n in (g.name, *g.aliases) if re.match(r"^(NVIDIA|Tesla|Quadro) \S", n)}
+    return tuple(sorted(out))
+
+
+def _fit_gpus(workload: tuple, lf: LockFacts, path: str) -> tuple[int | None, str | None]:
+    """The run's total GPUs from `envman fit`: the workload's own `gpus`, else — when it shards — the smallest
+    power of two at which it fits the lock's first target GPU."""
+    if not workload or not lf.gpu or not lf.targets:
+        return None, None
+    from envman.app.fit import run_fit, workload_options
+    from envman.errors import EnvmanError
+
+    w = dict(workload)
+    target = lf.targets[0].id
+    try:
+        if w.get("gpus"):
+            res = run_fit(workload_options(workload, (target,), path))
+            fits = res.targets[0].fits if res.targets else None
+            return int(w["gpus"]), (f"{w['gpus']} GPU(s): envman.yaml workload.gpus; envman fit: "
+                                    f"{'fits' if fits else 'does NOT fit'} {target} at that count")
+        for n in _POWERS if w.get("shard") in ("zero1", "zero2", "zero3", "fsdp") else (1,):
+            res = run_fit(workload_options({**w, "gpus": n}, (target,), path))
+            if res.targets and res.targets[0].fits:
+                return n, f"{n} GPU(s): the fewest at which envman fit says the workload fits {target}"
+    except EnvmanError as exc:
+        return None, f"envman fit could not judge the workload: {exc.message}"
+    return None, f"envman fit: the workload does not fit {target} (see `envman fit`); sized without it"
+
+
+# --- scheduler files ---------------------------------------------------------------------------------------
+@dataclass
+class FilesOutcome:
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)  # what to run next
+
+
+def _inputs_hash(cl: ClusterLock, extra: object) -> str:
+    from envman.files import sha256
+    from envman.lock.lockfile import canonical_json
+
+    return sha256(canonical_json({"lock": cl.facts.lock_hash, "site": repr(cl.site), "shape": repr(cl.shape),
+                                  "pinned": cl.facts.pinned, "extra": repr(extra)}))
+
+
+def image_files(cl: ClusterLock, images: Path):
+    from envman.cluster.slurm import ImageFiles
+
+    base = images / cl.facts.stem
+    return ImageFiles(sqsh=f"{base}.sqsh", sif=f"{base}.sif", bundle=f"{base}.bundle")
+
+
+def slurm_files(root: Path, *, images: Path | None = None, runtimes: tuple[str, ...] = RUNTIMES,
+                profile: str | None = None, force: bool = False) -> FilesOutcome:
+    """cluster/NAME_<lock12>.RUNTIME.sbatch (training) and .nodes.RUNTIME.sbatch (readiness) per lock."""
+    from envman.cluster.render import render_sbatch
+    from envman.cluster.slurm import nodes_plan, sbatch_plan
+
+    bad = [r for r in runtimes if r not in RUNTIMES]
+    if bad:
+        raise UsageError(f"--runtime {bad[0]}: not one of {', '.join(RUNTIMES)}")
+    images = (images or default_images_dir()).resolve()
+    files: list[tuple[Path, str]] = []
+    out = FilesOutcome()
+    for cl in load_cluster(root, profile):
+        _need_command(cl)
+        ih = _inputs_hash(cl, (str(images), runtimes))
+        for rt in runtimes:
+            for plan in (sbatch_plan(cl.facts, cl.site, cl.shape, rt, image_files(cl, images)),
+                         nodes_plan(cl.facts, cl.site, cl.shape, rt, image_files(cl, images))):
+                files.append((root / FILES_DIR / plan.file, render_sbatch(plan, ih, "envman cluster slurm")))
+        out.notes += [f"{cl.facts.job_name}: {w}" for w in cl.shape.why]
+        out.commands.append(f"sbatch {FILES_DIR}/{cl.facts.stem}.{runtimes[0]}.sbatch")
+    _write(root, files, force, out)
+    return out
+
+
+def k8s_files(root: Path, *, profile: str | None = None, force: bool = False) -> FilesOutcome:
+    from envman.cluster.k8s import job_manifest, trainjob_manifest
+    from envman.cluster.render import render_manifest
+
+    files: list[tuple[Path, str]] = []
+    out = FilesOutcome()
+    for cl in load_cluster(root, profile):
+        _need_command(cl)
+        if not cl.facts.pinned:
+            raise UsageError(f"{cl.facts.job_name}: the image is not in a registry yet (a pod pulls it by digest)",
+                             hint="push it first: envman build --push REGISTRY (it records the digest in the lock)")
+        ih = _inputs_hash(cl, "k8s")
+        about = [f"lock {cl.facts.short} of {cl.facts.job_name}: {cl.facts.summary}", *cl.shape.why]
+        job = job_manifest(cl.facts, cl.site, cl.shape)
+        files.append((root / FILES_DIR / f"{cl.facts.stem}.job.yaml",
+                      render_manifest(job, ih, "envman cluster k8s", about + ["one node; multi-node: the TrainJob"])))
+        tj = trainjob_manifest(cl.facts, cl.site, cl.shape)
+        if tj is None:
+            out.notes.append(f"{cl.facts.job_name}: no TrainJob (Kubeflow Trainer's torch runtime launches torchrun; "
+                             "this stack is not torch)")
+        else:
+            files.append((root / FILES_DIR / f"{cl.facts.stem}.trainjob.yaml",
+                          render_manifest(tj, ih, "envman cluster k8s",
+                                          about + ["Kubeflow Trainer v2.2+ (runtimePatches), runtime torch-distributed"])))
+        out.commands.append(f"kubectl apply -f {FILES_DIR}/{cl.facts.stem}.job.yaml")
+    _write(root, files, force, out)
+    return out
+
+
+def _need_command(cl: ClusterLock) -> None:
+    if not cl.facts.command:
+        raise UsageError("envman.yaml has no `command:` to train with",
+                         hint="add one, e.g. command: [python, train.py] (the image's CMD uses it too)")
+
+
+def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOutcome) -> None:
+    from envman.cluster.render import ownership
+    from envman.files import check_inside, commit_files
+
+    check_inside(root, [p for p, _ in files])
+    blocked, changed = [], []
+    for path, text in files:
+        o = ownership(path)
+        if o.exists and path.read_text(encoding="utf-8") == text:
+            out.unchanged.append(path)
+            continue
+        if o.exists and (not o.ours or o.edited) and not force:
+            blocked.append(str(path.relative_to(root)) + (" (edited by hand)" if o.ours else " (not generated by envman)"))
+        changed.append((path, text))
+    if blocked:
+        raise UsageError("would overwrite " + ", ".join(blocked), hint="keep your version, or re-run with --force")
+    if changed:
+        commit_files(changed, root)
+    out.written += [p for p, _ in changed]
+
+
+# --- readiness ---------------------------------------------------------------------------------------------
+def gather_nodes(reports: Path):
+    """The readiness table from a folder of per-node reports (NODE.json, written by the nodes sbatch)."""
+    from envman.cluster.nodes import node_classes
+
+    if not reports.is_dir():
+        raise UsageError(f"{reports}: no such folder", hint="submit cluster/NAME_<lock12>.nodes.RUNTIME.sbatch first; "
+                                                            "it prints the folder it wrote")
+    docs, unreadable = [], []
+    for f in sorted(reports.glob("*.json")):
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8").strip().splitlines()[-1])
+        except (OSError, ValueError, IndexError):
+            unreadable.append(f.name)
+            continue
+        if isinstance(doc, dict) and doc.get("tool") == "envman-preflight":
+            docs.append(doc)
+        else:
+            unreadable.append(f.name)
+    if not docs:
+        raise UsageError(f"{reports}: no preflight report (NODE.json)", hint="see the NODE.log files beside them")
+    return node_classes(docs), unreadable
+
+
+# --- exports -----------------------------------------------------------------------------------------------
+@dataclass
+class ExportOutcome:
+    lock: LockFacts
+    files: dict[str, Path] = field(default_factory=dict)  # format → path
+    commands: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
