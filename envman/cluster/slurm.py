@@ -27,7 +27,7 @@ from envman.cluster.plan import (
 )
 from envman.image.plan import WORKDIR
 
-RENDEZVOUS = '"$MASTER_ADDR:$MASTER_PORT"'
+RENDEZVOUS = "$MASTER_ADDR:$MASTER_PORT"  # quoted where it is used
 
 
 @dataclass(frozen=True)
