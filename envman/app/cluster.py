@@ -256,26 +256,36 @@ def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOut
 
 # --- readiness ---------------------------------------------------------------------------------------------
 def gather_nodes(reports: Path):
-    """The readiness table from a folder of per-node reports (NODE.json, written by the nodes sbatch)."""
-    from envman.cluster.nodes import node_classes
+    """The readiness table from a folder of per-node reports (NODE.json, NODE.allreduce.json and
+    job.allreduce.json, written by the nodes sbatch): (classes, the job-wide all-reduce line or None, unreadable)."""
+    from envman.cluster.nodes import allreduce_line, node_classes
 
     if not reports.is_dir():
         raise UsageError(f"{reports}: no such folder", hint="submit cluster/NAME_<lock12>.nodes.RUNTIME.sbatch first; "
                                                             "it prints the folder it wrote")
-    docs, unreadable = [], []
+    docs, per_node, unreadable = [], {}, []
+    job = None
     for f in sorted(reports.glob("*.json")):
-        try:
-            doc = json.loads(f.read_text(encoding="utf-8").strip().splitlines()[-1])
-        except (OSError, ValueError, IndexError):
-            unreadable.append(f.name)
-            continue
-        if isinstance(doc, dict) and doc.get("tool") == "envman-preflight":
+        doc = _last_json(f)
+        tool = doc.get("tool") if isinstance(doc, dict) else None
+        if tool == "envman-preflight":
             docs.append(doc)
+        elif tool == "envman-allreduce" and f.name == "job.allreduce.json":
+            job = allreduce_line(doc)
+        elif tool == "envman-allreduce":
+            per_node[f.name[: -len(".allreduce.json")]] = doc
         else:
             unreadable.append(f.name)
     if not docs:
         raise UsageError(f"{reports}: no preflight report (NODE.json)", hint="see the NODE.log files beside them")
-    return node_classes(docs), unreadable
+    return node_classes(docs, per_node), job, unreadable
+
+
+def _last_json(f: Path) -> Any:
+    try:
+        return json.loads(f.read_text(encoding="utf-8").strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 # --- exports -----------------------------------------------------------------------------------------------

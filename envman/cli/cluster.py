@@ -49,17 +49,22 @@ def _nodes(reports: Path) -> int:
     from envman.app.cluster import gather_nodes
     from envman.errors import EXIT_OK, EXIT_USER
 
-    classes, unreadable = gather_nodes(reports)
+    classes, job, unreadable = gather_nodes(reports)
     for c in classes:
         typer.echo(f"{c.gpus} · driver {c.driver} · {len(c.nodes)} node(s): {c.verdict}")
         typer.echo(f"  nodes   {', '.join(c.nodes)}")
         typer.echo(f"  nccl    {c.nccl}")
         typer.echo(f"  shm     {c.shm}")
+        for a in c.allreduce:
+            typer.echo(f"  nccl    all-reduce {a}")
         for f in c.failures:
             typer.echo(f"  FAIL    {f}")
+    if job:
+        typer.echo(f"all nodes: all-reduce {job}")
     for name in unreadable:
         typer.echo(f"unreadable: {name} (see the .log beside it)")
-    ready = all(c.verdict == "ready" for c in classes) and not unreadable
+    ready = all(c.verdict == "ready" for c in classes) and not unreadable and "FAILED" not in (job or "")
+    ready = ready and not any("FAILED" in a for c in classes for a in c.allreduce)
     return EXIT_OK if ready else EXIT_USER
 
 

@@ -19,6 +19,7 @@ class NodeClass:
     failures: tuple[str, ...]  # "gpu-a17: driver floor 570.124.06 (expected >= 580.65.06)"
     nccl: str  # "IFNAME=ib; IB 2/2 ports active; peermem; memlock unlimited"
     shm: str
+    allreduce: tuple[str, ...] = ()  # "gpu-a17: 8 ranks, busbw 361.2 GB/s" per node that ran one
 
     @property
     def verdict(self) -> str:
@@ -63,7 +64,16 @@ def _failures(r: dict[str, Any]) -> list[str]:
     return out or ([f"{node}: preflight exited {r.get('exit_code')}"] if r.get("exit_code") else [])
 
 
-def node_classes(reports: list[dict[str, Any]]) -> list[NodeClass]:
+def allreduce_line(doc: dict[str, Any]) -> str:
+    """One all-reduce report (envman_portable.allreduce) in words."""
+    where = str(doc.get("node") or "?")
+    if not doc.get("ok"):
+        return f"{where}: FAILED {doc.get('error') or 'wrong sum'}"
+    return (f"{where}: {doc.get('world_size')} ranks over {doc.get('backend')}, busbw {doc.get('busbw_gbps')} GB/s "
+            f"({doc.get('bytes', 0) // 2**20} MiB)")
+
+
+def node_classes(reports: list[dict[str, Any]], allreduce: dict[str, dict[str, Any]] | None = None) -> list[NodeClass]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in reports:
         groups[(_gpus(r), str(r.get("driver") or "no driver"))].append(r)
@@ -76,5 +86,7 @@ def node_classes(reports: list[dict[str, Any]]) -> list[NodeClass]:
             ready=tuple(str(r.get("node")) for r in rs if r.get("exit_code") == 0),
             failures=tuple(f for r in rs for f in _failures(r)),
             nccl=" | ".join(sorted({nccl_summary(r.get("network")) for r in rs})), shm=", ".join(shm) or "?",
+            allreduce=tuple(allreduce_line(allreduce[str(r.get("node"))]) for r in rs
+                            if allreduce and str(r.get("node")) in allreduce),
         ))
     return out

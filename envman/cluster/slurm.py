@@ -25,7 +25,9 @@ from envman.cluster.plan import (
     preflight_argv,
     train_argv,
 )
-from envman.image.plan import WORKDIR
+from envman.image.plan import VENV, WORKDIR
+
+ALLREDUCE_MODULE = "envman_portable.allreduce"
 
 RENDEZVOUS = "$MASTER_ADDR:$MASTER_PORT"  # quoted where it is used
 
@@ -53,6 +55,7 @@ class SbatchPlan:
     train: str
     train_about: str
     reports: bool = False  # the readiness script: per-node JSON reports instead of training
+    allreduce: tuple[str, ...] = ()  # the readiness script's NCCL all-reduce steps (torch stacks with GPUs)
 
 
 def shell_join(words: list[str]) -> str:
@@ -133,5 +136,28 @@ def nodes_plan(lf: LockFacts, site: Site, shape: Shape, runtime: str, images: Im
         title=f"envman: is every node ready for {lf.job_name}? (preflight reports, {runtime})",
         about=about_lines(lf, site, shape, runtime), directives=directives(lf, site, shape, suffix="-nodes"),
         master_port=MASTER_PORT_EXPR, image_path=shlex.quote(path), image_hint=_hint(runtime, lf), preflight=line,
-        train="", train_about="", reports=True,
+        train="", train_about="", reports=True, allreduce=allreduce_lines(lf, shape, opts, prefix),
     )
+
+
+def allreduce_lines(lf: LockFacts, shape: Shape, opts: list[str], prefix: list[str]) -> tuple[str, ...]:
+    """NCCL between the job's GPUs, when torch and GPUs are there: within each node (two GPUs or more), then
+    across all nodes (two nodes or more). Each writes the rank-0 JSON line of envman_portable.allreduce."""
+    g = shape.gpus_per_node
+    if lf.framework != "torch" or not lf.gpu or not g:
+        return ()
+    run = ["-m", ALLREDUCE_MODULE]
+    torchrun = f"{VENV}/bin/torchrun"
+    out = []
+    if g >= 2:
+        step = ["srun", Raw('--nodes="$SLURM_JOB_NUM_NODES"'), "--ntasks-per-node=1",
+                Raw('--output="$REPORTS/%N.allreduce.json"'), *opts, *prefix]
+        out.append(shell_join(step + _env_words(True) + [torchrun, "--standalone", "--nnodes=1",
+                                                         f"--nproc-per-node={g}", *run]) + " || true")
+    if shape.nodes >= 2:
+        step = ["srun", Raw('--nodes="$SLURM_JOB_NUM_NODES"'), "--ntasks-per-node=1",
+                Raw('--output="$REPORTS/job.allreduce.json"'), *opts, *prefix]
+        out.append(shell_join(step + _env_words(True) + [
+            torchrun, Raw('--nnodes="$SLURM_JOB_NUM_NODES"'), f"--nproc-per-node={g}", "--rdzv-backend=c10d",
+            Raw(f'--rdzv-endpoint="{RENDEZVOUS}"'), Raw('--rdzv-id="$SLURM_JOB_ID"'), *run]) + " || true")
+    return tuple(out)

@@ -138,7 +138,10 @@ def test_slurm_files_preflight_every_node_then_torchrun(project, tmp_path):
     assert "apptainer exec --nv --pwd /app" in sbatch(project, "apptainer")
     assert "--container=" in sbatch(project, "oci") and ".bundle " in sbatch(project, "oci")
     nodes = sbatch(project, "pyxis", ".nodes")
-    assert '--output="$REPORTS/%N.json"' in nodes and "--json || true" in nodes and "torchrun" not in nodes
+    assert '--output="$REPORTS/%N.json"' in nodes and "--json || true" in nodes and "train.py" not in nodes
+    # torch with 8 GPUs on 2 nodes: NCCL within each node, then across both
+    assert "--standalone --nnodes=1 --nproc-per-node=8 -m envman_portable.allreduce || true" in nodes
+    assert '"$REPORTS/job.allreduce.json"' in nodes and '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"' in nodes
 
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed (.ci/run installs it)")
@@ -254,8 +257,15 @@ def test_the_readiness_table_groups_nodes_by_class():
 def test_gather_reads_the_reports_folder(tmp_path):
     (tmp_path / "n1.json").write_text(json.dumps({"tool": "envman-preflight", "node": "n1", "exit_code": 0}) + "\n")
     (tmp_path / "n2.json").write_text("Traceback …\n")
-    classes, unreadable = app.gather_nodes(tmp_path)
+    (tmp_path / "n1.allreduce.json").write_text(json.dumps({
+        "tool": "envman-allreduce", "ok": True, "node": "n1", "world_size": 8, "backend": "nccl", "busbw_gbps": 361.2,
+        "bytes": 64 << 20}) + "\n")
+    (tmp_path / "job.allreduce.json").write_text(json.dumps({
+        "tool": "envman-allreduce", "ok": False, "node": "n1", "error": "DistBackendError: NCCL error"}) + "\n")
+    classes, job, unreadable = app.gather_nodes(tmp_path)
     assert classes[0].nodes == ("n1",) and unreadable == ["n2.json"]
+    assert classes[0].allreduce == ("n1: 8 ranks over nccl, busbw 361.2 GB/s (64 MiB)",)
+    assert job == "n1: FAILED DistBackendError: NCCL error"
     with pytest.raises(UsageError, match="no such folder"):
         app.gather_nodes(tmp_path / "missing")
 
@@ -281,3 +291,29 @@ def test_the_cli_writes_and_reports_errors_in_one_line(project, tmp_path):
     bad = run("nodes", str(tmp_path / "nope"))
     assert bad.returncode == 1 and bad.stderr.splitlines()[0] == f"error: {tmp_path / 'nope'}: no such folder"
     assert bad.stderr.splitlines()[1].startswith("hint: submit cluster/NAME_<lock12>.nodes.RUNTIME.sbatch")
+
+
+def test_allreduce_bandwidths_follow_nccl_tests():
+    from envman.portable.allreduce import bandwidths
+
+    alg, bus = bandwidths(64 << 20, 0.001, 8)
+    assert round(alg, 3) == 67.109 and round(bus, 3) == round(alg * 14 / 8, 3)
+    assert bandwidths(1, 0, 2) == (0.0, 0.0) and bandwidths(10**9, 1.0, 1) == (1.0, 1.0)
+
+
+def test_allreduce_runs_two_ranks_over_gloo(tmp_path):
+    """The real program under torchrun on CPUs (gloo): what the readiness run does with NCCL on GPUs."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed in the test environment (pip install torch to run this)")
+    from envman.app.smoke import write_kit
+
+    kit = write_kit(tmp_path / "kit")
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
+                        "envman_portable.allreduce", "--mib", "4", "--backend", "gloo"],
+                       capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(kit), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout.strip().splitlines()[-1])
+    assert doc["ok"] and doc["world_size"] == 2 and doc["backend"] == "gloo" and doc["bytes"] == 4 << 20
