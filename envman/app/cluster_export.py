@@ -16,6 +16,7 @@ from envman.app.cluster import DEFAULT_FORMATS, FORMATS, ClusterLock, ExportOutc
 from envman.cluster import export as ex
 from envman.cluster import plan
 from envman.errors import UsageError
+from envman.image.plan import SHM_SIZE
 
 PREFLIGHT_IN_KIT = "opt/envman/kit/envman_portable/preflight.py"
 
@@ -73,7 +74,7 @@ def _export(lf: plan.LockFacts, source: str, targets: dict[str, Path], todo: lis
             echo(f"  OCI archive {ex.to_archive(layout, tag, targets['archive'])}")
         if "bundle" in todo or "sqsh" in todo:
             bundle = targets["bundle"] if "bundle" in todo else Path(tmp) / "bundle"
-            ex.to_bundle(layout, tag, bundle)
+            ex.to_bundle(layout, tag, bundle, SHM_SIZE.replace("gb", "g"))
             if "bundle" in todo:
                 echo(f"  OCI runtime bundle {bundle} (srun --container={bundle})")
             if "sqsh" in todo:
@@ -113,7 +114,7 @@ def _definition(res: ExportOutcome, out: Path, targets: dict[str, Path]) -> None
         workdir=WORKDIR, run=shell_join(["/usr/bin/env", *(f"{k}={v}" for k, v in plan.image_env(False)), *lf.command]),
         # %test checks the node it runs on, whatever GPU count a job would ask for
         test_command=shell_join(env + plan.preflight_argv(lf, plan.Shape(1, 0))), build=shlex.join(build),
-        test=shlex.join(test),
+        test=shlex.join(test), gpu=lf.gpu,
     )
     path = out / f"{lf.stem}.def"
     write_atomic(path, render_def(d, lf.lock_hash, "envman cluster export"))

@@ -87,11 +87,22 @@ def to_archive(layout: Path, tag: str, archive: Path) -> Path:
         return st.commit()
 
 
-def to_bundle(layout: Path, tag: str, bundle: Path) -> Path:
+def to_bundle(layout: Path, tag: str, bundle: Path, shm: str) -> Path:
     rootless = ["--rootless"] if os.geteuid() != 0 else []
     with Staged(bundle) as st:
         run_tool(["umoci", "unpack", *rootless, "--image", f"{layout}:{tag}", str(st.path)], "unpack the OCI bundle")
+        size_shm(st.path / "config.json", shm)
         return st.commit()
+
+
+def size_shm(config: Path, size: str) -> None:
+    """umoci's runtime config mounts a 64 MiB /dev/shm (measured: ``size=65536k``), Docker's old default, on which
+    PyTorch DataLoader workers die with 'bus error': give it the size envman's compose file gives (``size``, e.g. 16g)."""
+    doc = json.loads(config.read_text(encoding="utf-8"))
+    for m in doc.get("mounts") or []:
+        if m.get("destination") == "/dev/shm":
+            m["options"] = [o for o in m.get("options") or [] if not o.startswith("size=")] + [f"size={size}"]
+    config.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
 def image_config(layout: Path, tag: str) -> dict[str, Any]:

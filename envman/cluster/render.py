@@ -62,6 +62,7 @@ class DefPlan:
     test_command: str
     build: str
     test: str
+    gpu: bool = True  # %test needs a GPU node
 
 
 def render_def(plan: DefPlan, inputs_hash: str, command: str) -> str:

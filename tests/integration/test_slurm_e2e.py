@@ -131,3 +131,4 @@ def test_a_node_that_cannot_meet_the_lock_stops_the_job_before_training(built, s
     assert "no GPU · driver no driver · 1 node(s): NOT READY (1/1)" in table.stdout
     assert f"FAIL    {node}: driver floor None (expected >= {lock['stack']['min_driver']})" in table.stdout
     assert "memlock" in table.stdout
+    assert "shm     16384 MiB" in table.stdout  # the bundle's /dev/shm, sized by envman (umoci's default is 64 MiB)
