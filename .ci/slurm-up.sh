@@ -21,11 +21,14 @@ if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
 fi
 
-stop() {  # only the daemons started with this script's pid files
-    local f
+stop() {  # only the daemons started with this script's pid files, and wait until they are gone: a slurmctld
+    # that exits after its successor started removes the successor's pid file with its own
+    local f pid
     for f in "$DIR/slurmd.pid" "$DIR/slurmctld.pid"; do
-        if [ -s "$f" ] && $SUDO kill "$(cat "$f")" 2>/dev/null; then
-            log "stopped $(basename "$f" .pid)"
+        pid=$(cat "$f" 2>/dev/null || true)
+        if [ -n "$pid" ] && $SUDO kill "$pid" 2>/dev/null; then
+            for _ in $(seq 1 50); do $SUDO kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+            log "stopped $(basename "$f" .pid) ($pid)"
         fi
         $SUDO rm -f "$f"
     done
@@ -117,8 +120,14 @@ RunTimeRun="runc --root=/run/runc-slurm run --bundle %b %n.%u.%j.%s.%t"
 EOF
 
 stop
-log "starting slurmctld and slurmd (logs: $DIR/log)"
-$SUDO slurmctld
+if timeout 10 scontrol ping 2>/dev/null | grep -q "is UP"; then
+    log "a slurmctld this script did not start answers: reconfiguring it"
+    $SUDO scontrol reconfigure
+else
+    log "starting slurmctld (logs: $DIR/log)"
+    $SUDO slurmctld
+fi
+log "starting slurmd"
 $SUDO slurmd
 for _ in $(seq 1 60); do
     if answers; then

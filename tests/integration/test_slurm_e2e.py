@@ -48,9 +48,10 @@ def slurm():
         if not shutil.which("apt-get") and not shutil.which("slurmctld"):
             pytest.skip("no Slurm here and no apt-get to install it (.ci/slurm-up.sh)")
         p = subprocess.run(["bash", str(ROOT / ".ci" / "slurm-up.sh")], capture_output=True, text=True, timeout=900)
-        if p.returncode != 0:
-            pytest.skip(f".ci/slurm-up.sh could not start Slurm: {p.stderr.strip().splitlines()[-1:]}")
         started = True
+        if p.returncode != 0 or not _answers():
+            subprocess.run(["bash", str(ROOT / ".ci" / "slurm-up.sh"), "--down"], capture_output=True, timeout=60)
+            pytest.fail(f".ci/slurm-up.sh could not start Slurm:\n{p.stderr[-2000:]}")
     node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %f"], capture_output=True, text=True).stdout.split()
     yield {"node": node[0], "feature": node[1]}
     if started:
@@ -91,7 +92,11 @@ def built(tmp_path, token, base_image, engine, slurm):
 
 
 def submit(d: Path, script: str) -> tuple[int, str]:
-    p = subprocess.run(["sbatch", "--wait", f"cluster/{script}"], cwd=d, capture_output=True, text=True, timeout=600)
+    try:
+        p = subprocess.run(["sbatch", "--wait", f"cluster/{script}"], cwd=d, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        queue = subprocess.run(["squeue", "-o", "%i %j %T %R"], capture_output=True, text=True).stdout
+        pytest.fail(f"sbatch --wait {script} did not return in 300 s; the queue:\n{queue}")
     out = "".join(f.read_text() for f in d.glob("*.out"))
     return p.returncode, p.stderr + out
 
