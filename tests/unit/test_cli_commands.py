@@ -16,7 +16,7 @@ def test_one_module_per_command_and_each_is_registered():
     modules = {p.stem for p in CLI.glob("*.py")} - NOT_COMMANDS
     commands = typer.main.get_command(app).commands
     assert set(commands) == modules
-    # typer lists plain commands first, then the groups (matrix, ci, uv, variants), each in registration order
+    # typer lists plain commands first, then the groups (matrix, ci, uv, variants, cluster), each in registration order
     assert list(commands) == ["resolve", "init", "lock", "build", "smoke", "fetch", "doctor", "fit", "mcp", "matrix", "ci",
                              "uv", "variants", "cluster"]
 
