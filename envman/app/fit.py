@@ -57,6 +57,7 @@ class FitOptions:
     gpus_per_node: int = 8
     optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop (transformers' old AdamW)
     ema: bool = False  # diffusers' --use_ema: an fp32 EMA copy of the trained weights on the GPU
+    double_quant: bool | None = None  # None: the stack's; LitGPT's --quantize bnb.nf4-dq (True) vs bnb.nf4 (False)
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,8 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                   offload=opts.offload or stack.get("offload", "none"), selective_ckpt=opts.selective_checkpointing,
                   tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema,
                   **{k: stack.get(k, d) for k, d in _STACK_FIELDS.items()})
+    if opts.double_quant is not None:
+        setup = replace(setup, nf4_double_quant=opts.double_quant)
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
     return setup, notes
@@ -245,7 +248,8 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
 _STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "deepspeed": False,
                  "lora_dropout": False, "logits_held": False, "fsdp_root_unsharded": False, "adapter_bytes": 0,
                  "bnb_keeps_input": False, "nf4_double_quant": True, "quant_head": False, "dequant_copies": 1,
-                 "untied_head": False, "prev_graph_held": False, "fused_qkv": False}
+                 "untied_head": False, "prev_graph_held": False, "fused_qkv": False, "norm_upcast": True,
+                 "fsdp_no_sync": False}
 
 
 def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:

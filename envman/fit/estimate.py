@@ -77,6 +77,8 @@ class Setup:
     prev_graph_held: bool = False  # the loop holds the last step's logits (and so its graph) into the next forward
     ema: bool = False  # an EMA copy of the trained weights in fp32 on the GPU (diffusers' EMAModel, --use_ema)
     fused_qkv: bool = False  # one linear computes q, k and v (LitGPT's `attn`): one LoRA adapter, one dropout
+    norm_upcast: bool = True  # RMSNorm upcasts its input to fp32 (transformers, LitGPT); False: lit-gpt@8641822
+    fsdp_no_sync: bool = False  # accumulation under FSDP1's no_sync(): every rank accumulates unsharded gradients
 
 
 @dataclass(frozen=True)
@@ -339,6 +341,32 @@ def _linear_inputs(setup: Setup, names: tuple[str, ...], width: int, T: int, c: 
     return out
 
 
+def _rms_in(setup: Setup, T: int, h: int, r: int) -> int:
+    """What an RMSNorm keeps of its input: transformers' LlamaRMSNorm and LitGPT's upcast it (`x.float()`: the
+    fp32 copy and the fp32 rstd are saved); lit-gpt@8641822's computes in the input's dtype (lit_gpt/rmsnorm.py:
+    the residual itself and its rsqrt are saved)."""
+    return T * h * 4 + T * 4 if setup.norm_upcast else T * h * r + T * r
+
+
+def _fused_qkv(arch: Arch, setup: Setup, T: int, c: int, targets: set[str]) -> int:
+    """What LitGPT's attention keeps beyond the separate q/k/v projections _attention_terms counts
+    (litgpt/model.py CausalSelfAttention.forward, litgpt/lora.py LoRAQKVLinear; lit-gpt@8641822 the same):
+    the fused `attn` output is viewed as (B, groups, q_per_kv + 2, T, hs); k — and v for grouped queries — are
+    expanded to the query heads and `reshape` copies them; with one kv head per query head (MHA) or a single
+    one (MQA) the reshape of v is a view, so SDPA's saved v keeps the whole fused output alive. LoRA on some
+    but not all of q, k, v: zero_pad's index_copy keeps its source, the B output over the enabled widths
+    (autograd saves `source` for its `expand_as`; PyTorch tools/autograd/derivatives.yaml, index_copy)."""
+    if not setup.fused_qkv or not arch.heads:
+        return 0
+    a, g, d = arch.heads, arch.kv_heads or arch.heads, arch.head_dim
+    hq, kv = a * d, g * d
+    v_kept = T * (hq + 2 * kv) * c if g in (a, 1) else T * hq * c
+    counted = 2 * T * (hq if setup.attention == "eager" else kv) * c  # k and v as _attention_terms counts them
+    enabled = [w for name, w in (("q_proj", hq), ("k_proj", kv), ("v_proj", kv)) if name in targets]
+    index_copy_source = T * sum(enabled) * c if 0 < len(enabled) < 3 else 0
+    return T * hq * c + v_kept - counted + index_copy_source
+
+
 def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts:
     """Per-layer saved tensors of the Hugging Face GPT-2 / Llama / BERT / ViT blocks (eager attention)."""
     _, c, _, mixed = _bytes(setup.precision)
@@ -359,10 +387,10 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
 
     attn_core, probs = _attention_terms(arch, setup, kind, T, S, r, c, mixed)
     if kind == "llama":
-        norm = T * h * 4 + T * 4 + (T * h * r if not frozen else 0)  # RMSNorm: fp32 input, rstd, normalised
+        norm = _rms_in(setup, T, h, r) + (T * h * r if not frozen else 0)  # RMSNorm: input, rstd, normalised
         norms = norm * (2 if arch.variant == "gemma2" else 1)  # gemma2: post-attention and post-MLP norms too
         layer = (norms + lin_in(("q_proj", "k_proj", "v_proj")) + attn_core + probs + lin_in(("o_proj",), hq)
-                 + norms + _mlp(arch, T, c, e, frozen, targets, lin_in, quant_keeps))
+                 + _fused_qkv(arch, setup, T, c, targets) + norms + _mlp(arch, T, c, e, frozen, targets, lin_in, quant_keeps))
     elif kind == "gpt2":
         ln = T * h * r + T * 8
         drop = T * h * _mask(setup, c) if p_hid > 0 else 0
@@ -376,7 +404,7 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
     # outside the layers
     extra = 0
     if kind == "llama":
-        extra = T * h * 4 + T * 4 + T * h * r + T * h * c + 2 * s * d * r  # final norm, lm_head input, rope
+        extra = _rms_in(setup, T, h, r) + T * h * r + T * h * c + 2 * s * d * r  # final norm, lm_head input, rope
         if "lm_head" in targets:  # LoRA on the head: its A output (and dropout output + mask)
             extra += T * setup.lora_rank * c + (T * h * (c + 1) if setup.lora_dropout else 0)
     elif kind == "gpt2":
@@ -603,7 +631,9 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
     mp = setup.tp * setup.pp  # model parallel: each GPU holds 1/(tp·pp) of every model state
     n = setup.gpus // mp  # data-parallel degree
     weights, grads, opt, opt_tmp = weights // mp, grads // mp, opt // mp, opt_tmp // mp
-    layer_params = (P - arch.embedding_params) // arch.layers // mp if arch.layers else 0
+    # one transformer block's parameters: not the embedding, and not an untied lm_head (the root unit's)
+    head = arch.vocab * arch.hidden if arch.vocab and not arch.tied and arch.task == "causal-lm" else 0
+    layer_params = (P - arch.embedding_params - head) // arch.layers // mp if arch.layers else 0
     gathered = 0
     if setup.shard in _SHARD_NOTES and not (setup.deepspeed and setup.shard != "ddp"):
         notes.append(_SHARD_NOTES[setup.shard].format(n=n))
@@ -650,11 +680,13 @@ def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, 
         acts = replace(acts, saved=acts.saved - drop)
     elif setup.selective_ckpt and not setup.grad_checkpointing and arch.family == "llama":
         # torchtitan's op-level selective AC: keep SDPA's outputs and every other matmul output, recompute the
-        # rest (norms, SiLU, products) from the layer input (torchtitan/models/llama3/infra/parallelize.py)
+        # rest (norms, SiLU, products) from the layer input. Its policy counts the block's mm calls and saves
+        # the odd ones; in forward order wq, wk, wv, wo, w1, w3, w2 those are wq, wv, w1 and w2
+        # (pytorch/torchtitan@9dec370 torchtitan/parallelisms/parallelize_llama.py _custom_policy; models/llama/model.py)
         T = acts.tokens
         r_ = act_bytes(setup)[0]
         hq, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
-        keep = T * arch.hidden * r_ + T * hq * c + T * arch.heads * 4 + T * (hq + 2 * kv + 2 * arch.ffn + arch.hidden) * c // 2
+        keep = T * arch.hidden * r_ + T * hq * c + T * arch.heads * 4 + T * (hq + kv + arch.ffn + arch.hidden) * c
         layer = min(acts.per_layer, keep // setup.tp)
         acts = replace(acts, saved=acts.saved - arch.layers * (acts.per_layer - layer), per_layer=layer)
     if setup.grad_checkpointing and acts.ckpt_saved:
@@ -677,6 +709,20 @@ def _cnn_backward(acts: Acts, during: Breakdown, grads: int, P: int, extra: int)
         worst = max(worst, cand, key=lambda bd: bd.total)
         alive -= saved_k
     return worst
+
+
+def _accumulated(setup: Setup, grads: int, trainable: int, gb: int) -> int:
+    """The gradients alive through a later micro-step's forward and backward under gradient accumulation (they
+    are summed into, then zeroed only after the optimizer step). FSDP1's no_sync() — what Lightning Fabric's
+    no_backward_sync does for FSDP, LitGPT's loop on accumulating steps — keeps them unsharded: "FSDP will
+    accumulate the full model gradients (instead of gradient shards) until the eventual sync" (PyTorch docs,
+    FullyShardedDataParallel.no_sync; Lightning-AI/pytorch-lightning@2.4.0 src/lightning/fabric/strategies/fsdp.py
+    _FSDPBackwardSyncControl; Lightning-AI/litgpt@00af8b0d9b43 litgpt/finetune/full.py:253-254)."""
+    if setup.accumulation <= 1:
+        return 0
+    if setup.fsdp_no_sync and setup.shard == "fsdp":
+        return trainable * gb // (setup.tp * setup.pp)
+    return grads
 
 
 def stack_arch(arch: Arch, setup: Setup) -> Arch:
@@ -709,9 +755,7 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     head_grad = 0
     if arch.task in ("causal-lm", "masked-lm") and setup.method in ("full", "freeze"):
         head_grad = arch.vocab * arch.hidden * gb
-    # with gradient accumulation the gradients of earlier micro-steps are alive through the next forward
-    # and backward (they are summed into, then zeroed only after the optimizer step)
-    acc = grads if setup.accumulation > 1 else 0
+    acc = _accumulated(setup, grads, trainable, gb)
     # the moments of a step
     start = Breakdown(weights, acc, opt, kept, acts.loss_transient + cast_copies + gathered + qlora_tmp)
     during = Breakdown(weights, max(acc, min(head_grad, grads)), opt, kept - acts.loss_saved + recompute,

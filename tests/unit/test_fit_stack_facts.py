@@ -11,7 +11,17 @@ import yaml
 
 from envman.app.fit import FitOptions, run_fit
 from envman.fit.architectures import arch_from_config
-from envman.fit.estimate import NF4_BYTES_PER_PARAM, QLORA_BYTES_PER_PARAM, Setup, activations, estimate, stack_arch
+from envman.fit.estimate import (
+    NF4_BYTES_PER_PARAM,
+    QLORA_BYTES_PER_PARAM,
+    Setup,
+    _model_states,
+    _recomputation,
+    activations,
+    count_trainable,
+    estimate,
+    stack_arch,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {m["id"]: m for m in yaml.safe_load((ROOT / "matrices" / "models.yaml").read_text())["models"]}
@@ -68,10 +78,91 @@ def test_one_lora_dropout_per_adapter_and_litgpts_fused_qkv_has_one():
     s = Setup(method="lora", precision="bf16", base_bytes=2, lora_dropout=True, lora_targets=("q_proj", "k_proj", "v_proj"),
               lora_rank=8, seq=512)
     separate, fused = activations(a, s), activations(a, replace(s, fused_qkv=True))
-    assert separate.saved - fused.saved == a.layers * 2 * 512 * a.hidden * 3  # two more dropouts: output + mask
+    # two more dropouts (output + mask), less the fused qkv output SDPA's v keeps alive (MHA: its q and k parts)
+    assert separate.saved - fused.saved == a.layers * 2 * 512 * a.hidden * 3 - a.layers * 2 * 512 * a.hidden * 2
     # a frozen linear keeps no input: with dropout the adapter keeps the dropout's output instead of x
     no_drop = activations(a, replace(s, lora_dropout=False, fused_qkv=True))
     assert fused.saved - no_drop.saved == a.layers * 512 * a.hidden * (2 + 1) - a.layers * 512 * a.hidden * 2
+
+
+def _lora(**kw) -> Setup:
+    base = dict(method="lora", precision="bf16", base_bytes=2, lora_targets=("q_proj", "k_proj", "v_proj"), lora_rank=8,
+                seq=512, attention="flash")
+    return Setup(**{**base, **kw})
+
+
+def test_litgpts_fused_qkv_keeps_what_its_reshapes_keep():
+    """LitGPT's attention: k (and v for grouped queries) expanded to the query heads by a copying reshape; for
+    MHA/MQA v is a view of the fused output, so SDPA's saved v keeps all of it (litgpt/model.py)."""
+    T = 512
+    for model, extra in (("llama-2-7b", lambda a: 2 * a.heads * a.head_dim),  # MHA: the q and k parts of qkv
+                         ("llama-3-8b", lambda a: 2 * (a.heads - a.kv_heads) * a.head_dim),  # GQA: k, v expanded
+                         ("gemma-2b", lambda a: 2 * a.heads * a.head_dim)):  # MQA: k copied, v a view of qkv
+        a = arch(model)
+        diff = activations(a, _lora(fused_qkv=True)).saved - activations(a, _lora()).saved
+        assert diff == a.layers * T * extra(a) * 2, model
+    # eager attention counts k and v at the query heads already: grouped queries add nothing more
+    g = arch("gemma-2-2b")
+    assert activations(g, _lora(fused_qkv=True, attention="eager")).saved == activations(g, _lora(attention="eager")).saved
+
+
+def test_litgpt_lora_on_q_and_v_only_keeps_index_copys_source():
+    """zero_pad's index_copy keeps its source (PyTorch saves it for expand_as): the B output over q and v."""
+    a, T = arch("llama-3-8b"), 512
+    hq, kv = a.heads * a.head_dim, a.kv_heads * a.head_dim
+    qv, qkv = _lora(fused_qkv=True, lora_targets=QV), _lora(fused_qkv=True)
+    qv_plain, qkv_plain = _lora(lora_targets=QV), _lora()
+    partial = activations(a, qv).saved - activations(a, qv_plain).saved
+    whole = activations(a, qkv).saved - activations(a, qkv_plain).saved
+    assert partial - whole == a.layers * T * (hq + kv) * 2
+
+
+def test_lit_gpt_2023_rmsnorm_keeps_the_bf16_residual_not_an_fp32_copy():
+    a, T = arch("llama-2-7b"), 512
+    upcast, plain = activations(a, _lora()), activations(a, _lora(norm_upcast=False))
+    per_norm = T * a.hidden * 4 + T * 4 - (T * a.hidden * 2 + T * 2)
+    assert upcast.saved - plain.saved == (2 * a.layers + 1) * per_norm  # two per block and the final norm
+
+
+def test_fsdp1_no_sync_accumulates_unsharded_gradients():
+    """Lightning Fabric's no_backward_sync is FSDP1's no_sync(): full gradients on every rank until the sync."""
+    a = arch("gemma-2b")
+    s = Setup(method="full", precision="bf16", shard="fsdp", gpus=4, grad_checkpointing=True, batch=1, seq=512,
+              accumulation=4, untied_head=True, fsdp_root_unsharded=True, loss="compute", attention="flash")
+    synced, no_sync = estimate(a, s), estimate(a, replace(s, fsdp_no_sync=True))
+    P = stack_arch(a, s).params
+    assert no_sync.breakdown.gradients == P * 2 and synced.breakdown.gradients < P * 2 // 3
+    assert estimate(a, replace(s, fsdp_no_sync=True, accumulation=1)).peak_bytes == \
+        estimate(a, replace(s, accumulation=1)).peak_bytes  # without accumulation there is nothing to accumulate
+
+
+def test_the_fsdp_root_unit_holds_an_untied_head_not_the_blocks():
+    a = stack_arch(arch("gemma-2b"), Setup(untied_head=True))
+    s = Setup(method="full", precision="bf16", shard="fsdp", gpus=4, fsdp_root_unsharded=True, seq=512)
+    *_, gathered, _casts, _notes = _model_states(a, s, count_trainable(a, s))
+    layer = (a.params - 2 * a.vocab * a.hidden) // a.layers
+    root = a.params - a.layers * layer
+    assert root >= 2 * a.vocab * a.hidden and gathered == 2 * layer * 2 + layer * 2 + root * (2 + 2)
+
+
+def test_torchtitans_op_policy_saves_the_odd_matmuls_of_a_block():
+    """Its policy counts mm calls per block and saves the odd ones: wq, wv, w1, w2 (wq wk wv wo w1 w3 w2)."""
+    a, T = arch("llama-3.1-8b"), 2 * 8192
+    s = Setup(method="full", precision="bf16-mixed", shard="fsdp", gpus=8, batch=2, seq=8192, attention="flash",
+              selective_ckpt=True)
+    acts, _, _ = _recomputation(a, s, activations(a, s), 2)
+    hq, kv = a.heads * a.head_dim, a.kv_heads * a.head_dim
+    assert acts.per_layer == T * a.hidden * 2 + T * hq * 2 + T * a.heads * 4 + T * (hq + kv + a.ffn + a.hidden) * 2
+
+
+def test_litgpt_double_quantisation_is_the_nf4_dq_option():
+    kw = dict(model="llama-2-7b", stack="litgpt", method="qlora", lora_rank=8, lora_targets=QV, batch=1, seq=1304,
+              targets=("a100-40gb",))
+    nf4, dq = run_fit(FitOptions(**kw)), run_fit(FitOptions(**kw, double_quant=True))
+    a = arch("llama-2-7b")
+    assert nf4.estimate.weights_bytes - dq.estimate.weights_bytes == \
+        int(a.matmul_params * NF4_BYTES_PER_PARAM + (a.params - a.matmul_params) * 2 + 4194304 * 2) \
+        - int(a.matmul_params * QLORA_BYTES_PER_PARAM + (a.params - a.matmul_params) * 2 + 4194304 * 2)
 
 
 def test_resnet_step_time_adds_the_batchnorm_kernels_to_the_convolutions():
