@@ -137,7 +137,7 @@ class Kit:
         j = self.envman("doctor", "--json", "--deep", timeout=90)
         try:
             rep = json.loads(j["stdout"])
-            out["verdict"], out["findings"] = rep.get("verdict"), [f.get("id") for f in rep.get("findings", [])]
+            out["verdict"], out["findings"] = rep.get("verdict"), [f"{f.get('severity')}:{f.get('check')}" for f in rep.get("findings", [])]
         except ValueError:
             self.finding("doctor", f"envman doctor --json printed no JSON (rc {j['rc']}): {j['stderr'][-300:]}")
         out["facts"] = {k: facts.get(k) for k in ("driver", "driver_cuda", "driver_source", "gpus", "libcuda")}
