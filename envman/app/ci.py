@@ -80,11 +80,15 @@ def check_ci(path: Path) -> tuple[list[str], list[str]]:
     return check_ci_files(load_ci_project(Path(path).resolve()))
 
 
+# The files envman's CI backends write (envman.ci: BACKENDS' files and BAKE_FILE), named here so that every
+# `envman lock` can look for them without importing the backends (~10 ms); tests/unit/test_ci_backends.py
+# holds the two lists equal.
+CI_FILES = (".github/workflows/envman.yml", ".gitlab-ci.yml", "docker-bake.json")
+
+
 def has_ci_files(root: Path) -> bool:
     """Whether the project has CI files envman generates (GitHub/GitLab workflows, the bake file)."""
-    from envman.ci import BACKENDS, BAKE_FILE
-
-    return any((root / f).exists() for f in (*(b.file for b in BACKENDS), BAKE_FILE))
+    return any((root / f).exists() for f in CI_FILES)
 
 
 def stale_ci_files(root: Path) -> list[str]:

@@ -11,9 +11,6 @@ from envman.app.lockinputs import BASE_OVERRIDE, ProjectInputs, stack_files
 from envman.app.stack import LockOptions, Stack, profile_spec, render_stack
 from envman.errors import UsageError
 from envman.files import WritePlan, with_header
-from envman.image.context import dockerignore_text
-from envman.image.plan import compose_plan, devcontainer_plan
-from envman.image.render import DOCKERIGNORE, render_json, render_yaml
 from envman.lock.artifacts import by_url
 from envman.lock.lockfile import Lock, render_lock, try_read_lock
 from envman.lock.uv import parse_uv_output
@@ -57,7 +54,6 @@ def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: boo
 
 def plan_stacks(inputs: ProjectInputs, opts: LockOptions, *, force: bool = False,
                 extra: list[tuple[Path, str]] | None = None) -> Planned:
-    from envman.app.doctor import kit_files
     from envman.project.coexist import place_files
 
     root, spec = inputs.root, inputs.spec
@@ -66,6 +62,7 @@ def plan_stacks(inputs: ProjectInputs, opts: LockOptions, *, force: bool = False
         stacks = [render_stack(inputs, profile_spec(spec, p), stack_files(root, p.name), opts) for p in spec.profiles]
     else:
         stacks = [render_stack(inputs, spec, stack_files(root, None), opts)]
+    from envman.app.doctor import kit_files  # after uv has started (app/stack.py prepares it while uv runs)
     files = [w for s in stacks for w in s.writes] + shared_files(inputs, stacks, place)
     files += [(root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit_files().items())]
     generated = WritePlan(list(files))
@@ -80,6 +77,10 @@ def plan_stacks(inputs: ProjectInputs, opts: LockOptions, *, force: bool = False
 
 def shared_files(inputs: ProjectInputs, stacks: list[Stack], place) -> list[tuple[Path, str]]:
     """.dockerignore, compose.yaml (a service per stack) and the devcontainer (the first stack's)."""
+    from envman.image.context import dockerignore_text
+    from envman.image.plan import compose_plan, devcontainer_plan
+    from envman.image.render import DOCKERIGNORE, render_json, render_yaml
+
     root, name, inputs_hash = inputs.root, inputs.spec.name, inputs.inputs_hash
     gi = root / ".gitignore"
     gitignore = gi.read_text(encoding="utf-8", errors="replace") if gi.is_file() else None

@@ -5,7 +5,9 @@ then the Dockerfile and the expected stack rendered from them. Nothing is writte
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,6 @@ from envman.app.basedigest import start_digest
 from envman.app.lockinputs import ProjectInputs
 from envman.errors import LockError
 from envman.files import ownership, sha256, with_header
-from envman.image.plan import plan_dockerfile, smoke_expectation
-from envman.image.render import render_dockerfile, render_json, warm
 from envman.image.stages import SourceBuilds, plan_source_builds, system_libraries
 from envman.image.tables import load_image_tables
 from envman.lock.artifacts import (
@@ -118,12 +118,13 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     lines = requirement_lines(inputs, spec, res)
     base, base_kind = (spec.base_image, "custom") if spec.base_image else (res.base_image, res.base_kind)
     last = try_read_lock(inputs.root / files.lock)
-    # the base image's digest: kept from the last lock, or asked of its registry while uv resolves
-    digest_job = None if opts.no_lock else start_digest(last, base, upgrade=opts.upgrade)
-    python = python_locks(inputs, spec, res, lines, files, last, opts)
+    # the base image's digest: kept from the last lock, or asked of its registry once uv runs (the thread's
+    # imports of urllib and ssl would otherwise delay uv's start)
+    digest = None if opts.no_lock else cache(lambda: start_digest(last, base, upgrade=opts.upgrade))
+    python = python_locks(inputs, spec, res, lines, files, last, opts, digest)
     notes = list(inputs.warnings) + python.notes
-    if digest_job is not None:
-        base_digest, digest_note = digest_job()
+    if digest is not None:
+        base_digest, digest_note = digest()()
         notes.append(digest_note)
     else:
         base_digest = _kept_digest(last, base, inputs.inputs_hash)
@@ -146,6 +147,10 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
                       base_digest=base_digest, system_packages=list(apt), req_text=python.req, fw_text=python.fw,
                       pylock=python.pylock is not None, profile=files.profile, files=files, inputs=inputs.hashes,
                       platform=python_platform(res), request=python.request)
+
+    # imported here, after uv started (its request needs none of them; _while_uv_resolves imports them)
+    from envman.image.plan import plan_dockerfile, smoke_expectation
+    from envman.image.render import render_dockerfile, render_json
 
     # the lock's hash is final before anything names it: the digests of the files made from it are outside it
     plan = plan_dockerfile(
@@ -213,7 +218,7 @@ def requirement_lines(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution)
 
 
 def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, lines: Lines, files: StackFiles,
-                 last: Lock | None, opts: LockOptions) -> PythonFiles:
+                 last: Lock | None, opts: LockOptions, digest: Callable[[], Any] | None = None) -> PythonFiles:
     """The stack's Python locks: kept when uv's request is the last lock's (uv lock's rule: ``--upgrade`` asks
     the index again), else one uv run; with --no-lock, the existing ones when their inputs are unchanged."""
     if not lines.all:
@@ -234,7 +239,7 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
     key = job.key()
     seed = job.request.seed  # the last pylock.toml, when envman wrote it and nobody edited it (--upgrade: none)
     kept = seed is not None and _last_request(last) == key
-    lr = job.finish(seed) if kept and seed is not None else job.compile(opts.progress, _while_uv_resolves)
+    lr = job.finish(seed) if kept and seed is not None else job.compile(opts.progress, lambda: _while_uv_resolves(digest))
     notes = _check_user_hashes([*inputs.reqs, *inputs.constraints], lr.pylock_text)
     notes.append(KEPT if kept else f"locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
     notes += lr.notes + stack_mismatches(res, lr.versions)
@@ -319,11 +324,16 @@ def _devel_image(matrix: Matrix, res: Resolution) -> str | None:
     return next((img.devel for img in matrix.base_images.cuda if str(img.cuda) == res.cuda), None)
 
 
-def _while_uv_resolves() -> None:
+def _while_uv_resolves(digest: Callable[[], Any] | None = None) -> None:
     """What a lock needs later and can prepare while uv waits on the network (memoized where it is used)."""
+    import yaml  # noqa: F401  (compose.yaml names the new lock hash: it is dumped again)
+
     from envman._compat import tomllib  # noqa: F401  (uv's pylock.toml is parsed right after it exits)
     from envman.app.doctor import kit_files
+    from envman.image.render import warm
 
+    if digest is not None:
+        digest()  # its registry is asked in a thread from now on
     warm()
     load_image_tables()
     kit_files()

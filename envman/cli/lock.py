@@ -31,12 +31,11 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1)
             typer.echo("envman.lock is current")
             return
-        from envman.app.ci import has_ci_files, stale_ci_files
+        from envman.app.ci import stale_ci_files
         from envman.app.lock import lock_project
         from envman.cli.output import Progress, format_outcome
 
         progress = Progress()
-        ci = has_ci_files(root)
         try:
             out = lock_project(root, force=force, base_image=base_image, upgrade=upgrade, timeout=timeout,
                                progress=progress)
@@ -44,6 +43,6 @@ def register(app: typer.Typer) -> None:
             progress.done()
         typer.echo(format_outcome(out, root))
         # generated CI files name images by lock hash: after a re-lock they must be regenerated too
-        for s in stale_ci_files(root) if ci else ():
+        for s in stale_ci_files(root):
             typer.echo(f"note: {s} (commit them together with the locks)")
 

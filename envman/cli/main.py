@@ -13,18 +13,21 @@ import typer
 from envman.cli import build, ci, cluster, doctor, fetch, fit, init, lock, matrix, mcp, resolve, smoke, uv, variants
 from envman.errors import EXIT_INTERNAL, EnvmanError
 
-app = typer.Typer(
-    name="envman",
-    help="Reproducible GPU training environments: resolve a consistent driver/CUDA/cuDNN/framework/Python "
-    "stack for your GPUs, generate and build the image, and diagnose the machine.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+COMMANDS = (resolve, init, lock, build, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants, cluster)
 
 
-@app.callback(invoke_without_command=True)
+def _typer() -> typer.Typer:
+    return typer.Typer(
+        name="envman",
+        help="Reproducible GPU training environments: resolve a consistent driver/CUDA/cuDNN/framework/Python "
+        "stack for your GPUs, generate and build the image, and diagnose the machine.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+
+
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print envman's version and exit.", is_eager=True),
@@ -39,11 +42,26 @@ def _root(
         raise typer.Exit(0)
 
 
-# One module per command, registered here in the order `envman --help` lists them: a renamed or broken
-# module fails at start-up instead of its command silently disappearing. The modules import typer only;
-# each command imports its use case (envman.app.*) when it runs.
-for _command in (resolve, init, lock, build, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants, cluster):
-    _command.register(app)
+def make_app(commands=COMMANDS) -> typer.Typer:
+    """envman's commands, registered in the order `envman --help` lists them (one module per command, named
+    after it): a renamed or broken module fails at start-up instead of its command silently disappearing.
+    The modules import typer only; each command imports its use case (envman.app.*) when it runs."""
+    cli = _typer()
+    cli.callback(invoke_without_command=True)(_root)
+    for command in commands:
+        command.register(cli)
+    return cli
+
+
+app = make_app()
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """The app a run needs: for `envman lock …` only lock's command, since typer inspects every registered
+    function's signature on each run (~10 ms for all of them); the full app for anything else (--help, a typo)."""
+    name = argv[0] if argv else None
+    only = [c for c in COMMANDS if c.__name__.rsplit(".", 1)[-1] == name]
+    return make_app(only) if only else app
 
 
 def report_error(err: EnvmanError) -> int:
@@ -74,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
-        app(args=argv, prog_name="envman", standalone_mode=True)
+        _app_for(sys.argv[1:] if argv is None else argv)(args=argv, prog_name="envman", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     except EnvmanError as err:

@@ -51,9 +51,18 @@ def render_dockerfile(plan: DockerPlan) -> str:
 
 
 def render_yaml(data: dict) -> str:
-    import yaml
+    """``data`` as YAML, kept on disk under the digest of its repr (as the Dockerfile is): a current lock's
+    compose.yaml does not import PyYAML."""
+    import hashlib
 
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    from envman.diskcache import cached
+
+    def dump() -> str:
+        import yaml
+
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+    return cached("yaml", hashlib.sha256(repr(data).encode("utf-8")).hexdigest(), dump, lambda t: isinstance(t, str))
 
 
 def render_json(data: dict) -> str:

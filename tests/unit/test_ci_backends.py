@@ -32,3 +32,13 @@ def test_setup_notes_come_from_the_backend():
         "actionlint: list your runner labels under self-hosted-runner.labels in .github/actionlint.yaml",
     ]
     assert backend("gitlab").setup_notes(other, False)[0].startswith("variables: set ENVMAN_REGISTRY_USERNAME")
+
+
+def test_the_lock_looks_for_every_file_a_backend_writes(tmp_path):
+    """`envman lock` names the CI files without importing the backends (app/ci.py CI_FILES): the same list."""
+    from envman.app.ci import CI_FILES, has_ci_files
+
+    assert set(CI_FILES) == {b.file for b in BACKENDS} | {BAKE_FILE}
+    assert not has_ci_files(tmp_path)
+    (tmp_path / BAKE_FILE).write_text("{}")
+    assert has_ci_files(tmp_path)

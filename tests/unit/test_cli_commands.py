@@ -25,3 +25,14 @@ def test_main_registers_without_a_fallback():
     """A renamed command module must fail at start-up, not make its command silently disappear."""
     src = (CLI / "main.py").read_text(encoding="utf-8")
     assert "__import__" not in src and "ModuleNotFoundError" not in src
+
+
+def test_a_run_builds_only_the_command_it_names():
+    """typer inspects every registered function on each run: `envman lock …` registers lock alone; --help, a
+    typo or no command get the whole app (its help and its `Did you mean` list every command)."""
+    from envman.cli.main import _app_for
+
+    assert list(typer.main.get_command(_app_for(["lock", "."])).commands) == ["lock"]
+    assert list(typer.main.get_command(_app_for(["matrix", "check"])).commands) == ["matrix"]
+    for argv in ([], ["--help"], ["lcok"], ["--version"]):
+        assert _app_for(argv) is app

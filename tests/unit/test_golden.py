@@ -59,13 +59,12 @@ def test_a_dockerfile_kept_on_disk_is_the_one_jinja2_renders(tmp_path, monkeypat
     bytes without jinja2; another template is another key."""
     import shutil
 
-    import envman.app.stack
     import envman.image.render as render
 
     monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
     plans = []
     real = render.render_dockerfile
-    monkeypatch.setattr(envman.app.stack, "render_dockerfile", lambda plan: plans.append(plan) or real(plan))
+    monkeypatch.setattr(render, "render_dockerfile", lambda plan: plans.append(plan) or real(plan))
     spec = parse_spec({"name": "cached", **COMMON, **CASES["new-torch"]})
     (tmp_path / "p").mkdir()
     generate(tmp_path / "p", spec, no_lock=True)
