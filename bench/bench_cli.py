@@ -1,18 +1,20 @@
 """Whole-process timings of envman's CLI, side by side with their anchors.
 
-    python bench/bench_cli.py [--runs N] [--no-lock] [--envman PATH]
+    python bench/bench_cli.py [--runs N] [--no-lock] [--envman PATH [--envman PATH]] [--project NAME ...]
 
 - start-up:       `envman --version`, `envman lock --help` and `envman resolve --target h100 --framework torch
                   --json` beside a bare `python -c pass` (the interpreter's own start-up, the floor of any Python
                   CLI); `envman init --no-lock` on a copy of examples/quickstart vs the 0.3 s target.
-- locks, for examples/quickstart and a typical training repository (~100 packages), each beside uv run
-  directly on exactly the request that lock gives uv (its files and arguments, laid out as envman lays them
-  out), warm caches, timed alternately so a drifting network weighs on both alike:
+- locks, for examples/quickstart, a typical training repository (~100 packages) and a larger torch training
+  stack (~125 packages, where uv takes ~1.7 s), each beside uv run directly on exactly the request that lock
+  gives uv (its files and arguments, laid out as envman lays them out), warm caches, timed alternately so a
+  drifting network weighs on both alike:
     first lock      a project with envman.yaml only            vs uv, unseeded          target: within 1.2x
     changed lock    a requirement changed (numpy<3 ↔ numpy<4)  vs uv, seeded            target: within 1.1x
     current lock    nothing changed: uv is not run             vs the 0.2 s target (uv alone beside it)
     lock --check    reads the lock and the inputs              vs uv, seeded
-`--envman PATH` times another installation's console script (an older envman, say) on the same projects.
+`--envman PATH` times another installation's console script; given twice (an older envman and this one), both
+are timed in turn on the same projects, each beside the same uv run.
 Medians of N runs; docs/performance.md keeps the figures.
 """
 
@@ -29,14 +31,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENVMAN = [sys.executable, "-m", "envman.cli.main"]
 BIN = Path(sys.executable).parent / "envman"
-if BIN.exists():
-    ENVMAN = [str(BIN)]
+ENVMANS = [[str(BIN)] if BIN.exists() else [sys.executable, "-m", "envman.cli.main"]]
 
 QUICKSTART = "torch>=2.3\nnumpy<3\n"
 # a typical training repository's requirements (resolves to ~100 packages)
 TYPICAL = "torch\ntransformers\ndatasets\naccelerate\nscipy\npandas\nmatplotlib\nscikit-learn\nwandb\nnumpy<3\n"
+# a larger torch training stack (~125 packages, every one a wheel): uv takes ~1.7 s on it here, what a user meets
+TRAINING = ("torch\ntorchvision\nlightning\ntransformers\ndatasets\naccelerate\npeft\nbitsandbytes\nevaluate\nwandb\n"
+            "einops\ntimm\nsentencepiece\ntensorboard\nscikit-learn\nmatplotlib\nnumpy<3\n")
+PROJECTS = {"quickstart": QUICKSTART, "~100 pkgs": TYPICAL, "training ~125 pkgs": TRAINING}
 
 # As installed: pip writes bytecode at install time, so a user's envman never compiles its modules on each run.
 # Some machines set PYTHONDONTWRITEBYTECODE (this project's do): without it unset, every run would pay for
@@ -55,30 +59,35 @@ def _once(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> f
     return took
 
 
-def timed(cmd: list[str], runs: int, setup=None) -> float:
-    samples = []
+def timed(cmds: list[list[str]], runs: int, setup=None) -> list[float]:
+    """The median of each command, run in turn (a drifting machine weighs on each alike)."""
+    samples: list[list[float]] = [[] for _ in cmds]
     for _ in range(runs):
-        if setup:
-            setup()
-        samples.append(_once(cmd))
-    return statistics.median(samples)
+        for cmd, out in zip(cmds, samples):
+            if setup:
+                setup()
+            out.append(_once(cmd))
+    return [statistics.median(x) for x in samples]
 
 
-def timed_pair(ours: list[str], ours_setup, anchor, runs: int) -> tuple[float, float]:
-    """``ours`` and ``anchor`` (a uv command with its setup, folder and environment) alternately."""
+def timed_pair(ours: list[list[str]], ours_setup, anchor, runs: int) -> tuple[list[float], float]:
+    """Each of ``ours`` and ``anchor`` (a uv command with its setup, folder and environment) in turn."""
     cmd, setup, cwd, env = anchor
-    a, b = [], []
+    a: list[list[float]] = [[] for _ in ours]
+    b = []
     for _ in range(runs):
-        if ours_setup:
-            ours_setup()
-        a.append(_once(ours))
+        for one, out in zip(ours, a):
+            if ours_setup:
+                ours_setup()
+            out.append(_once(one))
         setup()
         b.append(_once(cmd, cwd, env))
-    return statistics.median(a), statistics.median(b)
+    return [statistics.median(x) for x in a], statistics.median(b)
 
 
-def row(name: str, ours: float, anchor_name: str, anchor: float) -> str:
-    return f"{name:<24} {ours * 1000:8.0f} ms   {anchor_name:<34} {anchor * 1000:8.0f} ms   ratio {ours / anchor:5.2f}"
+def row(name: str, ours: list[float], anchor_name: str, anchor: float) -> str:
+    mine = "   ".join(f"{t * 1000:6.0f} ms (ratio {t / anchor:5.2f})" for t in ours)
+    return f"{name:<34} {mine}   {anchor_name:<32} {anchor * 1000:6.0f} ms"
 
 
 def uv_replay(proj: Path, where: Path):
@@ -123,7 +132,7 @@ def uv_replay(proj: Path, where: Path):
 def bench_locks(label: str, reqs: str, proj: Path, fresh, td: Path, runs: int) -> None:
     fresh()
     (proj / "requirements.txt").write_text(reqs)
-    subprocess.run(ENVMAN + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"], check=True,
+    subprocess.run(ENVMANS[0] + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"], check=True,
                    capture_output=True, env=ENV)
     spec = (proj / "envman.yaml").read_text()
 
@@ -133,7 +142,8 @@ def bench_locks(label: str, reqs: str, proj: Path, fresh, td: Path, runs: int) -
         (proj / "envman.yaml").write_text(spec)
 
     bare()
-    first, uv_first = timed_pair(ENVMAN + ["lock", str(proj)], bare, uv_replay(proj, td / "uv"), runs)
+    lock = [e + ["lock", str(proj)] for e in ENVMANS]
+    first, uv_first = timed_pair(lock, bare, uv_replay(proj, td / "uv"), runs)
     print(row(f"first lock ({label})", first, "uv, same request, unseeded", uv_first))
     variants = [reqs.replace("numpy<3", "numpy<4"), reqs]
 
@@ -143,29 +153,31 @@ def bench_locks(label: str, reqs: str, proj: Path, fresh, td: Path, runs: int) -
 
     change()
     uv_changed = uv_replay(proj, td / "uv")
-    changed, uv_seeded = timed_pair(ENVMAN + ["lock", str(proj)], change, uv_changed, runs)
+    changed, uv_seeded = timed_pair(lock, change, uv_changed, runs)
     print(row(f"changed lock ({label})", changed, "uv, same request, seeded", uv_seeded))
-    current = timed(ENVMAN + ["lock", str(proj)], runs)
+    current = timed(lock, runs)
     print(row(f"current lock ({label})", current, "target 0.2 s", 0.2))
     print(row(f"current lock ({label})", current, "uv, same request, seeded", uv_seeded))
-    check = timed(ENVMAN + ["lock", "--check", str(proj)], runs)
+    check = timed([e + ["lock", "--check", str(proj)] for e in ENVMANS], runs)
     print(row(f"lock --check ({label})", check, "uv, same request, seeded", uv_seeded))
 
 
 def main() -> None:
-    global ENVMAN
+    global ENVMANS
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--no-lock", action="store_true", help="skip the uv comparisons (they need PyPI)")
-    ap.add_argument("--envman", help="the console script to time (default: this installation's)")
+    ap.add_argument("--envman", action="append", help="a console script to time (default: this installation's); "
+                    "given twice, both are timed in turn on the same projects (an older envman beside this one)")
+    ap.add_argument("--project", action="append", choices=list(PROJECTS), help="lock only these (default: all)")
     a = ap.parse_args()
     if a.envman:
-        ENVMAN = [a.envman]
-    print(f"median of {a.runs} runs, whole process: {ENVMAN[0]}")
-    py = timed([sys.executable, "-c", "pass"], a.runs)
+        ENVMANS = [[e] for e in a.envman]
+    print(f"median of {a.runs} runs, whole process: {', '.join(e[0] for e in ENVMANS)}")
+    py = timed([[sys.executable, "-c", "pass"]], a.runs)[0]
     for name, args in (("--version", ["--version"]), ("lock --help", ["lock", "--help"]),
                        ("resolve", ["resolve", "--target", "h100", "--framework", "torch", "--json"])):
-        print(row(name, timed(ENVMAN + args, a.runs), "python -c pass (start-up floor)", py))
+        print(row(name, timed([e + args for e in ENVMANS], a.runs), "python -c pass (start-up floor)", py))
     with tempfile.TemporaryDirectory() as tmp:
         td = Path(tmp)
         proj = td / "quickstart"
@@ -175,12 +187,12 @@ def main() -> None:
             shutil.copytree(ROOT / "examples" / "quickstart", proj,  # the example's own files only
                             ignore=lambda _d, names: [n for n in names if n not in ("requirements.txt", "train.py")])
 
-        ini = timed(ENVMAN + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"], a.runs,
-                    setup=fresh)
+        ini = timed([e + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"] for e in ENVMANS],
+                    a.runs, setup=fresh)
         print(row("init --no-lock", ini, "target 0.3 s", 0.3))
         if not a.no_lock:
-            for label, reqs in (("quickstart", QUICKSTART), ("~100 pkgs", TYPICAL)):
-                bench_locks(label, reqs, proj, fresh, td, a.runs)
+            for label in a.project or PROJECTS:
+                bench_locks(label, PROJECTS[label], proj, fresh, td, a.runs)
 
 
 if __name__ == "__main__":
