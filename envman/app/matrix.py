@@ -182,7 +182,8 @@ def write_discovered(plan: DiscoveredRefresh) -> Path:
 
 def check_matrix(directory: Path | None = None, sources: bool = True) -> list[str]:
     """Every problem the loader (and its cross-checks) finds, read fresh from the files, then every place
-    the data disagrees with a primary source's snapshot (matrices/sources/); [] when all agree."""
+    the data disagrees with a primary source's snapshot (matrices/sources/), and every alias of models.yaml that
+    names another model than its entry (envman/fit/aliases.py); [] when all agree."""
     from envman.errors import MatrixError
     from envman.matrix.load import _load_cached, default_matrix_dir, load_matrix
 
@@ -196,7 +197,14 @@ def check_matrix(directory: Path | None = None, sources: bool = True) -> list[st
         return []
     from envman.matrix.sources.registry import check_sources
 
-    return check_sources(m, d)
+    problems = check_sources(m, d)
+    models = d / "models.yaml"
+    if models.is_file():  # envman fit's catalog: an alias must name a model with its entry's config
+        from envman.fit.aliases import alias_problems
+        from envman.matrix.load import _yaml_load
+
+        problems += alias_problems(_yaml_load(models.read_text(encoding="utf-8")))
+    return problems
 
 
 def outdated(index_url: str | None = None):
