@@ -42,14 +42,14 @@ def one(f, check):
 def test_the_healthy_h200_has_nothing_to_say():
     assert findings(HEALTHY) == []
     fw = installed_jax(HEALTHY)
-    assert (fw.label, fw.cuda, fw.gpu, fw.cudnn) == ("jax 0.7.2+cuda13", "13.0", True, "9.12.0.46")
+    assert (fw.label, fw.cuda, fw.gpu, fw.cudnn) == ("jax 0.7.2 (cuda13 plugin)", "13.0", True, "9.12.0.46")
 
 
 def test_jax_without_its_cuda_plugin_is_a_cpu_only_build_with_the_extra_as_remedy():
     pip = {k: v for k, v in HEALTHY["pip"].items() if "jax-cuda13" not in k}
     f = machine(pip=pip, jax={"plugins": {}, "cudnn": None, "cuda_runtime": None})
     x = one(f, "cpu-only-build")
-    assert x.severity == "error" and x.verdict.startswith("jax 0.7.2+cpu is a CPU-only build, but this machine has")
+    assert x.severity == "error" and x.verdict.startswith("jax 0.7.2 (no CUDA plugin) is a CPU-only build, but this machine has")
     assert "jax without jax[cuda12] or jax[cuda13] has no CUDA plugin: XLA runs on the CPU only" in x.verdict
     assert x.remedy.startswith("pip install 'jax[cuda13]==0.7.2'")
 
@@ -57,7 +57,7 @@ def test_jax_without_its_cuda_plugin_is_a_cpu_only_build_with_the_extra_as_remed
 def test_a_driver_below_the_cuda_majors_floor():
     f = machine(driver="575.57.08", driver_cuda="12.9")  # 13.x needs >= 580.65.06
     x = one(f, "driver-too-old")
-    assert x.verdict.startswith("driver 575.57.08 is too old for jax 0.7.2+cuda13: CUDA 13.0 needs driver ≥ 580.95.05")
+    assert x.verdict.startswith("driver 575.57.08 is too old for jax 0.7.2 (cuda13 plugin): CUDA 13.0 needs driver ≥ 580.95.05")
     assert "(≥ 580.65.06 with minor-version compatibility)" in x.verdict
     assert "pip install 'jax[cuda12]==0.7.2'" in x.remedy  # the cuda12 plugin runs on this driver
     assert findings(machine(driver="580.65.06", driver_cuda="13.0")) == []  # the floor itself: minor-version compat
@@ -66,7 +66,7 @@ def test_a_driver_below_the_cuda_majors_floor():
 def test_cudnn_older_than_jaxlibs_build():
     f = machine(pip={"nvidia-cudnn-cu13": "9.10.2.21"}, jax={"cudnn": "9.10.2.21"})
     x = one(f, "cudnn-too-old")
-    assert x.verdict == "cuDNN 9.10.2.21 (nvidia-cudnn-cu13) is older than the cuDNN 9.12 jax 0.7.2+cuda13 was built with"
+    assert x.verdict == "cuDNN 9.10.2.21 (nvidia-cudnn-cu13) is older than the cuDNN 9.12 jax 0.7.2 (cuda13 plugin) was built with"
     assert x.remedy == "pip install nvidia-cudnn-cu13==9.12"
     assert findings(machine(pip={"nvidia-cudnn-cu13": "9.19.0.56"}, jax={"cudnn": "9.19.0.56"})) == []  # newer is fine
 
@@ -75,7 +75,7 @@ def test_a_plugin_or_pjrt_of_another_release():
     plugin = machine(pip={"jax-cuda13-plugin": "0.7.1"},
                      jax={"plugins": {"cuda13": {"plugin": "0.7.1", "pjrt": "0.7.2", "arch_list": ["sm_90"]}}})
     got = {x.check: x for x in run_checks(plugin, K)}
-    assert got["companion-mismatch"].verdict.startswith("jax-cuda13-plugin 0.7.1 does not pair with jax 0.7.2+cuda13")
+    assert got["companion-mismatch"].verdict.startswith("jax-cuda13-plugin 0.7.1 does not pair with jax 0.7.2 (cuda13 plugin)")
     assert got["jax-parts-mismatch"].verdict.startswith("jax-cuda13-pjrt 0.7.2 beside jax-cuda13-plugin 0.7.1")
     pjrt = machine(pip={"jax-cuda13-pjrt": "0.7.0"},
                    jax={"plugins": {"cuda13": {"plugin": "0.7.2", "pjrt": "0.7.0", "arch_list": ["sm_90"]}}})
@@ -120,7 +120,7 @@ def test_jax_and_a_gpu_tensorflow_fight_over_the_gpus_memory():
 def test_xla_flags_and_jax_platforms_that_keep_jax_off_the_gpu():
     f = machine(env={"XLA_FLAGS": "--xla_dump_to=/tmp/hlo xla_gpu_autotune_level=0", "JAX_PLATFORMS": "cpu"})
     got = [(x.severity, x.check, x.verdict) for x in run_checks(f, K)]
-    assert ("warn", "jax-platforms", "JAX_PLATFORMS=cpu: jax 0.7.2+cuda13 will not use 1× NVIDIA H200") in got
+    assert ("warn", "jax-platforms", "JAX_PLATFORMS=cpu: jax 0.7.2 (cuda13 plugin) will not use 1× NVIDIA H200") in got
     assert ("error", "xla-flags", "XLA_FLAGS holds xla_gpu_autotune_level=0, not a --flag: XLA aborts at start-up "
                                   "('Unknown flags in XLA_FLAGS')") in got
     assert any(c == "xla-flags" and v.startswith("XLA_FLAGS --xla_dump_to=/tmp/hlo dumps every compiled HLO") for _, c, v in got)
@@ -132,7 +132,7 @@ def test_ld_library_path_shadowing_the_wheels_cudnn():
     f = machine(env={"LD_LIBRARY_PATH": "/usr/local/cuda-13.0/lib64"},
                 cuda_libs=[{"dir": "/usr/local/cuda-13.0/lib64", "from": "LD_LIBRARY_PATH", "libs": {"libcudnn": "9.1.0"}}])
     x = one(f, "ld-library-path")
-    assert "shadows the pip CUDA libraries jax 0.7.2+cuda13 loads with older ones" in x.verdict
+    assert "shadows the pip CUDA libraries jax 0.7.2 (cuda13 plugin) loads with older ones" in x.verdict
     assert "libcudnn.so.9.1.0 < nvidia-cudnn-cu13 9.12.0.46" in x.verdict
 
 
@@ -157,3 +157,17 @@ def test_the_knowledge_carries_the_extra_that_installs_a_build_into_the_image():
     k = Knowledge.from_dict(json.loads(json.dumps(K.to_dict())))
     b = k.release("jax", "0.7.2").build("cuda13")
     assert b.extra == "cuda13" and k.release("torch", "2.14.1").builds[0].extra is None
+
+
+def test_drift_from_a_jax_lock_names_the_plugin_and_reinstalls_through_the_extra():
+    """The lock's framework is named as the plug-in names a build (no '+cuda13' local label JAX never has), and
+    the remedy is the extra that installs that build, not a bare `pip install jax==V` (CPU only)."""
+    lock = {"path": "/p/envman.lock", "python": "3.11",
+            "framework": {"name": "jax", "version": "0.12.0", "variant": "cuda13", "index_url": None}}
+    x = one(machine(lock=lock), "lock-drift")
+    assert x.verdict == "envman.lock pins jax 0.12.0 (cuda13 plugin), installed is jax 0.7.2 (cuda13 plugin)"
+    assert x.remedy == "pip install 'jax[cuda13]==0.12.0'"
+    other_patch = one(machine(lock={**lock, "framework": {**lock["framework"], "version": "0.7.1"}}), "lock-drift")
+    assert other_patch.remedy == "pip install 'jax[cuda13]==0.7.1'"  # a patch the matrix lacks: its line's extra
+    assert [c for _, c in findings(machine(lock={**lock, "framework": {**lock["framework"], "version": "0.7.2"}}))
+            if c.startswith("lock")] == []

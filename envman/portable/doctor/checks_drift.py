@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..frameworks import label
 from ..versions import major_minor, sm, split_local, vcmp, vt
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, covers
-from .remedies import capability
+from .remedies import capability, install
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
 
 SHOWN = 5  # differing packages named in the verdict
@@ -26,7 +27,7 @@ def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
         return [info("lock-unreadable", f"{path} has no stack this envman understands: drift not checked",
                      "regenerate it with `envman lock`")]
     out: list[Finding] = []
-    out += _framework(v, fw, path)
+    out += _framework(v, k, fw, path)
     out += _python(v, lock, path)
     out += _cudnn(v, lock, path)
     out += _packages(v, lock, path, skip=as_str(fw.get("name")))
@@ -35,13 +36,12 @@ def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _framework(v: FactsView, fw: dict[str, Any], path: str) -> list[Finding]:
+def _framework(v: FactsView, k: Knowledge, fw: dict[str, Any], path: str) -> list[Finding]:
     name, ver, var = as_str(fw.get("name")), as_str(fw.get("version")), as_str(fw.get("variant"))
     if not name or not ver:
         return []
-    locked = f"{name} {ver}" + (f"+{var}" if var and "+" not in ver else "")
-    index = as_str(fw.get("index_url"))
-    fix = f"pip install {name}=={split_local(ver)[0]}" + (f" --index-url {index}" if index else "")
+    locked = label(name, ver, var)
+    fix = _reinstall(k, name, split_local(ver)[0], var, as_str(fw.get("index_url")), v)
     fw_have = v.framework(name)
     if fw_have is None:
         if not v.pip:
@@ -53,6 +53,18 @@ def _framework(v: FactsView, fw: dict[str, Any], path: str) -> list[Finding]:
     if same_ver and same_var:
         return []
     return [warn("lock-drift", f"{path} pins {locked}, installed is {fw_have.label}", fix)]
+
+
+def _reinstall(k: Knowledge, name: str, version: str, variant: str | None, index: str | None, v: FactsView) -> str:
+    """What installs the locked build again: the knowledge's install command where it knows that release
+    (jax[cuda13]==V, torch with its companions and index), else the release from the lock's own index."""
+    rel = k.release(name, version)
+    if rel is not None and vcmp(rel.version, version) == 0:
+        return install(rel, rel.build(variant), v)
+    build = rel.build(variant) if rel is not None else None
+    if rel is not None and build is not None and build.extra:  # another patch of a known line: its extra
+        return f"pip install '{rel.package}[{build.extra}]=={version}'"
+    return f"pip install {name}=={version}" + (f" --index-url {index}" if index else "")
 
 
 def _python(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:

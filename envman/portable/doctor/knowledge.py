@@ -33,9 +33,6 @@ class Build:
     def is_cpu(self) -> bool:
         return self.cuda is None
 
-    def label(self, version: str) -> str:
-        return f"{version}+{self.variant}"
-
 
 @dataclass(frozen=True)
 class Release:

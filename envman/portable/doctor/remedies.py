@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ..frameworks import label
 from ..versions import sm, vt
 from .knowledge import Build, Knowledge, Release
 from .view import FactsView
@@ -49,7 +50,7 @@ def build_for(
             reasons.append("covers " + ", ".join(sm(c) for c in ccs))
         if v.driver:
             reasons.append(f"runs on driver {v.driver}")
-        tail = f" ({framework} {b.label(rel.version)} {' and '.join(reasons)})" if reasons else ""
+        tail = f" ({label(framework, rel.version, b.variant)} {' and '.join(reasons)})" if reasons else ""
         return install(rel, b, v) + tail + why
     found = k.best_build(framework, ccs=ccs, prefer=prefer, python=v.python)
     if found:

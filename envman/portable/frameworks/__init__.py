@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from . import jax, tensorflow, torch
-from .base import Installed, Plugin
+from .base import Installed, Plugin, variant_label
 
 PLUGINS = (torch.PLUGIN, tensorflow.PLUGIN, jax.PLUGIN)
 
 _registry = list(PLUGINS)
 
-__all__ = ["PLUGINS", "Installed", "Plugin", "get", "names", "register", "registered", "unregister", "using"]
+__all__ = ["PLUGINS", "Installed", "Plugin", "get", "label", "names", "register", "registered", "unregister",
+           "using"]
 
 
 def names() -> tuple[str, ...]:
@@ -33,6 +34,12 @@ def registered() -> tuple[Plugin, ...]:
 def get(name: str) -> Plugin | None:
     """The plug-in for a framework name, or None."""
     return next((p for p in _registry if p.name == name), None)
+
+
+def label(name: str, version: str, variant: str | None) -> str:
+    """How the doctor's verdicts name a build of framework ``name``: its plug-in says (JAX names its CUDA plugin)."""
+    plugin = get(name)
+    return (plugin.label if plugin is not None else variant_label)(name, version, variant)
 
 
 def register(plugin: Plugin) -> Plugin:

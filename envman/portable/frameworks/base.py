@@ -56,8 +56,15 @@ class Installed(NamedTuple):
 
     @property
     def label(self) -> str:
-        """'torch 2.7.1+cu128' (the variant named even where the version has no local label); 'tensorflow 2.15.1'."""
-        return f"{self.name} {self.base}+{self.variant}" if self.variant else f"{self.name} {self.version}"
+        """How verdicts name it, as its plug-in writes a build: 'torch 2.7.1+cu128', 'jax 0.7.2 (cuda13 plugin)'."""
+        from . import label
+
+        return label(self.name, self.version, self.variant)
+
+
+def variant_label(name: str, version: str, variant: Optional[str]) -> str:
+    """'torch 2.7.1+cu128' (the variant named even where the version has no local label); 'tensorflow 2.15.1'."""
+    return f"{name} {split_local(version)[0]}+{variant}" if variant else f"{name} {version}"
 
 
 def not_installed(facts: Mapping[str, Any]) -> Optional[Installed]:
@@ -89,6 +96,8 @@ class Plugin(NamedTuple):
     # PURE (FactsView, Knowledge) -> findings: the doctor's checks about this framework alone (JAX: its four wheels
     # of one release, XLA's preallocation beside TensorFlow); everything generic reads ``installed``
     checks: Tuple[Callable[[Any, Any], list[Any]], ...] = ()
+    # PURE (name, version, variant) -> how verdicts name a build of it (``variant_label``: 'torch 2.7.1+cu128')
+    label: Callable[[str, str, Optional[str]], str] = variant_label
 
 
 def check(name: str, ok: object, expected: object = None, observed: object = None, detail: str = "",

@@ -329,4 +329,14 @@ def observe_jax(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
     return obs
 
 
-PLUGIN = Plugin("jax", observe_jax, evaluate_jax, evaluate_jax_gpu, installed_jax, probe_jax, ("jax",), CHECKS)
+def jax_label(name: str, version: str, variant: str | None) -> str:
+    """A JAX build is jax plus the CUDA plugin beside it, not a local version: 'jax 0.7.2 (cuda13 plugin)',
+    'jax 0.7.2 (no CUDA plugin)'."""
+    base = split_local(version)[0]
+    if not variant:
+        return "%s %s" % (name, version)
+    return "%s %s (%s)" % (name, base, "no CUDA plugin" if variant == "cpu" else "%s plugin" % variant)
+
+
+PLUGIN = Plugin("jax", observe_jax, evaluate_jax, evaluate_jax_gpu, installed_jax, probe_jax, ("jax",), CHECKS,
+                jax_label)
