@@ -6,11 +6,13 @@ entries that follow) and then entries. An entry header (64 bytes in every CUDA r
 
     u16 kind (1 = PTX, 2 = ELF cubin = SASS)   u16 version   u32 header size   u64 payload size
     u32 compressed size   u32 -   u16 code minor   u16 code major   u32 arch (80 = sm_80 / compute_80)
-    u32 name offset   u32 name length   u64 flags (0x2000: compressed)   ...
+    u32 name offset   u32 name length   u64 flags   u64 -   u64 uncompressed size   ...
 
-and the next entry starts ``header size + payload size`` bytes later. For PTX the code version is the PTX
-ISA (8.5 for CUDA 12.5's nvcc), which decides which drivers can JIT it. Layout as decoded by
-cuda-fatbin-decompression (RWTH, Apache-2.0) and checked here against nvcc 13.0's own output.
+and the next entry starts ``header size + payload size`` bytes later. A compressed payload is marked in the
+flags: 0x2000 LZ4 (``-Xfatbin -compress-all``; ``--compress-mode=speed``), 0x8000 zstd (CUDA 12.8's
+``--compress-mode``: nvcc 13.0.88 writes it for ``size`` on every entry and, by ``default``, for PTX). For PTX
+the code version is the PTX ISA (8.5 for CUDA 12.5's nvcc), which decides which drivers can JIT it. Layout as
+decoded by cuda-fatbin-decompression (RWTH, Apache-2.0) and checked here against nvcc 13.0's own output.
 
 Only headers are read (a few seeks per entry), so a 500 MB flash-attn library costs microseconds, not a
 read of its bulk. Arch-specific SASS (``sm_90a``) is reported as its base arch; the fat binary does not mark
@@ -28,7 +30,7 @@ from typing import Any, BinaryIO
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1
 KIND_ELF = 2
-FLAG_COMPRESSED = 0x2000
+FLAG_COMPRESSED = 0x2000 | 0x8000  # LZ4 | zstd
 MAX_ENTRIES = 4096  # flash-attn carries a few hundred; a corrupt file must not loop forever
 
 

@@ -120,6 +120,43 @@ def test_fatbin_reads_what_nvcc_writes(tmp_path):
     assert any(n.startswith("libcudart.so.") for n in needed_libs(str(out)))
 
 
+# The entry headers nvcc 13.0.88 (PyPI's nvidia-cuda-nvcc 13.0.88) wrote into .nv_fatbin for this file's kernel,
+# `nvcc -c -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode
+# arch=compute_90,code=compute_90 --compress-mode=MODE k.cu`: the payloads are zeroed, the headers are verbatim.
+# `size` compresses every entry with zstd (flags 0x8011; compressed size at byte 16, the original's at byte 56),
+# `default` only the PTX, `speed` the PTX with LZ4 (0x2011), `none` nothing.
+NVCC13_HEADERS = {
+    "size": ["020001014000000020030000000000001e030000000000000800010050000000000000000000000011800000000000000000000000"
+             "000000280c000000000000",
+             "0100010150000000f800000000000000f200000040000000000009005a00000000000000000000001180000000000000000000000"
+             "0000000890100000000000048000000000000000000000000000000",
+             "020001014000000078030000000000007303000000000000080001005a000000000000000000000011800000000000000000000000"
+             "000000700e000000000000"],
+    "default": ["0200010140000000280c000000000000000000000000000008000100500000000000000000000000110000000000000000000"
+                "000000000000000000000000000",
+                "01000101500000000001000000000000fb00000040000000000009005a0000000000000000000000118000000000000000000"
+                "00000000000890100000000000048000000000000000000000000000000"],
+    "speed": ["010001015000000038010000000000003801000040000000000009005a00000000000000000000001120000000000000000000000"
+              "0000000890100000000000048000000000000000000000000000000"],
+    "none": ["0200010140000000280c000000000000000000000000000008000100500000000000000000000000110000000000000000000000"
+             "000000000000000000000000"],
+}
+
+
+@pytest.mark.parametrize("mode, compressed", [("size", True), ("default", True), ("speed", True), ("none", False)])
+def test_fatbin_marks_cuda13s_zstd_and_lz4_compression_as_nvcc_writes_it(tmp_path, mode, compressed):
+    entries = []
+    for h in NVCC13_HEADERS[mode]:
+        head = bytes.fromhex(h)
+        entries.append(head + bytes(struct.unpack_from("<Q", head, 8)[0]))  # the payload, zeroed
+    p = tmp_path / f"k_{mode}.so"
+    p.write_bytes(elf({".nv_fatbin": fat_container(*entries)}))
+    got = read_fatbin(str(p))
+    assert got.get("compressed", False) is compressed
+    assert got["ptx"] == (["compute_90"] if mode != "none" else []) and got.get("ptx_isa") == ("9.0" if mode != "none" else None)
+    assert got["sass"] == {"size": ["sm_80", "sm_90"], "default": ["sm_80"], "speed": [], "none": ["sm_80"]}[mode]
+
+
 def test_probe_reads_record_metadata_and_the_libraries(tmp_path):
     site = tmp_path / "site"
     write_so(site, "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so", sass=(80, 90), needed=("libcudart.so.12",))
