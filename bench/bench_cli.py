@@ -70,15 +70,16 @@ def timed(cmds: list[list[str]], runs: int, setup=None) -> list[float]:
     return [statistics.median(x) for x in samples]
 
 
-def timed_pair(ours: list[list[str]], ours_setup, anchor, runs: int) -> tuple[list[float], float]:
-    """Each of ``ours`` and ``anchor`` (a uv command with its setup, folder and environment) in turn."""
+def timed_pair(ours: list[tuple[list[str], object]], anchor, runs: int) -> tuple[list[float], float]:
+    """Each of ``ours`` ((command, setup) pairs) and ``anchor`` (a uv command with its setup, folder and
+    environment) in turn."""
     cmd, setup, cwd, env = anchor
     a: list[list[float]] = [[] for _ in ours]
     b = []
     for _ in range(runs):
-        for one, out in zip(ours, a):
-            if ours_setup:
-                ours_setup()
+        for (one, one_setup), out in zip(ours, a):
+            if one_setup:
+                one_setup()
             out.append(_once(one))
         setup()
         b.append(_once(cmd, cwd, env))
@@ -129,36 +130,48 @@ def uv_replay(proj: Path, where: Path):
     return [binary, *request.args], setup, where, {**uv.uv_env(False), **dict(request.env)}
 
 
-def bench_locks(label: str, reqs: str, proj: Path, fresh, td: Path, runs: int) -> None:
-    fresh()
-    (proj / "requirements.txt").write_text(reqs)
-    subprocess.run(ENVMANS[0] + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"], check=True,
-                   capture_output=True, env=ENV)
-    spec = (proj / "envman.yaml").read_text()
-
-    def bare():
-        fresh()
+def bench_locks(label: str, reqs: str, fresh, td: Path, runs: int) -> None:
+    """Every row for one project. Each installation locks its own copy (two envmans with different data would
+    find each other's lock stale); uv's request is captured from the first copy."""
+    projs = [td / f"lock-{i}" for i in range(len(ENVMANS))]
+    specs = []
+    for envman, proj in zip(ENVMANS, projs):
+        fresh(proj)
         (proj / "requirements.txt").write_text(reqs)
-        (proj / "envman.yaml").write_text(spec)
+        subprocess.run(envman + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"], check=True,
+                       capture_output=True, env=ENV)
+        specs.append((proj / "envman.yaml").read_text())
 
-    bare()
-    lock = [e + ["lock", str(proj)] for e in ENVMANS]
-    first, uv_first = timed_pair(lock, bare, uv_replay(proj, td / "uv"), runs)
+    def bare(proj: Path, spec: str):
+        def setup():
+            fresh(proj)
+            (proj / "requirements.txt").write_text(reqs)
+            (proj / "envman.yaml").write_text(spec)
+        return setup
+
+    for proj, spec in zip(projs, specs):
+        bare(proj, spec)()
+    lock = [e + ["lock", str(p)] for e, p in zip(ENVMANS, projs)]
+    first, uv_first = timed_pair(list(zip(lock, [bare(p, s) for p, s in zip(projs, specs)])),
+                                 uv_replay(projs[0], td / "uv"), runs)
     print(row(f"first lock ({label})", first, "uv, same request, unseeded", uv_first))
     variants = [reqs.replace("numpy<3", "numpy<4"), reqs]
 
-    def change():
-        variants.reverse()
-        (proj / "requirements.txt").write_text(variants[0])
+    def change(proj: Path):
+        def setup():
+            req = proj / "requirements.txt"
+            req.write_text(variants[1] if req.read_text() == variants[0] else variants[0])
+        return setup
 
-    change()
-    uv_changed = uv_replay(proj, td / "uv")
-    changed, uv_seeded = timed_pair(lock, change, uv_changed, runs)
+    change(projs[0])()  # uv's request of the first change: numpy<4 seeded with the numpy<3 lock
+    uv_changed = uv_replay(projs[0], td / "uv")
+    change(projs[0])()  # back to what is locked: each timed run below is a change
+    changed, uv_seeded = timed_pair(list(zip(lock, [change(p) for p in projs])), uv_changed, runs)
     print(row(f"changed lock ({label})", changed, "uv, same request, seeded", uv_seeded))
     current = timed(lock, runs)
     print(row(f"current lock ({label})", current, "target 0.2 s", 0.2))
     print(row(f"current lock ({label})", current, "uv, same request, seeded", uv_seeded))
-    check = timed([e + ["lock", "--check", str(proj)] for e in ENVMANS], runs)
+    check = timed([e + ["lock", "--check", str(p)] for e, p in zip(ENVMANS, projs)], runs)
     print(row(f"lock --check ({label})", check, "uv, same request, seeded", uv_seeded))
 
 
@@ -168,7 +181,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--no-lock", action="store_true", help="skip the uv comparisons (they need PyPI)")
     ap.add_argument("--envman", action="append", help="a console script to time (default: this installation's); "
-                    "given twice, both are timed in turn on the same projects (an older envman beside this one)")
+                    "given twice, both are timed in turn, each on its own copy of the same projects (an older envman "
+                    "beside this one)")
     ap.add_argument("--project", action="append", choices=list(PROJECTS), help="lock only these (default: all)")
     a = ap.parse_args()
     if a.envman:
@@ -182,9 +196,9 @@ def main() -> None:
         td = Path(tmp)
         proj = td / "quickstart"
 
-        def fresh():
-            shutil.rmtree(proj, ignore_errors=True)
-            shutil.copytree(ROOT / "examples" / "quickstart", proj,  # the example's own files only
+        def fresh(where: Path = proj):
+            shutil.rmtree(where, ignore_errors=True)
+            shutil.copytree(ROOT / "examples" / "quickstart", where,  # the example's own files only
                             ignore=lambda _d, names: [n for n in names if n not in ("requirements.txt", "train.py")])
 
         ini = timed([e + ["init", str(proj), "--target", "h100", "--python", "3.11", "--no-lock"] for e in ENVMANS],
@@ -192,7 +206,7 @@ def main() -> None:
         print(row("init --no-lock", ini, "target 0.3 s", 0.3))
         if not a.no_lock:
             for label in a.project or PROJECTS:
-                bench_locks(label, PROJECTS[label], proj, fresh, td, a.runs)
+                bench_locks(label, PROJECTS[label], fresh, td, a.runs)
 
 
 if __name__ == "__main__":
