@@ -19,6 +19,7 @@ EXIT_ENGINE = 4  # no Docker engine / BuildKit client, a build that failed
 EXIT_SMOKE = 5  # the smoke test failed on the built image
 EXIT_SMOKE_NO_GPU = 6  # smoke passed its non-GPU checks but no GPU was visible: neither pass nor fail
 EXIT_DATA = 7  # envman's own matrices are corrupt (a bug or a bad local edit)
+EXIT_DOES_NOT_FIT = 8  # envman fit: the run does not fit a --target GPU (distinct from bad input, exit 2)
 EXIT_INTERNAL = 70  # a bug in envman (EX_SOFTWARE)
 
 

@@ -11,9 +11,7 @@ from typing import Optional
 
 import typer
 
-from envman.errors import EXIT_USAGE, UsageError
-
-EXIT_DOES_NOT_FIT = 8  # the run does not fit a --target GPU (distinct from bad input, exit 2)
+from envman.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, UsageError
 
 
 def _split(values: Optional[list[str]]) -> tuple[str, ...]:
