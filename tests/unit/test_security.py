@@ -201,6 +201,42 @@ def test_the_dockerfiles_own_ignore_file_is_the_one_checked(tmp_path):
     assert context_secrets(tmp_path, "Dockerfile.envman") == []
 
 
+# Issue 24: the ML world's tokens, by name and (where the name says nothing) by content
+ML_SECRETS = [".huggingface/token", ".cache/huggingface/token", "kaggle.json", ".kaggle/kaggle.json", ".envrc",
+              "sub/.envrc", ".npmrc", ".streamlit/secrets.toml", "netrc"]
+SA_KEY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuic"
+BY_CONTENT = {
+    "gcp/trainer-sa.json": '{"type": "service_account", "project_id": "p", "private_key_id": "0a1b",'
+                           f' "private_key": "-----BEGIN PRIVATE KEY-----\\n{SA_KEY}\\n-----END PRIVATE KEY-----\\n",'
+                           ' "client_email": "t@p.iam.gserviceaccount.com"}',
+    "configs/wandb_login": "machine api.wandb.ai\n  login user\n  password 0123456789abcdef0123456789abcdef01234567\n",
+    "deploy/key.txt": f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SA_KEY}\n-----END OPENSSH PRIVATE KEY-----\n",
+}
+NOT_SECRETS = {
+    "configs/model.json": '{"type": "service_account", "note": "no key here"}',
+    "docs/keys.md": "Never commit a file that starts with -----BEGIN PRIVATE KEY-----.\n",
+    "data.json": '{"private_key": false, "type": "other"}',
+}
+
+
+def test_ml_credential_names():
+    for n in ML_SECRETS:
+        assert is_credential_file(n), n
+    for n in ("tokenizer.json", "huggingface/config.json", "secrets.py", "kaggle.py", ".envrc.example", "npmrc.md"):
+        assert not is_credential_file(n), n
+
+
+def test_credentials_found_by_content_and_name_are_refused(tmp_path):
+    _tree(tmp_path, ML_SECRETS + ["train.py"])
+    for name, text in {**BY_CONTENT, **NOT_SECRETS}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert context_secrets(tmp_path) == sorted(ML_SECRETS + list(BY_CONTENT))
+    # the generated .dockerignore keeps every named one out; a file known only by its content is still refused
+    (tmp_path / ".dockerignore").write_text(render_dockerignore())
+    assert context_secrets(tmp_path) == sorted(BY_CONTENT)
+
+
 def test_dockerignore_negation_and_folders(tmp_path):
     _tree(tmp_path, ["keys/a.pem", "keys/b.pem"])
     (tmp_path / ".dockerignore").write_text("keys\n!keys/b.pem\n")
