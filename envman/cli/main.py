@@ -65,13 +65,14 @@ def _app_for(argv: list[str]) -> typer.Typer:
 
 
 def report_error(err: EnvmanError) -> int:
+    from envman.cli.output import clean  # and no escape sequence (report_error is called outside main too)
     from envman.redact import (
         redact,  # the last line of defence: no token in a message, whoever wrote it
     )
 
-    print(f"error: {redact(err.message)}", file=sys.stderr)
+    print(f"error: {clean(redact(err.message))}", file=sys.stderr)
     if err.hint:
-        print(f"hint: {redact(err.hint)}", file=sys.stderr)
+        print(f"hint: {clean(redact(err.hint))}", file=sys.stderr)
     return err.exit_code
 
 
@@ -91,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         previous = signal.signal(signal.SIGINT, _on_sigint)
+    from envman.cli.output import clean_streams
+
+    with clean_streams():
+        return _run(argv, previous)
+
+
+def _run(argv: list[str] | None, previous: object) -> int:
+    import signal
+
     try:
         _app_for(sys.argv[1:] if argv is None else argv)(args=argv, prog_name="envman", standalone_mode=True)
     except SystemExit as exc:

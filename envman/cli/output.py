@@ -2,12 +2,77 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import sys
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 from envman.errors import ResolutionError
+
+# Terminal escape sequences (ECMA-48): OSC (a title, OSC 52 the clipboard, OSC 8 a link) up to BEL or ST;
+# DCS/SOS/PM/APC strings up to ST (tmux's passthrough wraps another sequence in one); CSI (cursor, colours,
+# clearing); 8-bit CSI/OSC; two-character escapes. Then any control character left but newline and tab, DEL, C1
+# and the bidirectional overrides that make text read other than it is.
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[P_^X][\s\S]*?(?:\x1b\\|\x9c|$)"
+    r"|\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+    r"|[\x90\x98\x9d\x9e\x9f][^\x07\x9c]*(?:\x07|\x9c)?"
+    r"|\x1b[ -/]*[0-~]?"
+)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str) -> str:
+    """``text`` as it may reach a terminal: no escape sequence, no control character but newline and tab."""
+    if text.isprintable():  # the common case, in C
+        return text
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+class CleanStream:
+    """A text stream that writes everything through ``clean``: what envman prints (messages, tables, a facts
+    file's names, an index's metadata) cannot move the cursor, clear the screen or write the clipboard.
+    ``unfiltered`` is the stream itself, for envman's own live progress line."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.unfiltered = stream
+        self.encoding = getattr(stream, "encoding", "utf-8")
+        self.errors = getattr(stream, "errors", "strict")
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self.unfiltered.write(clean(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self.unfiltered.flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.unfiltered, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        return self.unfiltered.fileno()
+
+
+@contextlib.contextmanager
+def clean_streams() -> Iterator[None]:
+    """sys.stdout and sys.stderr through ``clean`` while a command runs (the CLI's boundary installs it)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = CleanStream(saved[0]), CleanStream(saved[1])  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def table(rows: list[list[str]], header: list[str] | None = None) -> str:
@@ -95,7 +160,7 @@ class Progress:
     seconds, so a CI log shows a stall without drowning in lines)."""
 
     def __init__(self, stream=None, every: float = 5.0) -> None:
-        self.stream = stream or sys.stderr
+        self.stream = getattr(stream or sys.stderr, "unfiltered", stream or sys.stderr)  # its own \r\x1b[K
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.live = self.tty  # a live line wants uv's per-request log
         self.every, self.start, self.shown = every, time.monotonic(), False
@@ -103,7 +168,7 @@ class Progress:
 
     def __call__(self, line: str) -> None:
         now = time.monotonic()
-        msg = f"{line} ({now - self.start:.0f} s)"
+        msg = f"{clean(line)} ({now - self.start:.0f} s)"
         if self.tty:
             self.stream.write("\r\x1b[K" + msg[:120])
             self.shown = True
