@@ -30,7 +30,7 @@ from envman.portable.doctor.knowledge import (
     Release,
 )
 from envman.portable.facts.gather import FACTS_SCHEMA
-from envman.resources import cache_dir, matrix_dir
+from envman.resources import matrix_dir
 
 FORMAT = 3  # bump when Knowledge.to_dict changes shape
 
@@ -52,21 +52,21 @@ def matrix_key(directory: Path) -> str | None:
 
 
 def load_knowledge(directory: Path | None = None, use_cache: bool = True) -> Knowledge:
-    """Knowledge for the matrix in ``directory`` (default: envman's own). Raises what load_matrix raises."""
+    """Knowledge for the matrix in ``directory`` (default: envman's own). Raises what load_matrix raises.
+    Kept on disk as JSON data under the matrix's key (envman/diskcache.py: a bad entry is a miss)."""
+    from envman.diskcache import cached
+
     d = directory or matrix_dir()
     key = matrix_key(d) if use_cache else None
-    path = cache_dir() / f"knowledge-{key}.json" if key else None
-    if path is not None:
-        try:
-            return Knowledge.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    from envman.matrix.load import load_matrix
 
-    k = with_extensions(knowledge_from_matrix(load_matrix(d)), d)
-    if path is not None:
-        _save(path, k)
-    return k
+    def compute() -> dict:
+        from envman.matrix.load import load_matrix
+
+        return with_extensions(knowledge_from_matrix(load_matrix(d)), d).to_dict()
+
+    if key is None:
+        return Knowledge.from_dict(compute())
+    return cached("knowledge", key, compute, Knowledge.from_dict)
 
 
 def kit_files() -> dict[str, str]:
@@ -80,20 +80,18 @@ def kit_files() -> dict[str, str]:
         return doctor_kit(knowledge_json(load_knowledge().to_dict()))
     if key not in _KIT_TEXT:
         _KIT_TEXT.clear()
-        _KIT_TEXT[key] = cached("kit-knowledge", key, lambda: knowledge_json(load_knowledge().to_dict()),
-                                lambda t: isinstance(t, str))
+        _KIT_TEXT[key] = cached("kit-knowledge", key, lambda: knowledge_json(load_knowledge().to_dict()), _text)
     return doctor_kit(_KIT_TEXT[key])
 
 
 _KIT_TEXT: dict[str, str] = {}
 
 
-def _save(path: Path, k: Knowledge) -> None:
-    try:
-        # Entries of other matrices stay: two checkouts sharing the cache must not evict each other.
-        write_atomic(path, json.dumps(k.to_dict(), sort_keys=True, separators=(",", ":")))
-    except OSError:
-        pass
+def _text(data: object) -> str:
+    """knowledge.json's text, as the cache holds it; anything else is a bad entry (a miss)."""
+    if not isinstance(data, str) or not data.startswith("{"):
+        raise ValueError("not knowledge.json's text")
+    return data
 
 
 def knowledge_from_matrix(m: Matrix) -> Knowledge:
@@ -273,8 +271,6 @@ def _validate_facts(data: dict, label: str, hint: str) -> None:
 
 
 def write_facts_file(path: str, facts: dict) -> None:
-    import json
-
     write_atomic(path, json.dumps(facts, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 

@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -77,21 +78,25 @@ def _load(build_needs: bytes, system_libraries: bytes) -> ImageTables:
     for f, data in sorted({BUILD_NEEDS: build_needs, SYSTEM_LIBRARIES: system_libraries}.items()):
         h.update(f.encode() + b"\0" + data + b"\0")
     digest = h.hexdigest()
-    return cached("image-tables", digest, lambda: _tables(build_needs, system_libraries, digest),
-                  lambda t: isinstance(t, ImageTables) and t.digest == digest)
+    return cached("image-tables-documents", digest, lambda: _documents(build_needs, system_libraries),
+                  lambda docs: _tables(docs, digest))
 
 
-def _tables(build_needs: bytes, system_libraries: bytes, digest: str) -> ImageTables:
+def _documents(build_needs: bytes, system_libraries: bytes) -> dict[str, Any]:
     import yaml
 
-    problems: list[str] = []
-    raw = {BUILD_NEEDS: build_needs, SYSTEM_LIBRARIES: system_libraries}
     docs = {}
-    for f in (BUILD_NEEDS, SYSTEM_LIBRARIES):
+    for f, data in ((BUILD_NEEDS, build_needs), (SYSTEM_LIBRARIES, system_libraries)):
         try:
-            docs[f] = yaml.safe_load(raw[f])
+            docs[f] = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
         except yaml.YAMLError as exc:
             raise DataError(f"{f}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
+    return docs
+
+
+def _tables(docs: dict[str, Any], digest: str) -> ImageTables:
+    """The validated tables from the files' documents (just parsed, or from the cache: the same checks)."""
+    problems: list[str] = []
     needs = {}
     for name, row in _rows(docs[BUILD_NEEDS], BUILD_NEEDS, problems).items():
         for k in row:

@@ -320,16 +320,6 @@ def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework
             problems.append(f"base_images.yaml: cuda {img.cuda}: not a CUDA release in cuda.yaml")
 
 
-@lru_cache(maxsize=1)
-def _code_digest() -> str:
-    """The loader's own code, so a cached matrix from before a change to it is never read (the cache name
-    carries envman's version, which a development tree does not bump)."""
-    from envman import _validate, model
-
-    mods = [Path(__file__), Path(model.__file__), Path(_validate.__file__), *Path(frameworks.__file__).parent.glob("*.py")]
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(mods))).hexdigest()[:12]
-
-
 def _digest(texts: dict[str, bytes]) -> str:
     h = hashlib.sha256()
     for name in sorted(texts):
@@ -356,16 +346,26 @@ def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
             problems.append(f"{name}: (file): cannot read: {exc.strerror or exc}")
     if problems:
         return _parse(raw, problems, fws)  # raises, naming every problem
-    # parsing and validating the YAML costs ~50 ms a run; unpickling the validated matrix ~3 ms
+    # parsing the YAML costs ~20 ms a run; building and validating the matrix from JSON data ~7 ms
     digest = _digest(raw)
-    return cached(f"matrix-{SCHEMA}-{_code_digest()}", digest, lambda: _parse(raw, problems, fws),
-                  lambda m: isinstance(m, Matrix) and m.digest == digest)
+    # (the cache holds the files' documents, not objects built by this code: a change to the loader needs no new key)
+    return cached(f"matrix-documents-{SCHEMA}", digest, lambda: _documents(raw, fws),
+                  lambda docs: _build(docs, digest, fws))
 
 
 def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Framework, ...]) -> Matrix:
-    files = matrix_files(fws)
+    """The matrix from the files' bytes, every problem in one MatrixError."""
+    docs = _documents(raw, fws, problems)
+    return _build(docs, _digest(raw), fws, problems)
+
+
+def _documents(raw: dict[str, bytes], fws: tuple[frameworks.Framework, ...],
+               problems: list[str] | None = None) -> dict[str, Any]:
+    """Each file's YAML document (plain data); a file that does not parse is a problem (raised, with all the
+    others, when the caller collects none)."""
+    own = [] if problems is None else problems
     docs: dict[str, Any] = {}
-    for name in files:
+    for name in matrix_files(fws):
         if name not in raw:
             continue
         try:
@@ -373,7 +373,20 @@ def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Fra
         except Exception as exc:  # yaml errors carry line/column; show them as the path
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(parse)"
-            problems.append(f"{name}: {where}: invalid YAML: {getattr(exc, 'problem', None) or exc}")
+            own.append(f"{name}: {where}: invalid YAML: {getattr(exc, 'problem', None) or exc}")
+    if problems is None and own:
+        _build(docs, _digest(raw), fws, own)  # raises, with every other file's problems too
+    return docs
+
+
+def _build(docs: dict[str, Any], digest: str, fws: tuple[frameworks.Framework, ...],
+           problems: list[str] | None = None) -> Matrix:
+    """The validated matrix from the files' documents: the same checks whether they were just parsed or read
+    from the cache."""
+    problems = [] if problems is None else problems
+    files = matrix_files(fws)
+    if not isinstance(docs, dict):
+        raise MatrixError(["(cache): expected the matrix files' documents"])
     ctxs = {n: _Ctx(n, problems) for n in files}
     ok = {n: n in docs and _check_schema(ctxs[n], docs[n]) for n in files}
     if ok["cuda.yaml"]:
@@ -391,7 +404,7 @@ def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Fra
         if ok["base_images.yaml"]
         else BaseImages("", Provenance(""), "3.12", ())
     )
-    m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, _digest(raw), legacy, wheels)
+    m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, digest, legacy, wheels)
     _cross_check(m, problems, fws)
     if problems:
         raise MatrixError(problems)

@@ -1,8 +1,24 @@
-"""envman/diskcache.py: values derived from data files, kept on disk by the digest of their bytes."""
+"""envman/diskcache.py: data derived from data files, kept on disk by the digest of their bytes — data only.
+
+Issue 24: whoever can write ~/.cache/envman must not get code run. Entries are JSON, read without following a link
+or blocking on a FIFO, validated by the same code that validates fresh data; anything wrong is a miss."""
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
+
+import pytest
+
 from envman import diskcache
+from envman.cli.main import main
+
+
+def _int(v: object) -> int:
+    if not isinstance(v, int):
+        raise ValueError("not an int")
+    return v
 
 
 def test_a_value_is_computed_once_then_read_back(tmp_path, monkeypatch):
@@ -13,24 +29,106 @@ def test_a_value_is_computed_once_then_read_back(tmp_path, monkeypatch):
         calls.append(1)
         return {"answer": 42}
 
-    assert diskcache.cached("thing", "ab" * 32, compute, lambda v: isinstance(v, dict)) == {"answer": 42}
-    assert diskcache.cached("thing", "ab" * 32, compute, lambda v: isinstance(v, dict)) == {"answer": 42}
-    assert len(calls) == 1 and diskcache.cache_path("thing", "ab" * 32).is_file()
+    assert diskcache.cached("thing", "ab" * 32, compute, dict) == {"answer": 42}
+    assert diskcache.cached("thing", "ab" * 32, compute, dict) == {"answer": 42}
+    path = diskcache.cache_path("thing", "ab" * 32)
+    assert len(calls) == 1 and path.suffix == ".json"
+    assert json.loads(path.read_text()) == {"digest": "ab" * 32, "data": {"answer": 42}}
     # other bytes, another digest: computed afresh
-    assert diskcache.cached("thing", "cd" * 32, compute, lambda v: True) == {"answer": 42} and len(calls) == 2
+    assert diskcache.cached("thing", "cd" * 32, compute, dict) == {"answer": 42} and len(calls) == 2
 
 
-def test_a_rejected_or_corrupt_entry_is_computed_again(tmp_path, monkeypatch):
+@pytest.mark.parametrize("entry", [
+    b"not json",
+    b'{"digest": "' + b"ef" * 32 + b'", "data": "a string where an int belongs"}',
+    b'{"digest": "' + b"00" * 32 + b'", "data": 5}',  # another digest's entry under this name
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"digest": "' + b"ef" * 32 + b'", "data": ' + b"1" * (17 * 1024 * 1024) + b"}",
+])
+def test_a_bad_entry_is_a_miss(tmp_path, monkeypatch, entry):
     monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path))
-    diskcache.cache_path("thing", "ef" * 32).parent.mkdir(parents=True, exist_ok=True)
-    diskcache.cache_path("thing", "ef" * 32).write_bytes(b"not a pickle")
-    assert diskcache.cached("thing", "ef" * 32, lambda: "fresh", lambda v: v == "fresh") == "fresh"
-    assert diskcache.cached("thing", "ef" * 32, lambda: "again", lambda v: v == "again") == "again"  # rejected
+    path = diskcache.cache_path("thing", "ef" * 32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(entry)
+    assert diskcache.cached("thing", "ef" * 32, lambda: 7, _int) == 7
+    assert json.loads(path.read_text())["data"] == 7  # and the miss rewrote it
+
+
+def test_a_fifo_or_a_link_in_the_cache_is_a_miss_never_a_wait(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path))
+    path = diskcache.cache_path("thing", "12" * 32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    assert diskcache.read_entry(path, "12" * 32) is None
+    path.unlink()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"digest": "12" * 32, "data": 1}))
+    path.symlink_to(elsewhere)
+    assert diskcache.read_entry(path, "12" * 32) is None
+
+
+@pytest.mark.parametrize("kind, digest", [("../../etc/x", "ab" * 32), ("thing", "../" * 20), ("a/b", "ab" * 32),
+                                          ("thing", "not hex" * 8)])
+def test_a_name_that_leaves_the_cache_folder_is_refused(kind, digest):
+    with pytest.raises(ValueError):
+        diskcache.cache_path(kind, digest)
 
 
 def test_an_unwritable_cache_only_means_computing_every_time(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache folder would be")
     monkeypatch.setenv("ENVMAN_CACHE_DIR", str(blocker / "cache"))
-    assert diskcache.cached("thing", "01" * 32, lambda: 7, lambda v: True) == 7
-    assert diskcache.cached("thing", "01" * 32, lambda: 8, lambda v: True) == 8
+    assert diskcache.cached("thing", "01" * 32, lambda: 7, _int) == 7
+    assert diskcache.cached("thing", "01" * 32, lambda: 8, _int) == 8
+
+
+class _Payload:
+    """A pickle that runs code when it is loaded: what a hostile cache writer would plant."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_planted_pickle_never_runs_and_a_tampered_entry_is_a_miss(tmp_path, monkeypatch, capsys):
+    """Every entry the CLI reads, planted with a pickle that would run code under both the old (.pickle) and
+    the new (.json) name, and every JSON entry replaced by garbage: the commands answer as from a fresh cache."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(cache))
+    assert main(["resolve", "--target", "h100", "--json"]) == 0
+    fresh = capsys.readouterr().out
+    assert main(["doctor", "--facts", str(_facts()), "--json"]) in (0, 1)
+    doctor_fresh = capsys.readouterr().out
+    names = sorted(p.name for p in cache.iterdir())
+    assert names and all(n.endswith(".json") for n in names)
+    marker = tmp_path / "pwned"
+    blob = pickle.dumps(_Payload(str(marker)))
+    for p in list(cache.iterdir()):
+        p.write_bytes(blob)
+        p.with_suffix(".pickle").write_bytes(blob)
+    for ext_name in ("matrix", "image-tables", "kit-knowledge", "knowledge"):
+        (cache / f"{ext_name}-planted.pickle").write_bytes(blob)
+    assert main(["resolve", "--target", "h100", "--json"]) == 0
+    assert capsys.readouterr().out == fresh
+    assert main(["doctor", "--facts", str(_facts()), "--json"]) in (0, 1)
+    assert capsys.readouterr().out == doctor_fresh
+    assert not marker.exists()
+    # a well-formed entry whose data the validation refuses is a miss too
+    tampered = 0
+    for p in cache.glob("*.json"):
+        if p.read_bytes().startswith(b"{"):  # rewritten by the runs above (a miss writes a fresh entry)
+            entry = json.loads(p.read_text())
+            p.write_text(json.dumps({"digest": entry["digest"], "data": {"cuda.yaml": "x"}}))
+            tampered += 1
+    assert tampered
+    assert main(["resolve", "--target", "h100", "--json"]) == 0
+    assert capsys.readouterr().out == fresh
+
+
+def _facts():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent.parent / "fixtures" / "facts" / "healthy_a100.json"
+
