@@ -7,6 +7,7 @@ command starts in tens of milliseconds.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(argv, previous)
 
 
-def _run(argv: list[str] | None, previous: object) -> int:
+def _run(argv: list[str] | None, previous: Any) -> int:
     import signal
 
     try:
