@@ -38,32 +38,46 @@ def cache_path(kind: str, digest: str) -> Path:
     return cache_dir() / f"{kind}-{__version__}-{digest[:32]}.json"
 
 
-def read_entry(path: Path, digest: str) -> Any | None:
-    """The data kept at ``path`` for ``digest``, or None (a miss). A regular file only, opened without
-    following a link and without blocking on a FIFO, within MAX_ENTRY bytes."""
+def read_small(path: Path | str, limit: int = MAX_ENTRY) -> bytes | None:
+    """A cache file's bytes, or None: a regular file only, opened without following a link and without
+    blocking on a FIFO, of at most ``limit`` bytes. Every cache envman keeps is read through this."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            entry = json.loads(fh.read(MAX_ENTRY + 1))
-    except (OSError, ValueError, RecursionError):
+            data = fh.read(limit + 1)
+        return data if len(data) <= limit else None
+    except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def read_entry(path: Path, digest: str) -> Any | None:
+    """The data kept at ``path`` for ``digest``, or None (a miss)."""
+    raw = read_small(path)
+    if raw is None:
+        return None
+    try:
+        entry = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
     if not isinstance(entry, dict) or entry.get("digest") != digest or "data" not in entry:
         return None
     return entry["data"]
 
 
-def cached(kind: str, digest: str, compute: Callable[[], Any], load: Callable[[Any], T]) -> T:
+def cached(kind: str, digest: str, compute: Callable[[], Any], load: Callable[[Any], T],
+           fresh: Callable[[Any], T] | None = None) -> T:
     """``load(data)``, where ``data`` is the cache's copy for ``digest`` when ``load`` accepts it (any
     exception refuses it), else ``compute()``'s (then kept). ``compute`` returns JSON data; ``load`` builds
-    and validates the value from it, so the cache's data is checked exactly as fresh data is."""
+    and validates the value from it, so the cache's data is checked exactly as fresh data is (``fresh``, when
+    given, takes computed data instead: for a cache whose entries must pass a check fresh data need not)."""
     path = cache_path(kind, digest)
     data = read_entry(path, digest)
     if data is not None:
@@ -72,7 +86,7 @@ def cached(kind: str, digest: str, compute: Callable[[], Any], load: Callable[[A
         except Exception:  # noqa: BLE001 - a bad cache entry is a miss, whatever is wrong with it
             pass
     data = compute()
-    value = load(data)  # errors here are real: they come from the data files themselves
+    value = (fresh or load)(data)  # errors here are real: they come from the data files themselves
     try:
         text = json.dumps({"digest": digest, "data": data}, separators=(",", ":"))
         if json.loads(text)["data"] == data:  # kept only when JSON gives back the same data (no int keys, dates)

@@ -1,6 +1,6 @@
 """The doctor's host side: the matrix → Knowledge adapter (memoised on disk) and facts files.
 
-Loading the matrix costs about 25 ms even from envman.matrix's pickle cache (importing packaging and
+Loading the matrix costs about 25 ms even from envman.matrix's JSON cache (importing packaging and
 the model dominates), over a tenth of the doctor's whole run; this JSON loads in about 2 ms. The derived
 Knowledge is saved under the user's cache directory, keyed by a hash of the matrix files' bytes and
 envman's version: any edit to the data, or a new envman, misses the cache and reloads through

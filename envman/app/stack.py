@@ -164,7 +164,8 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
         source_lock=files.source if builds.plan is not None else None, devel_image=_devel_image(inputs.matrix, res),
         install_project=pkg is not None, build_lock=files.build if builds.build is not None else None,
     )
-    body = render_dockerfile(plan).lstrip("\n")
+    known = (last.data.get("files") or {}).get(files.dockerfile) if last is not None else None
+    body = render_dockerfile(plan, known if isinstance(known, str) else None).lstrip("\n")
     imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots]
     stack_text = render_json(smoke_expectation(res, sorted(imports), lock.lock_hash))
     recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: python.pylock,

@@ -85,7 +85,15 @@ def _yaml(path: Path) -> Any:
         except (UnicodeDecodeError, yaml.YAMLError) as exc:
             raise MatrixError([f"{path.name}: {exc}"]) from None
 
-    return cached(f"fitdata-{path.stem}", hashlib.sha256(raw).hexdigest(), parse, lambda v: isinstance(v, dict))
+    return cached(f"fitdata-{path.stem}", hashlib.sha256(raw).hexdigest(), parse, _mapping)
+
+
+def _mapping(v: Any) -> dict:
+    """The parsed data file as the cache holds it (JSON data); anything but a mapping is a bad entry (a miss).
+    The catalog's readers validate every entry they take from it, as they do fresh data."""
+    if not isinstance(v, dict):
+        raise ValueError("not a mapping")
+    return v
 
 
 @lru_cache(maxsize=2)

@@ -6,6 +6,7 @@ layer is cut from these edges; ``# via`` comments in requirements.lock.txt come 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,6 +74,9 @@ def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
     raise OSError("unreachable")
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 def cache_dir() -> Path:
     return Path(cache_root()) / "metadata-v1"
 
@@ -88,12 +92,17 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
     wheel = next((f for f in pkg.files if f.kind == "wheel" and f.sha256 and f.url.startswith(("http://", "https://"))), None)
     if wheel is None:
         return None
+    from envman.diskcache import read_small
+
+    if not _SHA256.fullmatch(wheel.sha256):  # a name in the cache folder: hex only (a lock is input, never a path)
+        return None
     cached = cache_dir() / wheel.sha256
-    try:
-        text = cached.read_text(encoding="utf-8")
-        return [ln for ln in text.splitlines() if ln]
-    except OSError:
-        pass
+    kept = read_small(cached, 1 << 20)
+    if kept is not None:
+        try:
+            return [ln for ln in kept.decode("utf-8").splitlines() if ln]
+        except UnicodeDecodeError:
+            pass  # not what envman wrote: a miss
     try:
         status, _, body = _fetch(wheel.url + ".metadata", timeout, ctx)
     except (OSError, ValueError):
@@ -160,12 +169,12 @@ def dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str
 
     key = hashlib.sha256(json.dumps([sorted((p.name, p.version, sorted(f.sha256 for f in p.files)) for p in pkgs),
                                      sorted(inputs), python, platform]).encode()).hexdigest()
+    from envman.diskcache import read_small
+
     entry = cache_dir() / "graphs" / f"{key}.json"
-    try:
-        data = json.loads(entry.read_text(encoding="utf-8"))
-        return data["parents"], data["unknown"]
-    except (OSError, ValueError, KeyError):
-        pass
+    kept = _graph(read_small(entry))
+    if kept is not None:
+        return kept
     parents, unknown = _dependency_parents(pkgs, inputs, python, platform, timeout)
     if not unknown:  # an incomplete graph is asked again next time
         try:
@@ -175,6 +184,24 @@ def dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str
             os.replace(tmp, entry)
         except OSError:
             pass
+    return parents, unknown
+
+
+def _graph(raw: bytes | None) -> tuple[dict[str, list[str]], list[str]] | None:
+    """A cached graph as envman wrote it ({"parents": {name: [names]}, "unknown": [names]}), or None (a miss)."""
+    import json
+
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    parents, unknown = data.get("parents"), data.get("unknown")
+    if not isinstance(parents, dict) or not isinstance(unknown, list) or not all(isinstance(u, str) for u in unknown):
+        return None
+    if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in parents.values()):
+        return None
     return parents, unknown
 
 

@@ -529,15 +529,12 @@ def load_spec(project: Path) -> ProjectSpec | None:
     """envman.yaml first, else ``[tool.envman]`` in pyproject.toml; None when neither exists."""
     path = project / SPEC_FILE
     if path.is_file():
-        from envman.diskcache import cached
-        from envman.files import sha256
         from envman.inputs import MAX_SPEC, load_yaml, read_input
 
+        # parsed every run, never cached: a cached parse would be data the lock builds from, not envman.yaml
+        # (whoever can write the cache could add a package); PyYAML's import is ~10 ms (issue 24)
         text = read_input(path, SPEC_FILE, MAX_SPEC, error=SpecError)
-        # the parse is kept on disk under the text's digest: a run whose envman.yaml did not change imports no
-        # PyYAML (~10 ms of every lock); a file that does not parse is never kept
-        data = cached("spec-yaml", sha256(text), lambda: load_yaml(text, SPEC_FILE, error=SpecError), lambda _: True)
-        return parse_spec(data, SPEC_FILE)
+        return parse_spec(load_yaml(text, SPEC_FILE, error=SpecError), SPEC_FILE)
     from envman.project.requirements import read_pyproject
 
     doc = read_pyproject(project)

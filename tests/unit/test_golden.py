@@ -56,7 +56,9 @@ def test_require_cuda_does_not_refuse_the_fleet_the_stack_was_resolved_for(matri
 
 def test_a_dockerfile_kept_on_disk_is_the_one_jinja2_renders(tmp_path, monkeypatch):
     """render_dockerfile keeps its text under the digest of the plan and the templates: a hit gives the same
-    bytes without jinja2; another template is another key."""
+    bytes without jinja2; another template is another key; and a kept text is used only when it is the body
+    the last lock recorded (issue 24: a cached Dockerfile is built, so the cache alone never decides it)."""
+    import hashlib
     import shutil
 
     import envman.image.render as render
@@ -64,16 +66,21 @@ def test_a_dockerfile_kept_on_disk_is_the_one_jinja2_renders(tmp_path, monkeypat
     monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
     plans = []
     real = render.render_dockerfile
-    monkeypatch.setattr(render, "render_dockerfile", lambda plan: plans.append(plan) or real(plan))
+    monkeypatch.setattr(render, "render_dockerfile",
+                        lambda plan, known=None: plans.append(plan) or real(plan, known))
     spec = parse_spec({"name": "cached", **COMMON, **CASES["new-torch"]})
     (tmp_path / "p").mkdir()
     generate(tmp_path / "p", spec, no_lock=True)
     fresh = render._env().get_template("Dockerfile.j2").render(plan=plans[0])
+    known = hashlib.sha256(fresh.lstrip("\n").encode()).hexdigest()
+    assert real(plans[0], known) == fresh  # rendered, and kept: it is the recorded body
     monkeypatch.setattr(render, "_env", lambda: pytest.fail("a kept Dockerfile needs no jinja2"))
-    assert real(plans[0]) == fresh
+    assert real(plans[0], known) == fresh
+    with pytest.raises(pytest.fail.Exception, match="needs no jinja2"):
+        real(plans[0], "0" * 64)  # the last lock recorded another body: the kept text is not trusted
     edited = tmp_path / "templates"
     shutil.copytree(render.templates_dir(), edited)
     (edited / "Dockerfile.j2").write_text((edited / "Dockerfile.j2").read_text() + "# edited\n")
     monkeypatch.setattr(render, "templates_dir", lambda: edited)
     with pytest.raises(pytest.fail.Exception, match="needs no jinja2"):
-        real(plans[0])  # another template: not the kept text, rendered again
+        real(plans[0], known)  # another template: not the kept text, rendered again
