@@ -75,8 +75,10 @@ class Ownership:
 
 
 def ownership(path: Path) -> Ownership:
+    from envman.inputs import read_regular_text
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path)
     except FileNotFoundError:
         return Ownership(False, False, False, None)
     except (OSError, UnicodeDecodeError):
@@ -118,9 +120,11 @@ class WritePlan:
     def changes(self) -> list[tuple[Path, str]]:
         """The files whose content on disk differs from what would be written (missing ones included)."""
         changed = []
+        from envman.inputs import read_regular_text
+
         for path, text in self.files:
             try:
-                if path.read_text(encoding="utf-8") == text:
+                if read_regular_text(path) == text:
                     continue
             except (OSError, UnicodeDecodeError):
                 pass
@@ -199,6 +203,10 @@ def _preflight(path: Path) -> str | None:
     """Why ``path`` cannot be written (None when it can): checked for every file before any is written."""
     if path.is_dir():
         return "it is a folder"
+    if path.exists() and not path.is_file():  # envman writes regular files, and never reads a FIFO it would replace
+        from envman.inputs import NOT_REGULAR
+
+        return f"it is {NOT_REGULAR}: remove it"
     d = path.parent
     while not d.exists():
         if d.is_symlink():
@@ -255,7 +263,9 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
                 m.mkdir()
                 created.append(m)
             if path.exists():
-                st.old = path.read_bytes()
+                from envman.inputs import read_regular
+
+                st.old = read_regular(path)
                 st.old_mode = path.stat().st_mode & 0o7777
             fd, st.tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             with os.fdopen(fd, "wb") as fh:

@@ -4,6 +4,7 @@ build; JSON the same. Every refusal is one UsageError (or the caller's subclass)
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -17,6 +18,43 @@ MAX_SPEC = 1 * MIB  # envman.yaml, environment.yml, pyproject.toml
 MAX_REQUIREMENTS = 5 * MIB  # a requirements file, each -r/-c include
 MAX_FACTS = 5 * MIB  # a doctor facts file
 MAX_VALUE = 4 * KIB  # one string value of envman.yaml (env values, command words, …)
+
+
+NOT_REGULAR = "not a regular file (a FIFO, socket or device)"
+MAX_GENERATED = 64 * MIB  # a file envman generated (a lock, a Dockerfile): far above any real one
+
+
+def read_regular(path: Path | str, limit: int = MAX_GENERATED) -> bytes:
+    """The bytes of a regular file. Opened with O_NONBLOCK, so a FIFO put in a file's place never blocks: it
+    is an OSError (EINVAL, strerror NOT_REGULAR), as a folder (EISDIR) or a file over ``limit`` (EFBIG) is.
+    Every file envman reads from a project or a cache goes through this or ``read_input``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR, str(path))
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"{_size(st.st_size)}, over envman's limit of {_size(limit)}", str(path))
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise OSError(errno.EFBIG, f"over envman's limit of {_size(limit)}", str(path))
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_regular_text(path: Path | str, limit: int = MAX_GENERATED) -> str:
+    """``read_regular`` as UTF-8 text (UnicodeDecodeError when it is not)."""
+    return read_regular(path, limit).decode("utf-8")
 
 
 def _size(n: int) -> str:
@@ -39,12 +77,11 @@ def read_input(path: Path | str, label: str, limit: int, *, error: type[UsageErr
         raise error(f"{label}: {_size(st.st_size)}, over envman's limit of {_size(limit)} for this file",
                     hint=hint or "is this the right file? envman reads small text files here")
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+        data = read_regular(path, limit)  # never blocks, even if a FIFO took the file's place since the stat
     except OSError as exc:
+        if exc.errno == errno.EFBIG:  # it grew after stat
+            raise error(f"{label}: over envman's limit of {_size(limit)} for this file", hint=hint) from None
         raise error(f"{label}: cannot read: {exc.strerror}", hint=hint) from None
-    if len(data) > limit:  # it grew after stat
-        raise error(f"{label}: over envman's limit of {_size(limit)} for this file", hint=hint)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -242,7 +242,9 @@ def _buildable_dockerfile(root: Path, names: StackFiles, opts: BuildOptions, loc
         raise UsageError(f"--base-image {opts.base_image} differs from the lock's {base}",
                          hint=f"lock for it first: envman lock --base-image {opts.base_image} (or add base_image to envman.yaml)")
     dockerfile = root / names.dockerfile
-    text = dockerfile.read_text(encoding="utf-8")
+    from envman.inputs import read_input
+
+    text = read_input(dockerfile, names.dockerfile, 1 << 20, hint="run `envman lock` to write it again")
     if text != offline_dockerfile(root, names.profile, None):
         from envman.files import ownership
 
@@ -279,7 +281,9 @@ def _offline_build_file(root: Path, names: StackFiles, opts: BuildOptions, echo:
 
     ignore = ignore_file(root, names.dockerfile)
     if ignore.is_file():
-        write_atomic(path.with_name(path.name + ".dockerignore"), ignore.read_bytes())
+        from envman.inputs import read_regular
+
+        write_atomic(path.with_name(path.name + ".dockerignore"), read_regular(ignore))
     return path
 
 

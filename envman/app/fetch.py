@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envman.errors import UsageError
+from envman.inputs import read_input
 from envman.lock.layout import StackFiles
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
     downloaded: a tampered file is envman's finding (LockError naming it), not pip's."""
     from envman.errors import LockError
     from envman.files import sha256
+    from envman.inputs import read_regular_text
     from envman.lock.lockfile import try_read_lock
 
     lock = try_read_lock(path / lock_name)
@@ -48,7 +50,9 @@ def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
         if not name or not want or (path / name).resolve() != lock_file.resolve():
             continue
         try:
-            body = lock_file.read_text(encoding="utf-8").partition("\n")[2] if lock_file.is_file() else None
+            body = read_regular_text(lock_file).partition("\n")[2]
+        except FileNotFoundError:
+            body = None
         except (OSError, UnicodeDecodeError):
             body = ""
         if body is not None and sha256(body) != want:
@@ -102,7 +106,7 @@ def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[H
         have = {(w.name, w.version) for w in wheels}
         wheels += [w for w in wh.read_lock(build).wheels if (w.name, w.version) not in have]
     pylock = path / names.pylock
-    urls = sdist_urls(pylock.read_text(encoding="utf-8")) if pylock.is_file() else {}
+    urls = sdist_urls(read_input(pylock, names.pylock, 64 << 20, hint="run `envman lock` again")) if pylock.exists() else {}
     missing = sorted(n for n in src if n not in urls)
     if missing:
         raise UsageError(f"{pylock} has no sdist URL for the source-only package(s) {', '.join(missing)}",

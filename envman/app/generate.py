@@ -83,7 +83,7 @@ def shared_files(inputs: ProjectInputs, stacks: list[Stack], place) -> list[tupl
 
     root, name, inputs_hash = inputs.root, inputs.spec.name, inputs.inputs_hash
     gi = root / ".gitignore"
-    gitignore = gi.read_text(encoding="utf-8", errors="replace") if gi.is_file() else None
+    gitignore = _gitignore(gi)
     services = [(s.files.profile, s.files.dockerfile, f"{name}:{s.lock.short_hash}", s.gpu) for s in stacks]
     first = stacks[0]
     devcontainer = devcontainer_plan(name, first.gpu, place.devcontainer_dockerfile(first.files.dockerfile),
@@ -177,9 +177,24 @@ def offline_built(root: Path, profile: str | None, offline_image: str | None) ->
     return stack
 
 
+def _gitignore(path: Path) -> str | None:
+    """The repository's .gitignore, merged into .dockerignore: a regular file of at most 1 MB (a bigger one,
+    or a FIFO, is not merged and the generated patterns stand alone)."""
+    from envman.inputs import MAX_SPEC, read_regular
+
+    try:
+        return read_regular(path, MAX_SPEC).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
 def read_text_or_none(path: Path) -> str | None:
     """The file's text; None when it is not there; "" when it cannot be read (it then matches no digest)."""
+    from envman.inputs import read_regular_text
+
     try:
-        return path.read_text(encoding="utf-8") if path.is_file() else None
+        return read_regular_text(path)
+    except FileNotFoundError:
+        return None
     except (OSError, UnicodeDecodeError):
         return ""

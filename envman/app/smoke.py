@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
 from envman.files import write_atomic
+from envman.inputs import read_regular_text
 from envman.lock.layout import StackFiles
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ def write_expect_file(source: Path, dest_dir: Path) -> Path:
     baked = baked_stack_for(source)
     if baked.is_file():
         try:
-            other = json.loads(baked.read_text(encoding="utf-8"))
+            other = json.loads(read_regular_text(baked))
         except (OSError, ValueError):
             other = None
         if is_expected_stack(other) and other.get("lock_hash") == data.get("lock_hash"):
@@ -168,10 +169,9 @@ def write_expect_file(source: Path, dest_dir: Path) -> Path:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
+    from envman.inputs import MAX_FACTS, load_json, read_input
+
+    return load_json(read_input(path, str(path), MAX_FACTS), str(path), hint="give envman.lock or a stack file")
 
 
 # ----------------------------------------------------------------------------------------------- runners

@@ -197,13 +197,10 @@ def find_model(name: str) -> ModelEntry:
 
 def load_config(path: Path) -> Arch:
     """A Hugging Face config.json, read offline."""
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}", hint="give the path of a config.json") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})",
-                         hint="`--model` takes a Hugging Face config.json") from None
+    from envman.inputs import MAX_SPEC, load_json, read_input
+
+    cfg = load_json(read_input(path, str(path), MAX_SPEC, hint="give the path of a config.json"), str(path),
+                    hint="`--model` takes a Hugging Face config.json")
     try:
         return arch_from_config(cfg)
     except ArchError as exc:

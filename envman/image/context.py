@@ -117,13 +117,24 @@ def ignore_file(root: Path, dockerfile: str = "Dockerfile") -> Path:
     """The ignore file BuildKit applies: ``<Dockerfile>.dockerignore`` beside the Dockerfile when there is one
     (envman writes one when the repository keeps its own .dockerignore), else ``.dockerignore``."""
     own = root / f"{dockerfile}.dockerignore"
-    return own if own.is_file() else root / ".dockerignore"
+    return own if os.path.lexists(own) else root / ".dockerignore"
 
 
 def context_files(root: Path, dockerfile: str = "Dockerfile") -> Iterator[tuple[str, int]]:
     """(path relative to root, bytes) of every file the engine would receive as the build context."""
+    from envman.errors import UsageError
+    from envman.inputs import MAX_SPEC, NOT_REGULAR, read_regular
+
+    for other in {root / ".dockerignore", root / f"{dockerfile}.dockerignore"}:  # both: the client reads either
+        if os.path.lexists(other) and not other.is_file():
+            raise UsageError(f"{other.name}: {NOT_REGULAR}", hint="remove it (`envman lock` then writes envman's)")
     di = ignore_file(root, dockerfile)
-    rules = parse_dockerignore(di.read_text(encoding="utf-8", errors="replace")) if di.is_file() else []
+    try:
+        rules = parse_dockerignore(read_regular(di, MAX_SPEC).decode("utf-8", "replace"))
+    except FileNotFoundError:
+        rules = []
+    except OSError as exc:  # a FIFO would hang the engine's client as it reads it: refused here first
+        raise UsageError(f"{di.name}: {exc.strerror}", hint="remove it (`envman lock` then writes envman's)") from None
     prune = not any(r.negate for r in rules)  # with a `!` rule, an ignored folder may still ship a file
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)

@@ -220,12 +220,17 @@ def parse_lock(text: str, name: str = LOCK_FILE) -> Lock:
 
 
 def read_lock(path: Path) -> Lock:
+    from envman.inputs import read_regular_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_regular_text(path)
     except FileNotFoundError:
         raise LockError(f"{Path(path).name}: not found", hint="run `envman lock` (or `envman init`) first") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise LockError(f"{Path(path).name}: unreadable: {exc}", hint=REGENERATE) from None
+    except OSError as exc:
+        raise LockError(f"{Path(path).name}: unreadable: {exc.strerror or exc}",
+                        hint=f"replace it with the file envman writes: remove it and {REGENERATE}") from None
     return parse_lock(text, Path(path).name)
 
 

@@ -133,10 +133,13 @@ def _unpinned(req: Requirement, pins: list) -> str | None:
 
 def read_lock(path: Path | str) -> HashedLock:
     path = Path(path)
+    from envman.inputs import read_regular_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LockError(f"cannot read the lock {path}: {exc.strerror or exc}",
+        text = read_regular_text(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise LockError(f"cannot read the lock {path}: {why or exc}",
                          hint="run `envman lock` first, or pass --lock FILE") from None
     return parse_lock(text, str(path))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 
@@ -38,9 +39,20 @@ def run_command(argv: list[str], timeout: float = 5.0, env: dict[str, str] | Non
 
 
 def read_text(path: str, limit: int = 1 << 20) -> str | None:
-    """The file's text (at most ``limit`` bytes), or None when it cannot be read."""
+    """The file's text (at most ``limit`` bytes), or None when it cannot be read or is not a regular file (a
+    FIFO in a project file's place would block the probe for ever: opened without blocking, then checked)."""
+    import stat
+
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
             return fh.read(limit).decode("utf-8", "replace")
     except OSError:
         return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,100 @@
+"""Issue 24: every fault ends in one ``error:`` line with a hint and a documented exit code — never exit 70,
+never a hang. Each case goes through the real CLI; a watchdog turns a hang into a failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+import envman.lock.registry
+from envman.cli.main import main
+from envman.errors import ToolError
+
+HASH = "a" * 64
+PYLOCK = f"""lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11"
+
+[[packages]]
+name = "numpy"
+version = "2.1.0"
+index = "https://pypi.org/simple"
+wheels = [{{ url = "https://files.example/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "{HASH}" }} }}]
+"""
+SPEC = "name: demo\ncpu: true\npython: '3.11'\nframework: none\npackages: [numpy]\n"
+
+
+class Hung(Exception):
+    pass
+
+
+@pytest.fixture
+def watchdog():
+    """Fails the test after 20 s instead of letting a blocked read hang the suite."""
+    def fire(signum, frame):
+        raise Hung("envman blocked")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def locked(tmp_path, monkeypatch):
+    from fakes import install_fake_uv
+
+    (tmp_path / "uv").mkdir()
+    install_fake_uv(monkeypatch, tmp_path / "uv", PYLOCK)
+    monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text(SPEC)
+    assert main(["lock", str(proj)]) == 0
+    return proj
+
+
+def one_error(capsys) -> list[str]:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith(("error:", "hint:", "stale:"))]
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert lines and lines[0].startswith(("error: ", "stale: ")) and lines[-1].startswith("hint: "), err
+    return lines
+
+
+# --- FIFOs in place of the files envman reads -------------------------------------------------------------
+
+FIFO_CASES = [(name, cmd) for name in ("envman.lock", "Dockerfile", "pylock.toml", "requirements.lock.txt",
+                                       ".envman/stack.json", ".dockerignore")
+              for cmd in ("lock --check", "lock", "build", "fetch", "doctor")]
+
+
+@pytest.mark.parametrize("name, command", FIFO_CASES, ids=[f"{n}-{c.replace(' ', '')}" for n, c in FIFO_CASES])
+def test_a_fifo_in_a_files_place_never_blocks(locked, capsys, watchdog, name, command, monkeypatch):
+    import envman.lock.wheelhouse as wh
+
+    def offline(*a, **k):
+        raise ToolError("no network in this test", hint="fetch got past its checks: the FIFO is not its file")
+
+    monkeypatch.setattr(wh, "fetch_wheels", offline)
+    capsys.readouterr()
+    (locked / name).unlink()
+    os.mkfifo(locked / name)
+    argv = command.split()
+    rc = main([argv[0], str(locked), *argv[1:]])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err and "internal error" not in out.err and rc != 70, out.err
+    if rc != 0:  # a command that needs the file says so; one that does not need it goes on (doctor, a lock)
+        assert rc in (1, 4), out.err
+        lines = [ln for ln in out.err.splitlines() if ln.startswith(("error:", "stale:", "hint:"))]
+        assert lines and lines[-1].startswith("hint: "), out.err
+    assert os.path.exists(locked / name) and not os.path.isfile(locked / name)  # nothing replaced it silently
+
+
+def test_a_fifo_config_json_for_fit(tmp_path, capsys, watchdog):
+    os.mkfifo(tmp_path / "config.json")
+    assert main(["fit", "--model", str(tmp_path / "config.json"), "--target", "h100"]) == 2
+    assert one_error(capsys)[0] == f"error: {tmp_path / 'config.json'}: not a regular file (a FIFO, socket or device)"
