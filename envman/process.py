@@ -1,11 +1,19 @@
-"""Interruptions while envman holds a container or a build client: cleanup must run, and finish."""
+"""Interruptions while envman holds a container or a build client: cleanup must run, and finish. And who owns
+what a run leaves (a tag, a container, a staging folder), so that the next run removes only what a killed run
+provably abandoned."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 import signal
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 
 class Terminated(KeyboardInterrupt):
@@ -41,3 +49,52 @@ def signals_deferred() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+STALE_AFTER = 24 * 3600.0  # seconds: no build or smoke test runs this long
+
+
+def host_id() -> str:
+    """This machine, in 8 hex digits (a tag may not hold a host name's characters)."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who made a tag, a container or a folder: a machine, a process, when."""
+
+    host: str
+    pid: int
+    started: int
+
+    @classmethod
+    def me(cls) -> Owner:
+        return cls(host_id(), os.getpid(), int(time.time()))
+
+    @property
+    def label(self) -> str:
+        return f"{self.host}-{self.pid}-{self.started}"
+
+    @classmethod
+    def parse(cls, text: str) -> Owner | None:
+        m = re.fullmatch(r"([0-9a-f]{8})-(\d+)-(\d+)", text or "")
+        return cls(m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+
+    def stale(self, now: float | None = None) -> bool:
+        """Provably abandoned: this machine's and its process gone, or older than STALE_AFTER."""
+        now = time.time() if now is None else now
+        if now - self.started > STALE_AFTER:
+            return True
+        return self.host == host_id() and self.pid != os.getpid() and not pid_alive(self.pid)

@@ -23,15 +23,19 @@ class FakeEngine:
 
     def __init__(self, result: RunResult | None = None, exc: BaseException | None = None, nvidia: bool = False, *,
                  images: Sequence[str] = (), registry: Mapping[str, str] | None = None,
-                 push_digest: str = "sha256:" + "d" * 64, build_exc: BaseException | None = None):
+                 push_digest: str = "sha256:" + "d" * 64, build_exc: BaseException | None = None,
+                 image_id: str = "sha256:" + "b" * 64):
         self.result, self.exc, self.nvidia = result, exc, nvidia
         self.images = set(images)
         self.registry = dict(registry or {})
         self.push_digest = push_digest
         self.build_exc = build_exc
+        self.image_id = image_id
         self.log: list[tuple] = []
         self.platforms: list[str | None] = []  # the platform of each build (None: the engine's own)
         self.runs: list[tuple[str, list[str], dict]] = []
+        self.containers: dict[str, str] = {}  # what envman's `run` left: name → owner label
+        self.secrets: list[dict[str, str]] = []  # each build's secrets: id → the file's text (read during the build)
 
     def ping(self) -> str:
         return "27.0.1"
@@ -39,16 +43,28 @@ class FakeEngine:
     def image_exists(self, ref: str) -> bool:
         return ref in self.images
 
+    def tags_of(self, repository: str) -> list[str]:
+        return sorted(r.rsplit(":", 1)[1] for r in self.images if r.rsplit(":", 1)[0] == repository and ":" in r)
+
+    def run_containers(self) -> list[tuple[str, str]]:
+        return sorted(self.containers.items())
+
+    def remove_container(self, name: str) -> None:
+        self.log.append(("remove-container", name))
+        self.containers.pop(name, None)
+
     def build(self, context_dir: Path | str, *, dockerfile: Path | str | None = None, tags: Sequence[str] = (),
               build_args: Mapping[str, str] | None = None, secrets: Mapping[str, Path | str] | None = None,
               progress: str | None = None, on_output: Callable[[str], None] | None = None,
               platform: str | None = None) -> BuildResult:
         self.log.append(("build", tuple(tags)))
         self.platforms.append(platform)
+        self.secrets.append({k: Path(v).read_text() for k, v in (secrets or {}).items()})
         if self.build_exc is not None:
             raise self.build_exc
         self.images.update(tags)
-        return BuildResult("sha256:" + "b" * 64, tuple(tags), self.build_client, 1.0)
+        self.images.add(self.image_id)
+        return BuildResult(self.image_id, tuple(tags), self.build_client, 1.0)
 
     def tag(self, src: str, dst: str) -> None:
         if src not in self.images:

@@ -1,9 +1,11 @@
 """``envman build``: the locked stack, built with BuildKit on the local engine, smoke-tested, tagged by
 lock hash — and, with ``--push``, pushed and pinned by digest in envman.lock.
 
-The image gets its good tag ``<name>:<lock hash 12>`` only after the smoke test passed; until then it is
-``<name>:<hash>-unverified``. The CA bundle reaches the build as a BuildKit secret and proxy settings as
-Docker's predefined proxy build args: neither lands in a layer or in the image history.
+The image gets its good tag ``<name>:<lock hash 12>`` only after the smoke test passed, on the image ID this
+run tested; until then it carries this run's own candidate tag (app/buildruns.py: builds at once never touch
+each other's images, and a second build of one lock hash waits for the first). The CA bundle and the private
+indexes' URLs reach the build as BuildKit secrets and proxy settings as Docker's predefined proxy build args:
+none of them lands in a layer or in the image history.
 """
 
 from __future__ import annotations
@@ -91,6 +93,48 @@ def proxy_args(env: dict[str, str] | None = None) -> dict[str, str]:
     return {k: env[k] for k in PROXY_VARS if env.get(k)}
 
 
+def index_secret(root: Path, names: StackFiles, lock: Lock, env: dict[str, str] | None = None) -> str | None:
+    """The text of the ``envman_indexes`` build secret (``export NAME=URL`` lines), or None when the lock's
+    files name no private index (lock/indexes.py)."""
+    from envman.lock.indexes import secret_text
+
+    found = private_index_values(root, names, lock, env)
+    return secret_text(found) if found else None
+
+
+def private_index_values(root: Path, names: StackFiles, lock: Lock, env: dict[str, str] | None = None):
+    """The private indexes the lock's files name (``${ENVMAN_INDEX_…}``), with their URLs found where the lock
+    found them, or in a variable of their name. An index nobody supplies is refused, naming its variable."""
+    from envman.app.lockinputs import ProjectInputs
+    from envman.inputs import read_regular_text
+    from envman.lock.indexes import PrivateIndex, named_in, project_indexes
+    from envman.matrix.load import load_matrix
+
+    env = dict(os.environ) if env is None else env
+    wanted: set[str] = set()
+    for f in (names.req, names.fw, names.pylock, names.source, names.build, names.rest):
+        try:
+            wanted |= set(named_in(read_regular_text(root / f)))
+        except (OSError, UnicodeDecodeError):
+            continue
+    if not wanted:
+        return []
+    spec = load_spec(root)
+    if spec is None:
+        raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first")
+    inputs = ProjectInputs.read(root, spec, load_matrix())
+    fw = ((lock.get("stack") or {}).get("framework") or {}).get("index_url")
+    known = {i.name: i for i in project_indexes(fw, spec.index_urls, inputs.index_urls, env)}
+    known.update({n: PrivateIndex(n, env[n]) for n in wanted if n not in known and env.get(n)})  # given by name
+    missing = sorted(wanted - set(known))
+    if missing:
+        raise UsageError(f"{names.req} names the private index {missing[0]}, whose URL this run was not given"
+                         + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                         hint=f"set {missing[0]} to its URL with its credentials (or the UV_INDEX_URL / "
+                              "UV_EXTRA_INDEX_URL the lock was made with): a build gets it as a secret")
+    return [known[n] for n in sorted(wanted)]
+
+
 def wheelhouse_image(directory: Path) -> str:
     """A name for the wheelhouse's content: its wheels' and sdists' names and sizes (each file was hash-checked
     by fetch); an sdist counts, or a wheelhouse whose only change is a source-only package's sdist would reuse
@@ -160,13 +204,14 @@ def check_context(root: Path, dockerfile: str = "Dockerfile") -> None:
 
 def _build_one(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable[[str], None],
                engine: ContainerEngine) -> BuildOutcome:
-    from envman.app import smoke as smoke_runner
+    from envman.app.buildruns import build_lock, sweep
+    from envman.resources import cache_dir
 
     lock_path = root / names.lock
     lock = read_lock(lock_path)
     dockerfile = _buildable_dockerfile(root, names, opts, lock)
     name, short = lock.name, lock.short_hash
-    good, candidate = f"{name}:{short}", f"{name}:{short}-unverified"
+    good = f"{name}:{short}"
     out = BuildOutcome(names.profile, good, built=False)
     label = f"[{names.profile}] " if names.profile else ""
 
@@ -178,34 +223,75 @@ def _build_one(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable
             out.pushed = _record_push(lock_path, lock, remote, digest)
             return out
 
-    if engine.image_exists(good) and not opts.rebuild:
-        echo(f"{label}{good} exists for this lock hash: skipping the build (--rebuild forces it)")
-    else:
-        build_file = dockerfile
-        if opts.offline:
-            build_file = _offline_build_file(root, names, opts, echo, engine)
-        secrets = {}
-        ca = opts.ca_bundle or default_ca_bundle()
-        if opts.ca_bundle is not None and not opts.ca_bundle.is_file():
-            raise UsageError(f"--ca-bundle {opts.ca_bundle}: no such file", hint="the PEM bundle your proxy's CA is in")
-        if ca is not None:
-            secrets[CA_SECRET] = ca
-            echo(f"{label}CA bundle {ca} goes to the build as a BuildKit secret (never a layer)")
-        args = proxy_args()
-        if args:
-            echo(f"{label}proxy settings passed as build args: {', '.join(sorted(args))} (not kept in the image)")
-        from envman.image.context import context_warning
+    sweep(engine, name, lambda m: echo(label + m))
+    tested = None  # the image ID this run built and tested: the only one it may tag
+    with build_lock(cache_dir(), name, short, lambda m: echo(label + m)):
+        if engine.image_exists(good) and not opts.rebuild:
+            echo(f"{label}{good} exists for this lock hash: skipping the build (--rebuild forces it)")
+        else:
+            tested = _build_and_test(root, names, opts, echo, engine, lock, dockerfile, out)
+            if tested is None:
+                return out
+    source = tested or good  # a tag another run moves meanwhile never reaches this run's tags or push
+    for t in opts.tags:
+        engine.tag(source, t)
+        echo(f"{label}tagged {t}")
+    if remote:
+        engine.tag(source, remote)
+        digest = engine.push(remote)
+        out.pushed = _record_push(lock_path, lock, remote, digest)
+        echo(f"{label}pushed {remote} → {out.pushed['pinned']} (recorded in {names.lock})")
+    return out
 
-        big = context_warning(root, dockerfile=names.dockerfile)
-        if big:
-            echo(f"{label}warning: {big}")
-        platform = lock_platform(lock)
-        echo(f"{label}building {candidate} from {build_file.relative_to(root)}"
-             + (f" for {platform} (the lock's wheels are {PLATFORM_ARCH[platform]})" if platform else ""))
+
+def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable[[str], None],
+                    engine: ContainerEngine, lock: Lock, dockerfile: Path, out: BuildOutcome) -> str | None:
+    """Build this run's candidate (its own tag), smoke-test it and tag that image ID good: the ID, or None when
+    the smoke test failed (the image then keeps ``<hash>-unverified`` for inspection)."""
+    import shutil
+    import tempfile
+
+    from envman.app import smoke as smoke_runner
+    from envman.app.buildruns import candidate_tag
+    from envman.image.context import context_warning
+    from envman.lock.indexes import SECRET
+    from envman.process import Owner
+
+    label = f"[{names.profile}] " if names.profile else ""
+    candidate = f"{lock.name}:{candidate_tag(lock.short_hash, Owner.me())}"
+    build_file = _offline_build_file(root, names, opts, echo, engine) if opts.offline else dockerfile
+    secrets: dict[str, Path] = {}
+    ca = opts.ca_bundle or default_ca_bundle()
+    if opts.ca_bundle is not None and not opts.ca_bundle.is_file():
+        raise UsageError(f"--ca-bundle {opts.ca_bundle}: no such file", hint="the PEM bundle your proxy's CA is in")
+    if ca is not None:
+        secrets[CA_SECRET] = ca
+        echo(f"{label}CA bundle {ca} goes to the build as a BuildKit secret (never a layer)")
+    indexes = index_secret(root, names, lock)
+    args = proxy_args()
+    if args:
+        echo(f"{label}proxy settings passed as build args: {', '.join(sorted(args))} (not kept in the image)")
+    big = context_warning(root, dockerfile=names.dockerfile)
+    if big:
+        echo(f"{label}warning: {big}")
+    platform = lock_platform(lock)
+    echo(f"{label}building {candidate} from {build_file.relative_to(root)}"
+         + (f" for {platform} (the lock's wheels are {PLATFORM_ARCH[platform]})" if platform else ""))
+    private = tempfile.mkdtemp(prefix="envman-secrets-")  # 0700: the index URLs' file lives only as long as the build
+    try:
+        if indexes is not None:
+            secrets[SECRET] = Path(private) / "indexes"
+            fd = os.open(secrets[SECRET], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(indexes)
+            echo(f"{label}the private indexes the lock names go to the build as a BuildKit secret (never a layer)")
         result = engine.build(root, dockerfile=build_file, tags=[candidate], build_args=args, secrets=secrets,
                               progress=opts.progress, on_output=echo, **({"platform": platform} if platform else {}))
-        out.built = True
-        echo(f"{label}built {candidate} in {result.seconds:.1f} s")
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    out.built = True
+    echo(f"{label}built {candidate} in {result.seconds:.1f} s")
+    try:
         if opts.smoke:
             res = smoke_runner.run_smoke_in_image(engine, candidate, require_gpu=opts.require_gpu)
             out.smoke = res
@@ -214,24 +300,19 @@ def _build_one(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable
             echo(f"{label}smoke test ({'with' if res.gpus else 'without'} GPU access), report in {report.name}:")
             echo(res.summary())
             if res.failed:
+                failed = f"{lock.name}:{lock.short_hash}-unverified"
+                engine.tag(result.image_id, failed)
                 out.exit_code = EXIT_SMOKE
-                out.notes.append(f"smoke test failed: {candidate} keeps its -unverified tag for inspection; no good tag")
+                out.notes.append(f"smoke test failed: {failed} keeps the image for inspection; no good tag")
                 echo(f"{label}{out.notes[-1]}")
-                return out
+                return None
         else:
             out.notes.append("not smoke-tested (--no-smoke)")
-        engine.tag(candidate, good)
-        engine.remove_image(candidate)
-        echo(f"{label}tagged {good}")
-    for t in opts.tags:
-        engine.tag(good, t)
-        echo(f"{label}tagged {t}")
-    if remote:
-        engine.tag(good, remote)
-        digest = engine.push(remote)
-        out.pushed = _record_push(lock_path, lock, remote, digest)
-        echo(f"{label}pushed {remote} → {out.pushed['pinned']} (recorded in {names.lock})")
-    return out
+        engine.tag(result.image_id, f"{lock.name}:{lock.short_hash}")  # the image this run tested, by its ID
+        echo(f"{label}tagged {lock.name}:{lock.short_hash}")
+        return result.image_id
+    finally:
+        engine.remove_image(candidate)  # this run's own tag only; the image keeps its good (or failed) tag
 
 
 def _buildable_dockerfile(root: Path, names: StackFiles, opts: BuildOptions, lock: Lock) -> Path:

@@ -82,11 +82,30 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
     sdists: dict[str, tuple[str, str]] = {}
     if lock is None:
         parsed, sdists = builder_inputs(path, names, parsed)
-    res = wh.fetch_wheels(parsed, dest, target, on_output=on_output)
-    got, had = fetch_sdists(sdists, dest)
+    env = _index_env(path, names)  # pip expands the lock's ${ENVMAN_INDEX_…} names from its environment
+    res = wh.fetch_wheels(parsed, dest, target, on_output=on_output, env=env)
+    got, had = fetch_sdists({n: (_expand(u, path, names), h) for n, (u, h) in sdists.items()}, dest)
     builder = tuple(n for n in (names.source, names.build) if sdists and (path / n).is_file())
     return FetchOutcome(res.wheelhouse, tuple(res.downloaded) + got, tuple(res.kept) + had, tuple(res.extra),
                         lock_file, py, target.platforms()[0], builder)
+
+
+def _index_env(path: Path, names: StackFiles) -> dict[str, str]:
+    """The private indexes the lock names, as variables for pip (app/build.py finds them as a build does)."""
+    from envman.app.build import private_index_values
+    from envman.lock.lockfile import try_read_lock
+
+    lock = try_read_lock(path / names.lock)
+    return {i.name: i.root for i in private_index_values(path, names, lock)} if lock is not None else {}
+
+
+def _expand(url: str, path: Path, names: StackFiles) -> str:
+    from envman.lock.indexes import PLACEHOLDER
+
+    if not PLACEHOLDER.search(url):
+        return url
+    env = _index_env(path, names)
+    return PLACEHOLDER.sub(lambda m: env.get(m.group(1), m.group(0)), url)
 
 
 def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:

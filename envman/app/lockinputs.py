@@ -30,14 +30,16 @@ class ProjectInputs:
     reqs: tuple[Req, ...] = ()  # the requirements to lock
     constraints: tuple[Req, ...] = ()  # what the files include with -c: they hold uv's resolution, install nothing
     warnings: tuple[str, ...] = ()  # of reading them
+    index_urls: tuple[str, ...] = ()  # the files' index options, credentials and all: for uv only, never written
     unreadable: UsageError | None = None  # a requirements file that could not be read: raised when a lock needs it
 
     @classmethod
     def read(cls, root: Path, spec: ProjectSpec, matrix: Matrix) -> ProjectInputs:
-        reqs, constraints, warnings, includes, unreadable = _read_requirements(root, spec)
+        reqs, constraints, warnings, includes, unreadable, indexes = _read_requirements(root, spec)
         package = project_package(root, spec)
         hashes = input_hashes(root, spec, matrix, package, includes)
-        return cls(root, spec, matrix, package, hashes, tuple(reqs), tuple(constraints), tuple(warnings), unreadable)
+        return cls(root, spec, matrix, package, hashes, tuple(reqs), tuple(constraints), tuple(warnings),
+                   tuple(indexes), unreadable)
 
     @property
     def inputs_hash(self) -> str:
@@ -93,13 +95,15 @@ def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
 
 
 def _read_requirements(root: Path, spec: ProjectSpec):
-    """(requirements, constraints, warnings, the files they include, the first error met reading them)."""
+    """(requirements, constraints, warnings, the files they include, the first error met reading them, the
+    index URLs their options name)."""
     from envman.project.sources.requirements_txt import read_requirements
 
     reqs: list[Req] = []
     constraints: list[Req] = []
     warnings: list[str] = []
     includes: list[str] = []
+    indexes: list[str] = []
     unreadable = None
     for f in spec.requirements:
         try:
@@ -111,9 +115,10 @@ def _read_requirements(root: Path, spec: ProjectSpec):
         constraints += found.constraints
         warnings += found.warnings
         includes += found.includes
+        indexes += [u for _, u in found.index_urls if u not in indexes]
     for i, p in enumerate(spec.packages):
         reqs.append(Req(validate_requirement(p, f"packages[{i}]", spec.source), f"{spec.source} packages[{i}]"))
-    return reqs, constraints, warnings, includes, unreadable
+    return reqs, constraints, warnings, includes, unreadable, indexes
 
 
 def stack_files(root: Path, profile: str | None) -> StackFiles:

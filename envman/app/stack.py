@@ -149,7 +149,7 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
                       platform=python_platform(res), request=python.request)
 
     # imported here, after uv started (its request needs none of them; _while_uv_resolves imports them)
-    from envman.image.plan import plan_dockerfile, smoke_expectation
+    from envman.image.plan import plan_dockerfile, smoke_expectation, with_index_secret
     from envman.image.render import render_dockerfile, render_json
 
     # the lock's hash is final before anything names it: the digests of the files made from it are outside it
@@ -164,6 +164,10 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
         source_lock=files.source if builds.plan is not None else None, devel_image=_devel_image(inputs.matrix, res),
         install_project=pkg is not None, build_lock=files.build if builds.build is not None else None,
     )
+    from envman.lock.indexes import SECRET, named_in
+
+    if any(named_in(t or "") for t in (python.req, python.fw, python.pylock)):
+        plan = with_index_secret(plan, SECRET)  # its private indexes' URLs reach pip as a build secret
     known = (last.data.get("files") or {}).get(files.dockerfile) if last is not None else None
     body = render_dockerfile(plan, known if isinstance(known, str) else None).lstrip("\n")
     imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots]
@@ -232,7 +236,10 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
                                       "`envman build`"])
         return PythonFiles(*old, request=_last_request(last),
                            notes=["--no-lock: kept the existing Python lock (its inputs are unchanged)"])
-    index_urls = ([res.index_url] if res.index_url else []) + list(spec.index_urls)
+    from envman.lock.indexes import lock_index_urls
+
+    # the requirement files' own index options reach uv whole (their tokens too), through its environment
+    index_urls = lock_index_urls(res.index_url, spec.index_urls, inputs.index_urls)
     job = python_lock_job(lines.all, res.python, index_urls, lines.roots, res, upgrade=opts.upgrade,
                           previous=(_our_body(root / files.req), _our_body(root / files.pylock)), timeout=opts.timeout,
                           constraints=cuda_constraints(res, inputs.matrix.toolkit_wheels) + [c.line for c in lines.constraints],
@@ -276,8 +283,19 @@ def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: 
                         hint="set cuda_devel: true in envman.yaml (an nvidia/cuda devel base), or pin a version with a wheel")
     built = {n for n, _ in sb.packages}
     rest = locked.render({p.name for p in locked.packages} - built) if by_url(py_text, built) else None
-    build = python.build if python.build is not None or opts.no_lock else _lock_build_deps(sb, py_text, locked, res)
+    build = (python.build if python.build is not None or opts.no_lock
+             else _lock_build_deps(sb, _real_urls(py_text, inputs, res), locked, res))
     return Builds(sb, locked.render(built), build, rest, list(sb.notes))
+
+
+def _real_urls(py_text: str, inputs: ProjectInputs, res: Resolution) -> str:
+    """pylock.toml with its private indexes' URLs in place of their names (to fetch an sdist at lock time)."""
+    import os
+
+    from envman.lock.indexes import expand_indexes, project_indexes
+
+    private = project_indexes(res.index_url, inputs.spec.index_urls, inputs.index_urls, os.environ)
+    return expand_indexes(py_text, private, credentials=True)
 
 
 def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:

@@ -32,7 +32,7 @@ from envman.engine.buildkit import (
     run_build_client,
 )
 from envman.engine.errors import CLIENT_HINT, START_HINT, BuildError, EngineError, RunTimeout
-from envman.process import Terminated, signals_deferred, sigterm_raises
+from envman.process import Owner, Terminated, signals_deferred, sigterm_raises
 
 __all__ = [
     "NATIVE_BUILDKIT", "RUN_LABEL", "BuildClient", "BuildError", "BuildResult", "CLIENT_HINT", "Engine", "EngineError",
@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 RUN_LABEL = "org.envman.run"  # on every container Engine.run starts: `docker ps -a --filter label=…` finds leftovers
+OWNER_LABEL = "org.envman.run.owner"  # <host>-<pid>-<start> of the run that started it (envman/process.py Owner)
 
 
 class Engine:
@@ -86,9 +87,41 @@ class Engine:
             self._build_client = find_build_client()
         return self._build_client
 
+    def _gone(self, what: str, exc: BaseException) -> EngineError:
+        """The engine stopped answering in the middle of ``what`` (restarted, killed, its socket gone)."""
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return EngineError(f"the Docker engine stopped answering while {what} ({reason})", hint=START_HINT)
+
     # -- images
+    def tags_of(self, repository: str) -> list[str]:
+        """The tags ``repository`` has on this engine."""
+        import docker
+        import requests
+
+        try:
+            images = self.client.api.images(name=repository)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._gone(f"listing the images of {repository}", exc) from None
+        return sorted(t.rsplit(":", 1)[1] for img in images for t in (img.get("RepoTags") or [])
+                      if t.rsplit(":", 1)[0] == repository)
+
+    def run_containers(self) -> list[tuple[str, str]]:
+        """(name, owner label) of every container envman's ``run`` started that is still there."""
+        import docker
+        import requests
+
+        try:
+            found = self.client.api.containers(all=True, filters={"label": RUN_LABEL})
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._gone("listing envman's containers", exc) from None
+        return [((c.get("Names") or ["?"])[0].lstrip("/"), (c.get("Labels") or {}).get(OWNER_LABEL, "")) for c in found]
+
+    def remove_container(self, name: str) -> None:
+        self._remove_container(name)
+
     def inspect_image(self, ref: str) -> dict | None:
         import docker
+        import requests
 
         try:
             return self.client.api.inspect_image(ref)
@@ -98,6 +131,8 @@ class Engine:
             if exc.status_code == 404:
                 return None
             raise EngineError(f"cannot inspect image {ref}: {exc.explanation or exc}") from None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._gone(f"inspecting {ref}", exc) from None
 
     def image_exists(self, ref: str) -> bool:
         return self.inspect_image(ref) is not None
@@ -107,17 +142,24 @@ class Engine:
         return info["Id"] if info else None
 
     def tag(self, src: str, dst: str) -> None:
+        import docker
+        import requests
         from docker.utils import parse_repository_tag
 
         repo, tag = parse_repository_tag(dst)
         if not self.image_exists(src):
             raise EngineError(f"cannot tag {src} as {dst}: no such image")
-        if not self.client.api.tag(src, repo, tag or "latest", force=True):
+        try:
+            done = self.client.api.tag(src, repo, tag or "latest", force=True)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._gone(f"tagging {dst}", exc) from None
+        if not done:
             raise EngineError(f"the engine refused to tag {src} as {dst}")
 
     def push(self, ref: str) -> str:
         """Push ``ref``; returns the manifest digest the registry reported."""
         import docker
+        import requests
         from docker.utils import parse_repository_tag
 
         repo, tag = parse_repository_tag(ref)
@@ -130,6 +172,8 @@ class Engine:
                 digest = (chunk.get("aux") or {}).get("Digest") or digest
         except docker.errors.APIError as exc:
             raise EngineError(f"push of {ref} failed: {exc.explanation or exc}") from None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._gone(f"pushing {ref}", exc) from None
         if not digest:
             raise EngineError(f"push of {ref} reported no digest")
         return digest
@@ -137,6 +181,7 @@ class Engine:
     def remove_image(self, ref: str, force: bool = False) -> bool:
         """True if removed, False if there was no such image."""
         import docker
+        import requests
 
         try:
             self.client.api.remove_image(ref, force=force)
@@ -147,6 +192,8 @@ class Engine:
             if exc.status_code == 404:
                 return False
             raise EngineError(f"cannot remove image {ref}: {exc.explanation or exc}") from None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._gone(f"removing {ref}", exc) from None
 
     def save_image(self, ref: str, dest: Path | str) -> Path:
         """``docker save`` into ``dest`` (written under a temporary name, then renamed)."""
@@ -264,7 +311,7 @@ class Engine:
             volumes.append(f"{Path(host).resolve()}:{target}:{mode}")
         kwargs: dict[str, Any] = dict(
             command=list(command), name=name, environment=dict(env or {}), volumes=volumes, detach=True,
-            labels={RUN_LABEL: "1", **(labels or {})}, user=user,
+            labels={RUN_LABEL: "1", OWNER_LABEL: Owner.me().label, **(labels or {})}, user=user,
         )
         if gpus:
             kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
@@ -274,10 +321,13 @@ class Engine:
             try:
                 container = self.client.containers.create(image, **kwargs)
                 container.start()
+                started = time.monotonic()
                 try:
                     # None would fall back to the SDK's 120 s HTTP timeout, not "no limit"
                     rc = int(container.wait(timeout=timeout if timeout is not None else 10**7)["StatusCode"])
-                except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
+                    if timeout is None or time.monotonic() - started < timeout * 0.9:  # not a timeout: it went away
+                        raise self._gone(f"the container of {image} ran", exc) from None
                     out, err = self._logs(container)
                     raise RunTimeout(f"container of {image} ran past {timeout:g} s and was removed", out, err) from None
                 out, err = self._logs(container)
@@ -286,9 +336,14 @@ class Engine:
                 raise EngineError(f"image {image} not found on the engine") from None
             except docker.errors.APIError as exc:
                 raise EngineError(f"cannot run {image}: {exc.explanation or exc}") from None
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                raise self._gone(f"running {image}", exc) from None
             finally:
                 with signals_deferred():
-                    self._remove_container(name)
+                    try:
+                        self._remove_container(name)
+                    except (docker.errors.DockerException, requests.exceptions.RequestException):
+                        pass  # an engine that went away: its next run's sweep removes the container
 
     @staticmethod
     def _logs(container: Any) -> tuple[str, str]:
@@ -305,7 +360,7 @@ class Engine:
             pass
         except docker.errors.APIError as exc:
             if exc.status_code not in (404, 409):  # 409: removal already in progress
-                raise
+                raise EngineError(f"cannot remove container {name}: {exc.explanation or exc}") from None
 
     # -- builds
     def build(

@@ -27,6 +27,16 @@ class ContainerEngine(Protocol):
 
     def image_exists(self, ref: str) -> bool: ...
 
+    def tags_of(self, repository: str) -> list[str]:
+        """The tags ``repository`` has on the engine (a killed build's candidate tag is found this way)."""
+        ...
+
+    def run_containers(self) -> list[tuple[str, str]]:
+        """(name, owner label ``<host>-<pid>-<start>``) of every container ``run`` started that is still there."""
+        ...
+
+    def remove_container(self, name: str) -> None: ...
+
     def build(
         self,
         context_dir: Path | str,

@@ -305,6 +305,27 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     )
 
 
+def with_index_secret(plan: DockerPlan, secret: str) -> DockerPlan:
+    """The plan of a lock that names private indexes (``${ENVMAN_INDEX_…}`` in its requirement locks): every pip
+    step that reaches an index also mounts their URLs, a BuildKit secret (``secret``, a file of ``export NAME=URL``
+    lines), and reads it first; like the CA bundle, it exists only while that RUN runs (lock/indexes.py)."""
+    from dataclasses import replace
+
+    load = f"if [ -s /run/secrets/{secret} ]; then . /run/secrets/{secret}; fi && "
+
+    def step(s: Step | None) -> Step | None:
+        if s is None or f"--mount=type=secret,id={CA_SECRET}" not in s.mounts:
+            return s
+        return replace(s, mounts=(*s.mounts, f"--mount=type=secret,id={secret}"), command=load + s.command)
+
+    builder = plan.builder
+    if builder is not None:
+        builder = replace(builder, framework_step=step(builder.framework_step), tools_step=step(builder.tools_step),
+                          wheel_step=step(builder.wheel_step) or builder.wheel_step)
+    return replace(plan, framework_step=step(plan.framework_step), requirements_step=step(plan.requirements_step),
+                   builder=builder)
+
+
 def from_platform(res: Resolution) -> str:
     return f"--platform={res.platform} " if res.arch != "x86_64" else ""
 

@@ -14,6 +14,15 @@ from packaging.utils import canonicalize_name
 
 from envman.errors import InternalError, ToolError, UsageError
 from envman.files import sha256
+from envman.lock.indexes import (
+    PrivateIndex,
+    check_unleaked,
+    environment_indexes,
+    expand_indexes,
+    is_public,
+    name_indexes,
+    private_indexes,
+)
 from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
 from envman.model import Resolution
 from envman.redact import redact
@@ -141,12 +150,13 @@ def index_options(index_url: str | None, extra: list[str] | tuple[str, ...],
                   find_links: list[str] | tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
     """(arguments, environment) naming the indexes to uv. A URL with credentials never goes on uv's command
     line, which every user of the machine can read (ps, /proc/PID/cmdline); a process's environment only its
-    owner can. When one value of an option carries credentials, all of that option's values go to uv through
-    its environment variable (an argument would replace the variable, not add to it)."""
+    owner can. A private index (any but PyPI: its token may be in the path, lock/indexes.py) is treated alike.
+    When one value of an option goes there, all of that option's values do (an argument would replace the
+    variable, not add to it)."""
     args: list[str] = []
     env: dict[str, str] = {}
     for (flag, var, sep), values in zip(_INDEX_ENV, ([index_url] if index_url else [], list(extra), list(find_links))):
-        if any(redact(v) != v for v in values):
+        if any(redact(v) != v or (flag != "--find-links" and not is_public(v)) for v in values):
             env[var] = sep.join(values)
         else:
             for v in values:
@@ -246,12 +256,15 @@ class LockResult:
         return not self.sdist_only
 
 
-def index_lines(index_url: str | None, extra: list[str], find_links: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """The index options heading requirements.lock.txt (pip reads them at install time)."""
+def index_lines(index_url: str | None, extra: list[str], find_links: list[str] | tuple[str, ...] = (),
+                private: list[PrivateIndex] | tuple[PrivateIndex, ...] = ()) -> list[str]:
+    """The index options heading requirements.lock.txt (pip reads them at install time). A private index is
+    named by its variable (``${ENVMAN_INDEX_…}``, which pip expands; the build supplies it as a secret)."""
     out = [f"--index-url {index_url or 'https://pypi.org/simple'}"]
     out += [f"--extra-index-url {u}" for u in extra]
     out += [f"--find-links {u}" for u in find_links]
-    return [redact(line) for line in out]  # credentials reach pip and uv from the environment or netrc only
+    # credentials reach pip and uv from the environment, the build secret or netrc only
+    return [name_indexes(redact(line), private) for line in out]
 
 
 def _check_output_covers_inputs(pkgs: list, lines: list[str]) -> None:
@@ -297,13 +310,15 @@ def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots:
     """What a Python lock asks uv (compile_python_lock's arguments), before anything runs."""
     fw_index = res.index_url if res.index_url in index_urls else None
     extra = [u for u in index_urls if u != fw_index]
-    request = uv_request(lines, python, extra, fw_index, upgrade=upgrade, index_url=index_url, find_links=find_links,
-                         constraints=constraints, seed=None if upgrade else previous[1], platform=python_platform(res))
     # the index uv resolved against (UV_DEFAULT_INDEX / UV_INDEX_URL from the environment when envman names
     # none) is the one pip installs from: without its credentials, which the build gets as a secret or netrc
     default_index = index_url or os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL")
-    header = index_lines(default_index, extra + ([fw_index] if fw_index else []), find_links)
-    return PythonLockJob(request, list(lines), python, list(roots), res, header, pylock, timeout)
+    private = private_indexes([default_index, *extra, *environment_indexes(os.environ)], public=[fw_index or ""])
+    seed = None if upgrade or previous[1] is None else expand_indexes(previous[1], private)  # uv reads real URLs
+    request = uv_request(lines, python, extra, fw_index, upgrade=upgrade, index_url=index_url, find_links=find_links,
+                         constraints=constraints, seed=seed, platform=python_platform(res))
+    header = index_lines(default_index, extra + ([fw_index] if fw_index else []), find_links, private)
+    return PythonLockJob(request, list(lines), python, list(roots), res, header, pylock, timeout, tuple(private))
 
 
 @dataclass
@@ -320,6 +335,7 @@ class PythonLockJob:
     header: list[str]
     pylock: bool = True
     timeout: float | None = None
+    private: tuple[PrivateIndex, ...] = field(default=(), repr=False)  # named in what is written, never shown
 
     def key(self) -> str:
         """What envman.lock records of this lock's request: uv's request (``UvRequest.key``) and the index lines
@@ -358,7 +374,10 @@ class PythonLockJob:
             # a closure member's own dependencies are unknown: the framework layer holds everything (correct, less cacheable)
             closure = {p.name for p in lock.packages}
             notes.append("the framework's layer holds every locked package: no metadata for " + ", ".join(sorted(unknown)))
-        return LockResult(lock, lock.render(), lock.render(closure), py_text if self.pylock else None,
+        req_text, fw_text = lock.render(), lock.render(closure)
+        py_named = name_indexes(py_text, self.private) if self.private else py_text
+        check_unleaked({"requirements.lock.txt": req_text, "pylock.toml": py_named}, self.private)
+        return LockResult(lock, req_text, fw_text, py_named if self.pylock else None,
                           {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes, self.request)
 
 

@@ -314,14 +314,15 @@ class FetchResult:
     extra: list[str]
 
 
-def _run_pip(argv: list[str], on_output: Callable[[str], None] | None) -> tuple[int, list[str]]:
+def _run_pip(argv: list[str], on_output: Callable[[str], None] | None,
+             extra_env: dict[str, str] | None = None) -> tuple[int, list[str]]:
     from collections import deque
 
     tail: deque[str] = deque(maxlen=30)
     # The constraint file some hosts configure for pip (PIP_CONSTRAINT, pip.conf) pins *this* host's
     # choices; a lock already pins everything, and a constraint can only make a hashed fetch fail. An empty
     # PIP_CONSTRAINT does not override pip.conf; an empty file does.
-    env = {**os.environ, "PIP_CONSTRAINT": os.devnull}
+    env = {**os.environ, **(extra_env or {}), "PIP_CONSTRAINT": os.devnull}  # extra: the lock's private indexes
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                             start_new_session=True, env=env, stdin=subprocess.DEVNULL)
     try:
@@ -343,7 +344,7 @@ def _run_pip(argv: list[str], on_output: Callable[[str], None] | None) -> tuple[
 
 
 def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: Target, *, python_exe: str | None = None,
-                 on_output: Callable[[str], None] | None = None) -> FetchResult:
+                 on_output: Callable[[str], None] | None = None, env: dict[str, str] | None = None) -> FetchResult:
     """Download what the wheelhouse lacks, check each file against the lock, then move it into place."""
     from envman.process import sigterm_raises
 
@@ -357,7 +358,7 @@ def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: Target, *, py
             req = Path(staging) / "requirements.txt"
             req.write_text(requirements_text(lock, todo), encoding="utf-8")
             dest = Path(staging) / "wheels"
-            rc, tail = _run_pip(pip_download_command(req, dest, target, python_exe), on_output)
+            rc, tail = _run_pip(pip_download_command(req, dest, target, python_exe), on_output, env)
             if rc != 0:
                 raise ToolError(f"pip download failed (exit {rc}) for {len(todo)} wheel(s)",
                                       hint="last lines of its output:\n  " + "\n  ".join(tail[-12:]))

@@ -177,7 +177,8 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
         d.fates += fd.fates
         d.warnings += fd.warnings
         d.install_project = d.install_project or fd.install_project
-        d.index_urls += [u for _, u in fd.index_urls if u not in d.index_urls]
+        # a requirement file envman.yaml names is read again at lock time, its index options (and tokens) with it
+        d.index_urls += [u for _, u in fd.index_urls if u not in d.index_urls and fd.file not in d.requirement_files]
         d.find_links += [u for _, u in fd.find_links if u not in d.find_links]
     for fd in extra:
         for r in fd.reqs:

@@ -101,7 +101,10 @@ def test_dependents_table_has_a_source_per_row():
 def test_vcs_editable_and_index_lines_are_kept(init):
     d, out, spec = init("vcs-index")
     assert "install_project" not in spec  # `-e .`, but no pyproject [build-system] or setup.py: said, not installed
-    assert spec["index_urls"] == ["https://pypi.example.com/simple"]
+    # the file stays under requirements: and is read again at lock time, its index options with it (credentials
+    # and all, for uv only): nothing is copied into envman.yaml (issue 24)
+    assert "index_urls" not in spec
+    assert ProjectInputs.read(d, load_spec(d), load_matrix()).index_urls == ("https://pypi.example.com/simple",)
     assert spec["find_links"] == ["https://wheels.example.com/links.html"]
     assert ("requirements.txt:1: dropped '--extra-index-url https://download.pytorch.org/whl/cu121' "
             "(replaced by envman's framework index for the chosen variant)") in out.notes

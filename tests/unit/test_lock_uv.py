@@ -123,9 +123,11 @@ def test_framework_index_is_not_an_extra_index_in_the_uv_command(tmp_path, monke
                                    ["torch"], V())
     call = (tmp_path / "calls.log").read_text()
     assert call.startswith("pip compile pyproject.toml ")
-    assert "--extra-index-url https://corp.example/simple" in call and "download.pytorch.org" not in call
-    # pip installs the lock with hashes: it needs both indexes to find the files
-    assert lr.req_text.startswith("--index-url https://pypi.org/simple\n--extra-index-url https://corp.example/simple\n"
+    assert "corp.example" not in call and "download.pytorch.org" not in call  # corp: a private index, in uv's env
+    assert dict(lr.request.env) == {"UV_EXTRA_INDEX_URL": "https://corp.example/simple"}
+    # pip installs the lock with hashes: it needs both indexes to find the files (the private one by its name)
+    assert lr.req_text.startswith("--index-url https://pypi.org/simple\n"
+                                  "--extra-index-url ${ENVMAN_INDEX_CORP_EXAMPLE}/simple\n"
                                   "--extra-index-url https://download.pytorch.org/whl/cu126\n")
 
 
@@ -271,7 +273,10 @@ def test_a_name_on_both_indexes_never_comes_from_the_framework_index(tmp_path):
         main_srv.shutdown()
         fw_srv.shutdown()
     assert {p.name: p.version for p in lr.python_lock.packages} == {"demo-pkg": "1.0", "torch": "2.0.0"}
-    assert f"{fw}/torch/torch-2.0.0" in lr.pylock_text and f"{main}/demo-pkg/demo_pkg-1.0" in lr.pylock_text
+    # the main index is private (not PyPI): named in pylock.toml, its URL never written
+    main_name = "ENVMAN_INDEX_" + main.split("//")[1].split("/")[0].replace(".", "_").replace(":", "_")
+    assert f"{fw}/torch/torch-2.0.0" in lr.pylock_text and "${" + main_name + "}/simple/demo-pkg/demo_pkg-1.0" \
+        in lr.pylock_text and main not in lr.pylock_text
     assert f"{fw}/demo-pkg" not in lr.pylock_text
 
 
@@ -381,7 +386,9 @@ def test_the_request_key_is_what_uv_is_asked_without_the_seed_the_interpreter_or
         assert other.key() != plain.key()
     secret = uvmod.uv_request(["numpy"], "3.11", ["https://bob:TOKEN@pypi.example/simple"], None)
     rotated = uvmod.uv_request(["numpy"], "3.11", ["https://bob:OTHER@pypi.example/simple"], None)
-    assert secret.env and secret.key() == rotated.key() != plain.key()  # the index, not its credentials
+    # the index, not its credentials; and every index but PyPI reaches uv through its environment (issue 24: a
+    # private index's token may be in its path), so the plain one is the same request
+    assert secret.env and plain.env and secret.key() == rotated.key() == plain.key()
 
 
 def test_uv_is_given_envmans_interpreter_only_when_it_is_the_targets_version(monkeypatch):
@@ -422,16 +429,19 @@ def test_index_credentials_reach_uv_through_its_environment_never_its_command_li
         priv_srv.shutdown()
     assert {p.name: p.version for p in lr.python_lock.packages} == {"demo-pkg": "1.0", "private-pkg": "2.0"}
     argv = argv_log.read_text()
-    assert "--index-url" in argv and "s3cret" not in argv and "--extra-index-url" not in argv
+    assert "s3cret" not in argv and "--extra-index-url" not in argv and "127.0.0.1" not in argv
     assert "s3cret" not in lr.req_text + (lr.pylock_text or "") + lr.fw_text
-    assert dict(lr.request.env) == {"UV_EXTRA_INDEX_URL": secret_url}
+    assert dict(lr.request.env) == {"UV_INDEX_URL": main, "UV_EXTRA_INDEX_URL": secret_url}
     assert "s3cret" not in repr(lr.request)
 
 
-def test_index_options_go_to_the_environment_only_when_a_value_carries_credentials():
-    args, env = uvmod.index_options("https://pypi.example/simple", ["https://a.example/simple"], ["/wheels"])
-    assert args == ["--index-url", "https://pypi.example/simple", "--extra-index-url", "https://a.example/simple",
-                    "--find-links", "/wheels"] and env == {}
+def test_index_options_go_to_the_environment_unless_they_are_pypi():
+    """A private index's token may be in its path (https://host/TOKEN/simple): only PyPI's URL goes on uv's
+    command line, and find-links only when none of its values carries credentials."""
+    args, env = uvmod.index_options("https://pypi.org/simple", [], ["/wheels"])
+    assert args == ["--index-url", "https://pypi.org/simple", "--find-links", "/wheels"] and env == {}
+    args, env = uvmod.index_options(None, ["https://pypi.fury.io/TOKEN/me/"], [])
+    assert args == [] and env == {"UV_EXTRA_INDEX_URL": "https://pypi.fury.io/TOKEN/me/"}
     args, env = uvmod.index_options("https://u:t@pypi.example/simple", ["https://a.example/simple",
                                                                           "https://u:t@b.example/simple"],
                                     ["https://u:t@files.example/wheels", "/wheels"])

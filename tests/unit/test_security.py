@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import envman.lock.registry
 import envman.lock.uv
@@ -98,8 +99,9 @@ def test_index_token_never_lands_in_a_generated_file(tmp_path, fake_uv, capsys):
     assert {"requirements.lock.txt", "pylock.toml", "envman.lock", "Dockerfile", "compose.yaml", ".dockerignore"} <= set(files)
     leaks = [name for name, data in files.items() if TOKEN.encode() in data]
     assert leaks == []
-    assert "--index-url https://host.example/simple" in (tmp_path / "requirements.lock.txt").read_text()
-    assert 'index = "https://host.example/simple"' in (tmp_path / "pylock.toml").read_text()
+    # a private index is named, its URL supplied at build time (issue 24)
+    assert "--index-url ${ENVMAN_INDEX_HOST_EXAMPLE}/simple" in (tmp_path / "requirements.lock.txt").read_text()
+    assert 'index = "${ENVMAN_INDEX_HOST_EXAMPLE}/simple"' in (tmp_path / "pylock.toml").read_text()
     out = capsys.readouterr()
     assert TOKEN not in out.out + out.err
 
@@ -114,17 +116,113 @@ def test_uv_error_output_is_redacted(tmp_path):
     assert TOKEN not in exc.value.message + (exc.value.hint or "")
     assert "https://host.example/simple/numpy/" in exc.value.message
 
-def test_index_option_in_requirements_is_kept_without_its_token(tmp_path, capsys, monkeypatch):
-    """A private index in requirements.txt is honoured (for the non-framework packages), but what envman
-    records and prints names it without its credentials: uv gets them from the environment or netrc."""
+def test_index_option_in_requirements_is_kept_for_uv_and_never_written(tmp_path, capsys, monkeypatch):
+    """Issue 24: a private index in requirements.txt is honoured whole — its token reaches uv, through uv's
+    environment (before, it was cut and the lock failed with "six was not found") — and nothing envman writes
+    or prints holds it: envman.yaml names requirements.txt, which the lock reads again."""
+    from fakes import install_fake_uv
+
     monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
+    monkeypatch.delenv("UV_INDEX_URL", raising=False)
     (tmp_path / "requirements.txt").write_text(f"--index-url=https://bob:{TOKEN}@host/simple\nnumpy\n")
     assert main(["init", str(tmp_path), "--cpu", "--python", "3.11", "--no-lock"]) == 0
     out = capsys.readouterr()
     assert TOKEN not in out.out + out.err
-    assert "https://host/simple" in (tmp_path / "envman.yaml").read_text()
+    assert "index_urls" not in yaml.safe_load((tmp_path / "envman.yaml").read_text())
+    (tmp_path.parent / "uv").mkdir()
+    seen = install_fake_uv(monkeypatch, tmp_path.parent / "uv", PYLOCK.replace("bob:TOKEN@", ""), "UV_EXTRA_INDEX_URL")
+    assert main(["lock", str(tmp_path)]) == 0
+    assert seen.read_text().split() == [f"https://bob:{TOKEN}@host/simple"]  # uv was given the token
+    out = capsys.readouterr()
+    assert TOKEN not in out.out + out.err
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "requirements.txt"]
     assert written and not [p for p in written if TOKEN in p.read_text(errors="replace")]
+    assert "--extra-index-url ${ENVMAN_INDEX_HOST}/simple" in (tmp_path / "requirements.lock.txt").read_text()
+
+
+# --- issue 24: a token in an index's path (Gemfury, Cloudsmith) --------------------------------------------
+
+PATH_TOKEN = "PATHTOKEN0123456789"
+FURY = f"https://pypi.fury.io/{PATH_TOKEN}/acme/"
+FURY_PYLOCK = f"""lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11"
+
+[[packages]]
+name = "numpy"
+version = "2.1.0"
+index = "{FURY}"
+wheels = [{{ url = "https://pypi.fury.io/{PATH_TOKEN}/acme/-/ver_1x/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "{HASH}" }} }}]
+"""
+
+
+@pytest.fixture
+def fury_locked(tmp_path, tmp_path_factory, monkeypatch):
+    from fakes import install_fake_uv
+
+    monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
+    monkeypatch.setenv("UV_INDEX_URL", FURY)
+    seen = install_fake_uv(monkeypatch, tmp_path_factory.mktemp("uv"), FURY_PYLOCK, "UV_INDEX_URL")
+    (tmp_path / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\nframework: none\npackages: [numpy]\n")
+    assert main(["lock", str(tmp_path)]) == 0
+    return tmp_path, seen
+
+
+def test_a_token_in_an_index_path_is_named_in_the_lock_never_written(fury_locked, capsys):
+    d, seen = fury_locked
+    assert seen.read_text().split() == [FURY]
+    files = snapshot(d)
+    assert [n for n, data in files.items() if PATH_TOKEN.encode() in data] == []
+    assert capsys.readouterr().out.count(PATH_TOKEN) == 0
+    req = (d / "requirements.lock.txt").read_text()
+    assert "--index-url ${ENVMAN_INDEX_PYPI_FURY_IO}/\n" in req
+    pylock = (d / "pylock.toml").read_text()
+    assert 'index = "${ENVMAN_INDEX_PYPI_FURY_IO}/"' in pylock
+    assert 'url = "${ENVMAN_INDEX_PYPI_FURY_IO}/-/ver_1x/numpy-2.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"' in pylock
+    dockerfile = (d / "Dockerfile").read_text()
+    assert "--mount=type=secret,id=envman_indexes" in dockerfile
+    assert "if [ -s /run/secrets/envman_indexes ]; then . /run/secrets/envman_indexes; fi && " in dockerfile
+    # a re-lock is current (uv was seeded with the real URLs), and lock --check agrees
+    assert main(["lock", str(d)]) == 0 and main(["lock", str(d), "--check"]) == 0
+
+
+def test_the_build_gets_the_private_index_as_a_secret_and_refuses_without_it(fury_locked, monkeypatch, capsys):
+    from fakes import FakeEngine
+
+    from envman.app import smoke as smoke_runner
+
+    d, _ = fury_locked
+    monkeypatch.setattr(smoke_runner, "host_has_nvidia_gpu", lambda: False)
+    engine = FakeEngine()
+    lines: list[str] = []
+    build_project(d, BuildOptions(smoke=False), lines.append, engine=engine)
+    (secrets,) = engine.secrets
+    assert secrets["envman_indexes"] == f"export ENVMAN_INDEX_PYPI_FURY_IO=https://pypi.fury.io/{PATH_TOKEN}/acme\n"
+    assert not [ln for ln in lines if PATH_TOKEN in ln]
+    assert "the private indexes the lock names go to the build as a BuildKit secret (never a layer)" in lines
+    # without the variable the lock was made with, the build is refused before it starts, naming it
+    monkeypatch.delenv("UV_INDEX_URL")
+    assert main(["build", str(d), "--rebuild", "--no-smoke"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("error: requirements.lock.txt names the private index ENVMAN_INDEX_PYPI_FURY_IO, whose URL "
+                      "this run was not given")
+    assert err[1].startswith("hint: set ENVMAN_INDEX_PYPI_FURY_IO to its URL")
+    # ... and the variable itself is enough
+    monkeypatch.setenv("ENVMAN_INDEX_PYPI_FURY_IO", FURY.rstrip("/"))
+    build_project(d, BuildOptions(smoke=False, rebuild=True), lines.append, engine=engine)
+    assert PATH_TOKEN in engine.secrets[-1]["envman_indexes"]
+
+
+def test_a_private_index_url_that_leaks_through_another_host_is_refused(tmp_path, monkeypatch):
+    """The last check: a file URL on another host (a CDN) carrying the index's token is never written."""
+    from envman.errors import ToolError
+    from envman.lock.indexes import check_unleaked, private_indexes
+
+    (idx,) = private_indexes([FURY])
+    with pytest.raises(ToolError) as exc:
+        check_unleaked({"pylock.toml": f'url = "https://cdn.example/{PATH_TOKEN}/numpy.whl"'}, [idx])
+    assert exc.value.message == "pylock.toml would hold part of the private index pypi.fury.io's URL"
+    assert PATH_TOKEN not in exc.value.message + (exc.value.hint or "")
 
 
 def test_spec_values_are_echoed_without_token():
@@ -378,3 +476,23 @@ def test_ci_envman_spec_with_a_token_is_refused():
     with pytest.raises(UsageError) as exc:
         parse_envman_spec(f"envman @ https://bob:{TOKEN}@files.example.com/envman-0.1.0-py3-none-any.whl")
     assert TOKEN not in exc.value.message and "carries credentials" in exc.value.message
+
+
+def test_fetch_gives_pip_the_private_index_by_its_name(fury_locked, monkeypatch):
+    """`envman fetch` runs pip download on requirements.lock.txt, whose ${ENVMAN_INDEX_…} pip expands: the
+    variable comes from where the lock found the index, for pip's environment only."""
+    import envman.lock.wheelhouse as wh
+
+    d, _ = fury_locked
+    seen = {}
+
+    def fake_pip(argv, on_output, extra_env=None):
+        seen.update(extra_env or {})
+        req = open(argv[argv.index("--requirement") + 1]).read()
+        seen["requirements"] = req
+        return 1, ["stop here"]
+
+    monkeypatch.setattr(wh, "_run_pip", fake_pip)
+    assert main(["fetch", str(d)]) == 1
+    assert seen["ENVMAN_INDEX_PYPI_FURY_IO"] == f"https://pypi.fury.io/{PATH_TOKEN}/acme"
+    assert "--index-url ${ENVMAN_INDEX_PYPI_FURY_IO}/" in seen["requirements"]

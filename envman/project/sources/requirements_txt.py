@@ -80,7 +80,9 @@ def read_requirements(project: Path, rel: str, *, constraints: bool = False, _se
 
 def _read_line(project: Path, rel: str, line: str, where: str, found: Found, constraints: bool, seen: set[Path]) -> None:
     # what envman records (envman.yaml, its report, its messages) never carries a URL's credentials: uv gets them
-    # from the environment (UV_INDEX_URL, netrc, git's credential helper)
+    # from the environment (UV_INDEX_URL, netrc, git's credential helper). An index option's URL is the one
+    # exception: it is kept whole for uv's environment, never written (lock/indexes.py names it in the lock)
+    whole = line
     line = redact(line)
     base = Path(rel).parent
     if line.startswith("-"):
@@ -118,7 +120,7 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
                 found.find_links.append((where, arg))
                 found.fates.append(Fate(where, line, "kept", "recorded under find_links: in envman.yaml"))
             else:
-                found.index_urls.append((where, arg))
+                found.index_urls.append((where, _option_value(whole, opt) or arg))
                 found.fates.append(Fate(where, line, "kept", "extra index passed to uv for the other packages"))
                 if opt in ("-i", "--index-url"):
                     found.warnings.append(f"{where}: {opt} {arg} is used as an extra index beside PyPI, not instead of it")
@@ -155,6 +157,12 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         return
     found.reqs.append(Req(req, where, raw=line if req.url else None, hashes=hashes))  # a URL line goes to uv as written
     found.fates.append(Fate(where, line, "kept"))
+
+
+def _option_value(line: str, opt: str) -> str | None:
+    """The value of ``opt`` on ``line`` as written (with its credentials)."""
+    m = re.match(r"^" + re.escape(opt) + r"(?:=|\s+)(\S+)", line.strip())
+    return m.group(1) if m else None
 
 
 def _checkable_hashes(req: Requirement, hashes: tuple[str, ...], where: str, found: Found) -> tuple[str, ...]:
