@@ -40,11 +40,14 @@ def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
     import urllib.parse
     import urllib.request
 
+    from envman.errors import EnvmanError
+    from envman.matrix.index import read_body
+
     if any(os.environ.get(v) for v in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")):
         req = urllib.request.Request(url, headers=headers or {}, method=method)
         try:
             with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:  # noqa: S310
-                return resp.status, dict(resp.headers), resp.read()
+                return resp.status, dict(resp.headers), read_body(resp, url, within=max(4 * timeout, 30.0))
         except urllib.error.HTTPError as exc:
             return exc.code, {}, b""
     u = urllib.parse.urlsplit(url)
@@ -61,15 +64,15 @@ def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
         try:
             conn.request(method, path, headers=headers or {})
             resp = conn.getresponse()
-            body = resp.read()
+            body = read_body(resp, url, within=max(4 * timeout, 30.0))  # bounded, and a trickle is cut
             if resp.will_close:
                 conn.close()
                 conns.pop(key, None)
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
-        except (http.client.HTTPException, OSError):
+        except (http.client.HTTPException, OSError, EnvmanError) as exc:
             conn.close()
             conns.pop(key, None)
-            if attempt:
+            if attempt or isinstance(exc, EnvmanError):
                 raise
     raise OSError("unreachable")
 
@@ -93,6 +96,7 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
     if wheel is None:
         return None
     from envman.diskcache import read_small
+    from envman.errors import EnvmanError
 
     if not _SHA256.fullmatch(wheel.sha256):  # a name in the cache folder: hex only (a lock is input, never a path)
         return None
@@ -105,7 +109,7 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
             pass  # not what envman wrote: a miss
     try:
         status, _, body = _fetch(wheel.url + ".metadata", timeout, ctx)
-    except (OSError, ValueError):
+    except (OSError, ValueError, EnvmanError):  # unreachable, or an answer too big or too slow: no metadata
         status, body = 0, b""
     if status == 200:
         meta = body.decode("utf-8", "replace")
@@ -134,7 +138,7 @@ def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
     import zipfile
 
     from envman.errors import EnvmanError
-    from envman.matrix.index import RangeReader
+    from envman.matrix.index import RangeReader, read_member
 
     def get(u: str, headers: dict[str, str]) -> tuple[bytes, dict[str, str]]:
         status, got, body = _fetch(u, timeout, ctx, headers)
@@ -145,7 +149,7 @@ def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
     try:
         with zipfile.ZipFile(RangeReader(url, None, get)) as zf:
             name = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-            return zf.read(name).decode("utf-8", "replace")
+            return read_member(zf, name).decode("utf-8", "replace")
     except (urllib.error.URLError, OSError, ValueError, StopIteration, zipfile.BadZipFile, EnvmanError):
         return None
 

@@ -92,6 +92,8 @@ class Proposal:
 def measure_wheel_archs(path: Path) -> tuple[list[str], list[str]]:
     """SASS and PTX architectures of a torch wheel's CUDA libraries (torch/lib/*cuda*.so), read with the
     stdlib fat-binary reader after extracting each library alone."""
+    from envman.errors import UsageError
+    from envman.matrix.index import copy_member
     from envman.portable.fatbin import read_fatbin
 
     sass: set[str] = set()
@@ -102,9 +104,8 @@ def measure_wheel_archs(path: Path) -> tuple[list[str], list[str]]:
             if not (name.startswith("torch/lib/") and "cuda" in base and ".so" in base):
                 continue
             target = Path(tmp) / base
-            with zf.open(name) as src, open(target, "wb") as dst:
-                while chunk := src.read(1 << 20):
-                    dst.write(chunk)
+            with open(target, "wb") as dst:
+                copy_member(zf, name, dst, error=UsageError)  # bounded: a zip bomb is refused, not inflated
             got = read_fatbin(str(target))
             sass.update(got["sass"])
             ptx.update("sm_" + p.split("_", 1)[1] for p in got["ptx"])

@@ -24,13 +24,16 @@ from email.parser import Parser
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from envman.errors import ToolError
+from envman.errors import EnvmanError, ToolError
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 TIMEOUT_S = 30.0
 BLOCK = 256 * 1024  # one range request fetches at least this much: few round trips for a central directory
 MAX_MEMBER = 16 * 1024 * 1024  # METADATA and version.py are small; refuse to pull a huge member by range
+MAX_BODY = 64 * 1024 * 1024  # an index page or a .metadata file; PyPI's torch page is ~2 MB
+MAX_LIBRARY = 4 * 1024 ** 3  # torch's biggest CUDA library is ~1.5 GB uncompressed
+MAX_RATIO = 200  # deflate packs a shared library ~3:1, METADATA ~4:1; a zip bomb packs 1000:1 and more
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,68 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, dict[s
                 # a server that ignores Range answers with the whole wheel: never read 500 MB by accident
                 raise ToolError(f"{url}: the server ignores HTTP range requests (HTTP {resp.status})",
                                 hint="pass --wheel PATH with a downloaded wheel, or use an index that serves PEP 658 metadata")
-            return resp.read(), got
+            return read_body(resp, url), got
     except urllib.error.HTTPError as exc:
         raise ToolError(f"{url}: HTTP {exc.code} {exc.reason}", hint="is the index URL right? (--index-url)") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ToolError(f"{url}: cannot reach the index ({reason})", hint="check the network or pass --index-url") from None
+
+
+def read_body(resp, url: str, limit: int = MAX_BODY, within: float = 4 * TIMEOUT_S) -> bytes:
+    """A response body of at most ``limit`` bytes, read within ``within`` seconds: each read's timeout does not
+    stop a server that trickles a byte at a time (a slow-loris index); this does, and an endless body too."""
+    import time
+
+    deadline = time.monotonic() + within
+    chunks: list[bytes] = []
+    total = 0
+    read = getattr(resp, "read1", resp.read)  # what has arrived: read(n) would wait for all n bytes
+    while chunk := read(min(1 << 16, limit + 1 - total)):
+        total += len(chunk)
+        if total > limit:
+            raise ToolError(f"{url}: the answer is over {limit >> 20} MB", hint="is the index URL right? (--index-url)")
+        if time.monotonic() > deadline:
+            raise ToolError(f"{url}: the answer took over {within:g} s", hint="the index is too slow, or not an index")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_member(zf: zipfile.ZipFile, name: str, limit: int = MAX_MEMBER, error: type[EnvmanError] = ToolError) -> bytes:
+    """One member of a wheel, refused before it is inflated when it would be over ``limit`` bytes or packed
+    tighter than any real wheel (a zip bomb: 2.9 GiB of METADATA from a few MB), and cut at ``limit`` whatever
+    its header says. Every zip member envman reads (matrix refresh, --wheel, the lock's metadata) goes through
+    this or ``copy_member``."""
+    info = zf.getinfo(name)
+    _check_member(info, limit, error)
+    with zf.open(info) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{name}: over {limit >> 20} MB uncompressed")
+    return data
+
+
+def copy_member(zf: zipfile.ZipFile, name: str, dst, limit: int = MAX_LIBRARY, error: type[EnvmanError] = ToolError) -> int:
+    """``read_member`` for a big member, streamed into the open file ``dst``: the bytes written."""
+    info = zf.getinfo(name)
+    _check_member(info, limit, error)
+    total = 0
+    with zf.open(info) as src:
+        while chunk := src.read(1 << 20):
+            total += len(chunk)
+            if total > limit:
+                raise error(f"{name}: over {limit >> 20} MB uncompressed")
+            dst.write(chunk)
+    return total
+
+
+def _check_member(info: zipfile.ZipInfo, limit: int, error: type[EnvmanError]) -> None:
+    if info.file_size > limit:
+        raise error(f"{info.filename}: {info.file_size} bytes uncompressed, over envman's limit of {limit >> 20} MB",
+                    hint="not a wheel envman reads (a zip bomb?)")
+    if info.compress_size and info.file_size > 1 << 20 and info.file_size / info.compress_size > MAX_RATIO:
+        raise error(f"{info.filename}: packed {info.file_size // info.compress_size}:1, tighter than any real wheel",
+                    hint="not a wheel envman reads (a zip bomb?)")
 
 
 def fetch_project(name: str, index_url: str = DEFAULT_INDEX) -> Project:
@@ -204,7 +263,7 @@ def read_remote_wheel(f: IndexFile, members: tuple[str, ...] = ()) -> RemoteWhee
     ``members`` by range when asked."""
     if f.metadata_url and not members:
         body, _ = _get(f.metadata_url)
-        return RemoteWheel(f, body.decode("utf-8"), {}, "PEP 658 .metadata")
+        return RemoteWheel(f, body.decode("utf-8", "replace"), {}, "PEP 658 .metadata")
     reader = RangeReader(f.url, f.size)
     try:
         zf = zipfile.ZipFile(reader)
@@ -215,6 +274,6 @@ def read_remote_wheel(f: IndexFile, members: tuple[str, ...] = ()) -> RemoteWhee
         meta_name = next((n for n in names if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
         if meta_name is None:
             raise ToolError(f"{f.filename}: no *.dist-info/METADATA in the wheel")
-        meta = zf.read(meta_name).decode("utf-8")
-        got = {m: zf.read(m).decode("utf-8") for m in members if m in names}
+        meta = read_member(zf, meta_name).decode("utf-8", "replace")
+        got = {m: read_member(zf, m).decode("utf-8", "replace") for m in members if m in names}
     return RemoteWheel(f, meta, got, f"HTTP range requests ({reader.requests})")
