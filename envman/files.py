@@ -8,15 +8,25 @@ Header (first line, in the file's comment syntax):
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from envman.errors import UsageError
+from envman.process import Owner
+
+
+def _temp_prefix(path: Path) -> str:
+    """``.NAME.<host>-<pid>-<start>-``: whose temp file it is, so that another run's sweep leaves it alone."""
+    return f".{path.name}.{Owner.me().label}-"
 
 
 def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -> None:
@@ -30,7 +40,7 @@ def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -
 def _write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
@@ -137,9 +147,12 @@ class WritePlan:
         changed = self.changes() if changes is None else changes
         if self.root is not None:
             check_inside(self.root, [p for p, _ in self.files])  # before anything is touched, temps included
-        clean_stale_temps([p for p, _ in self.files])  # left by a run that was killed
-        if changed:
-            commit_files(changed, self.root)
+        with project_lock(self.root):  # one writer at a time: two locks at once never interleave their renames
+            if self.root is not None:
+                finish_commit(self.root)  # a killed run's renames, completed
+            clean_stale_temps([p for p, _ in self.files])  # left by a run that was killed (only those)
+            if changed:
+                commit_files(changed, self.root)
         return [p for p, _ in changed]
 
 
@@ -170,11 +183,13 @@ def check_inside(root: Path, paths: list[Path]) -> None:
                                      hint="envman writes only inside the project: replace the link with a folder")
 
 
-_TMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp\Z")  # tempfile.mkstemp(prefix=".NAME.", suffix=".tmp")
+# tempfile.mkstemp(prefix=".NAME.<host>-<pid>-<start>-", suffix=".tmp"); the older ".NAME.<random>.tmp" too
+_TMP = re.compile(r"\.(.+)\.(?:([0-9a-f]{8}-\d+-\d+)-)?[a-z0-9_]{8}\.tmp\Z")
 
 
 def clean_stale_temps(paths: list[Path]) -> None:
-    """Temp files a killed run left beside any of ``paths`` (one listing per folder)."""
+    """Temp files a killed run left beside any of ``paths`` (one listing per folder): only those provably
+    abandoned — their run's process gone, or older than a day — never another live run's staged files."""
     by_dir: dict[Path, set[str]] = {}
     for p in paths:
         by_dir.setdefault(p.parent, set()).add(p.name)
@@ -185,11 +200,16 @@ def clean_stale_temps(paths: list[Path]) -> None:
             continue
         for e in entries:
             m = _TMP.match(e.name)
-            if m and m.group(1) in names and e.is_file(follow_symlinks=False):
-                try:
+            if not (m and m.group(1) in names and e.is_file(follow_symlinks=False)):
+                continue
+            owner = Owner.parse(m.group(2) or "")
+            try:
+                abandoned = owner.stale() if owner is not None else (
+                    time.time() - e.stat(follow_symlinks=False).st_mtime > 3600)
+                if abandoned:
                     os.unlink(e.path)
-                except OSError:
-                    pass
+            except OSError:
+                pass
 
 
 def _name_max(directory: Path) -> int:
@@ -214,7 +234,7 @@ def _preflight(path: Path) -> str | None:
         d = d.parent
     if not d.is_dir():
         return f"{d.name} is a file, not a folder"
-    if len(os.fsencode(f".{path.name}.xxxxxxxx.tmp")) > _name_max(d):
+    if len(os.fsencode(f"{_temp_prefix(path)}xxxxxxxx.tmp")) > _name_max(d):
         return os.strerror(errno.ENAMETOOLONG)
     if not os.access(d, os.W_OK | os.X_OK):
         return f"{os.strerror(errno.EACCES)} (folder {d})"
@@ -267,23 +287,128 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
 
                 st.old = read_regular(path)
                 st.old_mode = path.stat().st_mode & 0o7777
-            fd, st.tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            fd, st.tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(text.encode("utf-8"))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(st.tmp, st.old_mode if st.old_mode is not None else 0o644)
+        journal = _write_journal(root, staged)
         for st in staged:
             current = st.path
             assert st.tmp is not None  # staged above
             os.replace(st.tmp, st.path)
             st.done, st.tmp = True, None
+        _drop_journal(journal)
     except BaseException as exc:
         _roll_back(staged, created)
+        _drop_journal(journal if "journal" in locals() else None)
         if isinstance(exc, OSError) and current is not None:
             raise UsageError(f"cannot write {show(current)}: {exc.strerror or exc}",
                              hint="nothing was changed; fix that and re-run") from None
         raise
+
+
+# --- the journal: a run killed between two renames leaves no mixed set --------------------------------------
+
+JOURNAL = ".envman-commit.journal.tmp"  # in the project root; the generated .dockerignore keeps **/.*.tmp out
+
+
+def _write_journal(root: Path | None, staged: list[_Staged]) -> Path | None:
+    """Every rename about to happen (each temp fully written and synced): if the run dies between two of them,
+    the next run completes them all (``finish_commit``), so the project never holds half the old set and half
+    the new one."""
+    if root is None:
+        return None
+    path = Path(root) / JOURNAL
+    body = {"owner": Owner.me().label,
+            "renames": [[os.path.relpath(st.tmp or "", root), os.path.relpath(st.path, root)] for st in staged]}
+    # written in place, not renamed: a journal torn by a kill is unreadable, and then no rename had started
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(body))
+        fh.flush()
+        os.fsync(fh.fileno())
+    _sync_dir(path.parent)
+    return path
+
+
+def _drop_journal(path: Path | None) -> None:
+    if path is not None:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _sync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def finish_commit(root: Path) -> bool:
+    """Complete the renames a killed run's journal lists (its temps are whole: they were synced before the
+    journal was written), then drop the journal. A journal whose run is alive is another writer's: left alone.
+    True when it completed one. Called before any write and whenever envman.lock is read."""
+    from envman.inputs import read_regular
+
+    path = Path(root) / JOURNAL
+    try:
+        doc = json.loads(read_regular(path, 1 << 20))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        _drop_journal(path)  # unreadable: nothing can be completed from it
+        return False
+    owner = Owner.parse(str(doc.get("owner", ""))) if isinstance(doc, dict) else None
+    if owner is not None and not owner.stale():
+        return False
+    real = os.path.realpath(root)
+    for pair in (doc.get("renames") if isinstance(doc, dict) else None) or []:
+        try:
+            tmp, target = (os.path.realpath(os.path.join(root, str(p))) for p in pair)
+        except (TypeError, ValueError):
+            continue
+        if not (tmp.startswith(real + os.sep) and target.startswith(real + os.sep)):
+            continue  # a journal names files in this project only
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            pass  # already renamed (or never staged): nothing to do
+    _drop_journal(path)
+    return True
+
+
+@contextlib.contextmanager
+def project_lock(root: Path | None) -> Iterator[None]:
+    """An exclusive lock on the project folder itself (flock on its directory: no extra file) while envman
+    writes into it; a second writer waits. Where the folder cannot be locked, writes go on unlocked."""
+    if root is None:
+        yield
+        return
+    import fcntl
+
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)
 
 
 def _roll_back(staged: list[_Staged], created: list[Path]) -> None:

@@ -220,8 +220,10 @@ def parse_lock(text: str, name: str = LOCK_FILE) -> Lock:
 
 
 def read_lock(path: Path) -> Lock:
+    from envman.files import finish_commit
     from envman.inputs import read_regular_text
 
+    finish_commit(Path(path).parent)  # a run killed between its renames: completed before anything is read
     try:
         text = read_regular_text(path)
     except FileNotFoundError:

@@ -108,12 +108,86 @@ def test_name_too_long_and_folder_target_are_found_first(tmp_path):
     assert not (tmp_path / "ok.txt").exists()
 
 
-def test_stale_temps_of_a_killed_run_are_cleaned(tmp_path):
-    (tmp_path / ".a.txt.ab_cd123.tmp").write_text("half")
-    (tmp_path / ".other.ab_cd123.tmp").write_text("not ours")
+def test_stale_temps_of_a_killed_run_are_cleaned_and_a_live_runs_are_kept(tmp_path):
+    """Issue 24: two locks at once — one's sweep must not delete the other's staged files. A temp file names its
+    run (host, pid, start): only a gone run's (or a day-old one) is swept; an unnamed one after an hour."""
+    import subprocess
+    import time
+
+    from envman.process import host_id
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    now = int(time.time())
+    gone = f".a.txt.{host_id()}-{dead.pid}-{now}-ab_cd123.tmp"
+    live = f".a.txt.{host_id()}-{os.getppid()}-{now}-ab_cd124.tmp"  # another envman, staging right now
+    old = ".a.txt.ab_cd125.tmp"  # an older envman's name: swept once it is an hour old
+    fresh = ".a.txt.ab_cd126.tmp"
+    for n in (gone, live, old, fresh, ".other.ab_cd123.tmp"):
+        (tmp_path / n).write_text("half")
+    os.utime(tmp_path / old, (now - 7200, now - 7200))
     (tmp_path / "a.txt").write_text("same\n")
     WritePlan([(tmp_path / "a.txt", "same\n")], root=tmp_path).write()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.ab_cd123.tmp", "a.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live, fresh, ".other.ab_cd123.tmp", "a.txt"])
+
+
+KILL_AT = """
+import os, signal, sys
+from pathlib import Path
+import envman.files as f
+root, k = Path(sys.argv[1]), int(sys.argv[2])
+real, n = os.replace, [0]
+def replace(a, b):
+    if n[0] == k:
+        os.kill(os.getpid(), signal.SIGKILL)
+    n[0] += 1
+    real(a, b)
+f.os.replace = replace
+f.commit_files([(root / "a.txt", "a new\\n"), (root / "sub" / "b.txt", "b new\\n"),
+                (root / "sub" / "deep" / "c.txt", "c new\\n"), (root / "envman.lock", "lock new\\n")], root)
+"""
+
+
+@pytest.mark.parametrize("k", range(1, 4))
+def test_a_run_killed_between_renames_never_leaves_a_mixed_set(tmp_path, k):
+    """Issue 24: SIGKILL after k of the 4 renames. The journal written before the first lets the next run
+    (any read of envman.lock) complete them: the project holds the new set, never half of each."""
+    import subprocess
+    import sys
+
+    from envman.files import JOURNAL, finish_commit
+    from envman.lock.lockfile import try_read_lock
+
+    commit_files(files_for(tmp_path, "old"), tmp_path)
+    new = dict((str(p.relative_to(tmp_path)), t.encode()) for p, t in files_for(tmp_path, "new"))
+    proc = subprocess.run([sys.executable, "-c", KILL_AT, str(tmp_path), str(k)])
+    assert proc.returncode == -9
+    mixed = {n: b for n, b in snapshot(tmp_path).items() if not n.endswith(".tmp")}
+    assert mixed != new and (tmp_path / JOURNAL).is_file()  # killed halfway: what the next run finds
+    try_read_lock(tmp_path / "envman.lock")  # any command that reads the lock completes the commit first
+    assert snapshot(tmp_path) == new and temps(tmp_path) == []
+    assert finish_commit(tmp_path) is False  # nothing left to complete
+
+
+def test_a_second_writer_waits_for_the_first(tmp_path):
+    import threading
+    import time
+
+    from envman.files import project_lock
+
+    done = threading.Event()
+
+    def second():
+        WritePlan([(tmp_path / "b.txt", "b\n")], root=tmp_path).write()
+        done.set()
+
+    with project_lock(tmp_path):
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(0.5)
+        assert not done.is_set()  # it waits on the project's lock
+    t.join(10)
+    assert done.is_set() and (tmp_path / "b.txt").read_text() == "b\n"
 
 
 # --- through the use case and the CLI ----------------------------------------------------------------------
