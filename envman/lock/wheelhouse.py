@@ -314,6 +314,31 @@ class FetchResult:
     extra: list[str]
 
 
+def sweep_partials(wheelhouse: Path) -> list[str]:
+    """The staging folders (``.partial-<host>-<pid>-<start>-…``) of fetches that were killed: removed when their
+    process is gone (or they are a day old; an unnamed older one too). A live fetch's folder stays."""
+    import shutil
+    import time
+
+    from envman.process import STALE_AFTER, Owner
+
+    removed = []
+    try:
+        entries = [e for e in os.scandir(wheelhouse) if e.name.startswith(".partial-") and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return removed
+    for e in entries:
+        owner = Owner.parse("-".join(e.name[len(".partial-"):].split("-")[:3]))
+        try:
+            stale = owner.stale() if owner is not None else time.time() - e.stat().st_mtime > STALE_AFTER
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(e.path, ignore_errors=True)
+            removed.append(e.name)
+    return removed
+
+
 def _run_pip(argv: list[str], on_output: Callable[[str], None] | None,
              extra_env: dict[str, str] | None = None) -> tuple[int, list[str]]:
     from collections import deque
@@ -350,11 +375,15 @@ def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: Target, *, py
 
     wheelhouse = Path(wheelhouse)
     wheelhouse.mkdir(parents=True, exist_ok=True)
+    sweep_partials(wheelhouse)
     before = scan_wheelhouse(wheelhouse, lock, target)
     downloaded: list[str] = []
     todo = before.missing  # a package whose file has a wrong hash is missing too: its file is replaced
     if todo:
-        with sigterm_raises(), tempfile.TemporaryDirectory(prefix=".partial-", dir=wheelhouse) as staging:
+        from envman.process import Owner
+
+        with sigterm_raises(), tempfile.TemporaryDirectory(prefix=f".partial-{Owner.me().label}-",
+                                                           dir=wheelhouse) as staging:
             req = Path(staging) / "requirements.txt"
             req.write_text(requirements_text(lock, todo), encoding="utf-8")
             dest = Path(staging) / "wheels"

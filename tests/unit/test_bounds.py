@@ -123,3 +123,24 @@ def test_an_endless_body_is_cut_at_its_bound():
     with pytest.raises(ToolError) as exc:
         read_body(io.BytesIO(b"x" * (2 << 20)), "https://idx.example/simple/x/", limit=1 << 20)
     assert exc.value.message == "https://idx.example/simple/x/: the answer is over 1 MB"
+
+
+def test_a_killed_fetchs_staging_folder_is_swept_and_a_live_ones_kept(tmp_path):
+    """Issue 24: kill -9 during `envman fetch` left .partial-* folders in the wheelhouse for ever."""
+    import os
+    import subprocess
+
+    from envman.lock.wheelhouse import sweep_partials
+    from envman.process import host_id
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    now = int(time.time())
+    gone = tmp_path / f".partial-{host_id()}-{dead.pid}-{now}-x1"
+    live = tmp_path / f".partial-{host_id()}-{os.getppid()}-{now}-x2"
+    old = tmp_path / ".partial-abc123"  # an older envman's name
+    for d in (gone, live, old):
+        (d / "wheels").mkdir(parents=True)
+    os.utime(old, (now - 2 * 86400, now - 2 * 86400))
+    assert sorted(sweep_partials(tmp_path)) == sorted([gone.name, old.name])
+    assert live.is_dir() and not gone.exists() and not old.exists()
