@@ -46,14 +46,14 @@ def stale_candidates(tags: list[str], now: float | None = None) -> list[str]:
 def sweep(engine, repository: str, echo: Callable[[str], None]) -> list[str]:
     """Remove what killed runs left on the engine: candidate tags of ``repository``, envman-run containers."""
     removed = []
-    for tag in stale_candidates(engine.tags_of(repository)):
-        if engine.remove_image(f"{repository}:{tag}"):
-            removed.append(f"{repository}:{tag}")
-    for name, owner in engine.run_containers():
+    for name, owner in engine.run_containers():  # first: a container holds its image's tag
         o = Owner.parse(owner)
         if o is not None and o.stale():
             engine.remove_container(name)
             removed.append(name)
+    for tag in stale_candidates(engine.tags_of(repository)):
+        if engine.remove_image(f"{repository}:{tag}"):
+            removed.append(f"{repository}:{tag}")
     if removed:
         echo(f"removed what a killed build left: {', '.join(removed)}")
     return removed
