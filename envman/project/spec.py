@@ -32,7 +32,10 @@ WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
     "shard": str, "global_batch": int, "attention": str, "stack": str,
 }
 
-MAX_IMAGE_NAME = 255  # Docker's limit on a repository name (distribution/reference NameTotalLengthMax)
+# Docker's limit on a repository name (distribution/reference NameTotalLengthMax, 255) holds for the name as it
+# normalizes it: a bare name is docker.io/library/NAME, so 237 characters are left (measured with Docker 20.10:
+# a 237-character name tags, a 238-character one is refused "repository name must not be more than 255 characters")
+MAX_IMAGE_NAME = 255 - len("docker.io/library/")
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
 _APT = re.compile(r"^[a-z0-9][a-z0-9+.-]*(?:=[A-Za-z0-9.+:~_-]+)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -195,9 +198,9 @@ def _image_name(p: Problems, v: Any, path: str) -> str:
     elif not _NAME.match(name):
         p.bad(path, f"{name!r} is not a valid image name", "lowercase letters, digits and . _ - between them")
     elif len(name) > MAX_IMAGE_NAME:
-        # Docker refuses a repository name over 255 characters, at build time; say it now
-        p.bad(path, f"{len(name)} characters, over Docker's limit of {MAX_IMAGE_NAME} for an image name",
-              "a short lowercase name like my-trainer")
+        # Docker refuses it at build time; say it now
+        p.bad(path, f"{len(name)} characters, over Docker's limit of {MAX_IMAGE_NAME} for an image name "
+              "(255 with the docker.io/library/ it is read as)", "a short lowercase name like my-trainer")
     return name or ""
 
 
