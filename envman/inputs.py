@@ -97,6 +97,8 @@ def _loader():
         def construct_mapping(self, node, deep=False):
             seen: dict = {}
             for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *defaults` (YAML merge keys): merged below; an explicit key overrides a merged one
                 key = self.construct_object(key_node, deep=True)
                 try:
                     if key in seen:
@@ -105,6 +107,8 @@ def _loader():
                     seen[key] = key_node.start_mark.line
                 except TypeError:
                     pass  # an unhashable key: the base constructor says so
+            if isinstance(node, yaml.MappingNode):
+                self.flatten_mapping(node)  # what SafeLoader does first: the merge keys' pairs, then the node's own
             return super().construct_mapping(node, deep)
 
     return UniqueKeyLoader

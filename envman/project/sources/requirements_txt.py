@@ -46,8 +46,15 @@ def _url_req(url: str, where: str, hashes: tuple[str, ...] = ()) -> Req:
     return Req(Requirement(f"{url_name(url)} @ {url.split('#')[0]}"), where, raw=url, hashes=hashes)
 
 
+def _resolve(project: Path, rel: str) -> Path:
+    try:
+        return (project / rel).resolve()
+    except (RuntimeError, OSError):  # Python raises RuntimeError on a loop of symbolic links
+        raise UsageError(f"{rel}: a symbolic link loop", hint="point the link at the requirements file itself") from None
+
+
 def read_requirements(project: Path, rel: str, *, constraints: bool = False, _seen: set[Path] | None = None) -> Found:
-    path = (project / rel).resolve()
+    path = _resolve(project, rel)
     real_root = project.resolve()
     if path != real_root and real_root not in path.parents:  # -r /etc/passwd, ../x, a link out of the project
         raise UsageError(f"{rel}: outside the project",
@@ -60,6 +67,7 @@ def read_requirements(project: Path, rel: str, *, constraints: bool = False, _se
     from envman.inputs import MAX_REQUIREMENTS, read_input
 
     text = read_input(path, rel, MAX_REQUIREMENTS, hint="fix the path under 'requirements' in envman.yaml")
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors write one): pip skips it too
     # line numbers stay those of the file: a continuation is joined onto its first line
     lines = text.splitlines()
     n = 0
@@ -97,6 +105,9 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
             opt, arg = opt[:2], opt[2:]
         if opt in ("-r", "--requirement", "-c", "--constraint"):
             inc = (base / arg).as_posix()
+            if _resolve(project, inc) in seen:  # a loop of includes: each file is read once
+                found.fates.append(Fate(where, line, "dropped", f"{inc} is read already (the includes loop)"))
+                return
             sub = read_requirements(project, inc, constraints=constraints or opt in ("-c", "--constraint"), _seen=seen)
             found.fates.append(Fate(where, line, "kept", f"read {inc}"))
             found.merge(sub)
@@ -136,6 +147,7 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         found.install_project = True
         found.fates.append(Fate(where, line, "project", "installs this repository (install_project: true)"))
         return
+    _refuse_machine_path(project, line, where)
     if _URL.match(line):
         # a URL in a -c file pins where a package comes from; it installs nothing
         # its --hash options pin the file at that URL: checked against the archive uv locks (lock/user_hashes.py)
@@ -157,6 +169,24 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         return
     found.reqs.append(Req(req, where, raw=line if req.url else None, hashes=hashes))  # a URL line goes to uv as written
     found.fates.append(Fate(where, line, "kept"))
+
+
+def _refuse_machine_path(project: Path, line: str, where: str) -> None:
+    """``pkg @ file:///home/me/x.whl``: the lock would name a path only this machine has, which no build context
+    holds. Refused, with the relative form when the file is inside the project."""
+    m = re.search(r"(?:^|@\s*)file://(?:localhost)?(/[^\s;#]*)", line)
+    if not m:
+        return
+    from urllib.parse import unquote
+
+    path = Path(unquote(m.group(1)))
+    try:
+        rel = path.resolve().relative_to(project.resolve())
+        hint = f"name it relative to the project: ./{rel.as_posix()}"
+    except (ValueError, OSError, RuntimeError):
+        hint = (f"copy {path.name} into the project (wheels/, say) and name it relatively (./wheels/{path.name}), "
+                "or publish it to an index and pin it by version")
+    raise UsageError(f"{where}: {redact(m.group(0).lstrip('@ '))} is an absolute path of this machine", hint=hint)
 
 
 def _option_value(line: str, opt: str) -> str | None:
