@@ -322,7 +322,7 @@ def sweep_partials(wheelhouse: Path) -> list[str]:
 
     from envman.process import STALE_AFTER, Owner
 
-    removed = []
+    removed: list[str] = []
     try:
         entries = [e for e in os.scandir(wheelhouse) if e.name.startswith(".partial-") and e.is_dir(follow_symlinks=False)]
     except OSError:

@@ -104,13 +104,8 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         elif re.fullmatch(r"-[rcefi]\S+", opt):
             opt, arg = opt[:2], opt[2:]
         if opt in ("-r", "--requirement", "-c", "--constraint"):
-            inc = (base / arg).as_posix()
-            if _resolve(project, inc) in seen:  # a loop of includes: each file is read once
-                found.fates.append(Fate(where, line, "dropped", f"{inc} is read already (the includes loop)"))
-                return
-            sub = read_requirements(project, inc, constraints=constraints or opt in ("-c", "--constraint"), _seen=seen)
-            found.fates.append(Fate(where, line, "kept", f"read {inc}"))
-            found.merge(sub)
+            _read_include(project, (base / arg).as_posix(), line, where, found,
+                          constraints or opt in ("-c", "--constraint"), seen)
             return
         if opt in ("-e", "--editable"):
             if arg.rstrip("/") in (".", "file:.") or arg.startswith(".[") or arg.startswith("./["):
@@ -169,6 +164,16 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         return
     found.reqs.append(Req(req, where, raw=line if req.url else None, hashes=hashes))  # a URL line goes to uv as written
     found.fates.append(Fate(where, line, "kept"))
+
+
+def _read_include(project: Path, inc: str, line: str, where: str, found: Found, constraints: bool,
+                  seen: set[Path]) -> None:
+    if _resolve(project, inc) in seen:  # a loop of includes: each file is read once
+        found.fates.append(Fate(where, line, "dropped", f"{inc} is read already (the includes loop)"))
+        return
+    sub = read_requirements(project, inc, constraints=constraints, _seen=seen)
+    found.fates.append(Fate(where, line, "kept", f"read {inc}"))
+    found.merge(sub)
 
 
 def _refuse_machine_path(project: Path, line: str, where: str) -> None:
