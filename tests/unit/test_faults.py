@@ -98,3 +98,30 @@ def test_a_fifo_config_json_for_fit(tmp_path, capsys, watchdog):
     os.mkfifo(tmp_path / "config.json")
     assert main(["fit", "--model", str(tmp_path / "config.json"), "--target", "h100"]) == 2
     assert one_error(capsys)[0] == f"error: {tmp_path / 'config.json'}: not a regular file (a FIFO, socket or device)"
+
+
+# --- malformed project files: a warning or one error line, never exit 70 -------------------------------------
+
+MALFORMED = {
+    "setup.cfg-binary": ({"setup.cfg": b"\xff\xfe\x00garbage"}, "setup.cfg: not UTF-8 text"),
+    "setup.cfg-no-header": ({"setup.cfg": b"[metadata\nname = x\n"}, "setup.cfg: cannot be parsed"),
+    "setup.py-syntax": ({"setup.py": b"from setuptools import setup\nsetup(name='x', install_requires=[\n"},
+                        "setup.py: cannot be parsed (SyntaxError)"),
+    "setup.py-nested": ({"setup.py": b"setup(install_requires=" + b"[" * 5000 + b"]" * 5000 + b")\n"},
+                        "setup.py: cannot be parsed"),
+    "setup.py-huge": ({"setup.py": b"x = 1\n" * 400_000}, "setup.py: 2.3 MB, over envman's limit of 1.0 MB"),
+    "uv.lock-types": ({"uv.lock": b"version = 1\npackage = 5\n", "requirements.txt": b"six\n"}, None),
+    "uv.lock-binary": ({"uv.lock": b"\xff\xfe", "requirements.txt": b"six\n"}, "error: uv.lock: not a readable uv lock"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_project_file_is_a_warning_or_one_error_line(tmp_path, capsys, watchdog, case):
+    files, said = MALFORMED[case]
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    rc = main(["init", str(tmp_path), "--cpu", "--python", "3.11", "--no-lock"])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err and "internal error" not in out.err and rc in (0, 1), out.err
+    if said is not None:
+        assert said in out.out + out.err, out.out + out.err

@@ -38,11 +38,27 @@ def _setup_call(tree: ast.Module) -> ast.Call | None:
     return None
 
 
+def _source(project: Path, rel: str, found: Found) -> str | None:
+    """The file's text, bounded (1 MB: a real setup.py or setup.cfg is a few KB), a regular UTF-8 file; else a
+    warning that its requirements are not read."""
+    from envman.errors import UsageError
+    from envman.inputs import MAX_SPEC, read_input
+
+    try:
+        return read_input(project / rel, rel, MAX_SPEC)
+    except UsageError as exc:
+        found.warnings.append(f"{exc.message}; its requirements are not read")
+        return None
+
+
 def read_setup_py(project: Path, rel: str = "setup.py", wanted: tuple[str, ...] = ()) -> Found:
     found = Found(rel)
+    text = _source(project, rel, found)
+    if text is None:
+        return found
     try:
-        tree = ast.parse((project / rel).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError) as exc:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         found.warnings.append(f"{rel}: cannot be parsed ({exc.__class__.__name__}); its requirements are not read")
         return found
     names: dict[str, ast.AST] = {}
@@ -87,9 +103,12 @@ def _apply(found: Found, key: str, value, where: str, wanted: tuple[str, ...]) -
 def read_setup_cfg(project: Path, rel: str = "setup.cfg", wanted: tuple[str, ...] = ()) -> Found:
     found = Found(rel)
     cp = configparser.ConfigParser(interpolation=None)
+    text = _source(project, rel, found)
+    if text is None:
+        return found
     try:
-        cp.read_string((project / rel).read_text(encoding="utf-8"))
-    except (OSError, configparser.Error) as exc:
+        cp.read_string(text)
+    except configparser.Error as exc:
         found.warnings.append(f"{rel}: cannot be parsed ({exc.__class__.__name__}); its requirements are not read")
         return found
     if cp.has_option("options", "install_requires"):

@@ -86,15 +86,18 @@ def read_uv_lock(root: Path) -> dict[str, list[str]]:
     if not path.is_file():
         return {}
     from envman._compat import tomllib
+    from envman.inputs import read_regular_text
 
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{LOCK}: not a readable uv lock ({exc})",
+        doc = tomllib.loads(read_regular_text(path, 64 << 20))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise UsageError(f"{LOCK}: not a readable uv lock ({why})",
                          hint="regenerate it with `uv lock`, or delete it (envman locks by itself)") from None
     dists = set(frameworks.by_distribution()) | set(frameworks.companions())
     out: dict[str, list[str]] = {}
-    for pkg in doc.get("package") or []:
+    packages = doc.get("package")
+    for pkg in packages if isinstance(packages, list) else []:
         if isinstance(pkg, dict) and pkg.get("name") in dists and isinstance(pkg.get("version"), str):
             out.setdefault(pkg["name"], []).append(pkg["version"])
     return out
