@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from packaging.utils import canonicalize_name
 
-from envman.errors import InternalError
+from envman.errors import ToolError
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,20 @@ def parse_pylock(text: str) -> list[PylockPackage]:
 def _parse(text: str) -> tuple[PylockPackage, ...]:
     from envman._compat import tomllib
 
+    # uv's answer (or the pylock.toml a lock kept): truncated or garbage is a tool's failure, not envman's bug
+    hint = "run `envman lock --upgrade` (a fresh uv answer); if it persists, run uv by hand to see what it writes"
     try:
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InternalError(f"uv's pylock.toml does not parse: {exc}", hint="report this to envman's maintainers") from None
-    return tuple(sorted((_package(p) for p in doc.get("packages", [])), key=lambda p: p.name))
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ToolError(f"pylock.toml (uv's answer) does not parse: {exc}", hint=hint) from None
+    packages = doc.get("packages", [])
+    try:
+        if not isinstance(packages, list):
+            raise TypeError("packages is not an array of tables")
+        return tuple(sorted((_package(p) for p in packages), key=lambda p: p.name))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ToolError(f"pylock.toml (uv's answer) is not a lock uv writes: {exc.__class__.__name__}: {exc}",
+                        hint=hint) from None
 
 
 def _file(entry: dict, kind: str) -> LockedFile:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from envman.errors import InternalError, ToolError, UsageError
+from envman.errors import ToolError, UsageError
 from envman.files import sha256
 from envman.lock.indexes import (
     PrivateIndex,
@@ -74,7 +74,8 @@ def parse_uv_output(text: str) -> PythonLock:
             # name==version, or name @ URL for a VCS/URL requirement (uv pins a git URL to its commit)
             m = re.match(r"^([A-Za-z0-9._-]+)(\[[^\]]*\])?(?:==| @ )([^ \\;]+)", line)
             if not m:
-                raise InternalError(f"uv output: unexpected line {line!r}", hint="report this to envman's maintainers")
+                raise ToolError(f"uv output: unexpected line {line!r}",
+                                hint="run `envman lock --upgrade`; if it persists, run uv by hand to see what it writes")
             cur = LockedPackage(canonicalize_name(m.group(1)), m.group(3), [line])
             pkgs.append(cur)
             in_via = False

@@ -91,10 +91,11 @@ def test_a_missing_tool_through_the_cli(project, monkeypatch, capsys):
     ]
 
 
-def test_unexpected_uv_output_is_a_bug_exit_70():
-    with pytest.raises(InternalError) as ei:
+def test_unexpected_uv_output_is_a_tool_failure_exit_1():
+    """Issue 24: garbage from uv is uv's failure (exit 1, with what to do), not a bug of envman's (70)."""
+    with pytest.raises(ToolError) as ei:
         parse_uv_output("numpy==2.1.3 \\\n    --hash=sha256:00\n!!! not a requirement\n")
-    assert ei.value.exit_code == 70
+    assert ei.value.exit_code == 1 and ei.value.hint
     assert ei.value.message == "uv output: unexpected line '!!! not a requirement'"
 
 

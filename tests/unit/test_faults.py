@@ -125,3 +125,31 @@ def test_a_malformed_project_file_is_a_warning_or_one_error_line(tmp_path, capsy
     assert "Traceback" not in out.err and "internal error" not in out.err and rc in (0, 1), out.err
     if said is not None:
         assert said in out.out + out.err, out.out + out.err
+
+
+# --- uv's answer truncated or garbage: uv's failure, exit 1, never 70 ------------------------------------------
+
+GARBAGE = {
+    "truncated": PYLOCK[: PYLOCK.index("wheels") + 12],
+    "not-toml": "\x00\x01 this is not toml [[[",
+    "packages-not-a-list": 'lock-version = "1.0"\npackages = 5\n',
+    "package-without-name": 'lock-version = "1.0"\n[[packages]]\nversion = "1"\n',
+    "wheels-not-tables": 'lock-version = "1.0"\n[[packages]]\nname = "numpy"\nversion = "2.1.0"\nwheels = [1, 2]\n',
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("case", sorted(GARBAGE))
+def test_a_truncated_or_garbage_uv_answer_is_one_error_line_exit_1(tmp_path, monkeypatch, capsys, watchdog, case):
+    from fakes import install_fake_uv
+
+    (tmp_path / "uv").mkdir()
+    install_fake_uv(monkeypatch, tmp_path / "uv", GARBAGE[case])
+    monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text(SPEC)
+    assert main(["lock", str(proj)]) == 1
+    lines = one_error(capsys)
+    assert lines[0].startswith(("error: pylock.toml (uv's answer)", "error: uv's output does not contain numpy")), lines
+    assert sorted(p.name for p in proj.iterdir()) == ["envman.yaml"]  # nothing written
