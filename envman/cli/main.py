@@ -6,6 +6,8 @@ command starts in tens of milliseconds.
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from typing import Any
 
@@ -77,6 +79,21 @@ def report_error(err: EnvmanError) -> int:
     return err.exit_code
 
 
+_OS_HINTS = {
+    errno.ENOSPC: "free space on that disk (or point TMPDIR at one with room), then re-run",
+    errno.EDQUOT: "free space in your quota, then re-run",
+    errno.EROFS: "that folder is on a read-only file system: run where envman may write",
+    errno.EACCES: "check that folder's permissions (or run as its owner)",
+    errno.EPERM: "check that folder's permissions (or run as its owner)",
+}
+
+
+def os_error(exc: OSError) -> EnvmanError:
+    """An OSError no step turned into its own message, as one line: what failed, on which file."""
+    where = f": {exc.filename}" if exc.filename else ""
+    return EnvmanError(f"{exc.strerror or exc}{where}", hint=_OS_HINTS.get(exc.errno or 0, "fix that, then re-run"))
+
+
 class Interrupted(BaseException):
     """Ctrl-C. Typer turns a KeyboardInterrupt into a silent exit (or "Aborted!", by version); this one reaches
     the boundary. A BaseException, like KeyboardInterrupt, so that no ``except Exception`` swallows it."""
@@ -111,9 +128,11 @@ def _run(argv: list[str] | None, previous: Any) -> int:
     except (KeyboardInterrupt, Interrupted):
         print("error: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # the machine's fault (a full disk, a read-only folder), not envman's: exit 1
+        if os.environ.get("ENVMAN_DEBUG"):
+            raise
+        return report_error(os_error(exc))
     except Exception as exc:  # a bug: still one line, the traceback only on request
-        import os
-
         if os.environ.get("ENVMAN_DEBUG"):
             raise
         from envman.redact import redact

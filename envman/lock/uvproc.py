@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,11 @@ from envman.redact import redact
 
 _REQUEST = re.compile(r"(?:Sending (?:fresh GET|revalidation) request for|No cache entry for):? (\S+)")
 TEMP_PREFIX = "envman-lock-"
+_MAX_LINE = 4096  # characters of one stderr line kept
+_KEEP_LINES = 200  # of uv's stderr: the first and the last this many lines
+# A lock's uv run with no --timeout still ends: an index that trickles bytes (slow loris) beats uv's per-read
+# timeout (UV_HTTP_TIMEOUT, 30 s) for ever. No real lock takes this long (torch + 100 packages: seconds).
+DEFAULT_TIMEOUT = 1200.0
 # what says which interpreter of this machine uv uses: never part of what a request means (lock/uv.py
 # interpreter_args), so a lock made elsewhere is still current here
 _LOCAL_ARGS = {"--python": 1, "--no-python-downloads": 0}
@@ -135,9 +141,11 @@ class UvRun:
     def __init__(self, args: list[str], env: dict[str, str], cwd: str | None, timeout: float | None = None,
                  progress=None, request: UvRequest | None = None, owned_dir: str | None = None) -> None:
         self.request, self.cwd, self.owned_dir = request, cwd, owned_dir
-        self.timeout, self.progress = timeout, progress
+        self.timeout, self.progress = (DEFAULT_TIMEOUT if timeout is None else timeout), progress
         self.started = time.monotonic()
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # the first _KEEP_LINES lines uv said
+        self.tail: deque[str] = deque(maxlen=_KEEP_LINES)  # and its last ones
+        self.dropped = 0
         self.last: str | None = None
         self.indexes = _indexes(args, env)
         try:
@@ -149,8 +157,13 @@ class UvRun:
         self.reader.start()
 
     def _read(self) -> None:
+        """uv's stderr, line by line, each cut at 4 KiB and only the first and last lines kept: 200 MB of it
+        costs no memory (a line read whole could be all of it)."""
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+        while line := self.proc.stderr.readline(_MAX_LINE):
+            if len(line) == _MAX_LINE and not line.endswith("\n"):
+                while (rest := self.proc.stderr.readline(_MAX_LINE)) and not rest.endswith("\n"):
+                    pass  # the rest of an endless line, dropped
             m = _REQUEST.search(line)
             if m:
                 url = m.group(1).rstrip("/")
@@ -158,7 +171,20 @@ class UvRun:
                 if self.progress is not None:
                     self.progress(redact(f"uv: fetching {url.rsplit('/', 1)[-1]} from {index_of(url + '/')}"))
             elif not line.startswith("DEBUG") and line.strip():
-                self.errors.append(line.rstrip("\n"))
+                self._keep(line.rstrip("\n"))
+
+    def _keep(self, line: str) -> None:
+        if len(self.errors) < _KEEP_LINES:
+            self.errors.append(line)
+        else:
+            self.dropped += len(self.tail) == self.tail.maxlen  # the oldest of the tail goes
+            self.tail.append(line)
+
+    @property
+    def said(self) -> list[str]:
+        """What uv said: its first lines and its last, with how many in between were dropped."""
+        gap = [f"… ({self.dropped} more lines)"] if self.dropped else []
+        return [*self.errors, *gap, *self.tail]
 
     def wait(self) -> None:
         try:
@@ -174,7 +200,7 @@ class UvRun:
             raise
         self.reader.join(timeout=2.0)  # a stray child of uv holding its stderr open must not hang envman
         if self.proc.returncode != 0:
-            lines = [ln for ln in self.errors if ln.strip()]
+            lines = [ln for ln in self.said if ln.strip()]
             unreachable = network_failure(lines, self.last, self.indexes)
             if unreachable is not None:
                 message, hint = unreachable
@@ -312,12 +338,17 @@ def _alive(pid: int) -> bool:
 def start_request(binary: str, request: UvRequest, timeout: float | None = None, progress=None) -> UvRun:
     """uv on ``request``, in a fresh private folder (``envman-lock-<pid>-…``, mode 0700) holding its files."""
     clean_orphans()
-    td = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
+    td = None
     try:
+        td = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
         for name, text in request.files:
             Path(td, name).write_text(text, encoding="utf-8")
-    except OSError:
-        shutil.rmtree(td, ignore_errors=True)
-        raise
+    except OSError as exc:  # a full or missing TMPDIR is the machine's, not a bug: one line that says where
+        if td is not None:
+            shutil.rmtree(td, ignore_errors=True)
+        where = td or tempfile.gettempdir()
+        raise ToolError(f"cannot write uv's request into {os.path.dirname(where) if td else where}: "
+                        f"{exc.strerror or exc}",
+                        hint="free space there, or point TMPDIR at a folder with room (a lock needs a few KB)") from None
     log = timeout is not None or bool(getattr(progress, "live", False))
     return UvRun([binary, *request.args], {**uv_env(log), **dict(request.env)}, td, timeout, progress, request, td)

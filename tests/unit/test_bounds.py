@@ -144,3 +144,118 @@ def test_a_killed_fetchs_staging_folder_is_swept_and_a_live_ones_kept(tmp_path):
     os.utime(old, (now - 2 * 86400, now - 2 * 86400))
     assert sorted(sweep_partials(tmp_path)) == sorted([gone.name, old.name])
     assert live.is_dir() and not gone.exists() and not old.exists()
+
+
+def _fake_uv(tmp_path, body: str) -> str:
+    import sys
+
+    exe = tmp_path / "fake-uv"
+    exe.write_text(f"#!{sys.executable}\nimport os, sys, time\n{body}")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_a_flood_of_uv_stderr_costs_no_memory(tmp_path):
+    """A uv (or a proxy in front of an index) that floods stderr: the first and last lines are kept, each cut
+    at 4 KiB, the rest counted; the failure still names what uv said."""
+    import os
+    import tracemalloc
+
+    from envman.lock.uvproc import UvRun
+
+    exe = _fake_uv(tmp_path, "sys.stderr.write('error: the first thing uv said\\n')\n"
+                             "chunk = 'x' * (1 << 20)\n"
+                             "for _ in range(100): sys.stderr.write(chunk)\n"  # 100 MB on one line
+                             "sys.stderr.write('\\n')\n"
+                             "for i in range(1_000_000): sys.stderr.write(f'warning: line {i} of many\\n')\n"
+                             "sys.stderr.write('error: the last thing uv said\\n')\nsys.exit(2)\n")
+    tracemalloc.start()
+    run = UvRun([exe], dict(os.environ), str(tmp_path), timeout=120)
+    with pytest.raises(ToolError) as exc:
+        run.wait()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 32 << 20, peak  # well under the 100 MB line, let alone all of it
+    assert exc.value.message == "uv could not resolve the requirements: error: the first thing uv said"
+    assert exc.value.hint.endswith("error: the last thing uv said")
+    assert len(run.said) == 401 and run.dropped > 999_000 and all(len(ln) <= 4096 for ln in run.said)
+
+
+def test_a_lock_without_timeout_still_ends(tmp_path, monkeypatch):
+    """No --timeout: the wall-clock default ends a uv that waits on a trickling index for ever."""
+    import os
+
+    import envman.lock.uvproc as uvproc
+
+    monkeypatch.setattr(uvproc, "DEFAULT_TIMEOUT", 1.0)
+    exe = _fake_uv(tmp_path, "time.sleep(60)\n")
+    t = time.monotonic()
+    with pytest.raises(ToolError) as exc:
+        uvproc.UvRun([exe], dict(os.environ), str(tmp_path), timeout=None).wait()
+    assert time.monotonic() - t < 20 and exc.value.message.startswith("uv did not finish within 1 s")
+
+
+@pytest.fixture
+def full_tmpdir(tmp_path):
+    """A TMPDIR with no space left: a 16 KiB tmpfs, filled (root may mount one here; elsewhere this skips, and
+    test_a_missing_tmpdir covers the same boundary without a mount)."""
+    import subprocess
+
+    d = tmp_path / "full"
+    d.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(d)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root): a full disk is simulated by test_a_missing_tmpdir only")
+    try:
+        subprocess.run(["dd", "if=/dev/zero", f"of={d}/fill", "bs=1k", "count=64"], capture_output=True)
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], capture_output=True)
+
+
+def _locked_spec(tmp_path):
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text("name: demo\ncpu: true\npython: '3.11'\nframework: none\npackages: [six]\n")
+    return proj
+
+
+def test_a_full_tmpdir_is_one_error_line_exit_1(tmp_path, full_tmpdir, monkeypatch, capsys):
+    import tempfile
+
+    from envman.cli.main import main
+
+    monkeypatch.setattr(tempfile, "tempdir", str(full_tmpdir))
+    monkeypatch.setattr("envman.lock.registry.resolve_digest", lambda ref, timeout=3.0: None)
+    assert main(["lock", str(_locked_spec(tmp_path))]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"error: cannot write uv's request into {full_tmpdir}: No space left on device", err
+    assert err[1].startswith("hint: free space there, or point TMPDIR at a folder with room")
+
+
+def test_a_missing_tmpdir_is_one_error_line_exit_1(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    from envman.cli.main import main
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    monkeypatch.setattr("envman.lock.registry.resolve_digest", lambda ref, timeout=3.0: None)
+    assert main(["lock", str(_locked_spec(tmp_path))]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"error: cannot write uv's request into {tmp_path / 'gone'}: No such file or directory", err
+
+
+def test_an_os_error_no_step_expected_is_one_line_exit_1_not_a_bug(monkeypatch, capsys, tmp_path):
+    import errno
+    import os
+
+    from envman.cli.main import main
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/var/lib/somewhere")
+
+    monkeypatch.setattr("envman.app.resolve.resolve_project", full, raising=False)
+    monkeypatch.setattr("envman.resolve.resolver.resolve_stack", full)
+    assert main(["resolve", "--cpu"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "error: No space left on device: /var/lib/somewhere",
+        "hint: free space on that disk (or point TMPDIR at one with room), then re-run"]
