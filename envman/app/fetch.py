@@ -79,6 +79,12 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
     _verify_recorded(path, names.lock, Path(lock_file))
     parsed = wh.read_lock(lock_file)
     dest = wheelhouse or path / wh.DEFAULT_WHEELHOUSE
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only checkout (a CI cache, a mounted repository): say where to put it instead
+        raise UsageError(f"cannot create the wheelhouse {dest}: {exc.strerror or exc}",
+                         hint="pass --wheelhouse DIR, a folder envman may write (build --offline --wheelhouse DIR "
+                              "reads it)") from None
     sdists: dict[str, tuple[str, str]] = {}
     if lock is None:
         parsed, sdists = builder_inputs(path, names, parsed)

@@ -153,3 +153,35 @@ def test_a_truncated_or_garbage_uv_answer_is_one_error_line_exit_1(tmp_path, mon
     lines = one_error(capsys)
     assert lines[0].startswith(("error: pylock.toml (uv's answer)", "error: uv's output does not contain numpy")), lines
     assert sorted(p.name for p in proj.iterdir()) == ["envman.yaml"]  # nothing written
+
+
+@pytest.fixture
+def read_only(locked, tmp_path):
+    """The locked project seen through a read-only bind mount (root may make one; elsewhere this skips, saying
+    so: a read-only checkout cannot be made without it when the tests run as root, who writes anywhere)."""
+    import subprocess
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", str(locked), str(ro)], capture_output=True).returncode:
+        pytest.skip("cannot bind-mount here (not root): a read-only project needs one when tests run as root")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode:
+            pytest.skip("cannot remount read-only here")
+        yield ro
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_fetch_into_a_read_only_project_is_one_error_line(read_only, capsys, watchdog):
+    assert main(["fetch", str(read_only)]) == 1
+    lines = one_error(capsys)
+    assert lines == [f"error: cannot create the wheelhouse {read_only / '.envman' / 'wheelhouse'}: Read-only file system",
+                     "hint: pass --wheelhouse DIR, a folder envman may write (build --offline --wheelhouse DIR reads it)"]
+
+
+def test_a_relock_of_a_read_only_project_changes_nothing_and_says_so(read_only, capsys, watchdog):
+    before = {p.name: p.read_bytes() for p in read_only.iterdir() if p.is_file()}
+    assert main(["lock", str(read_only), "--upgrade"]) == 1
+    assert one_error(capsys)[0].startswith("error: cannot write ")
+    assert {p.name: p.read_bytes() for p in read_only.iterdir() if p.is_file()} == before
