@@ -212,6 +212,24 @@ def clean_stale_temps(paths: list[Path]) -> None:
                 pass
 
 
+def _through_link(path: Path, root: Path) -> Path:
+    """Where to write ``path``: itself, or — when it is a symbolic link (a Dockerfile kept in docker/ and
+    linked from the root, say) — the file it leads to, so that the link stays a link. A link that leads out of
+    the project, or nowhere, is refused: envman never replaces a link with a file of its own."""
+    if not os.path.islink(path):
+        return path
+    real = os.path.realpath(path)
+    top = os.path.realpath(root)
+    rel = path.relative_to(root) if path.is_relative_to(root) else path
+    if not real.startswith(top.rstrip(os.sep) + os.sep):
+        raise UsageError(f"{rel} is a symbolic link to {real}, outside the project",
+                         hint="envman writes only inside the project: point the link inside it, or replace it with "
+                              "the file (nothing was changed)")
+    if os.path.isdir(real):
+        raise UsageError(f"{rel} is a symbolic link to a folder", hint="nothing was changed; replace the link with the file")
+    return Path(real)
+
+
 def _name_max(directory: Path) -> int:
     try:
         return os.pathconf(directory, "PC_NAME_MAX")
@@ -262,6 +280,7 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
 
     if root is not None:
         check_inside(root, [p for p, _ in files])
+        files = [(_through_link(p, root), t) for p, t in files]  # a linked file is written through its link
     problems = [f"{show(p)}: {why}" for p, _ in files if (why := _preflight(p))]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

@@ -242,3 +242,53 @@ def test_relock_failure_keeps_the_old_set(repo, monkeypatch, capsys):
     assert err[0].startswith("error: cannot write ") and err[0].endswith(": No space left on device")
     assert err[1] == "hint: nothing was changed; fix that and re-run"
     assert snapshot(repo) == before and temps(repo) == []
+
+
+def test_a_symlinked_dockerfile_stays_a_link_and_is_written_through(repo, tmp_path):
+    """Issue 24: a Dockerfile kept in docker/ and linked from the root came back as a regular file (and after a
+    failed write the message said nothing changed). It is written through its link, which stays a link."""
+    init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+    (repo / "docker").mkdir()
+    (repo / "Dockerfile").rename(repo / "docker" / "Dockerfile")
+    (repo / "Dockerfile").symlink_to("docker/Dockerfile")
+    old = (repo / "docker" / "Dockerfile").read_text()
+    spec = repo / "envman.yaml"
+    spec.write_text(spec.read_text().replace("- h100", "- h100\n- v100"))
+    twin = tmp_path / "twin"
+    shutil.copytree(repo, twin, symlinks=False)
+    init_project(twin, InitOptions(no_lock=True))  # the same project with a plain Dockerfile: what it must hold
+    init_project(repo, InitOptions(no_lock=True))
+    assert (repo / "Dockerfile").is_symlink() and os.readlink(repo / "Dockerfile") == "docker/Dockerfile"
+    assert (repo / "docker" / "Dockerfile").read_text() == (twin / "Dockerfile").read_text() != old
+
+
+def test_a_failed_write_through_a_link_keeps_the_link_and_its_old_content(repo, monkeypatch):
+    init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+    (repo / "docker").mkdir()
+    (repo / "Dockerfile").rename(repo / "docker" / "Dockerfile")
+    (repo / "Dockerfile").symlink_to("docker/Dockerfile")
+    spec = repo / "envman.yaml"
+    spec.write_text(spec.read_text().replace("- h100", "- h100\n- v100"))
+    before = snapshot(repo)
+    failing_on(monkeypatch, "replace", 3, errno.ENOSPC, under=repo)
+    with pytest.raises(UsageError) as exc:
+        init_project(repo, InitOptions(no_lock=True))
+    monkeypatch.undo()
+    assert exc.value.hint == "nothing was changed; fix that and re-run"
+    assert (repo / "Dockerfile").is_symlink() and snapshot(repo) == before
+
+
+def test_a_dockerfile_linked_out_of_the_project_is_refused_and_kept(repo, tmp_path, capsys):
+    init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+    outside = tmp_path / "elsewhere" / "Dockerfile"
+    outside.parent.mkdir()
+    outside.write_text((repo / "Dockerfile").read_text())
+    (repo / "Dockerfile").unlink()
+    (repo / "Dockerfile").symlink_to(outside)
+    spec = repo / "envman.yaml"
+    spec.write_text(spec.read_text().replace("- h100", "- h100\n- a100"))
+    before = outside.read_text()
+    assert main(["init", str(repo), "--no-lock"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"error: Dockerfile is a symbolic link to {outside.resolve()}, outside the project", err
+    assert (repo / "Dockerfile").is_symlink() and outside.read_text() == before
