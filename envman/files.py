@@ -52,6 +52,7 @@ def _write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> Non
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         else:
             os.chmod(tmp, 0o644)
+        give_to_owner(tmp, path)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -230,6 +231,21 @@ def _through_link(path: Path, root: Path) -> Path:
     return Path(real)
 
 
+def give_to_owner(made: Path | str, target: Path | str) -> None:
+    """Run as root (``sudo envman lock`` in another user's project), a file or folder envman makes belongs to
+    whoever owns what it replaces, else to the owner of the folder it lands in — never to root, which would
+    leave the project's owner unable to edit or re-lock it. Not root: nothing to do."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return
+    try:
+        st = os.stat(target) if os.path.lexists(target) and not os.path.samefile(made, target) else \
+            os.stat(os.path.dirname(os.path.abspath(target)))
+        if st.st_uid != 0 or st.st_gid != 0:
+            os.chown(made, st.st_uid, st.st_gid)
+    except OSError:
+        pass  # best effort: the write itself is what matters
+
+
 def _name_max(directory: Path) -> int:
     try:
         return os.pathconf(directory, "PC_NAME_MAX")
@@ -301,6 +317,7 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
             for m in reversed(missing):
                 m.mkdir()
                 created.append(m)
+                give_to_owner(m, m)
             if path.exists():
                 from envman.inputs import read_regular
 
@@ -312,6 +329,7 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(st.tmp, st.old_mode if st.old_mode is not None else 0o644)
+            give_to_owner(st.tmp, path)
         journal = _write_journal(root, staged)
         for st in staged:
             current = st.path

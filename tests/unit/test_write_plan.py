@@ -292,3 +292,14 @@ def test_a_dockerfile_linked_out_of_the_project_is_refused_and_kept(repo, tmp_pa
     err = capsys.readouterr().err.splitlines()
     assert err[0] == f"error: Dockerfile is a symbolic link to {outside.resolve()}, outside the project", err
     assert (repo / "Dockerfile").is_symlink() and outside.read_text() == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can write files another user owns: run as root to test")
+def test_sudo_envman_in_another_users_project_leaves_their_files_theirs(repo):
+    """Issue 24: `sudo envman lock` left root-owned files the project's owner could not edit or re-lock."""
+    uid, gid = 4242, 4343
+    for p in [repo, *repo.rglob("*")]:
+        os.lchown(p, uid, gid)
+    init_project(repo, InitOptions(targets=("h100",), python="3.11", no_lock=True))
+    owners = {str(p.relative_to(repo)): (p.lstat().st_uid, p.lstat().st_gid) for p in repo.rglob("*")}
+    assert {o for o in owners.values()} == {(uid, gid)}, {k: v for k, v in owners.items() if v != (uid, gid)}
