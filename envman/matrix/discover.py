@@ -246,7 +246,11 @@ def _compare(matrix: Matrix, p: Proposal) -> list[str]:
 
 
 def _q(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A YAML double-quoted scalar that no text can end, break or colour: JSON's escapes are YAML's, and with
+    ensure_ascii every control character (a newline, ESC, C1) is written as an escape, never raw."""
+    import json
+
+    return json.dumps(s, ensure_ascii=True)
 
 
 def _flow(xs: list[str]) -> str:

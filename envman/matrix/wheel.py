@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from email.parser import Parser
 from pathlib import Path
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 
-from envman.errors import UsageError
+from envman.errors import ToolError, UsageError
 
 
 @dataclass
@@ -65,13 +65,22 @@ def facts_from_text(metadata: str, version_py: str | None, wheel: str) -> WheelF
     X.Y is read from the runtime pin (cuda-toolkit==13.2.2 or nvidia-cuda-runtime-cu12==12.6.77)."""
     meta = Parser().parsestr(metadata)
     cuda = _py_assign(version_py, "cuda") if version_py is not None else None
+    # what an index serves is checked before it becomes YAML or a report line: a version is a version
+    if cuda is not None and not _VERSION.fullmatch(cuda):
+        raise ToolError(f"{wheel}: torch/version.py: cuda = {cuda!r} is not a CUDA version",
+                        hint="not a torch wheel envman reads (refresh reads only what a wheel states)")
+    if not _VERSION.fullmatch(str(meta["Version"] or "").split("+")[0]):
+        raise ToolError(f"{wheel}: METADATA: Version {meta['Version']!r} is not a version", hint="not a wheel envman reads")
     facts = WheelFacts(version=meta["Version"], cuda=cuda, wheel=wheel)
     for line in meta.get_all("Requires-Dist") or []:
-        req = Requirement(line)
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue  # not a requirement: it pins nothing envman reads
         if req.marker is not None and "extra" in str(req.marker):
             continue
         pin = _exact_pin(req)
-        if pin is None:
+        if pin is None or not _VERSION.fullmatch(pin.split("+")[0]):
             continue
         name = req.name.lower()
         facts.pins[name] = pin
@@ -86,6 +95,9 @@ def facts_from_text(metadata: str, version_py: str | None, wheel: str) -> WheelF
     return facts
 
 
+_VERSION = re.compile(r"\d+(?:\.\d+){0,5}")
+
+
 def _py_assign(src: str, name: str) -> str | None:
-    m = re.search(rf"^{name}\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]*)['\"]", src, re.M)
+    m = re.search(rf"^{name}[ \t]*(?::[ \t]*[^=\n]+)?=[ \t]*['\"]([^'\"\n]*)['\"]", src, re.M)
     return m.group(1) if m else None

@@ -47,3 +47,42 @@ def test_an_error_message_is_printed_without_escapes(capsys):
 
     report_error(UsageError(f"bad name {OSC52}x", hint="try \x1b[31mred\x1b[0m"))
     assert capsys.readouterr().err == "error: bad name x\nhint: try red\n"
+
+
+# --- matrix refresh: what a hostile index writes never reaches YAML or the terminal raw ------------------------
+
+META = """Metadata-Version: 2.1
+Name: torch
+Version: 2.99.0
+Requires-Dist: nvidia-cudnn-cu13 ===9.1"
+Requires-Dist: nvidia-nccl-cu13 ==2.30.7
+Requires-Dist: not a requirement at all ((
+"""
+
+
+def test_a_hostile_wheel_version_py_is_refused_not_written():
+    from envman.errors import ToolError
+    from envman.matrix.wheel import facts_from_text
+
+    for cuda in ("13.0\\nevil: true", f"13.0{OSC52}", "13.0 ; evil: 1"):
+        with pytest.raises(ToolError) as exc:
+            facts_from_text(META, f"cuda = '{cuda}'\n", "torch-2.99.0-cp311-cp311-manylinux_2_28_x86_64.whl")
+        assert exc.value.message.startswith("torch-2.99.0-cp311-cp311-manylinux_2_28_x86_64.whl: torch/version.py: cuda = ")
+
+
+def test_hostile_metadata_pins_are_dropped_and_a_bad_line_is_no_crash():
+    from envman.matrix.wheel import facts_from_text
+
+    facts = facts_from_text(META, "cuda = '13.0'\n", "torch.whl")
+    assert facts.cudnn is None and facts.nccl == "2.30.7" and facts.cuda == "13.0"
+
+
+def test_every_value_refresh_writes_into_yaml_is_escaped():
+    import yaml
+
+    from envman.matrix.discover import _q
+
+    for s in ("plain", 'a "quoted" \\ back', "two\nlines", f"esc{OSC52}", "bidi\u202ereversed", "tab\there"):
+        text = f"k: {_q(s)}\n"
+        assert text.isascii() and "\n" not in text[:-1] and "\x1b" not in text
+        assert yaml.safe_load(text) == {"k": s}
