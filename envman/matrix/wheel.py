@@ -65,12 +65,7 @@ def facts_from_text(metadata: str, version_py: str | None, wheel: str) -> WheelF
     X.Y is read from the runtime pin (cuda-toolkit==13.2.2 or nvidia-cuda-runtime-cu12==12.6.77)."""
     meta = Parser().parsestr(metadata)
     cuda = _py_assign(version_py, "cuda") if version_py is not None else None
-    # what an index serves is checked before it becomes YAML or a report line: a version is a version
-    if cuda is not None and not _VERSION.fullmatch(cuda):
-        raise ToolError(f"{wheel}: torch/version.py: cuda = {cuda!r} is not a CUDA version",
-                        hint="not a torch wheel envman reads (refresh reads only what a wheel states)")
-    if not _VERSION.fullmatch(str(meta["Version"] or "").split("+")[0]):
-        raise ToolError(f"{wheel}: METADATA: Version {meta['Version']!r} is not a version", hint="not a wheel envman reads")
+    _check_versions(wheel, cuda, meta["Version"])
     facts = WheelFacts(version=meta["Version"], cuda=cuda, wheel=wheel)
     for line in meta.get_all("Requires-Dist") or []:
         try:
@@ -96,6 +91,15 @@ def facts_from_text(metadata: str, version_py: str | None, wheel: str) -> WheelF
 
 
 _VERSION = re.compile(r"\d+(?:\.\d+){0,5}")
+
+
+def _check_versions(wheel: str, cuda: str | None, version: str | None) -> None:
+    """What an index serves is checked before it becomes YAML or a report line: a version is a version."""
+    if cuda is not None and not _VERSION.fullmatch(cuda):
+        raise ToolError(f"{wheel}: torch/version.py: cuda = {cuda!r} is not a CUDA version",
+                        hint="not a torch wheel envman reads (refresh reads only what a wheel states)")
+    if not _VERSION.fullmatch(str(version or "").split("+")[0]):
+        raise ToolError(f"{wheel}: METADATA: Version {version!r} is not a version", hint="not a wheel envman reads")
 
 
 def _py_assign(src: str, name: str) -> str | None:
