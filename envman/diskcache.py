@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 MAX_ENTRY = 16 * 1024 * 1024  # the matrix's documents are ~120 KB; anything far bigger is not ours
-_KIND = re.compile(r"[a-z0-9][a-z0-9.-]{0,80}\Z")
+_KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,80}\Z")
 _DIGEST = re.compile(r"[0-9a-f]{16,128}\Z")
 
 

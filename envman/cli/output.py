@@ -63,6 +63,12 @@ class CleanStream:
     def fileno(self) -> int:
         return self.unfiltered.fileno()
 
+    @property
+    def buffer(self) -> Any:
+        """The binary stream beneath, for a protocol that speaks bytes (envman mcp's JSON-RPC, whose JSON escapes
+        every control character itself): not text envman echoes."""
+        return self.unfiltered.buffer
+
 
 @contextlib.contextmanager
 def clean_streams() -> Iterator[None]:

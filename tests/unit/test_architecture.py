@@ -28,8 +28,9 @@ PKG = ROOT / "envman"
 
 RANK = {
     "portable": 0, "errors": 1, "hostenv": 0.5, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
-    "model": 2, "files": 2, "process": 2,
+    "model": 2, "files": 2,
     "inputs": 1.9,  # bounded reads of regular files only: what files.py reads back before it writes, too
+    "process": 1.9,  # signals, and who owns what a run leaves (files.py names its temp files by it)
     "diskcache": 2.2,  # data derived from data files, kept as JSON by digest (uses files.write_atomic)
     "lock.layout": 2.3,  # the stack's file names (envman.P.lock …): plain values, read by discovery and the context too
     "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
