@@ -28,6 +28,12 @@ VENV = "/opt/venv"
 APP_USER = "app"
 APP_UID = 1000
 WORKDIR = "/app"
+# The project's source reaches /app through a stage that drops what envman locked it with: the lock files are
+# bind-mounted into the install steps and never a layer of the image (they name the indexes a lock used).
+SOURCE_STAGE = "envman-source"
+SOURCE_DIR = "/tmp/envman-source"
+NOT_SOURCE = (".envman", "envman.lock", "envman.*.lock", "requirements.lock.txt", "requirements.*.lock.txt",
+              "pylock.toml", "pylock.*.toml", "Dockerfile.dockerignore", "Dockerfile.*.dockerignore")
 SMOKE_DIR = "/opt/envman"
 CA_SECRET = "envman_ca"
 SHM_SIZE = "16gb"  # PyTorch DataLoader workers share batches through /dev/shm; Docker's default is 64 MiB
@@ -94,6 +100,9 @@ class DockerPlan:
     wheels_step: Step | None = None  # the builder's wheels, installed before the rest of the lock
     project_step: Step | None = None  # the project itself, after its source
     editable_arg: str = EDITABLE_ARG
+    source_stage: str = SOURCE_STAGE  # the stage /app is copied from
+    source_dir: str = SOURCE_DIR
+    source_prune: str = "rm -rf " + " ".join(f"{SOURCE_DIR}/{n}" for n in NOT_SOURCE)
 
     @property
     def apt_packages(self) -> tuple[str, ...]:

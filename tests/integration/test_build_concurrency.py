@@ -172,3 +172,20 @@ def test_what_a_killed_build_left_is_swept_by_the_next(project, engine, tmp_path
     out = envman("build", str(project), "--rebuild", "--progress", "plain")
     assert "removed what a killed build left: " in out.stdout
     assert candidates(engine, project) == [] and its_containers() == []
+
+
+def test_app_holds_the_source_and_none_of_envmans_lock_files(project, engine):
+    """Issue 24: the README says no layer holds a lock file, but `COPY . /app` shipped them all (with the
+    private indexes they name). /app now comes from a stage that drops them: the source is there, they are not,
+    and no layer of the image holds their bytes."""
+    (project / "train.py").write_text("print('hi')\n")
+    envman("build", str(project), "--progress", "plain")
+    tag = good_tag(project)
+    rc, out, err = engine.run(tag, ["sh", "-c", "ls -A /app"], timeout=60)
+    listed = set(out.split())
+    assert rc == 0 and {"train.py", "requirements.txt", "envman.yaml"} <= listed, out + err
+    assert not listed & {"envman.lock", "requirements.lock.txt", "pylock.toml", ".envman"}, listed
+    from .engine_helpers import image_members_containing
+
+    lock_bytes = (project / "requirements.lock.txt").read_bytes().partition(b"\n")[2][:200]
+    assert image_members_containing(engine, tag, lock_bytes, project.parent) == []

@@ -157,7 +157,7 @@ def test_a_package_is_installed_after_its_source_and_editable_in_the_devcontaine
     out = generate(tmp_path, spec, no_lock=True)
     text = (tmp_path / "Dockerfile").read_text()
     step = text.index("--mount=type=bind,target=/tmp/envman/project,rw")
-    assert text.index("COPY --chown=app:app . /app") < step < text.index("USER app")
+    assert text.index("COPY --from=envman-source --chown=app:app /tmp/envman-source /app") < step < text.index("USER app")
     assert "pip install --no-deps --no-build-isolation --no-index --no-cache-dir /tmp/envman/project" in text
     assert "ARG ENVMAN_EDITABLE=" in text
     dc = json.loads((tmp_path / ".devcontainer" / "devcontainer.json").read_text().partition("\n")[2])
