@@ -259,3 +259,17 @@ def test_an_os_error_no_step_expected_is_one_line_exit_1_not_a_bug(monkeypatch, 
     assert capsys.readouterr().err.splitlines() == [
         "error: No space left on device: /var/lib/somewhere",
         "hint: free space on that disk (or point TMPDIR at one with room), then re-run"]
+
+
+def test_a_huge_gitignore_is_not_merged_whole(tmp_path, capsys):
+    """The generated .dockerignore merges the repository's .gitignore; a 20 MB one (a generated list of every
+    data file) was read and merged whole, line by line, into a 20 MB .dockerignore. Over 1 MB it is not merged."""
+    from envman.cli.main import main
+
+    (tmp_path / "requirements.txt").write_text("six\n")
+    (tmp_path / ".gitignore").write_text("".join(f"data/shard-{i:08d}.bin\n" for i in range(800_000)))
+    t = time.monotonic()
+    assert main(["init", str(tmp_path), "--cpu", "--python", "3.11", "--no-lock"]) == 0
+    assert time.monotonic() - t < 30
+    assert (tmp_path / ".dockerignore").stat().st_size < 64 << 10
+    capsys.readouterr()
