@@ -43,8 +43,27 @@ FIRST_MISSES = {
     "wsl2_windows_19042_no_gpu_paravirtualization": [("warn", "ext-nvcc-mismatch")],
 }
 
-# What the doctor says today on the reports it still gets wrong.
-KNOWN_MISSES = dict(FIRST_MISSES)
+# What the doctor says today on the reports it still gets wrong (after the fixes of round three: 26 of 33, no longer
+# a held-out figure), and why.
+KNOWN_MISSES = {
+    # the wheel flash-attn's setup.py fetched (GitHub, not PyPI) is not readable here: no file facts, and the C++ ABI
+    # of an extension against torch's is not a fact the probes record
+    "flash_attn_282_abi_vs_torch260": [],
+    # conda's cudnn package is no Python distribution, and a pre-plugin jaxlib says nothing of the cuDNN it wants
+    "jax0423_conda_beside_torch212_cudnn87": [],
+    # TensorFlow 2.1 keeps its build info in tensorflow_core/ in the old form, and the probes read no Windows DLL
+    # directories: its CUDA 10.1 libraries are not judged (not-in-matrix says so)
+    "tf21_windows_wants_cuda101_has_102": [],
+    # on review the extra finding is right: TensorFlow 2.3.1's build info lists no SASS or PTX a 5.0 GPU runs
+    # (sm_35 sm_37 sm_52 sm_60 sm_61 compute_70); the expectation, written from the report, named only the cuDNN
+    "tf231_wants_cudnn7_has_cudnn8": [("error", "arch-not-covered"), ("error", "tf-cuda-libs")],
+    # the report does not say what LD_LIBRARY_PATH held nor which CUDA directories the loader searched
+    "tf28_conda_env_cudnn_not_on_loader_path": [],
+    # the cuDNN torch 1.12's cu113 wheel bundles is named libcudnn.so.8 with no version: shadowed, but not provably older
+    "torch112_cu113_ld_library_path_cudnn803": [("warn", "ld-library-path")],
+    # no driver_cuda in the report, and the matrix's driver table starts at CUDA 11.0
+    "torch15_cu102_on_driver410_p100": [],
+}
 
 
 def load(path: Path) -> dict:
@@ -79,5 +98,6 @@ def test_heldout_report(path):
 
 
 def test_the_first_score_is_kept():
-    """17 of 33 as first scored: the figure the fixtures were collected for."""
+    """17 of 33 as first scored: the figure the fixtures were collected for; 26 of 33 after round three."""
     assert len(HELD) - len(FIRST_MISSES) == 17 and len(HELD) == 33
+    assert len(HELD) - len(KNOWN_MISSES) == 26 and set(KNOWN_MISSES) <= set(FIRST_MISSES)
