@@ -188,11 +188,24 @@ def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
                                need(b, "cuda", f"builds[{i}]"), b.get("cudnn")))
     tfw = doc.get("tensorflow_windows_native_gpu_last") or {}
     sonames, glibc, windows = _tables(doc, problems, need)
+    lcuda = _triton_lcuda(doc, problems, need)
     if problems:
         raise DataError("; ".join(problems))
     return dataclasses.replace(k, features=tuple(features), ptx_isa=ptx, ext_builds=tuple(builds),
                                tf_windows_gpu_last=tfw.get("version") if isinstance(tfw, dict) else None,
-                               cuda_sonames=sonames, wheel_glibc=glibc, windows_native=windows)
+                               cuda_sonames=sonames, wheel_glibc=glibc, windows_native=windows,
+                               triton_lcuda_before=lcuda)
+
+
+def _triton_lcuda(doc: dict, problems: list[str], need) -> str | None:
+    """extensions.yaml triton_links_libcuda_so.before: the first Triton whose launcher links libcuda.so.1."""
+    e = doc.get("triton_links_libcuda_so")
+    if e is None:
+        return None
+    if not (isinstance(e, dict) and (e.get("source") or e.get("measured"))):
+        problems.append(f"{EXTENSIONS_FILE}: triton_links_libcuda_so: expected a mapping with source or measured")
+        return None
+    return need(e, "before", "triton_links_libcuda_so") or None
 
 
 def _tables(doc: dict, problems: list[str], need) -> tuple[tuple, tuple, tuple]:

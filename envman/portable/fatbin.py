@@ -31,7 +31,7 @@ FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1
 KIND_ELF = 2
 FLAG_COMPRESSED = 0x2000 | 0x8000  # LZ4 | zstd
-MAX_ENTRIES = 4096  # flash-attn carries a few hundred; a corrupt file must not loop forever
+MAX_ENTRIES = 16384  # flash-attn carries a few hundred, libtorch_cuda.so ~3000; a corrupt file must not loop forever
 
 
 class NotElf(ValueError):
@@ -78,50 +78,57 @@ def _elf_layout(fh: BinaryIO) -> tuple[str, bool, list[tuple[str, int, int, int,
 
 def read_fatbin(path: str) -> dict[str, Any]:
     """``{"sass": ["sm_80", "sm_90"], "ptx": ["compute_90"], "ptx_isa": "8.5", "compressed": bool}`` for
-    the GPU code in ``path`` (empty lists when it carries none). Raises OSError / ValueError on a file
+    the GPU code in ``path`` (empty lists when it carries none). ``sass_rare``: SASS that fewer than half of the fat
+    binary containers carry — a few kernels built for more GPUs than the library (libtorch_cuda.so 2.14: sm_103 in
+    59 of 475 containers), which the library's arch list does not include. Raises OSError / ValueError on a file
     that cannot be read or is not ELF."""
     with open(path, "rb") as fh:
         _, _, sections = _elf_layout(fh)
         sec = next((s for s in sections if s[0] == ".nv_fatbin"), None)
-        sass: set[int] = set()
-        ptx: set[int] = set()
-        isa: tuple[int, int] | None = None
-        compressed = False
-        if sec is not None:
-            start, end = sec[2], sec[2] + sec[3]
-            pos, seen = start, 0
-            while pos + 16 <= end and seen < MAX_ENTRIES:
-                fh.seek(pos)
-                magic, _ver, hsize, fat_size = struct.unpack("<IHHQ", fh.read(16))
-                if magic != FATBIN_MAGIC:
-                    pos += 8  # containers are 8-byte aligned; padding between them
-                    continue
-                epos, eend = pos + hsize, min(pos + hsize + fat_size, end)
-                while epos + 32 <= eend and seen < MAX_ENTRIES:
-                    fh.seek(epos)
-                    head = fh.read(48)
-                    if len(head) < 48:
-                        break
-                    kind, _v, ehsize, psize = struct.unpack_from("<HHIQ", head, 0)
-                    minor, major_, arch = struct.unpack_from("<HHI", head, 24)
-                    (flags,) = struct.unpack_from("<Q", head, 40)
-                    if ehsize < 32 or kind not in (KIND_PTX, KIND_ELF):
-                        break
-                    seen += 1
-                    compressed |= bool(flags & FLAG_COMPRESSED)
-                    if kind == KIND_ELF:
-                        sass.add(arch)
-                    else:
-                        ptx.add(arch)
-                        if isa is None or (major_, minor) > isa:
-                            isa = (major_, minor)
-                    epos += ehsize + psize
-                pos = max(pos + 16, (pos + hsize + fat_size + 7) & ~7)
+        containers = _containers(fh, sec[2], sec[2] + sec[3]) if sec is not None else []
+    entries = [e for c in containers for e in c]
+    sass = {a for kind, a, _isa, _c in entries if kind == KIND_ELF}
+    ptx = {a for kind, a, _isa, _c in entries if kind == KIND_PTX}
+    isas = [isa for kind, _a, isa, _c in entries if kind == KIND_PTX]
     out: dict[str, Any] = {"sass": [_arch("sm", a) for a in sorted(sass)], "ptx": [_arch("compute", a) for a in sorted(ptx)]}
-    if isa is not None:
-        out["ptx_isa"] = "%d.%d" % isa
-    if compressed:
+    if isas:
+        out["ptx_isa"] = "%d.%d" % max(isas)
+    if any(c for _k, _a, _i, c in entries):
         out["compressed"] = True
+    count = {a: sum(1 for c in containers if any(k == KIND_ELF and x == a for k, x, _i, _c in c)) for a in sass}
+    rare = sorted(a for a, n in count.items() if len(containers) >= 8 and 2 * n < len(containers))
+    if rare:
+        out["sass_rare"] = [_arch("sm", a) for a in rare]
+    return out
+
+
+def _containers(fh: BinaryIO, start: int, end: int) -> list[list[tuple[int, int, tuple[int, int], bool]]]:
+    """The entries of each fat binary container in [start, end): (kind, arch, (code major, minor), compressed)."""
+    out: list[list[tuple[int, int, tuple[int, int], bool]]] = []
+    pos, seen = start, 0
+    while pos + 16 <= end and seen < MAX_ENTRIES:
+        fh.seek(pos)
+        magic, _ver, hsize, fat_size = struct.unpack("<IHHQ", fh.read(16))
+        if magic != FATBIN_MAGIC:
+            pos += 8  # containers are 8-byte aligned; padding between them
+            continue
+        epos, eend = pos + hsize, min(pos + hsize + fat_size, end)
+        here: list[tuple[int, int, tuple[int, int], bool]] = []
+        while epos + 32 <= eend and seen < MAX_ENTRIES:
+            fh.seek(epos)
+            head = fh.read(48)
+            if len(head) < 48:
+                break
+            kind, _v, ehsize, psize = struct.unpack_from("<HHIQ", head, 0)
+            minor, major_, arch = struct.unpack_from("<HHI", head, 24)
+            (flags,) = struct.unpack_from("<Q", head, 40)
+            if ehsize < 32 or kind not in (KIND_PTX, KIND_ELF):
+                break
+            seen += 1
+            here.append((kind, arch, (major_, minor), bool(flags & FLAG_COMPRESSED)))
+            epos += ehsize + psize
+        out.append(here)
+        pos = max(pos + 16, (pos + hsize + fat_size + 7) & ~7)
     return out
 
 
@@ -131,29 +138,46 @@ def _arch(kind: str, num: int) -> str:
 
 DT_NEEDED = 1
 DT_STRTAB = 5
+DT_RPATH = 15
+DT_RUNPATH = 29
 SHT_DYNAMIC = 6
+MAX_DYNAMIC = 4096  # entries read from .dynamic (a library has a few dozen)
 
 
-def needed_libs(path: str) -> list[str]:
-    """DT_NEEDED entries of the ELF object at ``path`` (``["libcudart.so.12", "libc10.so", …]``)."""
+def dynamic_entries(path: str) -> dict[str, list[str]]:
+    """``{"needed": [...], "rpath": [...], "runpath": [...]}`` of the ELF object at ``path``: its DT_NEEDED sonames
+    (``libcudart.so.11.0``, what the dynamic loader will look for) and the directories of DT_RPATH / DT_RUNPATH
+    as written (``$ORIGIN/../../nvidia/cudnn/lib``). Each string is read at its offset in the string table, so a
+    library whose table is larger than any buffer (libtorch_cuda.so: 4.5 MB) costs a few small reads."""
+    out: dict[str, list[str]] = {"needed": [], "rpath": [], "runpath": []}
     with open(path, "rb") as fh:
         e, is64, sections = _elf_layout(fh)
         dyn = next((s for s in sections if s[1] == SHT_DYNAMIC), None)
         if dyn is None or dyn[4] >= len(sections):
-            return []
+            return out
+        fmt = e + ("qQ" if is64 else "iI")
+        step = struct.calcsize(fmt)
         fh.seek(dyn[2])
-        raw = fh.read(min(dyn[3], 1 << 20))
-        strtab = sections[dyn[4]]
-        fh.seek(strtab[2])
-        strings = fh.read(min(strtab[3], 4 << 20))
-    fmt = e + ("qQ" if is64 else "iI")
-    step = struct.calcsize(fmt)
-    out = []
-    for i in range(0, len(raw) - step + 1, step):
-        tag, val = struct.unpack_from(fmt, raw, i)
-        if tag == 0:
-            break
-        if tag == DT_NEEDED and val < len(strings):
-            end = strings.find(b"\0", val)
-            out.append(strings[val:end if end >= 0 else None].decode("ascii", "replace"))
+        raw = fh.read(min(dyn[3], MAX_DYNAMIC * step))
+        _, _, str_off, str_size, _, _ = sections[dyn[4]]
+        for i in range(0, len(raw) - step + 1, step):
+            tag, val = struct.unpack_from(fmt, raw, i)
+            if tag == 0:
+                break
+            key = {DT_NEEDED: "needed", DT_RPATH: "rpath", DT_RUNPATH: "runpath"}.get(tag)
+            if key is None or val >= str_size:
+                continue
+            fh.seek(str_off + val)
+            chunk = fh.read(min(4096, str_size - val))
+            end = chunk.find(b"\0")
+            text = chunk[:end if end >= 0 else None].decode("utf-8", "replace")
+            if key == "needed":
+                out["needed"].append(text)
+            else:
+                out[key] += [d for d in text.split(":") if d]
     return out
+
+
+def needed_libs(path: str) -> list[str]:
+    """DT_NEEDED entries of the ELF object at ``path`` (``["libcudart.so.12", "libc10.so", …]``)."""
+    return dynamic_entries(path)["needed"]

@@ -341,8 +341,8 @@ def _ext(**kw):
     return box(**{**torch("2.7.1+cu128", "12.8"), "gcc": "12.3.0", **kw})
 
 
-@pytest.mark.parametrize("nvcc, pip, severity", [("11.8", {"deepspeed": "0.16.4"}, "error"), ("11.8", {}, "warn"),
-                                                 ("12.4", {"deepspeed": "0.16.4"}, "warn")])
+@pytest.mark.parametrize("nvcc, pip, severity", [("11.8", {"deepspeed": "0.16.4"}, "error"), ("11.8", {}, "info"),
+                                                 ("12.4", {"deepspeed": "0.16.4"}, "info")])
 def test_nvcc_differs_from_torch_cuda(nvcc, pip, severity):
     f = one(_ext(nvcc={"path": "/usr/local/cuda/bin/nvcc", "version": nvcc}, cuda_home=None, pip=pip),
             "ext-nvcc-mismatch")

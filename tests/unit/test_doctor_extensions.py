@@ -14,7 +14,7 @@ import pytest
 from envman.app.doctor import knowledge_from_matrix, with_extensions
 from envman.matrix.load import load_matrix
 from envman.portable.doctor.checks import run_checks
-from envman.portable.facts.extensions import probe_extensions
+from envman.portable.facts.extensions import LoaderView, probe_extensions
 from envman.portable.fatbin import needed_libs, read_fatbin
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
@@ -35,18 +35,21 @@ def fat_container(*entries: bytes) -> bytes:
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
 
 
-def elf(sections: dict[str, bytes], needed: tuple[str, ...] = ()) -> bytes:
-    """A minimal little-endian ELF64 shared object: the given sections, .dynstr/.dynamic for ``needed``."""
+def elf(sections: dict[str, bytes], needed: tuple[str, ...] = (), runpath: str | None = None,
+        rpath: str | None = None, pad: int = 0) -> bytes:
+    """A minimal little-endian ELF64 shared object: the given sections, .dynstr/.dynamic for ``needed`` and a
+    DT_RUNPATH / DT_RPATH (``pad`` bytes of other strings first, as a large C++ library has)."""
     names = [""] + list(sections)
     data = dict(sections)
-    if needed:
-        dynstr = b"\0"
-        offs = []
-        for n in needed:
-            offs.append(len(dynstr))
-            dynstr += n.encode() + b"\0"
+    if needed or runpath or rpath:
+        dynstr = b"\0" + b"x" * pad + b"\0"
+        tags = []
+        for tag, n in [(1, n) for n in needed] + [(29, runpath), (15, rpath)]:
+            if n:
+                tags.append((tag, len(dynstr)))
+                dynstr += n.encode() + b"\0"
         data[".dynstr"] = dynstr
-        data[".dynamic"] = b"".join(struct.pack("<qQ", 1, o) for o in offs) + struct.pack("<qQ", 0, 0)
+        data[".dynamic"] = b"".join(struct.pack("<qQ", t, o) for t, o in tags) + struct.pack("<qQ", 0, 0)
         names += [".dynstr", ".dynamic"]
     names.append(".shstrtab")
     shstr = b"\0"
@@ -71,7 +74,8 @@ def elf(sections: dict[str, bytes], needed: tuple[str, ...] = ()) -> bytes:
     return ehdr + blob + sh
 
 
-def write_so(tmp_path: Path, name: str, sass=(), ptx=(), needed=(), isa=(8, 4)) -> Path:
+def write_so(tmp_path: Path, name: str, sass=(), ptx=(), needed=(), isa=(8, 4), runpath=None, rpath=None,
+             pad=0) -> Path:
     entries = [fat_entry(2, a, b"\x7fELF" + b"c" * 20) for a in sass] + [fat_entry(1, a, b".version 8.4\0", isa) for a in ptx]
     secs = {".text": b"\x90" * 16}
     if entries:
@@ -81,7 +85,7 @@ def write_so(tmp_path: Path, name: str, sass=(), ptx=(), needed=(), isa=(8, 4)) 
         secs[".nv_fatbin"] = c1 + b"\0" * (-len(c1) % 8) + b"\0" * 8 + fat_container(*entries[half:])
     p = tmp_path / name
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(elf(secs, tuple(needed)))
+    p.write_bytes(elf(secs, tuple(needed), runpath, rpath, pad))
     return p
 
 
@@ -166,11 +170,11 @@ def test_probe_reads_record_metadata_and_the_libraries(tmp_path):
     (meta / "RECORD").write_text("flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so,sha256=x,1\n"
                                  "flash_attn/__init__.py,sha256=y,2\n")
     dists = {"flash-attn": (str(site), "2.6.3+cu123torch2.4cxx11abiFALSE", meta.name)}
-    got = probe_extensions(dists)
+    got = probe_extensions(dists, where=LoaderView([str(site)], environ={}, cache=[], defaults=(), unsearched=[]))
     assert got == {"flash-attn": {
         "version": "2.6.3+cu123torch2.4cxx11abiFALSE", "requires_torch": "any",
         "files": [{"file": "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so", "sass": ["sm_80", "sm_90"],
-                   "ptx": [], "needed": ["libcudart.so.12"]}],
+                   "ptx": [], "needed": ["libcudart.so.12"], "resolved": {"libcudart.so.12": None}}],
     }}
 
 

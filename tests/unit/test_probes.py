@@ -449,3 +449,27 @@ def test_a_package_with_compiled_code_that_requires_torch_is_read_whatever_its_n
             (sp / f).write_bytes(b"not an elf")
     e = probe_extensions(packages.scan_dists([str(sp)]))
     assert sorted(e) == ["sgl-kernel"] and e["sgl-kernel"]["requires_torch"] == "==2.7.1"
+
+
+def test_dockerfiles_in_the_subdirectories_of_docker_directories(tmp_path):
+    """dockerfiles/XAgentGen/Dockerfile (OpenBMB/XAgent), docker/docker-cuda/Dockerfile (LlamaFactory): a GPU image
+    two levels down; a virtualenv's and a hidden directory's are not the project's."""
+    for rel, text in (("dockerfiles/XAgentGen/Dockerfile", "FROM pytorch/pytorch:2.1.0-cuda11.8-cudnn8-devel\n"),
+                      ("docker/docker-cuda/Dockerfile", "FROM nvcr.io/nvidia/pytorch:24.02-py3\n"),
+                      ("venv/Dockerfile", "FROM python:3.11\n"), (".git/Dockerfile", "FROM scratch\n"),
+                      ("src/deep/Dockerfile", "FROM python:3.12\n")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert project.read_dockerfiles(str(tmp_path)) == [
+        {"path": "docker/docker-cuda/Dockerfile", "from": ["nvcr.io/nvidia/pytorch:24.02-py3"]},
+        {"path": "dockerfiles/XAgentGen/Dockerfile", "from": ["pytorch/pytorch:2.1.0-cuda11.8-cudnn8-devel"]}]
+
+
+def test_a_libcuda_name_the_loader_cannot_find_is_recorded_absent(monkeypatch):
+    from envman.portable.facts import host, loader
+
+    monkeypatch.setattr(loader, "resolve", lambda name, *a, **k: (
+        {"name": name, "path": f"/usr/lib/x86_64-linux-gnu/{name}", "from": "ld.so.cache", "stub": False}
+        if name == "libcuda.so.1" else None))
+    got = host.probe_host()["libcuda_loaded"]
+    assert got[1] == {"name": "libcuda.so", "path": None} and got[0]["path"].endswith("libcuda.so.1")

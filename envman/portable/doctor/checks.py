@@ -21,6 +21,7 @@ from . import (
     checks_host,
     checks_jupyter,
     checks_libraries,
+    checks_loader,
     checks_nccl,
     checks_packages,
     checks_toolchain,
@@ -37,6 +38,7 @@ CHECKS = (
     + checks_container.CHECKS
     + checks_packages.CHECKS
     + checks_libraries.CHECKS
+    + checks_loader.CHECKS
     + checks_toolchain.CHECKS
     + checks_deep.CHECKS
     + checks_drift.CHECKS

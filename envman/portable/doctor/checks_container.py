@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ..versions import major, major_minor, vcmp
+from .checks_host import CONSUMER
 from .findings import Finding, error
 from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_list, as_str
@@ -53,9 +54,24 @@ def check_container_cuda(v: FactsView, k: Knowledge) -> list[Finding]:
         newer = vcmp(mm, v.driver_cuda) > 0
         same_major = major(mm) == major(v.driver_cuda)
         mode = "too-old" if newer and not (same_major and k.floor_driver(mm)) else None
+    need = k.full_driver(mm) or k.floor_driver(mm)
+    consumer = [g for g in v.gpus if CONSUMER.search(g.name)]
+    if mode == "minor" and consumer and not as_list(v.f.get("cuda_compat")):  # (with a compat library: its check)
+        # Minor-version compatibility needs no compat library on data-center GPUs; a GeForce-class one gets either the
+        # toolkit's refusal (NVIDIA_REQUIRE_CUDA lists no brand=geforce exception for this driver) or, when the image
+        # carries cuda-compat, error 804.
+        return [error(
+            "container-cuda-newer",
+            f"this container was started from a CUDA {cuda} image, newer than the CUDA {v.driver_cuda or '?'} of the "
+            f"host driver {v.driver}, on a {consumer[0].name}: GeForce-class GPUs get no minor-version compatibility in "
+            f"containers — 'nvidia-container-cli: requirement error: unsatisfied condition: cuda>={mm}', or with the "
+            f"image's cuda-compat, error 804 'forward compatibility was attempted on non supported HW'",
+            (f"install NVIDIA driver ≥ {k.full_driver(mm)} on the host, or" if k.full_driver(mm) else
+             "upgrade the host's NVIDIA driver, or")
+            + f" build the image FROM a CUDA ≤ {v.driver_cuda or 'the driver’s'} base (envman init --driver {v.driver} picks one)",
+        )]
     if mode != "too-old":
         return []
-    need = k.full_driver(mm) or k.floor_driver(mm)
     return [error(
         "container-cuda-newer",
         f"this container was started from a CUDA {cuda} image, but the host driver {v.driver} supports CUDA ≤ "

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..versions import major, vcmp, vt
 from .checks_container import gpu_lost
+from .checks_loader import loader_explains
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge
 from .remedies import gib
@@ -186,6 +188,20 @@ def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
                 "remove it: sudo apt-get purge 'nvidia-driver-*' 'libnvidia-compute-*'; on WSL2 install only the "
                 "Windows driver and, for nvcc, a cuda-toolkit-X-Y package (never 'cuda' or 'cuda-drivers')",
             )]
+        nodes = v.f.get("device_nodes")
+        if isinstance(nodes, list) and "dxg" not in nodes and not v.in_container:
+            # WSL2's GPU is the Windows driver's, reached through the paravirtualised /dev/dxg (NVIDIA's CUDA on WSL
+            # guide): without it nothing inside can see the GPU, whatever is installed there
+            wants = v.cuda_frameworks()
+            return [(error if wants else warn)(
+                "wsl2-no-gpu",
+                "this WSL2 has no /dev/dxg: Windows passes no GPU into it"
+                + (f", so {wants[0].label} will run on the CPU" if wants else "")
+                + " (CUDA on WSL needs Windows 11 or Windows 10 21H2 or later, a current WSL kernel and the Windows "
+                "NVIDIA driver)",
+                "update Windows, then from PowerShell: wsl --update; wsl --shutdown; install the current NVIDIA driver "
+                "for Windows (nothing NVIDIA inside WSL but a cuda-toolkit-X-Y package)",
+            )]
     return []
 
 
@@ -266,19 +282,15 @@ def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
     if not wants:
         return []
     entries = [e for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e]
+    # What the loader resolves for torch's own libraries was read (checks_loader says what LD_LIBRARY_PATH shadows):
+    # torch's RPATH is searched before LD_LIBRARY_PATH, so only what cuDNN 8 dlopens by name (its sub-libraries,
+    # pytorch/pytorch#119989) is still taken from LD_LIBRARY_PATH first.
+    resolved = [fw.name for fw in wants] == ["torch"] and loader_explains(v)
     out = []
     for d in as_list(v.f.get("cuda_libs")):
         if not isinstance(d, dict) or d.get("from") != "LD_LIBRARY_PATH":
             continue
-        older, maybe = [], []
-        for stem, ver in sorted(as_dict(d.get("libs")).items()):
-            pip = _pip_lib(v, stem)
-            if pip is None or major(ver) != major(pip[1]):
-                continue  # another soname major is another library: no shadowing
-            if len(vt(ver)) == 1:
-                maybe.append(f"{stem}.so.{ver} ({pip[0]} {pip[1]})")
-            elif vcmp(ver, pip[1]) < 0 and not _same_prefix(ver, pip[1]):
-                older.append(f"{stem}.so.{ver} < {pip[0]} {pip[1]}")
+        older, maybe = _shadowing(v, d, resolved)
         if not older and not maybe:
             continue
         path = as_str(d.get("dir")) or "?"
@@ -301,6 +313,23 @@ def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
                 fix,
             ))
     return out
+
+
+def _shadowing(v: FactsView, d: dict[str, Any], resolved: bool) -> tuple[list[str], list[str]]:
+    """(older, of unknown version) libraries of LD_LIBRARY_PATH directory ``d`` that a pip wheel of the same soname
+    major provides; with ``resolved`` only cuDNN 8, whose sub-libraries it dlopens by name."""
+    older, maybe = [], []
+    for stem, ver in sorted(as_dict(d.get("libs")).items()):
+        pip = _pip_lib(v, stem)
+        if pip is None or major(ver) != major(pip[1]):
+            continue  # another soname major is another library: no shadowing
+        if resolved and not (stem == "libcudnn" and major(ver) == 8):
+            continue
+        if len(vt(ver)) == 1:
+            maybe.append(f"{stem}.so.{ver} ({pip[0]} {pip[1]})")
+        elif vcmp(ver, pip[1]) < 0 and not _same_prefix(ver, pip[1]):
+            older.append(f"{stem}.so.{ver} < {pip[0]} {pip[1]}")
+    return older, maybe
 
 
 def _same_prefix(short: str, full: str) -> bool:

@@ -190,11 +190,13 @@ def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
 
 
 def _missing_sonames(v: FactsView, f: dict[str, Any]) -> list[str]:
-    """The CUDA sonames ``f`` names whose major no provider here has (unknown providers: not missing)."""
+    """The CUDA sonames ``f`` names whose major no provider here has (unknown providers: not missing). One the
+    probe found installed off the loader's path is left to checks_loader, which says where it is."""
     out = []
+    away = as_dict(f.get("elsewhere"))
     for so in as_list(f.get("needed")):
         m = _SONAME.match(str(so))
-        if not m:
+        if not m or as_list(away.get(so)):
             continue
         have = _provided_majors(v, m.group(1))
         if have is not None and int(m.group(2)) not in have:
@@ -315,11 +317,19 @@ def _pulled_in(v: FactsView, feat: Feature) -> str | None:
     return None
 
 
-def check_tf_windows(v: FactsView, k: Knowledge) -> list[Finding]:
-    """Native Windows TensorFlow past the last release with GPU support runs on the CPU."""
+def tf_windows_native(v: FactsView, k: Knowledge) -> bool:
+    """TensorFlow on native Windows past the last release with GPU support: a CPU build whatever is installed (its
+    one cause, said by check_tf_windows; check_cpu_build leaves it)."""
     last = k.tf_windows_gpu_last
     tf = v.framework("tensorflow")
-    if as_str(v.f.get("os")) != "Windows" or not tf or not last or vcmp(major_minor(tf.version), last) <= 0:
+    return bool(as_str(v.f.get("os")) == "Windows" and tf and last and vcmp(major_minor(tf.version), last) > 0)
+
+
+def check_tf_windows(v: FactsView, k: Knowledge) -> list[Finding]:
+    """Native Windows TensorFlow past the last release with GPU support runs on the CPU."""
+    tf = v.framework("tensorflow")
+    last = k.tf_windows_gpu_last
+    if not tf_windows_native(v, k) or tf is None or last is None:
         return []
     if not (v.gpus or v.pkgs_matching(re.compile(r"^nvidia-")) or tf.gpu):
         return []

@@ -6,13 +6,14 @@ import re
 from typing import Any
 
 from ..frameworks.base import Installed
-from ..versions import major, sm, split_arch_list, vcmp
+from ..versions import major, major_minor, sm, split_arch_list, vcmp
 from .checks_container import gpu_lost
+from .checks_extensions import tf_windows_native
 from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release, covers
 from .remedies import build_for, capability, fmt_archs, install, mib
-from .view import FactsView, Gpu, as_list, as_num, as_str, group_label
+from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
 
 # Policy, not compatibility data: memory other processes may hold before we call the GPU "busy".
 HELD_FRACTION = 0.10
@@ -43,8 +44,12 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
     for fw, cuda, rel in _cuda_frameworks(v, k):
         mode = k.driver_mode(v.driver, cuda)
         if mode is None and v.driver_cuda and major(v.driver_cuda) is not None:
-            # No data on this CUDA release: the driver's own CUDA version still tells across majors.
-            mode = "too-old" if major(v.driver_cuda) < major(cuda) else None  # type: ignore[operator]
+            # No data on this CUDA release: the driver's own CUDA version still tells. Across majors always; within
+            # one, where the major has no minor-version compatibility (none before CUDA 11: the matrix's `majors`
+            # list the ones that have it), a driver runs no runtime newer than its own CUDA.
+            older = vcmp(major_minor(v.driver_cuda) or "", major_minor(cuda) or "") < 0
+            same = major(v.driver_cuda) == major(cuda)
+            mode = "too-old" if older and (not same or k.floor_driver(cuda) is None) else None
         if mode != "too-old":
             continue
         full, floor = k.full_driver(cuda), k.floor_driver(cuda)
@@ -68,11 +73,38 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _archs(fw: Installed, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
-    """(SASS list, PTX list, where they were read) of an installed build: recorded, else the matrix's."""
+def _fatbin_archs(v: FactsView, name: str) -> tuple[list[Any], list[str], str] | None:
+    """The arch list in a framework's own library (facts ``framework_libs``: libtorch_cuda.so's fat binary), as
+    torch.cuda.get_arch_list() would say it: the SASS most of its kernels carry, and its PTX."""
+    sass: set[str] = set()
+    ptx: set[str] = set()
+    files = []
+    for f in as_list(as_dict(v.f.get("framework_libs")).get(name)):
+        f = as_dict(f)
+        if not as_list(f.get("sass")) and not as_list(f.get("ptx")):
+            continue
+        rare = {str(a) for a in as_list(f.get("sass_rare"))}
+        sass |= {str(a) for a in as_list(f.get("sass")) if str(a) not in rare}
+        ptx |= {str(a) for a in as_list(f.get("ptx"))}
+        files.append(str(f.get("file")))
+    if not files:
+        return None
+    def num(a: str) -> int:
+        return int(a.split("_", 1)[1])
+
+    ptx_l = sorted(ptx, key=num)
+    return sorted(sass, key=num) + ptx_l, ptx_l, f"the fat binary of {', '.join(files)}"
+
+
+def _archs(v: FactsView, fw: Installed, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
+    """(SASS list, PTX list, where they were read) of an installed build: recorded (--deep), else its library's fat
+    binary, else the matrix's."""
     if fw.arch_list:
         ptx = split_arch_list(fw.arch_list)[1]
         return list(fw.arch_list), [f"compute_{a[0]}{a[1]}" for a in ptx], fw.arch_source
+    read = _fatbin_archs(v, fw.name)
+    if read:
+        return read
     b = k.build_of(fw.name, fw.base, fw.variant, fw.gpu)
     if b is None:
         return None
@@ -86,7 +118,7 @@ def check_arch(v: FactsView, k: Knowledge) -> list[Finding]:
         return []
     out: list[Finding] = []
     for fw in v.cuda_frameworks():
-        archs = _archs(fw, k)
+        archs = _archs(v, fw, k)
         rel = k.release(fw.name, fw.base)
         if archs is None and rel is not None:  # (an unknown release is reported once, by not-in-matrix)
             out.append(info(
@@ -155,7 +187,7 @@ def check_cpu_build(v: FactsView, k: Knowledge) -> list[Finding]:
     out = []
     where = f"this machine has {v.gpu_summary()}" + (f" (driver {v.driver})" if v.driver else "")
     for fw in v.frameworks:
-        if not fw.cpu_only:
+        if not fw.cpu_only or (fw.name == "tensorflow" and tf_windows_native(v, k)):
             continue
         rel = k.release(fw.name, fw.base)
         if fw.variant is None:  # one GPU build per release (TensorFlow): its install says it all

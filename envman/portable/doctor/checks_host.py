@@ -12,7 +12,7 @@ from .view import FactsView, as_dict, as_list, as_num, as_str
 
 # Forward compatibility (cuda-compat) runs on data-center and some professional GPUs only; GeForce and
 # TITAN cards get CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804).
-_CONSUMER = re.compile(r"geforce|titan|\bgtx\b|\brtx [2-5]0\d0", re.I)
+CONSUMER = re.compile(r"geforce|titan|\bgtx\b|\brtx [2-5]0\d0", re.I)
 
 
 def check_fabricmanager(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -58,7 +58,7 @@ def check_cuda_compat(v: FactsView, k: Knowledge) -> list[Finding]:
         used = folder in path_dirs or (bool(resolved) and resolved.rsplit("/", 1)[0] == folder)
         where = ("the libcuda the loader resolves" if resolved.startswith(folder) else "on LD_LIBRARY_PATH") if used \
             else "installed (used when on the loader path)"
-        consumer = [g for g in v.gpus if _CONSUMER.search(g.name)]
+        consumer = [g for g in v.gpus if CONSUMER.search(g.name)]
         if consumer:
             out.append(error(
                 "cuda-compat-unsupported-gpu",
@@ -101,12 +101,43 @@ def check_libcuda_stub(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
+def check_libcuda_unversioned(v: FactsView, k: Knowledge) -> list[Finding]:
+    """Triton builds its launcher with `-lcuda` against the directories of libcuda.so.1 (its libcuda_dirs()): the
+    link needs a file named libcuda.so there, which a driver installed without its development link (a run file, an
+    image given only libcuda.so.1) lacks."""
+    triton = v.pkg("triton") or v.pkg("pytorch-triton")
+    before = k.triton_lcuda_before
+    if not triton or not before or vcmp(triton, before) >= 0 or as_str(v.f.get("os")) not in (None, "Linux"):
+        return []
+    one, dev = _loaded_libcuda(v), _loaded_libcuda(v, "libcuda.so")
+    path = as_str(one.get("path"))
+    found = bool(one) and one.get("path", "") is not None and one.get("stub") is not True
+    # libcuda.so recorded with path null: looked for and absent (an older facts file without the entry: unknown)
+    if not found or "path" not in dev or dev.get("path") or v.env.get("TRITON_LIBCUDA_PATH"):
+        return []
+    folder = path.rsplit("/", 1)[0] if path else "the directory of libcuda.so.1"
+    return [warn(
+        "libcuda-unversioned-missing",
+        f"the loader finds libcuda.so.1{f' ({path})' if path else ''} but no libcuda.so: triton {triton} compiles its launcher "
+        f"with -lcuda, so torch.compile and every Triton kernel fail with '/usr/bin/ld: cannot find -lcuda' "
+        f"('libcuda.so cannot found!')",
+        f"sudo ln -s libcuda.so.1 {folder}/libcuda.so && sudo ldconfig, or export TRITON_LIBCUDA_PATH to a directory "
+        f"holding one (the toolkit's link-time stub is enough: /usr/local/cuda/lib64/stubs), or pip install "
+        f"'triton>={before}' (it links libcuda.so.1) with a torch that allows it",
+    )]
+
+
 def _unloaded_driver(v: FactsView) -> str | None:
     """The installed user-space driver's version when no kernel module is loaded on a host (None otherwise)."""
     kos = v.f.get("nvidia_ko")
     if not isinstance(kos, list) or v.in_container or as_str(v.f.get("driver_module")) or v.gpus:
         return None
-    return as_str(v.f.get("nvml_lib")) or as_str(as_dict(v.f.get("libcuda")).get("version"))
+    found = as_str(v.f.get("nvml_lib")) or as_str(as_dict(v.f.get("libcuda")).get("version"))
+    if found:
+        return found
+    # nvidia-smi itself is part of the user-space driver: its "couldn't communicate" says one is installed
+    smi = (as_str(v.f.get("nvidia_smi_error")) or "").lower()
+    return "(its nvidia-smi answers)" if "couldn't communicate with the nvidia driver" in smi else None
 
 
 def kernel_module_missing(v: FactsView) -> bool:
@@ -143,4 +174,4 @@ def check_kernel_module(v: FactsView, k: Knowledge) -> list[Finding]:
     return []
 
 
-CHECKS = (check_fabricmanager, check_cuda_compat, check_libcuda_stub, check_kernel_module)
+CHECKS = (check_fabricmanager, check_cuda_compat, check_libcuda_stub, check_libcuda_unversioned, check_kernel_module)

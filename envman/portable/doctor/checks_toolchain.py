@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..versions import arch_covers, major, major_minor, vt
-from .findings import Finding, error, warn
+from .findings import Finding, error, info, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_list, as_num, as_str
 
@@ -136,10 +136,10 @@ def _nvcc_vs_torch(v: FactsView, k: Knowledge, label: str, cuda: str,
         builds = _builds_extensions(v, k)
         if not builds and isinstance(v.f.get("dockerfile"), dict):
             return []
-        return [(error if builds else warn)(
+        return [(error if builds else info)(
             "ext-nvcc-mismatch",
             f"nvcc {nv} ({where}) and {label}'s CUDA {cuda} differ in major: torch.utils.cpp_extension "
-            f"refuses to build extensions",
+            f"refuses to build extensions" + (f" ({builds})" if builds else "; nothing here builds one now"),
             fix,
         )]
     if nv == cuda:
@@ -153,10 +153,12 @@ def _nvcc_vs_torch(v: FactsView, k: Knowledge, label: str, cuda: str,
             f"compile Pytorch binaries'",
             fix + f", or a torch built for CUDA {nv}",
         )]
-    return [warn(
+    # torch.utils.cpp_extension only warns on a minor difference ('Most likely this shouldn't be a problem') and
+    # DeepSpeed's op builder accepts it ('since the APIs are compatible, accepting this combination')
+    return [info(
         "ext-nvcc-mismatch",
-        f"nvcc {nv} ({where}) ≠ {label}'s CUDA {cuda} (minor): extensions build, but may miss "
-        f"features or fail to load",
+        f"nvcc {nv} ({where}) ≠ {label}'s CUDA {cuda} (minor): extensions build (torch and DeepSpeed accept a minor "
+        f"difference)",
         fix,
     )]
 

@@ -106,6 +106,9 @@ class Knowledge:
     # matrices/base_images.yaml: NVIDIA's CUDA images ((cuda "11.8", cudnn "8", ubuntu "22.04", python "3.10"), …),
     # which say what an image FROM nvidia/cuda:… holds (the distro's python3 per Ubuntu release)
     cuda_images: tuple[tuple[str, str | None, str, str], ...] = ()
+    # matrices/extensions.yaml triton_links_libcuda_so: the first Triton release whose launcher links libcuda.so.1,
+    # not -lcuda (which needs an unversioned libcuda.so)
+    triton_lcuda_before: str | None = None
 
     def sonames(self, cuda: str | None) -> dict[str, str]:
         """{stem: soname version} of CUDA ``cuda``'s libraries ('libcufft' -> '10' for 11.8): the newest row of its
@@ -284,6 +287,7 @@ class Knowledge:
             "wheel_glibc": [list(x) for x in self.wheel_glibc],
             "windows_native": [list(x) for x in self.windows_native],
             "cuda_images": [list(x) for x in self.cuda_images],
+            "triton_lcuda_before": self.triton_lcuda_before,
         }
 
     @classmethod
@@ -324,6 +328,7 @@ class Knowledge:
             tuple((str(p), str(f), str(g)) for p, f, g in d.get("wheel_glibc") or ()),
             tuple((str(p), str(f)) for p, f in d.get("windows_native") or ()),
             tuple((str(c), dn, str(u), str(py)) for c, dn, u, py in d.get("cuda_images") or ()),
+            d.get("triton_lcuda_before"),
         )
 
 

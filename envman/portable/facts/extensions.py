@@ -9,12 +9,14 @@ read of its bulk.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import time
 from typing import Any
 
-from ..fatbin import needed_libs, read_fatbin
+from ..fatbin import dynamic_entries, read_fatbin
+from . import loader
 from .commands import read_text
 
 # Distributions that ship CUDA code compiled against torch (or their own CUDA): flash-attn, xformers, …
@@ -35,6 +37,10 @@ BUDGET_S = 2.0
 # Sonames worth recording: CUDA's libraries and torch's (a torch extension links libc10/libtorch*).
 _NEEDED = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvJitLink|"
                      r"cupti|cuda|c10|c10_cuda|torch|torch_cuda|torch_cpu|torch_python)\.so")
+# Of those, the CUDA toolkit's and cuDNN's (not the driver's libcuda, not torch's own): where the loader finds
+# them is recorded (``resolved``), and where else they lie when it finds none (``elsewhere``).
+_CUDA_LIB = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn(_[a-z_]+)?|cufft|curand|cusparse|cusolver|nccl|nvrtc|"
+                       r"nvJitLink|cupti)\.so")
 _REQ_TORCH = re.compile(r"^Requires-Dist:[ \t]*torch(?![\w-])[ \t]*(\(?[^;\n]*?\)?)[ \t]*(?:;.*)?$", re.M | re.I)
 # what else a probe need not open: the frameworks, the NVIDIA libraries, pure-Python neighbours of torch
 _SKIP = re.compile(r"^(nvidia-|torch$|torchvision$|torchaudio$|tensorflow|tf-|jax|triton$|pytorch-triton)")
@@ -54,11 +60,13 @@ def _torch_extensions(dists: dict[str, tuple[str, str, str]], known: set[str], e
     return out
 
 
-def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = BUDGET_S) -> dict[str, Any]:
+def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = BUDGET_S,
+                     where: LoaderView | None = None) -> dict[str, Any]:
     """``{dist: {version, requires_torch, files: [{file, sass, ptx, ptx_isa, needed}], truncated}}``."""
     end = time.monotonic() + budget_s
     out: dict[str, Any] = {}
     total = 0
+    where = where or LoaderView(sorted({d[0] for d in dists.values()}))
     named = list(EXTENSION_DISTS) + sorted(n for n in dists if n not in EXTENSION_DISTS and _GPU_NAME.match(n))
     others = _torch_extensions(dists, set(named), time.monotonic() + budget_s / 4)
     for name in named + others:
@@ -83,7 +91,7 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
                 continue
             try:
                 one.update(read_fatbin(path))
-                one["needed"] = [n for n in needed_libs(path) if _NEEDED.match(n)]
+                one.update(library_record(path, where))
             except (OSError, ValueError, IndexError) as exc:  # struct.error is a ValueError
                 one["error"] = f"{type(exc).__name__}: {exc}"
             files.append(one)
@@ -91,6 +99,75 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
         if files or name not in others:  # (a package that only requires torch and ships no library: not one)
             out[name] = e
     return out
+
+
+# A framework's own CUDA libraries, whose sonames the loader resolves like an extension's (torch 1.12's cu113
+# wheels found cuDNN through RUNPATH $ORIGIN, after LD_LIBRARY_PATH; torch 2.x uses RPATH, searched before it).
+FRAMEWORK_LIBS = {"torch": ("torch/lib/libtorch_cuda*.so",)}
+
+
+def probe_framework_libs(dists: dict[str, tuple[str, str, str]], where: LoaderView | None = None) -> dict[str, Any]:
+    """``{framework: [{file, needed, rpath|runpath, resolved, elsewhere}]}`` for FRAMEWORK_LIBS."""
+    where = where or LoaderView(sorted({d[0] for d in dists.values()}))
+    out: dict[str, Any] = {}
+    for fw, patterns in FRAMEWORK_LIBS.items():
+        if fw not in dists:
+            continue
+        loc = dists[fw][0]
+        files = []
+        for pat in patterns:
+            for path in sorted(glob.glob(os.path.join(loc, pat))):
+                one: dict[str, Any] = {"file": os.path.relpath(path, loc)}
+                try:
+                    one.update(read_fatbin(path))  # its arch list, without importing it (torch.cuda.get_arch_list())
+                    one.update(library_record(path, where))
+                except (OSError, ValueError, IndexError) as exc:
+                    one["error"] = f"{type(exc).__name__}: {exc}"
+                files.append(one)
+        if files:
+            out[fw] = files
+    return out
+
+
+class LoaderView:
+    """What the loader needs to be asked, read once per probe: ld.so.cache, LD_LIBRARY_PATH, the places CUDA
+    libraries lie off its path."""
+
+    def __init__(self, site_dirs: list[str], environ: dict[str, str] | None = None,
+                 cache: list[tuple[str, str]] | None = None, defaults: tuple[str, ...] = loader.DEFAULT_DIRS,
+                 unsearched: list[str] | None = None):
+        self.environ = dict(os.environ if environ is None else environ)
+        self.cache = loader.cache_list() if cache is None else cache
+        self.defaults = defaults
+        self.unsearched = loader.unsearched_dirs(site_dirs, self.environ) if unsearched is None else unsearched
+
+
+def library_record(path: str, where: LoaderView) -> dict[str, Any]:
+    """``needed`` (CUDA and torch sonames of DT_NEEDED), ``rpath``/``runpath`` when set, ``resolved`` {soname: the
+    file ld.so opens for it from this library, or null} for the CUDA ones, ``elsewhere`` {soname: [copies off the
+    loader's path]} for those it cannot find."""
+    dyn = dynamic_entries(path)
+    rec: dict[str, Any] = {"needed": [n for n in dyn["needed"] if _NEEDED.match(n)]}
+    for key in ("rpath", "runpath"):
+        if dyn[key]:
+            rec[key] = dyn[key]
+    cuda = [n for n in dyn["needed"] if _CUDA_LIB.match(n)]
+    if not cuda:
+        return rec
+    resolved: dict[str, Any] = {}
+    elsewhere: dict[str, list[str]] = {}
+    for name in cuda:
+        hit = loader.resolve(name, where.environ, where.cache, where.defaults, rpath=dyn["rpath"], runpath=dyn["runpath"],
+                             origin=os.path.dirname(os.path.abspath(path)))
+        resolved[name] = {k: hit[k] for k in ("path", "from", "version", "own", "own_version") if hit.get(k)} if hit else None
+        if hit is None:
+            copies = loader.found_elsewhere(name, where.unsearched)
+            if copies:
+                elsewhere[name] = copies
+    rec["resolved"] = resolved
+    if elsewhere:
+        rec["elsewhere"] = elsewhere
+    return rec
 
 
 def _shared_objects(loc: str, meta: str) -> list[str]:

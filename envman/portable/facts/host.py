@@ -23,7 +23,8 @@ def probe_host(timeout: float = 2.0) -> dict[str, Any]:
     f: dict[str, Any] = {"libcuda": _libcuda()}
     from .loader import resolve
 
-    f["libcuda_loaded"] = [r for r in (resolve(n) for n in ("libcuda.so.1", "libcuda.so")) if r]
+    # a name the loader finds no file for is recorded with path null (known absent, not unknown)
+    f["libcuda_loaded"] = [resolve(n) or {"name": n, "path": None} for n in ("libcuda.so.1", "libcuda.so")]
     f["cuda_compat"] = [{"path": p, "version": m.group(1)} for p in sorted(glob.glob("/usr/local/cuda*/compat/libcuda.so.*"))
                         if (m := _VER.search(p))]
     switches = [n for n in glob.glob("/dev/nvidia-nvswitch*") if not n.endswith("ctl")]

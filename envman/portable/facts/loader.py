@@ -3,11 +3,15 @@ anything): LD_LIBRARY_PATH, then /etc/ld.so.cache (what ldconfig wrote from ld.s
 directories. So a toolkit's stub libcuda (…/lib64/stubs/libcuda.so) or the forward-compatibility one
 (/usr/local/cuda/compat/libcuda.so.1) that comes first is seen for what it is.
 
-RPATH/RUNPATH of the program are not modelled: the answer is what a plain `dlopen("libcuda.so.1")` gets.
+With an object's DT_RPATH / DT_RUNPATH (``$ORIGIN`` its own directory) the order is ld.so's for that object's
+DT_NEEDED: RPATH (only when it has no RUNPATH), then LD_LIBRARY_PATH, then RUNPATH, then the cache and the
+defaults. What is not modelled: libraries an earlier import already loaded (a soname already in the process is
+reused, so `import torch` first can satisfy an extension), and the RPATH of the objects that loaded this one.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import struct
@@ -42,6 +46,11 @@ def _cstr(data: bytes, at: int) -> str:
     return data[at:end if end >= 0 else len(data)].decode("utf-8", "replace") if 0 <= at < len(data) else ""
 
 
+def cache_list(path: str = CACHE) -> list[tuple[str, str]]:
+    """The entries of this machine's ld.so.cache ([] when there is none)."""
+    return _cache(path)
+
+
 def _cache(path: str = CACHE) -> list[tuple[str, str]]:
     try:
         with open(path, "rb") as fh:
@@ -50,14 +59,43 @@ def _cache(path: str = CACHE) -> list[tuple[str, str]]:
         return []
 
 
-def resolve(soname: str, environ: dict[str, str] | None = None, cache: list[tuple[str, str]] | None = None,
-            defaults: tuple[str, ...] = DEFAULT_DIRS) -> dict[str, Any] | None:
-    """{name, path, version, from, stub} of the file ld.so opens for ``soname``, or None when none is found."""
+def search_dirs(environ: dict[str, str] | None = None, rpath: list[str] | tuple[str, ...] = (),
+                runpath: list[str] | tuple[str, ...] = (), origin: str | None = None) -> list[tuple[str, str]]:
+    """(directory, how) in the order ld.so searches them for an object's DT_NEEDED, before the cache."""
     env = os.environ if environ is None else environ
-    for d in [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]:
+
+    def expand(dirs: list[str] | tuple[str, ...], how: str) -> list[tuple[str, str]]:
+        out = []
+        for d in dirs:
+            if ("$ORIGIN" in d or "${ORIGIN}" in d) and origin is None:
+                continue
+            out.append((os.path.normpath(d.replace("${ORIGIN}", origin or "").replace("$ORIGIN", origin or "")), how))
+        return out
+
+    ld = [(p, "LD_LIBRARY_PATH") for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
+    if runpath:
+        return ld + expand(runpath, "RUNPATH")
+    return expand(rpath, "RPATH") + ld
+
+
+def resolve(soname: str, environ: dict[str, str] | None = None, cache: list[tuple[str, str]] | None = None,
+            defaults: tuple[str, ...] = DEFAULT_DIRS, rpath: list[str] | tuple[str, ...] = (),
+            runpath: list[str] | tuple[str, ...] = (), origin: str | None = None) -> dict[str, Any] | None:
+    """{name, path, version, from, stub} of the file ld.so opens for ``soname``, or None when none is found; with
+    an object's RPATH/RUNPATH, ``own`` is the copy its own directories hold when another one comes first."""
+    dirs = search_dirs(environ, rpath, runpath, origin)
+    own_dirs = [d for d, how in dirs if how in ("RPATH", "RUNPATH")]
+    for d, how in dirs:
         p = os.path.join(d, soname)
         if os.path.exists(p):
-            return _entry(soname, p, "LD_LIBRARY_PATH")
+            e = _entry(soname, p, how)
+            if how == "LD_LIBRARY_PATH":
+                own = next((os.path.join(o, soname) for o in own_dirs if os.path.exists(os.path.join(o, soname))), None)
+                if own and os.path.realpath(own) != os.path.realpath(p):
+                    e["own"] = own
+                    m = _VER.search(os.path.realpath(own))
+                    e["own_version"] = m.group(1) if m else None
+            return e
     for name, p in (_cache() if cache is None else cache):
         if name == soname and os.path.exists(p):
             return _entry(soname, p, "ld.so.cache")
@@ -66,6 +104,26 @@ def resolve(soname: str, environ: dict[str, str] | None = None, cache: list[tupl
         if os.path.exists(p):
             return _entry(soname, p, "default")
     return None
+
+
+def unsearched_dirs(site_dirs: list[str], environ: dict[str, str] | None = None) -> list[str]:
+    """Where CUDA libraries are often installed without being on the loader's path: the nvidia-* wheels'
+    ``site-packages/nvidia/*/lib``, a conda environment's ``lib``, the toolkits' ``/usr/local/cuda*/lib64``."""
+    env = os.environ if environ is None else environ
+    pats = [os.path.join(s, "nvidia", "*", "lib") for s in site_dirs]
+    pats += [os.path.join(env["CONDA_PREFIX"], "lib")] if env.get("CONDA_PREFIX") else []
+    pats += ["/usr/local/cuda*/lib64", "/usr/local/cuda*/targets/*/lib"]
+    out: list[str] = []
+    for pat in pats:
+        for d in sorted(glob.glob(pat)):
+            if d not in out and os.path.isdir(d):
+                out.append(d)
+    return out
+
+
+def found_elsewhere(soname: str, dirs: list[str]) -> list[str]:
+    """The copies of ``soname`` in ``dirs`` (the loader did not find one on its path)."""
+    return [os.path.join(d, soname) for d in dirs if os.path.exists(os.path.join(d, soname))]
 
 
 def _entry(soname: str, path: str, how: str) -> dict[str, Any]:

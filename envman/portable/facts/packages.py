@@ -61,11 +61,7 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str
                 tags[n] = t
     if tags:
         f["wheel_tags"] = tags
-    from .extensions import probe_extensions
-
-    exts = probe_extensions(dists)
-    if exts:
-        f["extensions"] = exts
+    f.update(_libraries(dists))
     conda = _conda(env.get("prefix"))
     if conda:
         f["conda"] = conda
@@ -76,6 +72,21 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str
     except OSError:
         pass  # unknown, not a failed environment: the packages above stand
     return f
+
+
+def _libraries(dists: dict[str, Any]) -> dict[str, Any]:
+    """extensions and framework_libs: the compiled libraries, what they carry and where the loader finds theirs."""
+    from .extensions import LoaderView, probe_extensions, probe_framework_libs
+
+    where = LoaderView(sorted({d[0] for d in dists.values()}))
+    out: dict[str, Any] = {}
+    exts = probe_extensions(dists, where=where)
+    if exts:
+        out["extensions"] = exts
+    libs = probe_framework_libs(dists, where)
+    if libs:
+        out["framework_libs"] = libs
+    return out
 
 
 def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, Any]:

@@ -92,20 +92,48 @@ def read_build_intent(project_dir: str) -> list[dict[str, str]]:
     return out
 
 
+# First-level directories whose subdirectories hold Dockerfiles too (docker/docker-cuda/Dockerfile in LlamaFactory,
+# dockerfiles/XAgentGen/Dockerfile in XAgent); other first-level directories are read one level deep.
+_DOCKER_DIRS = re.compile(r"docker|container|deploy", re.I)
+_SKIP_DIRS = re.compile(r"^(\.(?!devcontainer$).*|node_modules|venv|env|site-packages|__pycache__|build|dist)$")
+MAX_DIRS = 64
+
+
+def _dockerfile_dirs(project_dir: str) -> list[str]:
+    """Relative directories to look in: the top level, each first-level directory, and the subdirectories of
+    docker-ish ones (bounded: MAX_DIRS)."""
+    out = [""]
+    try:
+        top = sorted(n for n in os.listdir(project_dir) if os.path.isdir(os.path.join(project_dir, n)))
+    except OSError:
+        return out
+    for n in top:
+        if _SKIP_DIRS.match(n):
+            continue
+        out.append(n)
+        if _DOCKER_DIRS.search(n):
+            try:
+                out += [os.path.join(n, m) for m in sorted(os.listdir(os.path.join(project_dir, n)))
+                        if os.path.isdir(os.path.join(project_dir, n, m)) and not m.startswith(".")]
+            except OSError:
+                pass
+    return out[:MAX_DIRS]
+
+
 def read_dockerfiles(project_dir: str, limit: int = 16) -> list[dict[str, Any]]:
-    """``[{path, from}]``: the project's Dockerfiles (its top level and docker/, .devcontainer/) and the images their
-    stages start FROM."""
+    """``[{path, from}]``: the project's Dockerfiles (its top level, its first-level directories and the
+    subdirectories of docker/, dockerfiles/, deploy/, .devcontainer/ …) and the images their stages start FROM."""
     from ..dockerfile import base_images
 
     out: list[dict[str, Any]] = []
-    for sub in ("", "docker", ".devcontainer", "deploy", "docker/gpu"):
+    for sub in _dockerfile_dirs(project_dir):
         d = os.path.join(project_dir, sub)
         try:
             names = sorted(os.listdir(d))
         except OSError:
             continue
         for n in names:
-            if DOCKERFILE_NAMES.match(n) and len(out) < limit:
+            if DOCKERFILE_NAMES.match(n) and len(out) < limit and os.path.isfile(os.path.join(d, n)):
                 text = read_text(os.path.join(d, n), 1 << 20)
                 if text is not None:
                     out.append({"path": os.path.join(sub, n) if sub else n, "from": base_images(text)})
