@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         params: Optional[str] = typer.Option(None, "--params", help="Parameter count without a config (7e9, 7B): weights, gradients and optimizer only"),
         method: Optional[str] = typer.Option(None, "--method", help="full | lora | qlora | freeze (default: the stack's, else full)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="fp32 | bf16 | fp16 | bf16-mixed | fp16-mixed (default: the stack's)"),
-        stack: Optional[str] = typer.Option(None, "--stack", help="hf-trainer | accelerate | torch-amp | peft-lora | peft-qlora | deepspeed-zero1/2/3[-offload] | fsdp2 | litgpt | diffusers (default: envman.yaml workload.stack, else diffusers for a diffusion model, else from --method/--shard)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="hf-trainer | accelerate | torch-amp | peft-lora | peft-qlora[-2024] | qlora-paper | deepspeed-zero1/2/3[-offload] | fsdp2 | litgpt[-2023] | diffusers (default: envman.yaml workload.stack, else diffusers for a diffusion model, else from --method/--shard)"),
         optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adamw | adamw-8bit | paged-adamw | sgd | sgd-momentum | adafactor | lion (default: the stack's, else adamw)"),
         batch: int = typer.Option(1, "--batch", "-b", help="Micro-batch per GPU"),
         seq: Optional[int] = typer.Option(None, "--seq", "-s", help="Tokens per sample (default: min(2048, the model's context))"),

@@ -79,6 +79,7 @@ class Setup:
     fused_qkv: bool = False  # one linear computes q, k and v (LitGPT's `attn`): one LoRA adapter, one dropout
     norm_upcast: bool = True  # RMSNorm upcasts its input to fp32 (transformers, LitGPT); False: lit-gpt@8641822
     fsdp_no_sync: bool = False  # accumulation under FSDP1's no_sync(): every rank accumulates unsharded gradients
+    loss_shift_copy: bool = False  # transformers 4.46.0-4.48.x ForCausalLMLoss: a contiguous fp32 copy of the shifted logits
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class Estimate:
     trainable_params: int
     peak_bytes: int
     breakdown: Breakdown  # at the peak
-    phase: str  # backward-start | backward | optimizer-step
+    phase: str  # backward-start | backward | backward-end | optimizer-step | forward-end | encode | loss
     weights_bytes: int  # the model's weights as stored for training (per GPU)
     checkpoint_bytes: int  # a resumable checkpoint: trainable weights + optimizer state (all GPUs together)
     train_flops: float  # per step, per GPU
@@ -210,6 +211,7 @@ class Acts:
     elementwise_bytes: int = 0  # bytes a step's memory-bound kernels move, where they are counted (CNNs: BatchNorm/ReLU)
     ckpt_saved: int = 0  # kept with gradient checkpointing, where the family counts it itself (diffusion)
     encode_transient: int = 0  # a frozen encoder's no-grad forward before the step (the VAE encoding the images)
+    loss_forward: int = 0  # beyond `saved`, alive while the loss's forward runs (the logits and their fp32 copies)
 
 
 def act_bytes(setup: Setup) -> tuple[int, int, bool]:
@@ -309,19 +311,25 @@ def _attention_terms(arch: Arch, setup: Setup, kind: str, T: int, S: int, r: int
     return 3 * T * hq * c, probs * S  # q, kᵀ, v as the batched matmuls keep them (GQA: after repeat_kv)
 
 
-def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, int]:
-    """(saved until the loss backward, extra alive at its start) for a vocabulary-sized head."""
+def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, int, int]:
+    """(saved until the loss backward, extra alive at its start, extra alive during its forward) for a
+    vocabulary-sized head."""
     V = arch.vocab
     if not V or arch.task not in ("causal-lm", "masked-lm"):
-        return 0, 0
+        return 0, 0, 0
     if setup.loss == "compute":
         # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy);
         # the log-softmax output (+ the logits the loop holds through backward)
-        return T * V * c * (2 if setup.logits_held else 1), 3 * min(T, 128 * b) * V * c
+        return T * V * c * (2 if setup.logits_held else 1), 3 * min(T, 128 * b) * V * c, 0
     # transformers upcasts the logits: the fp32 log_softmax output is saved, and at the start of backward its
     # incoming gradient and its input gradient (both fp32) are alive at once
     saved = T * V * 4 + (T * V * c if arch.variant == "gemma2" else 0)  # gemma2: tanh soft-cap keeps its output
-    return saved, 2 * T * V * 4
+    # during the loss's forward, beside the log_softmax output: the model's logits in the compute dtype (the
+    # output holds them), their fp32 copy (`logits.float()`; none when they are fp32 already) and, in
+    # transformers 4.46.0-4.48.x, `logits[..., :-1, :].contiguous()` — an fp32 copy of the shifted logits
+    # (4.49.0 pads the labels instead; loss/loss_utils.py ForCausalLMLoss)
+    forward = T * V * c + (T * V * 4 if c != 4 else 0) + (T * V * 4 if setup.loss_shift_copy else 0)
+    return saved, 2 * T * V * 4, forward
 
 
 def _linear_inputs(setup: Setup, names: tuple[str, ...], width: int, T: int, c: int, r: int, frozen: bool,
@@ -416,7 +424,7 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         extra = T * h * r + T * 8 + b * h * c
     if arch.task == "sequence-classification" and kind == "bert":  # pooler + classifier: no vocabulary terms
         extra = extra - 3 * T * h * c - T * h * c + 2 * b * h * c
-    loss_saved, loss_transient = _loss_terms(arch, setup, T, b, c)
+    loss_saved, loss_transient, loss_forward = _loss_terms(arch, setup, T, b, c)
     saved = L * layer + extra + loss_saved
     attn_flops = 4 * s * hq * L  # per token: QKᵀ and probs·V
     fwd = T * (2 * arch.flop_params + attn_flops)  # ViT: counts patch embedding and head per token (< 2%)
@@ -424,7 +432,7 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
     layer_transient = 2 * max(ffn_t * e, S * c if setup.attention == "eager" else 0)
     quant_in = _quant_inputs(arch, setup, T, r, c) if quant_keeps and kind == "llama" else 0
     return Acts(saved, layer, loss_saved, loss_transient, layer_transient, T, "tokens", float(fwd),
-                quant_inputs=quant_in)
+                quant_inputs=quant_in, loss_forward=loss_forward)
 
 
 # Passes over each tensor of the memory-bound kernels around a convolution, forward + backward, as PyTorch's
@@ -745,7 +753,8 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     if setup.tp > 1:  # Megatron tensor + sequence parallelism splits every activation over the TP group
         acts = replace(acts, saved=acts.saved // setup.tp, per_layer=acts.per_layer // setup.tp,
                        loss_saved=acts.loss_saved // setup.tp, loss_transient=acts.loss_transient // setup.tp,
-                       layer_transient=acts.layer_transient // setup.tp, quant_inputs=acts.quant_inputs // setup.tp)
+                       layer_transient=acts.layer_transient // setup.tp, quant_inputs=acts.quant_inputs // setup.tp,
+                       loss_forward=acts.loss_forward // setup.tp)
     notes += acts.notes
     acts, kept, recompute = _recomputation(arch, setup, acts, c)
     # bitsandbytes dequantises the whole weight of each 4-bit linear for its forward and again in backward
@@ -770,6 +779,8 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
         notes.append(f"gradient accumulation over {setup.accumulation} micro-steps: gradients stay allocated during "
                      "every forward and backward")
     phases = {"backward-start": start, "backward": during, "backward-end": end, "optimizer-step": step}
+    if acts.loss_forward:  # the end of the forward: the loss runs while the logits (and their copies) are alive
+        phases["loss"] = Breakdown(weights, acc, opt, kept, acts.loss_forward + cast_copies + gathered)
     if acts.encode_transient:  # before the step's forward: the VAE encodes the batch under no_grad
         phases["encode"] = Breakdown(weights, acc, opt, 0, acts.encode_transient)
     if setup.prev_graph_held and acts.quant_inputs:

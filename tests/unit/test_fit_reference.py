@@ -22,7 +22,7 @@ from envman.fit.estimate import estimate
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = yaml.safe_load((ROOT / "tests" / "reference" / "runs.yaml").read_text())["runs"]
 # what envman reaches today (docs/fit.md); the test fails if a change makes any of these worse
-FLOOR = {"peak_within_10": 0.74, "peak_within_25": 1.0, "throughput_within_25": 0.73}
+FLOOR = {"peak_within_10": 0.86, "peak_within_25": 1.0, "throughput_within_25": 0.73}
 UNITS = {"GB": 1e9, "GiB": 2**30, "GiB-reserved": 2**30, "MB-nvidia-smi": 2**20}
 
 
@@ -125,7 +125,8 @@ def test_the_table_is_big_and_spread_as_the_issue_asks():
     assert len(RUNS) >= 40
     assert all(r["source"] and r["setup"] for r in RUNS)
     stacks = {r["envman"].get("stack") for r in RUNS}
-    assert {"litgpt", "peft-qlora", "hf-trainer", "fsdp2", "torch-amp"} <= stacks
+    assert {"litgpt", "hf-trainer", "fsdp2", "torch-amp"} <= stacks
+    assert any(str(s).startswith("peft-qlora") for s in stacks)  # PEFT QLoRA (the 2024 transformers of its rows)
     assert {"peak", "fits", "max_seq", "throughput", "model_states"} == {r["kind"] for r in RUNS}
 
 

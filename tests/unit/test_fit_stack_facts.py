@@ -181,3 +181,42 @@ def test_no_reference_row_supplies_a_utilisation_figure():
     used = {r["source"].split(" (")[0].split("@")[0] for r in runs if r["kind"] == "throughput"}
     assert not any(u in sources for u in used), used & set(sources.split())
     assert not any(r.get("calibrates") for r in runs)
+
+
+def peft_qlora(**kw) -> Setup:
+    base = dict(method="qlora", precision="bf16-mixed", base_bytes=2, kbit_fp32_extras=True, grad_checkpointing=True,
+                optimizer="paged-adamw", attention="flash", lora_rank=32, batch=1, seq=8192,
+                lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+    return Setup(**{**base, **kw})
+
+
+def test_transformers_2024_loss_copies_the_shifted_logits_and_peaks_in_the_loss_forward():
+    # transformers 4.46.0-4.48.x ForCausalLMLoss: bf16 logits (the output), logits.float(), the contiguous shifted
+    # copy and log_softmax's output alive at once: 14 bytes per token per vocabulary entry, 2 more than the 12 at
+    # the start of backward (the saved output and its two fp32 gradients)
+    a = arch("llama-3.1-8b")
+    T, V = 8192, a.vocab
+    old, today = estimate(a, peft_qlora(loss_shift_copy=True)), estimate(a, peft_qlora())
+    assert old.phase == "loss" and today.phase == "backward-start"
+    assert activations(a, peft_qlora(loss_shift_copy=True)).loss_forward == T * V * (2 + 4 + 4)
+    assert activations(a, peft_qlora()).loss_forward == T * V * (2 + 4)
+    extra = old.peak_bytes - today.peak_bytes
+    assert T * V * 2 - 200 * 2**20 < extra <= T * V * 2  # less the dequantised weight the loss moment lacks
+
+
+def test_fp32_logits_need_no_upcast_copy():
+    a = arch("llama-3.2-1b")
+    assert activations(a, Setup(precision="fp32", seq=512)).loss_forward == 512 * a.vocab * 4
+    assert activations(a, Setup(precision="fp32", seq=512, loss_shift_copy=True)).loss_forward == 512 * a.vocab * 8
+
+
+def test_the_2024_stack_is_what_the_unsloth_rows_run():
+    runs = yaml.safe_load((ROOT / "tests" / "reference" / "runs.yaml").read_text())["runs"]
+    stacks = {r["envman"]["stack"] for r in runs if r["id"].startswith("unsloth-hf-")}
+    assert stacks == {"peft-qlora-2024"}
+    from envman.fit.stacks import load_stacks
+
+    shipped = load_stacks(str(ROOT / "matrices"))
+    assert shipped["peft-qlora-2024"].get("loss_shift_copy") is True
+    assert not shipped["peft-qlora"].get("loss_shift_copy")  # today's transformers pads the labels instead
+    assert "4.46" in shipped["peft-qlora-2024"].source and "loss_utils.py" in shipped["peft-qlora-2024"].source
