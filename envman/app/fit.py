@@ -199,15 +199,20 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
 
 def _check_options(opts: FitOptions) -> None:
     if not (isinstance(opts.margin_pct, (int, float)) and math.isfinite(opts.margin_pct) and 0 <= opts.margin_pct < 100):
-        raise UsageError(f"--margin {opts.margin_pct}: expected a percentage in [0, 100)")
+        raise UsageError(f"--margin {opts.margin_pct}: expected a percentage in [0, 100)",
+                         hint="e.g. --margin 10 (the default: the CUDA context and the allocator's fragmentation)")
     if opts.mfu is not None and not (math.isfinite(opts.mfu) and 0 < opts.mfu <= 1):
-        raise UsageError(f"--mfu {opts.mfu}: expected a fraction in (0, 1]")
+        raise UsageError(f"--mfu {opts.mfu}: expected a fraction in (0, 1]",
+                         hint="e.g. --mfu 0.4; without --mfu: the GPU generation's published utilisation (gpu_perf.yaml)")
     if opts.global_batch is not None and opts.global_batch < 1:
-        raise UsageError(f"--global-batch {opts.global_batch}: expected a positive number of samples")
+        raise UsageError(f"--global-batch {opts.global_batch}: expected a positive number of samples",
+                         hint="samples per optimizer step, e.g. --global-batch 64; without it: no accumulation")
     for flag, val in (("--seq", opts.seq), ("--image-size", opts.image_size)):
         if val is not None and val < 1:
-            unit = "tokens" if flag == "--seq" else "pixels"
-            raise UsageError(f"{flag} {val}: expected a positive number of {unit}")
+            unit, example, default = (("tokens", 2048, "min(2048, the model's positions)") if flag == "--seq"
+                                      else ("pixels", 224, "the model's own"))
+            raise UsageError(f"{flag} {val}: expected a positive number of {unit}",
+                             hint=f"e.g. {flag} {example}; without {flag}: {default}")
 
 
 def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
@@ -275,7 +280,7 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
     try:
         est = estimate(arch, setup)
     except SetupError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), hint=exc.hint) from None
     return name, source, arch, entry, setup, replace(est, notes=tuple(notes) + est.notes)
 
 

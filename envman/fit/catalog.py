@@ -336,4 +336,4 @@ def raw_config(ref: str) -> tuple[dict, str]:
     for e in _yaml(path)["models"]:
         if e.get("id") == ref:
             return dict(e["config"]), e["task"]
-    raise UsageError(f"unknown model {ref!r}")
+    raise UsageError(f"unknown model {ref!r}", hint="a name from matrices/models.yaml or a config.json path")

@@ -17,6 +17,7 @@ fused kernels: s·b·h·(34 + 5·a·s/h) bytes per layer in 16-bit.
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field, replace
 
@@ -30,6 +31,8 @@ ATTENTION = ("eager", "flash")
 LOSSES = ("fp32", "compute")
 OFFLOAD = ("none", "optimizer", "params")
 DROPOUT_MASKS = ("bool", "input")
+
+_EXAMPLE = {"batch": 4, "gpus": 8, "lora-rank": 16, "accumulation": 4, "tp": 2, "pp": 2}
 
 QLORA_BYTES_PER_PARAM = (4 + 0.127) / 8  # NF4 + double-quantised constants: 0.127 bit/param (QLoRA paper, §3)
 NF4_BYTES_PER_PARAM = (4 + 32 / 64) / 8  # NF4 with one fp32 absmax per 64-value block (compress_statistics=False)
@@ -113,7 +116,11 @@ class Estimate:
 
 
 class SetupError(ValueError):
-    """A setup the estimator cannot honour; the message is one line for the user."""
+    """A setup the estimator cannot honour; the message is one line for the user, the hint where to go."""
+
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.hint = hint
 
 
 def _bytes(prec: str) -> tuple[int, int, int, bool]:
@@ -129,11 +136,15 @@ def validate(setup: Setup, arch: Arch) -> None:
     _check_choices(setup)
     _check_numbers(setup, arch)
     if setup.grad_checkpointing and arch.family == "resnet":
-        raise SetupError("gradient checkpointing is not modelled for ResNet (Hugging Face's ResNet has none)")
+        raise SetupError("gradient checkpointing is not modelled for ResNet (Hugging Face's ResNet has none)",
+                         "drop --grad-checkpointing; a smaller --batch lowers ResNet's activations")
     if setup.shard == "none" and setup.gpus > setup.tp * setup.pp:
-        raise SetupError("--gpus > 1 needs --shard ddp|zero1|zero2|zero3|fsdp")
+        raise SetupError(f"--gpus {setup.gpus} needs --shard ddp|zero1|zero2|zero3|fsdp",
+                         f"e.g. --gpus {setup.gpus} --shard ddp (replicated) or --shard fsdp (sharded); "
+                         "--tp/--pp split the model instead")
     if setup.method == "qlora" and setup.precision == "fp32":
-        raise SetupError("QLoRA computes in bf16/fp16: use --precision bf16 or bf16-mixed")
+        raise SetupError("QLoRA computes in bf16/fp16, not --precision fp32",
+                         "drop --precision (the QLoRA stacks' bf16-mixed), or --precision bf16 / fp16-mixed")
 
 
 def _check_choices(setup: Setup) -> None:
@@ -141,27 +152,37 @@ def _check_choices(setup: Setup) -> None:
                                ("optimizer", setup.optimizer, OPTIMIZERS), ("shard", setup.shard, SHARDS),
                                ("attention", setup.attention, ATTENTION)):
         if val not in allowed:
-            raise SetupError(f"--{name} {val!r} is not one of {', '.join(allowed)}")
+            near = difflib.get_close_matches(str(val), allowed, n=1)
+            raise SetupError(f"--{name} {val!r} is not one of {', '.join(allowed)}",
+                             f"did you mean --{name} {near[0]}?" if near else f"e.g. --{name} {allowed[0]}")
     if setup.loss not in LOSSES or setup.offload not in OFFLOAD:
-        raise SetupError(f"unknown loss {setup.loss!r} or offload {setup.offload!r}")
+        raise SetupError(f"unknown loss {setup.loss!r} or offload {setup.offload!r}",
+                         f"--offload takes {', '.join(OFFLOAD)}; a stack's loss is {' or '.join(LOSSES)}")
 
 
 def _check_numbers(setup: Setup, arch: Arch) -> None:
     for flag, num in (("batch", setup.batch), ("gpus", setup.gpus), ("lora-rank", setup.lora_rank),
                       ("accumulation", setup.accumulation), ("tp", setup.tp), ("pp", setup.pp)):
         if isinstance(num, bool) or not isinstance(num, int) or num < 1:
-            raise SetupError(f"--{flag} {num}: expected a positive whole number")
+            raise SetupError(f"--{flag} {num}: expected a positive whole number", f"1 or more, e.g. --{flag} {_EXAMPLE[flag]}")
     if setup.seq is not None and (isinstance(setup.seq, bool) or setup.seq < 1):
-        raise SetupError(f"--seq {setup.seq}: expected a positive number of tokens")
+        raise SetupError(f"--seq {setup.seq}: expected a positive number of tokens",
+                         "e.g. --seq 2048; without --seq: min(2048, the model's positions)")
     if setup.image_size is not None and setup.image_size < 1:
-        raise SetupError(f"--image-size {setup.image_size}: expected a positive number of pixels")
+        raise SetupError(f"--image-size {setup.image_size}: expected a positive number of pixels",
+                         "e.g. --image-size 224; without it: the model's own")
     if setup.seq and arch.max_positions and arch.family in ("gpt2", "llama", "bert") and setup.seq > arch.max_positions:
         raise SetupError(f"--seq {setup.seq} is longer than this model's {arch.max_positions:,} positions "
-                         "(max_position_embeddings)")
+                         "(max_position_embeddings)", f"--seq {arch.max_positions} at most for this model; "
+                         "a longer context needs a model (config.json) with more positions")
     if setup.image_size and arch.patch_size and setup.image_size < arch.patch_size:
-        raise SetupError(f"--image-size {setup.image_size} is smaller than one {arch.patch_size}-pixel patch")
+        raise SetupError(f"--image-size {setup.image_size} is smaller than one {arch.patch_size}-pixel patch",
+                         f"--image-size {arch.patch_size} at least" + (f"; the model's own is {arch.image_size}"
+                                                                        if arch.image_size else ""))
     if setup.gpus % (setup.tp * setup.pp):
-        raise SetupError(f"--gpus {setup.gpus} is not a multiple of --tp {setup.tp} × --pp {setup.pp}")
+        mp = setup.tp * setup.pp
+        raise SetupError(f"--gpus {setup.gpus} is not a multiple of --tp {setup.tp} × --pp {setup.pp}",
+                         f"--gpus = data-parallel × tp × pp: e.g. --gpus {mp * max(1, setup.gpus // mp)}")
 
 
 def trainable_linears(arch: Arch, setup: Setup):
@@ -172,7 +193,7 @@ def trainable_linears(arch: Arch, setup: Setup):
     if not chosen:
         names = sorted({lin.name.split(".")[-1] for lin in arch.linears})
         raise SetupError(f"--lora-targets {','.join(setup.lora_targets)} matches no layer of this model "
-                         f"(its linear layers: {', '.join(names)})")
+                         f"(its linear layers: {', '.join(names)})", f"e.g. --lora-targets {','.join(names[:2])}")
     return chosen
 
 

@@ -116,7 +116,8 @@ def make_optimizer(params, name: str):
         return torch.optim.SGD(params, lr=1e-3, foreach=True)
     if name == "sgd-momentum":
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
-    raise UsageError(f"--trace supports the optimizers adamw, sgd and sgd-momentum, not {name!r}")
+    raise UsageError(f"--trace supports the optimizers adamw, sgd and sgd-momentum, not {name!r}",
+                     hint="drop --trace (the estimate is analytic), or trace with --optimizer adamw")
 
 
 def trace_step(config: dict, task: str, setup) -> dict:
@@ -133,7 +134,8 @@ def trace_step(config: dict, task: str, setup) -> dict:
         raise UsageError(f"--trace measures one process on one device: it cannot trace --stack {setup.stack} "
                          f"(shard {setup.shard}, offload {setup.offload})", hint="drop --trace, or trace the unsharded run")
     if setup.gpus > 1:
-        raise UsageError("--trace measures one GPU: drop --gpus/--shard")
+        raise UsageError(f"--trace measures one GPU, not --gpus {setup.gpus}",
+                         hint="drop --trace, or trace --gpus 1 (the per-GPU step without sharding)")
     prec = setup.precision
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec, torch.float32)
     amp_dtype = torch.float16 if prec == "fp16-mixed" else torch.bfloat16

@@ -106,7 +106,7 @@ def test_params_only(app):
     (["--model", "gpt2", "--target", "h1000"], "unknown GPU 'h1000'"),
     (["--model", "gpt2", "--target", "h100", "--precision", "int3"],
      "--precision 'int3' is not one of fp32, bf16, fp16, bf16-mixed, fp16-mixed"),
-    (["--model", "gpt2", "--target", "h100", "--gpus", "4"], "--gpus > 1 needs --shard ddp|zero1|zero2|zero3|fsdp"),
+    (["--model", "gpt2", "--target", "h100", "--gpus", "4"], "--gpus 4 needs --shard ddp|zero1|zero2|zero3|fsdp"),
 ])
 def test_bad_input_is_one_error_line(app, args, message):
     _, err = run(app, *args)
@@ -316,6 +316,32 @@ def test_resolve_judges_a_projects_workload_on_its_targets(tmp_path):
 def test_bad_numbers_are_one_error_line_and_exit_2(app, args, message):
     _, err = run(app, *args, "--target", "h100")
     assert err is not None and err.message == message and err.exit_code == 2
+    assert err.hint, f"{message}: no hint"
+
+
+# every refusal of fit's validation says where to go: the valid range, the model's positions, an example
+@pytest.mark.parametrize(("args", "hint"), [
+    (["--model", "gpt2", "--seq", "100000"], "--seq 1024 at most for this model"),
+    (["--model", "gpt2", "--seq", "-5"], "e.g. --seq 2048"),
+    (["--model", "gpt2", "--method", "lora", "--lora-rank", "-4"], "1 or more, e.g. --lora-rank 16"),
+    (["--model", "gpt2", "--batch", "0"], "1 or more, e.g. --batch 4"),
+    (["--model", "vit-base", "--image-size", "8"], "--image-size 16 at least; the model's own is 224"),
+    (["--model", "gpt2", "--precision", "int3"], "e.g. --precision fp32"),
+    (["--model", "gpt2", "--attention", "flahs"], "did you mean --attention flash?"),
+    (["--model", "gpt2", "--gpus", "4"], "e.g. --gpus 4 --shard ddp"),
+    (["--model", "gpt2", "--gpus", "6", "--tp", "4", "--shard", "ddp"], "e.g. --gpus 4"),
+    (["--model", "gpt2", "--method", "lora", "--lora-targets", "q_proj"], "e.g. --lora-targets c_attn"),
+    (["--model", "llama-3.2-1b", "--method", "qlora", "--precision", "fp32"], "drop --precision"),
+    (["--model", "resnet-50", "--grad-checkpointing"], "drop --grad-checkpointing"),
+    (["--model", "gpt2", "--margin", "150"], "e.g. --margin 10"),
+    (["--model", "gpt2", "--mfu", "2"], "e.g. --mfu 0.4"),
+    (["--model", "gpt2", "--global-batch", "0"], "e.g. --global-batch 64"),
+    (["--model", "gpt2", "--offload", "disk"], "--offload takes none, optimizer, params"),
+])
+def test_every_refusal_has_a_hint_that_leads_somewhere(app, args, hint):
+    _, err = run(app, *args, "--target", "h100")
+    assert err is not None and err.exit_code == 2, err
+    assert err.hint is not None and hint in err.hint, (err.message, err.hint)
 
 
 def test_a10g_is_a_target_and_the_readme_qlora_example_fits_a_24gb_card(app):
