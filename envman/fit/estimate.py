@@ -348,8 +348,10 @@ def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, 
     # during the loss's forward, beside the log_softmax output: the model's logits in the compute dtype (the
     # output holds them), their fp32 copy (`logits.float()`; none when they are fp32 already) and, in
     # transformers 4.46.0-4.48.x, `logits[..., :-1, :].contiguous()` — an fp32 copy of the shifted logits
-    # (4.49.0 pads the labels instead; loss/loss_utils.py ForCausalLMLoss)
-    forward = T * V * c + (T * V * 4 if c != 4 else 0) + (T * V * 4 if setup.loss_shift_copy else 0)
+    # (4.49.0 pads the labels instead; loss/loss_utils.py ForCausalLMLoss). With one sample the slice of a
+    # (1, s, V) tensor is contiguous already and `.contiguous()` returns it: no copy
+    shifted = T * V * 4 if setup.loss_shift_copy and b > 1 else 0
+    forward = T * V * c + (T * V * 4 if c != 4 else 0) + shifted
     return saved, 2 * T * V * 4, forward
 
 
