@@ -26,28 +26,48 @@ from envman.process import signals_deferred, sigterm_raises
 # Clients 23+ hand DOCKER_BUILDKIT=1 builds to buildx and fail without it; before 20.10 the built-in
 # Dockerfile frontend only knew RUN --mount behind a `# syntax=` line, which needs a registry.
 NATIVE_BUILDKIT = ((20, 10), (23, 0))
+# BuildKit sets the config's and history's dates from the SOURCE_DATE_EPOCH build arg since v0.11, and the
+# layers' file times too with the exporter option rewrite-timestamp=true since v0.13 (moby/buildkit
+# docs/build-repro.md). Only buildx can pass exporter options; a native client's BuildKit is the daemon's.
+REWRITE_TIMESTAMP = (0, 13)
 
 
 @dataclass(frozen=True)
 class BuildClient:
-    kind: str  # "buildx" | "native"
-    path: str  # the docker client executable
-    version: str  # buildx's version for "buildx", the client's for "native"
+    kind: str  # "buildx" | "native" | "podman" | "buildah" (the daemonless engines build themselves)
+    path: str  # the client executable
+    version: str  # buildx's version for "buildx", the client's for the others
 
     def describe(self) -> str:
+        if self.kind in ("podman", "buildah"):
+            return f"{self.kind} {self.version} ({self.path} build)"
         if self.kind == "buildx":
             return f"docker buildx {self.version} ({self.path} buildx build --load)"
         return f"docker {self.version} with built-in BuildKit ({self.path}, DOCKER_BUILDKIT=1)"
 
     @property
     def supports_named_contexts(self) -> bool:
-        """``--build-context`` (named contexts for ``RUN --mount=from=NAME``): buildx 0.8+ only."""
-        return self.kind == "buildx" and _version_tuple(self.version) >= (0, 8)
+        """``--build-context`` (named contexts for ``RUN --mount=from=NAME``): buildx 0.8+, podman, buildah."""
+        return self.kind in ("podman", "buildah") or (self.kind == "buildx" and _version_tuple(self.version) >= (0, 8))
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
     m = re.search(r"v?(\d+)\.(\d+)(?:\.(\d+))?", text)
     return tuple(int(g) for g in m.groups() if g is not None) if m else ()
+
+
+def buildkit_version(client: BuildClient) -> str | None:
+    """The version of the BuildKit a buildx client builds with (``docker buildx inspect``: "Buildkit: v0.13.2"
+    or "BuildKit version: v0.13.2"); None for a native client or when buildx does not say."""
+    if client.kind != "buildx":
+        return None
+    rc, out = _probe([client.path, "buildx", "inspect"], timeout=30)
+    m = re.search(r"^\s*Build[Kk]it(?: version)?:\s*(v?\d+\.\d+[\w.+-]*)", out, re.M) if rc == 0 else None
+    return m.group(1) if m else None
+
+
+def can_rewrite_timestamps(client: BuildClient, version: str | None) -> bool:
+    return client.kind == "buildx" and version is not None and _version_tuple(version)[:2] >= REWRITE_TIMESTAMP
 
 
 def _probe(argv: list[str], timeout: float = 10.0) -> tuple[int, str]:
@@ -160,14 +180,18 @@ def build_command(
     target: str | None = None,
     no_cache: bool = False,
     platform: str | None = None,
+    rewrite_timestamp: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
     """argv and the extra environment for one build. Build-arg values travel in the environment
-    (``--build-arg NAME`` reads NAME from it), so a proxy URL with credentials is not in ``ps`` output."""
+    (``--build-arg NAME`` reads NAME from it), so a proxy URL with credentials is not in ``ps`` output.
+    ``rewrite_timestamp`` (buildx, BuildKit 0.13+): layer file times clamped to SOURCE_DATE_EPOCH."""
     if progress not in ("tty", "plain", "auto", "quiet"):
         raise ValueError(f"progress must be tty or plain, not {progress!r}")
     env: dict[str, str] = {}
     if client.kind == "buildx":
-        argv = [client.path, "buildx", "build", "--load"]
+        # `--load` is `--output type=docker`; the explicit form takes the exporter option
+        load = ["--output", "type=docker,rewrite-timestamp=true"] if rewrite_timestamp else ["--load"]
+        argv = [client.path, "buildx", "build", *load]
     else:
         argv = [client.path, "build"]
         env["DOCKER_BUILDKIT"] = "1"

@@ -16,15 +16,18 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from envman.engine.buildkit import (
     NATIVE_BUILDKIT,
     BuildClient,
     BuildResult,
     build_command,
+    buildkit_version,
+    can_rewrite_timestamps,
     candidate_clients,
     classify_client,
     default_progress,
@@ -32,6 +35,7 @@ from envman.engine.buildkit import (
     run_build_client,
 )
 from envman.engine.errors import CLIENT_HINT, START_HINT, BuildError, EngineError, RunTimeout
+from envman.engine.protocol import ReproSupport
 from envman.process import Owner, Terminated, signals_deferred, sigterm_raises
 
 __all__ = [
@@ -47,10 +51,13 @@ OWNER_LABEL = "org.envman.run.owner"  # <host>-<pid>-<start> of the run that sta
 class Engine:
     """A Docker engine: the SDK for everything but builds, a BuildKit-capable CLI client for builds."""
 
+    name = "docker"
+
     def __init__(self, client: Any = None, *, build_client: BuildClient | None = None, timeout: int = 120):
         self._client = client
         self._build_client = build_client
         self._timeout = timeout
+        self._repro: ReproSupport | None = None
 
     # -- connection
     @property
@@ -91,6 +98,27 @@ class Engine:
         """The engine stopped answering in the middle of ``what`` (restarted, killed, its socket gone)."""
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         return EngineError(f"the Docker engine stopped answering while {what} ({reason})", hint=START_HINT)
+
+    def describe(self) -> str:
+        return f"Docker {self.ping()}; builds through {self.build_client.describe()}"
+
+    def repro_support(self) -> ReproSupport:
+        if self._repro is None:
+            client = self.build_client
+            version = buildkit_version(client)
+            if can_rewrite_timestamps(client, version):
+                self._repro = ReproSupport(True, f"BuildKit {version}: SOURCE_DATE_EPOCH and rewrite-timestamp=true")
+            elif client.kind == "buildx":
+                self._repro = ReproSupport(False, f"buildx builds with BuildKit {version or '(version not reported)'}, "
+                                                  "which cannot set layer file times (rewrite-timestamp needs BuildKit 0.13+)")
+            else:
+                self._repro = ReproSupport(False, f"{client.describe()} builds with the daemon's own BuildKit, which "
+                                                  "takes no exporter options: layer file times are the build's clock "
+                                                  "(rewrite-timestamp needs buildx with BuildKit 0.13+)")
+        return self._repro
+
+    def provide_base(self, ref: str) -> str | None:
+        return None  # the build pulls what the daemon lacks
 
     # -- images
     def tags_of(self, repository: str) -> list[str]:
@@ -194,6 +222,32 @@ class Engine:
             raise EngineError(f"cannot remove image {ref}: {exc.explanation or exc}") from None
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise self._gone(f"removing {ref}", exc) from None
+
+    @contextmanager
+    def export_image(self, ref: str) -> Iterator[IO[bytes]]:
+        """``docker save`` as a stream (the SDK's chunks behind a file object)."""
+        import io
+
+        chunks = iter(self.client.api.get_image(ref))
+
+        class _Raw(io.RawIOBase):
+            rest = b""
+
+            def readable(self) -> bool:
+                return True
+
+            def readinto(self, buf: Any) -> int:
+                while not self.rest:
+                    try:
+                        self.rest = next(chunks)
+                    except StopIteration:
+                        return 0
+                n = min(len(buf), len(self.rest))
+                buf[:n], self.rest = self.rest[:n], self.rest[n:]
+                return n
+
+        with io.BufferedReader(_Raw(), buffer_size=1 << 20) as stream:
+            yield stream
 
     def save_image(self, ref: str, dest: Path | str) -> Path:
         """``docker save`` into ``dest`` (written under a temporary name, then renamed)."""
@@ -378,12 +432,18 @@ class Engine:
         progress: str | None = None,
         on_output: Callable[[str], None] | None = None,
         platform: str | None = None,
+        source_date_epoch: int | None = None,
     ) -> BuildResult:
         """Build with BuildKit through ``self.build_client``. ``secrets`` maps secret ids to files
         (``RUN --mount=type=secret,id=ID``): they reach the build and never a layer. ``progress`` None picks
-        tty in a terminal, plain in CI/pipes; in plain mode every line goes to ``on_output``."""
+        tty in a terminal, plain in CI/pipes; in plain mode every line goes to ``on_output``.
+        ``source_date_epoch``: the SOURCE_DATE_EPOCH build arg, and clamped layer times where BuildKit can."""
         self.ping()
         client = self.build_client
+        rewrite = False
+        if source_date_epoch is not None:
+            build_args = {**(build_args or {}), "SOURCE_DATE_EPOCH": str(source_date_epoch)}
+            rewrite = self.repro_support().clamps
         progress = progress or default_progress()
         fd, iid = tempfile.mkstemp(prefix="envman-iid-")
         os.close(fd)
@@ -392,7 +452,7 @@ class Engine:
             argv, env = build_command(
                 client, context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
                 extra_contexts=extra_contexts, progress=progress, iidfile=iid, labels=labels, target=target,
-                no_cache=no_cache, platform=platform,
+                no_cache=no_cache, platform=platform, rewrite_timestamp=rewrite,
             )
             rc, tail = run_build_client(argv, env, progress=progress, on_output=on_output)
             if rc != 0:

@@ -1,17 +1,30 @@
-"""The engine seam: what envman's use cases (app/build.py, app/smoke.py) ask of a container engine.
+"""The engine seam: what envman's use cases (app/build.py, app/smoke.py, app/repro.py) ask of a container engine.
 
-``envman.engine.docker.Engine`` is the real one (docker-py + a BuildKit client); ``tests/fakes.py`` holds a
+``envman.engine.docker.Engine`` (docker-py + a BuildKit client) and ``envman.engine.daemonless.DaemonlessEngine``
+(podman or buildah, no daemon) are the real ones, ``envman.engine.select`` picks one; ``tests/fakes.py`` holds a
 fake for offline tests of the build orchestration. Only the methods the use cases call are here: anything
-else the real engine offers (inspect_image, save_image …) stays an implementation detail of docker.py.
+else the real engines offer stays an implementation detail of theirs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
-from envman.engine.buildkit import BuildClient, BuildResult
+from envman.engine.buildkit import BuildResult
+
+
+@dataclass(frozen=True)
+class ReproSupport:
+    """Whether two builds of the same inputs can give the same image on this engine: ``clamps`` when the
+    image's dates (config, history) and its layers' file times are all set from SOURCE_DATE_EPOCH; ``how``
+    says by what means, or why not (naming the version that would)."""
+
+    clamps: bool
+    how: str
 
 
 class ContainerEngine(Protocol):
@@ -19,11 +32,19 @@ class ContainerEngine(Protocol):
     ``run`` raises ``RunTimeout`` when the container outlives ``timeout``."""
 
     @property
-    def build_client(self) -> BuildClient: ...
+    def name(self) -> str:
+        """"docker", "podman" or "buildah"."""
+        ...
 
     def ping(self) -> str:
         """The engine's version; EngineError when none answers."""
         ...
+
+    def describe(self) -> str:
+        """One line for the user: the engine, its version and how it builds."""
+        ...
+
+    def repro_support(self) -> ReproSupport: ...
 
     def image_exists(self, ref: str) -> bool: ...
 
@@ -37,6 +58,15 @@ class ContainerEngine(Protocol):
 
     def remove_container(self, name: str) -> None: ...
 
+    def image_id(self, ref: str) -> str | None:
+        """The image's ID (``sha256:`` + the digest of its config, which names every layer's content)."""
+        ...
+
+    def provide_base(self, ref: str) -> str | None:
+        """Make a base image a build needs available where the engine can without a registry; a line saying
+        what was done, or None when nothing was needed or possible (the build then pulls it)."""
+        ...
+
     def build(
         self,
         context_dir: Path | str,
@@ -48,6 +78,8 @@ class ContainerEngine(Protocol):
         progress: str | None = None,
         on_output: Callable[[str], None] | None = None,
         platform: str | None = None,  # "linux/arm64": build for that platform (None: the engine's own)
+        no_cache: bool = False,
+        source_date_epoch: int | None = None,  # the dates in the image, where the engine can clamp them
     ) -> BuildResult: ...
 
     def tag(self, src: str, dst: str) -> None: ...
@@ -65,7 +97,12 @@ class ContainerEngine(Protocol):
         ...
 
     def import_dir(self, directory: Path | str, ref: str) -> str:
-        """A directory's files as a one-layer image ``ref`` (the offline build's wheelhouse)."""
+        """Make ``ref`` name a directory's files in later builds (``RUN --mount=type=bind,from=REF``, the
+        offline build's wheelhouse): a one-layer image (docker), or a named build context (podman, buildah)."""
+        ...
+
+    def export_image(self, ref: str) -> AbstractContextManager[IO[bytes]]:
+        """The image as a ``docker save`` stream (uncompressed layer tars and the config), to read once."""
         ...
 
     def has_nvidia_runtime(self) -> bool: ...
