@@ -5,6 +5,13 @@ layer, keyed by the framework lock alone) → the rest of the locked requirement
 the project's source last. A source edit rebuilds no dependency layer; a requirements edit does not
 re-install the framework. Lock files are bind-mounted into the RUN that needs them (no layer holds them),
 package caches are cache mounts, and the CA bundle is a BuildKit secret.
+
+Reproducible as bits (docs/reproducible.md): every stage declares ``SOURCE_DATE_EPOCH`` (the lock's date, not
+the clock) and ``PYTHONHASHSEED=0`` as build args, so every RUN sees them: Python then writes checked-hash
+.pyc files (PEP 552) whose bytes do not depend on the build's clock or hash seed, and a layer built under
+another date is never reused from the cache. The steps that leave machine-local state behind (apt, useradd)
+remove it in the same RUN (a later RUN could only hide it under a whiteout): logs, ldconfig's aux-cache, and
+the password-change day in /etc/shadow.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ SMOKE_DIR = "/opt/envman"
 CA_SECRET = "envman_ca"
 SHM_SIZE = "16gb"  # PyTorch DataLoader workers share batches through /dev/shm; Docker's default is 64 MiB
 IMAGE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # the venv first
+# the same RUN that writes them removes what differs between two builds of the same inputs: logs (apt, dpkg,
+# lastlog/faillog from useradd) and ldconfig's aux-cache (inode numbers and file times)
+SCRUB = "find /var/log -type f -delete && rm -f /var/cache/ldconfig/aux-cache"
 
 
 def quote_docker(value: str) -> str:
@@ -61,6 +71,14 @@ class Step:
         return " \\\n    ".join([*self.mounts, self.command])
 
 
+def stage_args(source_date_epoch: int | None) -> tuple[tuple[str, str], ...]:
+    """The build args every stage declares (``ARG NAME=value``): none without a date (the Dockerfile then stays
+    as it was), else SOURCE_DATE_EPOCH and PYTHONHASHSEED, so each RUN's tools see them."""
+    if source_date_epoch is None:
+        return ()
+    return (("SOURCE_DATE_EPOCH", str(int(source_date_epoch))), ("PYTHONHASHSEED", "0"))
+
+
 @dataclass(frozen=True)
 class BuilderStage:
     """``FROM base AS envman-wheels``: source-only packages become wheels here; only /wheels leaves it."""
@@ -74,6 +92,7 @@ class BuilderStage:
     tools_step: Step | None
     env: tuple[tuple[str, str], ...]
     wheel_step: Step
+    args: tuple[tuple[str, str], ...] = ()  # stage_args
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,8 @@ class DockerPlan:
     source_stage: str = SOURCE_STAGE  # the stage /app is copied from
     source_dir: str = SOURCE_DIR
     source_prune: str = "rm -rf " + " ".join(f"{SOURCE_DIR}/{n}" for n in NOT_SOURCE)
+    args: tuple[tuple[str, str], ...] = ()  # stage_args: declared right after FROM
+    sbom_file: str | None = None  # the context's SBOM, copied beside the smoke kit
 
     @property
     def apt_packages(self) -> tuple[str, ...]:
@@ -123,14 +144,19 @@ def require_cuda(res: Resolution) -> str:
     return f"cuda>={res.cuda}"
 
 
-def _user_command() -> str:
+def _user_command(reproducible: bool = False) -> str:
     # Ubuntu 24.04 images (nvidia/cuda 12.6+) already own uid 1000 as "ubuntu": take the uid over, so
     # files in bind-mounted workspaces keep the usual host uid.
-    return (
+    cmd = (
         f'existing="$(getent passwd {APP_UID} | cut -d: -f1)"; '
         f'if [ -n "$existing" ]; then userdel --remove "$existing"; fi; '
         f"useradd --create-home --uid {APP_UID} --user-group --shell /bin/sh {APP_USER}"
     )
+    if reproducible:
+        # /etc/shadow's third field is the day of the last password change (the build's day, unless this
+        # shadow honours SOURCE_DATE_EPOCH): empty, as for an account that never had a password
+        cmd += f" && sed -i -E 's/^({APP_USER}:[^:]*):[0-9]*:/\\1::/' /etc/shadow && {SCRUB}"
+    return cmd
 
 
 def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
@@ -157,12 +183,13 @@ def _ca_export() -> str:
     return f"if [ -s /run/secrets/{CA_SECRET} ]; then export PIP_CERT=/run/secrets/{CA_SECRET}; fi"
 
 
-def _apt_step(comment: str, apt: list[str]) -> Step:
+def _apt_step(comment: str, apt: list[str], reproducible: bool = False) -> Step:
     return Step(
         comment,
         ("--mount=type=cache,target=/var/cache/apt,sharing=locked", "--mount=type=cache,target=/var/lib/apt/lists,sharing=locked"),
         "rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update && "
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + " ".join(apt),
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + " ".join(apt)
+        + (f" && {SCRUB}" if reproducible else ""),
         tuple(apt),
     )
 
@@ -185,7 +212,8 @@ def _locked_tools_step(build_lock: str, offline_image: str | None, link: str) ->
 
 def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_image: str | None, cuda: str | None,
                  fw_step: Step | None, source_lock: str, offline_image: str | None = None,
-                 cuda_archs: tuple[str, ...] = (), build_lock: str | None = None) -> BuilderStage:
+                 cuda_archs: tuple[str, ...] = (), build_lock: str | None = None,
+                 source_date_epoch: int | None = None) -> BuilderStage:
     """The builder stage. CUDA sources build on the stack's devel image when the base is nvidia/cuda (same
     Ubuntu, same Python: the wheel fits the final stage), else with nvcc from NVIDIA's wheels on the same
     base; either way nvcc never reaches the final image."""
@@ -197,7 +225,7 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         apt += ["python3", "python3-venv"]
     if image != base_image:
         apt += ["python3-dev"]
-    system = _apt_step("build tools (this stage only)", sorted(set(apt))) if apt else None
+    system = _apt_step("build tools (this stage only)", sorted(set(apt)), source_date_epoch is not None) if apt else None
     tools = list(sb.build_requires)
     env: list[tuple[str, str]] = []
     if sb.nvcc and image == base_image:
@@ -239,7 +267,7 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     return BuilderStage(
         name=BUILDER, base_image=image, system_step=system, python_exe="python3", venv=VENV,
         framework_step=fw_step if sb.framework else None, tools_step=tools_step,
-        env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel,
+        env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel, args=stage_args(source_date_epoch),
     )
 
 
@@ -249,14 +277,18 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
                     offline_image: str | None = None, version: str = "",
                     stack_file: str = ".envman/stack.json", source_builds: SourceBuilds | None = None,
                     source_lock: str | None = None, devel_image: str | None = None,
-                    install_project: bool = False, build_lock: str | None = None) -> DockerPlan:
+                    install_project: bool = False, build_lock: str | None = None,
+                    source_date_epoch: int | None = None, sbom_file: str | None = None) -> DockerPlan:
+    """``source_date_epoch``: the lock's date (lock/repro.py); with it the image is planned to be the same bits
+    on every build (stage_args, the scrubbing steps), without it the Dockerfile is as it was before."""
+    reproducible = source_date_epoch is not None
     apt = list(system_packages)
     python_exe = "python3"
     if base_kind.startswith("cuda-"):
         # nvidia/cuda images carry no Python: the distro's, with venv support.
         apt += ["python3", "python3-venv"]
     apt = sorted(set(apt))
-    system = _apt_step("system packages (apt lists and archives in cache mounts, not layers)", apt) if apt else None
+    system = _apt_step("system packages (apt lists and archives in cache mounts, not layers)", apt, reproducible) if apt else None
     fw = _pip_step(f"{res.framework} {res.version} ({res.variant}) and what it needs: its own layer", fw_lock, offline_image) if fw_lock else None
     builder = wheels = None
     if source_builds is not None and source_lock:
@@ -265,7 +297,7 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
                                offline_image=offline_image,
                                cuda_archs=tuple(sorted({f"{t.cc.major}.{t.cc.minor}" for t in res.targets},
                                                        key=lambda v: tuple(map(int, v.split("."))))),
-                               build_lock=build_lock)
+                               build_lock=build_lock, source_date_epoch=source_date_epoch)
         wheels = Step(f"the wheels built in {BUILDER} (the rest of the lock then skips them as installed)",
                       (f"--mount=type=bind,from={BUILDER},source={WHEELS_DIR},target=/tmp/envman/wheels",),
                       f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl")
@@ -306,11 +338,12 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     ]
     return DockerPlan(
         name=name, base_image=base_image, base_kind=base_kind, system_step=system,
-        python_exe=python_exe, user_command=_user_command(), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
+        python_exe=python_exe, user_command=_user_command(reproducible), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
         cmd_json=json.dumps(list(command)) if command else None, gpu=gpu, stack_file=stack_file,
         builder=builder, wheels_step=wheels, project_step=project, from_platform=from_platform(res),
+        args=stage_args(source_date_epoch), sbom_file=sbom_file,
     )
 
 
