@@ -4,7 +4,8 @@ The CLI is the only place that catches these, prints ``error:`` and ``hint:`` li
 ``exit_code``. Exit codes are documented in the README and are part of the CLI contract.
 
 Kinds: UsageError (a bad value; SpecError for envman.yaml, LockError for a lock file, both under it so
-``except UsageError`` still catches them), ToolError (uv, pip, the network, a registry), DataError
+``except UsageError`` still catches them), ToolError (uv, pip, the network, a registry), ReproError (two
+builds of one lock differ, or an image is not its lock's), DataError
 (envman's own matrices; MatrixError), ResolutionError, InternalError (a bug envman noticed itself);
 the engine's EngineError lives in envman/engine/errors.py.
 """
@@ -53,6 +54,11 @@ class ToolError(EnvmanError):
 
     Exit 1 like a user error: no exit code of the README fits, and a new one would have to mean both
     "retry later" (a network outage) and "fix your requirements" (uv finds no solution)."""
+
+
+class ReproError(EnvmanError):
+    """Two builds of one lock gave two images, or an image is not the one its lock builds (exit 1: a check that
+    failed, like `lock --check`); the message names both digests, the hint what differs."""
 
 
 class InternalError(EnvmanError):

@@ -3,12 +3,15 @@ because tests/conftest.py is a rootdir conftest without an __init__.py beside it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import io
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from envman.engine.buildkit import BuildClient, BuildResult
 from envman.engine.errors import EngineError
-from envman.engine.protocol import ContainerEngine
+from envman.engine.protocol import ContainerEngine, ReproSupport
 
 RunResult = tuple[int, str, str]
 
@@ -20,11 +23,13 @@ class FakeEngine:
     ("remove", ref), ("push", ref), ("import", ref) in call order; ``runs`` holds (image, command, kwargs)."""
 
     build_client = BuildClient("buildx", "/usr/bin/docker", "v0.12.1")
+    name = "docker"
 
     def __init__(self, result: RunResult | None = None, exc: BaseException | None = None, nvidia: bool = False, *,
                  images: Sequence[str] = (), registry: Mapping[str, str] | None = None,
                  push_digest: str = "sha256:" + "d" * 64, build_exc: BaseException | None = None,
-                 image_id: str = "sha256:" + "b" * 64):
+                 image_id: str = "sha256:" + "b" * 64, image_ids: Sequence[str] = (), clamps: bool = True,
+                 archives: Mapping[str, bytes] | None = None):
         self.result, self.exc, self.nvidia = result, exc, nvidia
         self.images = set(images)
         self.registry = dict(registry or {})
@@ -36,9 +41,34 @@ class FakeEngine:
         self.runs: list[tuple[str, list[str], dict]] = []
         self.containers: dict[str, str] = {}  # what envman's `run` left: name → owner label
         self.secrets: list[dict[str, str]] = []  # each build's secrets: id → the file's text (read during the build)
+        self.image_ids = list(image_ids)  # what successive builds answer (then image_id)
+        self.ids: dict[str, str] = {}
+        self.clamps = clamps
+        self.archives = dict(archives or {})  # image id → its `docker save` bytes, for export_image
+        self.builds: list[dict] = []  # each build's no_cache and source_date_epoch
 
     def ping(self) -> str:
         return "27.0.1"
+
+    def describe(self) -> str:
+        return "Docker 27.0.1; builds through " + self.build_client.describe()
+
+    def repro_support(self) -> ReproSupport:
+        return ReproSupport(self.clamps, "fake" if self.clamps else "fake BuildKit 0.12: no rewrite-timestamp")
+
+    def image_id(self, ref: str) -> str | None:
+        return self.ids.get(ref) if ref in self.images else None
+
+    def provide_base(self, ref: str) -> str | None:
+        return None
+
+    def diff_ids(self, ref: str) -> list[str] | None:
+        return [] if ref in self.images else None
+
+    @contextmanager
+    def export_image(self, ref: str) -> Iterator[IO[bytes]]:
+        self.log.append(("export", ref))
+        yield io.BytesIO(self.archives[self.ids[ref]])
 
     def image_exists(self, ref: str) -> bool:
         return ref in self.images
@@ -56,21 +86,28 @@ class FakeEngine:
     def build(self, context_dir: Path | str, *, dockerfile: Path | str | None = None, tags: Sequence[str] = (),
               build_args: Mapping[str, str] | None = None, secrets: Mapping[str, Path | str] | None = None,
               progress: str | None = None, on_output: Callable[[str], None] | None = None,
-              platform: str | None = None) -> BuildResult:
+              platform: str | None = None, no_cache: bool = False,
+              source_date_epoch: int | None = None) -> BuildResult:
         self.log.append(("build", tuple(tags)))
         self.platforms.append(platform)
         self.secrets.append({k: Path(v).read_text() for k, v in (secrets or {}).items()})
+        self.builds.append({"no_cache": no_cache, "source_date_epoch": source_date_epoch})
         if self.build_exc is not None:
             raise self.build_exc
+        image_id = self.image_ids.pop(0) if self.image_ids else self.image_id
         self.images.update(tags)
-        self.images.add(self.image_id)
-        return BuildResult(self.image_id, tuple(tags), self.build_client, 1.0)
+        self.images.add(image_id)
+        self.ids.update({t: image_id for t in tags})
+        self.ids[image_id] = image_id
+        return BuildResult(image_id, tuple(tags), self.build_client, 1.0)
 
     def tag(self, src: str, dst: str) -> None:
         if src not in self.images:
             raise EngineError(f"cannot tag {src} as {dst}: no such image")
         self.log.append(("tag", src, dst))
         self.images.add(dst)
+        if src in self.ids:
+            self.ids[dst] = self.ids[src]
 
     def remove_image(self, ref: str, force: bool = False) -> bool:
         self.log.append(("remove", ref))

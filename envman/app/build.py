@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envman.app.generate import offline_built, offline_dockerfile
 from envman.app.lock import check_lock
@@ -31,6 +31,7 @@ from envman.model import PLATFORM_ARCH, PLATFORMS
 from envman.project.spec import load_spec
 
 if TYPE_CHECKING:
+    from envman.engine.buildkit import BuildResult
     from envman.engine.protocol import ContainerEngine
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
@@ -51,6 +52,8 @@ class BuildOptions:
     push: str | None = None
     progress: str | None = None
     allow_secrets_in_context: bool = False
+    engine: str | None = None  # docker, podman, buildah; None: the first that works (engine/select.py)
+    verify_repro: bool = False  # two builds from scratch must give one image ID (app/repro.py)
 
 
 @dataclass
@@ -180,11 +183,17 @@ def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
     if stale:
         raise LockError("the lock is stale: " + "; ".join(stale), hint="run `envman lock`, then build")
     if engine is None:
-        from envman.engine.docker import Engine
+        from envman.engine.select import choose_engine
 
-        engine = Engine()
-    server = engine.ping()
-    echo(f"engine: Docker {server}; builds through {engine.build_client.describe()}")
+        choice = choose_engine(opts.engine, need_repro=opts.verify_repro)
+        engine = choice.engine
+        echo(f"engine: {engine.describe()} [{choice.why}]")
+    else:
+        echo(f"engine: {engine.describe()}")
+    if opts.verify_repro:
+        from envman.app.repro import require_clamping
+
+        require_clamping(engine)
     return [_build_one(root, n, opts, echo, engine) for n in targets]
 
 
@@ -226,7 +235,7 @@ def _build_one(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable
     sweep(engine, name, lambda m: echo(label + m))
     tested = None  # the image ID this run built and tested: the only one it may tag
     with build_lock(cache_dir(), name, short, lambda m: echo(label + m)):
-        if engine.image_exists(good) and not opts.rebuild:
+        if engine.image_exists(good) and not (opts.rebuild or opts.verify_repro):
             echo(f"{label}{good} exists for this lock hash: skipping the build (--rebuild forces it)")
         else:
             tested = _build_and_test(root, names, opts, echo, engine, lock, dockerfile, out)
@@ -285,8 +294,8 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(indexes)
             echo(f"{label}the private indexes the lock names go to the build as a BuildKit secret (never a layer)")
-        result = engine.build(root, dockerfile=build_file, tags=[candidate], build_args=args, secrets=secrets,
-                              progress=opts.progress, on_output=echo, **({"platform": platform} if platform else {}))
+        result = _build_image(engine, root, root / names.lock, build_file, candidate, opts, echo, label,
+                              build_args=args, secrets=secrets, **({"platform": platform} if platform else {}))
     finally:
         shutil.rmtree(private, ignore_errors=True)
     out.built = True
@@ -313,6 +322,39 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
         return result.image_id
     finally:
         engine.remove_image(candidate)  # this run's own tag only; the image keeps its good (or failed) tag
+
+
+def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, build_file: Path, tag: str, opts: BuildOptions,
+                 echo: Callable[[str], None], label: str, **kwargs: Any) -> BuildResult:
+    """One build at the lock's date (the engine clamps what it can); with --verify-repro, two from scratch that
+    must agree, the agreed image ID then recorded in the lock."""
+    lock = read_lock(lock_path)
+    base = lock.base_image.get("ref") or ""
+    if lock.base_image.get("digest") and "@" not in base:
+        base = f"{base}@{lock.base_image['digest']}"
+    said = engine.provide_base(base)
+    if said:
+        echo(f"{label}{said}")
+    sde = lock.source_date_epoch
+    if opts.verify_repro:
+        from envman.app.repro import record_image, require_date, verify_build
+
+        sde = require_date(lock, lock_path.name)
+
+        def build(t: str) -> BuildResult:
+            return engine.build(root, dockerfile=build_file, tags=[t], progress=opts.progress, on_output=echo,
+                                no_cache=True, source_date_epoch=sde, **kwargs)
+
+        from envman.app.buildruns import candidate_tag
+        from envman.process import Owner
+
+        first = f"{lock.name}:{candidate_tag(lock.short_hash, Owner.me())}"
+        repro = verify_build(engine, build, tag=tag, base=base, echo=echo, label=label, first_tag=first)
+        record_image(lock_path, engine=engine, image_id=repro.result.image_id, dockerfile=build_file, root=root)
+        echo(f"{label}recorded {repro.result.image_id} in {lock_path.name} (`envman verify IMAGE` checks an image against it)")
+        return repro.result
+    return engine.build(root, dockerfile=build_file, tags=[tag], progress=opts.progress, on_output=echo,
+                        source_date_epoch=sde, **kwargs)
 
 
 def _buildable_dockerfile(root: Path, names: StackFiles, opts: BuildOptions, lock: Lock) -> Path:

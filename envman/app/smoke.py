@@ -271,13 +271,13 @@ def smoke_host(expect: Path | str | None = None, *, require_gpu: bool = False) -
 
 
 def smoke_image(image: str, *, expect: Path | str | None = None, require_gpu: bool = False, mount_kit: bool = False,
-                engine: Any = None) -> SmokeResult:
-    """``envman smoke --image``: on the local engine (``engine`` defaults to it), which must hold ``image``."""
+                engine: Any = None, engine_name: str | None = None) -> SmokeResult:
+    """``envman smoke --image``: on the local engine (``engine``; else the one ``engine_name`` names, or the first
+    that works: engine/select.py), which must hold ``image``."""
     if engine is None:
-        from envman.engine.docker import Engine
+        from envman.engine.select import choose_engine
 
-        engine = Engine()
-        engine.ping()
+        engine = choose_engine(engine_name).engine
     if not engine.image_exists(image):
         raise UsageError(f"no image {image} on the engine", hint="build it first: envman build")
     return run_smoke_in_image(engine, image, require_gpu=require_gpu, expect=expect, mount_kit=mount_kit)

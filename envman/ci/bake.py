@@ -30,6 +30,8 @@ def bake_data(project: CiProject, registry: Registry | None) -> dict:
             t["platforms"] = [img.platform]  # the Python lock holds wheels of this platform only
         t["tags"] = image_tags(project, img, registry)
         t["labels"] = {"dev.envman.lock-hash": img.lock_hash, **({"dev.envman.profile": img.profile} if img.profile else {})}
+        if img.source_date_epoch is not None:
+            t["args"] = {"SOURCE_DATE_EPOCH": str(img.source_date_epoch)}  # each profile's own lock date
         if registry:
             # A profile with the same stack shares nearly every layer: read its cache too.
             refs = [cache_ref(project, i, registry) for i in [img, *peers(project, img)]]

@@ -15,6 +15,7 @@ from envman.ci.project import (
     peers,
     quote,
     skip_script,
+    source_date_env,
 )
 
 # Majors current on 2026-11 (all run on node24); bump them together after reading each release note.
@@ -102,8 +103,24 @@ def _build_job(project: CiProject, opts: CiOptions) -> dict:
         else:
             steps.append({"name": "build (cache: GitHub Actions)", "uses": ACTIONS["build"], "with": {
                 **with_, "cache-from": "type=gha,scope=envman", "cache-to": "type=gha,mode=max,scope=envman"}})
+    date = source_date_env(project.images)
+    for step in steps:
+        if date and step.get("uses") in (ACTIONS["build"], ACTIONS["bake"]):
+            step["env"] = dict(date)  # the lock's date, not the clock (docs/reproducible.md)
     job["steps"] = steps
     return job
+
+
+def _repro_job(opts: CiOptions) -> dict:
+    """Two builds from scratch with podman (on GitHub's Ubuntu runners), whose image IDs must agree: on pushes,
+    not on every pull request (a torch image is two full builds)."""
+    return {"name": "reproducible image (two builds from scratch agree)", "needs": "check", "runs-on": "ubuntu-latest",
+            "if": _expr("github.event_name == 'push'"), "steps": [
+                {"uses": ACTIONS["checkout"]},
+                {"uses": ACTIONS["python"], "with": {"python-version": HOST_PYTHON}},
+                {"name": "install envman", "run": f"python -m pip install {quote(opts.envman_spec)}"},
+                {"name": "build twice with podman and compare", "run": "envman build --verify-repro --engine podman --no-smoke"},
+            ]}
 
 
 def _smoke_job(project: CiProject, opts: CiOptions, img: CiImage) -> dict:
@@ -132,6 +149,8 @@ def _smoke_job(project: CiProject, opts: CiOptions, img: CiImage) -> dict:
         else:
             steps.append({"name": "load the image from the build cache", "uses": ACTIONS["build"], "with": {
                 **_build_inputs(project, img, reg), "load": True, "cache-from": "type=gha,scope=envman"}})
+        if source_date_env([img]):
+            steps[-1]["env"] = source_date_env([img])  # the build job's date: the same layers, a cache hit
     pick, image = "", '"$ENVMAN_IMAGE"'
     if reg:
         pick, image = 'image="$ENVMAN_IMAGE"\nif [ -n "${ENVMAN_DIGEST:-}" ]; then image="$image@$ENVMAN_DIGEST"; fi\n', '"$image"'
@@ -149,6 +168,8 @@ def _smoke_job(project: CiProject, opts: CiOptions, img: CiImage) -> dict:
 
 def github_workflow(project: CiProject, opts: CiOptions) -> dict:
     jobs = {"check": _check_job(opts), "build": _build_job(project, opts)}
+    if all(img.source_date_epoch is not None for img in project.images):
+        jobs["reproducible"] = _repro_job(opts)
     for img in project.images:
         jobs["smoke" + (f"-{img.target}" if img.profile else "")] = _smoke_job(project, opts, img)
     return {

@@ -22,6 +22,7 @@ from envman.ci.project import (
     peers,
     quote,
     skip_script,
+    source_date_env,
 )
 
 DOCKER_IMAGE, DIND_IMAGE, CHECK_IMAGE = "docker:29", "docker:29-dind", "python:3.11-slim"
@@ -105,7 +106,8 @@ def gitlab_pipeline(project: CiProject, opts: CiOptions) -> dict:
             "needs": ["envman-check"],
             "image": DOCKER_IMAGE,
             "services": [DIND_IMAGE],
-            "variables": {"DOCKER_TLS_CERTDIR": "/certs"},
+            # SOURCE_DATE_EPOCH: the lock's date, which buildx passes to BuildKit (docs/reproducible.md)
+            "variables": {"DOCKER_TLS_CERTDIR": "/certs", **source_date_env(project.images)},
             # The docker driver cannot export a registry cache: a BuildKit container can.
             "before_script": [_login(reg), "docker buildx create --use --driver docker-container --name envman"],
             "script": [_build_script(project, reg)],

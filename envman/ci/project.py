@@ -44,6 +44,7 @@ class CiImage:
     summary: str  # "torch 2.14.1 cu130, CUDA 13.0, Python 3.11, base python:3.11-slim-bookworm"
     platform: str | None
     gpu: bool  # False for a CPU-only stack: its smoke needs no GPU runner and skips nothing
+    source_date_epoch: int | None = None  # the lock's date: every build of it stamps its files and config with it
 
     @property
     def tag(self) -> str:
@@ -115,7 +116,15 @@ def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImag
     cuda = f"CUDA {key[3]}" if key[3] else "CPU"
     summary = f"{fw_text}, {cuda}, Python {key[4]}, base {key[5]}"
     arch = str((data.get("python_lock") or {}).get("platform") or "").split("-")[0]
-    return name, CiImage(profile, lock_file, dockerfile, lock_hash, key, summary, _PLATFORMS.get(arch), bool(key[3]))
+    return name, CiImage(profile, lock_file, dockerfile, lock_hash, key, summary, _PLATFORMS.get(arch), bool(key[3]),
+                         data.source_date_epoch)
+
+
+def source_date_env(images: tuple[CiImage, ...] | list[CiImage]) -> dict[str, str]:
+    """``SOURCE_DATE_EPOCH`` for a build step (BuildKit then dates the config and, 0.13+, the files with it):
+    the lock's date; none for locks made without one, or profiles whose dates differ (each has its own)."""
+    dates = {i.source_date_epoch for i in images}
+    return {"SOURCE_DATE_EPOCH": str(dates.pop())} if len(dates) == 1 and None not in dates else {}
 
 
 def shared_stacks(project: CiProject) -> list[tuple[list[str], str]]:

@@ -1,4 +1,4 @@
-"""``envman build``: build the image with BuildKit, smoke-test it, tag it by lock hash."""
+"""``envman build``: build the image (BuildKit, podman or buildah), smoke-test it, tag it by lock hash."""
 
 from __future__ import annotations
 
@@ -48,14 +48,20 @@ def register(app: typer.Typer) -> None:
         progress: Optional[str] = typer.Option(None, "--progress", help="tty or plain (default: tty in a terminal)"),
         allow_secrets_in_context: bool = typer.Option(
             False, "--allow-secrets-in-context", help="Build even when a credential file (.env, .netrc, *.pem …) would enter the build context"),
+        engine: Optional[str] = typer.Option(
+            None, "--engine", help="docker, podman or buildah (default: ENVMAN_ENGINE, else the first that works here)"),
+        verify_repro: bool = typer.Option(
+            False, "--verify-repro", help="Build twice from scratch; the two image IDs must agree (recorded in envman.lock)"),
     ) -> None:
-        """Build the image with BuildKit, smoke-test it, tag it <name>:<lock hash>.
+        """Build the image (BuildKit, podman or buildah), smoke-test it, tag it <name>:<lock hash>.
 
-        Exit codes: 0 built (and smoke passed or found no GPU), 4 engine/build failure, 5 smoke failed."""
+        Exit codes: 0 built (and smoke passed or found no GPU), 1 --verify-repro: the two builds differ (the
+        files that differ are named), 4 engine/build failure, 5 smoke failed."""
         from envman.app.build import BuildOptions
 
         if progress not in (None, "tty", "plain"):
             raise UsageError(f"--progress {progress!r}: expected tty or plain")
         opts = BuildOptions(profile, offline, wheelhouse, rebuild, tuple(tag or ()), not no_smoke, require_gpu,
-                            ca_bundle, base_image, push, progress, allow_secrets_in_context=allow_secrets_in_context)
+                            ca_bundle, base_image, push, progress, allow_secrets_in_context=allow_secrets_in_context,
+                            engine=engine, verify_repro=verify_repro)
         raise typer.Exit(build(path, opts))

@@ -13,10 +13,10 @@ from typing import Any
 
 import typer
 
-from envman.cli import build, ci, cluster, doctor, fetch, fit, init, lock, matrix, mcp, resolve, smoke, uv, variants
+from envman.cli import build, ci, cluster, doctor, fetch, fit, init, lock, matrix, mcp, resolve, smoke, uv, variants, verify
 from envman.errors import EXIT_INTERNAL, EnvmanError
 
-COMMANDS = (resolve, init, lock, build, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants, cluster)
+COMMANDS = (resolve, init, lock, build, verify, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants, cluster)
 
 
 def _typer() -> typer.Typer:

@@ -14,7 +14,7 @@ EXPECT_HELP = ("Expected stack: a smoke JSON or an envman.lock. "
 
 
 def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu: bool, as_json: bool,
-          save: Optional[Path], mount_script: bool) -> int:
+          save: Optional[Path], mount_script: bool, engine: Optional[str] = None) -> int:
     from envman.app import smoke as smoke_runner
     from envman.cli.output import emit_json
 
@@ -25,7 +25,8 @@ def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu:
         result = smoke_runner.smoke_host(expect, require_gpu=require_gpu)
     else:
         assert image is not None  # host == bool(image) was refused above
-        result = smoke_runner.smoke_image(image, expect=expect, require_gpu=require_gpu, mount_kit=mount_script)
+        result = smoke_runner.smoke_image(image, expect=expect, require_gpu=require_gpu, mount_kit=mount_script,
+                                          engine_name=engine)
     if save is not None:
         smoke_runner.save_report(result, save)
     if as_json:
@@ -55,9 +56,10 @@ def register(app: typer.Typer) -> None:
         save: Optional[Path] = typer.Option(None, "--save", help="Also write the JSON report to this file"),
         mount_script: bool = typer.Option(
             False, "--mount-script", help="--image: run this envman's smoke program (its kit, bind-mounted) instead of the image's"),
+        engine: Optional[str] = typer.Option(None, "--engine", help="--image: docker, podman or buildah (default: the first that works)"),
     ) -> None:
         """Check that an environment matches its lock and that its GPU stack works.
 
         Exit codes: 0 passed (GPU checks included), 6 passed but no GPU visible; a failure is 1 with --host
         (the script's code) and 5 with --image."""
-        raise typer.Exit(smoke(host, image, expect, require_gpu, as_json, save, mount_script))
+        raise typer.Exit(smoke(host, image, expect, require_gpu, as_json, save, mount_script, engine))

@@ -13,6 +13,8 @@ resource limits this machine needs (runtime.py). What differs from the Docker en
 - A base image missing from the storage is copied from the Docker engine (``docker-daemon:REF``) when one
   holds it: no registry is needed for it.
 - buildah has no ``run`` of an image: a working container is made, run in and removed.
+- ``<Dockerfile>.dockerignore``, which BuildKit prefers to the context's .dockerignore, is passed as
+  ``--ignorefile`` (buildah reads only the context's otherwise).
 """
 
 from __future__ import annotations
@@ -145,6 +147,14 @@ class DaemonlessEngine:
             return None
         raw = info.get("Id") or info.get("FromImageID") or ""
         return raw if raw.startswith("sha256:") else f"sha256:{raw}"
+
+    def diff_ids(self, ref: str) -> list[str] | None:
+        info = self.inspect_image(ref)
+        if not info:
+            return None
+        if "RootFS" in info:  # podman
+            return list(info["RootFS"].get("Layers") or [])
+        return list(((info.get("OCIv1") or {}).get("rootfs") or {}).get("diff_ids") or [])  # buildah
 
     def provide_base(self, ref: str) -> str | None:
         if "@" in ref or self.image_exists(ref):
@@ -308,6 +318,10 @@ class DaemonlessEngine:
         env: dict[str, str] = {}
         if dockerfile is not None:
             argv += ["--file", str(dockerfile)]
+            # BuildKit reads <Dockerfile>.dockerignore before the context's .dockerignore; buildah only when told
+            own = Path(dockerfile if Path(dockerfile).is_absolute() else Path(context_dir) / dockerfile)
+            if own.with_name(own.name + ".dockerignore").is_file():
+                argv += ["--ignorefile", str(own.with_name(own.name + ".dockerignore"))]
         for t in tags:
             argv += ["--tag", t]
         args = dict(build_args or {})

@@ -169,6 +169,10 @@ class Engine:
         info = self.inspect_image(ref)
         return info["Id"] if info else None
 
+    def diff_ids(self, ref: str) -> list[str] | None:
+        info = self.inspect_image(ref)
+        return list((info.get("RootFS") or {}).get("Layers") or []) if info else None
+
     def tag(self, src: str, dst: str) -> None:
         import docker
         import requests

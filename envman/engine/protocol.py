@@ -62,6 +62,10 @@ class ContainerEngine(Protocol):
         """The image's ID (``sha256:`` + the digest of its config, which names every layer's content)."""
         ...
 
+    def diff_ids(self, ref: str) -> list[str] | None:
+        """The digests of the image's uncompressed layers, base first; None without such an image."""
+        ...
+
     def provide_base(self, ref: str) -> str | None:
         """Make a base image a build needs available where the engine can without a registry; a line saying
         what was done, or None when nothing was needed or possible (the build then pulls it)."""

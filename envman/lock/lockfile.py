@@ -26,7 +26,9 @@ from envman.lock.layout import LOCK_FILE, StackFiles
 
 LOCK_VERSION = 1
 READABLE_VERSIONS = (1,)  # lock_versions this envman reads unchanged
-OUTSIDE_DIGEST = ("lock_hash", "pushed", "files", "wheel_variants")
+# outside the identity: what is recorded of a lock after it was made (a push's digest; the reproducible image
+# `build --verify-repro` measured and the date it was built with, itself derived from the pylock the hash covers)
+OUTSIDE_DIGEST = ("lock_hash", "pushed", "files", "wheel_variants", "reproducible")
 REGENERATE = "regenerate it with `envman lock`"
 
 
@@ -110,6 +112,25 @@ class Lock:
     @property
     def python_lock(self) -> Mapping[str, Any]:
         return self._section("python_lock")
+
+    @property
+    def reproducible(self) -> Mapping[str, Any]:
+        """``source_date_epoch`` (the date every build of this lock gives its files and config), where it came
+        from, and ``images``: the image IDs two builds from scratch agreed on, per engine and Dockerfile."""
+        return self._section("reproducible")
+
+    @property
+    def source_date_epoch(self) -> int | None:
+        v = self.reproducible.get("source_date_epoch")
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    def with_reproducible_image(self, record: Mapping[str, Any]) -> Lock:
+        """A copy that records one reproducible image (replacing the record for the same engine and Dockerfile);
+        the lock's identity does not change."""
+        key = (record.get("engine"), record.get("dockerfile"))
+        kept = [r for r in self.reproducible.get("images") or [] if (r.get("engine"), r.get("dockerfile")) != key]
+        images = sorted([*kept, dict(record)], key=lambda r: (str(r.get("engine")), str(r.get("dockerfile"))))
+        return self.with_changes(reproducible={**self.reproducible, "images": images})
 
     @property
     def dockerfile(self) -> Any:

@@ -17,7 +17,7 @@ def test_one_module_per_command_and_each_is_registered():
     commands = typer.main.get_command(app).commands
     assert set(commands) == modules
     # typer lists plain commands first, then the groups (matrix, ci, uv, variants, cluster), each in registration order
-    assert list(commands) == ["resolve", "init", "lock", "build", "smoke", "fetch", "doctor", "fit", "mcp", "matrix", "ci",
+    assert list(commands) == ["resolve", "init", "lock", "build", "verify", "smoke", "fetch", "doctor", "fit", "mcp", "matrix", "ci",
                              "uv", "variants", "cluster"]
 
 

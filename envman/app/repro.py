@@ -1,0 +1,147 @@
+"""Reproducible as bits: ``envman build --verify-repro`` and ``envman verify IMAGE``.
+
+``--verify-repro`` builds the lock twice from scratch (no cache) on an engine that clamps every date to the
+lock's SOURCE_DATE_EPOCH, and compares the two image IDs. An image ID is the digest of the image's config,
+which names every layer by the digest of its uncompressed content, so equal IDs mean the same bits. Between
+the two builds the first image's files are read into memory (kind, mode, owner, time, size, content digest)
+and the image is removed: the disk holds one build at a time (a torch image is ~6 GB). When the IDs differ,
+the second image is read too and every file that differs is named, with its layer's step. When they agree,
+the ID is recorded in envman.lock (outside its identity), and ``envman verify IMAGE`` can say later that an
+image is exactly the one this lock builds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from envman.engine.archive import ImageArchive, differences, read_image_archive
+from envman.engine.buildkit import BuildResult
+from envman.engine.errors import EngineError
+from envman.engine.protocol import ContainerEngine
+from envman.errors import LockError, ReproError, UsageError
+from envman.lock.lockfile import Lock, read_lock, write_lock
+
+
+def require_date(lock: Lock, lock_name: str) -> int:
+    sde = lock.source_date_epoch
+    if sde is None:
+        raise LockError(f"{lock_name} records no source_date_epoch: it was made by an envman without reproducible builds",
+                        hint="run `envman lock` with this envman, then build")
+    return sde
+
+
+def require_clamping(engine: ContainerEngine) -> None:
+    support = engine.repro_support()
+    if not support.clamps:
+        raise EngineError(f"--verify-repro: {engine.name} cannot build reproducibly here: {support.how}",
+                          hint="build with podman or buildah (`--engine podman`; .ci/podman-up.sh installs them), or "
+                               "with buildx on BuildKit 0.13+")
+
+
+def _read(engine: ContainerEngine, ref: str, skip: set[str]) -> ImageArchive:
+    with engine.export_image(ref) as stream:
+        return read_image_archive(stream, wanted=lambda diff_id: diff_id not in skip)
+
+
+@dataclass(frozen=True)
+class ReproBuild:
+    result: BuildResult  # the second build, tagged as asked
+    first_seconds: float
+    record: dict
+
+
+def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *, tag: str, base: str,
+                 echo: Callable[[str], None], label: str = "", first_tag: str | None = None) -> ReproBuild:
+    """Two builds from scratch (``build(tag)`` builds without cache and tags ``tag``), compared. The second is
+    left tagged ``tag``; on a difference it stays for inspection and ReproError names what differs. The first
+    is tagged ``first_tag`` (a candidate tag of this run, which a later run sweeps if this one is killed)."""
+    require_clamping(engine)
+    first_tag = first_tag or f"{tag}-repro-1"
+    base_layers = set(engine.diff_ids(base) or ())
+    echo(f"{label}reproducibility: first of two builds from scratch ({engine.repro_support().how})")
+    first = build(first_tag)
+    try:
+        echo(f"{label}first build: {first.image_id} in {first.seconds:.1f} s; reading its layers, then removing it "
+             "(one build on disk at a time)")
+        first_files = _read(engine, first_tag, base_layers)
+    finally:
+        engine.remove_image(first_tag, force=True)
+    echo(f"{label}reproducibility: second build from scratch")
+    second = build(tag)
+    if second.image_id == first.image_id:
+        echo(f"{label}reproducible: both builds gave {second.image_id} "
+             f"({first.seconds:.1f} s and {second.seconds:.1f} s)")
+        return ReproBuild(second, first.seconds, {"image_id": second.image_id})
+    echo(f"{label}the two builds differ ({first.image_id} vs {second.image_id}): reading the second's layers")
+    second_files = _read(engine, tag, base_layers | set(first_files.diff_ids))
+    lines = differences(first_files, second_files)
+    raise ReproError(f"two builds of this lock from scratch gave two images ({first.image_id} and {second.image_id}); "
+                     f"{tag} is the second", hint="what differs:\n  " + "\n  ".join(lines or ["(no file differs)"]))
+
+
+def record_image(lock_path: Path, *, engine: ContainerEngine, image_id: str, dockerfile: Path, root: Path) -> dict:
+    """The reproducible image goes into the lock (outside its hash: the lock's identity does not change)."""
+    lock = read_lock(lock_path)
+    record = {
+        "engine": engine.name,
+        "engine_version": engine.ping(),
+        "image_id": image_id,
+        "dockerfile": dockerfile.relative_to(root).as_posix() if dockerfile.is_relative_to(root) else str(dockerfile),
+        "dockerfile_sha256": hashlib.sha256(dockerfile.read_bytes()).hexdigest(),
+        "lock_hash": lock.lock_hash,
+    }
+    updated = lock.with_reproducible_image(record)
+    assert updated.lock_hash == lock.lock_hash
+    write_lock(lock_path, updated)
+    return record
+
+
+@dataclass(frozen=True)
+class Verdict:
+    image: str
+    image_id: str
+    matched: dict | None
+    records: tuple[dict, ...]
+
+    def summary(self) -> str:
+        if self.matched:
+            m = self.matched
+            return (f"{self.image} is exactly this lock: image {self.image_id} is what lock {m['lock_hash'][:12]} "
+                    f"builds from {m['dockerfile']} ({m['engine']} {m['engine_version']}, verified by two builds "
+                    "from scratch)")
+        return f"{self.image} ({self.image_id}) is not an image this lock builds"
+
+
+def verify_image(lock_path: Path, image: str, engine: ContainerEngine) -> Verdict:
+    """Whether ``image`` (on ``engine``) has an image ID the lock recorded as reproducible."""
+    lock = read_lock(lock_path)
+    records = tuple(lock.reproducible.get("images") or ())
+    if not records:
+        raise ReproError(f"{lock_path.name} records no reproducible image",
+                         hint="build it with `envman build --verify-repro` first (two builds from scratch, compared)")
+    image_id = engine.image_id(image)
+    if image_id is None:
+        raise UsageError(f"no image {image} on {engine.name}", hint=f"pull it first, or pass --engine (found: {engine.name})")
+    current = [r for r in records if r.get("lock_hash") == lock.lock_hash]
+    matched = next((r for r in current if r.get("image_id") == image_id), None)
+    verdict = Verdict(image, image_id, matched, records)
+    if matched is None:
+        said = "; ".join(f"{r['image_id']} ({r['engine']} {r['engine_version']}, {r['dockerfile']})" for r in current)
+        raise ReproError(f"{verdict.summary()}: the lock's reproducible images are {said or 'none for its hash'}",
+                         hint="an image built by another engine, or from another Dockerfile, has another ID; "
+                              "rebuild with `envman build --verify-repro` on the engine you use")
+    return verdict
+
+
+def verify_project_image(root: Path, image: str, *, profile: str | None = None, engine_name: str | None = None,
+                         engine: ContainerEngine | None = None) -> Verdict:
+    """``envman verify IMAGE``: the project's lock (or its profile's) against an image on the chosen engine."""
+    lock = root / ("envman.lock" if profile is None else f"envman.{profile}.lock")
+    if engine is None:
+        from envman.engine.select import choose_engine
+
+        engine = choose_engine(engine_name).engine
+    return verify_image(lock, image, engine)

@@ -1,0 +1,206 @@
+"""Reproducible as bits, offline: the lock's date, the SBOM, and `build --verify-repro` / `envman verify`
+orchestrated against the fake engine (the real two builds are tests/integration/test_repro_podman.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pytest
+from fakes import FakeEngine
+
+from envman.app.repro import record_image, verify_build, verify_image
+from envman.engine.buildkit import BuildClient, BuildResult
+from envman.engine.errors import EngineError
+from envman.errors import ReproError
+from envman.lock.epoch import source_date_epoch
+from envman.lock.lockfile import Lock, read_lock, write_lock
+from envman.lock.sbom import SbomInputs, render_sbom
+
+PYLOCK = """lock-version = "1.0"
+created-by = "uv"
+requires-python = "==3.11.*"
+
+[[packages]]
+name = "numpy"
+version = "2.1.3"
+wheels = [{ url = "https://files.example/numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.whl", upload-time = 2024-11-02T17:48:00Z, size = 1, hashes = { sha256 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" } }]
+
+[[packages]]
+name = "torch"
+version = "2.14.1"
+wheels = [{ url = "https://files.example/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", upload-time = 2026-07-16T10:13:01Z, size = 1, hashes = { sha256 = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" } }]
+
+[[packages]]
+name = "tqdm"
+version = "4.68.0"
+sdist = { url = "https://files.example/tqdm-4.68.0.tar.gz", upload-time = 2026-11-23T18:01:13Z, size = 1, hashes = { sha256 = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc" } }
+"""
+
+
+# ------------------------------------------------------------------------------------------ the lock's date
+def test_the_date_is_the_newest_upload_of_the_framework_closure():
+    sde, why = source_date_epoch(PYLOCK, ["torch"])
+    assert sde == 1784196781  # 2026-07-16T10:13:01Z
+    assert why == "the newest upload-time among the framework's locked files in pylock.toml: torch 2.14.1 (2026-07-16T10:13:01Z)"
+
+
+def test_without_a_framework_every_file_counts_sdists_too():
+    assert source_date_epoch(PYLOCK)[0] == 1795456873  # tqdm's sdist, 2026-11-23T18:01:13Z
+
+
+def test_no_lock_or_no_upload_time_is_a_fixed_date():
+    assert source_date_epoch(None) == (0, "no Python lock: a fixed date (1970-01-01)")
+    assert source_date_epoch('lock-version = "1.0"\n[[packages]]\nname = "x"\nversion = "1"\n')[0] == 0
+
+
+# ------------------------------------------------------------------------------------------ SBOM
+def sbom(**kw) -> str:
+    args = dict(name="demo", lock_hash="5" * 64, source_date_epoch=1784196781, base_ref="python:3.11-slim-bookworm",
+                base_digest="sha256:" + "d" * 64, pylock_text=PYLOCK, apt={"libgl1": "1.6.0-1", "libgomp1": None},
+                stack="torch 2.14.1 cu130", envman_version="0.2.0")
+    args.update(kw)
+    return render_sbom(SbomInputs(**args))
+
+
+def test_sbom_is_the_lock_in_cyclonedx_and_valid():
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    text = sbom()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    doc = json.loads(text)
+    assert doc["metadata"]["timestamp"] == "2026-07-16T10:13:01+00:00"  # the lock's date, not the clock
+    by = {c["bom-ref"]: c for c in doc["components"]}
+    torch = by["pkg:pypi/torch@2.14.1"]
+    assert torch["hashes"] == [{"alg": "SHA-256", "content": "b" * 64}]
+    assert torch["externalReferences"][0]["url"].endswith("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
+    base = by["base:python:3.11-slim-bookworm"]
+    assert (base["name"], base["version"], base["hashes"][0]["content"]) == ("python", "3.11-slim-bookworm", "d" * 64)
+    assert by["apt:libgl1"]["purl"] == "pkg:deb/libgl1@1.6.0-1"
+    assert by["apt:libgomp1"]["properties"] == [{"name": "envman:version", "value": "not pinned: the archive's version at build time"}]
+
+
+def test_sbom_bytes_depend_on_the_lock_only():
+    assert sbom() == sbom()
+    assert sbom() != sbom(lock_hash="6" * 64)  # its serial number is derived from the lock hash
+    unpinned = json.loads(sbom(base_digest=None))
+    base = next(c for c in unpinned["components"] if c["bom-ref"].startswith("base:"))
+    assert "hashes" not in base and {"name": "envman:digest", "value": "unpinned: no registry answered when locking"} in base["properties"]
+
+
+def test_the_validator_does_refuse_a_broken_sbom():
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    doc = json.loads(sbom())
+    doc["components"][0]["type"] = "not-a-type"
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(json.dumps(doc)) is not None
+
+
+# ------------------------------------------------------------------------------------------ --verify-repro
+def _save(files: dict[str, bytes], created: str = "2026-07-16T10:13:01Z") -> bytes:
+    import hashlib
+
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as t:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1784196781
+            t.addfile(info, io.BytesIO(data))
+    raw = layer.getvalue()
+    diff_id = hashlib.sha256(raw).hexdigest()
+    config = json.dumps({"created": created, "rootfs": {"diff_ids": ["sha256:" + diff_id]},
+                         "history": [{"created_by": "/bin/sh -c pip install ."}]}).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as t:
+        for name, data in ((f"{diff_id}.tar", raw), ("cfg.json", config)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+A, B = "sha256:" + "a" * 64, "sha256:" + "c" * 64
+
+
+def builder(engine: FakeEngine):
+    def build(tag: str) -> BuildResult:
+        return engine.build(".", tags=[tag], no_cache=True, source_date_epoch=1784196781)
+    return build
+
+
+def test_two_agreeing_builds_pass_and_the_first_is_removed_before_the_second():
+    engine = FakeEngine(image_ids=[A, A], archives={A: _save({"opt/a": b"1"})})
+    lines: list[str] = []
+    out = verify_build(engine, builder(engine), tag="demo:5555-unverified", base="python:3.11", echo=lines.append)
+    assert out.result.image_id == A and out.record == {"image_id": A}
+    assert [e for e in engine.log if e[0] in ("build", "export", "remove")] == [
+        ("build", ("demo:5555-unverified-repro-1",)), ("export", "demo:5555-unverified-repro-1"),
+        ("remove", "demo:5555-unverified-repro-1"), ("build", ("demo:5555-unverified",))]
+    assert all(b == {"no_cache": True, "source_date_epoch": 1784196781} for b in engine.builds)
+    assert lines[-1].startswith(f"reproducible: both builds gave {A}")
+
+
+def test_two_differing_builds_name_the_file_that_differs():
+    engine = FakeEngine(image_ids=[A, B], archives={A: _save({"opt/stamp": b"1764620000"}),
+                                                     B: _save({"opt/stamp": b"1764620093"})})
+    with pytest.raises(ReproError) as e:
+        verify_build(engine, builder(engine), tag="demo:5555-unverified", base="python:3.11", echo=lambda s: None)
+    assert e.value.message == (f"two builds of this lock from scratch gave two images ({A} and {B}); "
+                               "demo:5555-unverified is the second")
+    assert "layer 1/1 (RUN pip install .): /opt/stamp: content differs" in e.value.hint
+    assert e.value.exit_code == 1
+    assert engine.image_exists("demo:5555-unverified")  # kept for inspection
+
+
+def test_an_engine_that_cannot_clamp_is_refused_before_building():
+    engine = FakeEngine(clamps=False)
+    with pytest.raises(EngineError) as e:
+        verify_build(engine, builder(engine), tag="demo:1-unverified", base="b", echo=lambda s: None)
+    assert e.value.message == "--verify-repro: docker cannot build reproducibly here: fake BuildKit 0.12: no rewrite-timestamp"
+    assert "--engine podman" in e.value.hint and engine.builds == []
+
+
+# ------------------------------------------------------------------------------------------ the record, verify
+@pytest.fixture
+def lock_file(tmp_path):
+    lock = Lock.create({"lock_version": 1, "name": "demo", "reproducible": {"source_date_epoch": 1784196781}})
+    path = tmp_path / "envman.lock"
+    write_lock(path, lock)
+    (tmp_path / "Dockerfile").write_text("FROM x\n")
+    return path
+
+
+def test_recording_keeps_the_lock_hash_and_replaces_the_same_engines_record(lock_file):
+    before = read_lock(lock_file).lock_hash
+    engine = FakeEngine()
+    root = lock_file.parent
+    record_image(lock_file, engine=engine, image_id=B, dockerfile=root / "Dockerfile", root=root)
+    record_image(lock_file, engine=engine, image_id=A, dockerfile=root / "Dockerfile", root=root)
+    lock = read_lock(lock_file)
+    assert lock.lock_hash == before and lock.is_intact()
+    assert [r["image_id"] for r in lock.reproducible["images"]] == [A]
+    assert lock.reproducible["images"][0]["dockerfile"] == "Dockerfile"
+    assert lock.source_date_epoch == 1784196781
+
+
+def test_verify_says_exactly_this_lock_or_names_what_it_expected(lock_file):
+    root = lock_file.parent
+    engine = FakeEngine(images=["demo:ok", "demo:other"])
+    engine.ids.update({"demo:ok": A, "demo:other": B})
+    with pytest.raises(ReproError, match="records no reproducible image"):
+        verify_image(lock_file, "demo:ok", engine)
+    record_image(lock_file, engine=engine, image_id=A, dockerfile=root / "Dockerfile", root=root)
+    v = verify_image(lock_file, "demo:ok", engine)
+    assert v.summary().startswith(f"demo:ok is exactly this lock: image {A} is what lock ")
+    with pytest.raises(ReproError) as e:
+        verify_image(lock_file, "demo:other", engine)
+    assert e.value.message == (f"demo:other ({B}) is not an image this lock builds: the lock's reproducible images "
+                               f"are {A} (docker 27.0.1, Dockerfile)")
+
+
+def test_build_result_carries_the_daemonless_client():
+    c = BuildClient("podman", "/usr/bin/podman", "4.3.1")
+    assert c.describe() == "podman 4.3.1 (/usr/bin/podman build)" and c.supports_named_contexts
