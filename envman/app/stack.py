@@ -26,9 +26,11 @@ from envman.lock.artifacts import (
     refuse_vcs,
     source_only,
 )
+from envman.lock.epoch import source_date_epoch
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, build_lock, try_read_lock
 from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins
+from envman.lock.sbom import SbomInputs, render_sbom
 from envman.lock.uv import PythonLock, framework_closure, parse_uv_output, python_lock_job, python_platform
 from envman.model import Matrix, Resolution
 from envman.project.requirements import Req
@@ -147,9 +149,10 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
                       base_digest=base_digest, system_packages=list(apt), req_text=python.req, fw_text=python.fw,
                       pylock=python.pylock is not None, profile=files.profile, files=files, inputs=inputs.hashes,
                       platform=python_platform(res), request=python.request)
+    lock = with_date(lock, last, python)
 
     # imported here, after uv started (its request needs none of them; _while_uv_resolves imports them)
-    from envman.image.plan import plan_dockerfile, smoke_expectation, with_index_secret
+    from envman.image.plan import plan_dockerfile, smoke_expectation, stack_summary, with_index_secret
     from envman.image.render import render_dockerfile, render_json
 
     # the lock's hash is final before anything names it: the digests of the files made from it are outside it
@@ -163,6 +166,7 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
         version=__version__, stack_file=files.stack, offline_image=opts.offline_image, source_builds=builds.plan,
         source_lock=files.source if builds.plan is not None else None, devel_image=_devel_image(inputs.matrix, res),
         install_project=pkg is not None, build_lock=files.build if builds.build is not None else None,
+        source_date_epoch=lock.source_date_epoch, sbom_file=files.sbom,
     )
     from envman.lock.indexes import SECRET, named_in
 
@@ -170,19 +174,33 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
         plan = with_index_secret(plan, SECRET)  # its private indexes' URLs reach pip as a build secret
     known = (last.data.get("files") or {}).get(files.dockerfile) if last is not None else None
     body = render_dockerfile(plan, known if isinstance(known, str) else None).lstrip("\n")
+    known_sbom = (last.data.get("files") or {}).get(files.sbom) if last is not None else None
+    sbom = render_sbom(SbomInputs(spec.name, lock.lock_hash, lock.source_date_epoch or 0, base, base_digest,
+                                  python.pylock, dict.fromkeys(apt), stack_summary(res), __version__),
+                       known_sbom if isinstance(known_sbom, str) else None)
     imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots]
     stack_text = render_json(smoke_expectation(res, sorted(imports), lock.lock_hash))
     recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: python.pylock,
-                files.source: builds.source, files.build: builds.build, files.rest: builds.rest}
+                files.source: builds.source, files.build: builds.build, files.rest: builds.rest, files.sbom: sbom}
     lock = lock.with_changes(files={k: body_digest(t) for k, t in recorded.items() if t is not None})
     root = inputs.root
     writes: list[tuple[Path, str]] = [(root / files.dockerfile, with_header(body, inputs.inputs_hash)),
-                                      (root / files.stack, stack_text)]
+                                      (root / files.stack, stack_text), (root / files.sbom, sbom)]
     locks = ((files.req, python.req), (files.fw, python.fw), (files.pylock, python.pylock),
              (files.source, builds.source), (files.build, builds.build), (files.rest, builds.rest))
     writes += [(root / name, with_header(text, inputs.inputs_hash)) for name, text in locks if text is not None]
     return Stack(files, spec, res, lock, writes, plan.gpu, [label + n for n in notes], pkg is not None,
                  plan.apt_packages, last)
+
+
+def with_date(lock: Lock, last: Lock | None, python: PythonFiles) -> Lock:
+    """The lock's date (lock/epoch.py) and, for a re-lock to the same hash, the reproducible images `build
+    --verify-repro` recorded: outside the lock's identity, as the date derives from pylock.toml, which it covers."""
+    fw = [p.name for p in parse_uv_output(python.fw).packages] if python.fw is not None else []
+    sde, where = source_date_epoch(python.pylock, fw)
+    kept = [r for r in (last.reproducible.get("images") or []) if r.get("lock_hash") == lock.lock_hash] if last else []
+    return lock.with_changes(reproducible={"source_date_epoch": sde, "source_date_epoch_from": where,
+                                           **({"images": kept} if kept else {})})
 
 
 def body_digest(text: str) -> str:

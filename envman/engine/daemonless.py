@@ -53,6 +53,16 @@ def _loopback(ref: str) -> bool:
     return host.split(":")[0] in ("localhost", "::1") or host.startswith("127.")
 
 
+def _file_args(context_dir: Path | str, dockerfile: Path | str | None) -> list[str]:
+    """``--file``, and ``--ignorefile`` for ``<Dockerfile>.dockerignore``: BuildKit reads it before the context's
+    .dockerignore, buildah only when told."""
+    if dockerfile is None:
+        return []
+    own = Path(dockerfile) if Path(dockerfile).is_absolute() else Path(context_dir) / dockerfile
+    ignore = own.with_name(own.name + ".dockerignore")
+    return ["--file", str(dockerfile)] + (["--ignorefile", str(ignore)] if ignore.is_file() else [])
+
+
 class DaemonlessEngine:
     """podman or buildah (``tool``), through its CLI. ``global_args`` go before every subcommand (``--root``
     and ``--runroot`` for a private storage, as the integration tests use)."""
@@ -314,44 +324,34 @@ class DaemonlessEngine:
     ) -> tuple[list[str], dict[str, str]]:
         rt = self.runtime.args()
         argv = self._argv(*rt, "build") if self.tool == "podman" else self._argv("build", *rt)
-        argv.append("--layers")
-        env: dict[str, str] = {}
-        if dockerfile is not None:
-            argv += ["--file", str(dockerfile)]
-            # BuildKit reads <Dockerfile>.dockerignore before the context's .dockerignore; buildah only when told
-            own = Path(dockerfile if Path(dockerfile).is_absolute() else Path(context_dir) / dockerfile)
-            if own.with_name(own.name + ".dockerignore").is_file():
-                argv += ["--ignorefile", str(own.with_name(own.name + ".dockerignore"))]
+        argv += ["--layers", *_file_args(context_dir, dockerfile)]
         for t in tags:
             argv += ["--tag", t]
         args = dict(build_args or {})
         if source_date_epoch is not None:
             args["SOURCE_DATE_EPOCH"] = str(source_date_epoch)
             argv += ["--timestamp", str(source_date_epoch)]
-        for name, value in sorted(args.items()):
-            argv += ["--build-arg", name]
-            env[name] = value
-        for sid, src in sorted((secrets or {}).items()):
+        env = {name: value for name, value in sorted(args.items())}
+        argv += [a for name in env for a in ("--build-arg", name)]
+        argv += self._secret_args(secrets or {})
+        argv += [a for name, where in sorted((extra_contexts or {}).items())
+                 for a in ("--build-context", f"{name}={Path(where).resolve()}")]
+        argv += [a for k, v in sorted((labels or {}).items()) for a in ("--label", f"{k}={v}")]
+        argv += (["--target", target] if target else []) + (["--platform", platform] if platform else [])
+        argv += (["--no-cache"] if no_cache else []) + (["--iidfile", str(iidfile)] if iidfile is not None else [])
+        return [*argv, str(context_dir)], env
+
+    def _secret_args(self, secrets: Mapping[str, Path | str]) -> list[str]:
+        out = []
+        for sid, src in sorted(secrets.items()):
             path = Path(src).resolve()
             if not path.is_file():
                 raise EngineError(f"build secret {sid!r}: {src} is not a file")
             if "," in str(path):
                 raise EngineError(f"build secret {sid!r}: {self.tool} cannot take a path with a comma ({path})",
                                   hint="copy the file to a path without commas and pass that")
-            argv += ["--secret", f"id={sid},src={path}"]
-        for name, where in sorted((extra_contexts or {}).items()):
-            argv += ["--build-context", f"{name}={Path(where).resolve()}"]
-        for k, v in sorted((labels or {}).items()):
-            argv += ["--label", f"{k}={v}"]
-        for flag, chosen in (("--target", target), ("--platform", platform)):
-            if chosen:
-                argv += [flag, chosen]
-        if no_cache:
-            argv.append("--no-cache")
-        if iidfile is not None:
-            argv += ["--iidfile", str(iidfile)]
-        argv.append(str(context_dir))
-        return argv, env
+            out += ["--secret", f"id={sid},src={path}"]
+        return out
 
     # -- GPUs
     def has_nvidia_runtime(self) -> bool:

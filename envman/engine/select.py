@@ -42,26 +42,27 @@ def _usable(engine: ContainerEngine) -> str | None:
     return None
 
 
+def _requested(name: str, source: str, make: Callable[[str], ContainerEngine]) -> Choice:
+    if name not in ENGINES:
+        raise EngineError(f"{source} {name!r}: not an engine envman knows", hint="one of: " + ", ".join(ENGINES) + " (or auto)")
+    engine = make(name)
+    problem = _usable(engine)
+    if problem:
+        raise EngineError(f"{source} {name}: {problem}",
+                          hint=START_HINT if name == "docker" else
+                          "install podman and buildah (`apt-get install -y podman buildah` or .ci/podman-up.sh)")
+    return Choice(engine, f"{source} {name}")
+
+
 def choose_engine(requested: str | None = None, *, need_repro: bool = False,
                   env: Mapping[str, str] | None = None,
                   make: Callable[[str], ContainerEngine] = _make) -> Choice:
     """The engine to use, and the line that says why. ``requested``: a name from ENGINES, or None/"auto"."""
     env = os.environ if env is None else env
-    source = "--engine"
-    if requested in (None, "", "auto") and env.get("ENVMAN_ENGINE"):
-        requested, source = env["ENVMAN_ENGINE"], "ENVMAN_ENGINE"
     if requested not in (None, "", "auto"):
-        if requested not in ENGINES:
-            raise EngineError(f"{source} {requested!r}: not an engine envman knows",
-                              hint="one of: " + ", ".join(ENGINES) + " (or auto)")
-        assert requested is not None
-        engine = make(requested)
-        problem = _usable(engine)
-        if problem:
-            raise EngineError(f"{source} {requested}: {problem}",
-                              hint=START_HINT if requested == "docker" else
-                              "install podman and buildah (`apt-get install -y podman buildah` or .ci/podman-up.sh)")
-        return Choice(engine, f"{source} {requested}")
+        return _requested(str(requested), "--engine", make)
+    if env.get("ENVMAN_ENGINE"):
+        return _requested(env["ENVMAN_ENGINE"], "ENVMAN_ENGINE", make)
     found: list[tuple[str, str]] = []
     usable: list[ContainerEngine] = []
     for name in ENGINES:
@@ -77,11 +78,10 @@ def choose_engine(requested: str | None = None, *, need_repro: bool = False,
                           hint="start Docker (" + START_HINT.split(": ", 1)[-1] + "), or install podman/buildah "
                                "(`apt-get install -y podman buildah`); --engine chooses one")
     if need_repro:
-        for engine in usable:
-            support = engine.repro_support()
-            if support.clamps:
-                skipped = [e.name for e in usable[:usable.index(engine)]]
-                why = f"; {', '.join(skipped)} cannot clamp layer times" if skipped else ""
-                return Choice(engine, f"auto: the first engine here that builds reproducibly{why}")
+        for i, engine in enumerate(usable):
+            if engine.repro_support().clamps:
+                skipped = ", ".join(e.name for e in usable[:i])
+                return Choice(engine, "auto: the first engine here that builds reproducibly"
+                              + (f"; {skipped} cannot clamp layer times" if skipped else ""))
     return Choice(usable[0], "auto: the first engine that answers" + (
         f" ({', '.join(n for n, _ in found)} did not)" if found and found[0][0] == "docker" else ""))

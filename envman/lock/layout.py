@@ -11,6 +11,7 @@
   .envman/requirements.rest.lock.txt  the image's last install when the builder built a package locked by URL:
                                       the lock without it (pip would fetch and build a `name @ url` line again)
   .envman/stack.json                  the expected stack the smoke test checks
+  .envman/sbom.cdx.json               the lock as a CycloneDX SBOM, copied into the image (/opt/envman)
   envman.smoke.json                   the last smoke test's report, beside the lock
 """
 
@@ -23,7 +24,8 @@ LOCK_FILE = "envman.lock"
 # a profile's lock: envman.P.lock, P a profile name as envman.yaml allows it
 PROFILE_LOCK = re.compile(r"^envman\.([a-z0-9]+(?:[._-][a-z0-9]+)*)\.lock$")
 # what a Dockerfile reads from the build context, for every stack: re-included whatever .dockerignore excludes
-BUILD_INPUTS = ("!.envman/kit", "!.envman/stack*.json", "!requirements*.lock.txt", "!pylock*.toml")
+BUILD_INPUTS = ("!.envman/kit", "!.envman/stack*.json", "!requirements*.lock.txt", "!pylock*.toml",
+                "!.envman/sbom*.cdx.json")
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,11 @@ class StackFiles:
     @property
     def stack(self) -> str:
         return self._named(".envman/stack.json", ".envman/stack.{p}.json")
+
+    @property
+    def sbom(self) -> str:
+        """The lock as CycloneDX (lock/sbom.py), copied into the image."""
+        return self._named(".envman/sbom.cdx.json", ".envman/sbom.{p}.cdx.json")
 
     @property
     def smoke_report(self) -> str:

@@ -1,12 +1,14 @@
-"""The lock as a software bill of materials: CycloneDX 1.6 JSON (cyclonedx-python-lib), written beside the
-lock (``envman.sbom.cdx.json``) and copied into the image (``/opt/envman/sbom.cdx.json``).
+"""The lock as a software bill of materials: CycloneDX 1.6 JSON (cyclonedx-python-lib), written with the
+lock's other generated files (``.envman/sbom.cdx.json``, ``.envman/sbom.P.cdx.json`` for profile P) and copied
+into the image (``/opt/envman/sbom.cdx.json``).
 
 Everything in it comes from the lock, nothing from a build: every Python package of pylock.toml with each of
 its locked files (URL and sha256), the base image with its digest (or the note that it is unpinned), the apt
 packages with their versions where the lock pins them, and the stack the resolver chose. Its bytes are a
 function of the lock alone — the timestamp is the lock's SOURCE_DATE_EPOCH, the serial number is derived
-from the lock hash — so it is one of the files a reproducible image holds, not a reason for two builds to
-differ.
+from what it lists (not from the lock hash, which it also names: the lock records the digest of this file
+with its own hash blanked out) — so it is one of the files a reproducible image holds, not a reason for two
+builds to differ.
 """
 
 from __future__ import annotations
@@ -80,14 +82,43 @@ def _apt_components(apt: Mapping[str, str | None]) -> list:
     return out
 
 
-def render_sbom(inputs: SbomInputs) -> str:
-    """The SBOM's JSON text: the same lock gives the same bytes."""
+def render_sbom(inputs: SbomInputs, known: str | None = None) -> str:
+    """The SBOM's JSON text: the same lock gives the same bytes. Kept on disk under the digest of its inputs, and
+    trusted from there only when it is the SBOM the last lock recorded (``known``: the sha256 envman.lock's
+    ``files`` holds for it), as the Dockerfile is (image/render.py): a current lock does not import cyclonedx,
+    and no cached text reaches the project on the cache's word alone."""
+    import hashlib
+
+    if not known:
+        return _render(inputs)
+    from importlib.metadata import version
+
+    from envman.diskcache import cached
+
+    def recorded(text: object) -> str:
+        if not (isinstance(text, str) and hashlib.sha256(text.encode("utf-8")).hexdigest() == known):
+            raise ValueError("not the SBOM the last lock recorded")
+        return text
+
+    def fresh(text: object) -> str:
+        assert isinstance(text, str)
+        return text
+
+    key = hashlib.sha256(f"{version('cyclonedx-python-lib')}\0{inputs!r}".encode("utf-8")).hexdigest()
+    return cached("sbom", key, lambda: _render(inputs), recorded, fresh=fresh)
+
+
+def _render(inputs: SbomInputs) -> str:
     from cyclonedx.model import Property
     from cyclonedx.model.bom import Bom
     from cyclonedx.model.component import Component, ComponentType
     from cyclonedx.output.json import JsonV1Dot6
 
-    bom = Bom(serial_number=uuid.uuid5(NAMESPACE, inputs.lock_hash or inputs.name))
+    from envman.lock.lockfile import canonical_json
+
+    listed = {k: v for k, v in vars(inputs).items() if k != "lock_hash"}
+    listed["apt"], listed["properties"] = sorted(inputs.apt.items()), list(inputs.properties)
+    bom = Bom(serial_number=uuid.uuid5(NAMESPACE, canonical_json(listed)))
     bom.metadata.timestamp = datetime.fromtimestamp(inputs.source_date_epoch, tz=timezone.utc)
     props = [Property(name="dev.envman.lock-hash", value=inputs.lock_hash),
              Property(name="dev.envman.source-date-epoch", value=str(inputs.source_date_epoch))]

@@ -82,7 +82,7 @@ def test_the_files_record_plain_digests_of_files_that_name_the_final_lock_hash(l
 
 def test_lock_check_records_the_builder_locks(locked):
     lock = json.loads((locked / "envman.lock").read_text())
-    assert set(lock["files"]) == {"Dockerfile", ".envman/stack.json", "pylock.toml"}
+    assert set(lock["files"]) == {"Dockerfile", ".envman/stack.json", ".envman/sbom.cdx.json", "pylock.toml"}
     (locked / "pylock.toml").unlink()
     assert check_lock(locked) == ["pylock.toml is missing"]
 
