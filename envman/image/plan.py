@@ -304,8 +304,8 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     project = None
     if install_project:
         project = Step("the project itself (no dependencies: they are the locked layers above; console scripts on PATH)",
-                       (f"--mount=type=bind,target={PROJECT_MOUNT},rw",),
-                       project_install_command(VENV))
+                       (f"--mount=type=tmpfs,target={PROJECT_MOUNT}",),
+                       project_install_command(VENV, WORKDIR))
     rq = _pip_step("the rest of the locked requirements (already-installed framework packages are skipped)", req_lock, offline_image) if req_lock else None
     gpu = res.cuda is not None and res.framework is not None and res.variant != "cpu"
     base_env = [

@@ -127,11 +127,13 @@ def system_libraries(locked: Iterable[str], table: Mapping[str, SystemLibraries]
     return tuple(sorted(apt)), tuple(notes)
 
 
-def project_install_command(venv: str) -> str:
+def project_install_command(venv: str, source: str = "/app") -> str:
     """Install the project itself without touching the locked layers: no dependencies (they are locked), no
     index (its build backend is locked too), no build isolation (that would fetch an unpinned backend).
-    The source is bind-mounted read-write so build leftovers (build/, *.egg-info) never reach a layer;
-    with the build arg set (the devcontainer) it is an editable install of /app instead."""
+    pip builds in the source tree (build/, *.egg-info, whatever setup.py writes), so it builds a copy of the
+    image's source in a tmpfs (PROJECT_MOUNT) that no layer keeps — not a read-write bind mount of the
+    context, which buildah writes through to the user's project directory. With the build arg set (the
+    devcontainer) it is an editable install of /app instead."""
     pip = f"{venv}/bin/pip install --no-deps --no-build-isolation --no-index --no-cache-dir"
     return (f'if [ -n "${EDITABLE_ARG}" ]; then {pip} --editable .; '
-            f"else {pip} {PROJECT_MOUNT}; fi")
+            f"else cp -a {source}/. {PROJECT_MOUNT}/ && {pip} {PROJECT_MOUNT}; fi")

@@ -43,7 +43,7 @@ sdist = { url = "https://files.pythonhosted.org/promise-2.3.tar.gz", hashes = { 
 '''
 
 
-def _plan(matrix, sb=None, *, cpu=True, base_kind=None, install_project=False, fw=True):
+def _plan(matrix, sb=None, *, cpu=True, base_kind=None, install_project=False, fw=True, sde=None):
     res = resolve_stack(matrix, build_request(matrix, framework="torch", cpu=cpu, targets=[] if cpu else ["h100"]))
     return plan_dockerfile(
         name="p", res=res, base_image=res.base_image, base_kind=base_kind or res.base_kind, system_packages=(),
@@ -51,6 +51,7 @@ def _plan(matrix, sb=None, *, cpu=True, base_kind=None, install_project=False, f
         fw_lock="requirements.framework.lock.txt" if fw else None, req_lock="requirements.lock.txt",
         source_builds=sb, source_lock="requirements.source.lock.txt" if sb else None,
         devel_image="nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04", install_project=install_project,
+        source_date_epoch=sde,
     ), res
 
 
@@ -156,9 +157,12 @@ def test_a_package_is_installed_after_its_source_and_editable_in_the_devcontaine
     spec = parse_spec({"name": "hello", "framework": "none", "cpu": True, "packages": ["numpy"]})
     out = generate(tmp_path, spec, no_lock=True)
     text = (tmp_path / "Dockerfile").read_text()
-    step = text.index("--mount=type=bind,target=/tmp/envman/project,rw")
+    step = text.index("--mount=type=tmpfs,target=/tmp/envman/project")
     assert text.index("COPY --from=envman-source --chown=app:app /tmp/envman-source /app") < step < text.index("USER app")
-    assert "pip install --no-deps --no-build-isolation --no-index --no-cache-dir /tmp/envman/project" in text
+    # a copy of the image's source, built in a tmpfs: pip's in-tree leftovers reach neither a layer nor, through a
+    # read-write bind mount that buildah writes through, the user's project directory
+    assert ("cp -a /app/. /tmp/envman/project/ && /opt/venv/bin/pip install --no-deps --no-build-isolation --no-index "
+            "--no-cache-dir /tmp/envman/project") in text
     assert "ARG ENVMAN_EDITABLE=" in text
     dc = json.loads((tmp_path / ".devcontainer" / "devcontainer.json").read_text().partition("\n")[2])
     assert dc["build"]["args"] == {"ENVMAN_EDITABLE": "1"}
@@ -261,8 +265,9 @@ def test_golden_builder_stage_and_project_install(matrix, update_golden):
 
     t = load_image_tables()
     sb = plan_source_builds([("deepspeed", "0.18.2"), ("promise", "2.3")], t.build_needs, "13.0", False, t.nvcc)
-    plan, _ = _plan(matrix, sb, cpu=False, base_kind="slim", install_project=True)
+    plan, _ = _plan(matrix, sb, cpu=False, base_kind="slim", install_project=True, sde=1784196781)
     got = render_dockerfile(plan)
+    assert got.count("ARG SOURCE_DATE_EPOCH=1784196781\nARG PYTHONHASHSEED=0\n") == 2  # both stages
     gold = Path(__file__).resolve().parent.parent / "golden" / "builder-stage" / "Dockerfile"
     if update_golden:
         gold.parent.mkdir(parents=True, exist_ok=True)
