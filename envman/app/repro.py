@@ -13,6 +13,7 @@ image is exactly the one this lock builds.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,10 @@ def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *
     try:
         echo(f"{label}first build: {first.image_id} in {first.seconds:.1f} s; reading its layers, then removing it "
              "(one build on disk at a time)")
+        started = time.monotonic()
         first_files = _read(engine, first_tag, base_layers)
+        echo(f"{label}read {sum(len(f) for f in first_files.layers.values())} files of its layers in "
+             f"{time.monotonic() - started:.1f} s")
     finally:
         engine.remove_image(first_tag, force=True)
     echo(f"{label}reproducibility: second build from scratch")
