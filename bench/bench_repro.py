@@ -53,7 +53,9 @@ def measure(engine, d: Path, torch: bool) -> dict:
     from envman.lock.lockfile import read_lock
 
     lock = read_lock(d / "envman.lock")
-    names = __import__("envman.app.generate", fromlist=["Names"]).Names(None)
+    from envman.lock.layout import StackFiles
+
+    names = StackFiles.for_profile(None)
     dockerfile = _offline_build_file(d, names, BuildOptions(offline=True), lambda s: None, engine) if torch \
         else d / "Dockerfile"
     ca = default_ca_bundle()

@@ -143,7 +143,9 @@ def verify_image(lock_path: Path, image: str, engine: ContainerEngine) -> Verdic
 def verify_project_image(root: Path, image: str, *, profile: str | None = None, engine_name: str | None = None,
                          engine: ContainerEngine | None = None) -> Verdict:
     """``envman verify IMAGE``: the project's lock (or its profile's) against an image on the chosen engine."""
-    lock = root / ("envman.lock" if profile is None else f"envman.{profile}.lock")
+    from envman.lock.layout import StackFiles
+
+    lock = root / StackFiles.for_profile(profile).lock
     if engine is None:
         from envman.engine.select import choose_engine
 

@@ -13,7 +13,23 @@ from typing import Any
 
 import typer
 
-from envman.cli import build, ci, cluster, doctor, fetch, fit, init, lock, matrix, mcp, resolve, smoke, uv, variants, verify
+from envman.cli import (
+    build,
+    ci,
+    cluster,
+    doctor,
+    fetch,
+    fit,
+    init,
+    lock,
+    matrix,
+    mcp,
+    resolve,
+    smoke,
+    uv,
+    variants,
+    verify,
+)
 from envman.errors import EXIT_INTERNAL, EnvmanError
 
 COMMANDS = (resolve, init, lock, build, verify, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants, cluster)
