@@ -22,9 +22,9 @@ if [ "${#missing[@]}" -eq 0 ]; then
 else
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    install() { $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
+    apt_get_install() { $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
     # apt's lists may be absent on a fresh machine
-    install "${missing[@]}" 2>/dev/null || { $SUDO apt-get update -qq >/dev/null && install "${missing[@]}"; }
+    apt_get_install "${missing[@]}" 2>/dev/null || { $SUDO apt-get update -qq >/dev/null && apt_get_install "${missing[@]}"; }
 fi
 
 # podman and buildah need a policy and a registries file; Debian's containers-common ships both. A machine

@@ -43,12 +43,13 @@ class Planned:
 def generate(root: Path, spec: ProjectSpec, *, no_lock: bool = False, force: bool = False,
              matrix: Matrix | None = None, upgrade: bool = False,
              extra: list[tuple[Path, str]] | None = None, timeout: float | None = None,
-             progress=None, base_image: str | None = None) -> Outcome:
+             progress=None, base_image: str | None = None, pin_apt=None, apt_snapshot: bool = False) -> Outcome:
     """``base_image``: a --base-image override for this run, recorded in the lock's inputs (not in the
     spec's hash), so `lock --check` and `build --base-image` find the lock current. ``extra``: files written
     in the same all-or-nothing write (the envman.yaml init creates)."""
     inputs = ProjectInputs.read(root, spec, matrix or load_matrix()).with_base_image(base_image)
-    opts = LockOptions(no_lock=no_lock, upgrade=upgrade, timeout=timeout, progress=progress)
+    opts = LockOptions(no_lock=no_lock, upgrade=upgrade, timeout=timeout, progress=progress, pin_apt=pin_apt,
+                       apt_snapshot=apt_snapshot)
     return commit(plan_stacks(inputs, opts, force=force, extra=extra))
 
 

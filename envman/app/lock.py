@@ -18,14 +18,22 @@ from envman.project.spec import ProjectSpec
 
 
 def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False,
-                 timeout: float | None = None, progress=None) -> Outcome:
+                 timeout: float | None = None, progress=None, pin_apt: bool = False, apt_snapshot: bool = False,
+                 engine: str | None = None) -> Outcome:
+    """``pin_apt``: pin the apt packages' closure to what apt in the base image installs now (on ``engine``);
+    ``apt_snapshot``: install them from the snapshot archive at the lock's date (docs/reproducible.md)."""
     if base_image is not None:
         from envman.project.spec import validate_base_image
 
         validate_base_image(base_image)  # the same check as envman.yaml's base_image
     spec = require_spec(root)
+    pinner = None
+    if pin_apt:
+        from envman.app.aptpin import apt_pinner
+
+        pinner = apt_pinner(engine)
     return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
-                    base_image=base_image)
+                    base_image=base_image, pin_apt=pinner, apt_snapshot=apt_snapshot)
 
 
 def check_lock(root: Path) -> list[str]:

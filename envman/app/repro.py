@@ -151,3 +151,4 @@ def verify_project_image(root: Path, image: str, *, profile: str | None = None, 
 
         engine = choose_engine(engine_name).engine
     return verify_image(lock, image, engine)
+

@@ -18,6 +18,7 @@ from envman.errors import LockError
 from envman.files import ownership, sha256, with_header
 from envman.image.stages import SourceBuilds, plan_source_builds, system_libraries
 from envman.image.tables import load_image_tables
+from envman.lock.apt import snapshot_stamp
 from envman.lock.artifacts import (
     by_url,
     refuse_framework_build_without_framework,
@@ -48,6 +49,8 @@ class LockOptions:
     timeout: float | None = None  # seconds uv may take
     progress: Any = None
     offline_image: str | None = None  # a wheelhouse image every pip install of the Dockerfile reads
+    pin_apt: Callable[[str, tuple[str, ...]], dict[str, str]] | None = None  # (base, packages) → pins: lock --pin-apt
+    apt_snapshot: bool = False  # apt from the snapshot archive at the lock's date: lock --apt-snapshot
 
 
 @dataclass
@@ -138,6 +141,9 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
                                        tables.system_libraries)
     notes += lib_notes
     apt = tuple(sorted(set(spec.system_packages) | set(libs)))
+    date = lock_date(python)
+    pins, snapshot, apt_notes = apt_choice(last, apt, base, base_digest, date[0], opts)
+    notes += apt_notes
     builds = source_builds(inputs, res, lines, python, base_kind, opts)
     notes += builds.notes
     pkg = inputs.package
@@ -148,8 +154,8 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     lock = build_lock(name=spec.name, inputs_hash=inputs.inputs_hash, res=res, base_image=base, base_kind=base_kind,
                       base_digest=base_digest, system_packages=list(apt), req_text=python.req, fw_text=python.fw,
                       pylock=python.pylock is not None, profile=files.profile, files=files, inputs=inputs.hashes,
-                      platform=python_platform(res), request=python.request)
-    lock = with_date(lock, last, python)
+                      platform=python_platform(res), request=python.request, apt_pins=pins, apt_snapshot=snapshot)
+    lock = with_date(lock, last, date)
 
     # imported here, after uv started (its request needs none of them; _while_uv_resolves imports them)
     from envman.image.plan import plan_dockerfile, smoke_expectation, stack_summary, with_index_secret
@@ -166,7 +172,7 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
         version=__version__, stack_file=files.stack, offline_image=opts.offline_image, source_builds=builds.plan,
         source_lock=files.source if builds.plan is not None else None, devel_image=_devel_image(inputs.matrix, res),
         install_project=pkg is not None, build_lock=files.build if builds.build is not None else None,
-        source_date_epoch=lock.source_date_epoch, sbom_file=files.sbom,
+        source_date_epoch=lock.source_date_epoch, sbom_file=files.sbom, apt_pins=pins, apt_snapshot=snapshot,
     )
     from envman.lock.indexes import SECRET, named_in
 
@@ -176,8 +182,8 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     body = render_dockerfile(plan, known if isinstance(known, str) else None).lstrip("\n")
     known_sbom = (last.data.get("files") or {}).get(files.sbom) if last is not None else None
     sbom = render_sbom(SbomInputs(spec.name, lock.lock_hash, lock.source_date_epoch or 0, base, base_digest,
-                                  python.pylock, dict.fromkeys(apt), stack_summary(res), __version__),
-                       known_sbom if isinstance(known_sbom, str) else None)
+                                  python.pylock, {a: pins.get(a) for a in sorted({*apt, *pins})}, stack_summary(res),
+                                  __version__), known_sbom if isinstance(known_sbom, str) else None)
     imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots]
     stack_text = render_json(smoke_expectation(res, sorted(imports), lock.lock_hash))
     recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: python.pylock,
@@ -193,11 +199,40 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
                  plan.apt_packages, last)
 
 
-def with_date(lock: Lock, last: Lock | None, python: PythonFiles) -> Lock:
-    """The lock's date (lock/epoch.py) and, for a re-lock to the same hash, the reproducible images `build
-    --verify-repro` recorded: outside the lock's identity, as the date derives from pylock.toml, which it covers."""
+def lock_date(python: PythonFiles) -> tuple[int, str]:
+    """The lock's date (lock/epoch.py): the newest upload among the framework's locked files."""
     fw = [p.name for p in parse_uv_output(python.fw).packages] if python.fw is not None else []
-    sde, where = source_date_epoch(python.pylock, fw)
+    return source_date_epoch(python.pylock, fw)
+
+
+def apt_choice(last: Lock | None, apt: tuple[str, ...], base: str, digest: str | None, sde: int,
+               opts: LockOptions) -> tuple[dict[str, str], str | None, list[str]]:
+    """The apt pins and snapshot of this lock: asked for now (--pin-apt, --apt-snapshot), else kept from the last
+    lock while its apt packages and base image are the same (and not --upgrade); and the notes that say so."""
+    if not apt:
+        return {}, None, []
+    same = (last is not None and not opts.upgrade and list(last.get("system_packages") or []) == list(apt)
+            and last.base_image.get("ref") == base and last.base_image.get("digest") == digest)
+    pins = opts.pin_apt(f"{base}@{digest}" if digest and "@" not in base else base, apt) if opts.pin_apt else (
+        last.apt_pins if same and last is not None else {})
+    snapshot = snapshot_stamp(sde) if opts.apt_snapshot else (last.apt_snapshot if same and last is not None else None)
+    notes = []
+    if pins:
+        how = "by apt in the base image, now" if opts.pin_apt else "kept from the last lock"
+        notes.append(f"apt: the closure of {', '.join(apt)} pinned ({len(pins)} package{'s' * (len(pins) != 1)}, {how})")
+    else:
+        notes.append(f"apt: {', '.join(apt)} not pinned: the build installs what the archive offers that day "
+                     "(`envman lock --pin-apt` pins the closure)")
+    if snapshot:
+        notes.append(f"apt: from the snapshot archive at {snapshot} (snapshot.debian.org / snapshot.ubuntu.com "
+                     "must be reachable from the build)")
+    return pins, snapshot, notes
+
+
+def with_date(lock: Lock, last: Lock | None, date: tuple[int, str]) -> Lock:
+    """The lock's date and, for a re-lock to the same hash, the reproducible images `build --verify-repro`
+    recorded: outside the lock's identity, as the date derives from pylock.toml, which it covers."""
+    sde, where = date
     kept = [r for r in (last.reproducible.get("images") or []) if r.get("lock_hash") == lock.lock_hash] if last else []
     return lock.with_changes(reproducible={"source_date_epoch": sde, "source_date_epoch_from": where,
                                            **({"images": kept} if kept else {})})

@@ -17,6 +17,9 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
         upgrade: bool = typer.Option(False, "--upgrade", help="Ask the index again and re-resolve every package to the newest allowed version (default: an unchanged request keeps the lock; a changed one keeps the pins that still fit)"),
         timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Give up when uv has not finished after SECONDS (names the index that stalled)"),
+        pin_apt: bool = typer.Option(False, "--pin-apt", help="Pin the apt packages' whole closure to the versions apt in the base image installs now (runs the base image)"),
+        apt_snapshot: bool = typer.Option(False, "--apt-snapshot", help="Install apt packages from snapshot.debian.org/snapshot.ubuntu.com at the lock's date"),
+        engine: Optional[str] = typer.Option(None, "--engine", help="--pin-apt: docker, podman or buildah (default: the first that works)"),
     ) -> None:
         """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
         root = path.resolve()
@@ -38,7 +41,7 @@ def register(app: typer.Typer) -> None:
         progress = Progress()
         try:
             out = lock_project(root, force=force, base_image=base_image, upgrade=upgrade, timeout=timeout,
-                               progress=progress)
+                               progress=progress, pin_apt=pin_apt, apt_snapshot=apt_snapshot, engine=engine)
         finally:
             progress.done()
         typer.echo(format_outcome(out, root))

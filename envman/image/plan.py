@@ -17,7 +17,8 @@ the password-change day in /etc/shadow.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,12 +184,40 @@ def _ca_export() -> str:
     return f"if [ -s /run/secrets/{CA_SECRET} ]; then export PIP_CERT=/run/secrets/{CA_SECRET}; fi"
 
 
-def _apt_step(comment: str, apt: list[str], reproducible: bool = False) -> Step:
+def apt_snapshot_sources(stamp: str) -> str:
+    """Shell that points apt at the snapshot archive of ``stamp``, for Debian and Ubuntu bases (read from
+    /etc/os-release in the image); any other distribution stops the build, naming itself."""
+    if not re.fullmatch(r"\d{8}T\d{6}Z", stamp):
+        raise ValueError(f"not a snapshot timestamp: {stamp!r}")
+    deb = f"http://snapshot.debian.org/archive/debian/{stamp}"
+    sec = f"http://snapshot.debian.org/archive/debian-security/{stamp}"
+    ubu = f"https://snapshot.ubuntu.com/ubuntu/{stamp}"  # https only (http redirects): needs ca-certificates
+    line = "deb [check-valid-until=no] %s %s %s\\n"
+    return (". /etc/os-release && rm -f /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list.d/ubuntu.sources && "
+            'case "$ID" in '
+            f"debian) printf '{line}{line}{line}' {deb} \"$VERSION_CODENAME\" main {sec} \"$VERSION_CODENAME-security\" main "
+            f"{deb} \"$VERSION_CODENAME-updates\" main > /etc/apt/sources.list ;; "
+            f"ubuntu) printf '{line}{line}{line}' {ubu} \"$VERSION_CODENAME\" 'main universe' {ubu} "
+            f"\"$VERSION_CODENAME-updates\" 'main universe' {ubu} \"$VERSION_CODENAME-security\" 'main universe' "
+            "> /etc/apt/sources.list ;; "
+            '*) echo "envman: no apt snapshot archive for $ID" >&2; exit 1 ;; esac')
+
+
+def _apt_step(comment: str, apt: list[str], reproducible: bool = False, pins: Mapping[str, str] | None = None,
+              snapshot: str | None = None) -> Step:
+    """``pins``: every package of the install's closure at the version the lock pins (lock/apt.py), so apt
+    installs exactly those or fails naming the one the archive no longer has; ``snapshot``: the archive as
+    it was at that timestamp."""
+    for n, v in (pins or {}).items():  # Debian policy's grammar: nothing else reaches the shell
+        if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n) or not re.fullmatch(r"[A-Za-z0-9.+~:-]+", v):
+            raise ValueError(f"not an apt package pin: {n}={v}")
+    names = [f"{n}={v}" for n, v in sorted(pins.items())] if pins else apt
+    sources = f"{apt_snapshot_sources(snapshot)} && " if snapshot else ""
     return Step(
         comment,
         ("--mount=type=cache,target=/var/cache/apt,sharing=locked", "--mount=type=cache,target=/var/lib/apt/lists,sharing=locked"),
-        "rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update && "
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + " ".join(apt)
+        f"{sources}rm -f /etc/apt/apt.conf.d/docker-clean && apt-get update && "
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends " + " ".join(names)
         + (f" && {SCRUB}" if reproducible else ""),
         tuple(apt),
     )
@@ -278,7 +307,8 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
                     stack_file: str = ".envman/stack.json", source_builds: SourceBuilds | None = None,
                     source_lock: str | None = None, devel_image: str | None = None,
                     install_project: bool = False, build_lock: str | None = None,
-                    source_date_epoch: int | None = None, sbom_file: str | None = None) -> DockerPlan:
+                    source_date_epoch: int | None = None, sbom_file: str | None = None,
+                    apt_pins: Mapping[str, str] | None = None, apt_snapshot: str | None = None) -> DockerPlan:
     """``source_date_epoch``: the lock's date (lock/repro.py); with it the image is planned to be the same bits
     on every build (stage_args, the scrubbing steps), without it the Dockerfile is as it was before."""
     reproducible = source_date_epoch is not None
@@ -288,7 +318,10 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
         # nvidia/cuda images carry no Python: the distro's, with venv support.
         apt += ["python3", "python3-venv"]
     apt = sorted(set(apt))
-    system = _apt_step("system packages (apt lists and archives in cache mounts, not layers)", apt, reproducible) if apt else None
+    system = _apt_step("system packages (apt lists and archives in cache mounts, not layers)"
+                       + (", at the versions the lock pins" if apt_pins else "")
+                       + (f", from the snapshot archive at {apt_snapshot}" if apt_snapshot else ""),
+                       apt, reproducible, apt_pins, apt_snapshot) if apt else None
     fw = _pip_step(f"{res.framework} {res.version} ({res.variant}) and what it needs: its own layer", fw_lock, offline_image) if fw_lock else None
     builder = wheels = None
     if source_builds is not None and source_lock:

@@ -120,6 +120,16 @@ class Lock:
         return self._section("reproducible")
 
     @property
+    def apt_pins(self) -> dict[str, str]:
+        pins = self.data.get("apt_pins")
+        return {str(k): str(v) for k, v in pins.items()} if isinstance(pins, dict) else {}
+
+    @property
+    def apt_snapshot(self) -> str | None:
+        v = self.data.get("apt_snapshot")
+        return v if isinstance(v, str) and v else None
+
+    @property
     def source_date_epoch(self) -> int | None:
         v = self.reproducible.get("source_date_epoch")
         return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
@@ -162,7 +172,8 @@ class Lock:
 def build_lock(*, name: str, inputs_hash: str, res: Any, base_image: str, base_kind: str, base_digest: str | None,
                system_packages: list[str], req_text: str | None, fw_text: str | None, pylock: bool,
                profile: str | None = None, files: StackFiles | None = None, inputs: dict[str, str] | None = None,
-               platform: str | None = None, request: str | None = None) -> Lock:
+               platform: str | None = None, request: str | None = None,
+               apt_pins: Mapping[str, str] | None = None, apt_snapshot: str | None = None) -> Lock:
     """A new lock of the resolution ``res`` (a ``model.Resolution``): its body, in one place.
 
     ``python_lock`` names the Python locks (with the sha256 of their bodies), uv's platform, and the digest of
@@ -200,6 +211,11 @@ def build_lock(*, name: str, inputs_hash: str, res: Any, base_image: str, base_k
         body["inputs"] = inputs
     if files is not None:
         body["dockerfile"] = files.dockerfile
+    # present only when asked for (`envman lock --pin-apt`, `--apt-snapshot`): a lock without them keeps its hash
+    if apt_pins:
+        body["apt_pins"] = dict(sorted(apt_pins.items()))
+    if apt_snapshot:
+        body["apt_snapshot"] = apt_snapshot
     from envman.matrix.variants import lock_section
 
     if (variants := lock_section(res)) is not None:

@@ -110,6 +110,29 @@ def test_two_podman_builds_agree_buildah_agrees_and_verify_says_so(tmp_path, sto
     assert f"reproducible: both builds gave {image_id}" in again.stdout
 
 
+def test_apt_packages_pinned_by_apt_in_the_base_install_at_those_versions_and_agree(tmp_path, storage):
+    d = tmp_path / "apt"
+    d.mkdir()
+    (d / "requirements.txt").write_text("numpy==2.1.3\n")
+    (d / "train.py").write_text("import numpy\n")
+    envman("init", str(d), "--cpu", "--python", "3.11", "--base-image", BASE_IMAGE, env=storage)
+    (d / "envman.yaml").write_text((d / "envman.yaml").read_text() + "system_packages:\n- libgomp1\n")
+    out = envman("lock", str(d), "--pin-apt", "--engine", "podman", env=storage)
+    assert "apt: the closure of libgomp1 pinned (" in out.stdout and "by apt in the base image, now" in out.stdout
+    pins = lock_of(d)["apt_pins"]
+    assert pins["libgomp1"].startswith("12.")  # bookworm's gcc 12
+    assert f"libgomp1={pins['libgomp1']}" in (d / "Dockerfile").read_text()
+    kept = envman("lock", str(d), env=storage)  # a re-lock keeps the pins (same packages, same base)
+    assert "kept from the last lock" in kept.stdout and lock_of(d)["apt_pins"] == pins
+    build = envman("build", str(d), "--engine", "podman", "--verify-repro", "--no-smoke", "--progress", "plain", env=storage)
+    assert "reproducible: both builds gave sha256:" in build.stdout
+    installed = podman(storage, "run", "--rm", good_tag(d), "dpkg-query", "-W", "-f", "${Version}", "libgomp1")
+    assert installed == pins["libgomp1"]
+    sbom = json.loads((d / ".envman" / "sbom.cdx.json").read_text())
+    assert {"name": "libgomp1", "version": pins["libgomp1"]}.items() <= next(
+        c for c in sbom["components"] if c["name"] == "libgomp1").items()
+
+
 STAMP_SETUP = """import time
 from setuptools import setup
 

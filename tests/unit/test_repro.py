@@ -206,3 +206,92 @@ def test_verify_says_exactly_this_lock_or_names_what_it_expected(lock_file):
 def test_build_result_carries_the_daemonless_client():
     c = BuildClient("podman", "/usr/bin/podman", "4.3.1")
     assert c.describe() == "podman 4.3.1 (/usr/bin/podman build)" and c.supports_named_contexts
+
+
+# ------------------------------------------------------------------------------------------ apt pins, snapshot
+SIMULATION = """Reading package lists...
+Building dependency tree...
+The following NEW packages will be installed:
+  libgl1 libglvnd0 libglx-mesa0
+Inst libglvnd0 (1.6.0-1 Debian:12.12/stable [amd64])
+Inst libc6 [2.36-9+deb12u9] (2.36-9+deb12u13 Debian-Security:12/stable-security [amd64])
+Inst libgl1 (1.6.0-1 Debian:12.12/stable [amd64])
+Inst libglx-mesa0 (22.3.6-1+deb12u1 Debian:12.12/stable [amd64])
+Inst evil;rm (1 Debian:12/stable [amd64])
+Conf libglvnd0 (1.6.0-1 Debian:12.12/stable [amd64])
+"""
+
+
+def test_the_simulation_gives_the_whole_closure_upgrades_included_and_nothing_unsafe():
+    from envman.lock.apt import parse_simulation, simulate_command
+
+    assert parse_simulation(SIMULATION) == {"libc6": "2.36-9+deb12u13", "libgl1": "1.6.0-1",
+                                            "libglvnd0": "1.6.0-1", "libglx-mesa0": "22.3.6-1+deb12u1"}
+    assert simulate_command(["libgl1", "libgl1", "x y"]).endswith("--simulate --no-install-recommends libgl1 'x y'")
+
+
+def _apt_plan(**kw):
+    from envman.image.plan import plan_dockerfile
+    from envman.matrix.load import load_matrix
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    matrix = load_matrix()
+    res = resolve_stack(matrix, build_request(matrix, framework="none", cpu=True))
+    return plan_dockerfile(name="p", res=res, base_image="python:3.11-slim-bookworm", base_kind="slim",
+                           system_packages=("libgl1",), env=(), command=(), lock_hash="0" * 64, inputs_hash="1" * 64,
+                           fw_lock=None, req_lock=None, source_date_epoch=1784196781, **kw)
+
+
+def test_pins_install_every_package_of_the_closure_at_its_version():
+    plan = _apt_plan(apt_pins={"libgl1": "1.6.0-1", "libglvnd0": "1.6.0-1"})
+    assert "apt-get install -y --no-install-recommends libgl1=1.6.0-1 libglvnd0=1.6.0-1 && find /var/log" in plan.system_step.command
+    assert plan.apt_packages == ("libgl1",) and "at the versions the lock pins" in plan.system_step.comment
+    with pytest.raises(ValueError, match="not an apt package pin"):
+        _apt_plan(apt_pins={"libgl1": "1.0; curl evil"})
+
+
+def test_a_snapshot_points_apt_at_the_archive_of_the_lock_date():
+    from envman.lock.apt import snapshot_stamp
+
+    stamp = snapshot_stamp(1784196781)
+    assert stamp == "20260716T101301Z"
+    cmd = _apt_plan(apt_snapshot=stamp).system_step.command
+    assert cmd.startswith(". /etc/os-release && rm -f /etc/apt/sources.list.d/debian.sources")
+    assert "http://snapshot.debian.org/archive/debian-security/20260716T101301Z" in cmd
+    assert "https://snapshot.ubuntu.com/ubuntu/20260716T101301Z" in cmd
+    assert cmd.index("> /etc/apt/sources.list ;;") < cmd.index("apt-get update")
+    import subprocess
+
+    assert subprocess.run(["sh", "-n", "-c", cmd], capture_output=True).returncode == 0  # it parses as shell
+
+
+def test_pins_are_kept_while_the_apt_packages_and_base_are_the_same(tmp_path):
+    from envman.app.stack import LockOptions, apt_choice
+
+    last = Lock.create({"system_packages": ["libgl1"], "base_image": {"ref": "b", "digest": None},
+                        "apt_pins": {"libgl1": "1.6.0-1"}, "apt_snapshot": "20260716T101301Z"})
+    kept = apt_choice(last, ("libgl1",), "b", None, 5, LockOptions())
+    assert kept[:2] == ({"libgl1": "1.6.0-1"}, "20260716T101301Z")
+    assert kept[2][0] == "apt: the closure of libgl1 pinned (1 package, kept from the last lock)"
+    changed = apt_choice(last, ("libgl1", "libgomp1"), "b", None, 5, LockOptions())
+    assert changed[:2] == ({}, None) and "not pinned" in changed[2][0] and "--pin-apt" in changed[2][0]
+    assert apt_choice(last, ("libgl1",), "b", None, 5, LockOptions(upgrade=True))[:2] == ({}, None)
+    asked = apt_choice(None, ("libgl1",), "b", "sha256:d", 1784196781,
+                       LockOptions(pin_apt=lambda base, pkgs: {"libgl1": "2"}, apt_snapshot=True))
+    assert asked[:2] == ({"libgl1": "2"}, "20260716T101301Z")
+
+
+def test_a_lock_without_pins_has_no_apt_fields_so_its_hash_is_unchanged():
+    from envman.lock.lockfile import build_lock
+    from envman.matrix.load import load_matrix
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    matrix = load_matrix()
+    res = resolve_stack(matrix, build_request(matrix, framework="none", cpu=True))
+    args = dict(name="p", inputs_hash="1" * 64, res=res, base_image="b", base_kind="slim", base_digest=None,
+                system_packages=["libgl1"], req_text=None, fw_text=None, pylock=False)
+    plain, pinned = build_lock(**args), build_lock(**args, apt_pins={"libgl1": "1.6.0-1"})
+    assert "apt_pins" not in plain.data and "apt_snapshot" not in plain.data
+    assert pinned.apt_pins == {"libgl1": "1.6.0-1"} and pinned.lock_hash != plain.lock_hash
