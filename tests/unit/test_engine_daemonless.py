@@ -259,3 +259,54 @@ def test_runtime_reads_this_machine(monkeypatch, tmp_path):
     monkeypatch.setattr(runtime.shutil, "which", lambda t: f"/usr/sbin/{t}" if t == "runc" else None)
     monkeypatch.delenv("ENVMAN_OCI_RUNTIME", raising=False)
     assert runtime.machine_runtime().runtime == "runc"
+
+
+def test_the_dockerfiles_own_ignore_file_is_passed_to_buildah(tmp_path):
+    df = tmp_path / ".envman" / "Dockerfile.offline"
+    df.parent.mkdir()
+    df.write_text("FROM x\n")
+    argv, _ = engine().build_command(tmp_path, dockerfile=df)
+    assert "--ignorefile" not in argv
+    (tmp_path / ".envman" / "Dockerfile.offline.dockerignore").write_text("data\n")
+    argv, _ = engine().build_command(tmp_path, dockerfile=df)
+    assert argv[argv.index("--ignorefile") + 1] == str(df) + ".dockerignore"
+
+
+# ------------------------------------------------------------------------------------------ BuildKit's clamping
+def test_buildkit_version_from_buildx_inspect_and_the_rewrite_threshold(tmp_path):
+    from envman.engine import buildkit
+    from envman.engine.buildkit import BuildClient
+
+    exe = tmp_path / "docker"
+    exe.write_text('#!/bin/sh\nif [ "$2" = inspect ]; then printf "Name: default\\nDriver: docker\\n'
+                   ' Buildkit: v0.13.2\\n"; fi\n')
+    exe.chmod(0o755)
+    bx = BuildClient("buildx", str(exe), "v0.14.0")
+    assert buildkit.buildkit_version(bx) == "v0.13.2"
+    assert buildkit.can_rewrite_timestamps(bx, "v0.13.2") and not buildkit.can_rewrite_timestamps(bx, "v0.12.5")
+    native = BuildClient("native", str(exe), "20.10.24")
+    assert buildkit.buildkit_version(native) is None and not buildkit.can_rewrite_timestamps(native, "v0.13.2")
+
+
+def test_rewrite_timestamp_replaces_load_with_the_explicit_docker_output(tmp_path):
+    from envman.engine.buildkit import BuildClient, build_command
+
+    bx = BuildClient("buildx", "/usr/bin/docker", "v0.14.0")
+    argv, _ = build_command(bx, tmp_path, rewrite_timestamp=True)
+    assert argv[:5] == ["/usr/bin/docker", "buildx", "build", "--output", "type=docker,rewrite-timestamp=true"]
+    assert "--load" not in argv
+    assert build_command(bx, tmp_path)[0][3] == "--load"
+
+
+def test_docker_engines_say_whether_and_why_they_clamp(monkeypatch):
+    from envman.engine import docker as eng
+    from envman.engine.buildkit import BuildClient
+
+    native = eng.Engine(build_client=BuildClient("native", "/usr/bin/docker", "20.10.24+dfsg1"))
+    support = native.repro_support()
+    assert not support.clamps and "daemon's own BuildKit" in support.how and "BuildKit 0.13+" in support.how
+    monkeypatch.setattr(eng, "buildkit_version", lambda c: "v0.12.5")
+    old = eng.Engine(build_client=BuildClient("buildx", "/usr/bin/docker", "v0.12.1")).repro_support()
+    assert not old.clamps and "BuildKit v0.12.5" in old.how
+    monkeypatch.setattr(eng, "buildkit_version", lambda c: "v0.15.1")
+    assert eng.Engine(build_client=BuildClient("buildx", "/usr/bin/docker", "v0.16.0")).repro_support().clamps
