@@ -1,9 +1,9 @@
 """Reproducible as bits on the real daemonless engines: podman 4.3 and buildah 1.28 (.ci/podman-up.sh installs
 them), the way a user runs envman — init → (fetch) → build --verify-repro → verify.
 
-Each test gets a private containers/storage (CONTAINERS_STORAGE_CONF), seeded with the test base image from the
-Docker engine (docker-daemon:), and removes it afterwards: podman's default storage and the Docker engine's
-images are never touched. The torch case (slow) builds the 6 GB torch 2.14.1 image twice from the wheelhouse.
+Each test gets a private containers/storage (CONTAINERS_STORAGE_CONF) and temporary directory (TMPDIR: buildah's
+cache mounts), seeded with the test base image from the Docker engine (docker-daemon:), and removes both
+afterwards: podman's default storage and the Docker engine's images are never touched. The torch case (slow) builds the 6 GB torch 2.14.1 image twice from the wheelhouse.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ def storage(tmp_path_factory, monkeypatch):
     d = Path(tmp_path_factory.mktemp("containers", numbered=True))
     conf = d / "storage.conf"
     conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{d / "graph"}"\nrunroot = "{d / "run"}"\n')
-    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf)}
+    (d / "tmp").mkdir()
+    # TMPDIR: where buildah keeps RUN --mount=type=cache directories and stages layer commits (default /var/tmp)
+    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "TMPDIR": str(d / "tmp")}
     pulled = subprocess.run(["podman", "pull", "--quiet", f"docker-daemon:{BASE_IMAGE}"], capture_output=True, text=True, env=env)
     assert pulled.returncode == 0, pulled.stderr
     yield env
