@@ -72,6 +72,8 @@ def choose_engine(requested: str | None = None, *, need_repro: bool = False,
             found.append((name, problem))
         else:
             usable.append(engine)
+            if not need_repro:
+                break  # the first that works: the others need not be asked
     if not usable:
         said = "; ".join(f"{n}: {why}" for n, why in found)
         raise EngineError(f"no container engine works here ({said})",
