@@ -35,13 +35,13 @@ class FakeEngine:
         self.registry = dict(registry or {})
         self.push_digest = push_digest
         self.build_exc = build_exc
-        self.image_id = image_id
+        self.built_id = image_id  # what a build answers (the method image_id looks a tag up)
         self.log: list[tuple] = []
         self.platforms: list[str | None] = []  # the platform of each build (None: the engine's own)
         self.runs: list[tuple[str, list[str], dict]] = []
         self.containers: dict[str, str] = {}  # what envman's `run` left: name → owner label
         self.secrets: list[dict[str, str]] = []  # each build's secrets: id → the file's text (read during the build)
-        self.image_ids = list(image_ids)  # what successive builds answer (then image_id)
+        self.image_ids = list(image_ids)  # what successive builds answer (then built_id)
         self.ids: dict[str, str] = {}
         self.clamps = clamps
         self.archives = dict(archives or {})  # image id → its `docker save` bytes, for export_image
@@ -94,7 +94,7 @@ class FakeEngine:
         self.builds.append({"no_cache": no_cache, "source_date_epoch": source_date_epoch})
         if self.build_exc is not None:
             raise self.build_exc
-        image_id = self.image_ids.pop(0) if self.image_ids else self.image_id
+        image_id = self.image_ids.pop(0) if self.image_ids else self.built_id
         self.images.update(tags)
         self.images.add(image_id)
         self.ids.update({t: image_id for t in tags})

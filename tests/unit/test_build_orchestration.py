@@ -214,7 +214,7 @@ def test_two_builds_never_share_a_candidate_tag_and_the_good_tag_is_on_the_teste
     good, _ = tags_of(project)
     engine = FakeEngine(PASS)
     out_a, _ = build(project, engine, rebuild=True)
-    engine.image_id = "sha256:" + "c" * 64
+    engine.built_id = "sha256:" + "c" * 64
     out_b, _ = build(project, engine, rebuild=True)
     builds = [e[1][0] for e in engine.log if e[0] == "build"]
     assert len(set(builds)) == 2

@@ -267,7 +267,7 @@ def test_golden_builder_stage_and_project_install(matrix, update_golden):
     sb = plan_source_builds([("deepspeed", "0.18.2"), ("promise", "2.3")], t.build_needs, "13.0", False, t.nvcc)
     plan, _ = _plan(matrix, sb, cpu=False, base_kind="slim", install_project=True, sde=1784196781)
     got = render_dockerfile(plan)
-    assert got.count("ARG SOURCE_DATE_EPOCH=1784196781\nARG PYTHONHASHSEED=0\n") == 2  # both stages
+    assert got.count("ARG SOURCE_DATE_EPOCH=1784196781\nARG PYTHONHASHSEED=0\n") == 3  # every stage
     gold = Path(__file__).resolve().parent.parent / "golden" / "builder-stage" / "Dockerfile"
     if update_golden:
         gold.parent.mkdir(parents=True, exist_ok=True)
