@@ -349,7 +349,8 @@ def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, build_fil
         from envman.process import Owner
 
         first = f"{lock.name}:{candidate_tag(lock.short_hash, Owner.me())}"
-        repro = verify_build(engine, build, tag=tag, base=base, echo=echo, label=label, first_tag=first)
+        repro = verify_build(engine, build, tag=tag, base=base, echo=echo, label=label, first_tag=first,
+                             keep_as=f"{lock.name}:{lock.short_hash}-unverified")  # as a failed smoke test's
         record_image(lock_path, engine=engine, image_id=repro.result.image_id, dockerfile=build_file, root=root)
         echo(f"{label}recorded {repro.result.image_id} in {lock_path.name} (`envman verify IMAGE` checks an image against it)")
         return repro.result

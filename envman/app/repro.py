@@ -55,10 +55,12 @@ class ReproBuild:
 
 
 def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *, tag: str, base: str,
-                 echo: Callable[[str], None], label: str = "", first_tag: str | None = None) -> ReproBuild:
+                 echo: Callable[[str], None], label: str = "", first_tag: str | None = None,
+                 keep_as: str | None = None) -> ReproBuild:
     """Two builds from scratch (``build(tag)`` builds without cache and tags ``tag``), compared. The second is
-    left tagged ``tag``; on a difference it stays for inspection and ReproError names what differs. The first
-    is tagged ``first_tag`` (a candidate tag of this run, which a later run sweeps if this one is killed)."""
+    left tagged ``tag``; on a difference it is kept for inspection as ``keep_as`` (``tag`` is removed) and
+    ReproError names what differs. The first is tagged ``first_tag`` (a candidate tag of this run, which a
+    later run sweeps if this one is killed)."""
     require_clamping(engine)
     first_tag = first_tag or f"{tag}-repro-1"
     base_layers = set(engine.diff_ids(base) or ())
@@ -82,8 +84,11 @@ def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *
     echo(f"{label}the two builds differ ({first.image_id} vs {second.image_id}): reading the second's layers")
     second_files = _read(engine, tag, base_layers | set(first_files.diff_ids))
     lines = differences(first_files, second_files)
+    if keep_as and keep_as != tag:
+        engine.tag(second.image_id, keep_as)
+        engine.remove_image(tag)
     raise ReproError(f"two builds of this lock from scratch gave two images ({first.image_id} and {second.image_id}); "
-                     f"{tag} is the second", hint="what differs:\n  " + "\n  ".join(lines or ["(no file differs)"]))
+                     f"{keep_as or tag} is the second", hint="what differs:\n  " + "\n  ".join(lines or ["(no file differs)"]))
 
 
 def record_image(lock_path: Path, *, engine: ContainerEngine, image_id: str, dockerfile: Path, root: Path) -> dict:

@@ -149,12 +149,14 @@ def test_two_differing_builds_name_the_file_that_differs():
     engine = FakeEngine(image_ids=[A, B], archives={A: _save({"opt/stamp": b"1764620000"}),
                                                      B: _save({"opt/stamp": b"1764620093"})})
     with pytest.raises(ReproError) as e:
-        verify_build(engine, builder(engine), tag="demo:5555-unverified", base="python:3.11", echo=lambda s: None)
+        verify_build(engine, builder(engine), tag="demo:5555-unverified-run1", base="python:3.11", echo=lambda s: None,
+                     keep_as="demo:5555-unverified")
     assert e.value.message == (f"two builds of this lock from scratch gave two images ({A} and {B}); "
                                "demo:5555-unverified is the second")
     assert "layer 1/1 (RUN pip install .): /opt/stamp: content differs" in e.value.hint
     assert e.value.exit_code == 1
-    assert engine.image_exists("demo:5555-unverified")  # kept for inspection
+    assert engine.image_exists("demo:5555-unverified")  # kept for inspection, under the failed-build tag
+    assert not engine.image_exists("demo:5555-unverified-run1")  # the run's own tag is gone
 
 
 def test_an_engine_that_cannot_clamp_is_refused_before_building():
