@@ -100,7 +100,39 @@ def resolve_stack(matrix: Matrix, req: Request) -> Resolution:
     best = best_candidate(cands)
     if best is None:
         raise refusal(matrix, req, cands, driver)
+    if req.driver is None and not req.cpu and best.mode == "minor-compat":
+        driver, best = _assumed_driver_runs_fully(matrix, req, cands, best, driver, notes)
+        if best.mode == "full" and driver != matrix.assumed_driver:
+            cands = candidates_for(matrix, req, driver)
     return _build(matrix, req, best, cands, driver, notes)
+
+
+def _assumed_driver_runs_fully(matrix: Matrix, req: Request, cands: list[Candidate], best: Candidate,
+                               driver: Version, notes: list[Note]) -> tuple[Version, Candidate]:
+    """With no --driver, the default stack must not need a warning: the newest build the assumed driver runs
+    fully (not through minor-version compatibility, where PTX JIT — Triton, torch.compile — can fail) wins over a
+    newer one it runs only that way; when there is none, the driver that build needs is assumed, and said."""
+    full = [c for c in cands if c.mode == "full" and not c.failures]
+    cr = matrix.cuda_release(best.var.cuda)
+    floor = cr.min_driver if cr else None
+    if full and floor is not None:
+        why = (f"needs driver ≥ {floor} for full support: the assumed driver {driver} runs it only through "
+               "minor-version compatibility (pass --driver to resolve for the driver you run)")
+        for c in cands:
+            if c.mode == "minor-compat" and not c.failures:
+                c.failures["driver"] = why
+        return driver, cast(Candidate, best_candidate(cands))
+    ceiling = _driver_ceiling(matrix, req)
+    if floor is None or ceiling is not None and cast(Version, ceiling[1].last_driver) < floor:
+        return driver, best  # no driver runs it fully: the minor-compat warning stays
+    again = best_candidate(candidates_for(matrix, req, floor))
+    if again is None or again.mode != "full":
+        return driver, best
+    notes[:] = [n for n in notes if not (n.topic == "driver" and "assuming a current driver" in n)]
+    notes.append(Note("driver", f"driver: none given; assuming ≥ {floor}, the floor of CUDA {cr.label if cr else ''} for "
+                                f"{again.rel.framework} {again.rel.version} {again.var.name}, the newest build that fits "
+                                f"(the current driver {driver} runs none of the builds that fit fully; pass --driver to resolve for yours)"))
+    return floor, again
 
 
 def _check_targets(matrix: Matrix, req: Request, driver: Version, notes: list[Note]) -> Version:

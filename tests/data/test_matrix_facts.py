@@ -202,7 +202,7 @@ def test_exact_sass_gives_no_same_major_warning(matrix):
 def test_grace_hosts_get_aarch64_stacks(matrix, gpu):
     # PyPI's torch-2.15.0-cp311-cp311-manylinux_2_28_aarch64.whl: '2.15.0+cu132', the same cuDNN/NCCL pins as x86_64;
     # its libtorch_cuda.so CUDA_ARCH_FLAGS: sm_80 sm_90 sm_100 sm_110 sm_120 (issue #13, Platforms)
-    res = _resolve(matrix, framework="torch", targets=[gpu])
+    res = _resolve(matrix, framework="torch", targets=[gpu], driver=">=595.71.05")
     assert res.platform == "linux/arm64" and (str(res.version), res.variant, res.index_url) == ("2.15.0", "cu132", None)
     assert res.arch_list == ("sm_80", "sm_90", "sm_100", "sm_110", "sm_120")
     assert not [w for w in res.warnings if "no CPU-architecture axis" in w]

@@ -15,9 +15,13 @@ from envman.resolve.resolver import resolve_stack
 
 # (request, expected stack, why) — the stack is compared field by field on the Resolution.
 SCENARIOS = [
-    (dict(framework="torch", targets=["h100"]), dict(version="2.15.0", variant="cu132", python="3.12", cuda="13.2"),
-     "the newest torch the matrix knows, in its plain PyPI build"),
-    (dict(framework="torch", targets=["rtx-5090"]), dict(version="2.15.0", variant="cu132"),
+    (dict(framework="torch", targets=["h100"], driver=">=595.71.05"),
+     dict(version="2.15.0", variant="cu132", python="3.12", cuda="13.2"),
+     "the newest torch the matrix knows, in its plain PyPI build, on a driver that runs CUDA 13.2 fully"),
+    (dict(framework="torch", targets=["h100"]), dict(version="2.14.1", variant="cu130", cuda="13.0", driver_mode="full"),
+     "no --driver: the assumed current driver (R580) runs 2.15.0's only build (cu132) through minor-version "
+     "compatibility alone, so the newest build it runs fully is the default (issue 20: no warning by default)"),
+    (dict(framework="torch", targets=["rtx-5090"], driver=">=595.71.05"), dict(version="2.15.0", variant="cu132"),
      "Blackwell (sm_120) is in every build from 2.7 on: the newest wins"),
     (dict(framework="torch==2.7.*", targets=["rtx-5090"]), dict(version="2.7.1", variant="cu128"),
      "an RTX 5090 needs torch >= 2.7, and in 2.7 only cu128 carries sm_120"),
