@@ -19,6 +19,8 @@ def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
         return []  # no envman.lock: nothing to drift from
     lock = as_dict(v.f.get("lock"))
     path = (as_str(lock.get("path")) or "envman.lock").rsplit("/", 1)[-1]  # it sits in the project directory
+    if lock.get("missing") or lock.get("unlocked"):
+        return _not_locked(v, lock, path)
     if as_str(lock.get("error")):
         return [info("lock-unreadable", f"{path}: {lock['error']}: drift not checked",
                      "regenerate it with `envman lock`")]
@@ -34,6 +36,20 @@ def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
     out += _archs(v, lock, path)
     out += _driver(v, lock, path)
     return out
+
+
+def _not_locked(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
+    """A project with nothing locked is not ready to build, whatever the machine says (an image's work directory
+    carries its envman.lock, so the in-image doctor never says this)."""
+    if lock.get("unlocked"):
+        return [warn("lock-missing", f"{path} has no Python lock (written by `envman init --no-lock`): the image "
+                                     "cannot be built", "run `envman lock`")]
+    files = [str(f) for f in lock.get("files") or []]
+    if "envman.yaml" in files:
+        return [warn("lock-missing", f"envman.yaml but no {path}: nothing is locked, the image cannot be built",
+                     "run `envman lock`")]
+    return [warn("lock-missing", f"no {path} beside {', '.join(files)}: the project's environment is not locked",
+                 "run `envman init` (it writes envman.yaml and the locks)")]
 
 
 def _framework(v: FactsView, k: Knowledge, fw: dict[str, Any], path: str) -> list[Finding]:

@@ -155,7 +155,7 @@ def check_docker_daemon(v: FactsView, k: Knowledge) -> list[Finding]:
     d = as_dict(v.f.get("docker"))
     if v.in_container or d.get("reachable") is not False or d.get("installed") is not True:
         return []
-    if not as_dict(v.f.get("lock")):
+    if not as_dict(v.f.get("lock")) or as_dict(v.f.get("lock")).get("missing"):
         return []  # no envman.lock: nothing here needs an image
     why = as_str(d.get("error")) or "the engine does not answer"
     return [error(

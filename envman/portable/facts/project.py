@@ -18,11 +18,16 @@ STACK_KEYS = ("cuda", "cudnn", "nccl", "python", "min_driver", "min_driver_minor
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.M)
 
 
+DEPENDENCY_FILES = ("envman.yaml", "requirements.txt", "pyproject.toml", "setup.py", "environment.yml", "Pipfile")
+
+
 def probe_lock(project_dir: str) -> dict[str, Any] | None:
-    """None when the project has no envman.lock (nothing to drift from)."""
+    """None when the directory has no envman.lock and is no project (nothing to drift from); ``{path, missing,
+    files}`` when it has dependency files (or an envman.yaml) but no lock yet."""
     path = os.path.join(project_dir, LOCK_FILE)
     if not os.path.exists(path):
-        return None
+        files = [f for f in DEPENDENCY_FILES if os.path.isfile(os.path.join(project_dir, f))]
+        return {"path": path, "missing": True, "files": files} if files else None
     text = read_text(path, 8 << 20)
     if text is None:
         return {"path": path, "error": "cannot be read"}
@@ -48,7 +53,9 @@ def probe_lock(project_dir: str) -> dict[str, Any] | None:
     base = data.get("base_image")
     if isinstance(base, dict) and isinstance(base.get("kind"), str):
         lock["base_kind"] = base["kind"]
-    req = (data.get("python_lock") or {}).get("requirements") if isinstance(data.get("python_lock"), dict) else None
+    py_lock: dict[str, Any] = data["python_lock"] if isinstance(data.get("python_lock"), dict) else {}
+    req = py_lock.get("requirements")
+    lock.update({"unlocked": True} if py_lock and req is None else {})  # `envman init --no-lock`: no Python lock yet
     if isinstance(req, str):
         pins = read_pins(os.path.join(project_dir, req))
         if pins:
