@@ -25,6 +25,7 @@ class InitOptions:
     no_lock: bool = False
     force: bool = False
     timeout: float | None = None  # seconds uv may take (a stalled index ends the lock with its name)
+    cuda: str | None = None  # --cuda: decides over the repository's CUDA pins, like --framework and --python
 
 
 def spec_yaml(spec: ProjectSpec) -> str:
@@ -50,7 +51,7 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
         spec = discovered_spec(root, opts, notes, detect_gpus)
     else:
         given = [n for n, v in (("--target", opts.targets), ("--driver", opts.driver), ("--cpu", opts.cpu),
-                                ("--python", opts.python), ("--framework", opts.framework)) if v]
+                                ("--python", opts.python), ("--framework", opts.framework), ("--cuda", opts.cuda)) if v]
         if given:
             raise UsageError(f"{spec.source} exists; {', '.join(given)} would be ignored",
                              hint=f"edit {spec.source} instead (it is the single source of truth)")
@@ -70,10 +71,11 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
     """The spec of what the repository says it needs, the options over it; what was found goes to ``notes``.
     The values come from the repository's files, so they pass the same validation as a typed envman.yaml."""
     from envman.matrix.load import load_matrix
-    from envman.project.discover import discover_repo, nothing_found
+    from envman.project.discover import Asked, discover_repo, nothing_found
     from envman.project.package import find_package
 
-    found = discover_repo(root, {k: list(v) for k, v in load_matrix().frameworks.items()})
+    found = discover_repo(root, {k: list(v) for k, v in load_matrix().frameworks.items()},
+                          asked=Asked(opts.framework, opts.cuda, opts.python, opts.cpu))
     if not found.read and not opts.framework:
         raise nothing_found(root)
     inf = found.inference
@@ -99,9 +101,10 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
             "framework": opts.framework or inf.framework, "companions": list(inf.companions),
             "requirements": list(found.requirement_files), "packages": list(found.packages), "cpu": cpu,
             "targets": [] if cpu else targets, "driver": driver,
-            "cuda": inf.cuda if not opts.framework and not cpu else None, "base_image": opts.base_image,
+            "cuda": opts.cuda or (inf.cuda if not opts.framework and not cpu else None), "base_image": opts.base_image,
             "install_project": installable, "sources": found.copied_from, "index_urls": found.index_urls,
-            "find_links": found.find_links}
+            "find_links": found.find_links, "constraints": found.constraints, "overrides": found.overrides,
+            "framework_wins": found.framework_wins}
     spec = parse_spec({k: v for k, v in data.items() if v not in (None, [], False)}, SPEC_FILE)
     notes.extend(_found_notes(found, opts))
     return spec

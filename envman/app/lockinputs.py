@@ -13,7 +13,7 @@ from envman.image.tables import load_image_tables
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import canonical_json
 from envman.model import Matrix
-from envman.project.package import ProjectPackage, find_package
+from envman.project.package import ProjectPackage, backend_refusal, find_package
 from envman.project.requirements import Req
 from envman.project.spec import ProjectSpec, validate_requirement
 
@@ -29,6 +29,7 @@ class ProjectInputs:
     hashes: dict[str, str]
     reqs: tuple[Req, ...] = ()  # the requirements to lock
     constraints: tuple[Req, ...] = ()  # what the files include with -c: they hold uv's resolution, install nothing
+    overrides: tuple[Req, ...] = ()  # envman.yaml overrides: uv puts them in place of what packages ask
     warnings: tuple[str, ...] = ()  # of reading them
     index_urls: tuple[str, ...] = ()  # the files' index options, credentials and all: for uv only, never written
     unreadable: UsageError | None = None  # a requirements file that could not be read: raised when a lock needs it
@@ -38,7 +39,9 @@ class ProjectInputs:
         reqs, constraints, warnings, includes, unreadable, indexes = _read_requirements(root, spec)
         package = project_package(root, spec)
         hashes = input_hashes(root, spec, matrix, package, includes)
-        return cls(root, spec, matrix, package, hashes, tuple(reqs), tuple(constraints), tuple(warnings),
+        overrides = tuple(Req(validate_requirement(o, f"overrides[{i}]", spec.source), f"{spec.source} overrides[{i}]")
+                          for i, o in enumerate(spec.overrides))
+        return cls(root, spec, matrix, package, hashes, tuple(reqs), tuple(constraints), overrides, tuple(warnings),
                    tuple(indexes), unreadable)
 
     @property
@@ -88,9 +91,10 @@ def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
         return None
     pkg = find_package(root, spec.project_extras)
     if pkg is None and spec.install_project:
-        raise UsageError(f"{spec.source}: install_project: {root.name} is not a package "
-                         "(no pyproject.toml [build-system], no setup.py)",
-                         hint="add a [build-system] table to pyproject.toml, or set install_project: false")
+        why = backend_refusal(root) or "no pyproject.toml [build-system], no setup.py"
+        raise UsageError(f"{spec.source}: install_project: {root.name} is not a package its build backend builds ({why})",
+                         hint="add a [build-system] table (or configure its packages) in pyproject.toml, or set "
+                              "install_project: false")
     return pkg
 
 
@@ -118,6 +122,8 @@ def _read_requirements(root: Path, spec: ProjectSpec):
         indexes += [u for _, u in found.index_urls if u not in indexes]
     for i, p in enumerate(spec.packages):
         reqs.append(Req(validate_requirement(p, f"packages[{i}]", spec.source), f"{spec.source} packages[{i}]"))
+    constraints += [Req(validate_requirement(c, f"constraints[{i}]", spec.source), f"{spec.source} constraints[{i}]")
+                    for i, c in enumerate(spec.constraints)]
     return reqs, constraints, warnings, includes, unreadable, indexes
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from envman import __version__
 from envman.app.basedigest import start_digest
 from envman.app.lockinputs import ProjectInputs
-from envman.errors import LockError
+from envman.errors import LockError, ToolError
 from envman.files import ownership, sha256, with_header
 from envman.image.stages import SourceBuilds, plan_source_builds, system_libraries
 from envman.image.tables import load_image_tables
@@ -78,6 +78,8 @@ class Lines:
     reqs: list[Req]
     constraints: list[Req]
     extra: list[str]
+    overrides: list[Req] = field(default_factory=list)  # envman.yaml overrides: ([tool.uv] override-dependencies)
+    notes: list[str] = field(default_factory=list)  # lines that yielded to the stack (framework_wins)
 
     @property
     def all(self) -> list[str]:
@@ -126,8 +128,12 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     # the base image's digest: kept from the last lock, or asked of its registry once uv runs (the thread's
     # imports of urllib and ssl would otherwise delay uv's start)
     digest = None if opts.no_lock else cache(lambda: start_digest(last, base, upgrade=opts.upgrade))
-    python = python_locks(inputs, spec, res, lines, files, last, opts, digest)
-    notes = list(inputs.warnings) + python.notes
+    try:
+        python = python_locks(inputs, spec, res, lines, files, last, opts, digest)
+    except ToolError as err:  # an index or uv failed: init still shows the stack it was locking
+        err.stack, err.base_image = res, base  # type: ignore[attr-defined]
+        raise
+    notes = list(inputs.warnings) + lines.notes + python.notes
     if digest is not None:
         base_digest, digest_note = digest()()
         notes.append(digest_note)
@@ -269,10 +275,15 @@ def requirement_lines(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution)
     build backend and chosen extras (locked like everything else: the project then installs offline)."""
     reqs, constraints = inputs.requirements()
     pkg = inputs.package
-    # a -c line on the framework is checked against the stack like a requirement; the others go to uv
-    return Lines(framework_pins(res, spec.companions), check_user_requirements(res, spec.companions, list(reqs)),
-                 check_user_requirements(res, spec.companions, list(constraints)),
-                 list(pkg.build_requires + pkg.extra_requires) if pkg else [])
+    notes: list[str] = []
+    wins = spec.framework_wins
+
+    def checked(lines: list[Req]) -> list[Req]:
+        return check_user_requirements(res, spec.companions, lines, wins, notes)
+
+    # a -c line (or an override) on the framework is checked against the stack like a requirement; the others go to uv
+    return Lines(framework_pins(res, spec.companions), checked(list(reqs)), checked(list(constraints)),
+                 list(pkg.build_requires + pkg.extra_requires) if pkg else [], checked(list(inputs.overrides)), notes)
 
 
 def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, lines: Lines, files: StackFiles,
@@ -296,7 +307,7 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
     job = python_lock_job(lines.all, res.python, index_urls, lines.roots, res, upgrade=opts.upgrade,
                           previous=(_our_body(root / files.req), _our_body(root / files.pylock)), timeout=opts.timeout,
                           constraints=cuda_constraints(res, inputs.matrix.toolkit_wheels) + [c.line for c in lines.constraints],
-                          find_links=tuple(spec.find_links))
+                          find_links=tuple(spec.find_links), overrides=[o.line for o in lines.overrides])
     key = job.key()
     seed = job.request.seed  # the last pylock.toml, when envman wrote it and nobody edited it (--upgrade: none)
     kept = seed is not None and _last_request(last) == key

@@ -17,22 +17,36 @@ def register(app: typer.Typer) -> None:
         cpu: bool = typer.Option(False, "--cpu", help="A CPU-only image"),
         python: Optional[str] = typer.Option(None, "--python", "-p", help="Python version, e.g. 3.11"),
         framework: Optional[str] = typer.Option(None, "--framework", "-f", help="Override the framework found in the repo, e.g. torch>=2.4"),
+        cuda: Optional[str] = typer.Option(None, "--cuda", help="Override the CUDA found in the repo, e.g. 12.8 (or >=12.4)"),
         base_image: Optional[str] = typer.Option(None, "--base-image", help="Start from this image instead (mirrors, air-gapped sites); it must have python3 with venv"),
         no_lock: bool = typer.Option(False, "--no-lock", help="Skip the network step (uv); run `envman lock` later"),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
         timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Give up when uv has not finished after SECONDS (names the index that stalled)"),
     ) -> None:
-        """Write envman.yaml, the locks, Dockerfile, compose.yaml and devcontainer.json for a repository."""
+        """Write envman.yaml, the locks, Dockerfile, compose.yaml and devcontainer.json for a repository.
+        --framework, --cuda and --python decide over what the repository's files say (the overridden lines are said)."""
         from envman.app.init import InitOptions, init_project
-        from envman.cli.output import format_outcome
+        from envman.cli.output import Progress, format_outcome, format_resolution, print_refusal
+        from envman.errors import EXIT_UNRESOLVABLE, ResolutionError, ToolError
 
         root = path.resolve()
-        from envman.cli.output import Progress
-
-        opts = InitOptions(tuple(target or ()), driver, cpu, python, framework, base_image, no_lock, force, timeout)
+        opts = InitOptions(tuple(target or ()), driver, cpu, python, framework, base_image, no_lock, force, timeout,
+                           cuda=cuda)
         progress = Progress()
         try:
             out = init_project(root, opts, progress=progress)
+        except ResolutionError as err:  # what blocks and the nearest alternatives, as `envman resolve` prints them
+            progress.done()
+            print_refusal(err)
+            raise typer.Exit(EXIT_UNRESOLVABLE) from None
+        except ToolError as err:  # the lock failed (an index, uv): the stack it was locking is still worth seeing
+            progress.done()
+            stack = getattr(err, "stack", None)
+            if stack is not None:
+                typer.echo(format_resolution(stack, base_image=getattr(err, "base_image", None)))
+                typer.echo("nothing was written: the Python lock of this stack failed (below); "
+                           "`envman init --no-lock` writes the files without it", err=True)
+            raise
         finally:
             progress.done()
         typer.echo(format_outcome(out, root))

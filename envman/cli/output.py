@@ -99,7 +99,9 @@ def emit_json(obj: Any) -> None:
 
 
 def print_refusal(err: ResolutionError) -> None:
-    lines = [f"error: {err.message}"]
+    from envman.redact import redact
+
+    lines = [f"error: {redact(err.message)}"]
     if err.conflicts:
         lines.append("blocked by:")
         lines += [f"  - {c}" for c in err.conflicts]
@@ -107,11 +109,12 @@ def print_refusal(err: ResolutionError) -> None:
         lines.append("nearest alternatives:")
         lines += [f"  - {a['change']}" for a in err.alternatives]
     if err.hint:
-        lines.append(f"hint: {err.hint}")
+        lines.append(f"hint: {redact(err.hint)}")
     print("\n".join(lines), file=sys.stderr)
 
 
-def format_resolution(res) -> str:
+def format_resolution(res, base_image: str | None = None) -> str:
+    """``base_image``: the image the lock really starts from (``--base-image``, envman.yaml), when not the stack's."""
     rows = []
     if res.framework:
         how = "plain PyPI wheel" if res.index_url is None else res.index_url
@@ -131,7 +134,7 @@ def format_resolution(res) -> str:
         rows.append(["arch list", " ".join(res.arch_list), ("PTX " + " ".join(res.ptx)) if res.ptx else ""])
     if res.targets:
         rows.append(["targets", ", ".join(f"{t.label} ({t.cc.sm})" for t in res.targets), ""])
-    rows.append(["base image", res.base_image, res.base_kind])
+    rows.append(_base_row(res, base_image))
     if res.platform != "linux/amd64":  # x86_64 summaries read as they always did
         rows.append(["platform", res.platform, f"Linux {res.arch} wheels and image"])
     out = [table(rows)]
@@ -144,9 +147,16 @@ def format_resolution(res) -> str:
     return "\n".join(out)
 
 
+def _base_row(res, base_image: str | None) -> list[str]:
+    if base_image and base_image != res.base_image:
+        return ["base image", base_image, f"override (the stack's default: {res.base_image})"]
+    return ["base image", res.base_image, res.base_kind]
+
+
 def format_outcome(out, root) -> str:
     """What ``envman init`` and ``envman lock`` print: the stack, the notes, the files, the lock hash."""
-    lines = [format_resolution(out.resolution), ""]
+    ref = (out.lock.get("base_image") or {}).get("ref") if hasattr(out.lock, "get") else None
+    lines = [format_resolution(out.resolution, base_image=ref), ""]
     lines += [f"  - {n}" for n in out.notes]
     if out.written:
         names = [str(p.relative_to(root)) for p in out.written]

@@ -21,17 +21,26 @@ def framework_pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
     return frameworks.get(res.framework).pins(res, companions)
 
 
-def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: list[Req]) -> list[Req]:
-    """Drop the user's framework/companion lines after checking they agree with the stack."""
+def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: list[Req], yield_to_stack: bool = False,
+                            notes: list[str] | None = None) -> list[Req]:
+    """Drop the user's framework/companion lines after checking they agree with the stack. A line of another
+    framework than the stack's (``tensorflow-cpu`` beside a torch stack) is a plain package. ``yield_to_stack``
+    (envman.yaml ``framework_wins``, set when ``init --framework/--cuda`` overrode the repository): a line that
+    disagrees is dropped and said in ``notes`` instead of refused."""
     comp = dict(res.companions)
     dists = frameworks.by_distribution()
     rest: list[Req] = []
     host = frameworks.get(res.framework) if res.framework is not None else None
     for r in reqs:
         fw = dists.get(r.name)
+        if (fw is not None or r.name in comp) and not applies(r, res):
+            continue  # `torch==2.10.0+cu130; platform_machine == "aarch64"` on an x86_64 stack: not the image's line
         if host is not None and fw is not None and fw != host.name and r.name in dict(host.cpu_beside):
             # tensorflow beside jax: the same range, the CPU wheel (the GPU one would take the GPU and its libraries)
             rest.append(replace(r, req=on_cpu(r.req, dict(host.cpu_beside)[r.name]), raw=None))
+            continue
+        if host is not None and fw is not None and fw != host.name:
+            rest.append(r)  # another framework beside the stack's (init said so): installed from PyPI as written
             continue
         if host is not None and fw == host.name and (err := host.refusal(r.req, r.origin)) is not None:
             raise err
@@ -44,8 +53,11 @@ def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: 
                     hint="set framework in envman.yaml to match, or remove the line",
                 )
             # torch==2.0.1+cu118 names the build as well: it holds when the stack is that variant's build
-            local = f"{chosen}+{res.variant}" if chosen is not None and res.index_url else None
-            if chosen is None or not (_contains(r.req.specifier, chosen) or (local and _contains(r.req.specifier, local))):
+            local = f"{chosen}+{res.variant}" if chosen is not None and res.variant else None
+            agrees = chosen is not None and (_contains(r.req.specifier, chosen) or bool(local and _contains(r.req.specifier, local)))
+            if not agrees and yield_to_stack and notes is not None:
+                notes.append(f"{r.origin}: {r.req} yields to the stack's {label} (framework_wins: true in envman.yaml)")
+            elif not agrees:
                 raise UsageError(
                     f"{r.origin}: asks for {r.req}, but the stack pins {label}",
                     hint="relax the requirement, or set framework in envman.yaml to a range that includes it and re-run init",
@@ -53,6 +65,20 @@ def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: 
             continue
         rest.append(r)
     return rest
+
+
+def applies(r: Req, res: Resolution) -> bool:
+    """The line's environment marker holds for the image: Linux, the stack's CPU architecture and Python."""
+    if r.req.marker is None:
+        return True
+    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+           "platform_machine": "aarch64" if res.platform == "linux/arm64" else "x86_64",
+           "python_version": res.python, "python_full_version": f"{res.python}.0",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    try:
+        return r.req.marker.evaluate(env)
+    except Exception:  # a marker packaging cannot evaluate: the line stands
+        return True
 
 
 def _contains(spec: SpecifierSet, version: str) -> bool:

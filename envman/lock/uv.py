@@ -215,7 +215,7 @@ def interpreter_args(python: str) -> list[str]:
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
                        offline: bool = False, upgrade: bool = False, index_url: str | None = None,
                        find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None,
-                       platform: str = PLATFORM, binary: str | None = None) -> UvCommand:
+                       platform: str = PLATFORM, binary: str | None = None, overrides: Path | None = None) -> UvCommand:
     """``binary``: the uv to name first (default: envman's; a request only records what follows it)."""
     # uv runs in the input's directory with relative names: nothing it writes may carry a temporary path,
     # or the same inputs would not give the same bytes.
@@ -227,6 +227,8 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
     args += index_args
     if constraints is not None:
         args += ["--constraint", constraints.name]
+    if overrides is not None:  # the project's [tool.uv] override-dependencies (envman.yaml overrides:)
+        args += ["--overrides", overrides.name]
     if fmt:
         args += ["--format", fmt]
     if offline:
@@ -307,7 +309,8 @@ def compile_python_lock(lines: list[str], python: str, index_urls: list[str], ro
 def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
                     pylock: bool = True, previous: tuple[str | None, str | None] = (None, None),
                     upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
-                    constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None) -> PythonLockJob:
+                    constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
+                    overrides: list[str] | tuple[str, ...] = ()) -> PythonLockJob:
     """What a Python lock asks uv (compile_python_lock's arguments), before anything runs."""
     fw_index = res.index_url if res.index_url in index_urls else None
     extra = [u for u in index_urls if u != fw_index]
@@ -317,7 +320,7 @@ def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots:
     private = private_indexes([default_index, *extra, *environment_indexes(os.environ)], public=[fw_index or ""])
     seed = None if upgrade or previous[1] is None else expand_indexes(previous[1], private)  # uv reads real URLs
     request = uv_request(lines, python, extra, fw_index, upgrade=upgrade, index_url=index_url, find_links=find_links,
-                         constraints=constraints, seed=seed, platform=python_platform(res))
+                         constraints=constraints, seed=seed, platform=python_platform(res), overrides=overrides)
     header = index_lines(default_index, extra + ([fw_index] if fw_index else []), find_links, private)
     return PythonLockJob(request, list(lines), python, list(roots), res, header, pylock, timeout, tuple(private))
 
@@ -385,7 +388,7 @@ class PythonLockJob:
 def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | None, *, upgrade: bool = False,
                index_url: str | None = None, find_links: tuple[str, ...] | list[str] = (),
                constraints: list[str] | tuple[str, ...] = (), seed: str | None = None,
-               platform: str = PLATFORM) -> UvRequest:
+               platform: str = PLATFORM, overrides: list[str] | tuple[str, ...] = ()) -> UvRequest:
     """The one uv run of a lock, as data: its input (a pyproject.toml when the framework has its own
     index), constraints, the previous pylock.toml (uv keeps the pins that still fit) and its arguments."""
     if fw_index:
@@ -394,12 +397,15 @@ def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | 
         files = [("requirements.in", "\n".join(lines) + "\n")]
     if constraints:
         files.append(("constraints.txt", "\n".join(constraints) + "\n"))
+    if overrides:
+        files.append(("overrides.txt", "\n".join(overrides) + "\n"))
     if seed:
         files.append(("pylock.toml", seed))
     cmd = uv_compile_command(Path(files[0][0]), Path("pylock.toml"), python, extra, fmt="pylock.toml", upgrade=upgrade,
                              index_url=index_url, find_links=find_links,
                              constraints=Path("constraints.txt") if constraints else None, platform=platform,
-                             binary="uv")  # found when uv runs: a kept lock never looks for it
+                             binary="uv",  # found when uv runs: a kept lock never looks for it
+                             overrides=Path("overrides.txt") if overrides else None)
     return UvRequest(tuple(sorted(files)), tuple(cmd.args[1:]), env=tuple(sorted(cmd.secret_env.items())))
 
 

@@ -1,8 +1,11 @@
 """What `envman init` learns from a repository without being told, reading (never executing) the files
 real training repositories use, in this order: requirements*.txt (and requirements/*.txt), pyproject.toml
-([project], [dependency-groups], [tool.poetry]), setup.py (ast), setup.cfg, environment.yml.
+([project], [dependency-groups], [tool.poetry], [tool.uv]), setup.py (ast), setup.cfg, Pipfile, a conda
+environment file, and the repository's lock files (uv.lock, poetry.lock, pdm.lock, Pipfile.lock).
 
-Every file's fate is said: read, skipped (and why), or included by another; every line's fate too."""
+Every file's fate is said: read, skipped (and why), or included by another; every line's fate too. What the
+command line asks (``--framework``, ``--cuda``, ``--python``: ``Asked``) overrides what the files say, and the
+lines it overrides are said; independent problems are reported together."""
 
 from __future__ import annotations
 
@@ -10,29 +13,54 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.specifiers import SpecifierSet
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.project.infer import Inference, infer_framework, load_dependents
+from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
-from envman.project.sources.conda import read_conda
+from envman.project.sources.conda import conda_document, conda_platform, is_export, read_conda
+from envman.project.sources.locks import read_locks
+from envman.project.sources.pipfile import read_pipfile
 from envman.project.sources.poetry import read_poetry
 from envman.project.sources.pyproject import OPTIONAL, read_pyproject_project
-from envman.project.sources.requirements_txt import read_requirements
 from envman.project.sources.setup_py import read_setup_cfg, read_setup_py
-from envman.project.sources.uv import lock_constraints, read_uv_lock, read_uv_sources
+from envman.project.sources.uv import lock_constraints, read_uv_resolution, read_uv_sources
 
-# variants a training image does not want by default; each can be named in envman.yaml (requirements:)
-_SKIP = re.compile(r"(^|[-_.])(dev|devel|test|tests|testing|docs?|lint|ci|tpu|cpu|mac|macos|windows|win|rocm|"
-                   r"xpu|npu|mps|onnx|optional|extra|style|typing|bench)([-_.]|$)")
-DEP_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
+DEP_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml",
+             "Pipfile")
 _PYTHONS = [f"3.{m}" for m in range(6, 16)]
 # the core file of a requirements/ folder (requirements/base.txt); its other files are feature sets
 _CORE = re.compile(r"(base|main|core|common|runtime|install|prod|production|default|requirements|train|training)")
-FEATURE_SET = "an optional feature set beside the core ({core}); name it under requirements: in envman.yaml to use it"
+# conda environment files, best name first; the dev/test ones are variants (skipped, said)
+_CONDA = re.compile(r"^(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml$")
+_EXTRAS_SHOWN = 4  # a table with more extras than this is said in one line
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the command line chose: it overrides the repository's own lines on the same subject."""
+
+    framework: str | None = None  # "torch>=2.4" | "none"
+    cuda: str | None = None
+    python: str | None = None
+    cpu: bool = False
+
+    @property
+    def framework_name(self) -> str | None:
+        if not self.framework:
+            return None
+        if self.framework.strip().lower() == "none":
+            return "none"
+        try:
+            name = Requirement(self.framework).name.lower()
+        except InvalidRequirement:
+            return None
+        return frameworks.by_distribution().get(name, name)
 
 
 @dataclass
@@ -42,9 +70,13 @@ class Discovery:
     requirement_files: list[str] = field(default_factory=list)  # referenced by envman.yaml (read again at lock)
     copied_from: list[str] = field(default_factory=list)  # files whose packages were copied into envman.yaml
     packages: list[str] = field(default_factory=list)  # from pyproject / setup.py / conda (copied into envman.yaml)
+    constraints: list[str] = field(default_factory=list)  # [tool.uv] constraint-dependencies (envman.yaml constraints:)
+    overrides: list[str] = field(default_factory=list)  # [tool.uv] override-dependencies (envman.yaml overrides:)
     python: str | None = None
     inference: Inference = field(default_factory=Inference)
     install_project: bool = False
+    # the command line overrode a framework/CUDA pin of the requirement files: at lock, those lines yield
+    framework_wins: bool = False
     index_urls: list[str] = field(default_factory=list)
     find_links: list[str] = field(default_factory=list)
     fates: list[Fate] = field(default_factory=list)
@@ -56,30 +88,45 @@ class Discovery:
             out.append("read: " + ", ".join(self.read))
         for f, why in self.skipped:
             out.append(f"skipped {f}: {why}")
-        def key_of(f: Fate) -> str:  # "… optional-dependencies.extra[3]" and "… group.dev.dependencies.pytest" → the table
-            return f.origin.rsplit("[", 1)[0] if f.origin.endswith("]") else f.origin.rsplit(".", 1)[0]
-
-        groups: dict[str, list[Fate]] = {}
-        for fate in self.fates:
-            if fate.why == OPTIONAL:
-                groups.setdefault(key_of(fate), []).append(fate)
-        for fate in self.fates:
-            if fate.why == OPTIONAL:
-                key = key_of(fate)
-                if key in groups:
-                    g = groups.pop(key)
-                    names = ", ".join(f.text.split(";")[0].strip() for f in g)
-                    out.append(f"{key}: not installed, {len(g)} line{'s' if len(g) > 1 else ''} ({names}): {OPTIONAL}")
-            elif fate.fate != "kept" or fate.why:
-                out.append(fate.describe())
+        out.extend(_optional_lines(self.fates))
+        out.extend(f.describe() for f in self.fates if f.why != OPTIONAL and (f.fate != "kept" or f.why))
         out.extend(self.warnings)
         return out
 
 
+def _optional_lines(fates: list[Fate]) -> list[str]:
+    """Extras and groups not installed: one line per table, or one line per file when it has many."""
+    def key_of_fate(f: Fate) -> str:  # "… optional-dependencies.extra[3]" and "… group.dev.dependencies.pytest" → the table
+        return f.origin.rsplit("[", 1)[0] if f.origin.endswith("]") else f.origin.rsplit(".", 1)[0]
+
+    groups: dict[str, list[Fate]] = {}
+    for fate in fates:
+        if fate.why == OPTIONAL:
+            groups.setdefault(key_of_fate(fate), []).append(fate)
+    by_file: dict[str, list[str]] = {}
+    for key in groups:
+        by_file.setdefault(key.split(" ")[0], []).append(key)
+    out = []
+    for file, keys in by_file.items():
+        if len(keys) > _EXTRAS_SHOWN:
+            names = ", ".join(k.rsplit(".", 1)[-1] for k in keys)
+            lines = sum(len(groups[k]) for k in keys)
+            out.append(f"{file}: {len(keys)} extras or groups not installed ({names}; {lines} lines): {OPTIONAL}")
+            continue
+        for key in keys:
+            g = groups[key]
+            names = ", ".join(f.text.split(";")[0].strip() for f in g)
+            out.append(f"{key}: not installed, {len(g)} line{'s' if len(g) > 1 else ''} ({names}): {OPTIONAL}")
+    return out
+
+
 def requirement_candidates(root: Path) -> list[str]:
-    files = [p.name for p in root.glob("requirements*.txt") if p.is_file()]
+    """Top-level ``requir*.txt`` (``requirement.txt`` and ``requirments_cu128.txt`` are requirement files too)
+    and ``requirements/*.txt``; never envman's own lock files."""
+    files = [p.name for p in root.glob("requir*.txt") if p.is_file()]
     files += [f"requirements/{p.name}" for p in (root / "requirements").glob("*.txt") if p.is_file()]
-    return sorted(files)
+    return sorted(f for f in files if f not in OWN_FILES and Path(f).name not in OWN_FILES
+                  and not re.fullmatch(r"requirements\.[\w-]+\.(framework\.)?lock\.txt", f))
 
 
 def dynamic_files(doc: dict | None) -> list[str]:
@@ -97,7 +144,7 @@ def _core_elsewhere(root: Path, doc: dict | None, files: list[str], dynamic: lis
     core = [f for f in files if f.startswith("requirements/") and _CORE.fullmatch(Path(f).stem.lower())]
     if core or dynamic:
         return ", ".join(core + dynamic)
-    top = [f for f in files if "/" not in f and not _SKIP.search(Path(f).stem.removeprefix("requirements").lower())]
+    top = [f for f in files if "/" not in f and key_of(f) == ""]
     if top:
         return ", ".join(top)
     proj = (doc or {}).get("project") or {}
@@ -108,71 +155,103 @@ def _core_elsewhere(root: Path, doc: dict | None, files: list[str], dynamic: lis
 
 
 def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: tuple[str, ...], dynamic: list[str],
-                            core: str | None) -> list[Found]:
+                            core: str | None, asked: Asked) -> tuple[list[Found], FileChoice]:
     """Read the requirements files that make the training environment; say why each other one is skipped."""
-    founds: list[Found] = []
-    included: set[str] = set()
-    features: list[str] = []
-    for f in files:
-        if f in OWN_FILES or Path(f).name in OWN_FILES or re.fullmatch(r"requirements\.[\w-]+\.(framework\.)?lock\.txt", f):
-            continue  # envman's own lock files
-        stem = Path(f).stem.removeprefix("requirements")
-        key = Path(f).stem if f.startswith("requirements/") else stem
-        if f in dynamic or f in wanted or f in included:
-            pass
-        elif _SKIP.search(key.lower()):
-            d.skipped.append((f, "a dev/test/docs/hardware variant; name it under requirements: in envman.yaml to use it"))
-            continue
-        elif core and f.startswith("requirements/") and f not in core.split(", ") and not _CORE.fullmatch(key.lower()):
-            features.append(f)
-            continue
-        if f in included:
-            continue
+    from envman.project.sources.requirements_txt import read_requirements
+
+    want = Want(asked.framework_name if asked.framework_name != "none" else None, asked.cuda, asked.cpu)
+    choice = choose_files(root, files, wanted=wanted, dynamic=dynamic, core=core, want=want)
+    founds = []
+    for f in choice.read:
         fd = read_requirements(root, f)
-        included.update(fd.includes)
         founds.append(fd)
         d.requirement_files.append(f)
         named = " named by pyproject.toml [tool.setuptools.dynamic]" if f in dynamic else ""
         d.read.append(f + (f" (with {', '.join(fd.includes)})" if fd.includes else "") + named)
-    features = [f for f in features if f not in included]
-    if features:
-        d.skipped.append((", ".join(features), FEATURE_SET.format(core=core)))
-    # a file read through another's -r is not listed twice
-    d.requirement_files = [f for f in d.requirement_files if f not in included]
-    d.read = [r for r in d.read if r.split(" ")[0] not in included]
+    d.skipped += choice.skipped
+    d.warnings += choice.notes
     for sub in ("docs", "doc", "tests", "test"):
         for p in sorted((root / sub).glob("requirements*.txt")) if (root / sub).is_dir() else []:
             d.skipped.append((f"{sub}/{p.name}", f"{sub}/ is not the training environment; name it under requirements: to use it"))
-    return founds
+    return founds, choice
 
 
-def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...] = ()) -> Discovery:
+def _conda_file(d: Discovery, root: Path, others: list) -> Found | None:
+    """The conda environment file, if any: ``environment.yml`` first; a Windows or macOS export beside other
+    dependency files is not read (the image is Linux), and its pins that contradict them are named."""
+    names = sorted((p.name for p in root.iterdir() if p.is_file() and _CONDA.match(p.name)),
+                   key=lambda n: (not n.startswith("environment."), not n.startswith("environment"), n))
+    chosen = None
+    for name in names:
+        suffix = _CONDA.match(name).group(2) or ""  # type: ignore[union-attr]
+        if chosen is None and not re.search(r"dev|test|doc|ci|extra|cpu|mac|win", suffix.lower()):
+            chosen = name
+        else:
+            d.skipped.append((name, f"a variant of the conda environment; {'' if chosen else 'no core one; '}name "
+                                    "its packages under packages: in envman.yaml to use them"))
+    if chosen is None:
+        return None
+    doc = conda_document(root, chosen)
+    platform = conda_platform(doc)
+    fd = read_conda(root, chosen)
+    if (platform or is_export(doc)) and others:
+        # an export records one machine (its Python, its platform's builds); the repository's own requirement
+        # files say what the project needs
+        where = f"a {platform} conda environment; the image is Linux, and" if platform else "a conda environment (every line"\
+            " a build: one machine's state); "
+        d.skipped.append((chosen, f"an export of {where} the repository's other dependency files are read instead"
+                          + _contradictions(fd, others)))
+        return None
+    d.read.append(chosen)
+    if platform:
+        d.warnings.append(f"{chosen}: an export of a {platform} conda environment: its pip section and framework pins "
+                          "are used for a Linux image (conda's builds are not)")
+    return fd
+
+
+def _contradictions(conda: Found, reqs: list) -> str:
+    """Pins of a skipped conda export that contradict the requirements read (said, not applied)."""
+    pins = {r.name: r for r in conda.reqs if any(s.operator == "==" for s in r.req.specifier)}
+    clash = [f"{pins[r.name].req} vs {r.origin}: {r.req}" for r in reqs if r.name in pins and len(r.req.specifier)
+             and not any(r.req.specifier.contains(s.version, prereleases=True) for s in pins[r.name].req.specifier)]
+    return f" (its pins contradict them: {'; '.join(clash[:4])})" if clash else ""
+
+
+def _read_project_files(d: Discovery, root: Path, doc: dict | None, wanted: tuple[str, ...], dynamic: list[str],
+                        founds: list[Found]) -> list[Found]:
+    """pyproject.toml's tables, setup.py, setup.cfg, Pipfile and a conda file: their packages are copied."""
+    extra: list[Found] = []
+    if doc is not None:
+        for fd, label in ((read_pyproject_project(doc, wanted, dynamic), "[project]"), (read_poetry(doc, wanted), "[tool.poetry]"),
+                          (read_uv_sources(doc), "[tool.uv.sources]"), (read_uv_resolution(doc), "[tool.uv]")):
+            if fd.fates or fd.python:
+                extra.append(fd)
+                d.read.append(f"pyproject.toml {label}")
+    for name, reader in (("setup.py", read_setup_py), ("setup.cfg", read_setup_cfg)):
+        if (root / name).is_file():
+            extra.append(reader(root, name, wanted))
+            d.read.append(name)
+    pip = read_pipfile(root, wanted)
+    if pip is not None:
+        extra.append(pip)
+        d.read.append("Pipfile")
+    conda = _conda_file(d, root, [r for fd in founds + extra for r in fd.reqs])
+    if conda is not None:
+        extra.append(conda)
+    return extra
+
+
+def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...] = (), asked: Asked = Asked()) -> Discovery:
     d = Discovery()
     doc = read_pyproject(root)
     dynamic = [f for f in dynamic_files(doc) if (root / f).is_file()]
     files = requirement_candidates(root)
     files += [f for f in dynamic if f not in files]
     core = _core_elsewhere(root, doc, files, dynamic) if any(f.startswith("requirements/") for f in files) else None
-    founds = _read_requirement_files(d, root, files, wanted, dynamic, core)
-    extra: list[Found] = []
-    if doc is not None:
-        for fd, label in ((read_pyproject_project(doc, wanted, dynamic), "[project]"), (read_poetry(doc, wanted), "[tool.poetry]"),
-                          (read_uv_sources(doc), "[tool.uv.sources]")):
-            if fd.fates or fd.python:
-                extra.append(fd)
-                d.read.append(f"pyproject.toml {label}")
-    for name, reader in (("setup.py", read_setup_py), ("setup.cfg", read_setup_cfg)):
-        if (root / name).is_file():
-            fd = reader(root, name, wanted)
-            extra.append(fd)
-            d.read.append(name)
-    for name in ("environment.yml", "environment.yaml"):
-        if (root / name).is_file():
-            extra.append(read_conda(root, name))
-            d.read.append(name)
-            break
-    copied = ("pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
-    d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied))
+    founds, choice = _read_requirement_files(d, root, files, wanted, dynamic, core, asked)
+    extra = _read_project_files(d, root, doc, wanted, dynamic, founds)
+    copied = ("pyproject.toml", "setup.py", "setup.cfg", "Pipfile")
+    d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied or _CONDA.match(r)))
     for fd in founds + extra:
         d.fates += fd.fates
         d.warnings += fd.warnings
@@ -180,37 +259,102 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
         # a requirement file envman.yaml names is read again at lock time, its index options (and tokens) with it
         d.index_urls += [u for _, u in fd.index_urls if u not in d.index_urls and fd.file not in d.requirement_files]
         d.find_links += [u for _, u in fd.find_links if u not in d.find_links]
-    for fd in extra:
-        for r in fd.reqs:
-            if r.name not in frameworks.by_distribution() and r.name not in frameworks.companions() \
-                    and r.line not in d.packages:
-                d.packages.append(r.line)
+    _copy_packages(d, extra)
     if not d.read:
         return d
-    vcs = [r.origin for fd in founds + extra for r in fd.reqs if r.req.url and r.line.startswith(("git+", "hg+", "svn+", "bzr+"))]
+    _say_layout(d, root, doc)
+    _say_vcs(d, founds + extra)
+    problems: list[UsageError] = []
+    _infer(d, root, founds, extra, releases, asked, choice, problems)
+    try:
+        d.python = _python(d, [p for fd in founds + extra for p in fd.python]
+                           + [(o, SpecifierSet(s)) for o, s in choice.python], asked)
+    except UsageError as err:
+        problems.append(err)
+    if problems:
+        raise _together(problems)
+    return d
+
+
+def _say_layout(d: Discovery, root: Path, doc: dict | None) -> None:
+    """A package its build backend would refuse to build (pattern: a setuptools flat layout with several top-level
+    packages) is not installed: the image runs it from its source tree, which is said."""
+    from envman.project.package import backend_refusal
+
+    is_package = (doc is not None and isinstance(doc.get("build-system"), dict)) or (root / "setup.py").is_file()
+    why = backend_refusal(root, doc) if is_package else None
+    if why:
+        d.install_project = False
+        d.warnings.append(f"the project is not installed as a package: {why}; the image runs it from its source "
+                          "tree (its work directory, on PYTHONPATH), as `python train.py` does")
+
+
+def _copy_packages(d: Discovery, extra: list[Found]) -> None:
+    """Packages from pyproject/setup.py/Pipfile/conda are copied into envman.yaml (not the framework: envman pins
+    it); [tool.uv] constraints and overrides too."""
+    fw = set(frameworks.by_distribution()) | set(frameworks.companions())
+    for fd in extra:
+        for r in fd.reqs:
+            line = str(r.req) if r.req.url else r.line  # a bare URL line (git+https://…) as PEP 508: name @ url
+            if r.name not in fw and line not in d.packages:
+                d.packages.append(line)
+        d.constraints += [r.line for r in fd.constraints if r.name not in fw and r.line not in d.constraints]
+        d.overrides += [r.line for r in fd.overrides if r.name not in fw and r.line not in d.overrides]
+
+
+def _say_vcs(d: Discovery, founds: list[Found]) -> None:
+    vcs = [r.origin for fd in founds for r in fd.reqs if r.req.url and r.line.startswith(("git+", "hg+", "svn+", "bzr+"))]
     if vcs:
         d.warnings.append(f"{', '.join(vcs)}: a VCS requirement has no file hash, and the image installs only "
                           "hash-checked files: `envman lock` refuses it and names what to pin instead (a release, or "
                           "an archive of the commit)")
+
+
+def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], releases: dict[str, list],
+           asked: Asked, choice: FileChoice, problems: list[UsageError]) -> None:
+    """The framework and its range, from every requirement (overrides named the framework too); the command
+    line's --framework / --cuda decide over the files, which is said."""
+    name = asked.framework_name
+    if choice.backends and name is None:
+        names = sorted({b for f in choice.backends for b in backends_of(f)})
+        problems.append(UsageError(
+            f"{', '.join(choice.backends)}: one requirements file per backend of a multi-backend project",
+            hint=f"pass {' or '.join(f'--framework {n}' for n in names)} to read the one for that framework"))
     all_reqs = [r for fd in founds + extra for r in fd.reqs]
-    constraints = [r for fd in founds + extra for r in fd.constraints]
+    basis = all_reqs + [r for fd in founds + extra for r in fd.constraints + fd.overrides]
     variants = [v for fd in founds + extra for v in fd.variants]
     dependents = load_dependents()
-    basis = all_reqs + constraints
-    d.inference = infer_framework(basis, variants, releases, dependents)
-    optional = [r for fd in founds + extra for r in fd.optional]
-    if d.inference.name is None and optional:
-        basis = optional
-        # nothing required names a framework: an extra that does (train = ["torch"]) is the best evidence left
-        d.inference = infer_framework(optional, variants, releases, dependents)
-        if d.inference.name:
-            d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
-    _keep_beside(d, extra)
-    locked = read_uv_lock(root)
-    if locked:
-        _narrow_to_lock(d, locked, basis, variants, releases, dependents)
-    d.python = _python(fd_py for fd in founds + extra for fd_py in fd.python)
-    return d
+    fw_name = None if name == "none" else name
+    keep = asked.cuda is None
+    try:
+        d.inference = infer_framework(basis, variants, releases, dependents, fw_name, keep)
+        optional = [r for fd in founds + extra for r in fd.optional]
+        if d.inference.name is None and optional:
+            basis = optional
+            # nothing required names a framework: an extra that does (train = ["torch"]) is the best evidence left
+            d.inference = infer_framework(optional, variants, releases, dependents, fw_name, keep)
+            if d.inference.name:
+                d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
+        _keep_beside(d, extra)
+        _narrow_to_locks(d, root, basis, variants, releases, dependents, fw_name, keep)
+    except UsageError as err:
+        if asked.framework is None:
+            problems.append(err)
+        else:  # the command line's framework decides: what the files say about it is only said
+            d.inference = Inference(name=fw_name, notes=[f"--framework {asked.framework} decides over the repository's "
+                                                         f"framework lines ({err.message})"])
+    fw_lines = [r for fd in founds for r in fd.reqs + fd.constraints
+                if r.name in frameworks.by_distribution() or r.name in frameworks.companions()]
+    d.framework_wins = bool((asked.framework or asked.cuda) and fw_lines)
+
+
+def _together(problems: list[UsageError]) -> UsageError:
+    """Independent refusals, all at once: the first as the error line, every one (with its hint) in the hint."""
+    if len(problems) == 1:
+        return problems[0]
+    first = problems[0]
+    every = "\n  ".join(f"{p.message} → {p.hint}" if p.hint else p.message for p in problems)
+    return UsageError(f"{first.message} (and {len(problems) - 1} more)", hint="every problem:\n  " + every)
 
 
 def _keep_beside(d: Discovery, extra: list[Found]) -> None:
@@ -226,40 +370,67 @@ def _keep_beside(d: Discovery, extra: list[Found]) -> None:
             d.packages.append(line)
 
 
-def _narrow_to_lock(d: Discovery, locked: dict[str, list[str]], reqs: list, variants: list, releases: dict[str, list],
-                    dependents) -> None:
-    """A uv.lock beside the project narrows the framework to the version it locked (and its CUDA variant),
-    so the image runs what the repository's own lock runs; a lock that holds the only framework names it."""
-    name = d.inference.name
-    if name is None:
-        named = {frameworks.by_distribution()[dist] for dist in locked if dist in frameworks.by_distribution()}
-        if len(named) != 1:
-            return
-        name = named.pop()
-    lock_reqs, lock_variants, notes = lock_constraints(locked, name)
-    if not lock_reqs:
+def _narrow_to_locks(d: Discovery, root: Path, reqs: list, variants: list, releases: dict[str, list], dependents,
+                     asked: str | None, keep_variants: bool) -> None:
+    """A lock file beside the project (uv.lock, poetry.lock, pdm.lock, Pipfile.lock) narrows the framework to the
+    version it locked (and its CUDA variant), so the image runs what the repository's own lock runs; a lock that
+    holds the only framework names it. The lock's other pins are said in one line, not copied."""
+    for locked in read_locks(root):
+        name = asked or d.inference.name
+        if name is None:
+            named = {frameworks.by_distribution()[dist] for dist in locked.framework if dist in frameworks.by_distribution()}
+            name = named.pop() if len(named) == 1 else None
+        lock_reqs, lock_variants, notes = lock_constraints(locked.framework, name, locked.file) if name else ([], [], [])
+        d.read.append(locked.file)
+        d.warnings.append(locked.note(name if lock_reqs else None, None))
+        if not lock_reqs or asked and d.inference.framework is None:
+            continue
+        if [v for o, v in variants if "tool.uv" in o] or not keep_variants:  # an index or --cuda already chose
+            lock_variants = []
+        was = d.inference.notes
+        d.inference = infer_framework(reqs + lock_reqs, variants + lock_variants, releases, dependents, asked, keep_variants)
+        d.inference.notes = [n for n in was if n not in d.inference.notes] + d.inference.notes + notes
         return
-    uv_variant = [v for o, v in variants if "tool.uv" in o]
-    if uv_variant:  # pyproject's index already chose among the lock's variants
-        lock_variants = []
-    was = d.inference.notes
-    d.inference = infer_framework(reqs + lock_reqs, variants + lock_variants, releases, dependents)
-    d.inference.notes = [n for n in was if n not in d.inference.notes] + d.inference.notes + notes
-    d.read.append("uv.lock")
 
 
-def _python(pairs) -> str | None:
-    pairs = list(pairs)
+def _python(d: Discovery, pairs: list[tuple[str, SpecifierSet]], asked: Asked) -> str | None:
+    """Every Python constraint, intersected (two that no version satisfies together are refused, naming both), at
+    minor-version precision: envman resolves minor versions, so ``>=3.13.14`` admits 3.13 (the base image's patch
+    must then be that new, which is said)."""
+    if asked.python:
+        if pairs:
+            d.inference.notes.append(f"--python {asked.python} decides over the repository's Python constraints ("
+                                     + "; ".join(f"{o}: {s}" for o, s in pairs) + ")")
+        return None
     if not pairs:
         return None
     total = SpecifierSet()
     for i, (oa, sa) in enumerate(pairs):
         for ob, sb in pairs[i + 1:]:
-            if not any((sa & sb).contains(p, prereleases=True) for p in _PYTHONS):
+            if not any(_admits(sa & sb, p) for p in _PYTHONS):
                 raise UsageError(f"{oa}: Python {sa} contradicts {ob}: Python {sb}",
-                                 hint="no Python version satisfies both: fix one of them")
+                                 hint="no Python version satisfies both: fix one of them, or pass --python")
         total &= sa
+    minors = [p for p in _PYTHONS if _admits(total, p)]
+    if minors and not any(total.contains(p, prereleases=True) for p in minors):
+        text = f"=={minors[0]}.*" if len(minors) == 1 else f">={minors[0]},<{_next_minor(minors[-1])}"
+        d.warnings.append(f"Python {total} is a patch-level constraint; envman resolves minor versions: Python {text} "
+                          f"(the base image's {minors[0]} must be a patch release that satisfies {total})")
+        return text
     return str(total)
+
+
+def _admits(spec: SpecifierSet, minor: str) -> bool:
+    """Some patch release of ``minor`` satisfies ``spec`` (``>=3.13.14`` admits 3.13)."""
+    try:
+        return any(spec.contains(f"{minor}.{p}", prereleases=True) for p in range(0, 40)) or spec.contains(minor)
+    except InvalidSpecifier:
+        return False
+
+
+def _next_minor(minor: str) -> str:
+    major, m = minor.split(".")
+    return f"{major}.{int(m) + 1}"
 
 
 def sub_projects(root: Path, depth: int = 3) -> list[str]:
@@ -271,7 +442,7 @@ def sub_projects(root: Path, depth: int = 3) -> list[str]:
         for p in sorted(d.iterdir()):
             if not p.is_dir() or p.name.startswith((".", "_")) or p.name in ("docs", "doc", "node_modules", "tests"):
                 continue
-            if any((p / f).is_file() for f in DEP_FILES) or any(p.glob("requirements*.txt")):
+            if any((p / f).is_file() for f in DEP_FILES) or any(p.glob("requir*.txt")):
                 out.append(p.relative_to(root).as_posix())
             elif level < depth:
                 walk(p, level + 1)
@@ -287,5 +458,5 @@ def nothing_found(root: Path) -> UsageError:
         return UsageError(f"{root.name}: no dependency file at the top; it is a collection of {len(projects)} projects: "
                           + shown, hint=f"run `envman init {root.name}/{projects[0]}` for one of them")
     return UsageError(f"{root.name}: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
-                      "pyproject.toml, setup.py, setup.cfg, environment.yml)",
+                      "pyproject.toml, setup.py, setup.cfg, Pipfile, environment.yml)",
                       hint="pass --framework (e.g. --framework torch), or write envman.yaml with packages:")

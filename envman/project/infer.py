@@ -115,14 +115,96 @@ def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:
     return SpecifierSet(",".join(parts)), variant
 
 
+def on_linux(r: Req) -> bool:
+    """The line's environment marker holds on Linux x86_64 for some Python envman builds for (a
+    ``sys_platform == 'darwin'`` line does not: it is not the image's)."""
+    if r.req.marker is None:
+        return True
+    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    for minor in range(9, 15):
+        try:
+            if r.req.marker.evaluate({**env, "python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0"}):
+                return True
+        except Exception:  # a marker packaging cannot evaluate: keep the line
+            return True
+    return False
+
+
+def _cuda_chosen(variants: list[tuple[str, str]], inf: Inference) -> list[tuple[str, str]]:
+    """--cuda chose the CUDA: the repository's CUDA pins are said, not applied."""
+    if variants:
+        inf.notes.append("--cuda chose the CUDA: the repository's CUDA pins (" + ", ".join(
+            f"{o}: {v}" for o, v in variants) + ") are not applied")
+    return []
+
+
+def _say_pulled(name: str, transitive: list, inf: Inference) -> None:
+    """A package that pulls another framework than the one the repository names directly."""
+    pulled = sorted({d.framework for _, d in transitive if d.framework != name})
+    if pulled:
+        r, d = next(t for t in transitive if t[1].framework == pulled[0])
+        inf.notes.append(f"{r.origin}: {r.req} pulls {d.framework}, but the repository names {name} directly: the "
+                         f"stack is {name}'s (pass --framework {d.framework} for the other)")
+
+
+def _cpu_only(r: Req) -> bool:
+    return r.name == "tensorflow-cpu" or _split_local(r)[1] == "cpu" or "cpu" in r.req.extras  # jax[cpu]
+
+
+def _gpu_marked(r: Req) -> bool:
+    variant = _split_local(r)[1]
+    return bool(variant and variant.startswith("cu")) or "and-cuda" in r.req.extras
+
+
+def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[Req]:
+    """The requirements without the lines of a framework that is not the one: the one ``--framework`` asked
+    for, or, when the repository names two, the one it gives the GPU (the other is a CPU build, like
+    ``tensorflow-cpu`` beside ``torch==2.7.0+cu128``, or the only one with a CUDA mark). The other's lines
+    stay packages, installed from PyPI as written, and are said."""
+    dists = frameworks.by_distribution()
+    named = sorted({dists[r.name] for r in reqs if r.name in dists})
+    if asked is None and len(named) > 1:
+        lines = {n: [r for r in reqs if dists.get(r.name) == n] for n in named}
+        gpu = [n for n in named if any(_gpu_marked(r) for r in lines[n])]
+        not_cpu = [n for n in named if not all(_cpu_only(r) for r in lines[n])]
+        pick = gpu if len(gpu) == 1 else not_cpu if len(not_cpu) == 1 else []
+        if not pick:
+            a, b = (lines[n][0] for n in named[:2])
+            raise UsageError(f"{a.origin}: {a.req} and {b.origin}: {b.req}: the repository names two frameworks",
+                             hint=f"pass --framework {named[0]} or --framework {named[1]} to choose the one the "
+                                  "image's CUDA stack is for (the other is installed from PyPI as written)")
+        asked = pick[0]
+        why = "a CUDA build" if gpu else "not a CPU-only build"
+    else:
+        why = "--framework"
+    if asked is None or len(named) < 2 and asked in named:
+        return reqs
+    out = []
+    for r in reqs:
+        other = dists.get(r.name) not in (None, asked) or (r.name in frameworks.companions()
+                                                            and r.name not in _companions_of(asked))
+        if other:
+            inf.notes.append(f"{r.origin}: {r.req}: the stack is {asked}'s ({why}); this line is installed from "
+                             "PyPI as written, without envman's CUDA pins")
+        else:
+            out.append(r)
+    return out
+
+
 def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: dict[str, list],
-                    dependents: tuple[Dependent, ...]) -> Inference:
-    """``releases``: framework → its FrameworkRelease list (versions and companion versions) from the matrix."""
+                    dependents: tuple[Dependent, ...], asked: str | None = None,
+                    keep_variants: bool = True) -> Inference:
+    """``releases``: framework → its FrameworkRelease list (versions and companion versions) from the matrix.
+    ``asked``: the framework ``--framework`` names (its lines decide; another framework's are packages);
+    ``keep_variants``: False when ``--cuda`` chose the CUDA (the repository's CUDA pins are then said, not applied)."""
     inf = Inference()
     a: Req | str  # two requirements, then two origins, in the messages that refuse
     b: Req | str
+    # another framework kept on the CPU beside this one (tensorflow beside jax) first, then a choice between two
+    reqs = _one_framework(_cpu_beside([r for r in reqs if on_linux(r)], dependents, inf), asked, inf)
+    variants = variants if keep_variants else _cuda_chosen(variants, inf)
     direct: dict[str, list[tuple[Req, SpecifierSet]]] = {}
-    reqs = _cpu_beside(reqs, dependents, inf)
     extras: list[tuple[str, str]] = []
     for r in reqs:
         fw = frameworks.by_distribution().get(r.name)
@@ -134,12 +216,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
         if r.name == "tensorflow-cpu" or variant == "cpu":
             inf.cpu = True
             inf.notes.append(f"{r.origin}: {r.req} means a CPU stack")
-        elif variant:
+        elif variant and keep_variants:
             variants = variants + [(r.origin, variant)]
-    if len(direct) > 1:
-        a, b = (direct[k][0][0] for k in sorted(direct))
-        raise UsageError(f"{a.origin}: {a.req} and {b.origin}: {b.req}: the repository names two frameworks",
-                         hint="pass --framework to choose one, or split the repository into profiles")
     transitive: list[tuple[Req, Dependent]] = []
     by_pkg = {d.package: d for d in dependents}
     for r in reqs:
@@ -148,6 +226,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             transitive.append((r, d))
     if direct:
         name = next(iter(direct))
+        if asked is None:
+            _say_pulled(name, transitive, inf)
     elif transitive:
         names = sorted({d.framework for _, d in transitive})
         if len(names) > 1:
@@ -177,8 +257,11 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             if not ok:
                 known = sorted((rel.version, dict(rel.companions).get(r.name)) for rel in rels if dict(rel.companions).get(r.name))
                 span = f" (envman knows {r.name} {known[0][1]}…{known[-1][1]}, beside {name} {known[0][0]}…{known[-1][0]})" if known else ""
+                near = _nearest_beside(r, known)
                 raise UsageError(f"{r.origin}: {r.req} has no release beside any {name} in envman's matrix{span}",
-                                 hint=f"relax {r.name}'s pin, or drop it and let envman choose the matching one")
+                                 hint=(f"pass --framework '{name}=={near[0]}' to take the nearest release envman knows "
+                                       f"({r.name} {near[1]} beside it; the line then yields), or relax the pin")
+                                 if near else f"relax {r.name}'s pin, or drop it and let envman choose the matching one")
             if len(ok) == len(rels):
                 continue
             constraints.append((r.origin, str(r.req), _exact_set(ok, [rel.version for rel in rels])))
@@ -198,15 +281,17 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
         total &= s
     if allowed and constraints and not any(total.contains(v, prereleases=True) for v in allowed):
         lines = "; ".join(f"{o}: {ln}" for o, ln, _ in constraints)
+        series = _nearest(total, allowed)
         raise UsageError(f"no {name} release in envman's matrix satisfies {lines}",
-                         hint="relax the pins, or pass --framework with a range envman knows")
+                         hint=f"pass --framework '{name}=={series.major}.{series.minor}.*' to take the nearest series envman "
+                              f"knows (its releases: {min(allowed)}…{max(allowed)}), or relax the pins")
     vs = sorted({v for _, v in variants if v != "cpu"})
     if any(v == "cpu" for _, v in variants):
         inf.cpu = True
     if len(vs) > 1:
         a, b = (next(o for o, v in variants if v == x) for x in vs[:2])
         raise UsageError(f"{a}: CUDA variant {vs[0]} contradicts {b}: CUDA variant {vs[1]}",
-                         hint="keep one CUDA pin, or pass --framework with the variant, e.g. torch==2.1.*+cu121")
+                         hint=f"pass --cuda {_cuda_of(vs[0])} or --cuda {_cuda_of(vs[1])} to choose, or keep one CUDA pin")
     inf.variant = vs[0] if vs else None
     text = _spec_text(total, allowed)
     inf.framework = f"{name}{text}"
@@ -215,10 +300,39 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
         if text.startswith("==") and "*" not in text and "," not in text:
             inf.framework += f"+{inf.variant}"  # the local label pins the variant itself
         elif inf.variant.startswith("cu"):
-            digits = inf.variant[2:]
-            inf.cuda = f"{digits[:-1]}.{digits[-1]}"
+            inf.cuda = _cuda_of(inf.variant)
         inf.notes.append(f"CUDA variant {inf.variant} from {asked}")
     return inf
+
+
+def _nearest(spec: SpecifierSet, allowed: list[Version]) -> Version:
+    """The known release nearest to what ``spec`` asks (the oldest when it asks for older ones)."""
+    floor = [Version(s.version.rstrip(".*")) for s in spec if s.operator in ("==", ">=", "~=", "===")
+             and s.version.rstrip(".*")[:1].isdigit()]
+    want = max(floor) if floor else Version(str(max(allowed)))
+    return min(allowed, key=lambda v: (abs(Version(str(v)).major * 100 + Version(str(v)).minor - want.major * 100
+                                           - want.minor), -Version(str(v)).micro))
+
+
+def _nearest_beside(r: Req, known: list) -> tuple | None:
+    """(framework, companion) whose companion release is nearest to the line's pin."""
+    pins = [Version(s.version.rstrip(".*")) for s in r.req.specifier if s.operator in ("==", ">=", "~=")
+            and s.version.rstrip(".*")[:1].isdigit()]
+    if not pins or not known:
+        return None
+    want = max(pins)
+
+    def distance(tc: tuple) -> tuple:
+        c, t = Version(str(tc[1])), Version(str(tc[0]))
+        return abs(c.major * 100 + c.minor - want.major * 100 - want.minor), abs(c.micro - want.micro), -t.micro
+
+    return min(known, key=distance)
+
+
+def _cuda_of(variant: str) -> str:
+    """``cu128`` → ``12.8``."""
+    digits = variant[2:]
+    return f"{digits[:-1]}.{digits[-1]}" if variant.startswith("cu") and len(digits) > 1 else variant
 
 
 def _companions_of(name: str) -> tuple[str, ...]:

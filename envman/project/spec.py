@@ -83,6 +83,11 @@ class ProjectSpec:
     workload: tuple[tuple[str, Any], ...] = ()  # the training run `envman fit` judges (model, method, precision …)
     sources: tuple[str, ...] = ()  # files init copied packages from (pyproject.toml, setup.py …): lock inputs
     cluster: dict[str, Any] | None = None  # `envman cluster`'s site settings, as written (envman/cluster/site.py)
+    # uv constraints and overrides for the lock (init copies [tool.uv] constraint-/override-dependencies here)
+    constraints: tuple[str, ...] = ()
+    overrides: tuple[str, ...] = ()
+    # the requirement files' framework/companion lines yield to framework:/cuda: (set by init --framework/--cuda)
+    framework_wins: bool = False
     source: str = SPEC_FILE  # where it was read from, for messages
 
     def to_data(self) -> dict[str, Any]:
@@ -411,7 +416,8 @@ KEYS: tuple[Key, ...] = (
     Key("requirements", _each(_strings, lambda r: bool(_REL_PATH.match(r)) and not r.startswith("/")
                               and ".." not in Path(r).parts, "a relative path inside the project", "e.g. requirements.txt"),
         "Requirement files inside the project, locked with their `-r`/`-c` includes.", "[requirements.txt]"),
-    Key("packages", _packages, "More requirements, PEP 508, by name (no direct URLs).", "[numpy, pyyaml>=6]"),
+    Key("packages", _packages, "More requirements, PEP 508, by name (or a non-framework package by an https "
+        "or VCS URL; never with credentials).", "[numpy, pyyaml>=6]"),
     Key("system_packages", _apt, "Debian packages the image installs with apt.", "[libgl1]"),
     Key("cpu", _flag, "A CPU-only image (instead of `targets`).", "true", write=lambda s: True if s.cpu else _OMIT,
         profile=True),
@@ -432,6 +438,13 @@ KEYS: tuple[Key, ...] = (
     Key("index_urls", _urls, "Extra package indexes, for the packages that are not the framework's.",
         "[https://pypi.example.com/simple]"),
     Key("find_links", _urls, "Folders or pages of wheels uv may also take packages from.", "[file:///wheels]"),
+    Key("constraints", _packages, "Constraints uv holds the lock to (they install nothing); init copies pyproject's "
+        "`[tool.uv] constraint-dependencies` here.", '["certifi<2024"]'),
+    Key("overrides", _packages, "Requirements uv puts in place of what any package asks for; init copies pyproject's "
+        "`[tool.uv] override-dependencies` here.", '["transformers>=5.4"]'),
+    Key("framework_wins", _flag, "The requirement files' framework and companion lines yield to `framework`/`cuda` "
+        "instead of being refused (init sets it when `--framework`/`--cuda` overrode them).", "true",
+        write=lambda s: True if s.framework_wins else _OMIT),
     Key("workload", _workload, "The training run `envman fit` judges: " + ", ".join(WORKLOAD_KEYS) + ".",
         "{model: llama-3.1-8b, method: lora}", write=_pairs("workload")),
     Key("sources", _each(_strings, lambda f: bool(_REL_PATH.match(f)) and not f.startswith("/")
@@ -490,13 +503,19 @@ def keys_markdown() -> str:
 
 
 def validate_requirement(text: str, fld: str, source: str) -> Requirement:
-    """A PEP 508 requirement by name (no URLs: they would bypass the hash-checked lock)."""
+    """A PEP 508 requirement by name, or a non-framework package by an https archive/wheel URL or a VCS URL: uv
+    locks a URL file with its sha256 (a VCS checkout is refused at lock time, naming the archive to use); the
+    framework is never taken from a URL (envman pins its build), and no URL carries credentials."""
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
         raise SpecError(redact(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})"),
                          hint="write it like numpy, pyyaml>=6 or transformers==4.46.*") from None
-    if req.url and not (req.url.startswith(("git+https://", "git+ssh://", "git+file://")) and not _is_framework(req.name)):
+    if req.url and re.match(r"^[a-z+]+://[^/@]+@", req.url) and not req.url.startswith("git+ssh://"):
+        raise SpecError(redact(f"{source}: {fld}: {text!r} carries credentials in its URL"),
+                        hint="give the index or host its token through the environment (netrc, UV_INDEX_*), never a file")
+    if req.url and not (req.url.startswith(("git+https://", "git+ssh://", "git+file://", "https://"))
+                        and not _is_framework(req.name)):
         raise SpecError(redact(f"{source}: {fld}: {text!r} is a direct URL"), hint="pin it by name and version so the lock can hash-check it")
     return req
 

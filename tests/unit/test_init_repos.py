@@ -126,8 +126,8 @@ def test_dev_tpu_docs_variants_are_skipped_and_said(init):
     assert spec["requirements"] == ["requirements.txt"] and spec["framework"] == "torch>=2.3"
     assert "found dependencies in: requirements.txt (with requirements/base.txt)" in out.notes
     for f in ("requirements-dev.txt", "requirements-tpu.txt"):
-        assert (f"skipped {f}: a dev/test/docs/hardware variant; name it under requirements: in envman.yaml "
-                "to use it") in out.notes
+        why = "a dev/test/docs/hardware variant" if f.endswith("dev.txt") else "a variant for other hardware (tpu)"
+        assert f"skipped {f}: {why}; name it under requirements: in envman.yaml to use it" in out.notes
 
 
 def test_python_floor_does_not_lift_the_default_cap(init):
@@ -138,7 +138,7 @@ def test_python_floor_does_not_lift_the_default_cap(init):
 def test_empty_repo_is_refused_with_what_was_looked_at(tmp_path):
     e = refusal(tmp_path, "empty-repo")
     assert e.message == ("empty-repo: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
-                         "pyproject.toml, setup.py, setup.cfg, environment.yml)")
+                         "pyproject.toml, setup.py, setup.cfg, Pipfile, environment.yml)")
     assert e.hint == "pass --framework (e.g. --framework torch), or write envman.yaml with packages:"
     assert e.exit_code == 1
 

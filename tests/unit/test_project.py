@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from envman.app.init import InitOptions, init_project
+from envman.app.lock import lock_project
 from envman.cli.main import main
 from envman.errors import UsageError
 
@@ -78,9 +79,23 @@ def test_existing_spec_refuses_conflicting_flags(repo):
 def test_contradicting_requirement_names_both_sides(repo):
     d = repo("torch-repo")
     (d / "requirements.txt").write_text("torch==2.3.0\n")
+    init_project(d, InitOptions(targets=("rtx-5090",), no_lock=True, framework="torch>=2.7"))
+    # envman.yaml is the single source of truth: a requirements line that contradicts it is refused at lock time…
+    spec = (d / "envman.yaml").read_text().replace("framework_wins: true\n", "")
+    (d / "envman.yaml").write_text(spec)
     with pytest.raises(UsageError) as exc:
-        init_project(d, InitOptions(targets=("rtx-5090",), no_lock=True, framework="torch>=2.7"))
+        lock_project(d)
     assert exc.value.message == "requirements.txt:1: asks for torch==2.3.0, but the stack pins torch 2.14.1 (cu130)"
+
+
+def test_the_command_lines_framework_decides_over_the_repositorys_pin(repo):
+    """…unless init's --framework chose against it (issue 20, pattern 1): the line yields to the stack, said."""
+    d = repo("torch-repo")
+    (d / "requirements.txt").write_text("torch==2.3.0\n")
+    out = init_project(d, InitOptions(targets=("rtx-5090",), no_lock=True, framework="torch>=2.7"))
+    assert str(out.resolution.version) == "2.14.1" and "framework_wins: true" in (d / "envman.yaml").read_text()
+    assert ("requirements.txt:1: torch==2.3.0 yields to the stack's torch 2.14.1 (cu130) (framework_wins: true in "
+            "envman.yaml)") in out.notes
 
 
 def test_cli_init_error_is_one_line_without_traceback(repo, capsys):

@@ -30,6 +30,7 @@ class Found:
     file: str
     reqs: list[Req] = field(default_factory=list)
     constraints: list[Req] = field(default_factory=list)  # from -c files: they narrow, they install nothing
+    overrides: list[Req] = field(default_factory=list)  # [tool.uv] override-dependencies: replace what packages ask
     optional: list[Req] = field(default_factory=list)  # extras / groups not asked for: a framework hint only
     python: list[tuple[str, SpecifierSet]] = field(default_factory=list)  # (origin, constraint)
     variants: list[tuple[str, str]] = field(default_factory=list)  # (origin, "cu118" | "cpu") from conda pins
@@ -43,6 +44,7 @@ class Found:
     def merge(self, other: Found) -> None:
         self.reqs += other.reqs
         self.constraints += other.constraints
+        self.overrides += other.overrides
         self.optional += other.optional
         self.python += other.python
         self.variants += other.variants

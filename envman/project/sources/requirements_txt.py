@@ -138,6 +138,7 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
                          hint="write packages by name and version; envman chooses the framework index")
     hashes = tuple(re.findall(r"(?:^|\s)--hash[ =](\S+)", line))
     line = re.split(r"\s--hash[ =]", " " + line)[0].strip()
+    line = _drop_line_options(line, where, found)
     if line.rstrip("/") in (".", "file:.") or line.startswith((".[", "./[")):
         found.install_project = True
         found.fates.append(Fate(where, line, "project", "installs this repository (install_project: true)"))
@@ -198,6 +199,25 @@ def _option_value(line: str, opt: str) -> str | None:
     """The value of ``opt`` on ``line`` as written (with its credentials)."""
     m = re.match(r"^" + re.escape(opt) + r"(?:=|\s+)(\S+)", line.strip())
     return m.group(1) if m else None
+
+
+# options pip takes after a requirement on its line (``pkg>=1 --no-binary a,b``, ``--config-settings k=v``)
+_LINE_OPTION = re.compile(r"\s(--?[A-Za-z][\w-]*(?:[ =]\S+)?)(?=\s|$)")
+
+
+def _drop_line_options(line: str, where: str, found: Found) -> str:
+    """A requirement with per-requirement pip options: the requirement is kept, each option dropped and said
+    (uv resolves and the lock pins; a build option would not reach the image's hash-checked wheel install)."""
+    m = re.search(r"\s--?[A-Za-z]", line)
+    if m is None or _URL.match(line):
+        return line
+    req, tail = line[: m.start()].strip(), line[m.start():]
+    options = [o.strip() for o in _LINE_OPTION.findall(tail)]
+    if not options:
+        return line
+    for o in options:
+        found.fates.append(Fate(where, o, "dropped", f"a pip option of {req!r}; uv resolves and the lock pins"))
+    return req
 
 
 def _checkable_hashes(req: Requirement, hashes: tuple[str, ...], where: str, found: Found) -> tuple[str, ...]:

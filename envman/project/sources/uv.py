@@ -1,11 +1,12 @@
 """uv's own project data: ``[tool.uv.sources]`` / ``[[tool.uv.index]]`` in pyproject.toml (which index a
-framework comes from: ``https://download.pytorch.org/whl/cu128`` is the CUDA variant cu128) and ``uv.lock``
-(which framework version the repository last locked). Both are read as text (TOML), never run."""
+framework comes from: ``https://download.pytorch.org/whl/cu128`` is the CUDA variant cu128), ``[tool.uv]``
+``constraint-dependencies`` and ``override-dependencies`` (the repository's resolution intent: passed to uv as
+constraints and overrides, as ``uv lock`` would) and the framework version a lock file holds
+(``lock_constraints``; the files are read by ``locks.py``). All read as text (TOML), never run."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
@@ -67,43 +68,47 @@ def read_uv_sources(doc: dict) -> Found:
     sources = uv.get("sources")
     seen = _framework_indexes(sources if isinstance(sources, dict) else {}, indexes)
     cuda = [s for s in seen if s[1].startswith("cu")]
-    picked = max(cuda, key=lambda s: int(s[1][2:])) if cuda else (seen[0] if seen else None)
+    # [tool.uv] default-groups: the group `uv sync` installs unless told otherwise is the repository's choice
+    defaults = [g for g in uv.get("default-groups") or [] if isinstance(g, str)] if isinstance(uv.get("default-groups"), list) else []
+    chosen = [s for s in cuda if any(f"group {g})" in s[0] or f"group {g}," in s[0] for g in defaults)]
+    picked = (max(chosen or cuda, key=lambda s: int(s[1][2:])) if cuda else (seen[0] if seen else None))
     for origin, variant, url in seen:
         if picked and variant == picked[1]:
             found.variants.append((origin, variant))
             found.fates.append(Fate(origin, url, "kept", f"the framework's index: variant {variant}"))
         else:
-            why = (f"another variant's index; {picked[1]} is the starting point (pass --framework "
-                   f"'torch==X.Y.*+{variant}' to take this one)") if picked else ""
+            why = (f"another variant's index; {picked[1]} is the starting point"
+                   + (" ([tool.uv] default-groups)" if chosen else "")
+                   + f" (pass --framework 'torch==X.Y.*+{variant}' to take this one)") if picked else ""
             found.fates.append(Fate(origin, url, "dropped", why))
     return found
 
 
-def read_uv_lock(root: Path) -> dict[str, list[str]]:
-    """``uv.lock``'s framework and companion packages: distribution → every version it locks (one entry per
-    index/marker split: ``2.9.1``, ``2.9.1+cpu``, ``2.9.1+cu128``)."""
-    path = root / LOCK
-    if not path.is_file():
-        return {}
-    from envman._compat import tomllib
-    from envman.inputs import read_regular_text
+def read_uv_resolution(doc: dict) -> Found:
+    """``[tool.uv] constraint-dependencies`` / ``override-dependencies``: uv applies them to every resolution of the
+    project (``uv lock``, ``uv sync``), and so does envman's lock."""
+    from envman.project.sources.pyproject import add_requirement
 
-    try:
-        doc = tomllib.loads(read_regular_text(path, 64 << 20))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise UsageError(f"{LOCK}: not a readable uv lock ({why})",
-                         hint="regenerate it with `uv lock`, or delete it (envman locks by itself)") from None
-    dists = set(frameworks.by_distribution()) | set(frameworks.companions())
-    out: dict[str, list[str]] = {}
-    packages = doc.get("package")
-    for pkg in packages if isinstance(packages, list) else []:
-        if isinstance(pkg, dict) and pkg.get("name") in dists and isinstance(pkg.get("version"), str):
-            out.setdefault(pkg["name"], []).append(pkg["version"])
-    return out
+    found = Found(FILE)
+    uv = (doc.get("tool") or {}).get("uv") or {}
+    if not isinstance(uv, dict):
+        return found
+    for key, target in (("constraint-dependencies", found.constraints), ("override-dependencies", found.overrides)):
+        lines = uv.get(key) or []
+        if not isinstance(lines, list):
+            raise UsageError(f"{FILE}: tool.uv.{key}: expected an array of requirements", hint="fix the file")
+        kind = key.split("-")[0]
+        for i, text in enumerate(lines):
+            where = f"{FILE} tool.uv.{key}[{i}]"
+            scratch = Found(FILE)
+            add_requirement(scratch, text, where)  # validates, and keeps a URL line as written
+            target.extend(scratch.reqs)
+            found.fates.append(Fate(where, text, "kept", f"an uv {kind}: passed to uv as one ({kind}s: in envman.yaml)"))
+    return found
 
 
-def lock_constraints(locked: dict[str, list[str]], framework: str) -> tuple[list[Req], list[tuple[str, str]], list[str]]:
+def lock_constraints(locked: dict[str, list[str]], framework: str,
+                     lock: str = LOCK) -> tuple[list[Req], list[tuple[str, str]], list[str]]:
     """Constraints on ``framework`` (and, for torch, its companions) from what ``uv.lock`` locked: the
     version(s) it holds, and its CUDA variant when it locked exactly one. Returns (reqs, variants, notes)."""
     reqs: list[Req] = []
@@ -121,7 +126,7 @@ def lock_constraints(locked: dict[str, list[str]], framework: str) -> tuple[list
             continue
         public = sorted({v.public for v in versions}, key=Version)
         spec = f"=={public[0]}" if len(public) == 1 else f">={public[0]},<={public[-1]}"
-        origin = f"{LOCK} package {dist}"
+        origin = f"{lock} package {dist}"
         reqs.append(Req(Requirement(f"{dist}{spec}"), origin))
         cuda = sorted({v.local for v in versions if v.local and v.local.startswith("cu")})
         if dist in names[:1] or frameworks.by_distribution().get(dist) == framework:

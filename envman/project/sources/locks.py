@@ -1,0 +1,78 @@
+"""The repository's own lock files — ``uv.lock``, ``poetry.lock``, ``pdm.lock``, ``Pipfile.lock`` — read as text
+(TOML, or JSON for Pipfile.lock), never run.
+
+What envman takes from them: the framework version (and CUDA variant) they locked, as the starting point of the
+stack (``uv_lock.lock_constraints``). What it does not take, and says so in one line per file: their other pins.
+A repository lock is a resolution for the author's Python and platforms; envman locks anew with uv, for the
+image's Python and platform, with hashes the image checks (a pin the image needs can go under ``packages:``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from envman import frameworks
+from envman.errors import UsageError
+
+LOCK_FILES = ("uv.lock", "poetry.lock", "pdm.lock", "Pipfile.lock")
+_REGENERATE = {"uv.lock": "uv lock", "poetry.lock": "poetry lock", "pdm.lock": "pdm lock", "Pipfile.lock": "pipenv lock"}
+
+
+@dataclass(frozen=True)
+class LockedVersions:
+    file: str
+    framework: dict[str, list[str]]  # the framework's and its companions' distributions → every version locked
+    count: int  # packages the lock pins in all
+
+    def note(self, framework: str | None, python: str | None) -> str:
+        """Why the lock's other pins are not envman's pins (one line)."""
+        took = f"its {framework} version is the stack's starting point; " if framework and self.framework else ""
+        return (f"{self.file}: {self.count} locked packages; {took}the other pins are not copied: envman locks anew "
+                f"with uv for the image's Python{f' {python}' if python else ''} and Linux platform, hash-checked "
+                "(name a pin under packages: in envman.yaml to hold it)")
+
+
+def _entries(path: Path, name: str) -> list[tuple[str, str]]:
+    """(distribution, version) for every package the lock pins."""
+    from envman._compat import tomllib
+    from envman.inputs import read_regular_text
+
+    try:
+        # a regular file (a FIFO is never waited on), bounded: a monorepo's lock can run to tens of MB
+        text = read_regular_text(path, 64 << 20)
+        if name == "Pipfile.lock":
+            doc = json.loads(text)
+            out = []
+            for section in ("default",):  # develop: the dev packages, not the training environment
+                for dist, entry in (doc.get(section) or {}).items():
+                    version = entry.get("version") if isinstance(entry, dict) else None
+                    if isinstance(version, str):
+                        out.append((dist, version.lstrip("=")))
+            return out
+        doc = tomllib.loads(text)
+    except (OSError, ValueError, tomllib.TOMLDecodeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueError
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise UsageError(f"{name}: not a readable lock ({why})",
+                         hint=f"regenerate it with `{_REGENERATE[name]}`, or delete it (envman locks by itself)") from None
+    packages = doc.get("package")
+    return [(p["name"], p["version"]) for p in packages if isinstance(p, dict) and isinstance(p.get("name"), str)
+            and isinstance(p.get("version"), str)] if isinstance(packages, list) else []
+
+
+def read_locks(root: Path) -> list[LockedVersions]:
+    """Every lock file of the repository, with the framework versions it holds."""
+    dists = set(frameworks.by_distribution()) | set(frameworks.companions())
+    out = []
+    for name in LOCK_FILES:
+        path = root / name
+        if not path.is_file():
+            continue
+        entries = _entries(path, name)
+        fw: dict[str, list[str]] = {}
+        for dist, version in entries:
+            d = dist.lower().replace("_", "-")
+            if d in dists and version not in fw.get(d, []):
+                fw.setdefault(d, []).append(version)
+        out.append(LockedVersions(name, fw, len({d.lower() for d, _ in entries})))
+    return out
