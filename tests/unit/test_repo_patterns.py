@@ -347,3 +347,11 @@ def test_the_default_driver_assumption_needs_no_warning(matrix):
         res = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"], cuda="13.2"))
         assert res.driver_mode == "full" and res.driver == str(matrix.cuda_release(cu132[0].cuda).min_driver)
         assert any(n.startswith(f"driver: none given; assuming ≥ {res.driver}, the floor of CUDA 13.2") for n in res.notes)
+
+
+def test_a_setup_py_requirement_with_a_computed_version_still_names_its_package(init):
+    # OpenNMT/OpenNMT-tf setup.py: extras_require={"tensorflow": ["tensorflow" + tf_version_requirement, …], …}
+    d, out, spec = init("OpenNMT__OpenNMT-tf", python="3.11")
+    assert spec["framework"] == "tensorflow" and out.resolution.framework == "tensorflow"
+    assert "framework tensorflow inferred from optional extras only" in out.notes
+    assert any(n.startswith("setup.py extras_require: partly computed when setup.py runs") for n in out.notes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import re
 from pathlib import Path
 
 from envman.project.sources import Fate, Found
@@ -13,20 +14,46 @@ from envman.project.sources.pyproject import add_python, add_requirement
 KEYS = ("install_requires", "python_requires", "extras_require")
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[\w,-]+\])?")
+
+
 class _Unreadable(Exception):
     pass
 
 
-def _literal(node: ast.AST, names: dict[str, ast.AST], depth: int = 0):
-    """A literal, or a module-level name bound to one; anything else is computed."""
+def _literal(node: ast.AST, names: dict[str, ast.AST], depth: int = 0, lenient: bool = False):
+    """A literal, or a module-level name bound to one; anything else is computed. ``lenient``: inside a list or
+    dict, an item computed as ``"tensorflow" + version`` is read as its literal name (``tensorflow``: the
+    package is known, its version is computed), and a computed item or value is left out."""
     if isinstance(node, ast.Name) and node.id in names and depth < 5:
-        return _literal(names[node.id], names, depth + 1)
+        return _literal(names[node.id], names, depth + 1, lenient)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _literal(node.left, names, depth + 1) + _literal(node.right, names, depth + 1)
+        try:
+            return _literal(node.left, names, depth + 1) + _literal(node.right, names, depth + 1)
+        except _Unreadable:
+            left = node.left.value if isinstance(node.left, ast.Constant) else None
+            if lenient and isinstance(left, str) and _NAME.fullmatch(left):
+                return left
+            raise
+    if lenient and isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
+        return _lenient(node, names, depth)
     try:
         return ast.literal_eval(node)
     except ValueError:
         raise _Unreadable(ast.unparse(node)[:60]) from None
+
+
+def _lenient(node: ast.List | ast.Tuple | ast.Dict, names: dict[str, ast.AST], depth: int):
+    def item(n: ast.AST):
+        try:
+            return _literal(n, names, depth + 1, True)
+        except _Unreadable:
+            return None
+
+    if isinstance(node, ast.Dict):
+        pairs = [(k.value, item(v)) for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)]
+        return {k: v for k, v in pairs if v is not None}
+    return [v for v in (item(e) for e in node.elts) if v is not None]
 
 
 def _setup_call(tree: ast.Module) -> ast.Call | None:
@@ -74,14 +101,29 @@ def read_setup_py(project: Path, rel: str = "setup.py", wanted: tuple[str, ...] 
         found.warnings.append(f"{rel}: setup(**…) passes keywords computed at run time; only the literal ones are read")
     for key, node in kw.items():
         where = f"{rel} {key}"
-        try:
-            value = _literal(node, names)
-        except _Unreadable as exc:
-            found.fates.append(Fate(where, str(exc), "dropped", "computed when setup.py runs; envman never runs it — "
-                                    "list these packages under packages: in envman.yaml"))
-            continue
-        _apply(found, key, value, where, wanted)
+        value = _read_keyword(found, node, names, where)
+        if value is not None:
+            _apply(found, key, value, where, wanted)
     return found
+
+
+def _read_keyword(found: Found, node: ast.AST, names: dict[str, ast.AST], where: str):
+    """The keyword's literal value; when something inside is computed, its literal entries (said); else None."""
+    try:
+        return _literal(node, names)
+    except _Unreadable as exc:
+        computed = str(exc)
+    try:
+        value = _literal(node, names, lenient=True)
+    except _Unreadable:
+        value = None
+    if not value:
+        found.fates.append(Fate(where, computed, "dropped", "computed when setup.py runs; envman never runs it — "
+                                "list these packages under packages: in envman.yaml"))
+        return None
+    found.warnings.append(f"{where}: partly computed when setup.py runs ({computed}); its literal entries are read, "
+                          "a computed version is left to uv")
+    return value
 
 
 def _apply(found: Found, key: str, value, where: str, wanted: tuple[str, ...]) -> None:
