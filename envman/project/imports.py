@@ -1,0 +1,71 @@
+"""What of the project itself the image's smoke test imports and runs: its top-level packages (installed, or on
+the work directory when it runs from its source) and its console scripts (``--help``). Read from the files, never
+by running the project's code: ``[project.scripts]``, ``[tool.poetry.scripts]``, setup.py's
+``entry_points={"console_scripts": [...]}`` (ast) and setup.cfg's ``[options.entry_points]``."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import re
+from pathlib import Path
+
+# folders a project keeps beside its packages, never its importable code (setuptools' flat-layout exclusions
+# hold the same names: matrices/build_backends.yaml)
+_NOT_CODE = {"test", "tests", "doc", "docs", "example", "examples", "script", "scripts", "tool", "tools", "benchmark",
+             "benchmarks", "build", "dist", "notebooks", "demo", "demos", "assets", "data", "configs", "ci", "bin"}
+
+
+def top_level_packages(root: Path) -> list[str]:
+    """The importable top-level packages of the source tree: folders with an ``__init__.py`` at the top or under
+    ``src/``, without tests/docs/examples/tools. Sorted; empty when the project has none."""
+    found: set[str] = set()
+    for base in (root, root / "src"):
+        if not base.is_dir():
+            continue
+        for p in base.iterdir():
+            if p.is_dir() and p.name.isidentifier() and not p.name.startswith(("_", ".")) \
+                    and p.name.lower() not in _NOT_CODE and (p / "__init__.py").is_file():
+                found.add(p.name)
+    return sorted(found)
+
+
+def console_scripts(root: Path, doc: dict | None) -> list[str]:
+    """The console scripts the project declares (sorted, unique)."""
+    names: set[str] = set()
+    doc = doc or {}
+    for table in (((doc.get("project") or {}).get("scripts")), (((doc.get("tool") or {}).get("poetry") or {}).get("scripts"))):
+        if isinstance(table, dict):
+            names.update(k for k in table if isinstance(k, str))
+    names.update(_setup_py_scripts(root))
+    names.update(_setup_cfg_scripts(root))
+    return sorted(n for n in names if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", n))
+
+
+def _setup_py_scripts(root: Path) -> list[str]:
+    try:
+        tree = ast.parse((root / "setup.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "entry_points":
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            lines = value.get("console_scripts", []) if isinstance(value, dict) else []
+            lines = lines.splitlines() if isinstance(lines, str) else lines
+            out += [str(x).split("=")[0].strip() for x in lines if "=" in str(x)]
+    return out
+
+
+def _setup_cfg_scripts(root: Path) -> list[str]:
+    cp = configparser.ConfigParser(interpolation=None)
+    try:
+        cp.read_string((root / "setup.cfg").read_text(encoding="utf-8"))
+    except (OSError, configparser.Error):
+        return []
+    if not cp.has_option("options.entry_points", "console_scripts"):
+        return []
+    return [ln.split("=")[0].strip() for ln in cp.get("options.entry_points", "console_scripts").splitlines() if "=" in ln]
