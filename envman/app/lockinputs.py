@@ -91,9 +91,10 @@ def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
         return None
     pkg = find_package(root, spec.project_extras)
     if pkg is None and spec.install_project:
-        why = backend_refusal(root) or "no pyproject.toml [build-system], no setup.py"
-        raise UsageError(f"{spec.source}: install_project: {root.name} is not a package its build backend builds ({why})",
-                         hint="add a [build-system] table (or configure its packages) in pyproject.toml, or set "
+        why = backend_refusal(root)
+        raise UsageError(f"{spec.source}: install_project: {root.name} is not a package "
+                         + (f"its build backend builds ({why})" if why else "(no pyproject.toml [build-system], no setup.py)"),
+                         hint="add a [build-system] table to pyproject.toml (and configure its packages), or set "
                               "install_project: false")
     return pkg
 

@@ -23,10 +23,11 @@ def framework_pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
 
 def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: list[Req], yield_to_stack: bool = False,
                             notes: list[str] | None = None) -> list[Req]:
-    """Drop the user's framework/companion lines after checking they agree with the stack. A line of another
-    framework than the stack's (``tensorflow-cpu`` beside a torch stack) is a plain package. ``yield_to_stack``
-    (envman.yaml ``framework_wins``, set when ``init --framework/--cuda`` overrode the repository): a line that
-    disagrees is dropped and said in ``notes`` instead of refused."""
+    """Drop the user's framework/companion lines after checking they agree with the stack. ``yield_to_stack``
+    (envman.yaml ``framework_wins``, set when init chose against the repository's lines: ``--framework``/``--cuda``,
+    or the CUDA-marked one of two frameworks): a line that disagrees is dropped and said in ``notes`` instead of
+    refused, and a line of another framework (``tensorflow==2.15.0.post1`` beside a torch stack) is a plain
+    package, installed as written."""
     comp = dict(res.companions)
     dists = frameworks.by_distribution()
     rest: list[Req] = []
@@ -39,8 +40,8 @@ def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: 
             # tensorflow beside jax: the same range, the CPU wheel (the GPU one would take the GPU and its libraries)
             rest.append(replace(r, req=on_cpu(r.req, dict(host.cpu_beside)[r.name]), raw=None))
             continue
-        if host is not None and fw is not None and fw != host.name:
-            rest.append(r)  # another framework beside the stack's (init said so): installed from PyPI as written
+        if host is not None and fw is not None and fw != host.name and yield_to_stack:
+            rest.append(r)  # another framework beside the stack's, as init chose and said: installed as written
             continue
         if host is not None and fw == host.name and (err := host.refusal(r.req, r.origin)) is not None:
             raise err

@@ -345,7 +345,7 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
                                                          f"framework lines ({err.message})"])
     fw_lines = [r for fd in founds for r in fd.reqs + fd.constraints
                 if r.name in frameworks.by_distribution() or r.name in frameworks.companions()]
-    d.framework_wins = bool((asked.framework or asked.cuda) and fw_lines)
+    d.framework_wins = bool((asked.framework or asked.cuda) and fw_lines or d.inference.others)
 
 
 def _together(problems: list[UsageError]) -> UsageError:

@@ -56,6 +56,7 @@ class Inference:
     companions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     beside: list[Req] = field(default_factory=list)  # another framework's lines, kept on the CPU beside this one
+    others: list[Req] = field(default_factory=list)  # another framework's lines, packages beside the chosen one
 
 
 def _cpu_beside(reqs: list[Req], dependents: tuple[Dependent, ...], inf: Inference) -> list[Req]:
@@ -185,6 +186,7 @@ def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[R
         other = dists.get(r.name) not in (None, asked) or (r.name in frameworks.companions()
                                                             and r.name not in _companions_of(asked))
         if other:
+            inf.others.append(r)
             inf.notes.append(f"{r.origin}: {r.req}: the stack is {asked}'s ({why}); this line is installed from "
                              "PyPI as written, without envman's CUDA pins")
         else:

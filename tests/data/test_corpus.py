@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envman.app.generate import InitOptions, init_project
+from envman.app.init import InitOptions, init_project
 from envman.errors import EnvmanError
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "corpus"
