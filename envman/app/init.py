@@ -8,6 +8,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envman.app.generate import Outcome, generate
+from envman.app.pythonchoice import open_choice, plan_with_wheels
+from envman.app.stack import LockOptions
 from envman.errors import ResolutionError, UsageError
 from envman.image.render import render_yaml
 from envman.lock.uv import CudaMajorConflict
@@ -132,6 +134,9 @@ def _generate(root: Path, spec: ProjectSpec, created: bool, opts: InitOptions, p
     for that major, and envman.yaml says so; when no stack has it, the original refusal stands."""
     extra = [(root / SPEC_FILE, spec_yaml(spec))] if created else None
     try:
+        if created and open_choice(spec, opts.python, opts.no_lock):  # the newest Python every pin has a wheel for
+            return plan_with_wheels(root, spec, LockOptions(timeout=opts.timeout, progress=progress),
+                                    lambda s: [(root / SPEC_FILE, spec_yaml(s))], None, opts.force, notes)
         return generate(root, spec, no_lock=opts.no_lock, force=opts.force, timeout=opts.timeout, progress=progress,
                         extra=extra, base_image=None if created else opts.base_image)
     except CudaMajorConflict as conflict:

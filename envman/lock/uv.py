@@ -270,23 +270,41 @@ def index_lines(index_url: str | None, extra: list[str], find_links: list[str] |
     return [name_indexes(redact(line), private) for line in out]
 
 
-def _check_output_covers_inputs(pkgs: list, lines: list[str]) -> None:
+def target_environment(python: str, platform: str) -> dict[str, str]:
+    """The PEP 508 marker environment of the image: Linux, the stack's CPU architecture and Python."""
+    return {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+            "platform_machine": platform.split("-")[0], "python_version": python, "python_full_version": f"{python}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+def _check_output_covers_inputs(pkgs: list, lines: list[str], env: dict[str, str] | None = None) -> None:
     """uv's output is seeded with the previous lock (its preferences): a uv that exits 0 without writing would
-    leave that lock in place for new inputs. Every requirement asked for must be in what uv wrote."""
+    leave that lock in place for new inputs. Every requirement asked for must be in what uv wrote — except one
+    whose environment marker is false on the target (``pkg; platform_machine == 'aarch64'`` on x86_64): uv rightly
+    leaves it out."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     have = {canonicalize_name(p.name) for p in pkgs}
     missing = []
     for line in lines:
         try:
-            name = canonicalize_name(Requirement(line.split(" --hash")[0]).name)
+            req = Requirement(line.split(" --hash")[0])
         except InvalidRequirement:
             continue  # URL lines and the like: uv names them, the lock has them under that name
-        if name not in have:
-            missing.append(name)
+        if req.marker is not None and env is not None and not _holds(req.marker, env):
+            continue
+        if canonicalize_name(req.name) not in have:
+            missing.append(canonicalize_name(req.name))
     if missing:
         raise ToolError(f"uv's output does not contain {', '.join(sorted(missing))}, which the inputs ask for",
                         hint="re-run `envman lock --upgrade`; if it persists, run uv by hand to see what it says")
+
+
+def _holds(marker, env: dict[str, str]) -> bool:
+    try:
+        return bool(marker.evaluate(env))
+    except Exception:  # a marker packaging cannot evaluate: the line stands
+        return True
 
 
 def compile_python_lock(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
@@ -365,8 +383,8 @@ class PythonLockJob:
         from envman.lock.pylock import parse_pylock, requirement_block
 
         pkgs = parse_pylock(py_text)
-        _check_output_covers_inputs(pkgs, self.lines)
         platform = python_platform(self.res)
+        _check_output_covers_inputs(pkgs, self.lines, target_environment(self.python, platform))
         parents, unknown = dependency_parents(pkgs, self.lines, self.python, platform,
                                               timeout=min(self.timeout or 30.0, 30.0))
         lock = PythonLock(list(self.header), [LockedPackage(p.name, p.version, requirement_block(p, parents[p.name]),

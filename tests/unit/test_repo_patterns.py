@@ -355,3 +355,49 @@ def test_a_setup_py_requirement_with_a_computed_version_still_names_its_package(
     assert spec["framework"] == "tensorflow" and out.resolution.framework == "tensorflow"
     assert "framework tensorflow inferred from optional extras only" in out.notes
     assert any(n.startswith("setup.py extras_require: partly computed when setup.py runs") for n in out.notes)
+
+
+# --- 6. the Python for which every pin has a wheel, before building from source --------------------------------------
+
+
+def test_older_pythons_follow_the_repositorys_constraint():
+    from envman.app.pythonchoice import older_pythons, open_choice
+    from envman.project.spec import ProjectSpec
+
+    assert older_pythons("3.12", ProjectSpec("p", python=">=3.10")) == ["3.11", "3.10"]
+    assert older_pythons("3.12", ProjectSpec("p", python=">=3.11")) == ["3.11"]
+    assert older_pythons("3.12", ProjectSpec("p")) == ["3.11", "3.10"]
+    assert open_choice(ProjectSpec("p", python=">=3.8"), None, False)
+    assert not open_choice(ProjectSpec("p", python="3.10"), None, False)  # the repository pinned one
+    assert not open_choice(ProjectSpec("p"), "3.12", False) and not open_choice(ProjectSpec("p"), None, True)
+
+
+@pytest.mark.network
+def test_init_takes_the_newest_python_every_pin_has_a_wheel_for(tmp_path):
+    """Real uv against PyPI: numpy 1.23.5 ships wheels up to cp311 (an sdist for 3.12)."""
+    d = tmp_path / "old-pins"
+    d.mkdir()
+    (d / "requirements.txt").write_text("numpy==1.23.5\n")
+    out = init_project(d, InitOptions(cpu=True, framework="none"))
+    assert out.resolution.python == "3.11" and "python: '3.11'" in (d / "envman.yaml").read_text()
+    assert any(n.startswith("Python 3.11: numpy has no wheel for Python 3.12, so its lock would build it from source; "
+                            "for 3.11 every pin has a wheel") for n in out.notes)
+    assert not (d / "requirements.source.lock.txt").exists()
+
+
+# --- 4. a requirement whose marker is false on the target is not required of uv's output --------------------------
+
+
+def test_a_line_whose_marker_is_false_on_the_target_is_not_required_of_uvs_output():
+    from envman.errors import ToolError
+    from envman.lock.uv import _check_output_covers_inputs, target_environment
+
+    class P:
+        def __init__(self, name):
+            self.name = name
+
+    x86 = target_environment("3.11", "x86_64-manylinux_2_28")
+    lines = ["numpy==2.1.3", 'arm-only==1.0; platform_machine == "aarch64"', 'old-py==1.0; python_version < "3.9"']
+    _check_output_covers_inputs([P("numpy")], lines, x86)  # uv rightly locked neither arm-only nor old-py
+    with pytest.raises(ToolError, match="does not contain arm-only"):
+        _check_output_covers_inputs([P("numpy")], lines, target_environment("3.11", "aarch64-manylinux_2_28"))
