@@ -168,9 +168,13 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     from envman.image.render import render_dockerfile, render_json
 
     # the lock's hash is final before anything names it: the digests of the files made from it are outside it
+    own = project_checks(inputs.root, spec, pkg is not None)
+    if own.env:
+        notes.append(f"the project runs from its source tree: {own.env[0][1]} is on PYTHONPATH (its packages "
+                     + ", ".join(str(i[1]) for i in own.imports) + ", which the smoke test imports)")
     plan = plan_dockerfile(
         name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
-        base_kind=base_kind, system_packages=apt, env=spec.env, command=spec.command, lock_hash=lock.lock_hash,
+        base_kind=base_kind, system_packages=apt, env=spec.env + own.env, command=spec.command, lock_hash=lock.lock_hash,
         inputs_hash=inputs.inputs_hash, fw_lock=files.fw if lines.pins and (python.fw is not None or opts.no_lock) else None,
         # the second install layer only when something beyond the framework's closure is locked
         req_lock=(files.rest if builds.rest is not None else files.req)
@@ -190,8 +194,9 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     sbom = render_sbom(SbomInputs(spec.name, lock.lock_hash, lock.source_date_epoch or 0, base, base_digest,
                                   python.pylock, {a: pins.get(a) for a in sorted({*apt, *pins})}, stack_summary(res),
                                   __version__), known_sbom if isinstance(known_sbom, str) else None)
-    imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots]
-    stack_text = render_json(smoke_expectation(res, sorted(imports), lock.lock_hash))
+    imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots] + own.imports
+    stack_text = render_json(smoke_expectation(res, sorted(imports, key=lambda i: (i[0], i[1] or "")), lock.lock_hash,
+                                               own.scripts))
     recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: python.pylock,
                 files.source: builds.source, files.build: builds.build, files.rest: builds.rest, files.sbom: sbom}
     lock = lock.with_changes(files={k: body_digest(t) for k, t in recorded.items() if t is not None})
@@ -242,6 +247,32 @@ def with_date(lock: Lock, last: Lock | None, date: tuple[int, str]) -> Lock:
     kept = [r for r in (last.reproducible.get("images") or []) if r.get("lock_hash") == lock.lock_hash] if last else []
     return lock.with_changes(reproducible={"source_date_epoch": sde, "source_date_epoch_from": where,
                                            **({"images": kept} if kept else {})})
+
+
+@dataclass(frozen=True)
+class ProjectChecks:
+    imports: list[list[str | None]]  # [distribution, module or None] the smoke test imports of the project itself
+    scripts: list[str]  # its console scripts, run with --help
+    env: tuple[tuple[str, str], ...]  # PYTHONPATH when it runs from its source tree
+
+
+def project_checks(root: Path, spec: ProjectSpec, installed: bool) -> ProjectChecks:
+    """What the smoke test checks of the project itself: installed, what pip installed of its distribution (its
+    top-level modules, read from the installed RECORD) and its console scripts' --help; run from its source, its
+    top-level packages from the work directory, which is then on PYTHONPATH (said at init)."""
+    from envman.image.plan import WORKDIR
+    from envman.project.imports import console_scripts, distribution_name, top_level_packages
+    from envman.project.requirements import read_pyproject
+
+    doc = read_pyproject(root)
+    if installed:
+        dist = distribution_name(root, doc)
+        return ProjectChecks([[dist, None]] if dist else [], console_scripts(root, doc), ())
+    packages = top_level_packages(root)
+    if not packages:
+        return ProjectChecks([], [], ())
+    env = () if any(k == "PYTHONPATH" for k, _ in spec.env) else (("PYTHONPATH", WORKDIR),)
+    return ProjectChecks([[spec.name, p] for p in packages], [], env)
 
 
 def body_digest(text: str) -> str:

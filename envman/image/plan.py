@@ -422,8 +422,10 @@ def stack_summary(res: Resolution) -> str:
 
 
 def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
-                      lock_hash: str) -> dict[str, Any]:
-    """The stack the smoke script checks the image against (baked in as JSON)."""
+                      lock_hash: str, scripts: Sequence[str] = ()) -> dict[str, Any]:
+    """The stack the smoke script checks the image against (baked in as JSON). ``imports``: [distribution, module
+    or None] pairs, each once; ``scripts``: the project's console scripts, run with --help."""
+    unique = list(dict.fromkeys(tuple(i) for i in imports))
     return {
         "schema": 1,
         "framework": None if res.framework is None else {"name": res.framework, "version": str(res.version), "variant": res.variant},
@@ -432,8 +434,9 @@ def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
         "nccl": res.nccl,
         "python": res.python,
         "arch_list": list(res.arch_list),
-        "imports": [list(i) for i in imports],
+        "imports": [list(i) for i in unique],
         "lock_hash": lock_hash,
+        **({"scripts": sorted(set(scripts))} if scripts else {}),
     }
 
 

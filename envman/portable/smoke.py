@@ -97,14 +97,22 @@ def load_expect(data: object) -> dict[str, Any]:
             isinstance(i, (list, tuple)) and len(i) == 2 and isinstance(i[0], str) and (i[1] is None or isinstance(i[1], str))
             for i in imports):
         problems.append("imports: must be a list of [distribution, module or null] pairs")
+    problems += _scripts_problems(data.get("scripts", []))
     if problems:
         raise ValueError("; ".join(problems))
     out = dict(data)
     out.setdefault("arch_list", [])
     out.setdefault("imports", [])
+    out.setdefault("scripts", [])
     for k in ("framework", "cuda", "cudnn", "nccl", "lock_hash"):
         out.setdefault(k, None)
     return out
+
+
+def _scripts_problems(scripts: object) -> list[str]:
+    if isinstance(scripts, list) and all(isinstance(x, str) and x for x in scripts):
+        return []
+    return ["scripts: must be a list of console script names"]
 
 
 def stack_is_cpu_only(expect: dict[str, Any]) -> bool:
@@ -163,8 +171,15 @@ def evaluate_doctor(findings: list[dict[str, Any]] | None) -> list[dict[str, Any
     return [check("doctor", not errors, "no error", "%d error(s)" % len(errors), detail)]
 
 
+def evaluate_scripts(expect: dict[str, Any], observed: dict[str, str | None]) -> list[dict[str, Any]]:
+    """The project's console scripts answer ``--help`` (observed: name → None, or what went wrong)."""
+    return [check(name + " --help", observed.get(name) is None, "scripts", "ok" if observed.get(name) is None
+                  else observed.get(name)) for name in expect.get("scripts", [])]
+
+
 def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, Any], import_obs: dict[str, str | None],
-             require_gpu: bool = False, doctor: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+             require_gpu: bool = False, doctor: list[dict[str, Any]] | None = None,
+             script_obs: dict[str, str | None] | None = None) -> dict[str, Any]:
     """Every check from the observations, and the verdict. Pure."""
     checks = [evaluate_python(expect, env_obs["python"])]
     fw = expect["framework"]
@@ -175,6 +190,7 @@ def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, 
     elif fw is not None:
         checks.append(check("framework", False, fw["name"], None, "the smoke test knows " + ", ".join(frameworks.names())))
     checks += evaluate_imports(expect, import_obs)
+    checks += evaluate_scripts(expect, script_obs or {})
     checks += evaluate_doctor(doctor)
     if visible and plugin is not None and not stack_is_cpu_only(expect):
         checks += plugin.evaluate_gpu(expect, fw_obs)
@@ -272,6 +288,25 @@ def observe_imports(expect: dict[str, Any]) -> dict[str, str | None]:
     return out
 
 
+def observe_scripts(expect: dict[str, Any], timeout: float = 120) -> dict[str, str | None]:
+    """``NAME --help`` for each console script: None when it exits 0, else why not."""
+    out: dict[str, str | None] = {}
+    for name in expect.get("scripts", []):
+        path = shutil.which(name)
+        if path is None:
+            out[name] = "not on PATH"
+            continue
+        try:
+            p = subprocess.run([path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                               universal_newlines=True, timeout=timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            out[name] = _error(exc)
+            continue
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] if p.returncode else []
+        out[name] = None if p.returncode == 0 else "exit %d%s" % (p.returncode, (": " + tail[0][:200]) if tail else "")
+    return out
+
+
 @contextmanager
 def stdout_to_stderr() -> Iterator[None]:
     """Frameworks print (at the C level too); the report must be the only thing on stdout."""
@@ -307,8 +342,9 @@ def run_smoke(expect_path: str, require_gpu: bool = False) -> dict[str, Any]:
         if plugin is not None:
             fw_obs = plugin.observe(env_obs["gpu_visible"], env_obs["gpu_evidence"])
         import_obs = observe_imports(expand_imports(expect))
+        script_obs = observe_scripts(expect)
         doctor = observe_doctor()
-    report.update(evaluate(expect, env_obs, fw_obs, import_obs, require_gpu, doctor))
+    report.update(evaluate(expect, env_obs, fw_obs, import_obs, require_gpu, doctor, script_obs))
     if doctor is not None:
         report["doctor"] = doctor
     report["gpu"] = {"visible": env_obs["gpu_visible"], "evidence": env_obs["gpu_evidence"],

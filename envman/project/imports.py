@@ -30,6 +30,31 @@ def top_level_packages(root: Path) -> list[str]:
     return sorted(found)
 
 
+def distribution_name(root: Path, doc: dict | None) -> str | None:
+    """The project's distribution name: ``[project] name``, ``[tool.poetry] name``, setup.cfg's or setup.py's
+    literal ``name=``; None when none is written down."""
+    doc = doc or {}
+    for name in ((doc.get("project") or {}).get("name"), (((doc.get("tool") or {}).get("poetry") or {}).get("name"))):
+        if isinstance(name, str) and name.strip():
+            return name.strip()
+    cp = configparser.ConfigParser(interpolation=None)
+    try:
+        cp.read_string((root / "setup.cfg").read_text(encoding="utf-8"))
+        if cp.has_option("metadata", "name"):
+            return cp.get("metadata", "name").strip() or None
+    except (OSError, configparser.Error):
+        pass
+    try:
+        tree = ast.parse((root / "setup.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "name" and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str):
+            return node.value.value
+    return None
+
+
 def console_scripts(root: Path, doc: dict | None) -> list[str]:
     """The console scripts the project declares (sorted, unique)."""
     names: set[str] = set()

@@ -401,3 +401,51 @@ def test_a_line_whose_marker_is_false_on_the_target_is_not_required_of_uvs_outpu
     _check_output_covers_inputs([P("numpy")], lines, x86)  # uv rightly locked neither arm-only nor old-py
     with pytest.raises(ToolError, match="does not contain arm-only"):
         _check_output_covers_inputs([P("numpy")], lines, target_environment("3.11", "aarch64-manylinux_2_28"))
+
+
+# --- 8. the smoke test imports the project itself and runs its console scripts' --help -----------------------------
+
+
+def _stack_json(d: Path) -> dict:
+    import json
+
+    return json.loads((d / ".envman" / "stack.json").read_text())
+
+
+def test_a_project_run_from_its_source_is_on_pythonpath_and_its_packages_are_imported(init):
+    d, out, spec = init("WongKinYiu__yolov7", python="3.11")
+    assert 'ENV PYTHONPATH="/app"' in (d / "Dockerfile").read_text()
+    imports = _stack_json(d)["imports"]
+    assert ["wongkinyiu-yolov7", "models"] in imports and ["wongkinyiu-yolov7", "utils"] in imports
+    assert ("the project runs from its source tree: /app is on PYTHONPATH (its packages models, utils, which the "
+            "smoke test imports)") in out.notes
+
+
+def test_an_installed_project_is_imported_as_pip_installed_it_and_its_scripts_run(init):
+    d, out, spec = init("openai__CLIP")
+    assert ["clip", None] in _stack_json(d)["imports"] and "PYTHONPATH" not in (d / "Dockerfile").read_text()
+    d, out, spec = init("Unbabel__COMET")  # Poetry: [tool.poetry.scripts]
+    expect = _stack_json(d)
+    assert ["unbabel-comet", None] in expect["imports"]
+    assert expect["scripts"] == ["comet-compare", "comet-mbr", "comet-score", "comet-train"]
+
+
+def test_a_package_named_by_two_files_is_imported_once(tmp_path, init):
+    d, out, spec = init("line-options", cpu=True, targets=())
+    (d / "envman.yaml").write_text((d / "envman.yaml").read_text() + "packages:\n- numpy\n")
+    from envman.app.generate import generate
+    from envman.project.spec import load_spec
+
+    generate(d, load_spec(d), no_lock=True, force=True)
+    imports = _stack_json(d)["imports"]
+    assert imports.count(["numpy", None]) == 1
+
+
+def test_the_smoke_verdict_holds_a_console_script_that_fails_its_help():
+    from envman.portable.smoke import evaluate_scripts, load_expect
+
+    expect = load_expect({"schema": 1, "python": "3.11", "framework": None, "scripts": ["good", "bad"]})
+    checks = evaluate_scripts(expect, {"good": None, "bad": "exit 1: ModuleNotFoundError: No module named 'x'"})
+    assert [(c["name"], c["status"]) for c in checks] == [("good --help", "pass"), ("bad --help", "fail")]
+    with pytest.raises(ValueError, match="scripts: must be a list"):
+        load_expect({"schema": 1, "python": "3.11", "scripts": "tune"})
