@@ -233,6 +233,11 @@ class BaseImages:
     slim_prov: Provenance
     default_python: str
     cuda: tuple[CudaImage, ...]
+    glibc: tuple[tuple[str, str], ...] = ()  # distribution ("bookworm", "ubuntu22.04") → its glibc ("2.36")
+
+    def glibc_of(self, image: str) -> str | None:
+        """The glibc of a base image envman chose, from the distribution its tag names."""
+        return next((v for distro, v in self.glibc if distro in image), None)
 
 
 @dataclass(frozen=True)
@@ -341,6 +346,7 @@ class Resolution:
     notes: tuple[str, ...]  # Note values: the reasons, in the order the decisions were taken
     warnings: tuple[str, ...]
     platform: str = "linux/amd64"  # the image platform: "linux/arm64" when the targets sit in aarch64 hosts
+    glibc: str | None = None  # the base image's glibc ("2.36"): the newest manylinux tag its wheels may carry
 
     @property
     def arch(self) -> str:

@@ -122,6 +122,8 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     """The stack ``spec`` asks for (the project's, or one profile's), its files named by ``files``."""
     label = f"profile {files.profile}: " if files.profile else ""
     res = resolve_stack(inputs.matrix, spec_request(inputs.matrix, spec))
+    if spec.base_image:  # the user's own base: its glibc is not known, the lock keeps manylinux 2.28
+        res = replace(res, glibc=None)
     lines = requirement_lines(inputs, spec, res)
     base, base_kind = (spec.base_image, "custom") if spec.base_image else (res.base_image, res.base_kind)
     last = try_read_lock(inputs.root / files.lock)

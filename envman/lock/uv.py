@@ -31,8 +31,12 @@ PLATFORM = "x86_64-manylinux_2_28"  # uv's --python-platform of an x86_64 stack;
 
 
 def python_platform(res: Resolution) -> str:
-    """uv's ``--python-platform`` for the stack: its wheels' CPU architecture on manylinux 2.28."""
-    return f"{res.arch}-manylinux_2_28"
+    """uv's ``--python-platform`` for the stack: its wheels' CPU architecture on the manylinux tag its base image's
+    glibc runs (bookworm's 2.36 → manylinux_2_36, matrices/base_images.yaml ``glibc``); manylinux 2.28 when the
+    glibc is not known (a --base-image of the user's own)."""
+    glibc = getattr(res, "glibc", None)  # a Resolution; a duck-typed one without it: manylinux 2.28
+    glibc = glibc.replace(".", "_") if glibc else "2_28"
+    return f"{res.arch}-manylinux_{glibc}"
 
 
 _CUDA_MAJOR_PKG = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")

@@ -291,7 +291,16 @@ def _load_base_images(ctx: _Ctx, doc: Any) -> BaseImages:
                 ctx.bad(f"{p}.{k}", f"'{ref}' does not carry update {upd}")
         images.append(CudaImage(cuda, upd, cudnn, ubuntu, py, rt, dv, prov))
     _dupes(ctx, "cuda", [i.cuda for i in images], "CUDA image")
-    return BaseImages(pattern, sprov, default_py, tuple(sorted(images, key=lambda i: i.cuda, reverse=True)))
+    glibc = []
+    for distro, e in sorted((doc.get("glibc") or {}).items()) if isinstance(doc.get("glibc"), dict) else ():
+        version = e.get("version") if isinstance(e, dict) else None
+        if not isinstance(version, str) or not re.fullmatch(r"2\.\d+", version):
+            ctx.bad(f"glibc.{distro}.version", "expected a glibc version like '2.36'")
+            continue
+        ctx.prov(e, f"glibc.{distro}")
+        glibc.append((str(distro), version))
+    return BaseImages(pattern, sprov, default_py, tuple(sorted(images, key=lambda i: i.cuda, reverse=True)),
+                      tuple(glibc))
 
 
 def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework, ...]) -> None:

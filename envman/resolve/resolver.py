@@ -372,6 +372,7 @@ def _resolution(matrix: Matrix, req: Request, c: Candidate, driver: Version, bas
         python=c.python or matrix.base_images.default_python,
         base_image=base,
         base_kind=base_kind,
+        glibc=matrix.base_images.glibc_of(base),
         min_driver=str(cr.min_driver) if cr else None,
         min_driver_minor_compat=str(major.minor_compat_floor) if major else None,
         driver_mode=c.mode if not req.cpu else None,

@@ -111,11 +111,13 @@ def test_uv_locks_for_the_stacks_platform(matrix, tmp_path):
     m, _ = _with_aarch64(matrix)
     arm = _resolve(m, framework="torch", targets=["gh200"])
     x86 = _resolve(m, framework="torch", targets=["h100"])
-    assert python_platform(arm) == "aarch64-manylinux_2_28" and python_platform(x86) == PLATFORM
+    # the base image (python:3.x-slim-bookworm) runs glibc 2.36: wheels up to manylinux_2_36 (issue 20, pattern 3)
+    assert python_platform(arm) == "aarch64-manylinux_2_36" and python_platform(x86) == "x86_64-manylinux_2_36"
+    assert PLATFORM == "x86_64-manylinux_2_28"  # the default for a base whose glibc is not known
     cmd = uv_compile_command(tmp_path / "in.txt", tmp_path / "out.txt", arm.python, [], platform=python_platform(arm))
-    assert cmd.args[cmd.args.index("--python-platform") + 1] == "aarch64-manylinux_2_28"
+    assert cmd.args[cmd.args.index("--python-platform") + 1] == "aarch64-manylinux_2_36"
     req = uv_request(["torch"], arm.python, [], None, platform=python_platform(arm))
-    assert req.args[req.args.index("--python-platform") + 1] == "aarch64-manylinux_2_28"
+    assert req.args[req.args.index("--python-platform") + 1] == "aarch64-manylinux_2_36"
 
 
 def test_the_lock_records_the_platform(matrix):
@@ -125,7 +127,7 @@ def test_the_lock_records_the_platform(matrix):
     arm = _resolve(m, framework="torch", targets=["gh200"])
     lock = build_lock(name="p", inputs_hash="1" * 64, res=arm, base_image=arm.base_image, base_kind=arm.base_kind,
                       base_digest=None, system_packages=[], req_text="", fw_text="", pylock=True)
-    assert lock.python_lock["platform"] == "aarch64-manylinux_2_28"
+    assert lock.python_lock["platform"] == "aarch64-manylinux_2_36"
     assert "platform" not in lock.stack  # said once, in python_lock
 
 

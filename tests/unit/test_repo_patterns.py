@@ -449,3 +449,23 @@ def test_the_smoke_verdict_holds_a_console_script_that_fails_its_help():
     assert [(c["name"], c["status"]) for c in checks] == [("good --help", "pass"), ("bad --help", "fail")]
     with pytest.raises(ValueError, match="scripts: must be a list"):
         load_expect({"schema": 1, "python": "3.11", "scripts": "tune"})
+
+
+# --- 3. the lock's platform is the base image's glibc ---------------------------------------------------------------
+
+
+def test_the_lock_platform_follows_the_base_images_glibc(init, matrix):
+    import json
+
+    from envman.lock.uv import python_platform
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    res = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"]))
+    assert res.base_image.endswith("-slim-bookworm") and res.glibc == "2.36"
+    assert python_platform(res) == "x86_64-manylinux_2_36"
+    tf = resolve_stack(matrix, build_request(matrix, framework="tensorflow==2.13.*", targets=["a100"]))
+    assert "ubuntu22.04" in tf.base_image and python_platform(tf) == "x86_64-manylinux_2_35"
+    # a base image of the user's own: its glibc is not known, the lock keeps manylinux 2.28
+    d, out, spec = init("line-options", cpu=True, targets=(), base_image="registry.local/python:3.12-slim")
+    assert json.loads((d / "envman.lock").read_text())["python_lock"]["platform"] == "x86_64-manylinux_2_28"
