@@ -13,6 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_MATRIX = Path(__file__).resolve().parent / "fixtures" / "matrix"
 
+# fixtures/ holds real repositories' files (the corpus keeps their conftest.py and test_*.py names, empty):
+# data for the tests, never tests to collect
+collect_ignore = ["fixtures"]
+
 # Every test reads the frozen fixture matrix (tests/fixtures/matrix/README.md), never the shipped data:
 # a data change moves tests/data/ only. Set here, before any test imports envman, and for subprocesses.
 os.environ["ENVMAN_MATRIX_DIR"] = str(FIXTURE_MATRIX)

@@ -159,6 +159,11 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
         notes.append(f"the project is a package ({pkg.kind}): installed into the image after its source, "
                      "without dependencies (they are locked); editable in the devcontainer"
                      + (f"; extras {', '.join(pkg.extras)} locked" if pkg.extras else ""))
+        if pkg.compiled is not None:
+            from envman.project.compiled import describe
+
+            notes.append(describe(pkg.compiled) + ("" if builds.plan is not None or not pkg.compiled.kinds else
+                                                   " (after `envman lock`: --no-lock plans no builder)"))
     lock = build_lock(name=spec.name, inputs_hash=inputs.inputs_hash, res=res, base_image=base, base_kind=base_kind,
                       base_digest=base_digest, system_packages=list(apt), req_text=python.req, fw_text=python.fw,
                       pylock=python.pylock is not None, profile=files.profile, files=files, inputs=inputs.hashes,
@@ -371,11 +376,12 @@ def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: 
     if src and lines.pins:
         refuse_in_framework_closure(src, framework_closure(locked, lines.roots), res.framework)
     sb = plan_source_builds(src, tables.build_needs, res.cuda if res.variant != "cpu" else None,
-                            base_kind.startswith("cuda-"), tables.nvcc)
+                            base_kind.startswith("cuda-"), tables.nvcc, project=_project_build(inputs))
     if sb is None:
         return Builds()
     if sb.cuda and sb.nvcc is None and not base_kind.startswith("cuda-"):
-        raise LockError(f"{', '.join(n for n, _ in sb.packages)} compiles CUDA code and no nvcc wheel is known "
+        who = [n for n, _ in sb.packages] + (["the project"] if sb.project else [])
+        raise LockError(f"{', '.join(who)} compiles CUDA code and no nvcc wheel is known "
                         f"for CUDA {res.cuda} (matrices/build_needs.yaml nvcc)",
                         hint="set cuda_devel: true in envman.yaml (an nvidia/cuda devel base), or pin a version with a wheel")
     built = {n for n, _ in sb.packages}
@@ -393,6 +399,17 @@ def _real_urls(py_text: str, inputs: ProjectInputs, res: Resolution) -> str:
 
     private = project_indexes(res.index_url, inputs.spec.index_urls, inputs.index_urls, os.environ)
     return expand_indexes(py_text, private, credentials=True)
+
+
+def _project_build(inputs: ProjectInputs):
+    """The project's own build, as a row of the builder's table, when it compiles code (envman/project/compiled.py)."""
+    from envman.image.stages import BuildNeed
+
+    pkg = inputs.package
+    if pkg is None or pkg.compiled is None or not pkg.compiled.kinds:
+        return None
+    return BuildNeed("the project", framework=pkg.compiled.framework, cuda=pkg.compiled.cuda, compiler=True,
+                     build_requires=pkg.build_requires + pkg.compiled.imports, source=f"its {pkg.kind}")
 
 
 def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:

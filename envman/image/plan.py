@@ -26,6 +26,7 @@ from envman.image.stages import (
     BUILDER,
     EDITABLE_ARG,
     PROJECT_MOUNT,
+    PROJECT_WHEELS,
     WHEELS_DIR,
     SourceBuilds,
     project_install_command,
@@ -92,7 +93,8 @@ class BuilderStage:
     framework_step: Step | None
     tools_step: Step | None
     env: tuple[tuple[str, str], ...]
-    wheel_step: Step
+    wheel_step: Step | None  # the source-only packages (None: only the project is built here)
+    project_step: Step | None = None  # the project's own compiled code, into a wheel
     args: tuple[tuple[str, str], ...] = ()  # stage_args
 
 
@@ -252,7 +254,9 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     apt = ["build-essential"] if sb.compiler else []
     if base_kind.startswith("cuda-"):
         apt += ["python3", "python3-venv"]
-    if image != base_image:
+    if image != base_image or (sb.compiler and base_kind != "slim"):
+        # the distro's python3 (nvidia/cuda, a base of the user's own) has no C headers: a compiled build needs
+        # them (python:X-slim carries its own under /usr/local/include)
         apt += ["python3-dev"]
     system = _apt_step("build tools (this stage only)", sorted(set(apt)), source_date_epoch is not None) if apt else None
     tools = list(sb.build_requires)
@@ -292,11 +296,19 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         tuple(mounts),
         f"{_ca_export()} && {VENV}/bin/pip wheel --require-hashes --no-deps{isolation}{src} "
         f"--wheel-dir {WHEELS_DIR} -r /tmp/envman/{source_lock}",
-    )
+    ) if sb.packages else None
+    project = Step(
+        "the project's own compiled code → a wheel (its build backend and what the build imports are installed "
+        "above), built in a tmpfs copy: a read-write bind mount would be written through to the project (buildah)",
+        ("--mount=type=bind,target=/tmp/envman/context", f"--mount=type=tmpfs,target={PROJECT_MOUNT}"),
+        f"cp -a /tmp/envman/context/. {PROJECT_MOUNT}/ && {VENV}/bin/pip wheel --no-deps --no-build-isolation "
+        f"--no-index --no-cache-dir --wheel-dir {PROJECT_WHEELS} {PROJECT_MOUNT}",
+    ) if sb.project else None
     return BuilderStage(
         name=BUILDER, base_image=image, system_step=system, python_exe="python3", venv=VENV,
         framework_step=fw_step if sb.framework else None, tools_step=tools_step,
-        env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel, args=stage_args(source_date_epoch),
+        env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel, project_step=project,
+        args=stage_args(source_date_epoch),
     )
 
 
@@ -333,9 +345,23 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
                                build_lock=build_lock, source_date_epoch=source_date_epoch)
         wheels = Step(f"the wheels built in {BUILDER} (the rest of the lock then skips them as installed)",
                       (f"--mount=type=bind,from={BUILDER},source={WHEELS_DIR},target=/tmp/envman/wheels",),
-                      f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl")
+                      f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl"
+                      ) if source_builds.packages else None
     project = None
-    if install_project:
+    if install_project and source_builds is not None and source_builds.project and source_lock:
+        # compiled in the builder: the image gets the wheel, never a compiler (the devcontainer still installs
+        # /app editable, which recompiles: it needs the builder's tools)
+        # its compiled modules are also put beside their sources in the work directory: `python train.py` there
+        # imports the package from /app (the script's folder comes first on sys.path), as after an in-place build
+        inplace = ("import glob, os, zipfile; [z.extract(n, '" + WORKDIR + "') for w in glob.glob('/tmp/envman/"
+                   "project-wheel/*.whl') for z in [zipfile.ZipFile(w)] for n in z.namelist() if n.endswith('.so') "
+                   "and os.path.isdir(os.path.join('" + WORKDIR + "', os.path.dirname(n)))]")
+        project = Step(f"the project itself, as the wheel {BUILDER} built of it (no dependencies: they are locked); its "
+                       "compiled modules beside their sources too",
+                       (f"--mount=type=bind,from={BUILDER},source={PROJECT_WHEELS},target=/tmp/envman/project-wheel",),
+                       f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/project-wheel/*.whl"
+                       f' && {VENV}/bin/python -c "{inplace}"')
+    elif install_project:
         project = Step("the project itself (no dependencies: they are the locked layers above; console scripts on PATH)",
                        (f"--mount=type=tmpfs,target={PROJECT_MOUNT}",),
                        project_install_command(VENV, WORKDIR))

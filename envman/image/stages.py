@@ -17,6 +17,7 @@ from dataclasses import dataclass
 BUILDER = "envman-wheels"
 WHEELS_DIR = "/wheels"
 PROJECT_MOUNT = "/tmp/envman/project"
+PROJECT_WHEELS = "/wheels-project"  # the builder's wheel of the project's own compiled code
 EDITABLE_ARG = "ENVMAN_EDITABLE"
 
 
@@ -65,24 +66,27 @@ class SourceBuilds:
     notes: tuple[str, ...]
     nvcc: tuple[str, str] | None = None  # (requirement, home) when nvcc comes from a wheel
     nvcc_also: tuple[str, ...] = ()  # requirements pinning nvcc's NVIDIA dependencies to the same minor
+    project: bool = False  # the project itself compiles code: built into a wheel in the builder stage too
 
 
 def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[str, BuildNeed],
                        cuda: str | None, cuda_base: bool,
-                       nvcc_wheels: Mapping[str, NvccWheel] | None = None) -> SourceBuilds | None:
+                       nvcc_wheels: Mapping[str, NvccWheel] | None = None,
+                       project: BuildNeed | None = None) -> SourceBuilds | None:
     """``source_only``: locked (name, version) pairs with no wheel for the target. ``cuda``: the stack's CUDA
-    (None on a CPU stack); ``cuda_base``: the base image brings the CUDA toolkit's runtime (nvidia/cuda)."""
+    (None on a CPU stack); ``cuda_base``: the base image brings the CUDA toolkit's runtime (nvidia/cuda).
+    ``project``: what the project's own build needs, when it compiles code (it is built in the builder too)."""
     pkgs = tuple(sorted(set(source_only)))
-    if not pkgs:
+    if not pkgs and project is None:
         return None
-    rows = [needs.get(n, BuildNeed(n)) for n, _ in pkgs]
+    rows = [needs.get(n, BuildNeed(n)) for n, _ in pkgs] + ([project] if project is not None else [])
     framework = any(r.framework for r in rows)
     wants_cuda = any(r.cuda for r in rows)
     compiler = any(r.compiler for r in rows) or wants_cuda
     tools = sorted({t for r in rows for t in r.build_requires} | ({"setuptools", "wheel"} if framework else set()))
     names = ", ".join(f"{n}=={v}" for n, v in pkgs)
     notes = [f"{names}: no wheel for the target platform on the index; built from the hash-checked sdist "
-             f"into a wheel in the builder stage {BUILDER} (the image installs wheels only)"]
+             f"into a wheel in the builder stage {BUILDER} (the image installs wheels only)"] if pkgs else []
     for r in rows:
         if r.framework:
             notes.append(f"{r.name} imports the framework while it builds ({r.source or 'matrices/build_needs.yaml'}): "
@@ -110,7 +114,7 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
         if row:
             nvcc = (f"{row.wheel}=={cuda}.*", row.home)
             also = tuple(f"{a}=={cuda}.*" for a in row.also)
-    return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes), nvcc, also)
+    return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes), nvcc, also, project is not None)
 
 
 def system_libraries(locked: Iterable[str], table: Mapping[str, SystemLibraries]) -> tuple[tuple[str, ...], tuple[str, ...]]:

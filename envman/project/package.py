@@ -20,6 +20,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envman.errors import UsageError
+from envman.project.compiled import Compiled, compiled_code
 from envman.project.requirements import read_pyproject
 
 # PEP 517: "If the pyproject.toml file is absent, or the build-backend key is missing, the source tree is
@@ -35,6 +36,7 @@ class ProjectPackage:
     extras: tuple[str, ...]  # optional-dependencies asked for by envman.yaml
     extra_requires: tuple[str, ...]  # their requirements (locked like any other)
     files: tuple[str, ...]  # what decides it: part of the lock's inputs
+    compiled: Compiled | None = None  # what it compiles when built (then built in the builder stage)
 
 
 def _backends() -> dict:
@@ -150,4 +152,4 @@ def find_package(root: Path, extras: tuple[str, ...] = ()) -> ProjectPackage | N
             raise UsageError(f"install_project: extra {e!r} is not in pyproject.toml [project.optional-dependencies]",
                              hint="extras there: " + (", ".join(sorted(optional)) or "none"))
         extra_reqs.extend(optional[e])
-    return ProjectPackage(kind, tuple(reqs), tuple(extras), tuple(extra_reqs), files)
+    return ProjectPackage(kind, tuple(reqs), tuple(extras), tuple(extra_reqs), files, compiled_code(root, tuple(reqs)))

@@ -69,3 +69,29 @@ def test_yolov7_runs_from_its_source_tree(tmp_path, base_image, engine, cleanup)
     run = _run(tag, "cd /app && python -c 'import models, utils, cv2, torch, yaml, scipy; print(models.__file__)'")
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("/app/models/")
+
+
+def test_the_projects_own_c_extension_is_compiled_in_the_builder_and_only_its_wheel_ships(tmp_path, base_image, engine,
+                                                                                           cleanup):
+    """Issue 20, pattern 5, on our own small project (tests/fixtures/patterns/c-extension: a C extension and a
+    console script): the builder stage compiles it (build-essential there, from Debian), the image installs the
+    wheel and has no compiler; the smoke test imports it and runs its console script's --help."""
+    src = CORPUS.parent / "patterns" / "c-extension"
+    d = tmp_path / "tinyext"
+    shutil.copytree(src, d)
+    init = envman("init", str(d), "--cpu", "--framework", "none", "--python", "3.11", "--base-image", base_image)
+    assert "the project compiles a C/C++ extension; it is built into a wheel in the builder stage" in init.stdout
+    envman("fetch", str(d))
+    cleanup.fetched(d)
+    out = envman("build", str(d), "--offline", "--progress", "plain")
+    tag = good_tag(d)
+    assert f"tagged {tag}" in out.stdout
+    assert "PASS  import tinyext" in out.stdout and "PASS  tinyext-hello --help" in out.stdout
+    # from the work directory (`python train.py` there) the package is the source tree's, with its compiled module
+    # beside it; the installed wheel holds it too; no compiler reached the image
+    run = _run(tag, "tinyext-hello ok && cd /app && python -c 'import tinyext._fast as f; print(f.__file__)' && "
+                    "ls /opt/venv/lib/python3.11/site-packages/tinyext/ && ! command -v gcc && ! command -v cc")
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "tinyext 5 ok" and lines[1].startswith("/app/tinyext/_fast.cpython-311")
+    assert any(ln.startswith("_fast.cpython-311") for ln in lines[2:])

@@ -469,3 +469,45 @@ def test_the_lock_platform_follows_the_base_images_glibc(init, matrix):
     # a base image of the user's own: its glibc is not known, the lock keeps manylinux 2.28
     d, out, spec = init("line-options", cpu=True, targets=(), base_image="registry.local/python:3.12-slim")
     assert json.loads((d / "envman.lock").read_text())["python_lock"]["platform"] == "x86_64-manylinux_2_28"
+
+
+# --- 5. the project's own compiled code is built in the builder stage ----------------------------------------------
+
+
+@pytest.mark.parametrize("name,kinds,cuda,framework,optional", [
+    ("IDEA-Research__GroundingDINO", ("a C++ extension (torch)", "a CUDA extension"), True, True, False),
+    ("facebookresearch__sam2", ("a CUDA extension",), True, True, True),
+    ("facebookresearch__fairseq", ("a C/C++ extension", "a C++ extension (torch)", "Cython modules"), True, True, False),
+    ("Megvii-BaseDetection__YOLOX", ("extensions its setup.py computes (ext_modules=…)",), False, True, False),
+    ("openai__CLIP", None, None, None, None)])
+def test_what_the_project_compiles_is_read_from_its_setup_py(name, kinds, cuda, framework, optional):
+    from envman.project.package import find_package
+
+    c = find_package(CORPUS / name).compiled
+    assert (c.kinds, c.cuda, c.framework, c.optional) == (kinds, cuda, framework, optional) if kinds else c is None
+
+
+def test_a_compiled_project_is_built_in_the_builder_and_the_image_gets_its_wheel(matrix):
+    from envman.image.plan import plan_dockerfile
+    from envman.image.render import render_dockerfile
+    from envman.image.stages import BuildNeed, NvccWheel, plan_source_builds
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    res = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"]))
+    nvcc = {"13": NvccWheel("nvidia-cuda-nvcc", "nvidia/cu13", ())}
+    sb = plan_source_builds([], {}, res.cuda, False, nvcc,
+                            project=BuildNeed("the project", framework=True, cuda=True, build_requires=("setuptools",)))
+    assert sb is not None and sb.project and sb.nvcc and not sb.packages
+    assert any("the project compiles CUDA code: the builder stage installs nvcc" in n for n in sb.notes)
+    plan = plan_dockerfile(name="p", res=res, base_image=res.base_image, base_kind=res.base_kind, system_packages=(),
+                           env=(), command=(), lock_hash="0" * 64, inputs_hash="1" * 64, fw_lock="fw.txt",
+                           req_lock="req.txt", source_builds=sb, source_lock="src.txt", install_project=True,
+                           build_lock="build.txt")
+    text = render_dockerfile(plan)
+    builder, image = text.split("\n# the image\n")
+    assert "build-essential" in builder and "CUDA_HOME" in builder and "TORCH_CUDA_ARCH_LIST" in builder
+    assert "pip wheel --no-deps --no-build-isolation --no-index --no-cache-dir --wheel-dir /wheels-project" in builder
+    assert "-r /tmp/envman/src.txt" not in builder  # no source-only package: no sdist step
+    assert "from=envman-wheels,source=/wheels-project" in image and "build-essential" not in image
+    assert "/tmp/envman/project-wheel/*.whl" in image and "--editable" not in image
