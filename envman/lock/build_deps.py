@@ -39,26 +39,50 @@ def sdist_urls(pylock_text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def build_requires_of(data: bytes, filename: str) -> tuple[str, ...]:
-    """``[build-system] requires`` of an sdist's top-level pyproject.toml; setuptools when there is none."""
-    from envman._compat import tomllib
-
-    text = None
+def _top_level_file(data: bytes, filename: str, name: str) -> str | None:
+    """The text of ``<sdist>/<name>`` (top level), or None."""
     if filename.endswith(".zip"):
         with zipfile.ZipFile(io.BytesIO(data)) as z:
-            names = [n for n in z.namelist() if n.count("/") == 1 and n.endswith("/pyproject.toml")]
-            text = z.read(names[0]).decode() if names else None
-    else:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as t:
-            members = [m for m in t.getmembers() if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")]
-            f = t.extractfile(members[0]) if members else None
-            text = f.read().decode() if f else None
-    if text is None:
-        return LEGACY_BACKEND
-    bs = tomllib.loads(text).get("build-system")
+            names = [n for n in z.namelist() if n.count("/") == 1 and n.endswith("/" + name)]
+            return z.read(names[0]).decode(errors="replace") if names else None
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as t:
+        members = [m for m in t.getmembers() if m.name.count("/") == 1 and m.name.endswith("/" + name)]
+        f = t.extractfile(members[0]) if members else None
+        return f.read().decode(errors="replace") if f else None
+
+
+def setup_requires(text: str | None) -> tuple[str, ...]:
+    """setup.py's literal ``setup_requires=[...]`` (read with ast, never run): setuptools' backend asks for them
+    before it builds (get_requires_for_build_wheel), which a build without isolation must install beforehand
+    (wavedrom versions itself with setuptools_scm this way: without it, its metadata says 0.0.0)."""
+    import ast
+
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return ()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "setup_requires":
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return ()
+            items = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else []
+            return tuple(str(x).strip() for x in items if str(x).strip())
+    return ()
+
+
+def build_requires_of(data: bytes, filename: str) -> tuple[str, ...]:
+    """``[build-system] requires`` of an sdist's top-level pyproject.toml (setuptools when there is none), and its
+    setup.py's ``setup_requires``."""
+    from envman._compat import tomllib
+
+    text = _top_level_file(data, filename, "pyproject.toml")
+    extra = setup_requires(_top_level_file(data, filename, "setup.py"))
+    bs = tomllib.loads(text).get("build-system") if text is not None else None
     if not isinstance(bs, dict) or not isinstance(bs.get("requires"), list):
-        return LEGACY_BACKEND
-    return tuple(str(r) for r in bs["requires"])
+        return LEGACY_BACKEND + extra
+    return tuple(str(r) for r in bs["requires"]) + extra
 
 
 def _ssl_context() -> ssl.SSLContext:

@@ -511,3 +511,20 @@ def test_a_compiled_project_is_built_in_the_builder_and_the_image_gets_its_wheel
     assert "-r /tmp/envman/src.txt" not in builder  # no source-only package: no sdist step
     assert "from=envman-wheels,source=/wheels-project" in image and "build-essential" not in image
     assert "/tmp/envman/project-wheel/*.whl" in image and "--editable" not in image
+
+
+def test_an_sdists_setup_requires_are_build_requirements_of_the_builder():
+    """wavedrom 2.0.3.post3's sdist (setup.py: setup_requires=["setuptools_scm"], no pyproject.toml) built without
+    isolation says version 0.0.0 unless setuptools_scm is there (FastChat's lock; seen building it, 2026-12-01)."""
+    import io
+    import tarfile
+
+    from envman.lock.build_deps import build_requires_of
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        body = b'from setuptools import setup\nsetup(name="w", setup_requires=["setuptools_scm"], use_scm_version=True)\n'
+        info = tarfile.TarInfo("w-1.0/setup.py")
+        info.size = len(body)
+        t.addfile(info, io.BytesIO(body))
+    assert build_requires_of(buf.getvalue(), "w-1.0.tar.gz") == ("setuptools>=40.8.0", "setuptools_scm")
