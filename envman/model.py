@@ -301,6 +301,7 @@ class Request:
     variant: str | None = None  # a pinned build, e.g. from torch==2.6.0+cu124
     cpu: bool = False
     cuda_devel: bool = False  # the project compiles CUDA code: needs nvcc of the framework's CUDA
+    own_base: bool = False  # the image starts from the user's base (--base-image): its Python is theirs to match
 
 
 class Note(str):

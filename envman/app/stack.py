@@ -292,7 +292,8 @@ def spec_request(matrix: Matrix, spec: ProjectSpec):
     fields = {"framework": f"{spec.source}: framework", "python": f"{spec.source}: python",
               "driver": f"{spec.source}: driver", "cuda": f"{spec.source}: cuda"}
     return build_request(matrix, framework=spec.framework, python=spec.python, targets=list(spec.targets),
-                         driver=spec.driver, cuda=spec.cuda, cpu=spec.cpu, cuda_devel=spec.cuda_devel, fields=fields)
+                         driver=spec.driver, cuda=spec.cuda, cpu=spec.cpu, cuda_devel=spec.cuda_devel, fields=fields,
+                         own_base=bool(spec.base_image))
 
 
 def profile_spec(spec: ProjectSpec, profile) -> ProjectSpec:

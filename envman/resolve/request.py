@@ -115,6 +115,7 @@ def build_request(
     cpu: bool = False,
     cuda_devel: bool = False,
     fields: dict[str, str] | None = None,
+    own_base: bool = False,
 ) -> Request:
     f = {"framework": "--framework", "python": "--python", "driver": "--driver", "cuda": "--cuda", **(fields or {})}
     name, spec, variant, text = parse_framework(framework, tuple(sorted(matrix.frameworks)), f["framework"])
@@ -133,4 +134,5 @@ def build_request(
         variant=variant,
         cpu=cpu,
         cuda_devel=cuda_devel,
+        own_base=own_base,
     )

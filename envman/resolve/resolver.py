@@ -421,6 +421,10 @@ def _system_python(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Var
     img = next(i for i in matrix.base_images.cuda if i.cuda == var.cuda)
     if img.python == chosen:
         return chosen
+    if req.own_base:  # --base-image: the user's image brings the CUDA libraries and the Python
+        notes.append(Note("base-image", f"the base image is yours: it must carry CUDA {var.cuda}'s libraries "
+                                        f"(cuDNN {var.cudnn or '-'}) and Python {chosen}, as {img.runtime} would"))
+        return chosen
     if img.python in rel.python and req.python.contains(img.python, prereleases=True):
         notes[:] = [n for n in notes if n.topic != "python"]  # the image decides, not the wheels
         notes.append(Note("python", f"Python {img.python}: the Python of {img.runtime.split(':')[0]}:{img.update} "

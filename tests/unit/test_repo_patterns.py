@@ -528,3 +528,17 @@ def test_an_sdists_setup_requires_are_build_requirements_of_the_builder():
         info.size = len(body)
         t.addfile(info, io.BytesIO(body))
     assert build_requires_of(buf.getvalue(), "w-1.0.tar.gz") == ("setuptools>=40.8.0", "setuptools_scm")
+
+
+def test_the_base_image_a_refusal_hints_at_gets_past_it(tmp_path, init):
+    """deezer/spleeter (TensorFlow 2.12, which loads CUDA 11.8 from the system) with --python 3.11: the CUDA image's
+    Python is 3.10, and the hint's --base-image (an image that has CUDA 11.8 and Python 3.11) gets past it."""
+    from envman.errors import ResolutionError
+
+    d = _copy(tmp_path, "deezer__spleeter")
+    with pytest.raises(ResolutionError) as e:
+        init_project(d, InitOptions(targets=("h100",), no_lock=True, python="3.11"))
+    assert "pass --base-image" in e.value.hint
+    d, out, spec = init("deezer__spleeter", python="3.11", base_image="registry.local/cuda-11.8-py3.11:1")
+    assert out.resolution.python == "3.11" and spec["base_image"] == "registry.local/cuda-11.8-py3.11:1"
+    assert any(n.startswith("the base image is yours: it must carry CUDA 11.8's libraries") for n in out.resolution.notes)
