@@ -231,10 +231,13 @@ def top_level_modules(dist: str) -> list[str]:
     names = (d.read_text("top_level.txt") or "").split()
     if not names:
         for f in d.files or []:
-            top = str(f).split("/")[0]
+            path = str(f)
+            top = path.split("/")[0]
             if top.endswith((".dist-info", ".data", ".pth")) or top in ("..", "__pycache__", "bin"):
                 continue
-            names.append(top[:-3] if top.endswith(".py") else top)
+            if "/" not in path and not path.endswith((".py", ".so", ".pyd")):
+                continue  # a top-level data file (shortuuid's COPYING), not a module
+            names.append(top.split(".")[0] if "/" not in path else top)
     return sorted({n for n in names if n and not n.startswith("_") and n.replace("_", "a").isalnum()})
 
 

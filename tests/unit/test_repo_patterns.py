@@ -542,3 +542,18 @@ def test_the_base_image_a_refusal_hints_at_gets_past_it(tmp_path, init):
     d, out, spec = init("deezer__spleeter", python="3.11", base_image="registry.local/cuda-11.8-py3.11:1")
     assert out.resolution.python == "3.11" and spec["base_image"] == "registry.local/cuda-11.8-py3.11:1"
     assert any(n.startswith("the base image is yours: it must carry CUDA 11.8's libraries") for n in out.resolution.notes)
+
+
+def test_the_smoke_test_imports_modules_not_a_wheels_top_level_data_files(tmp_path, monkeypatch):
+    """shortuuid's wheel installs a top-level COPYING file (seen in FastChat's image): not a module to import."""
+    import sys
+
+    from envman.portable.smoke import top_level_modules
+
+    info = tmp_path / "demo_dist-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo-dist\nVersion: 1.0\n")
+    (info / "RECORD").write_text("COPYING,,\ndemo/__init__.py,,\nsolo.py,,\ndemo_dist-1.0.dist-info/RECORD,,\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert str(tmp_path) in sys.path
+    assert top_level_modules("demo-dist") == ["demo", "solo"]
