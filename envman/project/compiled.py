@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from envman.inputs import MAX_SPEC, read_regular
+
 # setup.py calls → what they compile
 _CALLS = {"Extension": "a C/C++ extension", "CppExtension": "a C++ extension (torch)", "CUDAExtension": "a CUDA extension",
           "Pybind11Extension": "a pybind11 extension", "cythonize": "Cython modules"}
@@ -39,11 +41,12 @@ class Compiled:
 
 def _setup_py(root: Path) -> tuple[set[str], set[str], str]:
     """(names called, modules imported, the text) of setup.py; empty when there is none or it does not parse."""
-    try:
-        text = (root / "setup.py").read_text(encoding="utf-8")
-        tree = ast.parse(text)
-    except (OSError, SyntaxError, ValueError):
+    from envman.project.files import setup_py_tree, small_text
+
+    tree = setup_py_tree(root)
+    if tree is None:
         return set(), set(), ""
+    text = small_text(root, "setup.py") or ""
     # every name it uses, called or bound (`extension = CUDAExtension` … `extension(...)`)
     calls = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     calls |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
@@ -95,7 +98,7 @@ def _loads_at_runtime(root: Path, limit: int = 400) -> bool:
         if path.name == "setup.py" or any(part in (".venv", "venv", "node_modules", ".git") for part in path.parts):
             continue
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_regular(path, MAX_SPEC).decode("utf-8", errors="replace")
         except OSError:
             continue
         if "cpp_extension" in text and re.search(r"\bload(_inline)?\s*\(", text):

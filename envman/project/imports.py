@@ -6,9 +6,10 @@ by running the project's code: ``[project.scripts]``, ``[tool.poetry.scripts]``,
 from __future__ import annotations
 
 import ast
-import configparser
 import re
 from pathlib import Path
+
+from envman.project.files import setup_cfg, setup_py_tree
 
 # folders a project keeps beside its packages, never its importable code (setuptools' flat-layout exclusions
 # hold the same names: matrices/build_backends.yaml)
@@ -37,16 +38,11 @@ def distribution_name(root: Path, doc: dict | None) -> str | None:
     for name in ((doc.get("project") or {}).get("name"), (((doc.get("tool") or {}).get("poetry") or {}).get("name"))):
         if isinstance(name, str) and name.strip():
             return name.strip()
-    cp = configparser.ConfigParser(interpolation=None)
-    try:
-        cp.read_string((root / "setup.cfg").read_text(encoding="utf-8"))
-        if cp.has_option("metadata", "name"):
-            return cp.get("metadata", "name").strip() or None
-    except (OSError, configparser.Error):
-        pass
-    try:
-        tree = ast.parse((root / "setup.py").read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+    cp = setup_cfg(root)
+    if cp is not None and cp.has_option("metadata", "name"):
+        return cp.get("metadata", "name").strip() or None
+    tree = setup_py_tree(root)
+    if tree is None:
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == "name" and isinstance(node.value, ast.Constant) \
@@ -68,9 +64,8 @@ def console_scripts(root: Path, doc: dict | None) -> list[str]:
 
 
 def _setup_py_scripts(root: Path) -> list[str]:
-    try:
-        tree = ast.parse((root / "setup.py").read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+    tree = setup_py_tree(root)
+    if tree is None:
         return []
     out: list[str] = []
     for node in ast.walk(tree):
@@ -86,10 +81,8 @@ def _setup_py_scripts(root: Path) -> list[str]:
 
 
 def _setup_cfg_scripts(root: Path) -> list[str]:
-    cp = configparser.ConfigParser(interpolation=None)
-    try:
-        cp.read_string((root / "setup.cfg").read_text(encoding="utf-8"))
-    except (OSError, configparser.Error):
+    cp = setup_cfg(root)
+    if cp is None:
         return []
     if not cp.has_option("options.entry_points", "console_scripts"):
         return []

@@ -50,9 +50,10 @@ def _backends() -> dict:
 def _setup_py_configures(root: Path) -> bool:
     """setup.py passes packages, py_modules, package_dir or ext_modules (any value: setuptools then does not
     discover), or keywords computed at run time (**kwargs: envman cannot tell, and trusts it)."""
-    try:
-        tree = ast.parse((root / "setup.py").read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+    from envman.project.files import setup_py_tree
+
+    tree = setup_py_tree(root)
+    if tree is None:
         return True
     keys = {"packages", "py_modules", "package_dir", "ext_modules"}
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
@@ -61,12 +62,10 @@ def _setup_py_configures(root: Path) -> bool:
 
 
 def _setup_cfg_configures(root: Path) -> bool:
-    import configparser
+    from envman.project.files import setup_cfg
 
-    cp = configparser.ConfigParser(interpolation=None)
-    try:
-        cp.read_string((root / "setup.cfg").read_text(encoding="utf-8"))
-    except (OSError, configparser.Error):
+    cp = setup_cfg(root)
+    if cp is None:
         return True
     return any(cp.has_option("options", k) for k in ("packages", "py_modules", "package_dir"))
 

@@ -147,7 +147,7 @@ def choose_files(root: Path, files: list[str], *, wanted: tuple[str, ...] = (), 
     requirements/ folder holds feature sets (discover._core_elsewhere)."""
     fixed_names = set(wanted) | set(dynamic or [])
     out = FileChoice()
-    founds = _read_all(root, files, fixed_names, out)
+    founds = _read_all(root, files, fixed_names, out, want)
     fixed = [f for f in founds if f in fixed_names]
     kept = fixed + _not_skipped([f for f in founds if f not in fixed_names], founds, core, want, out)
     # a file read through another's -r is read with it; one included only by a skipped file stays a root
@@ -163,13 +163,15 @@ def choose_files(root: Path, files: list[str], *, wanted: tuple[str, ...] = (), 
     return out
 
 
-def _read_all(root: Path, files: list[str], fixed: set[str], out: FileChoice) -> dict[str, Found]:
+def _read_all(root: Path, files: list[str], fixed: set[str], out: FileChoice, want: Want) -> dict[str, Found]:
+    """Every candidate, read. A file that cannot be read is an error (one line naming it), unless its name already
+    says it is not the training environment's (a dev or a Windows file): then it is skipped, said."""
     founds: dict[str, Found] = {}
     for f in files:
         try:
             founds[f] = read_requirements(root, f)
         except UsageError:
-            if f in fixed:
+            if f in fixed or _skip_reason(f, tokens(f), want) is None:
                 raise
             out.skipped.append((f, "cannot be read as a requirements file"))
     return founds

@@ -33,6 +33,9 @@ class LockedVersions:
                 "(name a pin under packages: in envman.yaml to hold it)")
 
 
+_KIND = {"uv.lock": "uv", "poetry.lock": "Poetry", "pdm.lock": "PDM", "Pipfile.lock": "Pipenv"}
+
+
 def _entries(path: Path, name: str) -> list[tuple[str, str]]:
     """(distribution, version) for every package the lock pins."""
     from envman._compat import tomllib
@@ -53,7 +56,7 @@ def _entries(path: Path, name: str) -> list[tuple[str, str]]:
         doc = tomllib.loads(text)
     except (OSError, ValueError, tomllib.TOMLDecodeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueError
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise UsageError(f"{name}: not a readable lock ({why})",
+        raise UsageError(f"{name}: not a readable {_KIND[name]} lock ({why})",
                          hint=f"regenerate it with `{_REGENERATE[name]}`, or delete it (envman locks by itself)") from None
     packages = doc.get("package")
     return [(p["name"], p["version"]) for p in packages if isinstance(p, dict) and isinstance(p.get("name"), str)
