@@ -153,9 +153,13 @@ def _cpu_only(r: Req) -> bool:
     return r.name == "tensorflow-cpu" or _split_local(r)[1] == "cpu" or "cpu" in r.req.extras  # jax[cpu]
 
 
-def _gpu_marked(r: Req) -> bool:
+def _gpu_marked(r: Req, fw: str) -> bool:
+    """A CUDA build named on the line: a ``+cu128`` local version, ``tensorflow[and-cuda]``, or one of the
+    framework's CUDA extras (``jax[cuda12]``)."""
     variant = _split_local(r)[1]
-    return bool(variant and variant.startswith("cu")) or "and-cuda" in r.req.extras
+    cuda = {e for e, _ in frameworks.get(fw).cuda_extras}
+    return (bool(variant and variant.startswith("cu")) or "and-cuda" in r.req.extras
+            or any(canonicalize_name(e) in cuda for e in r.req.extras))
 
 
 def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[Req]:
@@ -167,7 +171,7 @@ def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[R
     named = sorted({dists[r.name] for r in reqs if r.name in dists})
     if asked is None and len(named) > 1:
         lines = {n: [r for r in reqs if dists.get(r.name) == n] for n in named}
-        gpu = [n for n in named if any(_gpu_marked(r) for r in lines[n])]
+        gpu = [n for n in named if any(_gpu_marked(r, n) for r in lines[n])]
         not_cpu = [n for n in named if not all(_cpu_only(r) for r in lines[n])]
         pick = gpu if len(gpu) == 1 else not_cpu if len(not_cpu) == 1 else []
         if not pick:

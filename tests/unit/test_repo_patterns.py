@@ -71,6 +71,13 @@ def test_framework_chooses_between_two_frameworks_and_the_other_is_a_package(ini
                for n in out.notes)
 
 
+def test_a_cuda_extra_marks_the_gpu_framework_of_two(init):
+    # torch unmarked beside jax[cuda12]: JAX's CUDA extra is a CUDA build as +cu128 is torch's
+    d, out, spec = init("torch-and-jax")
+    assert out.resolution.framework == "jax" and out.resolution.cuda.startswith("12")
+    assert any(n.startswith("requirements.txt:2: torch>=2.4: the stack is jax's (a CUDA build)") for n in out.notes)
+
+
 def test_cuda_chooses_among_per_cuda_files_and_over_the_repositorys_cuda_pins(init):
     # RVC-Project/Retrieval-based-Voice-Conversion-WebUI: requirments_cpu/cu118/cu128_py312.txt (sic)
     d, out, spec = init("RVC-Project__Retrieval-based-Voice-Conversion-WebUI")
