@@ -1,7 +1,7 @@
 """One error root for everything a user can get wrong, one subclass per kind of failure.
 
 The CLI is the only place that catches these, prints ``error:`` and ``hint:`` lines and exits with
-``exit_code``. Exit codes are documented in the README and are part of the CLI contract.
+``exit_code``. Exit codes are documented in docs/commands.md and are part of the CLI contract.
 
 Kinds: UsageError (a bad value; SpecError for envman.yaml, LockError for a lock file, both under it so
 ``except UsageError`` still catches them), ToolError (uv, pip, the network, a registry), ReproError (two
@@ -52,7 +52,7 @@ class LockError(UsageError):
 class ToolError(EnvmanError):
     """A tool envman runs, or a service it asks, failed: uv, pip, the network, a registry.
 
-    Exit 1 like a user error: no exit code of the README fits, and a new one would have to mean both
+    Exit 1 like a user error: no exit code of docs/commands.md fits, and a new one would have to mean both
     "retry later" (a network outage) and "fix your requirements" (uv finds no solution)."""
 
 

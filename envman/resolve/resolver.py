@@ -4,7 +4,7 @@ No IO here: no files, no environment, no subprocess. Every candidate (release ×
 against every constraint; the verdicts are kept so that a refusal can name exactly what blocks and
 which nearby stacks would work if one constraint moved.
 
-Preference order (documented in the README, deterministic):
+Preference order (documented in docs/commands.md, deterministic):
   1. SASS coverage of every target over PTX-only coverage (PTX JIT is a fallback, never a default);
   2. the newest framework release;
   3. full driver compatibility over CUDA minor-version compatibility (PTX JIT — Triton,

@@ -1,7 +1,7 @@
 """Keep the architecture visible: layers import downwards only, there is no cycle, the pure core does no
 IO, cli/ talks to the use cases only, and the portable island imports nothing but the standard library.
 
-The layers, lowest first (README "Layout"):
+The layers, lowest first (docs/architecture.md):
     portable/                      stdlib-only island, copied whole into every image
     hostenv                        the host environment envman reads (cache folder, CA bundle), os only
     errors, resources, _compat     leaves

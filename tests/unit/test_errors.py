@@ -1,4 +1,4 @@
-"""One error root, one class per kind of failure, one exit code per kind (README, "Exit codes")."""
+"""One error root, one class per kind of failure, one exit code per kind (docs/commands.md, "Exit codes")."""
 
 from __future__ import annotations
 
