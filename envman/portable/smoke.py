@@ -127,11 +127,18 @@ def evaluate_python(expect: dict[str, Any], observed_version: str) -> dict[str, 
     return check("python", ok, expect["python"], observed_version)
 
 
-def evaluate_imports(expect: dict[str, Any], observed: dict[str, str | None]) -> list[dict[str, Any]]:
-    """observed: {module: None on success or the error text}."""
+def evaluate_imports(expect: dict[str, Any], observed: dict[str, Any]) -> list[dict[str, Any]]:
+    """observed: {module: None on success, the error text, or {"error", "host"} when the error was the refusal of
+    a host that requires this distribution (observe_host_refusal)}: a warning, not a failure."""
     out: list[dict[str, Any]] = []
     for dist, module in expect["imports"]:
         err = observed.get(module, "not attempted")
+        if isinstance(err, dict):
+            out.append(dict(check("import " + module, False, "imports", err.get("error"),
+                                  "from distribution %s: raised by %s, which requires it and imports: a plug-in its "
+                                  "host loads itself, not importable on its own" % (dist, err.get("host"))),
+                            status="warn"))
+            continue
         out.append(check("import " + module, err is None, "imports", "ok" if err is None else err,
                          "from distribution " + dist))
     return out
@@ -177,7 +184,7 @@ def evaluate_scripts(expect: dict[str, Any], observed: dict[str, str | None]) ->
                   else observed.get(name)) for name in expect.get("scripts", [])]
 
 
-def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, Any], import_obs: dict[str, str | None],
+def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, Any], import_obs: dict[str, Any],
              require_gpu: bool = False, doctor: list[dict[str, Any]] | None = None,
              script_obs: dict[str, str | None] | None = None) -> dict[str, Any]:
     """Every check from the observations, and the verdict. Pure."""
@@ -228,6 +235,10 @@ def top_level_modules(dist: str) -> list[str]:
         d = metadata.distribution(dist)
     except Exception:
         return []
+    return _dist_modules(d)
+
+
+def _dist_modules(d: Any) -> list[str]:
     names = (d.read_text("top_level.txt") or "").split()
     if not names:
         for f in d.files or []:
@@ -276,19 +287,54 @@ def observe_doctor(kit: str = KIT_DIR, project_dir: str | None = None) -> list[d
         return [{"severity": "warn", "check": "doctor-failed", "verdict": _error(exc), "remedy": ""}]
 
 
-def observe_imports(expect: dict[str, Any]) -> dict[str, str | None]:
+def observe_imports(expect: dict[str, Any]) -> dict[str, Any]:
     import importlib
 
-    out: dict[str, str | None] = {}
-    for _dist, module in expect["imports"]:
+    out: dict[str, Any] = {}
+    for dist, module in expect["imports"]:
         try:
             importlib.import_module(module)
             out[module] = None
         except BaseException as exc:  # a broken extension can raise SystemExit & co
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            out[module] = _error(exc)
+            host = observe_host_refusal(dist, module, exc)
+            out[module] = _error(exc) if host is None else {"error": _error(exc), "host": host}
     return out
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def observe_host_refusal(dist: str, module: str, exc: BaseException) -> str | None:
+    """The distribution ("tensorflow 2.12.1") whose code raised ``exc`` while ``dist`` was imported, when it requires
+    ``dist`` and imports itself: a host refusing to load its own plug-in a second time (TensorFlow's built-in
+    ``gs`` file system makes importing tensorflow-io-gcs-filesystem raise AlreadyExistsError). None otherwise: an
+    ImportError (a missing module or symbol), or an error raised in the package's own code or in a package that does
+    not require it, is the package's fault."""
+    if isinstance(exc, ImportError):
+        return None
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    top = str(tb.tb_frame.f_globals.get("__name__") or "").split(".")[0] if tb is not None else ""
+    if not top or top == module.split(".")[0] or top in top_level_modules(dist):
+        return None
+    try:
+        import importlib
+        from importlib import metadata
+
+        for d in metadata.distributions():
+            name = d.metadata["Name"] or ""
+            requires = {_canonical(re.split(r"[^A-Za-z0-9._-]", r.strip(), maxsplit=1)[0]) for r in d.requires or []}
+            if _canonical(name) != _canonical(dist) and _canonical(dist) in requires and top in _dist_modules(d):
+                importlib.import_module(top)  # the host itself imports (else the failure is the host's: loud)
+                return "%s %s" % (name, d.version)
+    except BaseException as host_exc:  # the host's own import failing: no excuse, the error stands
+        if isinstance(host_exc, KeyboardInterrupt):
+            raise
+    return None
 
 
 def observe_scripts(expect: dict[str, Any], timeout: float = 120) -> dict[str, str | None]:
