@@ -50,21 +50,28 @@ def _rebuild_helps(v: FactsView, k: Knowledge, dist: str) -> bool:
     return any(not arch_covers(c, a)[0] and not (floor and tuple(c) < floor) for a in archs for c in v.gpu_ccs())
 
 
-def _about_to_build(v: FactsView) -> list[tuple[str, str]]:
-    """(package, file) the project's requirements name that compile CUDA code when installed and are not installed
-    yet (facts ``build_intent``): `pip install -r` will run nvcc."""
+def _about_to_build(v: FactsView, extras: bool = False) -> list[tuple[str, str]]:
+    """(package, where) the project's requirements name that compile CUDA code when installed and are not installed
+    yet (facts ``build_intent``): `pip install -r` will run nvcc. ``extras``: those only an optional extra or group
+    names instead (installed only when asked for). Where a lock says what is installed, it decides, not the
+    project's files: a package it holds is required (its extra was asked for), one it does not hold is not about
+    to be built (an image built from that lock)."""
+    locked = as_dict(as_dict(v.f.get("lock")).get("packages"))
     out = []
     for e in as_list(v.f.get("build_intent")):
         e = as_dict(e)
-        pkg = as_str(e.get("package"))
-        if pkg and pkg in INSTALL_BUILDS + ("deepspeed",) and not v.pkg(pkg):
-            out.append((pkg, as_str(e.get("file")) or "the project"))
+        pkg, extra = as_str(e.get("package")), as_str(e.get("extra"))
+        if not pkg or pkg not in INSTALL_BUILDS + ("deepspeed",) or v.pkg(pkg) or (locked and pkg not in locked):
+            continue
+        where = as_str(e.get("file")) or "the project"
+        if (bool(extra) and not locked) == extras:
+            out.append((pkg, f"{where}'s extra {extra}" if extra and not locked else where))
     return out
 
 
 def _builds_extensions(v: FactsView, k: Knowledge) -> str | None:
     """Why this environment compiles CUDA code, or None."""
-    intent = _about_to_build(v)
+    intent = _about_to_build(v) + _about_to_build(v, extras=True)
     if intent:
         return ", ".join(f"{p} in {f}, not installed yet" for p, f in intent)
     found = [p for p in RUNTIME_BUILDS if v.pkg(p)]

@@ -80,23 +80,52 @@ _INTENT = re.compile(r"(?<![\w.-])(flash[-_]attn|apex|mamba[-_]ssm|causal[-_]con
 DOCKERFILE_NAMES = re.compile(r"^(Dockerfile([.-][\w.-]+)?|[\w.-]+\.(Dockerfile|dockerfile)|Containerfile)$")
 
 
+# pyproject.toml tables whose requirements an install takes only when asked for (`pip install .[train]`, a uv or
+# Poetry group): an extra, not what `pip install .` builds
+_OPTIONAL_TABLE = re.compile(r"^(project\.optional-dependencies|dependency-groups|tool\.poetry\.dev-dependencies|"
+                             r"tool\.poetry\.group\.([\w.-]+)\.dependencies|tool\.pdm\.dev-dependencies)$")
+_TABLE = re.compile(r"^\[\[?\s*([^\]]+?)\s*\]\]?$")
+_KEY = re.compile(r"^\"?([\w.-]+)\"?\s*=(?!=)")
+_REQUIRED_TABLES = ("project", "build-system", "tool.poetry.dependencies")
+_KEYED = ("project.optional-dependencies", "dependency-groups", "tool.pdm.dev-dependencies")  # keys: extras, groups
+
+
 def read_build_intent(project_dir: str) -> list[dict[str, str]]:
     """``[{package, file, line}]``: the CUDA source builds the project's requirement files name (`pip install -r`
-    or `pip install .` will compile them); [] when its files name none."""
-    out: list[dict[str, str]] = []
-    seen: set[str] = set()
+    or `pip install .` will compile them), with ``extra`` (its name) where only an optional extra or group of
+    pyproject.toml names it (a Poetry line marked ``optional = true``: "optional"); [] when its files name none."""
+    out: dict[str, dict[str, str]] = {}
     for name in INTENT_FILES:
         text = read_text(os.path.join(project_dir, name), 1 << 20)
+        table, key = "", ""
         for line in (text or "").splitlines():
             code = line.split("#", 1)[0].strip()
+            t, k = _TABLE.match(code), _KEY.match(code)
+            table, key = (t.group(1), "") if t and name.endswith(".toml") else (table, k.group(1) if k else key)
             m = _INTENT.search(code)
             if not code or not m:
                 continue
             pkg = re.sub(r"[-_.]+", "-", (m.group(1) or m.group(2))).lower()
-            if pkg not in seen:
-                seen.add(pkg)
-                out.append({"package": pkg, "file": name, "line": code[:200]})
-    return out
+            where = _section(name, table, key, code)
+            if where is None:
+                continue
+            entry = {"package": pkg, "file": name, "line": code[:200], **where}
+            if pkg not in out or ("extra" in out[pkg] and "extra" not in entry):  # a required line wins over an extra
+                out[pkg] = entry
+    return list(out.values())
+
+
+def _section(file: str, table: str, key: str, code: str) -> dict[str, str] | None:
+    """{} for a requirement an install takes, {"extra": name} for an optional one, None for a pyproject.toml line
+    that is no requirement ([tool.uv]'s settings, its sources and metadata name packages too)."""
+    if not file.endswith(".toml"):
+        return {}
+    opt = _OPTIONAL_TABLE.match(table)
+    if opt:
+        return {"extra": opt.group(2) or (key if table in _KEYED else "") or "dev"}
+    if table not in _REQUIRED_TABLES:
+        return None
+    return {"extra": "optional"} if re.search(r"\boptional\s*=\s*true\b", code) else {}
 
 
 # First-level directories whose subdirectories hold Dockerfiles too (docker/docker-cuda/Dockerfile in LlamaFactory,
