@@ -298,7 +298,7 @@ def observe_imports(expect: dict[str, Any]) -> dict[str, Any]:
         except BaseException as exc:  # a broken extension can raise SystemExit & co
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            host = observe_host_refusal(dist, module, exc)
+            host = observe_host_refusal(dist, exc)
             out[module] = _error(exc) if host is None else {"error": _error(exc), "host": host}
     return out
 
@@ -307,7 +307,7 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def observe_host_refusal(dist: str, module: str, exc: BaseException) -> str | None:
+def observe_host_refusal(dist: str, exc: BaseException) -> str | None:
     """The distribution ("tensorflow 2.12.1") whose code raised ``exc`` while ``dist`` was imported, when it requires
     ``dist`` and imports itself: a host refusing to load its own plug-in a second time (TensorFlow's built-in
     ``gs`` file system makes importing tensorflow-io-gcs-filesystem raise AlreadyExistsError). None otherwise: an
@@ -319,8 +319,6 @@ def observe_host_refusal(dist: str, module: str, exc: BaseException) -> str | No
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     top = str(tb.tb_frame.f_globals.get("__name__") or "").split(".")[0] if tb is not None else ""
-    if not top or top == module.split(".")[0] or top in top_level_modules(dist):
-        return None
     try:
         import importlib
         from importlib import metadata
@@ -328,7 +326,7 @@ def observe_host_refusal(dist: str, module: str, exc: BaseException) -> str | No
         for d in metadata.distributions():
             name = d.metadata["Name"] or ""
             requires = {_canonical(re.split(r"[^A-Za-z0-9._-]", r.strip(), maxsplit=1)[0]) for r in d.requires or []}
-            if _canonical(name) != _canonical(dist) and _canonical(dist) in requires and top in _dist_modules(d):
+            if top and _canonical(name) != _canonical(dist) and _canonical(dist) in requires and top in _dist_modules(d):
                 importlib.import_module(top)  # the host itself imports (else the failure is the host's: loud)
                 return "%s %s" % (name, d.version)
     except BaseException as host_exc:  # the host's own import failing: no excuse, the error stands
