@@ -101,9 +101,16 @@ class CudaMajor:
 class ToolkitWheels:
     """NVIDIA's PyPI wheels numbered by the CUDA toolkit version (matrices/cuda.yaml ``toolkit_wheels``)."""
 
-    names: tuple[str, ...]
+    names: tuple[str, ...]  # their version's major is the CUDA major they belong to
     suffix_dropped_from: int  # from this CUDA major on the names carry no -cuNN
     prov: Provenance
+    # (name, CUDA majors) where that name's minor is its own, not the toolkit's (nvidia-cublas-cu11 11.11 in CUDA 11.8)
+    own_minor: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def minor_numbered(self, major: int) -> list[str]:
+        """The names whose X.Y is the toolkit's in CUDA ``major``: what a lock may hold to the variant's X.Y.*."""
+        own = {n for n, majors in self.own_minor if major in majors}
+        return [n for n in self.names if n not in own]
 
     def for_major(self, base: str, major: int) -> list[str]:
         """The names ``base`` is published under for a CUDA major: nvidia-cublas-cu12; nvidia-cublas-cu13 and

@@ -89,7 +89,8 @@ def _contains(spec: SpecifierSet, version: str) -> bool:
 def cuda_constraints(res: Resolution, wheels: ToolkitWheels) -> list[str]:
     """uv constraints that hold a framework whose wheels only set floors (tensorflow[and-cuda]) to the CUDA,
     cuDNN and NCCL of the variant's tested configuration — what the smoke test expects and the driver floor
-    is computed for. ``wheels``: the CUDA-numbered NVIDIA wheels (matrices/cuda.yaml). Constraints add no
+    is computed for. ``wheels``: the CUDA-numbered NVIDIA wheels (matrices/cuda.yaml); one whose minor is its own
+    in that CUDA major (cuBLAS 11.11 in CUDA 11.8) is left to the framework's own requirement. Constraints add no
     package: a name the lock does not hold is ignored."""
     if res.framework is None or res.cuda is None or frameworks.get(res.framework).pins_cuda_wheels:
         return []
@@ -98,7 +99,7 @@ def cuda_constraints(res: Resolution, wheels: ToolkitWheels) -> list[str]:
     def names(base: str) -> list[str]:
         return wheels.for_major(base, major)
 
-    out = [f"{n}=={res.cuda}.*" for base in wheels.names for n in names(base)]
+    out = [f"{n}=={res.cuda}.*" for base in wheels.minor_numbered(major) for n in names(base)]
     if res.cudnn:
         out += [f"{n}=={res.cudnn}.*" for n in names("nvidia-cudnn")]
     if res.nccl:

@@ -128,8 +128,30 @@ def _load_toolkit_wheels(ctx: _Ctx, doc: Any) -> ToolkitWheels:
     if bad:
         ctx.bad("toolkit_wheels.names", f"expected normalized distribution names (PEP 503), got {bad!r}")
     since = ctx.req(e, "suffix_dropped_from", "toolkit_wheels", int)
+    own = _load_own_minor(ctx, e, {n for n in names if isinstance(n, str)})
     return ToolkitWheels(tuple(n for n in names if isinstance(n, str)), since if isinstance(since, int) else 99,
-                         ctx.prov(e, "toolkit_wheels"))
+                         ctx.prov(e, "toolkit_wheels"), own)
+
+
+def _load_own_minor(ctx: _Ctx, e: Any, names: set[str]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """toolkit_wheels.own_minor: {name: [CUDA majors where its minor is its own]}, each name one of ``names``."""
+    raw = e.get("own_minor") if isinstance(e, dict) else None
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        ctx.bad("toolkit_wheels.own_minor", f"expected a mapping of name: [CUDA majors], got {raw!r}")
+        return ()
+    out = []
+    for name, majors in sorted(raw.items()):
+        p = f"toolkit_wheels.own_minor.{name}"
+        if name not in names:
+            ctx.bad(p, f"'{name}' is not in toolkit_wheels.names")
+        elif not isinstance(majors, list) or not majors or not all(isinstance(m, int) and not isinstance(m, bool)
+                                                                   for m in majors):
+            ctx.bad(p, f"expected a list of CUDA majors (integers), got {majors!r}")
+        else:
+            out.append((name, tuple(sorted(majors))))
+    return tuple(out)
 
 
 def _cc_field(ctx: _Ctx, raw: Any, path: str) -> Cc | None:

@@ -199,6 +199,21 @@ def test_tensorflow_cuda_wheels_are_held_to_the_tested_configuration(matrix):
     assert cuda_constraints(torch, matrix.toolkit_wheels) == []  # torch's wheels pin their CUDA libraries exactly
 
 
+def test_cublas_cu11_is_not_held_to_the_toolkits_minor(matrix):
+    # ageron/handson-ml3 (issue 20): tensorflow 2.14's [and-cuda] pins nvidia-cublas-cu11==11.11.3.6 — cuBLAS numbers
+    # its cu11 wheels itself (11.10, 11.11) — and a constraint nvidia-cublas-cu11==11.8.* made the lock unsatisfiable
+    from envman.lock.pins import cuda_constraints
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    res = resolve_stack(matrix, build_request(matrix, framework="tensorflow==2.14.*", targets=["h100"], python="3.11"))
+    assert (str(res.version), res.variant, res.cuda) == ("2.14.1", "cu118", "11.8")
+    cons = cuda_constraints(res, matrix.toolkit_wheels)
+    assert not any(c.startswith("nvidia-cublas") for c in cons), cons
+    assert {"nvidia-cuda-runtime-cu11==11.8.*", "nvidia-cuda-nvcc-cu11==11.8.*", "nvidia-cuda-cupti-cu11==11.8.*",
+            "nvidia-cudnn-cu11==8.7.*"} <= set(cons)  # the toolkit-numbered ones stay held
+
+
 def test_cli_lock_timeout_is_one_error_line_and_exit_1(tmp_path, monkeypatch, capsys):
     from envman.cli.main import main
     from envman.lock import uvproc

@@ -99,10 +99,14 @@ def test_toolkit_wheels_are_data_with_a_source(matrix_copy):
     assert "nvidia-cublas" in tw.names and tw.suffix_dropped_from == 13 and tw.prov.source.startswith("https://")
     assert tw.for_major("nvidia-cublas", 12) == ["nvidia-cublas-cu12"]
     assert tw.for_major("nvidia-cublas", 13) == ["nvidia-cublas-cu13", "nvidia-cublas"]
+    assert "nvidia-cublas" in tw.minor_numbered(12) and "nvidia-cublas" not in tw.minor_numbered(11)
     cuda = matrix_copy / "cuda.yaml"
     _edit(cuda, "nvidia-cuda-nvrtc,", "NVIDIA_Cuda_NVRTC,", after="toolkit_wheels:")
-    _edit(cuda, 'source: "https://docs.nvidia.com/cuda/cuda-installation-guide-linux', 'x: "', after="toolkit_wheels:")
+    _edit(cuda, 'source: "https://pypi.org/simple/cuda-toolkit/', 'x: "', after="toolkit_wheels:")
+    _edit(cuda, "nvidia-cublas: [11, 13]", "nvidia-cufft: [11]\n    nvidia-cublas: [eleven]", after="own_minor:")
     assert _problems(matrix_copy) == [
         "cuda.yaml: toolkit_wheels.names: expected normalized distribution names (PEP 503), got ['NVIDIA_Cuda_NVRTC']",
+        "cuda.yaml: toolkit_wheels.own_minor.nvidia-cublas: expected a list of CUDA majors (integers), got ['eleven']",
+        "cuda.yaml: toolkit_wheels.own_minor.nvidia-cufft: 'nvidia-cufft' is not in toolkit_wheels.names",
         "cuda.yaml: toolkit_wheels.source: missing: every entry cites a primary source URL or 'measured: <how>'",
     ]
