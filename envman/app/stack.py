@@ -343,21 +343,52 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
 
     # the requirement files' own index options reach uv whole (their tokens too), through its environment
     index_urls = lock_index_urls(res.index_url, spec.index_urls, inputs.index_urls)
-    job = python_lock_job(lines.all, res.python, index_urls, lines.roots, res, upgrade=opts.upgrade,
-                          previous=(_our_body(root / files.req), _our_body(root / files.pylock)), timeout=opts.timeout,
-                          constraints=cuda_constraints(res, inputs.matrix.toolkit_wheels) + [c.line for c in lines.constraints],
-                          find_links=tuple(spec.find_links), overrides=[o.line for o in lines.overrides])
-    key = job.key()
+    constraints = cuda_constraints(res, inputs.matrix.toolkit_wheels) + [c.line for c in lines.constraints]
+
+    def job_with(more: list[str]):
+        return python_lock_job(lines.all, res.python, index_urls, lines.roots, res, upgrade=opts.upgrade,
+                               previous=(_our_body(root / files.req), _our_body(root / files.pylock)),
+                               timeout=opts.timeout, constraints=constraints + more,
+                               find_links=tuple(spec.find_links), overrides=[o.line for o in lines.overrides])
+
+    job = job_with([])
+    key = job.key()  # what the inputs ask: the exclusions below follow from uv's answer to it
     seed = job.request.seed  # the last pylock.toml, when envman wrote it and nobody edited it (--upgrade: none)
     kept = seed is not None and _last_request(last) == key
     lr = job.finish(seed) if kept and seed is not None else job.compile(opts.progress, lambda: _while_uv_resolves(digest))
-    notes = _check_user_hashes([*inputs.reqs, *inputs.constraints], lr.pylock_text)
+    excluded_notes: list[str] = []
+    if not kept:
+        lr, excluded_notes = _without_python_excluded(lr, res.python, job_with, opts, digest)
+    notes = _check_user_hashes([*inputs.reqs, *inputs.constraints], lr.pylock_text) + excluded_notes
     notes.append(KEPT if kept else f"locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
     notes += lr.notes + stack_mismatches(res, lr.versions)
     if lr.sdist_only:
         notes.append(f"no wheel for {', '.join(sorted(lr.sdist_only))}: the image builds them from source")
     build = _our_body(root / files.build, made_from=inputs.inputs_hash) if kept else None
     return PythonFiles(lr.req_text, lr.fw_text if lines.pins else None, lr.pylock_text, build, key, notes)
+
+
+def _without_python_excluded(lr, python: str, job_with, opts: LockOptions, digest) -> tuple[Any, list[str]]:
+    """uv ignores the upper bound of a package's Requires-Python (backports-strenum 1.3.1: <3.11), pip does not:
+    such a pin would fail the build. Each is excluded (``name!=version``, a constraint) and uv asked again, a
+    few times at most; one left is an error that names it."""
+    more: list[str] = []
+    notes: list[str] = []
+    for _ in range(3):
+        if not lr.python_excluded:
+            return lr, notes
+        for name, version, spec in lr.python_excluded:
+            more.append(f"{name}!={version}")
+            notes.append(f"{name} {version} requires Python {spec}, which excludes {python} (uv ignores the upper "
+                         f"bounds of Requires-Python, pip refuses it): excluded, uv asked again")
+        lr = job_with(more).compile(opts.progress, lambda: _while_uv_resolves(digest))
+    if lr.python_excluded:
+        name, version, spec = lr.python_excluded[0]
+        raise LockError(f"{name} {version} requires Python {spec}, not {python}, and uv found no other release for "
+                        f"Python {python} after excluding {', '.join(more)}",
+                        hint=f"pass --python with a version {spec} admits, or pin {name} in envman.yaml constraints: "
+                             "to a release that supports this Python")
+    return lr, notes
 
 
 def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: PythonFiles, base_kind: str,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envman.hostenv import ca_bundle, cache_root
@@ -90,8 +91,12 @@ def _ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_bundle())
 
 
+REQUIRES_PYTHON = "Requires-Python: "
+
+
 def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None = None) -> list[str] | None:
-    """The wheel's Requires-Dist lines, or None when no wheel's metadata can be read (sdist-only, no PEP 658)."""
+    """The wheel's Requires-Dist lines, and its Requires-Python as one more line (``Requires-Python: <3.11``,
+    which no requirement parses as), or None when no wheel's metadata can be read (sdist-only, no PEP 658)."""
     wheel = next((f for f in pkg.files if f.kind == "wheel" and f.sha256 and f.url.startswith(("http://", "https://"))), None)
     if wheel is None:
         return None
@@ -100,7 +105,7 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
 
     if not _SHA256.fullmatch(wheel.sha256):  # a name in the cache folder: hex only (a lock is input, never a path)
         return None
-    cached = cache_dir() / wheel.sha256
+    cached = cache_dir() / f"{wheel.sha256}.m2"  # .m2: with Requires-Python (an entry without it is not read)
     kept = read_small(cached, 1 << 20)
     if kept is not None:
         try:
@@ -120,7 +125,10 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
         meta = ranged
     from email.parser import HeaderParser
 
-    reqs = HeaderParser().parsestr(meta).get_all("Requires-Dist") or []
+    headers = HeaderParser().parsestr(meta)
+    reqs = list(headers.get_all("Requires-Dist") or [])
+    if headers.get("Requires-Python"):
+        reqs.append(REQUIRES_PYTHON + " ".join(str(headers["Requires-Python"]).split()))
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
@@ -163,11 +171,15 @@ def target_environment(python: str, platform: str) -> dict[str, str]:
     return env
 
 
+Graph = tuple[dict[str, list[str]], list[str], list[tuple[str, str, str]]]
+
+
 def dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str, platform: str,
-                       timeout: float = 30.0) -> tuple[dict[str, list[str]], list[str]]:
-    """{package: sorted parents (``-r requirements.in`` for an input line)} and the packages whose metadata
-    could not be read (their own dependencies are then unknown). A re-lock that uv answers with the same
-    files reads the whole graph from one cache entry."""
+                       timeout: float = 30.0) -> Graph:
+    """{package: sorted parents (``-r requirements.in`` for an input line)}, the packages whose metadata
+    could not be read (their own dependencies are then unknown), and the (name, version, Requires-Python) of
+    each locked package whose Requires-Python excludes the target's Python — uv ignores upper bounds there
+    (``<3.11``), pip does not. A re-lock that uv answers with the same files reads it all from one cache entry."""
     import hashlib
     import json
 
@@ -179,20 +191,21 @@ def dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str
     kept = _graph(read_small(entry))
     if kept is not None:
         return kept
-    parents, unknown = _dependency_parents(pkgs, inputs, python, platform, timeout)
+    parents, unknown, excluded = _dependency_parents(pkgs, inputs, python, platform, timeout)
     if not unknown:  # an incomplete graph is asked again next time
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
             tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"parents": parents, "unknown": unknown}), encoding="utf-8")
+            tmp.write_text(json.dumps({"parents": parents, "unknown": unknown, "excluded": excluded}), encoding="utf-8")
             os.replace(tmp, entry)
         except OSError:
             pass
-    return parents, unknown
+    return parents, unknown, excluded
 
 
-def _graph(raw: bytes | None) -> tuple[dict[str, list[str]], list[str]] | None:
-    """A cached graph as envman wrote it ({"parents": {name: [names]}, "unknown": [names]}), or None (a miss)."""
+def _graph(raw: bytes | None) -> Graph | None:
+    """A cached graph as envman wrote it ({"parents": {name: [names]}, "unknown": [names], "excluded":
+    [[name, version, requires-python]]}), or None (a miss: an entry without "excluded" too)."""
     import json
 
     try:
@@ -206,11 +219,15 @@ def _graph(raw: bytes | None) -> tuple[dict[str, list[str]], list[str]] | None:
         return None
     if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in parents.values()):
         return None
-    return parents, unknown
+    excluded = data.get("excluded")
+    if not isinstance(excluded, list) or not all(isinstance(e, list) and len(e) == 3 and all(isinstance(x, str) for x in e)
+                                                 for e in excluded):
+        return None
+    return parents, unknown, [(e[0], e[1], e[2]) for e in excluded]
 
 
 def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str, platform: str,
-                        timeout: float) -> tuple[dict[str, list[str]], list[str]]:
+                        timeout: float) -> Graph:
     from concurrent.futures import ThreadPoolExecutor
 
     locked = {p.name: p for p in pkgs}
@@ -253,4 +270,20 @@ def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: st
                 extras[child] |= set(r.extras)
                 todo.append(child)
     unknown = sorted(n for n, m in meta.items() if m is None)
-    return {n: sorted(ps, key=lambda v: (v != INPUT, v)) for n, ps in parents.items()}, unknown
+    excluded = [(n, locked[n].version, spec) for n, m in sorted(meta.items()) for spec in _python_specs(m)
+                if excludes_python(spec, python)]
+    return {n: sorted(ps, key=lambda v: (v != INPUT, v)) for n, ps in parents.items()}, unknown, excluded
+
+
+def _python_specs(meta: list[str] | None) -> list[str]:
+    return [ln[len(REQUIRES_PYTHON):] for ln in meta or [] if ln.startswith(REQUIRES_PYTHON)]
+
+
+def excludes_python(spec: str, python: str) -> bool:
+    """Requires-Python ``spec`` admits no release of Python ``python`` (3.11: neither 3.11.0 nor 3.11.99);
+    a spec packaging cannot read excludes nothing (pip then decides)."""
+    try:
+        s = SpecifierSet(spec)
+    except InvalidSpecifier:
+        return False
+    return not any(s.contains(f"{python}.{patch}", prereleases=True) for patch in (0, 99))

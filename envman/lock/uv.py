@@ -257,6 +257,8 @@ class LockResult:
     versions: dict[str, str] = field(default_factory=dict)  # every locked package → its version
     notes: list[str] = field(default_factory=list)  # e.g. the framework layer could not be cut
     request: UvRequest | None = None  # the uv run, as data
+    # (name, version, Requires-Python) locked for a Python they exclude: uv ignores Requires-Python's upper bounds
+    python_excluded: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def wheel_only(self) -> bool:
@@ -389,8 +391,8 @@ class PythonLockJob:
         pkgs = parse_pylock(py_text)
         platform = python_platform(self.res)
         _check_output_covers_inputs(pkgs, self.lines, target_environment(self.python, platform))
-        parents, unknown = dependency_parents(pkgs, self.lines, self.python, platform,
-                                              timeout=min(self.timeout or 30.0, 30.0))
+        parents, unknown, excluded = dependency_parents(pkgs, self.lines, self.python, platform,
+                                                        timeout=min(self.timeout or 30.0, 30.0))
         lock = PythonLock(list(self.header), [LockedPackage(p.name, p.version, requirement_block(p, parents[p.name]),
                                                             parents[p.name]) for p in pkgs])
         check_cuda_majors(lock, self.res)
@@ -404,7 +406,8 @@ class PythonLockJob:
         py_named = name_indexes(py_text, self.private) if self.private else py_text
         check_unleaked({"requirements.lock.txt": req_text, "pylock.toml": py_named}, self.private)
         return LockResult(lock, req_text, fw_text, py_named if self.pylock else None,
-                          {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes, self.request)
+                          {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes, self.request,
+                          tuple(excluded))
 
 
 def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | None, *, upgrade: bool = False,

@@ -174,10 +174,10 @@ def test_the_metadata_cache_takes_no_path_from_a_lock_and_reads_no_fifo(tmp_path
     pkg = PylockPackage("x", "1", (LockedFile("https://h/x-1-py3-none-any.whl", rel, "wheel"),))
     assert graph.requires_dist(pkg, 1.0) is None and not fetched  # never read, never asked under that name
     good = PylockPackage("x", "1", (LockedFile("https://h/x-1-py3-none-any.whl", "ab" * 32, "wheel"),))
-    os.mkfifo(graph.cache_dir() / ("ab" * 32))
+    os.mkfifo(graph.cache_dir() / f"{'ab' * 32}.m2")
     assert graph.requires_dist(good, 1.0) is None and fetched  # a miss: asked the index, no wait
-    monkeypatch.setattr(graph, "_dependency_parents", lambda *a: ({"x": ["-r requirements.in"]}, []))
+    monkeypatch.setattr(graph, "_dependency_parents", lambda *a: ({"x": ["-r requirements.in"]}, [], []))
     first = graph.dependency_parents([good], ["x"], "3.11", "x86_64-manylinux_2_28")
     for entry in (graph.cache_dir() / "graphs").iterdir():
-        entry.write_text(json.dumps({"parents": {"x": 5}, "unknown": []}))
+        entry.write_text(json.dumps({"parents": {"x": 5}, "unknown": [], "excluded": []}))
     assert graph.dependency_parents([good], ["x"], "3.11", "x86_64-manylinux_2_28") == first
