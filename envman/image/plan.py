@@ -251,7 +251,7 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     image = base_image
     if sb.cuda and base_kind.startswith("cuda-") and devel_image:
         image = devel_image
-    apt = ["build-essential"] if sb.compiler else []
+    apt = (["build-essential"] if sb.compiler else []) + list(sb.apt)
     if base_kind.startswith("cuda-"):
         apt += ["python3", "python3-venv"]
     if image != base_image or (sb.compiler and base_kind != "slim"):

@@ -31,6 +31,7 @@ class BuildNeed:
     compiler: bool = True  # needs a C/C++ compiler (unknown packages are assumed to)
     build_requires: tuple[str, ...] = ()
     source: str = ""
+    apt: tuple[str, ...] = ()  # system tools the build runs (swig), apt-installed in the builder stage only
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class SourceBuilds:
     nvcc: tuple[str, str] | None = None  # (requirement, home) when nvcc comes from a wheel
     nvcc_also: tuple[str, ...] = ()  # requirements pinning nvcc's NVIDIA dependencies to the same minor
     project: bool = False  # the project itself compiles code: built into a wheel in the builder stage too
+    apt: tuple[str, ...] = ()  # system tools the builds run (BuildNeed.apt), sorted
 
 
 def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[str, BuildNeed],
@@ -87,10 +89,7 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
     names = ", ".join(f"{n}=={v}" for n, v in pkgs)
     notes = [f"{names}: no wheel for the target platform on the index; built from the hash-checked sdist "
              f"into a wheel in the builder stage {BUILDER} (the image installs wheels only)"] if pkgs else []
-    for r in rows:
-        if r.framework:
-            notes.append(f"{r.name} imports the framework while it builds ({r.source or 'matrices/build_needs.yaml'}): "
-                         "the builder installs the locked framework first and builds without build isolation")
+    notes += _row_notes(rows)
     if wants_cuda:
         who = ", ".join(r.name for r in rows if r.cuda)
         if cuda is None:
@@ -114,7 +113,23 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
         if row:
             nvcc = (f"{row.wheel}=={cuda}.*", row.home)
             also = tuple(f"{a}=={cuda}.*" for a in row.also)
-    return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes), nvcc, also, project is not None)
+    apt = tuple(sorted({a for r in rows for a in r.apt}))
+    return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes), nvcc, also, project is not None,
+                        apt)
+
+
+def _row_notes(rows: list[BuildNeed]) -> list[str]:
+    """What a row asks of the builder beyond a compiler: the framework at build time, system tools."""
+    notes = []
+    for r in rows:
+        why = r.source or "matrices/build_needs.yaml"
+        if r.framework:
+            notes.append(f"{r.name} imports the framework while it builds ({why}): "
+                         "the builder installs the locked framework first and builds without build isolation")
+        if r.apt:
+            notes.append(f"{r.name} runs {', '.join(r.apt)} while it builds ({why}): apt-installed in the builder "
+                         "stage only")
+    return notes
 
 
 def system_libraries(locked: Iterable[str], table: Mapping[str, SystemLibraries]) -> tuple[tuple[str, ...], tuple[str, ...]]:

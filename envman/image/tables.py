@@ -7,6 +7,7 @@ cite a source, like every other matrix entry.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +40,16 @@ def _strings(value, where: str, problems: list[str]) -> tuple[str, ...]:
         problems.append(f"{where}: expected a list of names")
         return ()
     return tuple(value)
+
+
+def _apt_names(value, where: str, problems: list[str]) -> tuple[str, ...]:
+    """Debian package names (policy's grammar): they reach an apt-get line in the Dockerfile."""
+    names = _strings(value, where, problems)
+    bad = [n for n in names if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", n)]
+    if bad:
+        problems.append(f"{where}: not Debian package names: {', '.join(bad)}")
+        return ()
+    return names
 
 
 def _rows(doc, file: str, problems: list[str]) -> dict:
@@ -100,7 +111,7 @@ def _tables(docs: dict[str, Any], digest: str) -> ImageTables:
     needs = {}
     for name, row in _rows(docs[BUILD_NEEDS], BUILD_NEEDS, problems).items():
         for k in row:
-            if k not in (*_FLAGS, "build_requires", "source"):
+            if k not in (*_FLAGS, "build_requires", "source", "apt"):
                 problems.append(f"{BUILD_NEEDS}: packages.{name}.{k}: unknown key")
         flags = {k: row.get(k, k == "compiler") for k in _FLAGS}
         for k, v in flags.items():
@@ -108,7 +119,8 @@ def _tables(docs: dict[str, Any], digest: str) -> ImageTables:
                 problems.append(f"{BUILD_NEEDS}: packages.{name}.{k}: expected true or false")
         needs[name] = BuildNeed(name, **{k: bool(v) for k, v in flags.items()},
                                 build_requires=_strings(row.get("build_requires"), f"{BUILD_NEEDS}: packages.{name}.build_requires", problems),
-                                source=str(row.get("source", "")))
+                                source=str(row.get("source", "")),
+                                apt=_apt_names(row.get("apt"), f"{BUILD_NEEDS}: packages.{name}.apt", problems))
     nvcc = {}
     for major, row in ((docs[BUILD_NEEDS] or {}).get("nvcc") or {}).items():
         where = f"{BUILD_NEEDS}: nvcc.{major}"

