@@ -121,6 +121,9 @@ class ContainerEngine(Protocol):
         binds: Mapping[str | Path, str] | None = None,
         timeout: float | None = 600,
         network: bool = True,
+        labels: Mapping[str, str] | None = None,
+        user: str | None = None,
     ) -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) of ``command`` in a new container, removed afterwards."""
+        """(exit code, stdout, stderr) of ``command`` in a new container, removed afterwards; ``labels`` on the
+        container (its owner: docs/security.md "Builds at once"), ``user`` to run as."""
         ...

@@ -128,7 +128,7 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
     headers = HeaderParser().parsestr(meta)
     reqs = list(headers.get_all("Requires-Dist") or [])
     if headers.get("Requires-Python"):
-        reqs.append(REQUIRES_PYTHON + " ".join(str(headers["Requires-Python"]).split()))
+        reqs.append(REQUIRES_PYTHON + " ".join(str(headers["Requires-Python"]).split())[:200])  # said in a note
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")

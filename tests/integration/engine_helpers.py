@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
 
 BASE_IMAGE = os.environ.get("ENVMAN_TEST_BASE", "envman-test-base:bookworm")
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def envman(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    """``python -m envman`` with ``args`` (``cwd``/``env`` passed on); with ``check``, a failure shows its output."""
+    out = subprocess.run([sys.executable, "-m", "envman.cli.main", *args], capture_output=True, text=True, **kw)
+    if check and out.returncode != 0:
+        raise AssertionError(f"envman {' '.join(args)} exited {out.returncode}:\n{out.stdout[-4000:]}\n{out.stderr[-3000:]}")
+    return out
+
+
+def lock_of(project: Path) -> dict:
+    return json.loads((project / "envman.lock").read_text())
+
+
+def good_tag(project: Path) -> str:
+    """The tag a build of ``project``'s lock gets when its smoke test passes."""
+    lock = lock_of(project)
+    return f"{lock['name']}:{lock['lock_hash'][:12]}"
 
 
 def image_members_containing(engine, ref: str, needle: bytes, workdir: Path) -> list[str]:

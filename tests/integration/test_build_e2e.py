@@ -9,30 +9,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .engine_helpers import image_members_containing
+from .engine_helpers import envman, good_tag, image_members_containing, lock_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
 
-def envman(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "envman.cli.main", *args], cwd=cwd, capture_output=True, text=True)
-    if check and out.returncode != 0:
-        raise AssertionError(f"envman {' '.join(args)} exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return out
 
-
-def lock_of(project: Path) -> dict:
-    return json.loads((project / "envman.lock").read_text())
-
-
-def good_tag(project: Path) -> str:
-    lock = lock_of(project)
-    return f"{lock['name']}:{lock['lock_hash'][:12]}"
 
 
 @pytest.fixture

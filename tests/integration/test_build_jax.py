@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from . import test_build_repos
-from .test_build_e2e import envman, good_tag, lock_of
+from .engine_helpers import envman, good_tag, lock_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.network, pytest.mark.slow]
 cleanup = test_build_repos.cleanup  # the fixture that removes what a test built

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from .test_build_e2e import envman, good_tag
+from .engine_helpers import envman, good_tag
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 

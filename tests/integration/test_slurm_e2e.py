@@ -16,21 +16,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .engine_helpers import ROOT
+from .engine_helpers import ROOT, envman
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
-
-def envman(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "envman.cli.main", *args], cwd=cwd, capture_output=True, text=True)
-    if check and out.returncode != 0:
-        raise AssertionError(f"envman {' '.join(args)} exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return out
 
 
 def _answers() -> bool:
