@@ -345,11 +345,12 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
     index_urls = lock_index_urls(res.index_url, spec.index_urls, inputs.index_urls)
     constraints = cuda_constraints(res, inputs.matrix.toolkit_wheels) + [c.line for c in lines.constraints]
 
-    def job_with(more: list[str]):
+    def job_with(more: list[str], more_overrides: list[str] | tuple[str, ...] = ()):
         return python_lock_job(lines.all, res.python, index_urls, lines.roots, res, upgrade=opts.upgrade,
                                previous=(_our_body(root / files.req), _our_body(root / files.pylock)),
                                timeout=opts.timeout, constraints=constraints + more,
-                               find_links=tuple(spec.find_links), overrides=[o.line for o in lines.overrides])
+                               find_links=tuple(spec.find_links),
+                               overrides=[o.line for o in lines.overrides] + list(more_overrides))
 
     job = job_with([])
     key = job.key()  # what the inputs ask: the exclusions below follow from uv's answer to it
@@ -358,7 +359,7 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
     lr = job.finish(seed) if kept and seed is not None else job.compile(opts.progress, lambda: _while_uv_resolves(digest))
     excluded_notes: list[str] = []
     if not kept:
-        lr, excluded_notes = _without_python_excluded(lr, res.python, job_with, opts, digest)
+        lr, excluded_notes = _settled(lr, res.python, lines.all, job_with, opts, digest)
     notes = _check_user_hashes([*inputs.reqs, *inputs.constraints], lr.pylock_text) + excluded_notes
     notes.append(KEPT if kept else f"locked {len(lr.python_lock.packages)} Python packages with sha256 hashes (uv)")
     notes += lr.notes + stack_mismatches(res, lr.versions)
@@ -368,27 +369,59 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
     return PythonFiles(lr.req_text, lr.fw_text if lines.pins else None, lr.pylock_text, build, key, notes)
 
 
-def _without_python_excluded(lr, python: str, job_with, opts: LockOptions, digest) -> tuple[Any, list[str]]:
-    """uv ignores the upper bound of a package's Requires-Python (backports-strenum 1.3.1: <3.11), pip does not:
-    such a pin would fail the build. Each is excluded (``name!=version``, a constraint) and uv asked again, a
-    few times at most; one left is an error that names it."""
-    more: list[str] = []
+def _settled(lr, python: str, inputs: list[str], job_with, opts: LockOptions, digest) -> tuple[Any, list[str]]:
+    """uv's answer, corrected where the image would fail on it, and uv asked again (a few times at most):
+    a pin whose Requires-Python excludes the target's Python (uv ignores the upper bounds there:
+    backports-strenum 1.3.1 is <3.11; pip refuses it) is excluded (``name!=version``); of two distributions
+    of one module (tensorflow beside tensorflow-cpu) the one the inputs name is kept (lock/one_module.py).
+    One left is an error that names it."""
+    from envman.lock.one_module import clashes, fix, load_families
+
+    families = load_families()
+    constraints: list[str] = []
+    overrides: list[str] = []
     notes: list[str] = []
     for _ in range(3):
-        if not lr.python_excluded:
+        modules = fix(lr.versions, _via(lr), inputs, _requires_of(lr), families)
+        if not lr.python_excluded and modules is None:
             return lr, notes
         for name, version, spec in lr.python_excluded:
-            more.append(f"{name}!={version}")
+            constraints.append(f"{name}!={version}")
             notes.append(f"{name} {version} requires Python {spec}, which excludes {python} (uv ignores the upper "
                          f"bounds of Requires-Python, pip refuses it): excluded, uv asked again")
-        lr = job_with(more).compile(opts.progress, lambda: _while_uv_resolves(digest))
+        if modules is not None:
+            overrides += modules.overrides
+            constraints += modules.constraints
+            notes += modules.notes
+        lr = job_with(constraints, overrides).compile(opts.progress, lambda: _while_uv_resolves(digest))
     if lr.python_excluded:
         name, version, spec = lr.python_excluded[0]
         raise LockError(f"{name} {version} requires Python {spec}, not {python}, and uv found no other release for "
-                        f"Python {python} after excluding {', '.join(more)}",
+                        f"Python {python} after excluding {', '.join(c for c in constraints if '!=' in c)}",
                         hint=f"pass --python with a version {spec} admits, or pin {name} in envman.yaml constraints: "
                              "to a release that supports this Python")
+    for family, held in clashes(lr.versions, families):
+        raise LockError(f"the lock still holds {', '.join(held)}, which all install the module {family.module!r}, "
+                        f"after uv was asked to keep one", hint="name exactly one of them in the project's requirements")
     return lr, notes
+
+
+def _via(lr) -> dict[str, list[str]]:
+    return {p.name: p.via for p in lr.python_lock.packages}
+
+
+def _requires_of(lr) -> Callable[[str], list[str]]:
+    """A locked package's Requires-Dist, read only when a clash asks (lock/graph.py's disk cache holds them)."""
+
+    @cache
+    def requires(name: str) -> list[str]:
+        from envman.lock.graph import requires_dist
+        from envman.lock.pylock import parse_pylock
+
+        pkg = next((p for p in parse_pylock(lr.pylock_text or "") if p.name == name), None)
+        return (requires_dist(pkg, 30.0) or []) if pkg is not None else []
+
+    return requires
 
 
 def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: PythonFiles, base_kind: str,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from test_lock_uv import PYLOCK, R, fake_uv  # tests/unit is on the path
 
-from envman.app.stack import _without_python_excluded
+from envman.app.stack import _settled
 from envman.errors import LockError
 from envman.lock import uv as uvmod
 from envman.lock.graph import excludes_python
@@ -39,8 +39,14 @@ def test_the_lock_names_a_pin_whose_requires_python_excludes_the_target(tmp_path
 
 
 class Answer:
-    def __init__(self, excluded=()):
+    def __init__(self, excluded=(), versions=None, via=None):
+        from envman.lock.uv import LockedPackage, PythonLock
+
         self.python_excluded = tuple(excluded)
+        self.versions = dict(versions or {})
+        self.python_lock = PythonLock([], [LockedPackage(n, v, [], list((via or {}).get(n, [])))
+                                           for n, v in self.versions.items()])
+        self.pylock_text = None
 
 
 class Job:
@@ -59,19 +65,19 @@ def test_an_excluded_pin_is_asked_again_without_it_and_said():
     asked: list[list[str]] = []
     answers = [Answer()]
 
-    def job_with(more):
+    def job_with(more, more_overrides=()):
         asked.append(list(more))
         return Job(answers, asked)
 
     first = Answer([("backports-strenum", "1.3.1", ">=3.8.6,<3.11")])
-    lr, notes = _without_python_excluded(first, "3.11", job_with, Opts(), None)
+    lr, notes = _settled(first, "3.11", [], job_with, Opts(), None)
     assert asked == [["backports-strenum!=1.3.1"]] and not lr.python_excluded
     assert notes == ["backports-strenum 1.3.1 requires Python >=3.8.6,<3.11, which excludes 3.11 (uv ignores the "
                      "upper bounds of Requires-Python, pip refuses it): excluded, uv asked again"]
 
 
 def test_no_uv_run_when_nothing_is_excluded():
-    lr, notes = _without_python_excluded(Answer(), "3.11", lambda more: pytest.fail("uv asked again"), Opts(), None)
+    lr, notes = _settled(Answer(), "3.11", [], lambda *more: pytest.fail("uv asked again"), Opts(), None)
     assert notes == [] and not lr.python_excluded
 
 
@@ -79,6 +85,6 @@ def test_a_pin_no_release_of_which_admits_the_python_is_one_error_with_a_way_out
     bad = ("oldonly", "1.0", "<3.9")
     answers = [Answer([bad]), Answer([bad]), Answer([bad])]
     with pytest.raises(LockError) as ei:
-        _without_python_excluded(Answer([bad]), "3.11", lambda more: Job(answers, []), Opts(), None)
+        _settled(Answer([bad]), "3.11", [], lambda *more: Job(answers, []), Opts(), None)
     assert ei.value.message.startswith("oldonly 1.0 requires Python <3.9, not 3.11")
     assert "pass --python" in ei.value.hint and "constraints:" in ei.value.hint
