@@ -140,8 +140,23 @@ def evaluate_imports(expect: dict[str, Any], observed: dict[str, Any]) -> list[d
                             status="warn"))
             continue
         out.append(check("import " + module, err is None, "imports", "ok" if err is None else err,
-                         "from distribution " + dist))
+                         "from distribution " + dist + _remedy(err)))
     return out
+
+
+# modules a package may import without declaring what provides them, which a newer release removed
+_REMOVED = {
+    "pkg_resources": "setuptools 82.0.0 removed pkg_resources (setuptools NEWS.rst, v82.0.0), and a package imports it "
+                     "without requiring setuptools: add 'setuptools<82' to envman.yaml packages: and lock again",
+    "distutils": "Python 3.12 removed distutils (PEP 632); setuptools provides it again: add 'setuptools' to "
+                 "envman.yaml packages: and lock again",
+}
+
+
+def _remedy(err: Any) -> str:
+    m = re.search(r"No module named '([\w.]+)'", err) if isinstance(err, str) else None
+    top = m.group(1).split(".")[0] if m else ""
+    return ": " + _REMOVED[top] if top in _REMOVED else ""
 
 
 def decide(checks: list[dict[str, Any]], gpu_visible: bool, expect: dict[str, Any],

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from envman.app.smoke import write_kit
 from envman.image.kit import SMOKE_MODULE
 from envman.portable import smoke
@@ -32,7 +34,7 @@ def register_filesystem(scheme):
     _registered.add(scheme)
 
 def load_plugin():
-    import pkg_resources_removed_here  # noqa: F401 - what setuptools 81 did to pkg_resources
+    import pkg_resources_removed_here  # noqa: F401 - what setuptools 82 did to pkg_resources
 
 register_filesystem("gs")  # its built-in one, as TensorFlow registers gs when it loads
 '''
@@ -91,7 +93,7 @@ def test_an_error_raised_in_the_package_own_code_fails(tmp_path):
 
 
 def test_an_import_error_fails_even_from_the_host_code(tmp_path):
-    """ChatGLM-6B's cpm_kernels importing pkg_resources, which setuptools 81 removed: a missing module is broken
+    """ChatGLM-6B's cpm_kernels importing pkg_resources, which setuptools 82 removed: a missing module is broken
     wherever it is raised."""
     code, checks = run(tmp_path, "import hostfw\nhostfw.load_plugin()\n")
     assert code == smoke.EXIT_FAIL
@@ -115,3 +117,17 @@ def test_a_recorded_host_refusal_is_a_warning_and_a_plain_error_a_failure():
     assert [c["status"] for c in r["checks"] if c["name"].startswith("import")] == ["warn"]
     r = smoke.evaluate(exp, env, {}, {"tensorflow_io_gcs_filesystem": refusal["error"]})
     assert r["exit_code"] == smoke.EXIT_FAIL
+
+
+@pytest.mark.parametrize(("err", "says"), [
+    ("ModuleNotFoundError: No module named 'pkg_resources'", "add 'setuptools<82' to envman.yaml packages:"),
+    ("ModuleNotFoundError: No module named 'distutils.util'", "Python 3.12 removed distutils (PEP 632)"),
+])
+def test_a_module_a_newer_release_removed_names_the_way_back(err, says):
+    [c] = smoke.evaluate_imports({"imports": [["cpm-kernels", "cpm_kernels"]]}, {"cpm_kernels": err})
+    assert c["status"] == "fail" and says in c["detail"]
+
+
+def test_another_missing_module_gets_no_remedy():
+    [c] = smoke.evaluate_imports({"imports": [["x", "x"]]}, {"x": "ModuleNotFoundError: No module named 'yaml'"})
+    assert c["detail"] == "from distribution x"
