@@ -202,8 +202,11 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
                                   python.pylock, {a: pins.get(a) for a in sorted({*apt, *pins})}, stack_summary(res),
                                   __version__), known_sbom if isinstance(known_sbom, str) else None)
     imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots] + own.imports
-    stack_text = render_json(smoke_expectation(res, sorted(imports, key=lambda i: (i[0], i[1] or "")), lock.lock_hash,
-                                               own.scripts))
+    # the framework's distributions first, as a training script imports them: native libraries can clash by the
+    # order they load in (tensorflow 2.20 before triton 3.8 segfaults, triton first does not; measured 2026-12-02)
+    first = {str(n).lower(): i for i, n in enumerate(lines.roots)}
+    order = sorted(imports, key=lambda i: (first.get(str(i[0]).lower(), len(first)), i[0], i[1] or ""))
+    stack_text = render_json(smoke_expectation(res, order, lock.lock_hash, own.scripts))
     recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: python.pylock,
                 files.source: builds.source, files.build: builds.build, files.rest: builds.rest, files.sbom: sbom}
     lock = lock.with_changes(files={k: body_digest(t) for k, t in recorded.items() if t is not None})

@@ -307,6 +307,8 @@ def observe_imports(expect: dict[str, Any]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for dist, module in expect["imports"]:
+        sys.stderr.write("smoke: importing %s\n" % module)  # what a crash (a signal: no report) last began
+        sys.stderr.flush()
         try:
             importlib.import_module(module)
             out[module] = None

@@ -131,3 +131,22 @@ def test_a_module_a_newer_release_removed_names_the_way_back(err, says):
 def test_another_missing_module_gets_no_remedy():
     [c] = smoke.evaluate_imports({"imports": [["x", "x"]]}, {"x": "ModuleNotFoundError: No module named 'yaml'"})
     assert c["detail"] == "from distribution x"
+
+
+def test_each_import_is_announced_so_a_crash_without_a_report_names_it(capsys):
+    """keras-hub's image: `import tensorflow` then `import triton` (through torchvision) segfaults, triton first
+    does not (tensorflow-cpu 2.20.0, triton 3.8.0; measured 2026-12-02): the process dies without a report, and
+    the last line on stderr says where."""
+    smoke.observe_imports({"imports": [["json", "json"], ["csv", "csv"]]})
+    assert capsys.readouterr().err.splitlines()[-2:] == ["smoke: importing json", "smoke: importing csv"]
+
+
+def test_the_framework_is_imported_first_as_a_training_script_does():
+    golden = Path(__file__).resolve().parent.parent / "golden"
+    seen = 0
+    for f in sorted(golden.glob("*/.envman__stack.json")):
+        stack = json.loads(f.read_text())
+        if stack.get("framework") and stack["imports"]:
+            seen += 1
+            assert stack["imports"][0][0] == stack["framework"]["name"], f
+    assert seen >= 3
