@@ -671,6 +671,8 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         master, gathered = int(trainable * (4 + k + 4) / mp / n), 0
         note = (f"ZeRO-{setup.shard[-1]} (DeepSpeed): 16-bit weights and gradients replicated, fp32 master, "
                 f"moments and gradient partitions split over {n} GPUs (DeepSpeed's estimator: 4Ψ + 16Ψ/N)")
+    if setup.method in ("lora", "qlora"):
+        note += "; the frozen base in the 16-bit module, fp32 master and moments for the adapters only"
     return weights, grads, master, gathered, note
 
 
