@@ -129,7 +129,8 @@ def _fit_gpus(workload: tuple, lf: LockFacts, path: str) -> tuple[int | None, st
     power of two at which it fits the lock's first target GPU."""
     if not workload or not lf.gpu or not lf.targets:
         return None, None
-    from envman.app.fit import run_fit, workload_options
+    from envman.app.fit import run_fit
+    from envman.app.workload import workload_options
     from envman.errors import EnvmanError
 
     w = dict(workload)

@@ -368,7 +368,7 @@ def _workload_fit(path: str) -> dict | None:
         return None  # a broken envman.yaml is the lock checks' finding, not this one's
     if spec is None or not spec.workload:
         return None
-    from envman.app.fit import workload_fact
+    from envman.app.workload import workload_fact
 
     return workload_fact(spec.workload, path)
 

@@ -10,19 +10,11 @@ from pathlib import Path
 from envman.errors import UsageError
 from envman.fit.advice import Lever, combine, rank_levers
 from envman.fit.architectures import Arch, params_from_count
-from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config, perf_constants, utilisation
-from envman.fit.estimate import (
-    Estimate,
-    Setup,
-    SetupError,
-    accumulation_steps,
-    default_seq,
-    estimate,
-    max_micro_batch,
-)
+from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config, perf_constants
+from envman.fit.estimate import Estimate, Setup, SetupError, accumulation_steps, default_seq, estimate, max_micro_batch
+from envman.fit.speed import precision_key, step_time
 from envman.fit.stacks import default_stack, find_stack
 
-DEFAULT_MFU = 0.40
 DEFAULT_COMPARE = ("h100", "a100", "rtx-4090", "l4")
 
 
@@ -143,41 +135,6 @@ def _targets(opts: FitOptions) -> tuple[tuple[str, ...], str | None]:
                      hint="pass --target GPU (repeatable, e.g. --target h100) or --compare h100,a100,rtx-4090,l4")
 
 
-def _precision_key(precision: str, arch: Arch | None = None) -> str:
-    if precision == "fp32":
-        # cuDNN runs fp32 convolutions on TF32 tensor cores by default (torch.backends.cudnn.allow_tf32 = True);
-        # matmuls stay fp32 (torch.backends.cuda.matmul.allow_tf32 = False)
-        return "tf32" if arch is not None and arch.family == "resnet" else "fp32"
-    return "bf16" if precision.startswith("bf16") else "fp16"
-
-
-def _traffic(arch: Arch, est: Estimate) -> float:
-    """Bytes a step moves through GPU memory: saved activations (gpu_perf.yaml activation_passes), the
-    weights read three times (forward, input and weight gradients), the optimizer's read-modify-write."""
-    passes = float(perf_constants().get("activation_passes", 8))
-    b = est.breakdown
-    return passes * b.activations + 3 * est.weights_bytes + 2 * (b.optimizer + b.gradients)
-
-
-def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tuple[float | None, float | None, str]:
-    """(seconds per step per GPU, the utilisation used, what bounds it)."""
-    key = _precision_key(est.setup.precision, arch)
-    if key == "tf32" and not gpu.peak_tflops("tf32"):
-        key = "fp32"  # no TF32 before Ampere: cuDNN runs fp32 convolutions on the CUDA cores
-    tf = gpu.peak_tflops(key)
-    if not tf or not est.train_flops:
-        return None, None, ""
-    util = mfu if mfu is not None else utilisation(gpu.cc, "fp32" if key == "fp32" else "bf16")[0]
-    compute = est.train_flops / (tf * 1e12 * util)
-    if est.elementwise_bytes and gpu.bandwidth:
-        # a CNN's convolutions and its BatchNorm/ReLU/add kernels run one after another on one stream (eager
-        # PyTorch: kernels on a stream execute in order), so their times add: convolutions at the compute
-        # rate, the elementwise kernels at the memory bandwidth (estimate.py: BN_RELU_PASSES)
-        return compute + est.elementwise_bytes / gpu.bandwidth, util, "compute + memory-bandwidth"
-    memory = _traffic(arch, est) / gpu.bandwidth if gpu.bandwidth else 0.0
-    return max(compute, memory), util, ("compute" if compute >= memory else "memory-bandwidth")
-
-
 def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: float, mfu: float | None,
             global_batch: int | None, fraction: float = 1.0) -> TargetFit:
     usable = int(gpu.memory_bytes * min(1 - margin_pct / 100, fraction))
@@ -192,7 +149,7 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     step_s, util, bound = step_time(arch, est, gpu, mfu)
     thr = est.samples_tokens / step_s * (1 if setup.tp * setup.pp == 1 else 1 / (setup.tp * setup.pp)) if step_s else None
     if step_s is None:
-        notes.append(f"no {_precision_key(setup.precision, arch)} throughput figure for {gpu.name}")
+        notes.append(f"no {precision_key(setup.precision, arch)} throughput figure for {gpu.name}")
     fits = est.peak_bytes <= usable and not (setup.precision.startswith("bf16") and not gpu.bf16)
     return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes), util, bound)
 
@@ -424,72 +381,3 @@ def fmt_bytes(n: float) -> str:
         if n >= div:
             return f"{sign}{n / div:.2f} {unit}"
     return f"{sign}{int(n)} B"
-
-
-# --- envman.yaml `workload:` ------------------------------------------------------------------------------
-def workload_options(workload: tuple[tuple[str, object], ...] | dict, targets: tuple[str, ...] = (),
-                     path: str = ".") -> FitOptions:
-    """FitOptions from an envman.yaml ``workload:`` (keys as `envman fit` options) and the spec's targets."""
-    kw = dict(workload)
-    if "lora_targets" in kw:
-        kw["lora_targets"] = tuple(kw["lora_targets"])  # type: ignore[arg-type]
-    if "params" in kw:
-        kw["params"] = int(kw["params"])  # type: ignore[call-overload]
-    return replace(FitOptions(path=path, targets=tuple(targets)), **kw)  # type: ignore[arg-type]
-
-
-def workload_verdicts(workload, targets: tuple[str, ...], path: str = ".") -> tuple[list[str], list[str]]:
-    """(notes, warnings) for init and lock: does the project's workload fit each target GPU? GPUs without
-    memory and throughput data, or a bare compute capability, are said and skipped, never fatal."""
-    from envman.errors import EnvmanError
-
-    if not workload or not targets:
-        return [], []
-    known, skipped = [], []
-    for t in targets:
-        try:
-            gpu_specs((t,))
-            known.append(t)
-        except EnvmanError:
-            skipped.append(t)
-    notes: list[str] = []
-    warnings: list[str] = []
-    if skipped:
-        notes.append(f"workload: no memory data for {', '.join(skipped)}: not judged (matrices/gpu_perf.yaml)")
-    if not known:
-        return notes, warnings
-    for target in known:  # one run per target: the levers are ranked for that GPU's memory
-        try:
-            res = run_fit(workload_options(workload, (target,), path))
-        except EnvmanError as exc:
-            return notes, [f"workload: cannot be judged: {exc.message}"]
-        _verdict(res, notes, warnings)
-    return notes, warnings
-
-
-def _verdict(res: FitResult, notes: list[str], warnings: list[str]) -> None:
-    peak = fmt_bytes(res.estimate.peak_bytes)
-    what = f"{res.model_name}, {res.estimate.setup.method}, {res.estimate.setup.precision}"
-    for t in res.targets:
-        if t.fits:
-            notes.append(f"workload: {what}: peak {peak} per GPU fits {t.gpu.name} "
-                         f"({fmt_bytes(t.headroom_bytes)} to spare, micro-batch up to {t.max_micro_batch})")
-        else:
-            a = res.advice[0] if res.advice else None
-            lever = f"; first lever: {a.lever} ({a.change}; {a.cost})" if a else ""
-            warnings.append(f"workload: {what}: peak {peak} per GPU does not fit {t.gpu.name} "
-                            f"(short by {fmt_bytes(-t.headroom_bytes)} with a {res.margin_pct:g}% margin){lever} "
-                            "— `envman fit` lists every lever")
-
-
-def workload_fact(workload, path: str = ".") -> dict:
-    """For `envman doctor`: the workload's per-GPU peak as a fact its pure check compares with each GPU's
-    memory (the doctor runs in images too, where no estimator is)."""
-    from envman.errors import EnvmanError
-
-    try:
-        name, _src, _arch, _entry, setup, est = estimate_run(workload_options(workload, (), path))
-    except EnvmanError as exc:
-        return {"error": exc.message}
-    return {"model": name, "method": setup.method, "precision": setup.precision,
-            "peak_mib": round(est.peak_bytes / 2**20), "margin_pct": 10}

@@ -104,7 +104,7 @@ def stack_notes(inputs: ProjectInputs, stacks: list[Stack]) -> list[str]:
             notes.append(f"profile {s.files.profile}: {fw.get('name')} {fw.get('version')} {fw.get('variant')}, "
                          f"Python {s.lock.stack['python']} → {s.files.dockerfile}, {s.files.lock}")
     if inputs.spec.workload:  # will the training run fit the GPUs this stack is for? (envman fit, from envman.yaml)
-        from envman.app.fit import workload_verdicts
+        from envman.app.workload import workload_verdicts
 
         targets = tuple(dict.fromkeys(t for s in stacks for t in s.spec.targets))
         fit_notes, fit_warnings = workload_verdicts(inputs.spec.workload, targets, str(inputs.root))

@@ -71,7 +71,7 @@ def resolve_request(framework: str | None = None, python: str | None = None, tar
 
 
 def _with_workload(res: Resolution, project: Path, targets: tuple[str, ...]) -> Resolution:
-    from envman.app.fit import workload_verdicts
+    from envman.app.workload import workload_verdicts
     from envman.errors import UsageError
     from envman.model import Note
     from envman.project.spec import load_spec

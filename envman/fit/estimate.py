@@ -35,6 +35,7 @@ DROPOUT_MASKS = ("bool", "input")
 _EXAMPLE = {"batch": 4, "gpus": 8, "lora-rank": 16, "accumulation": 4, "tp": 2, "pp": 2}
 
 QLORA_BYTES_PER_PARAM = (4 + 0.127) / 8  # NF4 + double-quantised constants: 0.127 bit/param (QLoRA paper, §3)
+FLUX_T5_TOKENS = 512  # diffusers examples/dreambooth/train_dreambooth_lora_flux.py: --max_sequence_length default 512
 NF4_BYTES_PER_PARAM = (4 + 32 / 64) / 8  # NF4 with one fp32 absmax per 64-value block (compress_statistics=False)
 
 
@@ -513,7 +514,8 @@ def _diffusion(arch: Arch, setup: Setup, b: int) -> Acts:
                          setup.attention == "eager")
     size = setup.image_size or arch.image_size
     if arch.family == "flux":
-        t = diffusion.flux_activations(arch, b, size, d, tr, 512)
+        # the T5 prompt tokens: diffusers' Flux scripts take --max_sequence_length (default 512) — `--seq`
+        t = diffusion.flux_activations(arch, b, size, d, tr, setup.seq or FLUX_T5_TOKENS)
     else:
         t = diffusion.unet_activations(arch, b, size, d, tr)
     vae = next((x for x in arch.towers if x.task == "vae"), None)
@@ -622,22 +624,55 @@ def _base_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, in
     return weights, grads, opt, opt_tmp, fp32_stored
 
 
+def _gathered_layers(arch: Arch, setup: Setup, trainable: int, layer_params: int, c: int, gb: int) -> int:
+    """ZeRO-3/FSDP: the layer computing and the one prefetched, unsharded as the layer stores them, and the
+    computing layer's unsharded gradients before their reduce-scatter. A LoRA/QLoRA layer's frozen weights
+    have no gradient (requires_grad=False: FSDP and ZeRO-3 make none), and a QLoRA layer gathers its packed
+    NF4 storage — bnb_4bit_quant_storage=bfloat16 packs the 4-bit values into the 16-bit tensor FSDP and
+    ZeRO-3 shard (huggingface/peft docs/source/accelerate/fsdp.md, deepspeed.md) — not a 16-bit copy."""
+    if not layer_params:
+        return 0
+    if setup.method not in ("lora", "qlora"):
+        return 2 * layer_params * c + layer_params * gb
+    q = 0
+    if setup.method == "qlora":
+        q = sum(lin.fan_in * lin.fan_out * lin.count for lin in quantised_linears(arch, setup)
+                if lin.name != "lm_head") // max(arch.layers, 1)
+    per = QLORA_BYTES_PER_PARAM if setup.nf4_double_quant else NF4_BYTES_PER_PARAM
+    stored = int(q * per) + (layer_params - q) * c
+    return 2 * stored + trainable // max(arch.layers, 1) * gb
+
+
+def _deepspeed_module(arch: Arch, setup: Setup, trainable: int) -> int:
+    """The bytes of DeepSpeed's 16-bit module. With bf16/fp16 enabled the engine casts the whole module
+    (`_configure_distributed_model`: `self.module.bfloat16()` / `.half()`, deepspeed/runtime/engine.py), a
+    LoRA run's frozen base and its adapters alike; NF4 weights keep their packed storage. The fp32 master,
+    moments and gradient partitions exist for the trainable parameters only (stage3.py and stage_1_and_2.py
+    keep `p.requires_grad` params: `_get_trainable_parameter_groups`)."""
+    if setup.method in ("full", "freeze"):
+        return arch.params * 2
+    sixteen = replace(setup, base_bytes=2, adapter_bytes=2, kbit_fp32_extras=False)
+    return _base_states(arch, sixteen, trainable)[0]
+
+
 def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int, layer_params: int):
     """DeepSpeed bf16/fp16: a 16-bit module; fp32 master, moments and fp32 gradient partitions (4 + K + 4
     bytes) split over the data-parallel GPUs (stage_1_and_2.py: 4Ψ + 16Ψ/N; stage3.py: 18Ψ/N)."""
-    P = arch.params
+    module = _deepspeed_module(arch, setup, trainable)
     k = _state_bytes(setup.optimizer, 4)
     if setup.shard == "zero3":
-        weights, grads = P * 2 // mp // n, trainable * 4 // mp // n
+        weights, grads = module // mp // n, trainable * 4 // mp // n
         master = int(trainable * (4 + k) / mp / n)
-        gathered = 2 * 2 * layer_params if layer_params else 0
+        gathered = _gathered_layers(arch, setup, trainable, layer_params, 2, 0)
         note = (f"ZeRO-3 (DeepSpeed): 16-bit weights, fp32 gradients, master and moments split over {n} GPUs; "
                 "the layer in use and the prefetched one gathered")
     else:
-        weights, grads = P * 2 // mp, trainable * 2 // mp
+        weights, grads = module // mp, trainable * 2 // mp
         master, gathered = int(trainable * (4 + k + 4) / mp / n), 0
         note = (f"ZeRO-{setup.shard[-1]} (DeepSpeed): 16-bit weights and gradients replicated, fp32 master, "
                 f"moments and gradient partitions split over {n} GPUs (DeepSpeed's estimator: 4Ψ + 16Ψ/N)")
+    if setup.method in ("lora", "qlora"):
+        note += "; the frozen base in the 16-bit module, fp32 master and moments for the adapters only"
     return weights, grads, master, gathered, note
 
 
@@ -668,7 +703,7 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
     gathered = 0
     if setup.shard in _SHARD_NOTES and not (setup.deepspeed and setup.shard != "ddp"):
         notes.append(_SHARD_NOTES[setup.shard].format(n=n))
-    if setup.deepspeed and setup.shard in ("zero1", "zero2", "zero3") and setup.method in ("full", "freeze"):
+    if setup.deepspeed and setup.shard in ("zero1", "zero2", "zero3"):
         weights, grads, opt, gathered, note = _deepspeed_states(arch, setup, trainable, mp, n, layer_params)
         opt_tmp = 0
         notes.append(note)
@@ -679,7 +714,7 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
             weights = weights // n
             # the layer computing and the one prefetched, unsharded in the compute dtype, and one layer's
             # unsharded gradients before its reduce-scatter
-            gathered = (2 * layer_params * c + layer_params * gb) if layer_params else 0
+            gathered = _gathered_layers(arch, setup, trainable, layer_params, c, gb)
             if setup.fsdp_root_unsharded:  # the root unit (embeddings, head, final norm) is gathered with its grads
                 gathered += (P - arch.layers * layer_params * mp) * (c + gb) // mp
             fp32_stored = 0

@@ -187,3 +187,45 @@ def test_qlora_via_peft_keeps_embeddings_and_head_in_fp32():
     plain = estimate(arch, Setup(method="qlora", precision="bf16-mixed", base_bytes=2, seq=512))
     # embed + lm_head (+ the norms): 4 B instead of 2
     assert peft.weights_bytes - plain.weights_bytes == pytest.approx(2 * 128256 * 4096 * 2, rel=1e-3)
+
+
+# --- fourth round: DeepSpeed's 16-bit module and the gathered layers of sharded LoRA/QLoRA --------------------
+def test_deepspeed_lora_keeps_the_frozen_base_in_16_bit_and_masters_only_the_adapters():
+    # deepspeed/runtime/engine.py _configure_distributed_model: bf16 → self.module.bfloat16() (the frozen base and
+    # the adapters alike); stage3.py _get_trainable_parameter_groups: fp32 master + moments for requires_grad only
+    from envman.fit.estimate import count_trainable
+
+    arch = llama8b()
+    for shard, n in (("zero3", 8), ("zero2", 4)):
+        setup = Setup(precision="bf16-mixed", deepspeed=True, shard=shard, gpus=n, method="lora", lora_rank=8,
+                      batch=1, seq=512)
+        est = estimate(arch, setup)
+        t = count_trainable(arch, setup)
+        module = (arch.params + t) * 2  # every parameter, frozen or not, in 16 bits
+        assert est.breakdown.weights == (module // n if shard == "zero3" else module)
+        assert est.breakdown.optimizer == int(t * (4 + 8 + (0 if shard == "zero3" else 4)) / n)
+
+
+def test_sharded_lora_gathers_no_gradient_for_frozen_weights_and_qlora_gathers_packed_nf4():
+    from envman.fit.estimate import QLORA_BYTES_PER_PARAM, _gathered_layers
+
+    arch = llama8b()
+    layer = (arch.params - arch.embedding_params - arch.vocab * arch.hidden) // arch.layers
+    full = Setup(precision="bf16-mixed", shard="fsdp", gpus=8)
+    assert _gathered_layers(arch, full, arch.params, layer, 2, 4) == 2 * layer * 2 + layer * 4
+    lora = replace(full, method="lora")
+    assert _gathered_layers(arch, lora, 32 * 10**6, layer, 2, 4) == 2 * layer * 2 + 10**6 * 4  # adapters' grads only
+    qlora = _gathered_layers(arch, replace(full, method="qlora"), 0, layer, 2, 4)
+    assert 2 * layer * QLORA_BYTES_PER_PARAM < qlora < 2 * layer * 0.6  # the NF4 storage, not a 16-bit copy
+
+
+def test_flux_counts_the_t5_tokens_the_run_gives():
+    # diffusers' Flux scripts: --max_sequence_length (default 512) T5 tokens join the image tokens in every block
+    from envman.fit.catalog import _entry_arch
+
+    arch = _entry_arch(MODELS["flux.1-dev"])
+    setup = Setup(precision="bf16-mixed", method="lora", image_size=512, grad_checkpointing=True,
+                  lora_targets=("to_q", "to_k", "to_v", "to_out.0"))
+    short, default = (estimate(arch, replace(setup, seq=s)).breakdown.activations for s in (77, None))
+    assert short < default
+    assert estimate(arch, replace(setup, seq=512)).breakdown.activations == default
