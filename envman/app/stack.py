@@ -378,7 +378,7 @@ def _settled(lr, python: str, inputs: list[str], job_with, opts: LockOptions, di
     backports-strenum 1.3.1 is <3.11; pip refuses it) is excluded (``name!=version``); of two distributions
     of one module (tensorflow beside tensorflow-cpu) the one the inputs name is kept (lock/one_module.py).
     One left is an error that names it."""
-    from envman.lock.one_module import clashes, fix, load_families
+    from envman.lock.one_module import clashes, fix, load_families, load_orders, order_warnings
 
     families = load_families()
     constraints: list[str] = []
@@ -387,7 +387,7 @@ def _settled(lr, python: str, inputs: list[str], job_with, opts: LockOptions, di
     for _ in range(3):
         modules = fix(lr.versions, _via(lr), inputs, _requires_of(lr), families)
         if not lr.python_excluded and modules is None:
-            return lr, notes
+            return lr, notes + order_warnings(lr.versions, families, load_orders())
         for name, version, spec in lr.python_excluded:
             constraints.append(f"{name}!={version}")
             notes.append(f"{name} {version} requires Python {spec}, which excludes {python} (uv ignores the upper "

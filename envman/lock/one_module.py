@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envman.diskcache import cached
@@ -43,18 +44,35 @@ class Fix:
     notes: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class LoadOrder:
+    """``then`` crashes the process when it was loaded before ``first`` (in the versions measured)."""
+
+    first: str
+    then: str
+    versions: tuple[tuple[str, str], ...]  # (distribution, specifier)
+    source: str
+
+
 def load_families(directory: Path | None = None) -> tuple[Family, ...]:
-    d = directory or matrix_dir()
+    return _load(_read(directory))[0]
+
+
+def load_orders(directory: Path | None = None) -> tuple[LoadOrder, ...]:
+    return _load(_read(directory))[1]
+
+
+def _read(directory: Path | None) -> bytes:
     try:
-        raw = (d / FILE).read_bytes()
+        return ((directory or matrix_dir()) / FILE).read_bytes()
     except OSError as exc:
         raise DataError(f"{FILE}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
-    return _load(raw)
 
 
 @lru_cache(maxsize=2)
-def _load(raw: bytes) -> tuple[Family, ...]:
-    return cached("one-module", hashlib.sha256(raw).hexdigest(), lambda: _document(raw), _families)
+def _load(raw: bytes) -> tuple[tuple[Family, ...], tuple[LoadOrder, ...]]:
+    return cached("one-module", hashlib.sha256(raw).hexdigest(), lambda: _document(raw),
+                  lambda doc: (_families(doc), _orders(doc)))
 
 
 def _document(raw: bytes) -> Any:
@@ -78,6 +96,44 @@ def _families(doc: Any) -> tuple[Family, ...]:
         raise DataError(problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems),
                         hint="reinstall envman, or undo the local edit")
     return tuple(out)
+
+
+def _orders(doc: Any) -> tuple[LoadOrder, ...]:
+    out, problems = [], []
+    for i, row in enumerate(doc.get("load_order") or []):
+        where = f"{FILE}: load_order[{i}]"
+        ok = isinstance(row, dict) and all(isinstance(row.get(k), str) and row[k] for k in ("first", "then", "source")) \
+            and isinstance(row.get("versions"), dict) and all(isinstance(v, str) for v in row["versions"].values())
+        if not ok:
+            problems.append(f"{where}: expected first, then, versions {{name: specifier}} and source")
+            continue
+        try:
+            versions = tuple((str(canonicalize_name(k)), str(SpecifierSet(v))) for k, v in row["versions"].items())
+        except InvalidSpecifier as exc:
+            problems.append(f"{where}.versions: {exc}")
+            continue
+        out.append(LoadOrder(row["first"], row["then"], versions, row["source"]))
+    if problems:
+        raise DataError("; ".join(problems), hint="reinstall envman, or undo the local edit")
+    return tuple(out)
+
+
+def order_warnings(versions: dict[str, str], families: tuple[Family, ...], orders: tuple[LoadOrder, ...]) -> list[str]:
+    """One line per load-order crash the lock's versions fall in (a family member stands for its module)."""
+    alias = {n: f.module for f in families for n in f.distributions}
+    held: dict[str, tuple[str, str]] = {}
+    for name, version in versions.items():
+        held.setdefault(alias.get(name, name), (name, version))
+    out = []
+    for o in orders:
+        if o.first not in held or o.then not in held:
+            continue
+        if all(held.get(alias.get(n, n), ("", ""))[1] in SpecifierSet(spec, prereleases=True)
+               for n, spec in o.versions):
+            (fn, fv), (tn, tv) = held[o.first], held[o.then]
+            out.append(f"{tn} {tv} loaded before {fn} {fv} crashes the process (the reverse order works; "
+                       f"matrices/{FILE}): import {fn} first (torch loads triton with torchvision and torch.compile)")
+    return out
 
 
 def _family(module: str, row: Any, seen: dict[str, str], problems: list[str]) -> Family | None:

@@ -94,3 +94,15 @@ def test_a_bad_row_is_named_with_every_problem_at_once():
     for part in ("families.x.distributions: write the normalized name 'opencv-python'", "families.x.interchangeable",
                  "families.x.source: missing", "families.y.extra: unknown key", "families.y.distributions: b is in x too"):
         assert part in msg
+
+
+def test_a_lock_in_a_measured_load_order_crash_says_which_to_import_first():
+    from envman.lock.one_module import load_orders, order_warnings
+
+    fams, orders = load_families(shipped_matrix_dir()), load_orders(shipped_matrix_dir())
+    [w] = order_warnings({"tensorflow-cpu": "2.20.0", "triton": "3.8.0", "torch": "2.14.1"}, fams, orders)
+    assert w.startswith("tensorflow-cpu 2.20.0 loaded before triton 3.8.0 crashes the process") and "import triton first" in w
+    # outside what was measured to crash (tensorflow 2.19.1 + triton 3.8.0 and 2.21 + triton 3.6.0 import either way)
+    assert order_warnings({"tensorflow-cpu": "2.19.1", "triton": "3.8.0"}, fams, orders) == []
+    assert order_warnings({"tensorflow": "2.21.0", "triton": "3.6.0"}, fams, orders) == []
+    assert order_warnings({"tensorflow": "2.21.0"}, fams, orders) == []
