@@ -443,8 +443,9 @@ def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: 
         [f"{n}=={v}" for n, v in src if n in tables.build_needs and tables.build_needs[n].framework], res.framework)
     if src and lines.pins:
         refuse_in_framework_closure(src, framework_closure(locked, lines.roots), res.framework)
+    project, project_notes = _project_build(inputs, locked, res)
     sb = plan_source_builds(src, tables.build_needs, res.cuda if res.variant != "cpu" else None,
-                            base_kind.startswith("cuda-"), tables.nvcc, project=_project_build(inputs))
+                            base_kind.startswith("cuda-"), tables.nvcc, project=project)
     if sb is None:
         return Builds()
     if sb.cuda and sb.nvcc is None and not base_kind.startswith("cuda-"):
@@ -456,7 +457,7 @@ def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: 
     rest = locked.render({p.name for p in locked.packages} - built) if by_url(py_text, built) else None
     build = (python.build if python.build is not None or opts.no_lock
              else _lock_build_deps(sb, _real_urls(py_text, inputs, res), locked, res))
-    return Builds(sb, locked.render(built), build, rest, list(sb.notes))
+    return Builds(sb, locked.render(built), build, rest, list(sb.notes) + project_notes)
 
 
 def _real_urls(py_text: str, inputs: ProjectInputs, res: Resolution) -> str:
@@ -469,15 +470,29 @@ def _real_urls(py_text: str, inputs: ProjectInputs, res: Resolution) -> str:
     return expand_indexes(py_text, private, credentials=True)
 
 
-def _project_build(inputs: ProjectInputs):
-    """The project's own build, as a row of the builder's table, when it compiles code (envman/project/compiled.py)."""
-    from envman.image.stages import BuildNeed
+def _project_build(inputs: ProjectInputs, locked, res: Resolution):
+    """The project's own build, as a row of the builder's table (and its note), when it compiles code
+    (envman/project/compiled.py) or its backend asks for what the lock does not hold (project/backend_requires.py):
+    the image installs it offline, so setuptools would fetch a missing setup_requires there, and fail."""
+    from envman.image.stages import BUILDER, BuildNeed
+    from envman.lock.uv import target_environment
+    from envman.project.backend_requires import unmet
 
     pkg = inputs.package
-    if pkg is None or pkg.compiled is None or not pkg.compiled.kinds:
-        return None
-    return BuildNeed("the project", framework=pkg.compiled.framework, cuda=pkg.compiled.cuda, compiler=True,
-                     build_requires=pkg.build_requires + pkg.compiled.imports, source=f"its {pkg.kind}")
+    if pkg is None:
+        return None, []
+    missing = unmet(pkg.backend_requires, {p.name: p.version for p in locked.packages},
+                    target_environment(res.python, python_platform(res)))
+    compiled = pkg.compiled if pkg.compiled is not None and pkg.compiled.kinds else None
+    if compiled is None and not missing:
+        return None, []
+    notes = [f"the project's build asks for {', '.join(missing)} ({pkg.backend_source}), which the lock does not "
+             f"hold and the image installs offline: the project is built into a wheel in the builder stage {BUILDER} "
+             "with them (hash-checked, in the build lock); they never reach the image"] if missing else []
+    return BuildNeed("the project", framework=bool(compiled and compiled.framework), cuda=bool(compiled and compiled.cuda),
+                     compiler=compiled is not None, source=f"its {pkg.kind}",
+                     build_requires=pkg.build_requires + (compiled.imports if compiled else ()) + pkg.backend_requires
+                     ), notes
 
 
 def _lock_build_deps(sb, py_text: str, locked, res: Resolution) -> str:

@@ -298,8 +298,9 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         f"--wheel-dir {WHEELS_DIR} -r /tmp/envman/{source_lock}",
     ) if sb.packages else None
     project = Step(
-        "the project's own compiled code → a wheel (its build backend and what the build imports are installed "
-        "above), built in a tmpfs copy: a read-write bind mount would be written through to the project (buildah)",
+        "the project → a wheel (its build backend and what the build imports or asks for are installed above; "
+        "its compiled code, if any, is compiled here), built in a tmpfs copy: a read-write bind mount would be "
+        "written through to the project (buildah)",
         ("--mount=type=bind,target=/tmp/envman/context", f"--mount=type=tmpfs,target={PROJECT_MOUNT}"),
         f"cp -a /tmp/envman/context/. {PROJECT_MOUNT}/ && {VENV}/bin/pip wheel --no-deps --no-build-isolation "
         f"--no-index --no-cache-dir --wheel-dir {PROJECT_WHEELS} {PROJECT_MOUNT}",

@@ -67,7 +67,7 @@ class SourceBuilds:
     notes: tuple[str, ...]
     nvcc: tuple[str, str] | None = None  # (requirement, home) when nvcc comes from a wheel
     nvcc_also: tuple[str, ...] = ()  # requirements pinning nvcc's NVIDIA dependencies to the same minor
-    project: bool = False  # the project itself compiles code: built into a wheel in the builder stage too
+    project: bool = False  # the project itself (compiled code, or build requirements the lock lacks) is built here too
     apt: tuple[str, ...] = ()  # system tools the builds run (BuildNeed.apt), sorted
 
 
@@ -77,7 +77,8 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
                        project: BuildNeed | None = None) -> SourceBuilds | None:
     """``source_only``: locked (name, version) pairs with no wheel for the target. ``cuda``: the stack's CUDA
     (None on a CPU stack); ``cuda_base``: the base image brings the CUDA toolkit's runtime (nvidia/cuda).
-    ``project``: what the project's own build needs, when it compiles code (it is built in the builder too)."""
+    ``project``: what the project's own build needs, when it is built in the builder too (it compiles code, or
+    its backend asks for what the image's lock does not hold)."""
     pkgs = tuple(sorted(set(source_only)))
     if not pkgs and project is None:
         return None
@@ -105,7 +106,8 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
                          f"{where} wheel (smaller than a devel base image, and in the builder only: "
                          "the final image gets only the wheel)")
     elif not compiler:
-        notes.append("they are pure Python (matrices/build_needs.yaml): no compiler in the builder")
+        notes.append(("they are" if pkgs else "the project is") + " pure Python (matrices/build_needs.yaml): "
+                     "no compiler in the builder")
     nvcc = None
     also: tuple[str, ...] = ()
     if wants_cuda and cuda is not None and not cuda_base:

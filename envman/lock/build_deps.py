@@ -22,6 +22,7 @@ from pathlib import Path
 from envman.errors import LockError, ToolError
 from envman.hostenv import ca_bundle
 from envman.lock.uv import PLATFORM, parse_uv_output, run_uv, uv_compile_command
+from envman.project.backend_requires import setup_requires
 
 LEGACY_BACKEND = ("setuptools>=40.8.0",)
 
@@ -49,27 +50,6 @@ def _top_level_file(data: bytes, filename: str, name: str) -> str | None:
         members = [m for m in t.getmembers() if m.name.count("/") == 1 and m.name.endswith("/" + name)]
         f = t.extractfile(members[0]) if members else None
         return f.read().decode(errors="replace") if f else None
-
-
-def setup_requires(text: str | None) -> tuple[str, ...]:
-    """setup.py's literal ``setup_requires=[...]`` (read with ast, never run): setuptools' backend asks for them
-    before it builds (get_requires_for_build_wheel), which a build without isolation must install beforehand
-    (wavedrom versions itself with setuptools_scm this way: without it, its metadata says 0.0.0)."""
-    import ast
-
-    try:
-        tree = ast.parse(text or "")
-    except (SyntaxError, ValueError):
-        return ()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "setup_requires":
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                return ()
-            items = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else []
-            return tuple(str(x).strip() for x in items if str(x).strip())
-    return ()
 
 
 def build_requires_of(data: bytes, filename: str) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envman.errors import UsageError
+from envman.project.backend_requires import backend_requires
 from envman.project.compiled import Compiled, compiled_code
 from envman.project.requirements import read_pyproject
 
@@ -37,6 +38,10 @@ class ProjectPackage:
     extra_requires: tuple[str, ...]  # their requirements (locked like any other)
     files: tuple[str, ...]  # what decides it: part of the lock's inputs
     compiled: Compiled | None = None  # what it compiles when built (then built in the builder stage)
+    # what its backend asks for beyond build_requires (setup_requires, hatch build-hook dependencies), and where said:
+    # those the lock does not hold make the builder stage build it (envman/project/backend_requires.py)
+    backend_requires: tuple[str, ...] = ()
+    backend_source: str = ""
 
 
 def _backends() -> dict:
@@ -103,12 +108,18 @@ def _hatch_refusal(root: Path, doc: dict) -> str | None:
     return f"hatchling finds no folder or module named after the project ({' or '.join(sorted(names)) or 'no name'})"
 
 
+def _backend(root: Path, doc: dict) -> str | None:
+    """The PEP 517 backend that builds the project (setuptools' legacy one for a setup.py or a bare table)."""
+    bs = doc.get("build-system") if isinstance(doc.get("build-system"), dict) else None
+    has_setup = (root / "setup.py").is_file()
+    return (bs or {}).get("build-backend") or ("setuptools.build_meta:__legacy__" if has_setup or bs else None)
+
+
 def backend_refusal(root: Path, doc: dict | None = None) -> str | None:
     """Why the project's build backend will refuse to build it (None: it builds, or envman cannot tell)."""
     doc = doc if doc is not None else (read_pyproject(root) or {})
-    bs = doc.get("build-system") if isinstance(doc.get("build-system"), dict) else None
     has_setup = (root / "setup.py").is_file()
-    backend = (bs or {}).get("build-backend") or ("setuptools.build_meta:__legacy__" if has_setup or bs else None)
+    backend = _backend(root, doc)
     rules = _backends()
     if backend in (rules.get("hatchling") or {}).get("backends", []):
         return _hatch_refusal(root, doc)
@@ -151,4 +162,6 @@ def find_package(root: Path, extras: tuple[str, ...] = ()) -> ProjectPackage | N
             raise UsageError(f"install_project: extra {e!r} is not in pyproject.toml [project.optional-dependencies]",
                              hint="extras there: " + (", ".join(sorted(optional)) or "none"))
         extra_reqs.extend(optional[e])
-    return ProjectPackage(kind, tuple(reqs), tuple(extras), tuple(extra_reqs), files, compiled_code(root, tuple(reqs)))
+    asked, where = backend_requires(root, doc or {}, _backend(root, doc or {}), _backends())
+    return ProjectPackage(kind, tuple(reqs), tuple(extras), tuple(extra_reqs), files, compiled_code(root, tuple(reqs)),
+                          asked, where)
