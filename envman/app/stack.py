@@ -155,15 +155,7 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     builds = source_builds(inputs, res, lines, python, base_kind, opts)
     notes += builds.notes
     pkg = inputs.package
-    if pkg is not None:
-        notes.append(f"the project is a package ({pkg.kind}): installed into the image after its source, "
-                     "without dependencies (they are locked); editable in the devcontainer"
-                     + (f"; extras {', '.join(pkg.extras)} locked" if pkg.extras else ""))
-        if pkg.compiled is not None:
-            from envman.project.compiled import describe
-
-            notes.append(describe(pkg.compiled) + ("" if builds.plan is not None or not pkg.compiled.kinds else
-                                                   " (after `envman lock`: --no-lock plans no builder)"))
+    notes += _package_notes(pkg, builds, opts.no_lock)
     lock = build_lock(name=spec.name, inputs_hash=inputs.inputs_hash, res=res, base_image=base, base_kind=base_kind,
                       base_digest=base_digest, system_packages=list(apt), req_text=python.req, fw_text=python.fw,
                       pylock=python.pylock is not None, profile=files.profile, files=files, inputs=inputs.hashes,
@@ -468,6 +460,25 @@ def _real_urls(py_text: str, inputs: ProjectInputs, res: Resolution) -> str:
 
     private = project_indexes(res.index_url, inputs.spec.index_urls, inputs.index_urls, os.environ)
     return expand_indexes(py_text, private, credentials=True)
+
+
+def _package_notes(pkg, builds: Builds, no_lock: bool) -> list[str]:
+    """What init says of the project as a package: how it is installed, what it compiles, what its build asks for."""
+    if pkg is None:
+        return []
+    notes = [f"the project is a package ({pkg.kind}): installed into the image after its source, "
+             "without dependencies (they are locked); editable in the devcontainer"
+             + (f"; extras {', '.join(pkg.extras)} locked" if pkg.extras else "")]
+    if pkg.compiled is not None:
+        from envman.project.compiled import describe
+
+        notes.append(describe(pkg.compiled) + ("" if builds.plan is not None or not pkg.compiled.kinds else
+                                               " (after `envman lock`: --no-lock plans no builder)"))
+    if pkg.backend_requires and no_lock:
+        notes.append(f"the project's build asks for {', '.join(pkg.backend_requires)} ({pkg.backend_source}): what "
+                     "the lock will not hold is installed in the builder stage, which then builds the project into a "
+                     "wheel (after `envman lock`: --no-lock plans no builder)")
+    return notes
 
 
 def _project_build(inputs: ProjectInputs, locked, res: Resolution):

@@ -123,3 +123,14 @@ def test_the_project_is_still_built_where_it_was_when_it_compiles_or_asks_for_no
     c = FIXTURES / "patterns" / "c-extension"
     need, notes = _project_build(find_package(c), {}, matrix)[1]
     assert need is not None and need.compiler and notes == []
+
+
+def test_init_without_a_lock_says_what_the_build_asks_for(tmp_path):
+    from envman.app.init import InitOptions, init_project
+
+    d = tmp_path / "esrgan"
+    shutil.copytree(ESRGAN, d)
+    out = init_project(d, InitOptions(no_lock=True, targets=("h100",)), detect_gpus=lambda: pytest.fail("no GPU probe"))
+    assert ("the project's build asks for cython, numpy (its setup.py's setup_requires): what the lock will not hold "
+            "is installed in the builder stage, which then builds the project into a wheel (after `envman lock`: "
+            "--no-lock plans no builder)") in out.notes
