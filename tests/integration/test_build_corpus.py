@@ -95,3 +95,26 @@ def test_the_projects_own_c_extension_is_compiled_in_the_builder_and_only_its_wh
     lines = run.stdout.splitlines()
     assert lines[0] == "tinyext 5 ok" and lines[1].startswith("/app/tinyext/_fast.cpython-311")
     assert any(ln.startswith("_fast.cpython-311") for ln in lines[2:])
+
+
+def test_a_pure_project_whose_setup_requires_the_lock_lacks_is_built_in_the_builder(tmp_path, base_image, engine,
+                                                                                     cleanup):
+    """Real-ESRGAN's pattern on our own small project (tests/fixtures/patterns/setup-requires: pure Python,
+    setup_requires=['cython', 'numpy>=1.20']): installed in the image's last step, offline, setuptools would fetch
+    Cython there and fail. The builder builds its wheel with Cython from the build lock; Cython never reaches the
+    image; the smoke test imports the project."""
+    d = tmp_path / "tinyscm"
+    shutil.copytree(CORPUS.parent / "patterns" / "setup-requires", d)
+    init = envman("init", str(d), "--cpu", "--framework", "none", "--python", "3.11", "--base-image", base_image)
+    assert "the project's build asks for cython (its setup.py's setup_requires)" in init.stdout
+    assert "cython==" in (d / "requirements.build.lock.txt").read_text()
+    assert "cython==" not in (d / "requirements.lock.txt").read_text()
+    envman("fetch", str(d))
+    cleanup.fetched(d)
+    out = envman("build", str(d), "--offline", "--progress", "plain")
+    tag = good_tag(d)
+    assert f"tagged {tag}" in out.stdout and "PASS  import tinyscm" in out.stdout
+    run = _run(tag, "python -c 'import tinyscm, numpy; print(tinyscm.__file__)' && ! python -c 'import Cython' "
+                    "2>/dev/null && ! command -v gcc")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "/site-packages/tinyscm/" in run.stdout
