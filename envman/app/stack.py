@@ -30,7 +30,7 @@ from envman.lock.artifacts import (
 from envman.lock.epoch import source_date_epoch
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, build_lock, try_read_lock
-from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins
+from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins, numpy_constraints
 from envman.lock.sbom import SbomInputs, render_sbom
 from envman.lock.uv import PythonLock, framework_closure, parse_uv_output, python_lock_job, python_platform
 from envman.model import Matrix, Resolution
@@ -311,6 +311,9 @@ def requirement_lines(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution)
     pkg = inputs.package
     notes: list[str] = []
     wins = spec.framework_wins
+    if numpy_constraints(res, inputs.matrix):
+        notes.append(f"{res.framework} {res.version} was built against NumPy 1 (matrices/{res.framework}.yaml "
+                     "numpy_abi: 1): numpy<2 is a constraint of the lock (NumPy 2 cannot load its compiled modules)")
 
     def checked(lines: list[Req]) -> list[Req]:
         return check_user_requirements(res, spec.companions, lines, wins, notes)
@@ -338,7 +341,8 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
 
     # the requirement files' own index options reach uv whole (their tokens too), through its environment
     index_urls = lock_index_urls(res.index_url, spec.index_urls, inputs.index_urls)
-    constraints = cuda_constraints(res, inputs.matrix.toolkit_wheels) + [c.line for c in lines.constraints]
+    constraints = (cuda_constraints(res, inputs.matrix.toolkit_wheels) + numpy_constraints(res, inputs.matrix)
+                   + [c.line for c in lines.constraints])
 
     def job_with(more: list[str], more_overrides: list[str] | tuple[str, ...] = ()):
         return python_lock_job(lines.all, res.python, index_urls, lines.roots, res, upgrade=opts.upgrade,

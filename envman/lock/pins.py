@@ -10,7 +10,7 @@ from packaging.version import Version
 from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
-from envman.model import Resolution, ToolkitWheels
+from envman.model import Matrix, Resolution, ToolkitWheels
 from envman.project.requirements import Req
 
 
@@ -105,3 +105,15 @@ def cuda_constraints(res: Resolution, wheels: ToolkitWheels) -> list[str]:
     if res.nccl:
         out += [f"{n}=={res.nccl}.*" for n in names("nvidia-nccl")]
     return sorted(out)
+
+
+def numpy_constraints(res: Resolution, matrix: Matrix) -> list[str]:
+    """``numpy<2`` when the framework release was built against NumPy 1 (its matrix row's ``numpy_abi: 1``): NumPy 2
+    cannot load its compiled modules ('A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x'),
+    and its METADATA does not say so (torch 2.1.2 names no numpy), so uv would choose NumPy 2 and the image would
+    fail the doctor's numpy-abi check. A constraint adds no package."""
+    if res.framework is None or res.version is None:
+        return []
+    base = Version(res.version.base_version)
+    rel = next((r for r in matrix.frameworks.get(res.framework, ()) if Version(r.version.base_version) == base), None)
+    return ["numpy<2"] if rel is not None and rel.numpy_abi == 1 else []

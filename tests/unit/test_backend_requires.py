@@ -134,3 +134,18 @@ def test_init_without_a_lock_says_what_the_build_asks_for(tmp_path):
     assert ("the project's build asks for cython, numpy (its setup.py's setup_requires): what the lock will not hold "
             "is installed in the builder stage, which then builds the project into a wheel (after `envman lock`: "
             "--no-lock plans no builder)") in out.notes
+
+
+@pytest.mark.parametrize("framework,abi", [("torch==2.1.*", True), ("torch==2.2.*", True), ("torch==2.3.*", False),
+                                           ("torch", False)])
+def test_a_framework_built_against_numpy_1_holds_the_lock_to_numpy_1(framework, abi):
+    """Real-ESRGAN at torch 2.1.2 (the version its basicsr still imports with): uv chose numpy 2.4.6, torch 2.1.2's
+    METADATA names no numpy, and the image failed the doctor's numpy-abi check (built 2026-12-02)."""
+    from envman.lock.pins import numpy_constraints
+    from envman.matrix.load import load_matrix
+    from envman.resolve.request import build_request
+    from envman.resolve.resolver import resolve_stack
+
+    m = load_matrix()  # the shipped matrix: its numpy_abi rows are the facts
+    res = resolve_stack(m, build_request(m, framework=framework, targets=["h100"], python="3.11"))
+    assert numpy_constraints(res, m) == (["numpy<2"] if abi else [])
