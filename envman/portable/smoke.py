@@ -150,13 +150,19 @@ _REMOVED = {
                      "without requiring setuptools: add 'setuptools<82' to envman.yaml packages: and lock again",
     "distutils": "Python 3.12 removed distutils (PEP 632); setuptools provides it again: add 'setuptools' to "
                  "envman.yaml packages: and lock again",
+    # measured 2026-12-02 (Real-ESRGAN's basicsr 1.4.2, its newest release): torchvision 0.16.2 has it, with a
+    # warning that 0.17 removes it; torch 2.14.1's torchvision has not
+    "torchvision.transforms.functional_tensor": "torchvision 0.17 removed torchvision.transforms.functional_tensor "
+                                                "(deprecated in 0.15): torchvision 0.16 has it, with torch 2.1 — pass "
+                                                "--framework 'torch==2.1.*' to envman init",
 }
 
 
 def _remedy(err: Any) -> str:
     m = re.search(r"No module named '([\w.]+)'", err) if isinstance(err, str) else None
-    top = m.group(1).split(".")[0] if m else ""
-    return ": " + _REMOVED[top] if top in _REMOVED else ""
+    name = m.group(1) if m else ""
+    known = next((k for k in (name, name.split(".")[0]) if k in _REMOVED), None)
+    return ": " + _REMOVED[known] if known else ""
 
 
 def decide(checks: list[dict[str, Any]], gpu_visible: bool, expect: dict[str, Any],

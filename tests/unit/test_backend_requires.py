@@ -149,3 +149,15 @@ def test_a_framework_built_against_numpy_1_holds_the_lock_to_numpy_1(framework, 
     m = load_matrix()  # the shipped matrix: its numpy_abi rows are the facts
     res = resolve_stack(m, build_request(m, framework=framework, targets=["h100"], python="3.11"))
     assert numpy_constraints(res, m) == (["numpy<2"] if abi else [])
+
+
+def test_a_package_importing_the_tensor_functionals_torchvision_removed_names_the_framework_that_has_them():
+    """Real-ESRGAN at torch 2.14.1: basicsr 1.4.2 and gfpgan fail on torchvision.transforms.functional_tensor
+    (built 2026-12-02); with --framework 'torch==2.1.*' (torchvision 0.16.2) the image was tagged good."""
+    from envman.portable import smoke
+
+    err = "ModuleNotFoundError: No module named 'torchvision.transforms.functional_tensor'"
+    [c] = smoke.evaluate_imports({"imports": [["basicsr", "basicsr"]]}, {"basicsr": err})
+    assert c["status"] == "fail" and "pass --framework 'torch==2.1.*' to envman init" in c["detail"]
+    [c] = smoke.evaluate_imports({"imports": [["x", "x"]]}, {"x": "ModuleNotFoundError: No module named 'torchvision.io'"})
+    assert c["detail"] == "from distribution x"  # torchvision itself is no removed module
