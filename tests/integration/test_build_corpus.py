@@ -114,7 +114,7 @@ def test_a_pure_project_whose_setup_requires_the_lock_lacks_is_built_in_the_buil
     out = envman("build", str(d), "--offline", "--progress", "plain")
     tag = good_tag(d)
     assert f"tagged {tag}" in out.stdout and "PASS  import tinyscm" in out.stdout
-    run = _run(tag, "python -c 'import tinyscm, numpy; print(tinyscm.__file__)' && ! python -c 'import Cython' "
+    run = _run(tag, "cd / && python -c 'import tinyscm, numpy; print(tinyscm.__file__)' && ! python -c 'import Cython' "
                     "2>/dev/null && ! command -v gcc")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "/site-packages/tinyscm/" in run.stdout
