@@ -63,7 +63,7 @@ def plan_stacks(inputs: ProjectInputs, opts: LockOptions, *, force: bool = False
         stacks = [render_stack(inputs, profile_spec(spec, p), stack_files(root, p.name), opts) for p in spec.profiles]
     else:
         stacks = [render_stack(inputs, spec, stack_files(root, None), opts)]
-    from envman.app.doctor import kit_files  # after uv has started (app/stack.py prepares it while uv runs)
+    from envman.image.kit import kit_files  # after uv has started (app/stack.py prepares it while uv runs)
     files = [w for s in stacks for w in s.writes] + shared_files(inputs, stacks, place)
     files += [(root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit_files().items())]
     generated = WritePlan(list(files))

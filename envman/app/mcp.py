@@ -67,7 +67,7 @@ def doctor_answer(project: str = ".", facts_file: str | None = None, deep: bool 
 def dockerfile_answer(paths: tuple[str, ...], project: str = ".", targets: tuple[str, ...] = ()) -> dict[str, Any]:
     """Each Dockerfile judged before it is built (`envman doctor --dockerfile … --json`): what its image would
     install, against the target GPUs (envman.yaml's, else this machine's)."""
-    from envman.app.doctor import run_dockerfile_doctor
+    from envman.app.dockerfile_doctor import run_dockerfile_doctor
 
     if not paths:
         raise UsageError("no Dockerfile named", hint="pass paths: a Dockerfile, or a project directory")

@@ -40,7 +40,7 @@ def load_smoke_module() -> ModuleType:
 
 def write_kit(directory: Path) -> Path:
     """The kit as the image gets it (the island and the matrix knowledge), under ``directory``."""
-    from envman.app.doctor import kit_files
+    from envman.image.kit import kit_files
 
     for rel, text in kit_files().items():
         (directory / rel).parent.mkdir(parents=True, exist_ok=True)

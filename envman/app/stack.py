@@ -560,7 +560,7 @@ def _while_uv_resolves(digest: Callable[[], Any] | None = None) -> None:
     import yaml  # noqa: F401  (compose.yaml names the new lock hash: it is dumped again)
 
     from envman._compat import tomllib  # noqa: F401  (uv's pylock.toml is parsed right after it exits)
-    from envman.app.doctor import kit_files
+    from envman.image.kit import kit_files
     from envman.image.render import warm
 
     if digest is not None:

@@ -1,7 +1,7 @@
 """``envman doctor``: will training work here — and if not, exactly why, and what to run to fix it.
 
 Probes gather facts (or ``--facts`` reads them from another machine), the pure checks judge them
-against knowledge derived from the matrix (envman.app.doctor), and this module prints the report and picks
+against knowledge derived from the matrix (envman/matrix/knowledge.py), and this module prints the report and picks
 the exit code: 0 without errors, 1 with any error (with ``--strict``, warnings too).
 """
 
@@ -71,7 +71,7 @@ def report(rep, *, as_json: bool, strict: bool) -> int:
 
 
 def report_dockerfiles(project: str, paths: list[str], targets: list[str], *, as_json: bool, strict: bool) -> int:
-    from envman.app.doctor import run_dockerfile_doctor
+    from envman.app.dockerfile_doctor import run_dockerfile_doctor
 
     reports = run_dockerfile_doctor(paths, project=project, targets=targets)
     if as_json:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from envman.resources import portable_dir
+from envman.resources import matrix_dir, portable_dir
 
 PACKAGE = "envman_portable"
 KNOWLEDGE = "knowledge.json"
@@ -42,3 +42,29 @@ def doctor_kit(knowledge_text: str) -> dict[str, str]:
     files = island_files()
     files[KNOWLEDGE] = knowledge_text
     return files
+
+
+def kit_files() -> dict[str, str]:
+    """The kit for envman's own matrix. Its knowledge.json is kept on disk under the matrix's key (serializing
+    it is a cost every lock would pay), and in memory for the process."""
+    from envman.diskcache import cached
+    from envman.matrix.knowledge import load_knowledge, matrix_key
+
+    d = matrix_dir()
+    key = matrix_key(d)
+    if key is None:
+        return doctor_kit(knowledge_json(load_knowledge(d).to_dict()))
+    if key not in _KIT_TEXT:
+        _KIT_TEXT.clear()
+        _KIT_TEXT[key] = cached("kit-knowledge", key, lambda: knowledge_json(load_knowledge(d).to_dict()), _text)
+    return doctor_kit(_KIT_TEXT[key])
+
+
+_KIT_TEXT: dict[str, str] = {}
+
+
+def _text(data: object) -> str:
+    """knowledge.json's text, as the cache holds it; anything else is a bad entry (a miss)."""
+    if not isinstance(data, str) or not data.startswith("{"):
+        raise ValueError("not knowledge.json's text")
+    return data

@@ -281,7 +281,7 @@ def test_pypis_aarch64_torch_wheels_are_cuda_builds_with_their_own_arch_list(mat
 
 
 def test_the_doctor_holds_a_gpu_to_its_first_listing(matrix):
-    from envman.app.doctor import knowledge_from_matrix
+    from envman.matrix.knowledge import knowledge_from_matrix
     from envman.portable.doctor.checks import run_checks
     from envman.portable.doctor.knowledge import Knowledge
 

@@ -99,7 +99,7 @@ def test_measured_torch_2_14_1(matrix):
 
 
 def test_shipped_matrix_feeds_the_doctor(matrix):
-    from envman.app.doctor import knowledge_from_matrix
+    from envman.matrix.knowledge import knowledge_from_matrix
 
     k = knowledge_from_matrix(matrix)
     assert k.releases["torch"] and k.min_driver and k.minor_floor

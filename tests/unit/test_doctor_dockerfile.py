@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envman.app.doctor import knowledge_from_matrix, with_extensions
+from envman.matrix.knowledge import knowledge_from_matrix, with_extensions
 from envman.matrix.load import load_matrix
 from envman.portable.dockerfile import parse_dockerfile
 from envman.portable.doctor.checks import run_checks
@@ -147,3 +147,14 @@ def test_real_dockerfiles(name):
 def test_every_real_dockerfile_is_covered():
     assert sorted(p.stem.removesuffix(".Dockerfile") for p in (FIX / "dockerfiles").glob("*.Dockerfile")) == sorted(REAL)
     assert len(REAL) >= 10
+
+
+def test_a_project_directory_names_its_own_dockerfiles_not_those_envman_wrote(tmp_path):
+    from envman.app.dockerfile_doctor import dockerfile_paths
+    from envman.files import with_header
+
+    (tmp_path / "Dockerfile").write_text(with_header("FROM python:3.11-slim\n", "0" * 64), encoding="utf-8")
+    (tmp_path / "Dockerfile.dev").write_text("FROM python:3.11-slim\n", encoding="utf-8")
+    assert dockerfile_paths([str(tmp_path)]) == [tmp_path / "Dockerfile.dev"]
+    (tmp_path / "Dockerfile").write_text("# edited by hand, no longer envman's\nFROM python:3.11\n", encoding="utf-8")
+    assert sorted(dockerfile_paths([str(tmp_path)])) == [tmp_path / "Dockerfile", tmp_path / "Dockerfile.dev"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envman.app.doctor import knowledge_from_matrix, with_extensions
+from envman.matrix.knowledge import knowledge_from_matrix, with_extensions
 from envman.matrix.load import load_matrix
 from envman.portable.doctor.checks import run_checks
 from envman.portable.facts.extensions import LoaderView, probe_extensions
@@ -448,3 +448,35 @@ def test_the_build_a_package_loads_for_its_cuda():
     assert pick(group, "12.6")["file"] == "libbitsandbytes_cuda124.so"  # the newest of its major below it
     assert pick(group, "11.8")["file"] == "libbitsandbytes_cuda118.so"
     assert pick(group, "13.0")["file"] == "libbitsandbytes_cuda117.so"  # none of that major: the first
+
+
+def test_a_malformed_extensions_file_names_every_problem_at_once(tmp_path):
+    """extensions.yaml is data like the matrix: each bad entry is named by file and dotted path, all in one
+    DataError (an uncited row, a missing field, a row that is not a mapping); a good file loads."""
+    from envman.errors import DataError
+
+    (tmp_path / "extensions.yaml").write_text(
+        "features:\n  - {id: bf16, min_cc: '8.0'}\n"
+        "ptx_isa:\n  - {cuda: '12.4', source: s}\n"
+        "builds:\n  - {package: flash-attn, from: '2.6', cuda: '12.4', source: s}\n"
+        "cuda_sonames:\n  - {cuda: '12.4', libs: {cudart: 12}, measured: m}\n  - not-a-mapping\n"
+        "wheel_glibc:\n  - {package: torch, from: '2.6', glibc: '2.28'}\n"
+        "triton_links_libcuda_so: {before: '3.0'}\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        with_extensions(K, tmp_path)
+    assert err.value.message.split("; ") == [
+        "extensions.yaml: features[0]: no source",
+        "extensions.yaml: ptx_isa[0].isa: missing or not a quoted string",
+        "extensions.yaml: cuda_sonames[1]: expected a mapping",
+        'extensions.yaml: cuda_sonames[0].libs: expected stem: "soname version" strings',
+        "extensions.yaml: wheel_glibc[0]: no source or measured",
+        "extensions.yaml: triton_links_libcuda_so: expected a mapping with source or measured",
+    ]
+    (tmp_path / "extensions.yaml").write_text(
+        "features:\n  - {id: bf16, name: bfloat16, min_cc: '8.0', asked_by: {precision: [bf16]}, source: s}\n"
+        "builds:\n  - {package: flash-attn, from: '2.6', cuda: '12.4', source: s}\n"
+        "windows_native:\n  - {package: torch, from: '2.0', measured: m}\n", encoding="utf-8")
+    k = with_extensions(K, tmp_path)
+    assert [(f.id, f.min_cc) for f in k.features] == [("bf16", (8, 0))]
+    assert [(b.package, b.cuda) for b in k.ext_builds] == [("flash-attn", "12.4")]
+    assert k.windows_native == (("torch", "2.0"),)

@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from envman.app.doctor import knowledge_from_matrix, with_extensions
+from envman.matrix.knowledge import knowledge_from_matrix, with_extensions
 from envman.matrix.load import load_matrix
 from envman.portable import smoke
 from envman.portable.doctor.checks import run_checks

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envman.app.doctor import knowledge_from_matrix, load_knowledge, matrix_dir, with_extensions
+from envman.matrix.knowledge import knowledge_from_matrix, load_knowledge, matrix_dir, with_extensions
 from envman.matrix.load import default_matrix_dir, load_matrix
 from envman.model import Cc, sass_covers
 from envman.portable import versions

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envman.app.doctor import knowledge_from_matrix, with_extensions
+from envman.matrix.knowledge import knowledge_from_matrix, with_extensions
 from envman.matrix.load import load_matrix
 from envman.portable.doctor.checks import run_checks
 

@@ -171,7 +171,7 @@ def test_a_toy_project_renders_with_the_toy_pins(toy_matrix, toy_dir, tmp_path, 
     from envman.project.spec import parse_spec
 
     # generate() bakes the doctor's knowledge from envman's own matrix folder, not from the matrix it is given
-    monkeypatch.setattr("envman.app.doctor.matrix_dir", lambda: toy_dir)
+    monkeypatch.setattr("envman.image.kit.matrix_dir", lambda: toy_dir)
     root = tmp_path / "project"
     root.mkdir()
     spec = parse_spec({"name": "toy-trainer", "framework": "toyfw", "python": "3.11", "targets": ["h100"],
@@ -214,7 +214,7 @@ def test_the_smoke_program_dispatches_to_the_toy_plugin():
 
 def test_the_doctor_judges_an_installed_toy(toy_matrix, tmp_path):
     """No edit in envman/portable/doctor: the checks iterate the installed frameworks the plug-ins read."""
-    from envman.app.doctor import knowledge_from_matrix
+    from envman.matrix.knowledge import knowledge_from_matrix
     from envman.portable.doctor.checks import run_checks
     from envman.portable.facts.host import read_framework_pins
     from envman.portable.facts.packages import probe_packages

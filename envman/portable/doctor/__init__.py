@@ -2,5 +2,5 @@
 
 view, knowledge, findings, remedies, report and checks*.py import only the standard library, each other
 and ../versions, so they also run inside a built image. The host-side adapter (matrix -> Knowledge, cached)
-is envman/app/doctor.py.
+is envman/matrix/knowledge.py.
 """

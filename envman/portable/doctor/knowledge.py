@@ -1,6 +1,6 @@
 """What the checks know about the world, derived from the matrix: plain values and small queries.
 
-The adapter from ``envman.model.Matrix`` lives on the host (``envman.app.doctor``); this module is
+The adapter from ``envman.model.Matrix`` lives on the host (``envman.matrix.knowledge``); this module is
 standard-library only, so the checks can run inside an image from a JSON copy
 (``Knowledge.to_dict`` / ``Knowledge.from_dict``) without yaml, packaging or the matrix files.
 Every version a remedy names comes from here, never from a literal in the checks.
