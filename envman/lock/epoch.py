@@ -17,40 +17,20 @@ from datetime import datetime, timezone
 from packaging.utils import canonicalize_name
 
 
-def _epoch(value: object) -> int | None:
-    if isinstance(value, datetime):
-        when = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return int(when.timestamp())
-    if isinstance(value, str):
-        try:
-            return _epoch(datetime.fromisoformat(value.replace("Z", "+00:00")))
-        except ValueError:
-            return None
-    return None
-
-
 def source_date_epoch(pylock_text: str | None, framework: Collection[str] = ()) -> tuple[int, str]:
-    """(seconds since the epoch, where they came from), from pylock.toml's text. ``framework``: the names of
-    the framework's locked closure (requirements.framework.lock.txt); empty: every package counts."""
+    """(seconds since the epoch, where they came from), from pylock.toml's text (parsed once per lock:
+    lock/pylock.py). ``framework``: the names of the framework's locked closure
+    (requirements.framework.lock.txt); empty: every package counts."""
     if not pylock_text:
         return 0, "no Python lock: a fixed date (1970-01-01)"
-    from envman._compat import tomllib
+    from envman.lock.pylock import parse_pylock
 
-    doc = tomllib.loads(pylock_text)
     only = {canonicalize_name(n) for n in framework}
-    newest: tuple[int, str] | None = None
-    for pkg in doc.get("packages", []):
-        name = canonicalize_name(str(pkg.get("name", "")))
-        if only and name not in only:
-            continue
-        files = [*pkg.get("wheels", []), *([pkg["sdist"]] if "sdist" in pkg else []),
-                 *([pkg["archive"]] if "archive" in pkg else [])]
-        for f in files:
-            t = _epoch(f.get("upload-time"))
-            if t is not None and (newest is None or t > newest[0]):
-                newest = (t, f"{name} {pkg.get('version', '')}")
-    if newest is None:
+    dated = [(f.uploaded, f"{p.name} {p.version}") for p in parse_pylock(pylock_text) if not only or p.name in only
+             for f in p.files if f.uploaded is not None]
+    if not dated:
         return 0, "no upload time in pylock.toml: a fixed date (1970-01-01)"
+    newest = max(dated, key=lambda d: d[0])  # of equals, the first by name
     when = datetime.fromtimestamp(newest[0], tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     scope = "the framework's locked files" if only else "the locked files"
     return newest[0], f"the newest upload-time among {scope} in pylock.toml: {newest[1]} ({when})"

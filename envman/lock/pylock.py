@@ -17,6 +17,7 @@ class LockedFile:
     url: str
     sha256: str
     kind: str  # "wheel" | "sdist" | "archive"
+    uploaded: int | None = None  # its upload-time, in seconds since the epoch (lock/epoch.py dates the lock by it)
 
     @property
     def filename(self) -> str:
@@ -75,7 +76,22 @@ def _parse(text: str) -> tuple[PylockPackage, ...]:
 
 
 def _file(entry: dict, kind: str) -> LockedFile:
-    return LockedFile(entry.get("url") or entry.get("path", ""), entry.get("hashes", {}).get("sha256", ""), kind)
+    return LockedFile(entry.get("url") or entry.get("path", ""), entry.get("hashes", {}).get("sha256", ""), kind,
+                      _seconds(entry.get("upload-time")))
+
+
+def _seconds(value: object) -> int | None:
+    """A TOML datetime (or its text) in seconds since the epoch; a time without a zone is UTC's."""
+    from datetime import datetime, timezone
+
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if isinstance(value, datetime):
+        return int((value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp())
+    return None
 
 
 def _package(p: dict) -> PylockPackage:

@@ -86,13 +86,13 @@ def render_sbom(inputs: SbomInputs, known: str | None = None) -> str:
     """The SBOM's JSON text: the same lock gives the same bytes. Kept on disk under the digest of its inputs, and
     trusted from there only when it is the SBOM the last lock recorded (``known``: the sha256 envman.lock's
     ``files`` holds for it), as the Dockerfile is (image/render.py): a current lock does not import cyclonedx,
-    and no cached text reaches the project on the cache's word alone."""
+    and no cached text reaches the project on the cache's word alone. The key leaves out cyclonedx's own
+    version (looking it up costs a current lock more than the rest of this): a current lock keeps the SBOM it
+    recorded, as it keeps its other files; a lock that changes renders it with the library installed."""
     import hashlib
 
     if not known:
         return _render(inputs)
-    from importlib.metadata import version
-
     from envman.diskcache import cached
 
     def recorded(text: object) -> str:
@@ -104,7 +104,7 @@ def render_sbom(inputs: SbomInputs, known: str | None = None) -> str:
         assert isinstance(text, str)
         return text
 
-    key = hashlib.sha256(f"{version('cyclonedx-python-lib')}\0{inputs!r}".encode("utf-8")).hexdigest()
+    key = hashlib.sha256(repr(inputs).encode("utf-8")).hexdigest()
     return cached("sbom", key, lambda: _render(inputs), recorded, fresh=fresh)
 
 
