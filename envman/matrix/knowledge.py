@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from envman import __version__, frameworks
-from envman.portable.doctor.knowledge import Build, ExtBuild, Feature, Knowledge, Release
 from envman.resources import matrix_dir
 
 FORMAT = 3  # bump when Knowledge.to_dict changes shape
 EXTENSIONS_FILE = "extensions.yaml"
 
-if TYPE_CHECKING:  # the model pulls in packaging: only the cache-miss path needs it
+if TYPE_CHECKING:  # the model pulls in packaging: only the cache-miss path needs it; a lock's kit only the key
     from envman.model import Matrix
+    from envman.portable.doctor.knowledge import Feature, Knowledge
 
 
 def matrix_key(directory: Path) -> str | None:
@@ -44,6 +44,7 @@ def load_knowledge(directory: Path | None = None, use_cache: bool = True) -> Kno
     """Knowledge for the matrix in ``directory`` (default: envman's own). Raises what load_matrix raises.
     Kept on disk as JSON data under the matrix's key (envman/diskcache.py: a bad entry is a miss)."""
     from envman.diskcache import cached
+    from envman.portable.doctor.knowledge import Knowledge
 
     d = directory or matrix_dir()
     key = matrix_key(d) if use_cache else None
@@ -60,6 +61,8 @@ def load_knowledge(directory: Path | None = None, use_cache: bool = True) -> Kno
 
 def knowledge_from_matrix(m: Matrix) -> Knowledge:
     """The adapter: plain strings and tuples out of the validated Matrix model."""
+    from envman.portable.doctor.knowledge import Build, Knowledge, Release
+
     rels: dict[str, tuple[Release, ...]] = {}
     # builds installed through an extra named like them (jax[cuda13]): the framework's CUDA extras
     extras = {f.name: {e for e, _ in f.cuda_extras} for f in frameworks.registered()}
@@ -142,6 +145,7 @@ def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
     """``k`` plus matrices/extensions.yaml (feature floors, PTX ISA per CUDA, packages' own CUDA builds).
     The file is optional; a malformed entry is a DataError naming file and path."""
     from envman.errors import DataError
+    from envman.portable.doctor.knowledge import ExtBuild
 
     p = Path(directory) / EXTENSIONS_FILE
     if not p.exists():
@@ -168,6 +172,8 @@ def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
 
 
 def _feature(f: dict, mc: str, fid: str) -> Feature:
+    from envman.portable.doctor.knowledge import Feature
+
     asked = f.get("asked_by") or {}
     pkgs = tuple((str(p["name"]), str(p["version"]) if p.get("version") is not None else None)
                  for p in asked.get("packages") or ())
