@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envman.app.lockinputs import BASE_OVERRIDE, ProjectInputs, stack_files
-from envman.app.stack import LockOptions, Stack, profile_spec, render_stack
+from envman.app.lockinputs import BASE_OVERRIDE, LockOptions, ProjectInputs, stack_files
+from envman.app.stack import Stack, profile_spec, render_stack
 from envman.errors import UsageError
 from envman.files import WritePlan, with_header
 from envman.lock.artifacts import by_url
@@ -63,7 +63,7 @@ def plan_stacks(inputs: ProjectInputs, opts: LockOptions, *, force: bool = False
         stacks = [render_stack(inputs, profile_spec(spec, p), stack_files(root, p.name), opts) for p in spec.profiles]
     else:
         stacks = [render_stack(inputs, spec, stack_files(root, None), opts)]
-    from envman.image.kit import kit_files  # after uv has started (app/stack.py prepares it while uv runs)
+    from envman.image.kit import kit_files  # after uv has started (app/pythonlocks.py prepares it while uv runs)
     files = [w for s in stacks for w in s.writes] + shared_files(inputs, stacks, place)
     files += [(root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit_files().items())]
     generated = WritePlan(list(files))

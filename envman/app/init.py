@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envman.app.generate import Outcome, generate
+from envman.app.lockinputs import LockOptions
 from envman.app.pythonchoice import open_choice, plan_with_wheels
-from envman.app.stack import LockOptions
 from envman.errors import ResolutionError, UsageError
 from envman.image.render import render_yaml
 from envman.lock.uv import CudaMajorConflict

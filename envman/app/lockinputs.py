@@ -1,11 +1,13 @@
 """What a lock reads from the project, read once per run: the spec's requirement files (and the ``-c``
 constraints they include), its packages, the project as a package, and the digest of every input, one by one
-so that `lock --check` can say which input changed."""
+so that `lock --check` can say which input changed; and the run's options (``LockOptions``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from envman.errors import UsageError
 from envman.files import sha256
@@ -18,6 +20,17 @@ from envman.project.requirements import Req
 from envman.project.spec import ProjectSpec, validate_requirement
 
 BASE_OVERRIDE = "base_image"  # the lock's inputs key for a --base-image override
+
+
+@dataclass(frozen=True)
+class LockOptions:
+    no_lock: bool = False  # make no Python lock (keep one whose inputs are unchanged), ask no registry
+    upgrade: bool = False  # ask the index (and the base image's registry) again
+    timeout: float | None = None  # seconds uv may take
+    progress: Any = None
+    offline_image: str | None = None  # a wheelhouse image every pip install of the Dockerfile reads
+    pin_apt: Callable[[str, tuple[str, ...]], dict[str, str]] | None = None  # (base, packages) → pins: lock --pin-apt
+    apt_snapshot: bool = False  # apt from the snapshot archive at the lock's date: lock --apt-snapshot
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from envman.app.generate import Outcome, Planned, commit, plan_stacks
-from envman.app.lockinputs import ProjectInputs
-from envman.app.stack import LockOptions, spec_request
+from envman.app.lockinputs import LockOptions, ProjectInputs
+from envman.app.stack import spec_request
 from envman.errors import LockError, ResolutionError, ToolError, UsageError
 from envman.matrix.load import load_matrix
 from envman.project.spec import ProjectSpec

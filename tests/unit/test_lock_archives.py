@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import envman.app.stack as gen
+import envman.app.sourcebuilds as gen
 from envman.app.generate import offline_dockerfile
 from envman.app.lock import check_lock, lock_project
 from envman.errors import UsageError

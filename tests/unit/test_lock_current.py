@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-import envman.app.stack as gen
+import envman.app.sourcebuilds as gen
 from envman.app.lock import lock_project
 from tests.fakes import install_fake_uv, numpy_pylock
 

@@ -132,7 +132,7 @@ def test_framework_index_is_not_an_extra_index_in_the_uv_command(tmp_path, monke
 
 
 def test_locked_cuda_libraries_that_differ_from_the_stack_are_named():
-    from envman.app.stack import stack_mismatches
+    from envman.app.pythonlocks import stack_mismatches
 
     class TF:
         cudnn = "9.3"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from test_requires_python import Answer, Job, Opts  # tests/unit is on the path
 
-from envman.app.stack import _settled
+from envman.app.pythonlocks import _settled
 from envman.errors import DataError, LockError
 from envman.lock.one_module import Family, _families, fix, load_families
 from envman.resources import shipped_matrix_dir
@@ -70,7 +70,7 @@ def test_the_lock_is_asked_again_with_the_correction_and_says_it(monkeypatch):
         return Job([fixed], asked)
 
     first = Answer(versions=KERAS_HUB["versions"], via=KERAS_HUB["via"])
-    monkeypatch.setattr("envman.app.stack._requires_of", lambda lr: requires)
+    monkeypatch.setattr("envman.app.pythonlocks._requires_of", lambda lr: requires)
     lr, notes = _settled(first, "3.11", ["tensorflow-cpu", "tensorflow-text>=2.20.1,<2.21.0"], job_with, Opts(), None)
     assert lr is fixed
     assert asked == [(["tensorflow-cpu<2.21,>=2.20.0"], ['tensorflow ; sys_platform == "never"'])]

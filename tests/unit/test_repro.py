@@ -269,7 +269,8 @@ def test_a_snapshot_points_apt_at_the_archive_of_the_lock_date():
 
 
 def test_pins_are_kept_while_the_apt_packages_and_base_are_the_same(tmp_path):
-    from envman.app.stack import LockOptions, apt_choice
+    from envman.app.lockinputs import LockOptions
+    from envman.app.stack import apt_choice
 
     last = Lock.create({"system_packages": ["libgl1"], "base_image": {"ref": "b", "digest": None},
                         "apt_pins": {"libgl1": "1.6.0-1"}, "apt_snapshot": "20260716T101301Z"})

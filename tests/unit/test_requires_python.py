@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from test_lock_uv import PYLOCK, R, fake_uv  # tests/unit is on the path
 
-from envman.app.stack import _settled
+from envman.app.pythonlocks import _settled
 from envman.errors import LockError
 from envman.lock import uv as uvmod
 from envman.lock.graph import excludes_python
