@@ -82,6 +82,13 @@ def _apt_components(apt: Mapping[str, str | None]) -> list:
     return out
 
 
+def warm() -> None:
+    """Import cyclonedx ahead of need (called while uv resolves): a lock that changed renders its SBOM right after
+    uv exits, and the library's import is a large part of that."""
+    import cyclonedx.model.bom  # noqa: F401
+    import cyclonedx.output.json  # noqa: F401
+
+
 def render_sbom(inputs: SbomInputs, known: str | None = None) -> str:
     """The SBOM's JSON text: the same lock gives the same bytes. Kept on disk under the digest of its inputs, and
     trusted from there only when it is the SBOM the last lock recorded (``known``: the sha256 envman.lock's
