@@ -1,10 +1,6 @@
-"""The matrix as the doctor's Knowledge (portable/doctor/knowledge.py): plain strings and tuples out of the
-validated model, plus matrices/extensions.yaml, kept on disk as JSON data.
-
-The derived Knowledge is saved under the user's cache directory (envman/diskcache.py), keyed by a hash of the
-matrix files' bytes and envman's version: any edit to the data, or a new envman, misses the cache and reloads
-through ``load_matrix`` (which validates), so the doctor neither imports packaging nor the model when it hits.
-"""
+"""The matrix as the doctor's Knowledge (portable/doctor/knowledge.py), plus matrices/extensions.yaml, kept in the
+user's cache (envman/diskcache.py) by the matrix files' bytes and envman's version: an edit to the data, or a new
+envman, reloads through ``load_matrix`` (which validates); a hit imports neither packaging nor the model."""
 
 from __future__ import annotations
 
