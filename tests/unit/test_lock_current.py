@@ -117,3 +117,20 @@ def test_a_current_lock_imports_no_yaml_jinja2_network_or_ci_modules(locked):
                            env=dict(os.environ)) for _ in range(2)]
     assert runs[1].stdout.split("\n")[-2] == "0 []", runs[1].stdout + runs[1].stderr
     assert _runs(log) == 1
+
+
+def test_a_lock_parses_its_pylock_once(locked, monkeypatch):
+    """pylock.toml is parsed once per lock (lock/pylock.py): the derived requirement files, the lock's date
+    (lock/epoch.py) and the source-build checks read the same parse; a second tomllib pass over 126 packages was
+    a tenth of a current lock."""
+    from envman._compat import tomllib
+    from envman.lock import pylock
+
+    proj, _ = locked
+    body = (proj / "pylock.toml").read_text().partition("\n")[2]
+    real, parsed = tomllib.loads, []
+    monkeypatch.setattr(tomllib, "loads", lambda text, **kw: parsed.append(text) or real(text, **kw))
+    pylock._parse.cache_clear()
+    out = lock_project(proj)
+    assert KEPT in out.notes and out.written == []
+    assert parsed.count(body) == 1
