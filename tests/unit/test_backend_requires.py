@@ -75,7 +75,7 @@ def test_unmet_is_what_no_locked_version_satisfies_and_a_false_marker_asks_nothi
 
 
 def _project_build(pkg, locked: dict[str, str], matrix):
-    from envman.app.stack import _project_build
+    from envman.app.sourcebuilds import _project_build
     from envman.resolve.request import build_request
     from envman.resolve.resolver import resolve_stack
 
