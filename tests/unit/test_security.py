@@ -465,9 +465,14 @@ def test_ctrl_c_is_one_error_line(tmp_path, capsys, monkeypatch):
         raise AssertionError("not interrupted")
 
     monkeypatch.setattr(envman.app.lock, "lock_project", interrupted)
-    assert main(["lock", str(tmp_path)]) == 130
-    assert capsys.readouterr().err == "error: interrupted\n"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # a suite started in the background inherits SIGINT ignored (a shell's `&`): Python's own handler, as a user has
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(["lock", str(tmp_path)]) == 130
+        assert capsys.readouterr().err == "error: interrupted\n"
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_ci_envman_spec_with_a_token_is_refused():
