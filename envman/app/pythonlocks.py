@@ -24,6 +24,7 @@ from envman.lock.user_hashes import check_user_hashes
 from envman.lock.uv import PythonLock, parse_uv_output, python_lock_job
 from envman.model import Resolution
 from envman.project.requirements import Req
+from envman.project.sources.locks import preference_seed
 from envman.project.spec import ProjectSpec
 
 KEPT = "Python lock kept: uv's request is the last lock's (`envman lock --upgrade` asks the index again)"
@@ -107,9 +108,13 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
     constraints = (cuda_constraints(res, inputs.matrix.toolkit_wheels) + numpy_constraints(res, inputs.matrix)
                    + [c.line for c in lines.constraints])
 
+    ours = _our_body(root / files.pylock)
+    # a first lock prefers the repository lock's pins (uv keeps those that fit); later ones, envman's own lock
+    repo_seed = None if ours is not None or opts.upgrade else preference_seed(_repo_pins(root))
+
     def job_with(more: list[str], more_overrides: list[str] | tuple[str, ...] = ()):
         return python_lock_job(lines.all, res.python, index_urls, lines.roots, res, upgrade=opts.upgrade,
-                               previous=(_our_body(root / files.req), _our_body(root / files.pylock)),
+                               previous=(_our_body(root / files.req), ours or repo_seed),
                                timeout=opts.timeout, constraints=constraints + more,
                                find_links=tuple(spec.find_links),
                                overrides=[o.line for o in lines.overrides] + list(more_overrides))
@@ -117,7 +122,7 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
     job = job_with([])
     key = job.key()  # what the inputs ask: the exclusions below follow from uv's answer to it
     seed = job.request.seed  # the last pylock.toml, when envman wrote it and nobody edited it (--upgrade: none)
-    kept = seed is not None and _last_request(last) == key
+    kept = ours is not None and seed is not None and _last_request(last) == key
     lr = job.finish(seed) if kept and seed is not None else job.compile(opts.progress, lambda: _while_uv_resolves(digest))
     excluded_notes: list[str] = []
     if not kept:
@@ -228,6 +233,16 @@ def _our_body(path: Path, made_from: str | None = None) -> str | None:
     if not o.exists or not o.ours or o.edited or (made_from is not None and o.inputs_hash != made_from):
         return None
     return path.read_text(encoding="utf-8").partition("\n")[2]
+
+
+def _repo_pins(root: Path) -> tuple[tuple[str, str], ...]:
+    from envman.errors import UsageError
+    from envman.project.sources.locks import preferences
+
+    try:
+        return preferences(root)
+    except UsageError:  # an unreadable repository lock: init said so; preferences are only a starting point
+        return ()
 
 
 def _last_request(last: Lock | None) -> str | None:

@@ -168,7 +168,7 @@ def test_every_lock_file_is_read_and_its_pins_are_said(init, name, file, framewo
     d, out, spec = init(name)
     assert f"framework: {framework}=={version}" in (d / "envman.yaml").read_text()
     assert any(n.startswith(f"{file}: {locked.count} locked packages; its {framework} version is the stack's starting "
-                            "point; the other pins are not copied") for n in out.notes)
+                            "point; the other pins are not copied as pins") for n in out.notes)
 
 
 def test_a_pipfile_is_read(init):

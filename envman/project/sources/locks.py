@@ -2,13 +2,17 @@
 (TOML, or JSON for Pipfile.lock), never run.
 
 What envman takes from them: the framework version (and CUDA variant) they locked, as the starting point of the
-stack (``uv_lock.lock_constraints``). What it does not take, and says so in one line per file: their other pins.
-A repository lock is a resolution for the author's Python and platforms; envman locks anew with uv, for the
-image's Python and platform, with hashes the image checks (a pin the image needs can go under ``packages:``)."""
+stack (``uv_lock.lock_constraints``), and their other pins as uv's preferences on a first lock (``preferences``):
+uv keeps each pin that fits the image's Python and platform and resolves the rest anew. A repository lock is a
+resolution for the author's Python and platforms, so its pins are never constraints; envman's lock is uv's, with
+hashes the image checks (a pin the image must hold can go under ``packages:``). Without them a first lock takes
+each package's newest release, which can break beside the older framework the repository locked (CoordFill:
+kornia 0.8.3 with torch 2.1.2, where its pdm.lock held 0.7.1)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +30,12 @@ class LockedVersions:
     count: int  # packages the lock pins in all
 
     def note(self, framework: str | None, python: str | None) -> str:
-        """Why the lock's other pins are not envman's pins (one line)."""
+        """What the lock's pins become (one line)."""
         took = f"its {framework} version is the stack's starting point; " if framework and self.framework else ""
-        return (f"{self.file}: {self.count} locked packages; {took}the other pins are not copied: envman locks anew "
-                f"with uv for the image's Python{f' {python}' if python else ''} and Linux platform, hash-checked "
-                "(name a pin under packages: in envman.yaml to hold it)")
+        return (f"{self.file}: {self.count} locked packages; {took}the other pins are not copied as pins: envman "
+                f"locks anew with uv for the image's Python{f' {python}' if python else ''} and Linux platform, "
+                "hash-checked, and a first lock prefers the pins that fit (name a pin under packages: in envman.yaml "
+                "to hold it)")
 
 
 _KIND = {"uv.lock": "uv", "poetry.lock": "Poetry", "pdm.lock": "PDM", "Pipfile.lock": "Pipenv"}
@@ -79,3 +84,33 @@ def read_locks(root: Path) -> list[LockedVersions]:
                 fw.setdefault(d, []).append(version)
         out.append(LockedVersions(name, fw, len({d.lower() for d, _ in entries})))
     return out
+
+
+_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+
+
+def preferences(root: Path) -> tuple[tuple[str, str], ...]:
+    """(name, version) of every pin of the repository's first lock file (LOCK_FILES' order), valid names and
+    versions only: what a first lock asks uv to prefer."""
+    from packaging.version import InvalidVersion, Version
+
+    for name in LOCK_FILES:
+        if (root / name).is_file():
+            out: dict[str, str] = {}
+            for dist, version in _entries(root / name, name):
+                try:
+                    Version(version)
+                except InvalidVersion:
+                    continue
+                if _NAME.fullmatch(dist):
+                    out.setdefault(dist.lower().replace("_", "-"), version)
+            return tuple(sorted(out.items()))
+    return ()
+
+
+def preference_seed(pins: tuple[tuple[str, str], ...]) -> str | None:
+    """A pylock.toml of names and versions only: uv reads an existing output file as its preferences."""
+    if not pins:
+        return None
+    body = "".join(f"\n[[packages]]\nname = {json.dumps(n)}\nversion = {json.dumps(v)}\n" for n, v in pins)
+    return 'lock-version = "1.0"\ncreated-by = "envman (the repository lock\'s pins, as preferences)"\n' + body
