@@ -90,6 +90,7 @@ class BuilderStage:
     system_step: Step | None
     python_exe: str
     venv: str
+    venv_command: str
     framework_step: Step | None
     tools_step: Step | None
     env: tuple[tuple[str, str], ...]
@@ -105,6 +106,7 @@ class DockerPlan:
     base_kind: str
     system_step: Step | None
     python_exe: str
+    venv_command: str
     user_command: str
     venv: str
     user: str
@@ -241,10 +243,22 @@ def _locked_tools_step(build_lock: str, offline_image: str | None, link: str) ->
                 f"{tool_src}-r /tmp/envman/{build_lock}{link}")
 
 
+def venv_command(python_exe: str, python: str) -> str:
+    """The venv's creation, after a check that the base image's Python is the lock's: a base whose Python is
+    another minor (a --base-image, a distro Python on nvidia/cuda) otherwise fails later as pip's 'no matching
+    distribution' for the first wheel built for one Python."""
+    if not re.fullmatch(r"\d+\.\d+", python):
+        raise ValueError(f"not a Python minor: {python!r}")
+    probe = 'v="$(' + python_exe + ' -c \'import sys; sys.stdout.write("%d.%d" % sys.version_info[:2])\')"'
+    why = (f'the base image runs Python $v, the lock is for Python {python}: pass --base-image with Python {python}, '
+           f'or lock for $v (--python)')
+    return f'{probe} && {{ [ "$v" = "{python}" ] || {{ echo "{why}" >&2; exit 1; }}; }} && {python_exe} -m venv {VENV}'
+
+
 def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_image: str | None, cuda: str | None,
                  fw_step: Step | None, source_lock: str, offline_image: str | None = None,
                  cuda_archs: tuple[str, ...] = (), build_lock: str | None = None,
-                 source_date_epoch: int | None = None) -> BuilderStage:
+                 source_date_epoch: int | None = None, python: str = "3.11") -> BuilderStage:
     """The builder stage. CUDA sources build on the stack's devel image when the base is nvidia/cuda (same
     Ubuntu, same Python: the wheel fits the final stage), else with nvcc from NVIDIA's wheels on the same
     base; either way nvcc never reaches the final image."""
@@ -307,6 +321,7 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     ) if sb.project else None
     return BuilderStage(
         name=BUILDER, base_image=image, system_step=system, python_exe="python3", venv=VENV,
+        venv_command=venv_command("python3", python),
         framework_step=fw_step if sb.framework else None, tools_step=tools_step,
         env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel, project_step=project,
         args=stage_args(source_date_epoch),
@@ -340,7 +355,7 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     if source_builds is not None and source_lock:
         builder = plan_builder(source_builds, base_image=base_image, base_kind=base_kind, devel_image=devel_image,
                                cuda=res.cuda if res.variant != "cpu" else None, fw_step=fw, source_lock=source_lock,
-                               offline_image=offline_image,
+                               offline_image=offline_image, python=res.python,
                                cuda_archs=tuple(sorted({f"{t.cc.major}.{t.cc.minor}" for t in res.targets},
                                                        key=lambda v: tuple(map(int, v.split("."))))),
                                build_lock=build_lock, source_date_epoch=source_date_epoch)
@@ -398,7 +413,7 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     ]
     return DockerPlan(
         name=name, base_image=base_image, base_kind=base_kind, system_step=system,
-        python_exe=python_exe, user_command=_user_command(reproducible), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
+        python_exe=python_exe, venv_command=venv_command(python_exe, res.python), user_command=_user_command(reproducible), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
         cmd_json=json.dumps(list(command)) if command else None, gpu=gpu, stack_file=stack_file,

@@ -4,6 +4,7 @@ when one compiles CUDA code), the project is installed, system libraries are the
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import yaml
@@ -329,3 +330,24 @@ def test_with_a_build_lock_the_builder_installs_it_hash_checked_and_builds_witho
     assert b.tools_step.command.endswith(
         "/opt/venv/bin/pip install --require-hashes --no-deps --only-binary=:all: -r /tmp/envman/requirements.build.lock.txt")
     assert "--use-pep517 --no-build-isolation" in b.wheel_step.command
+
+
+def test_the_venv_is_made_only_on_a_base_whose_python_is_the_locks(tmp_path):
+    """handson-ml3 locked for Python 3.10 on a --base-image with Python 3.11 failed as pip's 'no matching
+    distribution' for cffi's cp310 wheel; the first step now says which Pythons disagree."""
+    import subprocess
+
+    from envman.image.plan import venv_command
+
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    other = f"{sys.version_info[0]}.{sys.version_info[1] + 1}"
+    ok = subprocess.run(["sh", "-c", venv_command(sys.executable, here).replace("/opt/venv", str(tmp_path / "v"))],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and (tmp_path / "v" / "bin" / "python").exists()
+    bad = subprocess.run(["sh", "-c", venv_command(sys.executable, other).replace("/opt/venv", str(tmp_path / "w"))],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and not (tmp_path / "w").exists()
+    assert bad.stderr.strip() == (f"the base image runs Python {here}, the lock is for Python {other}: pass "
+                                  f"--base-image with Python {other}, or lock for {here} (--python)")
+    with pytest.raises(ValueError):
+        venv_command("python3", "3.11; rm -rf /")
