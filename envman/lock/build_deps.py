@@ -24,7 +24,9 @@ from envman.hostenv import ca_bundle
 from envman.lock.uv import PLATFORM, parse_uv_output, run_uv, uv_compile_command
 from envman.project.backend_requires import setup_requires
 
-LEGACY_BACKEND = ("setuptools>=40.8.0",)
+# PEP 517/518: a source tree without [build-system] builds as if it required setuptools and wheel (setuptools
+# before 70.1 has no bdist_wheel of its own: a lock that pins an older setuptools needs wheel beside it)
+LEGACY_BACKEND = ("setuptools>=40.8.0", "wheel")
 
 
 def sdist_urls(pylock_text: str) -> dict[str, tuple[str, str]]:

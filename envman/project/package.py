@@ -27,7 +27,7 @@ from envman.project.requirements import read_pyproject
 # PEP 517: "If the pyproject.toml file is absent, or the build-backend key is missing, the source tree is
 # not using this specification, and tools should revert to the legacy behaviour of running setup.py"
 # (pip: setuptools>=40.8.0 through its __legacy__ backend).
-LEGACY_BUILD_REQUIRES = ("setuptools>=40.8.0",)
+LEGACY_BUILD_REQUIRES = ("setuptools>=40.8.0", "wheel")  # PEP 518's default: setuptools < 70.1 needs wheel
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def test_a_pure_project_whose_setup_requires_the_lock_lacks_is_built_in_the_buil
     """Real-ESRGAN: numpy is locked (a runtime dependency), Cython is not."""
     res, (need, notes) = _project_build(find_package(ESRGAN), {"numpy": "2.2.6", "setuptools": "80.9.0"}, matrix)
     assert need is not None and not need.compiler and not need.cuda and not need.framework
-    assert need.build_requires == ("setuptools>=40.8.0", "cython", "numpy")
+    assert need.build_requires == ("setuptools>=40.8.0", "wheel", "cython", "numpy")
     assert notes == ["the project's build asks for cython (its setup.py's setup_requires), which the lock does not "
                      "hold and the image installs offline: the project is built into a wheel in the builder stage "
                      "envman-wheels with them (hash-checked, in the build lock); they never reach the image"]

@@ -216,7 +216,7 @@ def test_a_setup_py_project_locks_setuptools_as_its_build_backend(tmp_path):
 
     (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='x')\n")
     pkg = find_package(tmp_path)
-    assert pkg.kind == "setup.py" and pkg.build_requires == ("setuptools>=40.8.0",)
+    assert pkg.kind == "setup.py" and pkg.build_requires == ("setuptools>=40.8.0", "wheel")
 
 
 # --- a lean context -------------------------------------------------------------------------------
@@ -315,7 +315,7 @@ def test_an_sdists_build_requirements_are_read_from_its_pyproject_or_default_to_
     hatch = _sdist({"x-1.0/pyproject.toml": '[build-system]\nrequires = ["hatchling>=1.20"]\n', "x-1.0/x.py": ""})
     assert build_requires_of(hatch, "x-1.0.tar.gz") == ("hatchling>=1.20",)
     legacy = _sdist({"promise-2.3/setup.py": "", "promise-2.3/tests/pyproject.toml": "[build-system]\nrequires=['no']\n"})
-    assert build_requires_of(legacy, "promise-2.3.tar.gz") == ("setuptools>=40.8.0",)
+    assert build_requires_of(legacy, "promise-2.3.tar.gz") == ("setuptools>=40.8.0", "wheel")
     assert sdist_urls(PYLOCK)["promise"] == ("https://files.pythonhosted.org/promise-2.3.tar.gz", "df")
 
 

@@ -534,7 +534,7 @@ def test_an_sdists_setup_requires_are_build_requirements_of_the_builder():
         info = tarfile.TarInfo("w-1.0/setup.py")
         info.size = len(body)
         t.addfile(info, io.BytesIO(body))
-    assert build_requires_of(buf.getvalue(), "w-1.0.tar.gz") == ("setuptools>=40.8.0", "setuptools_scm")
+    assert build_requires_of(buf.getvalue(), "w-1.0.tar.gz") == ("setuptools>=40.8.0", "wheel", "setuptools_scm")
 
 
 def test_the_base_image_a_refusal_hints_at_gets_past_it(tmp_path, init):
