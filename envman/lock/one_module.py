@@ -18,6 +18,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from envman.diskcache import cached
 from envman.errors import DataError, LockError
@@ -128,12 +129,18 @@ def order_warnings(versions: dict[str, str], families: tuple[Family, ...], order
     for o in orders:
         if o.first not in held or o.then not in held:
             continue
-        if all(held.get(alias.get(n, n), ("", ""))[1] in SpecifierSet(spec, prereleases=True)
-               for n, spec in o.versions):
+        if all(_within(held.get(alias.get(n, n), ("", ""))[1], spec) for n, spec in o.versions):
             (fn, fv), (tn, tv) = held[o.first], held[o.then]
             out.append(f"{tn} {tv} loaded before {fn} {fv} crashes the process (the reverse order works; "
                        f"matrices/{FILE}): import {fn} first (torch loads triton with torchvision and torch.compile)")
     return out
+
+
+def _within(version: str, spec: str) -> bool:
+    try:
+        return Version(version) in SpecifierSet(spec, prereleases=True)
+    except InvalidVersion:  # a URL or VCS pin's version: not what was measured
+        return False
 
 
 def _family(module: str, row: Any, seen: dict[str, str], problems: list[str]) -> Family | None:

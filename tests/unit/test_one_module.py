@@ -106,3 +106,10 @@ def test_a_lock_in_a_measured_load_order_crash_says_which_to_import_first():
     assert order_warnings({"tensorflow-cpu": "2.19.1", "triton": "3.8.0"}, fams, orders) == []
     assert order_warnings({"tensorflow": "2.21.0", "triton": "3.6.0"}, fams, orders) == []
     assert order_warnings({"tensorflow": "2.21.0"}, fams, orders) == []
+
+
+def test_a_version_that_is_no_version_is_outside_what_was_measured():
+    from envman.lock.one_module import load_orders, order_warnings
+
+    fams, orders = load_families(shipped_matrix_dir()), load_orders(shipped_matrix_dir())
+    assert order_warnings({"tensorflow": "2.21.0", "triton": "a1b2c3d"}, fams, orders) == []
