@@ -216,12 +216,10 @@ def _while_uv_resolves(digest: Callable[[], Any] | None = None) -> None:
     from envman._compat import tomllib  # noqa: F401  (uv's pylock.toml is parsed right after it exits)
     from envman.image.kit import kit_files
     from envman.image.render import warm
-    from envman.lock import sbom
 
     if digest is not None:
         digest()  # its registry is asked in a thread from now on
     warm()
-    sbom.warm()
     load_image_tables()
     kit_files()
 

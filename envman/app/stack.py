@@ -118,7 +118,7 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     body = render_dockerfile(plan, known.get(files.dockerfile)).lstrip("\n")
     sbom = render_sbom(SbomInputs(spec.name, lock.lock_hash, lock.source_date_epoch or 0, base, base_digest,
                                   python.pylock, {a: pins.get(a) for a in sorted({*apt, *pins})}, stack_summary(res),
-                                  __version__), known.get(files.sbom))
+                                  __version__))
     imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots] + own.imports
     # the framework's distributions first, as a training script imports them: native libraries can clash by the
     # order they load in (tensorflow 2.20 before triton 3.8 segfaults, triton first does not; measured 2026-12-02)

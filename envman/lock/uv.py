@@ -433,11 +433,3 @@ def uv_request(lines: list[str], python: str, extra: list[str], fw_index: str | 
                              overrides=Path("overrides.txt") if overrides else None)
     return UvRequest(tuple(sorted(files)), tuple(cmd.args[1:]), env=tuple(sorted(cmd.secret_env.items())))
 
-
-def pylock_versions(text: str) -> dict[str, str]:
-    from envman._compat import tomllib
-
-    doc = tomllib.loads(text)
-    # a VCS/URL package is pinned by its commit/URL, compared through requirements.lock.txt's line
-    return {canonicalize_name(p["name"]): str(p["version"]) for p in doc.get("packages", [])
-            if not any(k in p for k in ("vcs", "archive", "directory"))}

@@ -109,7 +109,7 @@ def test_a_current_lock_imports_no_yaml_jinja2_network_or_ci_modules(locked):
 
     proj, log = locked
     heavy = ("jinja2", "urllib.request", "ssl", "envman.ci",
-             "importlib.metadata",  # the SBOM is kept by the digest of its inputs, not by cyclonedx's version
+             "importlib.metadata",  # no distribution's version is looked up for the SBOM or the files
              "envman.portable.doctor.knowledge")  # the kit's knowledge.json is kept by the matrix's key
     code = ("import sys\nfrom envman.cli.main import main\nrc = main(['lock', sys.argv[1]])\n"
             f"print(rc, sorted(m for m in {heavy!r} if m in sys.modules))")

@@ -92,6 +92,18 @@ def test_sbom_bytes_depend_on_the_lock_only():
     assert "hashes" not in base and {"name": "envman:digest", "value": "unpinned: no registry answered when locking"} in base["properties"]
 
 
+def test_package_urls_follow_the_purl_spec():
+    """purl-spec: a pypi name lower-cased with `_` as `-`; the version percent-encoded (a local version's `+`), a
+    Debian epoch's `:` kept — the spellings packageurl-python gives (checked against it when this was written)."""
+    from envman.lock.sbom import purl
+
+    assert purl("pypi", "Foo_Bar", "2.14.1+cu130") == "pkg:pypi/foo-bar@2.14.1%2Bcu130"
+    assert purl("deb", "libc6", "1:2.36-9+deb12u9") == "pkg:deb/libc6@1:2.36-9%2Bdeb12u9"
+    assert purl("deb", "libgomp1", None) == "pkg:deb/libgomp1"
+    doc = json.loads(sbom(pylock_text=PYLOCK.replace('"2.14.1"', '"2.14.1+cu130"')))
+    assert "pkg:pypi/torch@2.14.1%2Bcu130" in doc["dependencies"][0]["dependsOn"]
+
+
 def test_the_validator_does_refuse_a_broken_sbom():
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator

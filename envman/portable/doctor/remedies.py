@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from ..frameworks import label
-from ..versions import sm, vt
+from ..versions import sm
 from .knowledge import Build, Knowledge, Release
 from .view import FactsView
 
@@ -80,6 +80,3 @@ def gib(mib: float | None) -> str:
     g = mib / 1024
     return f"{g:.0f} GiB" if g >= 10 else f"{g:.1f} GiB"
 
-
-def newest_version(versions: Iterable[str]) -> str:
-    return max(versions, key=vt)
