@@ -84,6 +84,7 @@ class Setup:
     norm_upcast: bool = True  # RMSNorm upcasts its input to fp32 (transformers, LitGPT); False: lit-gpt@8641822
     fsdp_no_sync: bool = False  # accumulation under FSDP1's no_sync(): every rank accumulates unsharded gradients
     loss_shift_copy: bool = False  # transformers 4.46.0-4.48.x ForCausalLMLoss: a contiguous fp32 copy of the shifted logits
+    reduce_bucket: int = 0  # DeepSpeed ZeRO-2's reduce_bucket_size (elements): the 16-bit gradient bucket on the GPU
 
 
 @dataclass(frozen=True)
@@ -655,9 +656,18 @@ def _deepspeed_module(arch: Arch, setup: Setup, trainable: int) -> int:
     return _base_states(arch, sixteen, trainable)[0]
 
 
+def _largest_trained(arch: Arch, setup: Setup) -> int:
+    """The elements of the largest trained parameter tensor: the embedding or a linear (LoRA trains small adapters)."""
+    if setup.method not in ("full", "freeze"):
+        return 0
+    sizes = [lin.fan_in * lin.fan_out for lin in arch.linears]
+    return max(sizes + [arch.vocab * arch.hidden if arch.vocab else 0])
+
+
 def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int, layer_params: int):
     """DeepSpeed bf16/fp16: a 16-bit module; fp32 master, moments and fp32 gradient partitions (4 + K + 4
-    bytes) split over the data-parallel GPUs (stage_1_and_2.py: 4Ψ + 16Ψ/N; stage3.py: 18Ψ/N)."""
+    bytes) split over the data-parallel GPUs (stage 1: 4Ψ + 16Ψ/N, its 16-bit gradients kept whole until the
+    step; stage 2: 2Ψ + 18Ψ/N + the reduce bucket; stage3.py: 18Ψ/N)."""
     module = _deepspeed_module(arch, setup, trainable)
     k = _state_bytes(setup.optimizer, 4)
     if setup.shard == "zero3":
@@ -666,14 +676,31 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         gathered = _gathered_layers(arch, setup, trainable, layer_params, 2, 0)
         note = (f"ZeRO-3 (DeepSpeed): 16-bit weights, fp32 gradients, master and moments split over {n} GPUs; "
                 "the layer in use and the prefetched one gathered")
+    elif setup.shard == "zero2" and setup.reduce_bucket:
+        # stage_1_and_2.py reduce_ipg_grads with partition_gradients: once a bucket is reduced, the gradients of
+        # parameters outside this rank's partition are cleared (clear_grad_attribute) and the partition's are
+        # copied into grads_in_partition, a 16-bit buffer of the partition's size; what else is alive is the
+        # bucket (reduce_bucket_size elements) and a parameter larger than it, reduced by itself
+        # (extra_large_param_to_reduce) — the largest is the embedding or an untied head
+        # (backward_prologue allocates the bucket whole, a second one with overlap_comm: one counted)
+        weights = module // mp
+        extra = _largest_trained(arch, setup) // mp
+        grads = trainable * 2 // mp // n + (setup.reduce_bucket + (extra if extra > setup.reduce_bucket else 0)) * 2
+        master, gathered = int(trainable * (4 + k) / mp / n), 0
+        note = (f"ZeRO-2 (DeepSpeed): 16-bit weights replicated; 16-bit gradients reduced bucket by bucket into "
+                f"this GPU's partition; fp32 master, moments and gradient partitions split over {n} GPUs "
+                "(2Ψ + 18Ψ/N + the bucket; DeepSpeed's estimator says 4Ψ + 16Ψ/N)")
     else:
         weights, grads = module // mp, trainable * 2 // mp
-        master, gathered = int(trainable * (4 + k + 4) / mp / n), 0
+        master, gathered = int(trainable * (4 + k) / mp / n), 0
         note = (f"ZeRO-{setup.shard[-1]} (DeepSpeed): 16-bit weights and gradients replicated, fp32 master, "
                 f"moments and gradient partitions split over {n} GPUs (DeepSpeed's estimator: 4Ψ + 16Ψ/N)")
     if setup.method in ("lora", "qlora"):
         note += "; the frozen base in the 16-bit module, fp32 master and moments for the adapters only"
-    return weights, grads, master, gathered, note
+    # stages 1/2 make the fp32 gradient partition in step() (flat_grad_partition.to(fp32), freed after the
+    # update: stage_1_and_2.py step), so it is alive with the step's states, not with the activations
+    step_tmp = 0 if setup.shard == "zero3" else trainable * 4 // mp // n
+    return weights, grads, master, gathered, step_tmp, note
 
 
 _SHARD_NOTES = {"zero1": "ZeRO-1: optimizer state split over {n} GPUs",
@@ -704,8 +731,7 @@ def _model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, i
     if setup.shard in _SHARD_NOTES and not (setup.deepspeed and setup.shard != "ddp"):
         notes.append(_SHARD_NOTES[setup.shard].format(n=n))
     if setup.deepspeed and setup.shard in ("zero1", "zero2", "zero3"):
-        weights, grads, opt, gathered, note = _deepspeed_states(arch, setup, trainable, mp, n, layer_params)
-        opt_tmp = 0
+        weights, grads, opt, gathered, opt_tmp, note = _deepspeed_states(arch, setup, trainable, mp, n, layer_params)
         notes.append(note)
     elif setup.shard in ("zero1", "zero2", "zero3", "fsdp"):
         opt, opt_tmp = opt // n, opt_tmp // n

@@ -137,15 +137,25 @@ def test_flash_attention_drops_the_quadratic_term():
 
 
 # --- issue 22: stacks, families, the ZeRO arithmetic --------------------------------------------------------
-def test_zero1_and_zero2_follow_deepspeeds_estimator():
-    # DeepSpeed's stage_1_and_2 estimator: 4Ψ (16-bit weights + gradients) + 16Ψ/N (fp32 master, moments, grads)
+def test_zero1_and_zero2_follow_deepspeeds_code():
+    # stage_1_and_2.py: the fp32 gradient partition (4Ψ/N) is made in step() and freed after it; stage 1 keeps
+    # the whole 16-bit gradients until the step (4Ψ + 16Ψ/N at the step, DeepSpeed's estimator); stage 2 frees
+    # the gradients outside this rank's partition bucket by bucket: 2Ψ/N + the bucket + a larger parameter
+    from envman.fit.estimate import _model_states
+
     arch = llama8b()
     P = arch.params
-    for shard in ("zero1", "zero2"):
-        est = estimate(arch, Setup(precision="bf16-mixed", deepspeed=True, shard=shard, gpus=8, batch=1, seq=512))
-        b = est.breakdown
-        assert b.weights + b.gradients == 4 * P
-        assert b.optimizer == int(16 * P / 8)
+    for shard, bucket in (("zero1", 0), ("zero2", 0), ("zero2", 500_000_000)):
+        setup = Setup(precision="bf16-mixed", deepspeed=True, shard=shard, gpus=8, batch=1, seq=512, reduce_bucket=bucket)
+        weights, grads, opt, step_tmp, gathered, _, _ = _model_states(arch, setup, P)
+        assert weights == 2 * P and opt == int(12 * P / 8) and step_tmp == 4 * P // 8 and gathered == 0
+        if shard == "zero2" and bucket:
+            head = arch.vocab * arch.hidden  # 525M elements > the 5e8 bucket: reduced by itself
+            assert grads == 2 * P // 8 + (bucket + head) * 2
+        else:
+            assert grads == 2 * P  # no bucket given: DeepSpeed's estimator (4Ψ + 16Ψ/N at the step)
+        step = estimate(arch, setup)
+        assert step.peak_bytes >= weights + grads + opt + step_tmp
 
 
 def test_zero3_with_params_only_does_not_gather_the_model_twice():
@@ -203,7 +213,7 @@ def test_deepspeed_lora_keeps_the_frozen_base_in_16_bit_and_masters_only_the_ada
         t = count_trainable(arch, setup)
         module = (arch.params + t) * 2  # every parameter, frozen or not, in 16 bits
         assert est.breakdown.weights == (module // n if shard == "zero3" else module)
-        assert est.breakdown.optimizer == int(t * (4 + 8 + (0 if shard == "zero3" else 4)) / n)
+        assert est.breakdown.optimizer == int(t * (4 + 8) / n)  # ZeRO-1/2's fp32 gradient partition: in step() only
 
 
 def test_sharded_lora_gathers_no_gradient_for_frozen_weights_and_qlora_gathers_packed_nf4():
