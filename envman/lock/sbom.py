@@ -13,7 +13,7 @@ builds to differ.
 The document is built as plain JSON from the CycloneDX 1.6 schema (https://cyclonedx.org/docs/1.6/json/) and
 package URLs from the purl specification (github.com/package-url/purl-spec: a pypi name lower-cased with ``_``
 as ``-``, the version percent-encoded); the tests validate it against the schema with cyclonedx-python-lib's
-strict validator. Building it takes ~6 ms for 126 packages (cyclonedx-python-lib took ~70 ms and ~60 ms of
+strict validator. Building it takes ~1 ms for 126 packages (cyclonedx-python-lib took ~70 ms and ~60 ms of
 imports), so no cache stands in front of it.
 """
 
@@ -120,4 +120,15 @@ def render_sbom(inputs: SbomInputs) -> str:
         "components": parts,
         "dependencies": [{"ref": "image", "dependsOn": refs}, *({"ref": r} for r in refs)],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return _layout(doc)
+
+
+def _layout(doc: Json) -> str:
+    """One top-level field, and one component or dependency, a line: reviewable as a diff, and written by json's C
+    encoder (``indent=`` takes its pure-Python one: 5 ms for 126 packages, against 0.5)."""
+    def one(v: object) -> str:
+        return json.dumps(v, ensure_ascii=False)
+
+    fields = [f"  {one(k)}: [\n" + ",\n".join(f"    {one(x)}" for x in v) + "\n  ]" if isinstance(v, list) and v
+              else f"  {one(k)}: {one(v)}" for k, v in doc.items()]
+    return "{\n" + ",\n".join(fields) + "\n}\n"
