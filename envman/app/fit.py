@@ -50,6 +50,7 @@ class FitOptions:
     optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop (transformers' old AdamW)
     ema: bool = False  # diffusers' --use_ema: an fp32 EMA copy of the trained weights on the GPU
     double_quant: bool | None = None  # None: the stack's; LitGPT's --quantize bnb.nf4-dq (True) vs bnb.nf4 (False)
+    zero_grad: str | None = None  # None: the stack's, else before-forward (estimate.ZERO_GRAD: when the loop frees gradients)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                   shard=opts.shard or stack.get("shard", "none"), attention=attention, stack=stack.name,
                   offload=opts.offload or stack.get("offload", "none"), selective_ckpt=opts.selective_checkpointing,
                   tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema,
+                  zero_grad=opts.zero_grad or stack.get("zero_grad", "before-forward"),
                   **{k: stack.get(k, d) for k, d in _STACK_FIELDS.items()})
     if opts.double_quant is not None:
         setup = replace(setup, nf4_double_quant=opts.double_quant)

@@ -30,6 +30,11 @@ SHARDS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
 ATTENTION = ("eager", "flash")
 LOSSES = ("fp32", "compute")
 OFFLOAD = ("none", "optimizer", "params")
+# when the training loop frees the last step's gradients (docs/fit-allocator.md): before the next forward
+# (optimizer.zero_grad() after step(), set_to_none=True: PyTorch >= 2.0's default); after the next forward,
+# just before backward (rasbt/pytorch-memory-optim's loop); never (zero_grad(set_to_none=False), PyTorch < 2.0's
+# default: the gradients are zeroed in place and stay allocated through every forward and backward)
+ZERO_GRAD = ("before-forward", "before-backward", "keep")
 DROPOUT_MASKS = ("bool", "input")
 
 _EXAMPLE = {"batch": 4, "gpus": 8, "lora-rank": 16, "accumulation": 4, "tp": 2, "pp": 2}
@@ -85,6 +90,7 @@ class Setup:
     fsdp_no_sync: bool = False  # accumulation under FSDP1's no_sync(): every rank accumulates unsharded gradients
     loss_shift_copy: bool = False  # transformers 4.46.0-4.48.x ForCausalLMLoss: a contiguous fp32 copy of the shifted logits
     reduce_bucket: int = 0  # DeepSpeed ZeRO-2's reduce_bucket_size (elements): the 16-bit gradient bucket on the GPU
+    zero_grad: str = "before-forward"  # when the loop frees the gradients (ZERO_GRAD)
 
 
 @dataclass(frozen=True)
@@ -152,7 +158,7 @@ def validate(setup: Setup, arch: Arch) -> None:
 def _check_choices(setup: Setup) -> None:
     for name, val, allowed in (("method", setup.method, METHODS), ("precision", setup.precision, PRECISIONS),
                                ("optimizer", setup.optimizer, OPTIMIZERS), ("shard", setup.shard, SHARDS),
-                               ("attention", setup.attention, ATTENTION)):
+                               ("attention", setup.attention, ATTENTION), ("zero-grad", setup.zero_grad, ZERO_GRAD)):
         if val not in allowed:
             near = difflib.get_close_matches(str(val), allowed, n=1)
             raise SetupError(f"--{name} {val!r} is not one of {', '.join(allowed)}",
@@ -791,13 +797,14 @@ def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, 
     return acts, acts.saved, 0
 
 
-def _cnn_backward(acts: Acts, during: Breakdown, grads: int, P: int, extra: int) -> Breakdown:
-    """A non-uniform network's backward peak: saved tensors not yet freed + gradients made so far, per block."""
+def _cnn_backward(acts: Acts, during: Breakdown, grads: int, P: int, extra: int, held: int = 0) -> Breakdown:
+    """A non-uniform network's backward peak: saved tensors not yet freed + gradients made so far (at least the
+    ``held`` ones: accumulated or never freed), per block."""
     share = grads / max(P, 1)  # bytes of gradient per parameter on this GPU
     alive, done, worst = acts.saved, 0, during
     for saved_k, params_k, tmp_k in reversed(acts.profile):
         done += params_k
-        cand = Breakdown(during.weights, int(done * share), during.optimizer, alive, tmp_k + extra)
+        cand = Breakdown(during.weights, max(held, int(done * share)), during.optimizer, alive, tmp_k + extra)
         worst = max(worst, cand, key=lambda bd: bd.total)
         alive -= saved_k
     return worst
@@ -848,7 +855,9 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     head_grad = 0
     if arch.task in ("causal-lm", "masked-lm") and setup.method in ("full", "freeze"):
         head_grad = arch.vocab * arch.hidden * gb
-    acc = _accumulated(setup, grads, trainable, gb)
+    acc = grads if setup.zero_grad == "keep" else _accumulated(setup, grads, trainable, gb)
+    # the gradients alive through the forward: zero_grad() between the forward and backward frees them only then
+    fwd = grads if setup.zero_grad == "before-backward" else acc
     # the moments of a step
     start = Breakdown(weights, acc, opt, kept, acts.loss_transient + cast_copies + gathered + qlora_tmp)
     during = Breakdown(weights, max(acc, min(head_grad, grads)), opt, kept - acts.loss_saved + recompute,
@@ -858,20 +867,26 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     end = Breakdown(weights, grads, opt, 0, tied_sum + gathered)
     step = Breakdown(weights, grads, opt, 0, opt_tmp + gathered)
     if acts.profile and setup.method == "full" and not setup.grad_checkpointing:
-        during = _cnn_backward(acts, during, grads, P, cast_copies + gathered)
+        during = _cnn_backward(acts, during, grads, P, cast_copies + gathered, acc)
     if setup.accumulation > 1:
         notes.append(f"gradient accumulation over {setup.accumulation} micro-steps: gradients stay allocated during "
                      "every forward and backward")
     phases = {"backward-start": start, "backward": during, "backward-end": end, "optimizer-step": step}
     if acts.loss_forward:  # the end of the forward: the loss runs while the logits (and their copies) are alive
-        phases["loss"] = Breakdown(weights, acc, opt, kept, acts.loss_forward + cast_copies + gathered)
+        phases["loss"] = Breakdown(weights, fwd, opt, kept, acts.loss_forward + cast_copies + gathered)
     if acts.encode_transient:  # before the step's forward: the VAE encodes the batch under no_grad
-        phases["encode"] = Breakdown(weights, acc, opt, 0, acts.encode_transient)
-    if setup.prev_graph_held and acts.quant_inputs:
+        phases["encode"] = Breakdown(weights, fwd, opt, 0, acts.encode_transient)
+    held = acts.quant_inputs if setup.prev_graph_held else 0
+    if held or fwd > acc:
         # end of the next forward: the loop still holds the last step's logits, hence its graph, hence every
         # input bitsandbytes kept as a ctx attribute (LitGPT: `logits = model(...)` rebinds only after the
-        # forward returns); this step's and the last step's logits stand where the loss' saved tensors will be
-        phases["forward-end"] = Breakdown(weights, acc, opt, kept, acts.quant_inputs + cast_copies + gathered + qlora_tmp)
+        # forward returns); this step's and the last step's logits stand where the loss' saved tensors will be.
+        # A loop that calls zero_grad() after the forward still holds the last step's gradients here.
+        phases["forward-end"] = Breakdown(weights, fwd, opt, kept, held + cast_copies + gathered + qlora_tmp)
+    if setup.zero_grad == "before-backward":
+        notes.append("zero_grad() after the forward: the last step's gradients stay allocated through the forward")
+    elif setup.zero_grad == "keep":
+        notes.append("zero_grad(set_to_none=False) (PyTorch < 2.0's default): the gradients stay allocated all step")
     phase, peak = max(phases.items(), key=lambda kv: kv[1].total)
     # time: forward + backward (2× forward for weight and input gradients; frozen weights: input only)
     bwd = 2.0 if setup.method == "full" else 1.0

@@ -20,7 +20,8 @@ KEYS = {"precision": str, "method": str, "shard": str, "deepspeed": bool, "base_
         "fsdp_root_unsharded": bool, "optimizer": str, "adapter_bytes": int, "bnb_keeps_input": bool,
         "nf4_double_quant": bool, "quant_head": bool, "dequant_copies": int, "untied_head": bool,
         "prev_graph_held": bool, "fused_qkv": bool, "norm_upcast": bool,
-        "fsdp_no_sync": bool, "loss_shift_copy": bool, "reduce_bucket": int}
+        "fsdp_no_sync": bool, "loss_shift_copy": bool, "reduce_bucket": int,
+        "zero_grad": str}
 
 
 @dataclass(frozen=True)

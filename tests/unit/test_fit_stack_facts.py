@@ -232,3 +232,52 @@ def test_the_2024_stack_is_what_the_unsloth_rows_run():
     assert shipped["peft-qlora-2024"].get("loss_shift_copy") is True
     assert not shipped["peft-qlora"].get("loss_shift_copy")  # today's transformers pads the labels instead
     assert "4.46" in shipped["peft-qlora-2024"].source and "loss_utils.py" in shipped["peft-qlora-2024"].source
+
+
+# when the loop frees the gradients (docs/fit-allocator.md; estimate.ZERO_GRAD)
+def _vit(**kw) -> Setup:
+    return Setup(**{**dict(precision="bf16", batch=16, image_size=224, attention="flash"), **kw})
+
+
+def test_zero_grad_after_the_forward_keeps_the_last_steps_gradients_through_the_forward():
+    # rasbt/pytorch-memory-optim@2d1ae1e747fe 04_lower-batchsize.py: logits = model(x); loss; zero_grad(); backward
+    a = arch("vit-large")
+    usual, late = estimate(a, _vit()), estimate(a, _vit(zero_grad="before-backward"))
+    assert late.phase == "forward-end"
+    assert late.breakdown.gradients == count_trainable(a, _vit()) * 2  # bf16 gradients, all of them
+    assert late.peak_bytes > usual.peak_bytes and usual.breakdown.gradients == 0
+    assert any("after the forward" in n for n in late.notes)
+
+
+def test_gradients_never_freed_count_as_accumulated_ones():
+    # zero_grad(set_to_none=False), PyTorch < 2.0's default: zeroed in place, alive all step, as under accumulation
+    for model, setup in (("vit-large", _vit()), ("bert-large", Setup(precision="fp32", batch=4, seq=512)),
+                         ("resnet-50", Setup(precision="fp32", batch=32, image_size=224))):
+        a = arch(model)
+        kept = estimate(a, replace(setup, zero_grad="keep"))
+        accumulated = estimate(a, replace(setup, accumulation=2))
+        assert kept.peak_bytes == accumulated.peak_bytes > estimate(a, setup).peak_bytes, model
+        assert kept.breakdown.gradients == count_trainable(a, setup) * (2 if setup.precision == "bf16" else 4)
+
+
+def test_an_unknown_zero_grad_is_refused_and_the_default_changes_nothing():
+    import pytest
+
+    from envman.fit.estimate import SetupError
+
+    with pytest.raises(SetupError, match="--zero-grad 'sometimes' is not one of before-forward"):
+        estimate(arch("vit-large"), _vit(zero_grad="sometimes"))
+    res = run_fit(FitOptions(model="vit-large", stack="torch-amp", precision="bf16", batch=16, image_size=224,
+                             targets=("a100-sxm4-80gb",), zero_grad="before-backward"))
+    assert res.estimate.setup.zero_grad == "before-backward" and res.estimate.phase == "forward-end"
+    assert run_fit(FitOptions(model="vit-large", batch=16, targets=("a100-sxm4-80gb",))).estimate.setup.zero_grad \
+        == "before-forward"
+
+
+def test_a_cnns_backward_never_counts_fewer_gradients_than_are_held():
+    from envman.fit.estimate import Breakdown, _cnn_backward
+
+    a, s = arch("resnet-50"), Setup(precision="fp32", batch=32, image_size=224)
+    acts, grads = activations(a, s), a.params * 4
+    worst = _cnn_backward(acts, Breakdown(0, 0, 0, 0, 0), grads, a.params, 0, held=grads)
+    assert worst.gradients == grads
