@@ -9,6 +9,9 @@ Run it in a separate venv with torch (CPU build is enough), torchvision and tran
 
     /tmp/fitreserve-venv/bin/python bench/alloc_replay.py              # every setup
     /tmp/fitreserve-venv/bin/python bench/alloc_replay.py --only vit   # setups whose name contains "vit"
+    python3 bench/alloc_replay.py --device cuda --only vit-l16-bf16-b16      # on a GPU (needs torchvision /
+                                                                           # transformers there): the real peaks,
+                                                                           # and the real event stream replayed
 
 How it works:
 - Trace: the real model code (torchvision's vit_l_16, transformers' BertForSequenceClassification) runs under
@@ -39,6 +42,7 @@ import bisect
 import sys
 import types
 import weakref
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 KMIN, KSMALL, KSMALLBUF, KLARGEBUF, KMINLARGE, KROUND = 512, 1 << 20, 2 << 20, 20 << 20, 10 << 20, 2 << 20
@@ -207,91 +211,107 @@ def _patch_dropout() -> None:
     F.dropout = dropout
 
 
+@contextmanager
+def session(trace: Trace | None):
+    """Fake CPU tensors with the recorder (a trace to fill), or a real CUDA device (no trace: the caching
+    allocator itself counts). Yields (device, the loop's context, mark)."""
+    if trace is None:
+        yield "cuda", nullcontext, lambda what: None
+        return
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        yield "cpu", lambda: recorder(trace), trace.mark
+
+
+def _on_device(model, dt, dev: str, trace: Trace | None):
+    """Weights and buffers allocated first, in parameters() / buffers() order, as .to("cuda") allocates them."""
+    if trace is None:
+        return model.to(dt).to(dev)
+    for t in [*model.parameters(), *model.buffers()]:
+        trace.track(t)
+    return model
+
+
 def vit_setup(batch: int, dtype: str, accumulation: int, micro_steps: int, late_zero_grad: bool = True):
-    def run(trace: Trace) -> None:
+    def run(trace: Trace | None) -> None:
         import torch
         import torch.nn.functional as F
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+        if trace is not None:
+            sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+            torch.nn.init.trunc_normal_ = lambda t, *a, **k: t  # data-dependent on fake tensors; values do not matter
         from torchvision.models import vit_l_16
         dt = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
-        torch.nn.init.trunc_normal_ = lambda t, *a, **k: t  # data-dependent on fake tensors; values do not matter
-        with FakeTensorMode():
-            torch.set_default_dtype(dt)  # Fabric bf16-true: module.to(bfloat16) before .to(device)
+        with session(trace) as (dev, loop, mark):
+            if trace is not None:
+                torch.set_default_dtype(dt)  # Fabric bf16-true: module.to(bfloat16) (fake tensors cannot swap)
             model = vit_l_16()
             model.heads.head = torch.nn.Linear(1024, 10)
             torch.set_default_dtype(torch.float32)
-            for p in model.parameters():
-                trace.track(p)
-            for b in model.buffers():
-                trace.track(b)
+            model = _on_device(model, dt, dev, trace)
             opt = torch.optim.Adam(model.parameters(), lr=5e-5, foreach=True)  # torch 2.1's CUDA default
-            with recorder(trace):
+            with loop():
                 logits = features = targets = loss = None
                 for i in range(micro_steps):
-                    trace.mark(f"step{i}:batch")
-                    nf, nt = torch.empty(batch, 3, 224, 224), torch.zeros(batch, dtype=torch.long)
+                    mark(f"step{i}:batch")
+                    nf = torch.randn(batch, 3, 224, 224, device=dev)
+                    nt = torch.zeros(batch, dtype=torch.long, device=dev)
                     features, targets = nf, nt
                     del nf, nt
                     if not late_zero_grad:
                         opt.zero_grad()  # the usual loop: gradients freed before the forward
-                    trace.mark(f"step{i}:forward")
+                    mark(f"step{i}:forward")
                     x = features.to(dt)  # Fabric's precision.convert_input inside _FabricModule.forward
                     out = model(x)
                     del x
                     logits = out
                     del out
-                    trace.mark(f"step{i}:loss")
+                    mark(f"step{i}:loss")
                     loss = F.cross_entropy(logits, targets) / (accumulation if accumulation > 1 else 1)
                     if accumulation == 1 and late_zero_grad:
                         opt.zero_grad()  # rasbt's loop: after the forward, before backward
-                    trace.mark(f"step{i}:backward")
+                    mark(f"step{i}:backward")
                     loss.backward()
                     if accumulation == 1 or i % accumulation == 0:
-                        trace.mark(f"step{i}:optimizer")
+                        mark(f"step{i}:optimizer")
                         opt.step()
                         if accumulation > 1:
                             opt.zero_grad()
                     with torch.no_grad():
                         torch.argmax(logits, 1)
-                trace.mark("end")
+                mark("end")
     return run
 
 
 def bert_setup(batch: int, set_to_none: bool, steps: int):
-    def run(trace: Trace) -> None:
+    def run(trace: Trace | None) -> None:
         import torch
-        from torch._subclasses.fake_tensor import FakeTensorMode
         from transformers import BertConfig, BertForSequenceClassification
-        _patch_dropout()
+        if trace is not None:
+            _patch_dropout()  # on CUDA, dropout is native_dropout already
         cfg = BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
                          vocab_size=30522, max_position_embeddings=512, num_labels=2)
         cfg._attn_implementation = "eager"
-        with FakeTensorMode():
-            model = BertForSequenceClassification(cfg)
+        with session(trace) as (dev, loop, mark):
+            model = _on_device(BertForSequenceClassification(cfg), torch.float32, dev, trace)
             model.train()
-            for p in model.parameters():
-                trace.track(p)
-            for b in model.buffers():
-                trace.track(b)
             # transformers' AdamW (adamw_hf, the Trainer's default until 4.x): a per-parameter loop
             opt = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.0, foreach=False)
-            with recorder(trace):
+            with loop():
                 model.zero_grad(set_to_none=set_to_none)
                 for i in range(steps):
-                    trace.mark(f"step{i}:batch")
-                    ids = torch.zeros(batch, 512, dtype=torch.long)
-                    labels = torch.zeros(batch, dtype=torch.long)
-                    trace.mark(f"step{i}:forward")
+                    mark(f"step{i}:batch")
+                    ids = torch.zeros(batch, 512, dtype=torch.long, device=dev)
+                    labels = torch.zeros(batch, dtype=torch.long, device=dev)
+                    mark(f"step{i}:forward")
                     loss = model(input_ids=ids, labels=labels).loss
-                    trace.mark(f"step{i}:backward")
+                    mark(f"step{i}:backward")
                     loss.backward()
                     del loss
-                    trace.mark(f"step{i}:optimizer")
+                    mark(f"step{i}:optimizer")
                     opt.step()
                     model.zero_grad(set_to_none=set_to_none)
                     del ids, labels
-                trace.mark("end")
+                mark("end")
     return run
 
 
@@ -306,13 +326,51 @@ SETUPS = {
 }
 
 
+def replay_cuda_history(snapshot: dict) -> tuple[int, int]:
+    """The real allocator's event stream (torch.cuda.memory._snapshot()'s device trace) replayed through
+    ``Allocator``: (modelled peak reserved, segments the real allocator made) — a check of the model itself."""
+    alloc, live, real_segments = Allocator(), {}, 0
+    for ev in snapshot["device_traces"][0]:
+        if ev["action"] == "alloc":
+            live[ev["addr"]] = alloc.malloc(ev["size"])
+        elif ev["action"] == "free_completed" and ev["addr"] in live:
+            alloc.free(live.pop(ev["addr"]))
+        elif ev["action"] == "segment_alloc":
+            real_segments += ev["size"]
+    return alloc.peak_reserved, real_segments
+
+
+def run_cuda(name: str, run) -> None:
+    """On a GPU: the same loop on real tensors; the allocator's own peaks, and its event stream replayed."""
+    import torch
+    torch.cuda.memory._record_memory_history(max_entries=2_000_000)
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        run(None)
+    except ImportError as exc:
+        print(f"{name}: skipped on cuda ({exc})")
+        return
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    modelled, made = replay_cuda_history(snap)
+    print(f"{name} [cuda {torch.__version__}]: max_memory_allocated {torch.cuda.max_memory_allocated() / 1e9:.3f} GB, "
+          f"max_memory_reserved {torch.cuda.max_memory_reserved() / 1e9:.3f} GB; its event stream through the model: "
+          f"reserved {modelled / 1e9:.3f} GB (segments the allocator made: {made / 1e9:.3f} GB)")
+    torch.cuda.empty_cache()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--ops", action="store_true", help="print the ATen ops the trace saw")
+    ap.add_argument("--device", default="fake", choices=("fake", "cuda"),
+                    help="fake: trace on data-less CPU tensors and replay (default); cuda: run for real on a GPU")
     args = ap.parse_args()
     for name, run in SETUPS.items():
         if args.only not in name:
+            continue
+        if args.device == "cuda":
+            run_cuda(name, run)
             continue
         trace = Trace()
         run(trace)
