@@ -24,7 +24,8 @@ How it works:
 - Fake CPU tensors run CPU kernels' shape functions: where CUDA's differ in what they allocate, the script says so.
   ``F.dropout`` is routed to ``torch.native_dropout`` (what CUDA's ``dropout`` calls for 0 < p < 1: a 1-byte mask;
   CPU's ``dropout`` keeps a mask in the input's dtype). Kernel-internal workspaces (cuBLAS, cuDNN, flash
-  attention's backward accumulators) are invisible to a trace at the ATen level and are not replayed.
+  attention's backward accumulators) are invisible to a trace at the ATen level and are not replayed;
+  ``--cuda-flash-copies`` adds the one kind read in PyTorch's code (the CUDA flash wrapper's q/k/v copies).
 - Replay: ``Allocator`` follows c10/cuda/CUDACachingAllocator.cpp (pytorch/pytorch@001074d25084, the rules
   unchanged since 2.0 for the default configuration): sizes rounded up to 512 B; requests <= 1 MiB from the small
   pool, whose segments are 2 MiB; larger requests from the large pool, in a new 20 MiB segment when < 10 MiB and
@@ -135,6 +136,7 @@ class Trace:
         self.live: dict[int, weakref.ref] = {}
         self.next_id = 0
         self.ops: dict[str, int] = {}
+        self.cuda_flash_copies = False  # --cuda-flash-copies: add the copies CUDA's flash wrapper makes
 
     def track(self, t) -> None:
         import torch
@@ -164,13 +166,35 @@ def recorder(trace: Trace):
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            scratch = _flash_copies(func, args) if trace.cuda_flash_copies else []
+            for i, n in enumerate(scratch):
+                trace.events.append(("a", f"scratch{trace.next_id}.{i}", n))
             out = func(*args, **(kwargs or {}))
+            for i, _ in enumerate(scratch):
+                trace.events.append(("f", f"scratch{trace.next_id}.{i}"))
+            trace.next_id += 1
             trace.ops[str(func)] = trace.ops.get(str(func), 0) + 1
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):
                     trace.track(t)
             return out
     return Recorder()
+
+
+def _flash_copies(func, args) -> list[int]:
+    """The copies CUDA's flash SDPA wrapper of PyTorch 2.0/2.1 makes and frees inside the op, which a trace at
+    the ATen level cannot see: `_scaled_dot_product_flash_attention_cuda` reshapes query/key/value, transposed
+    to (batch, seq, heads, dim), to (batch·seq, heads, dim) — a copy unless that layout is contiguous, which it
+    is not for nn.MultiheadAttention's (seq, batch, heads, dim)-ordered projections — and its backward does the
+    same with grad_out, query, key, value and out (aten/src/ATen/native/transformers/cuda/attention.cu and
+    attention_backward.cu of that era). The CPU flash kernel traced here stands in for CUDA's."""
+    import torch
+    name = str(func)
+    if "_scaled_dot_product_flash_attention_for_cpu" not in name:
+        return []
+    ts = [a for a in args if isinstance(a, torch.Tensor) and a.dim() == 4]
+    ts = ts[:3] if "backward" not in name else ts[:5]
+    return [t.numel() * t.element_size() for t in ts if not t.transpose(1, 2).is_contiguous()]
 
 
 def replay(trace: Trace) -> dict:
@@ -365,6 +389,8 @@ def main() -> None:
     ap.add_argument("--ops", action="store_true", help="print the ATen ops the trace saw")
     ap.add_argument("--device", default="fake", choices=("fake", "cuda"),
                     help="fake: trace on data-less CPU tensors and replay (default); cuda: run for real on a GPU")
+    ap.add_argument("--cuda-flash-copies", action="store_true",
+                    help="add the q/k/v (and grad_out/out) copies PyTorch 2.0/2.1's CUDA flash SDPA makes inside the op")
     args = ap.parse_args()
     for name, run in SETUPS.items():
         if args.only not in name:
@@ -373,6 +399,7 @@ def main() -> None:
             run_cuda(name, run)
             continue
         trace = Trace()
+        trace.cuda_flash_copies = args.cuda_flash_copies
         run(trace)
         r = replay(trace)
         gb = 1e9
