@@ -24,8 +24,9 @@ RUNS = yaml.safe_load((ROOT / "tests" / "reference" / "runs.yaml").read_text())[
 # what envman reaches today (docs/fit.md); the test fails if a change makes any of these worse. The fourth round
 # added 12 rows (9 of them reserved/monitor figures) and moved the shares down from 0.74 / 1.0: no row got worse
 # for a model change but the four DeepSpeed/FSDP 70B rows, which docs/fit.md explains. The fifth round added two
-# ms-swift `reserved` peaks outside 10% (−14%, −10.3%): 40 of 64 (0.625), no earlier peak row moved
-FLOOR = {"peak_within_10": 0.62, "peak_within_25": 0.95, "throughput_within_25": 0.73, "allocated_within_10": 1.0}
+# ms-swift `reserved` peaks outside 10% (−14%, −10.3%): 40 of 64 (0.625), no earlier peak row moved; the
+# rows' loops' zero_grad (rasbt: before backward; HF BERT, PyTorch 1.x: kept in place) brought fp16 BERT in: 41 of 64
+FLOOR = {"peak_within_10": 0.64, "peak_within_25": 0.95, "throughput_within_25": 0.73, "allocated_within_10": 1.0}
 UNITS = {"GB": 1e9, "GiB": 2**30, "GiB-reserved": 2**30, "GB-reserved": 1e9, "GB-monitor": 1e9, "GB-unstated": 1e9, "MB-nvidia-smi": 2**20}
 
 
