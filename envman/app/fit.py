@@ -213,7 +213,8 @@ _STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "de
                  "lora_dropout": False, "logits_held": False, "fsdp_root_unsharded": False, "adapter_bytes": 0,
                  "bnb_keeps_input": False, "nf4_double_quant": True, "quant_head": False, "dequant_copies": 1,
                  "untied_head": False, "prev_graph_held": False, "fused_qkv": False, "norm_upcast": True,
-                 "fsdp_no_sync": False, "loss_shift_copy": False, "reduce_bucket": 0}
+                 "fsdp_no_sync": False, "loss_shift_copy": False, "reduce_bucket": 0,
+                 "sub_group": 0}
 
 
 def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:

@@ -91,6 +91,7 @@ class Setup:
     loss_shift_copy: bool = False  # transformers 4.46.0-4.48.x ForCausalLMLoss: a contiguous fp32 copy of the shifted logits
     reduce_bucket: int = 0  # DeepSpeed ZeRO-2's reduce_bucket_size (elements): the 16-bit gradient bucket on the GPU
     zero_grad: str = "before-forward"  # when the loop frees the gradients (ZERO_GRAD)
+    sub_group: int = 0  # DeepSpeed ZeRO-3's sub_group_size (elements): step() upcasts one sub-group's gradients at a time
 
 
 @dataclass(frozen=True)
@@ -677,10 +678,14 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
     module = _deepspeed_module(arch, setup, trainable)
     k = _state_bytes(setup.optimizer, 4)
     if setup.shard == "zero3":
-        weights, grads = module // mp // n, trainable * 4 // mp // n
+        # stage3.py: the gradient partition (grad_partitions_flat_buffer, allocated at init) is in
+        # gradient_accumulation_dtype, which engine.get_data_types makes the 16-bit model dtype unless
+        # data_types.grad_accum_dtype says otherwise; step() upcasts one sub-group's at a time
+        # (_prepare_fp32_grad_for_sub_group: flatten(...).to(fp32), freed in _release_sub_group)
+        weights, grads = module // mp // n, trainable * 2 // mp // n
         master = int(trainable * (4 + k) / mp / n)
         gathered = _gathered_layers(arch, setup, trainable, layer_params, 2, 0)
-        note = (f"ZeRO-3 (DeepSpeed): 16-bit weights, fp32 gradients, master and moments split over {n} GPUs; "
+        note = (f"ZeRO-3 (DeepSpeed): 16-bit weights and gradients, fp32 master and moments split over {n} GPUs; "
                 "the layer in use and the prefetched one gathered")
     elif setup.shard == "zero2" and setup.reduce_bucket:
         # stage_1_and_2.py reduce_ipg_grads with partition_gradients: once a bucket is reduced, the gradients of
@@ -705,7 +710,7 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         note += "; the frozen base in the 16-bit module, fp32 master and moments for the adapters only"
     # stages 1/2 make the fp32 gradient partition in step() (flat_grad_partition.to(fp32), freed after the
     # update: stage_1_and_2.py step), so it is alive with the step's states, not with the activations
-    step_tmp = 0 if setup.shard == "zero3" else trainable * 4 // mp // n
+    step_tmp = 4 * min(setup.sub_group, trainable // mp // n) if setup.shard == "zero3" else trainable * 4 // mp // n
     return weights, grads, master, gathered, step_tmp, note
 
 
@@ -890,7 +895,8 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     phase, peak = max(phases.items(), key=lambda kv: kv[1].total)
     # time: forward + backward (2× forward for weight and input gradients; frozen weights: input only)
     bwd = 2.0 if setup.method == "full" else 1.0
-    flops = acts.fwd_flops * (1 + bwd + (1 if setup.grad_checkpointing else 0))
+    # per GPU: tensor parallelism splits every matmul over tp GPUs, pipeline parallelism the layers over pp stages
+    flops = acts.fwd_flops * (1 + bwd + (1 if setup.grad_checkpointing else 0)) / (setup.tp * setup.pp)
     ckpt = int(trainable * r + trainable * _state_bytes(setup.optimizer, state_dtype)) if setup.method != "full" else \
         int(P * r + P * _state_bytes(setup.optimizer, state_dtype))
     return Estimate(setup, P, trainable, peak.total, peak, phase, weights, ckpt, flops, acts.tokens, acts.unit,

@@ -281,3 +281,28 @@ def test_a_cnns_backward_never_counts_fewer_gradients_than_are_held():
     acts, grads = activations(a, s), a.params * 4
     worst = _cnn_backward(acts, Breakdown(0, 0, 0, 0, 0), grads, a.params, 0, held=grads)
     assert worst.gradients == grads
+
+
+def test_tensor_and_pipeline_parallel_split_the_flops_so_the_rate_per_gpu_holds():
+    # a tp x pp group computes one micro-batch together: each GPU does 1/(tp*pp) of its FLOPs, and the group's
+    # tokens are shared by tp*pp GPUs, so the compute-bound rate per GPU is the one-GPU rate (no bubble, no
+    # communication modelled); envman had divided the rate by tp*pp twice (8x low for TP 2 x PP 4)
+    kw = dict(model="llama-3.1-70b", stack="fsdp2", batch=1, seq=4096, attention="flash", targets=("h100",))
+    one = run_fit(FitOptions(**kw, gpus=8))
+    split = run_fit(FitOptions(**{**kw, "stack": None}, shard="none", gpus=8, tp=2, pp=4))
+    assert split.estimate.train_flops * 8 == one.estimate.train_flops
+    assert one.targets[0].bound == split.targets[0].bound == "compute"
+    assert abs(split.targets[0].throughput / one.targets[0].throughput - 1) < 1e-9
+
+
+def test_zero3_keeps_a_16_bit_gradient_partition_and_upcasts_one_sub_group_in_step():
+    # stage3.py: grad_partitions_flat_buffer is in gradient_accumulation_dtype (engine.get_data_types: the model's
+    # 16-bit dtype unless data_types.grad_accum_dtype is set), allocated for the whole partition at init; step()
+    # makes an fp32 copy of one sub-group's gradients at a time (sub_group_size; the shipped stack: 1e9)
+    a, n = arch("llama-3.1-8b"), 8
+    P = a.params
+    for sub_group, tmp in ((1_000_000_000, 4 * 1_000_000_000), (2_000_000_000, 4 * (P // n))):  # P/8 ≈ 1.004e9
+        setup = Setup(precision="bf16-mixed", deepspeed=True, shard="zero3", gpus=n, batch=1, seq=512, sub_group=sub_group)
+        weights, grads, opt, step_tmp, gathered, _, _ = _model_states(a, setup, P)
+        assert weights == 2 * P // n and grads == 2 * P // n and opt == int(12 * P / n) and step_tmp == tmp
+        assert estimate(a, setup).peak_bytes >= weights + grads + opt + step_tmp
