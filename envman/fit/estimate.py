@@ -684,7 +684,12 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         # (_prepare_fp32_grad_for_sub_group: flatten(...).to(fp32), freed in _release_sub_group)
         weights, grads = module // mp // n, trainable * 2 // mp // n
         master = int(trainable * (4 + k) / mp / n)
-        gathered = _gathered_layers(arch, setup, trainable, layer_params, 2, 0)
+        # the largest gather of a step is at the loss: partitioned_param_coordinator.py __params_to_release keeps
+        # a parameter whose next use is within stage3_max_reuse_distance (1e9 elements), so the head gathered for
+        # its forward stays gathered into its backward, and its 16-bit gradient — larger than the reduce bucket
+        # (h² elements) — waits whole for its own reduce-scatter (stage3.py __add_grad_to_ipg_bucket)
+        gathered = max(_gathered_layers(arch, setup, trainable, layer_params, 2, 0),
+                       2 * 2 * _largest_trained(arch, setup) // mp)
         note = (f"ZeRO-3 (DeepSpeed): 16-bit weights and gradients, fp32 master and moments split over {n} GPUs; "
                 "the layer in use and the prefetched one gathered")
     elif setup.shard == "zero2" and setup.reduce_bucket:

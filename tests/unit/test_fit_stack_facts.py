@@ -306,3 +306,19 @@ def test_zero3_keeps_a_16_bit_gradient_partition_and_upcasts_one_sub_group_in_st
         weights, grads, opt, step_tmp, gathered, _, _ = _model_states(a, setup, P)
         assert weights == 2 * P // n and grads == 2 * P // n and opt == int(12 * P / n) and step_tmp == tmp
         assert estimate(a, setup).peak_bytes >= weights + grads + opt + step_tmp
+
+
+def test_zero3_keeps_the_head_gathered_from_its_forward_to_its_backward_with_its_gradient():
+    # partitioned_param_coordinator.py __params_to_release: a parameter reused within stage3_max_reuse_distance
+    # elements is not released, and the head's backward follows its forward; its gradient, larger than the
+    # reduce bucket, is reduced on its own: 4 bytes per element of the largest tensor while the loss runs
+    from envman.fit.estimate import _deepspeed_states
+
+    a = arch("qwen2.5-14b")
+    head = a.vocab * a.hidden
+    setup = Setup(precision="bf16-mixed", deepspeed=True, shard="zero3", gpus=8, batch=1, seq=512)
+    layer = (a.params - a.embedding_params - head) // a.layers
+    gathered = _deepspeed_states(a, setup, a.params, 1, 8, layer)[3]
+    assert head > layer and gathered == 4 * head
+    lora = replace(setup, method="lora", lora_targets=QV)  # a frozen head: no gradient, the two layers as before
+    assert _deepspeed_states(a, lora, count_trainable(a, lora), 1, 8, layer)[3] == 4 * layer
