@@ -2,7 +2,7 @@
 
 Every row's envman answer is computed here, the aggregate is printed, and the test fails when it falls below
 the numbers recorded in docs/fit.md (a regression), or when a fits/OOM verdict is wrong. The table in
-docs/fit.md is the one ``markdown_table()`` prints.
+docs/fit-reference.md is the one ``markdown_table()`` prints.
 """
 
 from __future__ import annotations
@@ -197,11 +197,11 @@ def markdown_table(answers: dict) -> str:
 
 
 def test_docs_show_this_table(answers):
-    docs = (ROOT / "docs" / "fit.md").read_text()
+    docs = (ROOT / "docs" / "fit-reference.md").read_text()
     assert markdown_table(answers) in docs, "regenerate: .venv/bin/python tests/unit/test_fit_reference.py"
 
 
-if __name__ == "__main__":  # print the table and the aggregate for docs/fit.md
+if __name__ == "__main__":  # print the table (docs/fit-reference.md) and the aggregate (docs/fit.md)
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
