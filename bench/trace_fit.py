@@ -86,7 +86,7 @@ def load_models() -> dict[str, dict]:
 
 
 def trace_one(entry: dict, setup: dict) -> dict:
-    from envman.fit.estimate import Setup
+    from envman.fit.runspec import Setup
     from envman.fit.trace import trace_step
 
     st = Setup(method=setup["method"], precision=setup["precision"], optimizer=setup["optimizer"],

@@ -11,7 +11,8 @@ from envman.errors import UsageError
 from envman.fit.advice import Lever, combine, rank_levers
 from envman.fit.architectures import Arch, params_from_count
 from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config, perf_constants
-from envman.fit.estimate import Estimate, Setup, SetupError, accumulation_steps, default_seq, estimate, max_micro_batch
+from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
+from envman.fit.runspec import Estimate, Setup, SetupError, default_seq
 from envman.fit.speed import precision_key, step_time
 from envman.fit.stacks import default_stack, find_stack
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from envman.fit.architectures import Arch
-from envman.fit.estimate import Estimate, Setup, SetupError, estimate, max_micro_batch
+from envman.fit.estimate import estimate, max_micro_batch
+from envman.fit.runspec import Estimate, Setup, SetupError
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from envman.fit.architectures import Arch
 from envman.fit.catalog import GpuSpec, perf_constants, utilisation
-from envman.fit.estimate import Estimate
+from envman.fit.runspec import Estimate
 
 
 def precision_key(precision: str, arch: Arch | None = None) -> str:

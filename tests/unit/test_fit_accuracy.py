@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from envman.fit.catalog import find_model
-from envman.fit.estimate import Setup, estimate
+from envman.fit.estimate import estimate
+from envman.fit.runspec import Setup
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fit" / "traced.json"
 DATA = json.loads(FIXTURE.read_text())

@@ -11,7 +11,9 @@ import yaml
 
 from envman.app.fit import FitOptions, estimate_run, run_fit
 from envman.fit import diffusion
-from envman.fit.estimate import Setup, activations, estimate
+from envman.fit.activations import activations
+from envman.fit.estimate import estimate
+from envman.fit.runspec import Setup
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {m["id"]: m for m in yaml.safe_load((ROOT / "matrices" / "models.yaml").read_text())["models"]}

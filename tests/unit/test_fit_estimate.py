@@ -9,13 +9,8 @@ import pytest
 import yaml
 
 from envman.fit.architectures import ArchError, arch_from_config
-from envman.fit.estimate import (
-    Setup,
-    SetupError,
-    accumulation_steps,
-    estimate,
-    max_micro_batch,
-)
+from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
+from envman.fit.runspec import Setup, SetupError
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {m["id"]: m for m in yaml.safe_load((ROOT / "matrices" / "models.yaml").read_text())["models"]}
@@ -125,7 +120,7 @@ def test_each_lever_saves_exactly_the_difference_of_two_estimates():
 
 def test_flash_attention_drops_the_quadratic_term():
     arch = arch_from_config(MODELS["gpt2"]["config"])
-    from envman.fit.estimate import activations
+    from envman.fit.activations import activations
 
     def saved(s, attention):  # transformer blocks only: the LM head's b·s·V terms are linear either way
         return activations(arch, Setup(precision="bf16-mixed", batch=1, seq=s, attention=attention)).per_layer
@@ -141,13 +136,13 @@ def test_zero1_and_zero2_follow_deepspeeds_code():
     # stage_1_and_2.py: the fp32 gradient partition (4Ψ/N) is made in step() and freed after it; stage 1 keeps
     # the whole 16-bit gradients until the step (4Ψ + 16Ψ/N at the step, DeepSpeed's estimator); stage 2 frees
     # the gradients outside this rank's partition bucket by bucket: 2Ψ/N + the bucket + a larger parameter
-    from envman.fit.estimate import _model_states
+    from envman.fit.states import model_states
 
     arch = llama8b()
     P = arch.params
     for shard, bucket in (("zero1", 0), ("zero2", 0), ("zero2", 500_000_000)):
         setup = Setup(precision="bf16-mixed", deepspeed=True, shard=shard, gpus=8, batch=1, seq=512, reduce_bucket=bucket)
-        weights, grads, opt, step_tmp, gathered, _, _ = _model_states(arch, setup, P)
+        weights, grads, opt, step_tmp, gathered, _, _ = model_states(arch, setup, P)
         assert weights == 2 * P and opt == int(12 * P / 8) and step_tmp == 4 * P // 8 and gathered == 0
         if shard == "zero2" and bucket:
             head = arch.vocab * arch.hidden  # 525M elements > the 5e8 bucket: reduced by itself
@@ -203,7 +198,7 @@ def test_qlora_via_peft_keeps_embeddings_and_head_in_fp32():
 def test_deepspeed_lora_keeps_the_frozen_base_in_16_bit_and_masters_only_the_adapters():
     # deepspeed/runtime/engine.py _configure_distributed_model: bf16 → self.module.bfloat16() (the frozen base and
     # the adapters alike); stage3.py _get_trainable_parameter_groups: fp32 master + moments for requires_grad only
-    from envman.fit.estimate import count_trainable
+    from envman.fit.runspec import count_trainable
 
     arch = llama8b()
     for shard, n in (("zero3", 8), ("zero2", 4)):
@@ -217,7 +212,8 @@ def test_deepspeed_lora_keeps_the_frozen_base_in_16_bit_and_masters_only_the_ada
 
 
 def test_sharded_lora_gathers_no_gradient_for_frozen_weights_and_qlora_gathers_packed_nf4():
-    from envman.fit.estimate import QLORA_BYTES_PER_PARAM, _gathered_layers
+    from envman.fit.runspec import QLORA_BYTES_PER_PARAM
+    from envman.fit.states import _gathered_layers
 
     arch = llama8b()
     layer = (arch.params - arch.embedding_params - arch.vocab * arch.hidden) // arch.layers

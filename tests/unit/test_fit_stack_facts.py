@@ -10,18 +10,11 @@ from pathlib import Path
 import yaml
 
 from envman.app.fit import FitOptions, run_fit
+from envman.fit.activations import activations
 from envman.fit.architectures import arch_from_config
-from envman.fit.estimate import (
-    NF4_BYTES_PER_PARAM,
-    QLORA_BYTES_PER_PARAM,
-    Setup,
-    _model_states,
-    _recomputation,
-    activations,
-    count_trainable,
-    estimate,
-    stack_arch,
-)
+from envman.fit.estimate import _recomputation, estimate, stack_arch
+from envman.fit.runspec import NF4_BYTES_PER_PARAM, QLORA_BYTES_PER_PARAM, Setup, count_trainable
+from envman.fit.states import model_states
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {m["id"]: m for m in yaml.safe_load((ROOT / "matrices" / "models.yaml").read_text())["models"]}
@@ -139,7 +132,7 @@ def test_fsdp1_no_sync_accumulates_unsharded_gradients():
 def test_the_fsdp_root_unit_holds_an_untied_head_not_the_blocks():
     a = stack_arch(arch("gemma-2b"), Setup(untied_head=True))
     s = Setup(method="full", precision="bf16", shard="fsdp", gpus=4, fsdp_root_unsharded=True, seq=512)
-    *_, gathered, _casts, _notes = _model_states(a, s, count_trainable(a, s))
+    *_, gathered, _casts, _notes = model_states(a, s, count_trainable(a, s))
     layer = (a.params - 2 * a.vocab * a.hidden) // a.layers
     root = a.params - a.layers * layer
     assert root >= 2 * a.vocab * a.hidden and gathered == 2 * layer * 2 + layer * 2 + root * (2 + 2)
@@ -263,7 +256,7 @@ def test_gradients_never_freed_count_as_accumulated_ones():
 def test_an_unknown_zero_grad_is_refused_and_the_default_changes_nothing():
     import pytest
 
-    from envman.fit.estimate import SetupError
+    from envman.fit.runspec import SetupError
 
     with pytest.raises(SetupError, match="--zero-grad 'sometimes' is not one of before-forward"):
         estimate(arch("vit-large"), _vit(zero_grad="sometimes"))
@@ -275,7 +268,8 @@ def test_an_unknown_zero_grad_is_refused_and_the_default_changes_nothing():
 
 
 def test_a_cnns_backward_never_counts_fewer_gradients_than_are_held():
-    from envman.fit.estimate import Breakdown, _cnn_backward
+    from envman.fit.estimate import _cnn_backward
+    from envman.fit.runspec import Breakdown
 
     a, s = arch("resnet-50"), Setup(precision="fp32", batch=32, image_size=224)
     acts, grads = activations(a, s), a.params * 4
@@ -303,7 +297,7 @@ def test_zero3_keeps_a_16_bit_gradient_partition_and_upcasts_one_sub_group_in_st
     P = a.params
     for sub_group, tmp in ((1_000_000_000, 4 * 1_000_000_000), (2_000_000_000, 4 * (P // n))):  # P/8 ≈ 1.004e9
         setup = Setup(precision="bf16-mixed", deepspeed=True, shard="zero3", gpus=n, batch=1, seq=512, sub_group=sub_group)
-        weights, grads, opt, step_tmp, gathered, _, _ = _model_states(a, setup, P)
+        weights, grads, opt, step_tmp, gathered, _, _ = model_states(a, setup, P)
         assert weights == 2 * P // n and grads == 2 * P // n and opt == int(12 * P / n) and step_tmp == tmp
         assert estimate(a, setup).peak_bytes >= weights + grads + opt + step_tmp
 
@@ -312,7 +306,7 @@ def test_zero3_keeps_the_head_gathered_from_its_forward_to_its_backward_with_its
     # partitioned_param_coordinator.py __params_to_release: a parameter reused within stage3_max_reuse_distance
     # elements is not released, and the head's backward follows its forward; its gradient, larger than the
     # reduce bucket, is reduced on its own: 4 bytes per element of the largest tensor while the loss runs
-    from envman.fit.estimate import _deepspeed_states
+    from envman.fit.states import _deepspeed_states
 
     a = arch("qwen2.5-14b")
     head = a.vocab * a.hidden
