@@ -6,7 +6,8 @@
 Prints one JSON object on stdout. The model is built from the published config (matrices/models.yaml, the
 same shapes `envman fit` reads) and randomly initialised: no weights are downloaded. `torch.cuda.
 max_memory_allocated()` is what the caching allocator handed out (bytes, no CUDA context, no fragmentation),
-the same quantity `envman fit` estimates. With --dry-run the model is shrunk (setups.json `dry`) and runs on
+the same quantity `envman fit` estimates; `max_memory_reserved()` beside it is what the allocator held in
+segments (what published `reserved` figures print, and what docs/fit-allocator.md could not measure without a GPU). With --dry-run the model is shrunk (setups.json `dry`) and runs on
 the CPU so that the code path is exercised where no GPU is.
 """
 
@@ -125,12 +126,13 @@ def main() -> int:
     model.train()
     model, opt, autocast = prepare(torch, model, setup["probe"])
     batch = make_batch(device)
-    peaks = []
+    peaks, reserved = [], []
     for _ in range(3):
         step(torch, model, opt, batch, autocast, device)
         if device == "cuda":
             torch.cuda.synchronize()
             peaks.append(torch.cuda.max_memory_allocated())
+            reserved.append(torch.cuda.max_memory_reserved())
     steps = (dry or {}).get("steps", a.steps)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     sync()
@@ -141,6 +143,7 @@ def main() -> int:
     dt = (time.perf_counter() - t0) / steps
     out = {"status": "ok", "device": device, "unit": unit, "per_step": per_step,
            "peak_bytes_after_step": peaks, "peak_bytes": max(peaks) if peaks else None,
+           "reserved_bytes_after_step": reserved, "reserved_peak_bytes": max(reserved) if reserved else None,
            "step_seconds": round(dt, 5), "throughput": round(per_step / dt, 1),
            "torch": torch.__version__,
            "params": sum(p.numel() for p in model.parameters()),

@@ -294,7 +294,11 @@ class Kit:
             rate_err = (f["throughput"] - t["throughput"]) / t["throughput"] if f.get("throughput") and t.get("throughput") else None
             row = {"setup": sid, "measured_peak_bytes": t["peak_bytes"], "fit_peak_bytes": f["peak_bytes"],
                    "peak_error": _round(peak_err), "measured_throughput": t["throughput"],
-                   "fit_throughput": f.get("throughput"), "throughput_error": _round(rate_err), "unit": t["unit"]}
+                   "fit_throughput": f.get("throughput"), "throughput_error": _round(rate_err), "unit": t["unit"],
+                   # what the caching allocator held beyond the allocated peak (docs/fit-allocator.md's question)
+                   "measured_reserved_bytes": t.get("reserved_peak_bytes"),
+                   "reserve_ratio": _round(t["reserved_peak_bytes"] / t["peak_bytes"])
+                   if t.get("reserved_peak_bytes") and t.get("peak_bytes") else None}
             rows.append(row)
             if peak_err is not None and abs(peak_err) > PEAK_TOLERANCE:
                 self.finding("fit", f"{sid}: fit's peak is {peak_err:+.0%} off the allocator's ({_gb(f['peak_bytes'])} vs {_gb(t['peak_bytes'])})")
