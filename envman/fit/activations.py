@@ -33,6 +33,7 @@ class Acts:
     ckpt_saved: int = 0  # kept with gradient checkpointing, where the family counts it itself (diffusion)
     encode_transient: int = 0  # a frozen encoder's no-grad forward before the step (the VAE encoding the images)
     loss_forward: int = 0  # beyond `saved`, alive while the loss's forward runs (the logits and their fp32 copies)
+    positions: int = 0  # rows of the residual stream, where `tokens` counts samples (a ViT: images × (patches + 1))
 
 
 def act_bytes(setup: Setup) -> tuple[int, int, bool]:
@@ -354,7 +355,7 @@ def activations(arch: Arch, setup: Setup) -> Acts:
         size = setup.image_size or arch.image_size
         s = (size // arch.patch_size) ** 2 + 1
         acts = _transformer(arch, setup, b, s, kind="vit")
-        return replace(acts, unit="images", tokens=b)
+        return replace(acts, unit="images", tokens=b, positions=b * s)
     if arch.towers:  # clip / whisper: the towers as BERT-style encoders (not validated against a trace)
         parts = [_transformer(t, setup, b, default_seq(arch, setup) if t.vocab else
                               ((t.image_size // t.patch_size) ** 2 + 1 if t.patch_size else t.max_positions),

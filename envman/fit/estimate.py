@@ -48,7 +48,8 @@ def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, 
     if setup.grad_checkpointing:
         # each layer's input is kept (the residual stream's dtype), one layer is recomputed at a time; a 4-bit
         # linear's kept input lives only in the layer being recomputed
-        kept = acts.saved - arch.layers * acts.per_layer + arch.layers * acts.tokens * arch.hidden * act_bytes(setup)[0] // setup.tp
+        rows = acts.positions or acts.tokens  # a ViT's tokens count images: its layer inputs hold every patch
+        kept = acts.saved - arch.layers * acts.per_layer + arch.layers * rows * arch.hidden * act_bytes(setup)[0] // setup.tp
         return replace(acts, quant_inputs=0), kept, acts.per_layer
     return acts, acts.saved, 0
 

@@ -316,3 +316,15 @@ def test_zero3_keeps_the_head_gathered_from_its_forward_to_its_backward_with_its
     assert head > layer and gathered == 4 * head
     lora = replace(setup, method="lora", lora_targets=QV)  # a frozen head: no gradient, the two layers as before
     assert _deepspeed_states(a, lora, count_trainable(a, lora), 1, 8, layer)[3] == 4 * layer
+
+
+def test_a_checkpointed_vit_keeps_every_layers_input_for_every_patch():
+    # torch.utils.checkpoint keeps each EncoderBlock's input: (batch, patches + 1, hidden) in the residual dtype.
+    # A ViT counts its throughput in images (Acts.tokens = batch), which had made this b·hidden per layer
+    a = arch("vit-large")  # 224 px, 16 px patches: 197 positions
+    s = _vit(precision="fp32", batch=64, grad_checkpointing=True)
+    acts = activations(a, replace(s, grad_checkpointing=False))
+    _, kept, _ = _recomputation(a, s, acts, 4)
+    assert (acts.tokens, acts.unit, acts.positions) == (64, "images", 64 * 197)
+    inputs = a.layers * 64 * 197 * a.hidden * 4  # 1.24 GB
+    assert inputs <= kept < inputs + acts.saved - a.layers * acts.per_layer + 1
