@@ -348,7 +348,7 @@ def result_dict(res: FitResult) -> dict:
                   "lora_targets": list(s.lora_targets) if s.method in ("lora", "qlora") else None,
                   "gpus": s.gpus, "shard": s.shard, "global_batch": res.global_batch, "attention": s.attention,
                   "margin_pct": res.margin_pct, "stack": s.stack, "accumulation_steps": s.accumulation,
-                  "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema},
+                  "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema, "zero_grad": s.zero_grad},
         "peak_bytes": e.peak_bytes,
         "peak_phase": e.phase,
         "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,

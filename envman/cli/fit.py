@@ -68,6 +68,7 @@ def register(app: typer.Typer) -> None:
         attention: str = typer.Option("auto", "--attention", help="auto (what transformers picks: SDPA) | eager (keeps the s×s probabilities) | flash"),
         mfu: Optional[float] = typer.Option(None, "--mfu", help="Utilisation for the time estimate (default: the GPU generation's published figure)"),
         compare: Optional[str] = typer.Option(None, "--compare", help="One row per GPU, e.g. h100,a100,rtx-4090,l4"),
+        zero_grad: Optional[str] = typer.Option(None, "--zero-grad", help="When the loop frees the gradients: before-forward (zero_grad() after step(), PyTorch >= 2.0's set_to_none) | before-backward (zero_grad() between the loss and backward: the last step's gradients live through the forward) | keep (set_to_none=False, PyTorch < 2.0). Default: the stack's"),
         ema: bool = typer.Option(False, "--ema", help="Diffusion (diffusers --use_ema): an fp32 EMA copy of the trained weights on the GPU"),
         trace: bool = typer.Option(False, "--trace", help="Also measure one step with PyTorch on fake tensors (needs torch, transformers)"),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
@@ -83,7 +84,8 @@ def register(app: typer.Typer) -> None:
                               lora_targets=_split([lora_targets]) if lora_targets else None, gpus=gpus, shard=shard,
                               global_batch=global_batch, targets=_split(target), margin_pct=margin,
                               compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace,
-                              stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective, ema=ema)
+                              stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective, ema=ema,
+                              zero_grad=zero_grad)
             res = run_fit(opts)
         except UsageError as exc:  # a value that cannot be used: exit 2, distinct from "does not fit" (8)
             exc.exit_code = EXIT_USAGE

@@ -374,3 +374,18 @@ def test_compare_gives_each_card_its_own_lever(app):
 def test_unknown_stack_names_the_known_ones(app):
     _, err = run(app, "--model", "gpt2", "--stack", "deepspeed-zero4", "--target", "h100")
     assert err is not None and err.message.startswith("--stack 'deepspeed-zero4' is not one of") and err.exit_code == 2
+
+
+def test_zero_grad_says_when_the_loop_frees_the_gradients(app):
+    """--zero-grad: a loop that calls zero_grad() between the loss and backward holds the last step's gradients
+    through the forward (rasbt/pytorch-memory-optim), so its peak is higher; a value outside the three is exit 2."""
+    def peak(*extra):
+        res, err = run(app, "--model", "vit-base", "--precision", "bf16", "--batch", "16", "--target", "h100",
+                       "--json", *extra)
+        assert err is None
+        return json.loads(res.stdout)
+    usual, late = peak(), peak("--zero-grad", "before-backward")
+    assert late["peak_bytes"] > usual["peak_bytes"] and late["peak_phase"] == "forward-end"
+    assert late["breakdown"]["gradients"] == late["model"]["trainable_params"] * 2  # every bf16 gradient
+    _, err = run(app, "--model", "vit-base", "--zero-grad", "sometimes", "--target", "h100")
+    assert err is not None and err.exit_code == 2 and err.message.startswith("--zero-grad 'sometimes' is not one of")
