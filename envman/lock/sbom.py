@@ -106,8 +106,12 @@ def render_sbom(inputs: SbomInputs) -> str:
     props += [(k, v) for k, v in (("dev.envman.stack", inputs.stack), ("dev.envman.version", inputs.envman_version)) if v]
     root = _component("container", inputs.name, inputs.lock_hash[:12] or None, "image",
                       {"properties": _props([*props, *inputs.properties])})
-    parts = [_base_component(inputs.base_ref, inputs.base_digest), *_python_components(inputs.pylock_text),
+    every = [_base_component(inputs.base_ref, inputs.base_digest), *_python_components(inputs.pylock_text),
              *_apt_components(inputs.apt)]
+    unique: dict[str, Json] = {}  # bom-refs are unique in CycloneDX: a package listed twice is one component
+    for part in every:
+        unique.setdefault(str(part["bom-ref"]), part)
+    parts = list(unique.values())
     refs = [str(p["bom-ref"]) for p in parts]
     doc = {
         "$schema": "http://cyclonedx.org/schema/bom-1.6.schema.json",

@@ -104,6 +104,18 @@ def test_package_urls_follow_the_purl_spec():
     assert "pkg:pypi/torch@2.14.1%2Bcu130" in doc["dependencies"][0]["dependsOn"]
 
 
+def test_a_package_listed_twice_is_one_component():
+    """CycloneDX requires unique bom-refs: a pylock naming one package twice (two markers) lists it once."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    twice = PYLOCK + PYLOCK[PYLOCK.index("[[packages]]\nname = \"numpy\""):PYLOCK.index("[[packages]]\nname = \"torch\"")]
+    text = sbom(pylock_text=twice)
+    refs = [c["bom-ref"] for c in json.loads(text)["components"]]
+    assert refs.count("pkg:pypi/numpy@2.1.3") == 1 and len(refs) == len(set(refs))
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+
+
 def test_the_validator_does_refuse_a_broken_sbom():
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
