@@ -51,7 +51,7 @@ class FitOptions:
     optimizer_impl: str = "foreach"  # foreach (PyTorch's CUDA default) | fused | for-loop (transformers' old AdamW)
     ema: bool = False  # diffusers' --use_ema: an fp32 EMA copy of the trained weights on the GPU
     double_quant: bool | None = None  # None: the stack's; LitGPT's --quantize bnb.nf4-dq (True) vs bnb.nf4 (False)
-    zero_grad: str | None = None  # None: the stack's, else before-forward (estimate.ZERO_GRAD: when the loop frees gradients)
+    zero_grad: str | None = None  # None: the stack's, else before-forward (runspec.ZERO_GRAD: when the loop frees gradients)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tup
     if est.elementwise_bytes and gpu.bandwidth:
         # a CNN's convolutions and its BatchNorm/ReLU/add kernels run one after another on one stream (eager
         # PyTorch: kernels on a stream execute in order), so their times add: convolutions at the compute
-        # rate, the elementwise kernels at the memory bandwidth (estimate.py: BN_RELU_PASSES)
+        # rate, the elementwise kernels at the memory bandwidth (activations.py: BN_RELU_PASSES)
         return compute + est.elementwise_bytes / gpu.bandwidth, util, "compute + memory-bandwidth"
     memory = traffic(arch, est) / gpu.bandwidth if gpu.bandwidth else 0.0
     return max(compute, memory), util, ("compute" if compute >= memory else "memory-bandwidth")

@@ -227,7 +227,7 @@ def test_the_2024_stack_is_what_the_unsloth_rows_run():
     assert "4.46" in shipped["peft-qlora-2024"].source and "loss_utils.py" in shipped["peft-qlora-2024"].source
 
 
-# when the loop frees the gradients (docs/fit-allocator.md; estimate.ZERO_GRAD)
+# when the loop frees the gradients (docs/fit-allocator.md; runspec.ZERO_GRAD)
 def _vit(**kw) -> Setup:
     return Setup(**{**dict(precision="bf16", batch=16, image_size=224, attention="flash"), **kw})
 
