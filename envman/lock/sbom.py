@@ -53,6 +53,13 @@ def purl(kind: str, name: str, version: str | None) -> str:
     return f"pkg:{kind}/{quote(name)}" + (f"@{quote(version, safe=':')}" if version else "")
 
 
+def _iri(url: str) -> str:
+    """A locked file's URL as the IRI reference CycloneDX's `url` is: characters RFC 3987 does not allow (a private
+    index's `${ENVMAN_INDEX_…}` placeholder, a space) percent-encoded; reserved characters, `%` and an IPv6 host's
+    brackets kept."""
+    return quote(url, safe=":/?#[]@!$&'()*+,;=%~-._")
+
+
 def _props(pairs: Sequence[tuple[str, str]]) -> list[Json]:
     return [{"name": k, "value": v} for k, v in pairs]
 
@@ -81,7 +88,7 @@ def _python_components(pylock_text: str | None) -> list[Json]:
     out = []
     for pkg in parse_pylock(pylock_text) if pylock_text else []:
         ref = purl("pypi", pkg.name, pkg.version)
-        files = [{"type": "distribution", "url": f.url, **({"hashes": _sha256([f.sha256])} if f.sha256 else {})}
+        files = [{"type": "distribution", "url": _iri(f.url), **({"hashes": _sha256([f.sha256])} if f.sha256 else {})}
                  for f in pkg.files if f.url]
         out.append(_component("library", pkg.name, pkg.version, ref,
                               {"purl": ref, "hashes": _sha256(sorted({f.sha256 for f in pkg.files if f.sha256})),

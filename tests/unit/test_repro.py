@@ -104,6 +104,16 @@ def test_package_urls_follow_the_purl_spec():
     assert "pkg:pypi/torch@2.14.1%2Bcu130" in doc["dependencies"][0]["dependsOn"]
 
 
+def test_a_private_indexs_placeholder_is_percent_encoded_in_the_sboms_urls():
+    """CycloneDX's `url` is an IRI reference: `{` `}` are not allowed in one, so the `${ENVMAN_INDEX_…}` a private
+    index's files carry in pylock.toml (docs/security.md) is encoded; the file's own URL characters are kept."""
+    private = PYLOCK.replace("https://files.example/torch", "${ENVMAN_INDEX_FILES_EXAMPLE}/torch")
+    urls = [r["url"] for c in json.loads(sbom(pylock_text=private))["components"] for r in c.get("externalReferences", [])]
+    assert "$%7BENVMAN_INDEX_FILES_EXAMPLE%7D/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl" in urls
+    assert "https://files.example/numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.whl" in urls
+    assert not any(ch in u for u in urls for ch in '{} "<>')
+
+
 def test_a_package_listed_twice_is_one_component():
     """CycloneDX requires unique bom-refs: a pylock naming one package twice (two markers) lists it once."""
     from cyclonedx.schema import SchemaVersion
