@@ -96,8 +96,11 @@ def _deepspeed_module(arch: Arch, setup: Setup, trainable: int) -> int:
 
 
 def _largest_trained(arch: Arch, setup: Setup) -> int:
-    """The elements of the largest trained parameter tensor: the embedding or a linear (LoRA trains small adapters)."""
-    if setup.method not in ("full", "freeze"):
+    """The elements of the largest trained parameter tensor: the embedding or a linear (LoRA trains small adapters;
+    a frozen backbone trains its head only, the last linear: count_trainable)."""
+    if setup.method == "freeze":
+        return max((lin.fan_in * lin.fan_out for lin in arch.linears[-1:]), default=0)
+    if setup.method != "full":
         return 0
     sizes = [lin.fan_in * lin.fan_out for lin in arch.linears]
     return max(sizes + [arch.vocab * arch.hidden if arch.vocab else 0])
