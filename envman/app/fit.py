@@ -150,7 +150,9 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     steps = accumulation_steps(global_batch, mb, dp) if mb else None
     step_s, util, bound = step_time(arch, est, gpu, mfu)
     thr = est.samples_tokens / step_s * (1 if setup.tp * setup.pp == 1 else 1 / (setup.tp * setup.pp)) if step_s else None
-    if step_s is None:
+    if step_s is None and not est.train_flops:
+        notes.append("no throughput: --params without --seq gives no tokens per step (add --seq N)")
+    elif step_s is None:
         notes.append(f"no {precision_key(setup.precision, arch)} throughput figure for {gpu.name}")
     fits = est.peak_bytes <= usable and not (setup.precision.startswith("bf16") and not gpu.bf16)
     return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes), util, bound)

@@ -110,7 +110,7 @@ def _setup_lines(res) -> list[str]:
 
     e = res.estimate
     s = e.setup
-    size = f"{s.batch} × {s.seq or 'default context'} tokens" if e.unit == "tokens" else f"{s.batch} images"
+    size = (f"{s.batch} × {s.seq} tokens" if s.seq else f"{s.batch}") if e.unit == "tokens" else f"{s.batch} images"
     method = s.method + (f" r={s.lora_rank} on {','.join(s.lora_targets)}" if s.method in ("lora", "qlora") else "")
     shard = "" if s.shard == "none" else f", {s.shard} over {s.gpus} GPUs"
     shard += f", TP {s.tp} × PP {s.pp}" if s.tp * s.pp > 1 else ""

@@ -141,6 +141,18 @@ def validate(setup: Setup, arch: Arch) -> None:
         raise SetupError(f"--gpus {setup.gpus} needs --shard ddp|zero1|zero2|zero3|fsdp",
                          f"e.g. --gpus {setup.gpus} --shard ddp (replicated) or --shard fsdp (sharded); "
                          "--tp/--pp split the model instead")
+    if arch.family == "params" and setup.method != "full":
+        raise SetupError(f"--method {setup.method} needs the model's layers, and --params gives only a parameter count",
+                         "--model NAME or --model path/to/config.json (its linear layers); with --params: --method full")
+    if setup.offload != "none" and setup.shard in ("none", "ddp"):
+        raise SetupError(f"--offload {setup.offload} needs a sharded run (DeepSpeed ZeRO or FSDP), not --shard {setup.shard}",
+                         "--shard zero2 --offload optimizer (ZeRO-Offload, also on one GPU) or --shard zero3 --offload params")
+    if setup.offload == "params" and setup.shard not in ("zero3", "fsdp"):
+        raise SetupError(f"--offload params needs --shard zero3 or fsdp (ZeRO-{setup.shard[-1]} keeps the weights on "
+                         "every GPU)", "--shard zero3 --offload params, or --offload optimizer")
+    if arch.layers and setup.pp > arch.layers:
+        raise SetupError(f"--pp {setup.pp}: more pipeline stages than this model's {arch.layers} layers",
+                         f"--pp {arch.layers} at most (one layer per stage)")
     if setup.method == "qlora" and setup.precision == "fp32":
         raise SetupError("QLoRA computes in bf16/fp16, not --precision fp32",
                          "drop --precision (the QLoRA stacks' bf16-mixed), or --precision bf16 / fp16-mixed")

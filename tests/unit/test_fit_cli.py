@@ -101,6 +101,13 @@ def test_params_only(app):
     assert d["model"]["params"] == 7_000_000_000 and d["breakdown"]["activations"] == 0
 
 
+def test_params_without_seq_says_why_there_is_no_throughput(app):
+    res, err = run(app, "--params", "7B", "--target", "h100")
+    assert err is None and "micro-batch 1," in res.stdout and "default context" not in res.stdout
+    assert "--params without --seq gives no tokens per step" in res.stdout
+    assert "no bf16 throughput figure" not in res.stdout  # H100 has one: the missing input is the tokens
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--model", "lama-3.1-8b", "--target", "h100"], "unknown model 'lama-3.1-8b'"),
     (["--model", "gpt2", "--target", "h1000"], "unknown GPU 'h1000'"),
@@ -337,6 +344,12 @@ def test_bad_numbers_are_one_error_line_and_exit_2(app, args, message):
     (["--model", "gpt2", "--mfu", "2"], "e.g. --mfu 0.4"),
     (["--model", "gpt2", "--global-batch", "0"], "e.g. --global-batch 64"),
     (["--model", "gpt2", "--offload", "disk"], "--offload takes none, optimizer, params"),
+    # combinations no stack runs: an adapter without layers, offload without sharding, more stages than layers
+    (["--params", "7B", "--method", "lora"], "with --params: --method full"),
+    (["--params", "7B", "--method", "freeze"], "--model NAME or --model path/to/config.json"),
+    (["--model", "gpt2", "--offload", "optimizer"], "--shard zero2 --offload optimizer"),
+    (["--model", "gpt2", "--offload", "params", "--shard", "zero2", "--gpus", "2"], "--shard zero3 --offload params"),
+    (["--model", "gpt2", "--gpus", "16", "--pp", "16"], "--pp 12 at most"),
 ])
 def test_every_refusal_has_a_hint_that_leads_somewhere(app, args, hint):
     _, err = run(app, *args, "--target", "h100")
