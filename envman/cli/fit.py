@@ -120,7 +120,7 @@ def _setup_lines(res) -> list[str]:
         f"model    {res.model_name}: {e.params / 1e9:.3g} B params, {e.trainable_params / 1e6:,.1f} M trainable ({method})",
         f"setup    {s.stack}: {s.precision}, {s.optimizer}, micro-batch {size}"
         f"{', gradient checkpointing' if s.grad_checkpointing else ''}, {s.attention} attention{shard}",
-        f"peak     {fmt_bytes(e.peak_bytes)} per GPU (at {e.phase})",
+        f"peak     {fmt_bytes(e.peak_bytes)} per GPU allocated (max_memory_allocated, at {e.phase})",
         table([["  weights", fmt_bytes(b.weights)], ["  gradients", fmt_bytes(b.gradients)],
                ["  optimizer", fmt_bytes(b.optimizer)], ["  activations", fmt_bytes(b.activations)],
                ["  temporaries", fmt_bytes(b.temporaries)]]),
@@ -151,7 +151,8 @@ def _gpu_lines(res) -> list[str]:
     header += [f"{u}/s all {s.gpus} GPUs*"] if s.gpus > 1 else []
     lines: list[str] = []
     if res.targets:
-        lines += ["", f"targets (keeping {res.margin_pct:g}% free):", table([row(t) for t in res.targets], header)]
+        lines += ["", f"targets (keeping {res.margin_pct:g}% free: the CUDA context and the allocator's cache, which "
+                          "nvidia-smi and max_memory_reserved count):", table([row(t) for t in res.targets], header)]
     if res.compare:
         lines += ["", "compare:", table([row(t) for t in res.compare], header)]
     for t in (*res.targets, *res.compare):
