@@ -162,7 +162,9 @@ def test_envman_yaml_loads_fast(tmp_path, capsys):
     _write(tmp_path, "envman.yaml", "name: x\ncpu: true\npackages:\n" + "  - numpy\n" * 90_000)  # ~1 MB
     t = time.monotonic()
     main(["lock", str(tmp_path), "--check"])
-    assert time.monotonic() - t < 5
+    # a guard against a superlinear pass over the entries (a quadratic one over 90,000 takes minutes), not a
+    # speed target (those live in bench/): a linear load is ~4 s on a 2-core CI machine, 5 s had failed under load
+    assert time.monotonic() - t < 20
     capsys.readouterr()
 
 
