@@ -57,8 +57,9 @@ def build_model(config: dict, task: str, dtype):
         torch.set_default_dtype(prev)
 
 
-def apply_lora(model, rank: int, targets) -> None:
-    """PEFT-equivalent adapters (frozen base Linear + B·A, no dropout: PEFT's defaults)."""
+def apply_lora(model, rank: int, targets, adapter_dtype=None) -> None:
+    """PEFT-equivalent adapters (frozen base Linear + B·A, no dropout: PEFT's defaults), in ``adapter_dtype``
+    (None: the base layer's)."""
     import torch
     from torch import nn
 
@@ -66,8 +67,9 @@ def apply_lora(model, rank: int, targets) -> None:
         def __init__(self, base: nn.Linear, r: int):
             super().__init__()
             self.base = base
-            self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=base.weight.dtype)
-            self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=base.weight.dtype)
+            dt = adapter_dtype or base.weight.dtype
+            self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=dt)
+            self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=dt)
 
         def forward(self, x):
             return self.base(x) + self.lora_B(self.lora_A(x))
@@ -120,6 +122,18 @@ def make_optimizer(params, name: str):
                      hint="drop --trace (the estimate is analytic), or trace with --optimizer adamw")
 
 
+def model_dtypes(setup) -> tuple[str, str]:
+    """(the dtype the model is built in, its LoRA adapters' dtype), as the run's stack loads them: a frozen base
+    in its loaded dtype (peft-lora: torch_dtype=bfloat16, fp16 under fp16 autocast), else the parameters' dtype
+    (fp32 master weights under autocast)."""
+    prec = setup.precision
+    params = prec if prec in ("bf16", "fp16") else "fp32"
+    sized = {2: "fp16" if prec.startswith("fp16") else "bf16", 4: "fp32"}
+    if setup.method != "lora":
+        return params, params
+    return sized.get(setup.base_bytes, params), sized.get(setup.adapter_bytes, params)
+
+
 def trace_step(config: dict, task: str, setup) -> dict:
     """Peak bytes of two training steps and MemTracker's categories at that peak."""
     _need_torch(task)
@@ -137,17 +151,18 @@ def trace_step(config: dict, task: str, setup) -> dict:
         raise UsageError(f"--trace measures one GPU, not --gpus {setup.gpus}",
                          hint="drop --trace, or trace --gpus 1 (the per-GPU step without sharding)")
     prec = setup.precision
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec, torch.float32)
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     amp_dtype = torch.float16 if prec == "fp16-mixed" else torch.bfloat16
+    base, adapter = model_dtypes(setup)
     with FakeTensorMode():
-        model = build_model(config, task, dtype)
+        model = build_model(config, task, torch_dtype[base])
         if setup.method == "lora":
-            apply_lora(model, setup.lora_rank, setup.lora_targets)
+            apply_lora(model, setup.lora_rank, setup.lora_targets, torch_dtype[adapter])
         if setup.grad_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.train()
         opt = make_optimizer(model.parameters(), setup.optimizer)
-        inputs = make_inputs(config, task, setup, dtype)
+        inputs = make_inputs(config, task, setup, torch_dtype[base])
         amp = torch.autocast("cpu", dtype=amp_dtype) if prec.endswith("-mixed") else contextlib.nullcontext()
         mt = MemTracker()
         mt.track_external(model, opt)

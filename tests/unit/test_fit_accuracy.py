@@ -91,3 +91,17 @@ def markdown_table() -> str:
 def test_docs_show_this_table():
     docs = (Path(__file__).resolve().parents[2] / "docs" / "fit.md").read_text()
     assert markdown_table() in docs, "regenerate: python -c 'from tests.unit.test_fit_accuracy import markdown_table as t; print(t())'"
+
+
+def test_trace_builds_the_frozen_base_in_the_stacks_loaded_dtype():
+    # peft-lora loads the base with torch_dtype=bfloat16: a trace of an fp32 base had reported −50% for envman
+    from envman.fit.runspec import Setup
+    from envman.fit.trace import model_dtypes
+
+    lora = dict(method="lora", lora_targets=("q_proj",))
+    assert model_dtypes(Setup(precision="bf16-mixed", base_bytes=2, **lora)) == ("bf16", "fp32")
+    assert model_dtypes(Setup(precision="fp16-mixed", base_bytes=2, **lora)) == ("fp16", "fp32")
+    assert model_dtypes(Setup(precision="bf16-mixed", base_bytes=2, adapter_bytes=2, **lora)) == ("bf16", "bf16")
+    assert model_dtypes(Setup(precision="bf16-mixed", **lora)) == ("fp32", "fp32")  # torch-amp: fp32 master weights
+    assert model_dtypes(Setup(precision="bf16", **lora)) == ("bf16", "bf16")
+    assert model_dtypes(Setup(precision="bf16-mixed", base_bytes=2)) == ("fp32", "fp32")  # full: base_bytes is LoRA's
