@@ -144,7 +144,8 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     if setup.precision.startswith("bf16") and not gpu.bf16:
         notes.append(f"bf16 needs compute capability ≥ 8.0; {gpu.name} is {gpu.cc}: use fp16-mixed or fp32")
     if gpu.uncertain:
-        notes.append("its figures are marked uncertain in gpu_perf.yaml (no source read confirms them: uncertain_why there)")
+        notes.append("its memory is marked uncertain in gpus.yaml (its note says why)" if not gpu.tflops else
+                     "its figures are marked uncertain in gpu_perf.yaml (no source read confirms them: uncertain_why there)")
     mb = max_micro_batch(arch, setup, usable) if arch.family != "params" else (setup.batch if est.peak_bytes <= usable else 0)
     dp = setup.gpus // (setup.tp * setup.pp)
     steps = accumulation_steps(global_batch, mb, dp) if mb else None
@@ -152,6 +153,8 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     thr = est.samples_tokens / step_s * (1 if setup.tp * setup.pp == 1 else 1 / (setup.tp * setup.pp)) if step_s else None
     if step_s is None and not est.train_flops:
         notes.append("no throughput: --params without --seq gives no tokens per step (add --seq N)")
+    elif step_s is None and not gpu.tflops:
+        notes.append("memory verdict only: gpu_perf.yaml has no datasheet figures for it (its memory is gpus.yaml's)")
     elif step_s is None:
         notes.append(f"no {precision_key(setup.precision, arch)} throughput figure for {gpu.name}")
     fits = est.peak_bytes <= usable and not (setup.precision.startswith("bf16") and not gpu.bf16)
@@ -331,7 +334,7 @@ def _target_dict(t: TargetFit, unit: str, gpus: int) -> dict:
             f"{unit}_per_second": None if t.throughput is None else round(t.throughput, 1),
             f"{unit}_per_second_all_gpus": None if t.throughput is None else round(t.throughput * gpus, 1),
             "mfu": t.mfu, "bound": t.bound or None, "lever": lever,
-            "memory_bandwidth_bytes_per_second": t.gpu.bandwidth,
+            "memory_bandwidth_bytes_per_second": t.gpu.bandwidth or None,
             "notes": list(t.notes)}
 
 

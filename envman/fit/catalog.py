@@ -33,6 +33,9 @@ class ModelEntry:
     source: str
 
 
+MEMORY_ONLY = "matrices/gpus.yaml memory_gib (no gpu_perf.yaml entry: no throughput figures)"
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     """One GPU as the estimator sees it: memory, peak dense TFLOP/s, and what its architecture supports."""
@@ -315,12 +318,15 @@ def gpu_specs(names: list[str] | tuple[str, ...]) -> tuple[GpuSpec, ...]:
             raise UsageError(f"target {t.label} is a compute capability, not a GPU: fit needs its memory and speed",
                              hint="name the GPU: --target h100, --target rtx-4090 …")
         g = t.gpu
-        if g.id not in perf:
-            known = ", ".join(sorted(perf))
-            raise UsageError(f"no memory/throughput data for {g.name} ({g.id}) in gpu_perf.yaml",
-                             hint=f"GPUs with data: {known}")
-        mem, tflops, source, bw, unc = perf[g.id]
-        out.append(GpuSpec(g.id, g.name, g.cc, mem, tflops, source, bw, unc))
+        if g.id in perf:
+            mem, tflops, source, bw, unc = perf[g.id]
+            out.append(GpuSpec(g.id, g.name, g.cc, mem, tflops, source, bw, unc))
+        elif g.memory_gib:  # no datasheet figures read yet: the memory verdict from gpus.yaml, no throughput
+            out.append(GpuSpec(g.id, g.name, g.cc, int(g.memory_gib * 2**30), (), MEMORY_ONLY,
+                               uncertain=g.prov.uncertain))
+        else:
+            raise UsageError(f"no memory data for {g.name} ({g.id}) in gpus.yaml or gpu_perf.yaml",
+                             hint=f"GPUs with data: {', '.join(sorted(perf))}")
     return tuple(out)
 
 

@@ -402,3 +402,51 @@ def test_zero_grad_says_when_the_loop_frees_the_gradients(app):
     assert late["breakdown"]["gradients"] == late["model"]["trainable_params"] * 2  # every bf16 gradient
     _, err = run(app, "--model", "vit-base", "--zero-grad", "sometimes", "--target", "h100")
     assert err is not None and err.exit_code == 2 and err.message.startswith("--zero-grad 'sometimes' is not one of")
+
+
+# --- `envman fit` in a project: envman.yaml's workload is the run, the command line overrides its keys ------
+def _project(tmp_path, workload: str):
+    (tmp_path / "envman.yaml").write_text(f"name: p\ntargets: [a100]\nworkload:\n{workload}")
+    return str(tmp_path)
+
+
+def test_fit_in_a_project_judges_its_workload(app, tmp_path):
+    path = _project(tmp_path, "  model: llama-3.1-8b\n  stack: peft-qlora\n  seq: 4096\n")
+    res, err = run(app, path, "--json")
+    assert err is None, err
+    d = json.loads(res.stdout)
+    assert (d["model"]["name"], d["setup"]["stack"], d["setup"]["seq"]) == ("Llama 3.1 8B", "peft-qlora", 4096)
+    assert d["targets"][0]["id"] == "a100-sxm4-80gb" and d["notes"][0] == "run: envman.yaml workload"
+
+
+def test_an_option_overrides_the_workload_key_and_says_so(app, tmp_path):
+    path = _project(tmp_path, "  model: llama-3.1-8b\n  stack: peft-qlora\n  seq: 4096\n")
+    res, err = run(app, path, "--seq", "1024", "--batch", "2", "--json")
+    d = json.loads(res.stdout)
+    assert (d["setup"]["seq"], d["setup"]["batch"], d["setup"]["stack"]) == (1024, 2, "peft-qlora")
+    assert d["notes"][0] == "run: envman.yaml workload (the command line overrides seq)"
+
+
+def test_a_model_on_the_command_line_is_another_run(app, tmp_path):
+    path = _project(tmp_path, "  model: llama-3.1-8b\n  stack: peft-qlora\n")
+    res, err = run(app, path, "--model", "gpt2", "--json")
+    d = json.loads(res.stdout)
+    assert d["setup"]["stack"] == "hf-trainer" and not any(n.startswith("run: envman.yaml") for n in d["notes"])
+
+
+def test_a_bad_workload_value_says_it_is_the_workloads(app, tmp_path):
+    _, err = run(app, _project(tmp_path, "  model: llama-3.1-8b\n  seq: -3\n"))
+    assert err is not None and err.exit_code == 2
+    assert err.message == "envman.yaml workload: --seq -3: expected a positive number of tokens"
+
+
+def test_a_gpu_without_datasheet_figures_gets_the_memory_verdict_and_says_so(app):
+    # rtx-a6000 is in gpus.yaml (48 GiB) but not in gpu_perf.yaml: fit judges memory, prints no throughput
+    res, err = run(app, "--model", "llama-3.1-8b", "--method", "qlora", "--target", "rtx-a6000", "--json")
+    assert err is None, err
+    t = json.loads(res.stdout)["targets"][0]
+    assert (t["id"], t["memory_bytes"], t["fits"]) == ("rtx-a6000", 48 * 2**30, True)
+    assert t["step_seconds"] is None and t["tokens_per_second"] is None and t["memory_bandwidth_bytes_per_second"] is None
+    assert any(n.startswith("memory verdict only") for n in t["notes"])
+    res, _ = run(app, "--model", "llama-3.1-8b", "--method", "full", "--target", "rtx-a6000", "--json")
+    assert json.loads(res.stdout)["targets"][0]["fits"] is False and res.exit_code == 8
