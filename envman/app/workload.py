@@ -21,6 +21,25 @@ def workload_options(workload: tuple[tuple[str, object], ...] | dict, targets: t
     return replace(FitOptions(path=path, targets=tuple(targets)), **kw)  # type: ignore[arg-type]
 
 
+def with_workload(opts: FitOptions, given: frozenset[str]) -> tuple[FitOptions, str | None]:
+    """`envman fit` in a project: without --model or --params the run is envman.yaml's ``workload:``, and each
+    option given on the command line (``given``: FitOptions field names) overrides its key. (options, a note)."""
+    if opts.model or opts.params is not None:
+        return opts, None
+    from pathlib import Path
+
+    from envman.project.spec import load_spec
+
+    spec = load_spec(Path(opts.path))
+    if spec is None or not spec.workload:
+        return opts, None
+    kept = tuple((k, v) for k, v in spec.workload if k not in given)
+    merged = replace(workload_options(kept, opts.targets, opts.path),
+                     **{k: getattr(opts, k) for k in given if k != "path"})
+    over = sorted(k for k, _ in spec.workload if k in given)
+    return merged, "run: envman.yaml workload" + (f" (the command line overrides {', '.join(over)})" if over else "")
+
+
 def workload_verdicts(workload, targets: tuple[str, ...], path: str = ".") -> tuple[list[str], list[str]]:
     """(notes, warnings) for init and lock: does the project's workload fit each target GPU? GPUs without
     memory and throughput data, or a bare compute capability, are said and skipped, never fatal."""

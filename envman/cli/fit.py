@@ -40,10 +40,26 @@ def _params(text: Optional[str]) -> Optional[int]:
     return int(v)
 
 
+# the command's parameter names that FitOptions spells otherwise
+_FIELD = {"target": "targets", "margin": "margin_pct", "selective": "selective_checkpointing"}
+# the options that describe the run (envman.yaml workload keys), not where or how it is judged
+_RUN_FIELDS = frozenset({"method", "precision", "optimizer", "batch", "seq", "image_size", "grad_checkpointing",
+                         "lora_rank", "lora_targets", "gpus", "shard", "global_batch", "attention", "stack", "tp", "pp",
+                         "offload", "selective_checkpointing", "zero_grad", "ema"})
+
+
+def _given(ctx: typer.Context) -> frozenset[str]:
+    """The FitOptions fields the command line set (not left at their defaults): they override envman.yaml's workload."""
+    # by the enum's name: typer vendors its own click (typer._click), whose ParameterSource is not click's
+    return frozenset(_FIELD.get(n, n) for n in ctx.params if n not in ("path", "as_json")
+                     and getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("fit")
     def fit_cmd(
-        path: str = typer.Argument(".", help="Project directory (its envman.yaml targets are the default GPUs)"),
+        ctx: typer.Context,
+        path: str = typer.Argument(".", help="Project directory: without --model/--params its envman.yaml workload is the run (options override its keys); its targets are the default GPUs"),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="A name from matrices/models.yaml (llama-3.1-8b, gpt2, vit-base …) or a config.json path"),
         params: Optional[str] = typer.Option(None, "--params", help="Parameter count without a config (7e9, 7B): weights, gradients and optimizer only"),
         method: Optional[str] = typer.Option(None, "--method", help="full | lora | qlora | freeze (default: the stack's, else full)"),
@@ -74,9 +90,13 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
     ) -> None:
         """Will this training run fit the GPU — and if not, what to change."""
+        from dataclasses import replace
+
         from envman.app.fit import FitOptions, result_dict, run_fit
+        from envman.app.workload import with_workload
         from envman.cli.output import emit_json
 
+        note, given = None, _given(ctx)
         try:
             opts = FitOptions(path=path, model=model, params=_params(params), method=method, precision=precision,
                               optimizer=optimizer, batch=batch, seq=seq, image_size=image_size,
@@ -86,9 +106,14 @@ def register(app: typer.Typer) -> None:
                               compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace,
                               stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective, ema=ema,
                               zero_grad=zero_grad)
+            opts, note = with_workload(opts, given)
             res = run_fit(opts)
+            if note:
+                res = replace(res, notes=(note, *res.notes))
         except UsageError as exc:  # a value that cannot be used: exit 2, distinct from "does not fit" (8)
             exc.exit_code = EXIT_USAGE
+            if note and not given & _RUN_FIELDS:  # every value was the workload's: say where it came from
+                exc.message = f"envman.yaml workload: {exc.message}"
             raise
         if as_json:
             emit_json(result_dict(res))
