@@ -134,22 +134,30 @@ def model_dtypes(setup) -> tuple[str, str]:
     return sized.get(setup.base_bytes, params), sized.get(setup.adapter_bytes, params)
 
 
-def trace_step(config: dict, task: str, setup) -> dict:
-    """Peak bytes of two training steps and MemTracker's categories at that peak."""
-    _need_torch(task)
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    if setup.method not in ("full", "lora"):
-        raise UsageError(f"--trace cannot trace --method {setup.method}: bitsandbytes' 4-bit kernels need a GPU",
+def traceable(setup) -> None:
+    """Refuse, before importing torch, what one process on CPU fake tensors cannot trace."""
+    if setup.method == "qlora":
+        raise UsageError("--trace cannot trace --method qlora: bitsandbytes' 4-bit kernels need a GPU",
                          hint="drop --trace (the estimate is analytic), or trace the LoRA run with --method lora")
+    if setup.method != "full" and setup.method != "lora":
+        raise UsageError(f"--trace has no recipe for --method {setup.method} (it traces full fine-tuning and LoRA)",
+                         hint="drop --trace (the estimate is analytic), or trace --method full")
     if setup.deepspeed or setup.shard != "none" or setup.offload != "none" or setup.tp * setup.pp > 1:
         raise UsageError(f"--trace measures one process on one device: it cannot trace --stack {setup.stack} "
                          f"(shard {setup.shard}, offload {setup.offload})", hint="drop --trace, or trace the unsharded run")
     if setup.gpus > 1:
         raise UsageError(f"--trace measures one GPU, not --gpus {setup.gpus}",
                          hint="drop --trace, or trace --gpus 1 (the per-GPU step without sharding)")
+
+
+def trace_step(config: dict, task: str, setup) -> dict:
+    """Peak bytes of two training steps and MemTracker's categories at that peak."""
+    traceable(setup)
+    _need_torch(task)
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
     prec = setup.precision
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     amp_dtype = torch.float16 if prec == "fp16-mixed" else torch.bfloat16
@@ -158,8 +166,11 @@ def trace_step(config: dict, task: str, setup) -> dict:
         model = build_model(config, task, torch_dtype[base])
         if setup.method == "lora":
             apply_lora(model, setup.lora_rank, setup.lora_targets, torch_dtype[adapter])
-        if setup.grad_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if setup.grad_checkpointing:  # transformers 5.x renames it (the old name warns, and goes in v6)
+            if hasattr(model, "activation_checkpointing_enable"):
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.train()
         opt = make_optimizer(model.parameters(), setup.optimizer)
         inputs = make_inputs(config, task, setup, torch_dtype[base])
@@ -182,7 +193,21 @@ def trace_step(config: dict, task: str, setup) -> dict:
 
 
 def trace_peak(config: dict, task: str, setup) -> tuple[int, str]:
-    res = trace_step(config, task, setup)
+    import warnings
+
+    traceable(setup)
+    _need_torch(task)
+    import transformers
+
+    # the libraries' own chatter (deprecations, MemTracker's hook warnings, config notices) is not envman's output
+    level = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = trace_step(config, task, setup)
+    finally:
+        transformers.logging.set_verbosity(level)
     cannot = []
     if setup.attention != "eager":
         cannot.append("SDPA's flash/memory-efficient kernel (without a GPU SDPA runs the math kernel, which keeps "

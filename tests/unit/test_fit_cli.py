@@ -450,3 +450,14 @@ def test_a_gpu_without_datasheet_figures_gets_the_memory_verdict_and_says_so(app
     assert any(n.startswith("memory verdict only") for n in t["notes"])
     res, _ = run(app, "--model", "llama-3.1-8b", "--method", "full", "--target", "rtx-a6000", "--json")
     assert json.loads(res.stdout)["targets"][0]["fits"] is False and res.exit_code == 8
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "vit-base", "--method", "freeze"], "--trace has no recipe for --method freeze (it traces full fine-tuning and LoRA)"),
+    (["--model", "gpt2", "--method", "qlora"], "--trace cannot trace --method qlora: bitsandbytes' 4-bit kernels need a GPU"),
+    (["--model", "gpt2", "--stack", "deepspeed-zero3", "--gpus", "2"],
+     "--trace measures one process on one device: it cannot trace --stack deepspeed-zero3 (shard zero3, offload none)"),
+])
+def test_trace_says_what_it_cannot_trace_before_needing_torch(app, args, message):
+    _, err = run(app, *args, "--trace", "--target", "h100")
+    assert err is not None and err.exit_code == 2 and err.message == message
