@@ -100,7 +100,9 @@ def resolve_model(opts: FitOptions) -> tuple[str, str, Arch, dict | None]:
                              hint="e.g. --params 7e9, --params 7B")
         return f"{opts.params:,} parameters", "--params", params_from_count(opts.params), None
     if not opts.model:
-        raise UsageError("no model given", hint="--model llama-3.1-8b, --model path/to/config.json or --params 7e9")
+        raise UsageError("no model given (and no workload: in the project's envman.yaml)",
+                         hint="--model llama-3.1-8b, --model path/to/config.json or --params 7e9; or describe the run "
+                              "once in envman.yaml: workload: {model: llama-3.1-8b, method: qlora}")
     p = Path(opts.model)
     if p.is_dir() and (p / "model_index.json").is_file():  # a diffusers pipeline folder
         from envman.fit.catalog import load_pipeline

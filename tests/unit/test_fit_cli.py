@@ -461,3 +461,10 @@ def test_a_gpu_without_datasheet_figures_gets_the_memory_verdict_and_says_so(app
 def test_trace_says_what_it_cannot_trace_before_needing_torch(app, args, message):
     _, err = run(app, *args, "--trace", "--target", "h100")
     assert err is not None and err.exit_code == 2 and err.message == message
+
+
+def test_no_model_and_no_workload_points_to_both(app, tmp_path):
+    (tmp_path / "envman.yaml").write_text("name: p\ntargets: [a100]\n")
+    _, err = run(app, str(tmp_path))
+    assert err is not None and err.exit_code == 2 and err.message.startswith("no model given")
+    assert "--model llama-3.1-8b" in err.hint and "workload: {model: llama-3.1-8b" in err.hint
