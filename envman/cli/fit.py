@@ -42,10 +42,8 @@ def _params(text: Optional[str]) -> Optional[int]:
 
 # the command's parameter names that FitOptions spells otherwise
 _FIELD = {"target": "targets", "margin": "margin_pct", "selective": "selective_checkpointing"}
-# the options that describe the run (envman.yaml workload keys), not where or how it is judged
-_RUN_FIELDS = frozenset({"method", "precision", "optimizer", "batch", "seq", "image_size", "grad_checkpointing",
-                         "lora_rank", "lora_targets", "gpus", "shard", "global_batch", "attention", "stack", "tp", "pp",
-                         "offload", "selective_checkpointing", "zero_grad", "ema"})
+# the options that say where and how a run is judged, not what the run is
+_JUDGING = frozenset({"targets", "compare", "margin_pct", "mfu", "trace"})
 
 
 def _given(ctx: typer.Context) -> frozenset[str]:
@@ -112,7 +110,7 @@ def register(app: typer.Typer) -> None:
                 res = replace(res, notes=(note, *res.notes))
         except UsageError as exc:  # a value that cannot be used: exit 2, distinct from "does not fit" (8)
             exc.exit_code = EXIT_USAGE
-            if note and not given & _RUN_FIELDS:  # every value was the workload's: say where it came from
+            if note and not given - _JUDGING:  # every value of the run was the workload's: say where it came from
                 exc.message = f"envman.yaml workload: {exc.message}"
             raise
         if as_json:

@@ -154,6 +154,22 @@ def trace_step(config: dict, task: str, setup) -> dict:
     """Peak bytes of two training steps and MemTracker's categories at that peak."""
     traceable(setup)
     _need_torch(task)
+    import warnings
+
+    import transformers
+
+    # the libraries' own chatter (deprecations, MemTracker's hook warnings, config notices) is not envman's output
+    level = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _two_steps(config, task, setup)
+    finally:
+        transformers.logging.set_verbosity(level)
+
+
+def _two_steps(config: dict, task: str, setup) -> dict:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
@@ -193,21 +209,7 @@ def trace_step(config: dict, task: str, setup) -> dict:
 
 
 def trace_peak(config: dict, task: str, setup) -> tuple[int, str]:
-    import warnings
-
-    traceable(setup)
-    _need_torch(task)
-    import transformers
-
-    # the libraries' own chatter (deprecations, MemTracker's hook warnings, config notices) is not envman's output
-    level = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            res = trace_step(config, task, setup)
-    finally:
-        transformers.logging.set_verbosity(level)
+    res = trace_step(config, task, setup)
     cannot = []
     if setup.attention != "eager":
         cannot.append("SDPA's flash/memory-efficient kernel (without a GPU SDPA runs the math kernel, which keeps "
