@@ -138,14 +138,25 @@ def main(argv: list[str] | None = None) -> int:
         return _run(argv, previous)
 
 
+def _json_error(args: list[str], err: EnvmanError) -> None:
+    """With --json, an error is also a JSON document on stdout (unless the command already wrote its own)."""
+    from envman.cli.jsonout import error_json, wants_json
+    from envman.cli.output import emit_json
+
+    if wants_json(args) and not getattr(sys.stdout, "written", False):
+        emit_json(error_json(err))
+
+
 def _run(argv: list[str] | None, previous: Any) -> int:
     import signal
 
+    args = sys.argv[1:] if argv is None else argv
     try:
-        _app_for(sys.argv[1:] if argv is None else argv)(args=argv, prog_name="envman", standalone_mode=True)
+        _app_for(args)(args=argv, prog_name="envman", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     except EnvmanError as err:
+        _json_error(args, err)
         return report_error(err)
     except (KeyboardInterrupt, Interrupted):
         print("error: interrupted", file=sys.stderr)
@@ -153,15 +164,18 @@ def _run(argv: list[str] | None, previous: Any) -> int:
     except OSError as exc:  # the machine's fault (a full disk, a read-only folder), not envman's: exit 1
         if os.environ.get("ENVMAN_DEBUG"):
             raise
+        _json_error(args, os_error(exc))
         return report_error(os_error(exc))
     except Exception as exc:  # a bug: still one line, the traceback only on request
         if os.environ.get("ENVMAN_DEBUG"):
             raise
         from envman.redact import redact
 
-        print(f"error: internal error: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
-        print("hint: this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it", file=sys.stderr)
-        return EXIT_INTERNAL
+        bug = EnvmanError(f"internal error: {type(exc).__name__}: {redact(str(exc))}",
+                          hint="this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it",
+                          exit_code=EXIT_INTERNAL)
+        _json_error(args, bug)
+        return report_error(bug)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
