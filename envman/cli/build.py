@@ -12,9 +12,22 @@ from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
 
 def build(path: Path, opts, as_json: bool = False) -> int:
     from envman.app.build import build_project
+    from envman.cli.output import Progress
 
-    # with --json the build's log goes to stderr: stdout holds the one JSON document
-    outcomes = build_project(path, opts, echo=lambda line: typer.echo(line, err=as_json))
+    # with --json the build's log goes to stderr: stdout holds the one JSON document. A push's progress goes to
+    # stderr, a live line on a terminal, else a line every 10 s; its clock starts with the push
+    pushing: list[Progress] = []
+
+    def push_progress(line: str) -> None:
+        if not pushing:
+            pushing.append(Progress(every=10.0))
+        pushing[0](line)
+
+    try:
+        outcomes = build_project(path, opts, echo=lambda line: typer.echo(line, err=as_json), progress=push_progress)
+    finally:
+        for p in pushing:
+            p.done()
     code = max((exit_code(o) for o in outcomes), default=EXIT_OK)
     if as_json:
         from envman.cli.jsonout import build_json

@@ -216,7 +216,9 @@ class DaemonlessEngine:
             return False
         raise EngineError(f"cannot remove image {ref}: {self._why(p)}")
 
-    def push(self, ref: str) -> str:
+    def push(self, ref: str, progress: Callable[[str], None] | None = None) -> str:
+        if progress is not None:  # podman/buildah report no byte counts a caller can read while they run
+            progress(f"pushing {ref} with {self.tool} (no progress until it ends)")
         with tempfile.TemporaryDirectory(prefix="envman-push-") as tmp:
             digest_file = Path(tmp) / "digest"
             tls = ["--tls-verify=false"] if _loopback(ref) else []

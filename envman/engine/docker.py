@@ -188,16 +188,22 @@ class Engine:
         if not done:
             raise EngineError(f"the engine refused to tag {src} as {dst}")
 
-    def push(self, ref: str) -> str:
-        """Push ``ref``; returns the manifest digest the registry reported."""
+    def push(self, ref: str, progress: Callable[[str], None] | None = None) -> str:
+        """Push ``ref``; returns the manifest digest the registry reported. ``progress``: a line now and then
+        (layers done, bytes sent)."""
         import docker
         import requests
         from docker.utils import parse_repository_tag
 
+        from envman.engine.pushprogress import PushTally
+
         repo, tag = parse_repository_tag(ref)
         digest = None
+        tally = PushTally(ref, progress) if progress is not None else None
         try:
             for chunk in self.client.api.push(repo, tag=tag or "latest", stream=True, decode=True):
+                if tally is not None and isinstance(chunk, dict):
+                    tally.feed(chunk)
                 if chunk.get("error"):
                     raise EngineError(f"push of {ref} failed: {chunk['error']}",
                                       hint="log in with `docker login REGISTRY` if the registry needs credentials")

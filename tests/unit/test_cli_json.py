@@ -90,7 +90,7 @@ def test_build_json_keeps_stdout_for_the_document(tmp_path, monkeypatch, capsys)
 
     smoke = SimpleNamespace(failed=False, no_gpu=True)
 
-    def fake_build(root, opts, echo):
+    def fake_build(root, opts, echo, progress=None):
         echo("engine: fake")
         return [app_build.BuildOutcome(None, "demo:0123456789ab", True, smoke=smoke)]
 
