@@ -76,7 +76,9 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
         out.written.insert(0, p)
     out.spec_created = created
     out.notes = notes + [n for n in out.notes if n not in notes]  # discovery's report already has its warnings
-    return out
+    from envman.app.companions import locked_companions
+
+    return locked_companions(root, load_spec(root) or spec, out)
 
 
 def _reinitialised(root: Path, old: ProjectSpec, opts: InitOptions, notes: list[str], given: list[str],

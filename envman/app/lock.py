@@ -50,7 +50,9 @@ def lock_project(root: Path, *, force: bool = False, base_image: str | None = No
         write_atomic(root / SPEC_FILE, edit[0])
     if edit[1]:
         out.notes.append(edit[1])
-    return out
+    from envman.app.companions import locked_companions
+
+    return locked_companions(root, spec, out)
 
 
 def check_lock(root: Path) -> list[str]:
