@@ -158,7 +158,8 @@ def _profiles(root: Path, opts: BuildOptions) -> list[StackFiles]:
         raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first")
     if not spec.profiles:
         if opts.profile:
-            raise UsageError(f"--profile {opts.profile}: envman.yaml declares no profiles")
+            raise UsageError(f"--profile {opts.profile}: envman.yaml declares no profiles",
+                             hint="drop --profile (the project has one image), or add profiles: to envman.yaml")
         return [stack_files(root, None)]
     names = [p.name for p in spec.profiles]
     if opts.profile:
