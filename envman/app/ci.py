@@ -41,9 +41,9 @@ def envman_install(project, spec: str | None, index: str | None, origin=None):
     """How the pipelines install envman: the options, else envman.yaml's ci:, else how this envman was installed
     (``origin``: the installed distribution's, read when not given)."""
     from envman.ci.install import envman_install as install
-    from envman.ci.install import installed_origin
+    from envman.ci.install import installed_origin, read_settings
 
-    settings = project.settings or {}
+    settings = read_settings(project.settings)
     names = ("--envman-spec" if spec is not None else "envman.yaml: ci.envman",
              "--envman-index" if index is not None else "envman.yaml: ci.index_url")
     spec = spec if spec is not None else settings.get("envman")

@@ -59,7 +59,7 @@ class CiProject:
     root: Path
     name: str
     images: tuple[CiImage, ...]
-    settings: dict[str, str] | None = None  # envman.yaml's ci: (where the pipelines get envman), checked
+    settings: dict | None = None  # envman.yaml's ci: as written (where the pipelines get envman; install.py checks it)
 
     @property
     def profiled(self) -> bool:
@@ -91,10 +91,9 @@ def load_ci_project(root: Path) -> CiProject:
     names = sorted({n for n, _ in images})
     if len(names) != 1:
         raise LockError(f"the locks name different projects: {', '.join(names)}", hint="run `envman lock` to regenerate them")
-    from envman.ci.install import read_settings
-
-    settings = read_settings(spec.ci if spec is not None else None, spec.source if spec is not None else "envman.yaml")
-    return CiProject(root, names[0], tuple(i for _, i in images), settings)
+    # ci: is read as written: only `envman ci github|gitlab` check it (a bad value must not fail `envman lock`'s
+    # look at the CI files)
+    return CiProject(root, names[0], tuple(i for _, i in images), spec.ci if spec is not None else None)
 
 
 def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImage]:

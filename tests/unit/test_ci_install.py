@@ -233,3 +233,16 @@ def test_any_value_is_refused_or_reaches_the_shell_as_one_quoted_word(tmp_path_f
         words = shlex.split(line)
         assert spec.strip() in words or "./" + spec.strip() in words
     assert subprocess.run(["bash", "-n", "-c", "\n".join(got.lines)], capture_output=True).returncode == 0
+
+
+def test_a_bad_ci_key_fails_envman_ci_but_not_the_lock_reminder(project, capsys):
+    from envman.app.ci import stale_ci_files
+
+    rel, _ = wheel(project)
+    (project / "envman.yaml").write_text(f"name: demo\nci: {{envman: {rel}}}\n")
+    assert main(["ci", "github", str(project)]) == 0
+    (project / "envman.yaml").write_text(f"name: demo\nci: {{envmann: {rel}}}\n")
+    capsys.readouterr()
+    assert main(["ci", "github", str(project)]) == 1
+    assert capsys.readouterr().err.splitlines() == ["error: envman.yaml: ci.envmann: unknown key", "hint: keys: envman, index_url"]
+    assert stale_ci_files(project) == []  # what `envman lock` looks at after a lock: still answers
