@@ -89,6 +89,23 @@ def test_the_check_job_installs_envman_and_the_locks_pass(tmp_path, engine, base
     assert "envman.lock is current" not in ran.stdout
 
 
+def test_the_gitlab_check_job_script_passes_too(tmp_path, engine, base_image, wheelhouse, token):
+    """.gitlab-ci.yml's envman-check script, line by line as GitLab runs it (each line fails the job)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "envman.yaml").write_text('name: cidemo\ncpu: true\nframework: none\npython: "3.11"\n')
+    envman("lock", str(project), env={**_env(), "UV_OFFLINE": "1"})
+    wheel = next(wheelhouse.glob("envman-*.whl"))
+    (project / "vendor").mkdir()
+    shutil.copy(wheel, project / "vendor" / wheel.name)
+    envman("ci", "gitlab", str(project), "--envman-spec", f"vendor/{wheel.name}", env=_env())
+    script = yaml.safe_load((project / ".gitlab-ci.yml").read_text())["envman-check"]["script"]
+    assert script[-2:] == ["envman lock --check", "envman ci check"]
+    ran = run_steps(project, script, wheelhouse, base_image, token)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert "envman.lock is current" in ran.stdout and ".gitlab-ci.yml: matches the locks" in ran.stdout
+
+
 def test_the_old_install_line_fails_in_the_same_harness(tmp_path, engine, base_image, wheelhouse, token):
     """The harness catches what issue 36 found: `pip install envman==0.2.0` from an index that has no envman."""
     project = tmp_path / "project"
