@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envman import __version__
 from envman.ci import (
     BAKE_FILE,
     GITHUB_FILE,
