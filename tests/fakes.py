@@ -116,7 +116,7 @@ class FakeEngine:
         self.images.discard(ref)
         return True
 
-    def push(self, ref: str) -> str:
+    def push(self, ref: str, progress=None) -> str:
         if ref not in self.images:
             raise EngineError(f"push of {ref} failed: no such image")
         self.log.append(("push", ref))

@@ -158,7 +158,8 @@ def _profiles(root: Path, opts: BuildOptions) -> list[StackFiles]:
         raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first")
     if not spec.profiles:
         if opts.profile:
-            raise UsageError(f"--profile {opts.profile}: envman.yaml declares no profiles")
+            raise UsageError(f"--profile {opts.profile}: envman.yaml declares no profiles",
+                             hint="drop --profile (the project has one image), or add profiles: to envman.yaml")
         return [stack_files(root, None)]
     names = [p.name for p in spec.profiles]
     if opts.profile:
@@ -169,7 +170,8 @@ def _profiles(root: Path, opts: BuildOptions) -> list[StackFiles]:
 
 
 def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
-                  engine: ContainerEngine | None = None) -> list[BuildOutcome]:
+                  engine: ContainerEngine | None = None, progress: Callable[[str], None] | None = None) -> list[BuildOutcome]:
+    """``progress``: where a push's progress lines go (layers, bytes; throttled by the caller)."""
     root = root.resolve()
     if opts.base_image is not None:
         from envman.project.spec import validate_base_image
@@ -194,7 +196,7 @@ def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
         from envman.app.repro import require_clamping
 
         require_clamping(engine)
-    return [_build_one(root, n, opts, echo, engine) for n in targets]
+    return [_build_one(root, n, opts, echo, engine, progress) for n in targets]
 
 
 def check_context(root: Path, dockerfile: str = "Dockerfile") -> None:
@@ -212,7 +214,7 @@ def check_context(root: Path, dockerfile: str = "Dockerfile") -> None:
 
 
 def _build_one(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable[[str], None],
-               engine: ContainerEngine) -> BuildOutcome:
+               engine: ContainerEngine, progress: Callable[[str], None] | None = None) -> BuildOutcome:
     from envman.app.buildruns import build_lock, sweep
     from envman.resources import cache_dir
 
@@ -247,7 +249,7 @@ def _build_one(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable
         echo(f"{label}tagged {t}")
     if remote:
         engine.tag(source, remote)
-        digest = engine.push(remote)
+        digest = engine.push(remote, progress=progress)
         out.pushed = _record_push(lock_path, lock, remote, digest)
         echo(f"{label}pushed {remote} → {out.pushed['pinned']} (recorded in {names.lock})")
     return out

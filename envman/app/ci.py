@@ -28,12 +28,27 @@ class CiOutcome:
     registry_host: str | None  # the server to log in to; None is Docker Hub (or no registry)
     runner_word: str = ""  # the backend's name for a runner selector (LABEL, TAG); "" for the bake file
     setup_notes: tuple[str, ...] = ()  # what the user must set up by hand in the CI system
+    install: str = ""  # where the pipelines get envman from ("" for the bake file)
 
 
-def _options(project, registry: str | None, runners, spec: str | None, option: str):
-    from envman.ci import CiOptions, parse_envman_spec, parse_registry, parse_runners
+def _options(project, registry: str | None, runners, option: str):
+    from envman.ci import CiOptions, parse_registry, parse_runners
 
-    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option), parse_envman_spec(spec))
+    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option))
+
+
+def envman_install(project, spec: str | None, index: str | None, origin=None):
+    """How the pipelines install envman: the options, else envman.yaml's ci:, else how this envman was installed
+    (``origin``: the installed distribution's, read when not given)."""
+    from envman.ci.install import envman_install as install
+    from envman.ci.install import installed_origin, read_settings
+
+    settings = read_settings(project.settings)
+    names = ("--envman-spec" if spec is not None else "envman.yaml: ci.envman",
+             "--envman-index" if index is not None else "envman.yaml: ci.index_url")
+    spec = spec if spec is not None else settings.get("envman")
+    index = index if index is not None else settings.get("index_url")
+    return install(project.root, spec, index, origin or installed_origin(), names)
 
 
 def _outcome(project, opts, written, backend=None) -> CiOutcome:
@@ -49,16 +64,20 @@ def _outcome(project, opts, written, backend=None) -> CiOutcome:
     if backend is not None:
         word, notes = backend.runner_word, tuple(backend.setup_notes(opts, any(i.runner for i in images)))
     return CiOutcome(project.root, tuple(written), images, project.profiled, stacks, reg is not None,
-                     reg.host if reg else None, word, notes)
+                     reg.host if reg else None, word, notes, opts.install.source if opts.install else "")
 
 
 def write_pipeline(kind: str, path: Path, registry: str | None = None, gpu_runners=(), envman_spec: str | None = None,
-                   force: bool = False) -> CiOutcome:
-    """``kind`` github or gitlab: the pipeline file (and docker-bake.json with profiles)."""
+                   force: bool = False, envman_index: str | None = None, origin=None) -> CiOutcome:
+    """``kind`` github or gitlab: the pipeline file (and docker-bake.json with profiles). ``origin``: how envman
+    was installed (envman.ci.install.Origin; default: this envman's)."""
+    from dataclasses import replace
+
     from envman import ci as ci_mod
 
     project = ci_mod.load_ci_project(Path(path).resolve())
-    opts = _options(project, registry, gpu_runners, envman_spec, "--gpu-runner")
+    opts = replace(_options(project, registry, gpu_runners, "--gpu-runner"),
+                   install=envman_install(project, envman_spec, envman_index, origin))
     b = ci_mod.backend(kind)
     files = ci_mod.pipeline_files(b, project, opts)
     return _outcome(project, opts, ci_mod.write_ci_files(project.root, files, force), b)
@@ -69,7 +88,7 @@ def write_bake(path: Path, registry: str | None = None, force: bool = False) -> 
     from envman.ci import bake_files, load_ci_project, write_ci_files
 
     project = load_ci_project(Path(path).resolve())
-    opts = _options(project, registry, None, None, "--gpu-runner")
+    opts = _options(project, registry, None, "--gpu-runner")
     return _outcome(project, opts, write_ci_files(project.root, bake_files(project, opts), force))
 
 

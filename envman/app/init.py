@@ -31,7 +31,14 @@ class InitOptions:
 
 
 def spec_yaml(spec: ProjectSpec) -> str:
-    return spec_header() + render_yaml(spec.to_data())
+    # cluster: and ci: are not lock inputs (to_data leaves them out of the hash) but are the user's: kept
+    extra = {k: v for k, v in (("cluster", spec.cluster), ("ci", spec.ci)) if v}
+    return spec_header() + render_yaml({**spec.to_data(), **extra})
+
+
+# what a re-initialisation (init --force with new options) keeps of the envman.yaml it replaces: what the
+# repository's files cannot say, so discovery would lose it
+KEPT_ON_REINIT = ("name", "system_packages", "cuda_devel", "command", "env", "workload", "profiles", "cluster", "ci")
 
 
 def project_name(root: Path) -> str:
@@ -54,9 +61,12 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
     else:
         given = [n for n, v in (("--target", opts.targets), ("--driver", opts.driver), ("--cpu", opts.cpu),
                                 ("--python", opts.python), ("--framework", opts.framework), ("--cuda", opts.cuda)) if v]
-        if given:
+        if given and not opts.force:
             raise UsageError(f"{spec.source} exists; {', '.join(given)} would be ignored",
-                             hint=f"edit {spec.source} instead (it is the single source of truth)")
+                             hint=f"edit {spec.source} instead (it is the single source of truth), or re-run with "
+                                  "--force to re-initialise it from the repository with these options")
+        if given:  # init --force: discovered again, with the options; what only envman.yaml says is kept
+            spec, created = _reinitialised(root, spec, opts, notes, given, detect_gpus), True
         if opts.base_image and opts.base_image != spec.base_image:
             notes.append(f"base image overridden for this run: {opts.base_image} (add base_image to {spec.source} to keep it)")
     out = _generate(root, spec, created, opts, progress, notes)
@@ -66,7 +76,21 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
         out.written.insert(0, p)
     out.spec_created = created
     out.notes = notes + [n for n in out.notes if n not in notes]  # discovery's report already has its warnings
-    return out
+    from envman.app.companions import locked_companions
+
+    return locked_companions(root, load_spec(root) or spec, out)
+
+
+def _reinitialised(root: Path, old: ProjectSpec, opts: InitOptions, notes: list[str], given: list[str],
+                   detect_gpus) -> ProjectSpec:
+    if old.source != SPEC_FILE:
+        raise UsageError(f"{old.source}: init --force re-initialises envman.yaml only",
+                         hint=f"edit {old.source} (or move it to envman.yaml), then run `envman lock`")
+    new = discovered_spec(root, opts, notes, detect_gpus)
+    kept = {k: getattr(old, k) for k in KEPT_ON_REINIT if getattr(old, k) not in (None, (), False)}
+    notes.insert(0, f"{SPEC_FILE}: re-initialised from the repository with {', '.join(given)}"
+                 + (f" (kept: {', '.join(k for k in kept if k != 'name')})" if set(kept) - {"name"} else ""))
+    return replace(new, **kept)
 
 
 def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus=None) -> ProjectSpec:

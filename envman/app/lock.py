@@ -27,13 +27,32 @@ def lock_project(root: Path, *, force: bool = False, base_image: str | None = No
 
         validate_base_image(base_image)  # the same check as envman.yaml's base_image
     spec = require_spec(root)
+    edit: tuple[str | None, str] = (None, "")
+    if base_image is not None and base_image != spec.base_image:  # kept in envman.yaml: the next lock keeps it
+        from dataclasses import replace
+
+        from envman.app.specedit import base_image_edit
+
+        edit = base_image_edit(root, spec, base_image)
+        if edit[0] is not None:
+            spec, base_image = replace(spec, base_image=base_image), None
     pinner = None
     if pin_apt:
         from envman.app.aptpin import apt_pinner
 
         pinner = apt_pinner(engine)
-    return generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
-                    base_image=base_image, pin_apt=pinner, apt_snapshot=apt_snapshot)
+    out = generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
+                   base_image=base_image, pin_apt=pinner, apt_snapshot=apt_snapshot)
+    if edit[0] is not None:
+        from envman.files import write_atomic
+        from envman.project.spec import SPEC_FILE
+
+        write_atomic(root / SPEC_FILE, edit[0])
+    if edit[1]:
+        out.notes.append(edit[1])
+    from envman.app.companions import locked_companions
+
+    return locked_companions(root, spec, out)
 
 
 def check_lock(root: Path) -> list[str]:

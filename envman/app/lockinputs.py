@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from envman.app.uvalias import input_digest
 from envman.errors import UsageError
 from envman.files import sha256
 from envman.image.tables import load_image_tables
@@ -92,7 +93,8 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: Project
         p = root / f
         try:
             # only a regular file is read (a FIFO would block); the lock step reports anything else
-            h[f"file:{f}"] = sha256(p.read_bytes()) if p.is_file() else "missing"
+            # `uv write`'s own edit of pyproject.toml stands for the file the lock was made from (app/uvalias.py)
+            h[f"file:{f}"] = input_digest(root, f, sha256(p.read_bytes())) if p.is_file() else "missing"
         except OSError:
             h[f"file:{f}"] = "missing"
     return h

@@ -75,6 +75,9 @@ def write_uv_plan(plan: UvPlan) -> None:
         raise UsageError(f"{PYPROJECT} changed while envman was planning its edit; nothing was written",
                          hint="run `envman uv write` again")
     write_atomic(plan.path, plan.after, mode=plan.path.stat().st_mode & 0o7777)
+    from envman.app.uvalias import record_write
+
+    record_write(plan.path.parent, PYPROJECT, plan.before, plan.after)  # uv write's own edit leaves the lock current
 
 
 @dataclass(frozen=True)

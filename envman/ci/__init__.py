@@ -20,7 +20,6 @@ from envman.ci.project import (
     Registry,
     image_tags,
     load_ci_project,
-    parse_envman_spec,
     parse_registry,
     parse_runners,
     shared_stacks,
@@ -29,7 +28,7 @@ from envman.ci.project import (
 __all__ = [
     "BACKENDS", "BAKE_FILE", "GITHUB_FILE", "GITLAB_FILE", "CiBackend", "CiImage", "backend", "pipeline_files", "CiOptions", "CiProject", "Registry", "bake_data",
     "bake_ownership", "check_ci_files", "github_files", "gitlab_files", "bake_files", "image_tags",
-    "load_ci_project", "parse_envman_spec", "parse_registry", "parse_runners", "render_bake", "shared_stacks",
+    "load_ci_project", "parse_registry", "parse_runners", "render_bake", "shared_stacks",
     "write_ci_files",
 ]
 

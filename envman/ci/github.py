@@ -13,7 +13,6 @@ from envman.ci.project import (
     cache_ref,
     image_tags,
     peers,
-    quote,
     skip_script,
     source_date_env,
 )
@@ -47,7 +46,7 @@ def _check_job(opts: CiOptions) -> dict:
     return {"name": "locks are current", "runs-on": "ubuntu-latest", "steps": [
         {"uses": ACTIONS["checkout"]},
         {"uses": ACTIONS["python"], "with": {"python-version": HOST_PYTHON}},
-        {"name": "install envman", "run": f"python -m pip install {quote(opts.envman_spec)}"},
+        {"name": "install envman", "run": "\n".join(opts.install_lines)},
         {"name": "the locks match envman.yaml, the requirements and the matrices", "run": "envman lock --check"},
         {"name": "the CI files match the locks", "run": "envman ci check"},
     ]}
@@ -118,7 +117,7 @@ def _repro_job(opts: CiOptions) -> dict:
             "if": _expr("github.event_name == 'push'"), "steps": [
                 {"uses": ACTIONS["checkout"]},
                 {"uses": ACTIONS["python"], "with": {"python-version": HOST_PYTHON}},
-                {"name": "install envman", "run": f"python -m pip install {quote(opts.envman_spec)}"},
+                {"name": "install envman", "run": "\n".join(opts.install_lines)},
                 {"name": "build twice with podman and compare", "run": "envman build --verify-repro --engine podman --no-smoke"},
             ]}
 

@@ -88,6 +88,13 @@ def _smoke_job(project: CiProject, opts: CiOptions, img: CiImage) -> dict:
     return job
 
 
+def _install(opts: CiOptions) -> list[str]:
+    """The check job's install lines: its python image has no git, which pip needs for a git URL."""
+    from envman.ci.install import GIT_APT
+
+    return ([GIT_APT] if opts.install is not None and opts.install.needs_git else []) + opts.install_lines
+
+
 def gitlab_pipeline(project: CiProject, opts: CiOptions) -> dict:
     reg = opts.registry
     doc: dict = {
@@ -100,7 +107,7 @@ def gitlab_pipeline(project: CiProject, opts: CiOptions) -> dict:
             {"if": "$CI_COMMIT_TAG"},
         ]},
         "envman-check": {"stage": "check", "image": CHECK_IMAGE, "script": [
-            f"python -m pip install {quote(opts.envman_spec)}", "envman lock --check", "envman ci check"]},
+            *_install(opts), "envman lock --check", "envman ci check"]},
         BUILD_JOB: {
             "stage": "build",
             "needs": ["envman-check"],

@@ -13,8 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from envman import __version__
-from envman.errors import EXIT_SMOKE_NO_GPU, LockError, UsageError
+from envman.ci.install import EnvmanInstall
+from envman.errors import EXIT_SMOKE_NO_GPU, InternalError, LockError, UsageError
 from envman.files import sha256
 from envman.lock.layout import LOCK_FILE, PROFILE_LOCK, StackFiles
 from envman.lock.lockfile import canonical_json, read_lock
@@ -26,7 +26,6 @@ _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository pat
 _HOST = re.compile(r"^(?:localhost|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+)(?::[0-9]{1,5})?$")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _HASH = re.compile(r"^[0-9a-f]{64}$")
-_PIP_SPEC = re.compile(r"^[A-Za-z0-9 ._\-\[\],<>=!~*+:/@#%&?]+$")  # no quotes, $, {}, `, ; or newlines
 _DOCKERFILE = re.compile(r"^Dockerfile(?:\.[a-z0-9]+(?:[._-][a-z0-9]+)*)?$")
 _PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
 
@@ -60,6 +59,7 @@ class CiProject:
     root: Path
     name: str
     images: tuple[CiImage, ...]
+    settings: dict | None = None  # envman.yaml's ci: as written (where the pipelines get envman; install.py checks it)
 
     @property
     def profiled(self) -> bool:
@@ -91,7 +91,9 @@ def load_ci_project(root: Path) -> CiProject:
     names = sorted({n for n, _ in images})
     if len(names) != 1:
         raise LockError(f"the locks name different projects: {', '.join(names)}", hint="run `envman lock` to regenerate them")
-    return CiProject(root, names[0], tuple(i for _, i in images))
+    # ci: is read as written: only `envman ci github|gitlab` check it (a bad value must not fail `envman lock`'s
+    # look at the CI files)
+    return CiProject(root, names[0], tuple(i for _, i in images), spec.ci if spec is not None else None)
 
 
 def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImage]:
@@ -152,7 +154,13 @@ class Registry:
 class CiOptions:
     registry: Registry | None = None
     runners: tuple[tuple[str | None, tuple[str, ...]], ...] = ()  # (profile or None for all, labels)
-    envman_spec: str = f"envman=={__version__}"
+    install: EnvmanInstall | None = None  # how the pipelines install envman (envman/ci/install.py)
+
+    @property
+    def install_lines(self) -> list[str]:
+        if self.install is None:  # the use case always decides it: a pipeline never guesses a package name
+            raise InternalError("CiOptions.install is not set")
+        return list(self.install.lines)
 
     def runner(self, img: CiImage) -> tuple[str, ...]:
         """The GPU runner's labels for the image's smoke; () for none, and always for a CPU-only image."""
@@ -190,26 +198,6 @@ def parse_runners(values: list[str], project: CiProject, option: str = "--gpu-ru
             raise UsageError(f"{option}: {'profile ' + prof if prof else 'the default runner'} is given twice", hint="give each once")
         out[prof or None] = parts
     return tuple(sorted(out.items(), key=lambda kv: kv[0] or ""))
-
-
-def parse_envman_spec(text: str | None) -> str:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    if text is None:
-        return CiOptions.envman_spec
-    try:
-        ok = bool(_PIP_SPEC.match(text)) and Requirement(text).name.lower() == "envman"
-    except InvalidRequirement:
-        ok = False
-    if not ok:
-        raise UsageError(f"--envman-spec: {text!r} is not a requirement on envman",
-                         hint="write it like envman==0.1.0, envman>=0.1 or envman @ https://host/envman-0.1.0-py3-none-any.whl")
-    from envman.redact import redact
-
-    if redact(text) != text:  # a CI file is committed: a token in it is a leaked token
-        raise UsageError(f"--envman-spec: {redact(text)!r} carries credentials in its URL",
-                         hint="give the CI job the token as a secret (PIP_INDEX_URL, netrc), not in the generated file")
-    return text
 
 
 # --- names ----------------------------------------------------------------------------------------

@@ -10,11 +10,31 @@ import typer
 from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
 
 
-def build(path: Path, opts) -> int:
+def build(path: Path, opts, as_json: bool = False) -> int:
     from envman.app.build import build_project
+    from envman.cli.output import Progress
 
-    outcomes = build_project(path, opts, echo=typer.echo)
+    # with --json the build's log goes to stderr: stdout holds the one JSON document. A push's progress goes to
+    # stderr, a live line on a terminal, else a line every 10 s; its clock starts with the push
+    pushing: list[Progress] = []
+
+    def push_progress(line: str) -> None:
+        if not pushing:
+            pushing.append(Progress(every=10.0))
+        pushing[0](line)
+
+    try:
+        outcomes = build_project(path, opts, echo=lambda line: typer.echo(line, err=as_json), progress=push_progress)
+    finally:
+        for p in pushing:
+            p.done()
     code = max((exit_code(o) for o in outcomes), default=EXIT_OK)
+    if as_json:
+        from envman.cli.jsonout import build_json
+        from envman.cli.output import emit_json
+
+        emit_json(build_json(outcomes, code))
+        return code
     for o in outcomes:
         state = "built" if o.built else "reused"
         extra = f", pushed as {o.pushed['pinned']}" if o.pushed else ""
@@ -52,6 +72,7 @@ def register(app: typer.Typer) -> None:
             None, "--engine", help="docker, podman or buildah (default: ENVMAN_ENGINE, else the first that works here)"),
         verify_repro: bool = typer.Option(
             False, "--verify-repro", help="Build twice from scratch; the two image IDs must agree (recorded in envman.lock)"),
+        as_json: bool = typer.Option(False, "--json", help="Machine-readable output on stdout (docs/commands.md); the build's log goes to stderr"),
     ) -> None:
         """Build the image (BuildKit, podman or buildah), smoke-test it, tag it <name>:<lock hash>.
 
@@ -60,8 +81,9 @@ def register(app: typer.Typer) -> None:
         from envman.app.build import BuildOptions
 
         if progress not in (None, "tty", "plain"):
-            raise UsageError(f"--progress {progress!r}: expected tty or plain")
+            raise UsageError(f"--progress {progress!r}: expected tty or plain",
+                             hint="write --progress plain for a CI log, --progress tty for a terminal, or leave it out")
         opts = BuildOptions(profile, offline, wheelhouse, rebuild, tuple(tag or ()), not no_smoke, require_gpu,
                             ca_bundle, base_image, push, progress, allow_secrets_in_context=allow_secrets_in_context,
                             engine=engine, verify_repro=verify_repro)
-        raise typer.Exit(build(path, opts))
+        raise typer.Exit(build(path, opts, as_json))

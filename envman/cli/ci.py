@@ -12,7 +12,10 @@ _RUNNER = ("Label of a self-hosted GPU runner for the smoke test (gpu or gpu,h10
            "PROFILE=LABEL for one profile (repeatable). Without it the smoke runs without a GPU.")
 _RUNNER_GITLAB = _RUNNER.replace("Label", "Tag").replace("LABEL", "TAG").replace("labels", "tags")
 _REGISTRY_GITLAB = _REGISTRY + " (default: the project's own, $CI_REGISTRY_IMAGE)"
-_SPEC = "What the check job pip-installs (default: this envman's version)"
+_SPEC = ("Where the pipeline installs envman from: a wheel in the repository, envman @ git+URL@COMMIT, an https "
+         "wheel URL#sha256=…, or envman==V with --envman-index (default: envman.yaml's ci.envman, else how this envman "
+         "was installed)")
+_INDEX = "The index that serves envman (default: envman.yaml's ci.index_url); never the public one, which has none"
 
 
 def _report(out, kind: str | None) -> None:
@@ -37,14 +40,15 @@ def _report(out, kind: str | None) -> None:
             typer.echo(f"smoke: {who} is CPU-only: no GPU runner needed")
         else:
             typer.echo(f"smoke: {who} without a GPU (no GPU runner: envman ci {kind} --gpu-runner {out.runner_word})")
+    typer.echo(f"envman: the pipeline installs {out.install}")
     for note in out.setup_notes:
         typer.echo(note)
 
 
-def _pipeline(kind: str, path: Path, registry, gpu_runner, envman_spec, force: bool) -> None:
+def _pipeline(kind: str, path: Path, registry, gpu_runner, envman_spec, envman_index, force: bool) -> None:
     from envman.app.ci import write_pipeline
 
-    _report(write_pipeline(kind, path, registry, gpu_runner, envman_spec, force), kind)
+    _report(write_pipeline(kind, path, registry, gpu_runner, envman_spec, force, envman_index), kind)
 
 
 def register(app: typer.Typer) -> None:
@@ -58,10 +62,11 @@ def register(app: typer.Typer) -> None:
         registry: Optional[str] = typer.Option(None, "--registry", metavar="REGISTRY", help=_REGISTRY),
         gpu_runner: Optional[list[str]] = typer.Option(None, "--gpu-runner", metavar="LABEL", help=_RUNNER),
         envman_spec: Optional[str] = typer.Option(None, "--envman-spec", metavar="SPEC", help=_SPEC),
+        envman_index: Optional[str] = typer.Option(None, "--envman-index", metavar="URL", help=_INDEX),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
     ) -> None:
         """Write .github/workflows/envman.yml (and docker-bake.json with profiles): check, build, smoke."""
-        _pipeline("github", path, registry, gpu_runner, envman_spec, force)
+        _pipeline("github", path, registry, gpu_runner, envman_spec, envman_index, force)
 
     @ci.command("gitlab")
     def gitlab_cmd(
@@ -69,10 +74,11 @@ def register(app: typer.Typer) -> None:
         registry: Optional[str] = typer.Option(None, "--registry", metavar="REGISTRY", help=_REGISTRY_GITLAB),
         gpu_runner: Optional[list[str]] = typer.Option(None, "--gpu-runner", metavar="TAG", help=_RUNNER_GITLAB),
         envman_spec: Optional[str] = typer.Option(None, "--envman-spec", metavar="SPEC", help=_SPEC),
+        envman_index: Optional[str] = typer.Option(None, "--envman-index", metavar="URL", help=_INDEX),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
     ) -> None:
         """Write .gitlab-ci.yml (and docker-bake.json with profiles): stages check, build, smoke."""
-        _pipeline("gitlab", path, registry, gpu_runner, envman_spec, force)
+        _pipeline("gitlab", path, registry, gpu_runner, envman_spec, envman_index, force)
 
     @ci.command("bake")
     def bake_cmd(

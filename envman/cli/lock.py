@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
         pin_apt: bool = typer.Option(False, "--pin-apt", help="Pin the apt packages' whole closure to the versions apt in the base image installs now (runs the base image)"),
         apt_snapshot: bool = typer.Option(False, "--apt-snapshot", help="Install apt packages from snapshot.debian.org/snapshot.ubuntu.com at the lock's date"),
         engine: Optional[str] = typer.Option(None, "--engine", help="--pin-apt: docker, podman or buildah (default: the first that works)"),
+        as_json: bool = typer.Option(False, "--json", help="Machine-readable output on stdout (docs/commands.md); the rest goes to stderr"),
     ) -> None:
         """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
         root = path.resolve()
@@ -27,12 +28,16 @@ def register(app: typer.Typer) -> None:
             from envman.app.lock import check_lock
 
             stale = check_lock(root)
+            if as_json:
+                from envman.cli.output import emit_json
+
+                emit_json({"current": not stale, "stale": stale})
             if stale:
                 for s in stale:
                     typer.echo(f"stale: {s}", err=True)
                 typer.echo("hint: run `envman lock` and commit the result", err=True)
                 raise typer.Exit(1)
-            typer.echo("envman.lock is current")
+            typer.echo("envman.lock is current", err=as_json)
             return
         from envman.app.ci import stale_ci_files
         from envman.app.lock import lock_project
@@ -44,8 +49,15 @@ def register(app: typer.Typer) -> None:
                                progress=progress, pin_apt=pin_apt, apt_snapshot=apt_snapshot, engine=engine)
         finally:
             progress.done()
-        typer.echo(format_outcome(out, root))
         # generated CI files name images by lock hash: after a re-lock they must be regenerated too
-        for s in stale_ci_files(root):
+        ci_stale = stale_ci_files(root)
+        if as_json:
+            from envman.cli.jsonout import outcome_json
+            from envman.cli.output import emit_json
+
+            emit_json(outcome_json(out, root, ci_stale))
+            return
+        typer.echo(format_outcome(out, root))
+        for s in ci_stale:
             typer.echo(f"note: {s} (commit them together with the locks)")
 

@@ -35,21 +35,25 @@ from envman.errors import EXIT_INTERNAL, EnvmanError
 COMMANDS = (resolve, init, lock, build, verify, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants, cluster)
 
 
-def _typer() -> typer.Typer:
+def _typer(completion: bool = True) -> typer.Typer:
     return typer.Typer(
         name="envman",
         help="Reproducible GPU training environments: resolve a consistent driver/CUDA/cuDNN/framework/Python "
         "stack for your GPUs, generate and build the image, and diagnose the machine.",
-        no_args_is_help=True,
-        add_completion=False,
+        # `envman` alone: _root prints the help and exits 0 (no_args_is_help exits 2, as a usage error)
+        no_args_is_help=False,
+        # --install-completion/--show-completion: typer registers its bash/zsh/fish completion classes only for
+        # an app that adds them; without, the env-var protocol answered "Shell bash not supported"
+        add_completion=completion,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command's context
     )
 
 
 def _root(
     ctx: typer.Context,
-    version: bool = typer.Option(False, "--version", help="Print envman's version and exit.", is_eager=True),
+    version: bool = typer.Option(False, "--version", "-V", help="Print envman's version and exit.", is_eager=True),
 ) -> None:
     if version:
         from envman import __version__
@@ -61,11 +65,12 @@ def _root(
         raise typer.Exit(0)
 
 
-def make_app(commands=COMMANDS) -> typer.Typer:
+def make_app(commands=COMMANDS, completion: bool = True) -> typer.Typer:
     """envman's commands, registered in the order `envman --help` lists them (one module per command, named
     after it): a renamed or broken module fails at start-up instead of its command silently disappearing.
-    The modules import typer only; each command imports its use case (envman.app.*) when it runs."""
-    cli = _typer()
+    The modules import typer only; each command imports its use case (envman.app.*) when it runs.
+    ``completion``: the root's --install-completion/--show-completion (and the shells they complete for)."""
+    cli = _typer(completion)
     cli.callback(invoke_without_command=True)(_root)
     for command in commands:
         command.register(cli)
@@ -77,10 +82,11 @@ app = make_app()
 
 def _app_for(argv: list[str]) -> typer.Typer:
     """The app a run needs: for `envman lock …` only lock's command, since typer inspects every registered
-    function's signature on each run (~9 ms for all fourteen); the full app for anything else (--help, a typo)."""
+    function's signature on each run (~9 ms for all fourteen); the full app for anything else (--help, a typo,
+    shell completion, which reads its words from the environment and finds no argv)."""
     name = argv[0] if argv else None
     only = [c for c in COMMANDS if c.__name__.rsplit(".", 1)[-1] == name]
-    return make_app(only) if only else app
+    return make_app(only, completion=False) if only else app
 
 
 def report_error(err: EnvmanError) -> int:
@@ -132,14 +138,25 @@ def main(argv: list[str] | None = None) -> int:
         return _run(argv, previous)
 
 
+def _json_error(args: list[str], err: EnvmanError) -> None:
+    """With --json, an error is also a JSON document on stdout (unless the command already wrote its own)."""
+    from envman.cli.jsonout import error_json, wants_json
+    from envman.cli.output import emit_json
+
+    if wants_json(args) and not getattr(sys.stdout, "written", False):
+        emit_json(error_json(err))
+
+
 def _run(argv: list[str] | None, previous: Any) -> int:
     import signal
 
+    args = sys.argv[1:] if argv is None else argv
     try:
-        _app_for(sys.argv[1:] if argv is None else argv)(args=argv, prog_name="envman", standalone_mode=True)
+        _app_for(args)(args=argv, prog_name="envman", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     except EnvmanError as err:
+        _json_error(args, err)
         return report_error(err)
     except (KeyboardInterrupt, Interrupted):
         print("error: interrupted", file=sys.stderr)
@@ -147,15 +164,18 @@ def _run(argv: list[str] | None, previous: Any) -> int:
     except OSError as exc:  # the machine's fault (a full disk, a read-only folder), not envman's: exit 1
         if os.environ.get("ENVMAN_DEBUG"):
             raise
+        _json_error(args, os_error(exc))
         return report_error(os_error(exc))
     except Exception as exc:  # a bug: still one line, the traceback only on request
         if os.environ.get("ENVMAN_DEBUG"):
             raise
         from envman.redact import redact
 
-        print(f"error: internal error: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
-        print("hint: this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it", file=sys.stderr)
-        return EXIT_INTERNAL
+        bug = EnvmanError(f"internal error: {type(exc).__name__}: {redact(str(exc))}",
+                          hint="this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it",
+                          exit_code=EXIT_INTERNAL)
+        _json_error(args, bug)
+        return report_error(bug)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

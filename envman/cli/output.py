@@ -41,6 +41,7 @@ class CleanStream:
 
     def __init__(self, stream: TextIO) -> None:
         self.unfiltered = stream
+        self.written = False  # anything written yet: the boundary's JSON error is the only document on stdout
         self.encoding = getattr(stream, "encoding", "utf-8")
         self.errors = getattr(stream, "errors", "strict")
 
@@ -48,6 +49,7 @@ class CleanStream:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         self.unfiltered.write(clean(text))
+        self.written = self.written or bool(text)
         return len(text)
 
     def writelines(self, lines: Any) -> None:

@@ -24,15 +24,15 @@ def register(app: typer.Typer) -> None:
             None, "--workload-from", help="A project whose envman.yaml workload: is judged on the targets (envman fit)"),
     ) -> None:
         """Pick the newest consistent stack for the target GPUs and explain every choice."""
-        from envman.app.resolve import refusal_json, resolution_json, resolve_request
+        from envman.app.resolve import resolution_json, resolve_request
+        from envman.cli.jsonout import error_json
         from envman.cli.output import emit_json, format_resolution, print_refusal
 
         try:
             res = resolve_request(framework, python, target or (), driver, cuda, cpu, workload_from=workload_from)
         except ResolutionError as err:
             if as_json:
-                emit_json(refusal_json(err))
-                raise typer.Exit(EXIT_UNRESOLVABLE) from None
+                emit_json(error_json(err))
             print_refusal(err)
             raise typer.Exit(EXIT_UNRESOLVABLE) from None
         if as_json:

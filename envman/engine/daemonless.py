@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from envman.engine.buildkit import BuildClient, BuildResult, default_progress, run_build_client
-from envman.engine.errors import BuildError, EngineError, RunTimeout
+from envman.engine.errors import NOT_FOUND_HINT, BuildError, EngineError, RunTimeout
 from envman.engine.protocol import ReproSupport
 from envman.engine.runtime import RuntimeChoice, machine_runtime, machine_ulimits
 from envman.process import Owner, signals_deferred, sigterm_raises
@@ -216,7 +216,9 @@ class DaemonlessEngine:
             return False
         raise EngineError(f"cannot remove image {ref}: {self._why(p)}")
 
-    def push(self, ref: str) -> str:
+    def push(self, ref: str, progress: Callable[[str], None] | None = None) -> str:
+        if progress is not None:  # podman/buildah report no byte counts a caller can read while they run
+            progress(f"pushing {ref} with {self.tool} (no progress until it ends)")
         with tempfile.TemporaryDirectory(prefix="envman-push-") as tmp:
             digest_file = Path(tmp) / "digest"
             tls = ["--tls-verify=false"] if _loopback(ref) else []
@@ -226,7 +228,9 @@ class DaemonlessEngine:
                                   hint=f"log in with `{self.tool} login REGISTRY` if the registry needs credentials")
             digest = digest_file.read_text().strip() if digest_file.is_file() else ""
         if not digest:
-            raise EngineError(f"push of {ref} reported no digest")
+            raise EngineError(f"push of {ref} reported no digest",
+                              hint="the registry took the push without naming its manifest: check the tag there "
+                                   "(`docker buildx imagetools inspect REF`) and push again")
         return digest
 
     def registry_digest(self, ref: str) -> str | None:
@@ -404,8 +408,9 @@ class DaemonlessEngine:
         p = self._call("from", "--pull=never", "--name", name, image)
         if p.returncode != 0:
             why = self._why(p)
-            raise EngineError(f"image {image} not found in buildah's storage" if "not known" in why.lower()
-                              or "does not resolve" in why.lower() else f"cannot run {image}: {why}")
+            missing = "not known" in why.lower() or "does not resolve" in why.lower()
+            raise EngineError(f"image {image} not found in buildah's storage" if missing else f"cannot run {image}: {why}",
+                              hint=NOT_FOUND_HINT if missing else None)
         argv = self._argv("run", *self.runtime.args(), *volumes, *(["--network", "none"] if not network else []),
                           *(["--user", user] if user else []))
         argv += [a for k, v in sorted((env or {}).items()) for a in ("--env", f"{k}={v}")]
@@ -420,7 +425,7 @@ class DaemonlessEngine:
                 p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
                                    check=False, env={**os.environ, **env}, stdin=subprocess.DEVNULL)
                 if p.returncode == 125 and "image not known" in p.stderr:
-                    raise EngineError(f"image {image} not found on the engine")
+                    raise EngineError(f"image {image} not found on the engine", hint=NOT_FOUND_HINT)
                 return p.returncode, p.stdout, p.stderr
             except subprocess.TimeoutExpired as exc:
                 out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""

@@ -34,7 +34,7 @@ from envman.engine.buildkit import (
     find_build_client,
     run_build_client,
 )
-from envman.engine.errors import CLIENT_HINT, START_HINT, BuildError, EngineError, RunTimeout
+from envman.engine.errors import CLIENT_HINT, NOT_FOUND_HINT, START_HINT, BuildError, EngineError, RunTimeout
 from envman.engine.protocol import ReproSupport
 from envman.process import Owner, Terminated, signals_deferred, sigterm_raises
 
@@ -188,16 +188,22 @@ class Engine:
         if not done:
             raise EngineError(f"the engine refused to tag {src} as {dst}")
 
-    def push(self, ref: str) -> str:
-        """Push ``ref``; returns the manifest digest the registry reported."""
+    def push(self, ref: str, progress: Callable[[str], None] | None = None) -> str:
+        """Push ``ref``; returns the manifest digest the registry reported. ``progress``: a line now and then
+        (layers done, bytes sent)."""
         import docker
         import requests
         from docker.utils import parse_repository_tag
 
+        from envman.engine.pushprogress import PushTally
+
         repo, tag = parse_repository_tag(ref)
         digest = None
+        tally = PushTally(ref, progress) if progress is not None else None
         try:
             for chunk in self.client.api.push(repo, tag=tag or "latest", stream=True, decode=True):
+                if tally is not None and isinstance(chunk, dict):
+                    tally.feed(chunk)
                 if chunk.get("error"):
                     raise EngineError(f"push of {ref} failed: {chunk['error']}",
                                       hint="log in with `docker login REGISTRY` if the registry needs credentials")
@@ -207,7 +213,9 @@ class Engine:
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise self._gone(f"pushing {ref}", exc) from None
         if not digest:
-            raise EngineError(f"push of {ref} reported no digest")
+            raise EngineError(f"push of {ref} reported no digest",
+                              hint="the registry took the push without naming its manifest: check the tag there "
+                                   "(`docker buildx imagetools inspect REF`) and push again")
         return digest
 
     def remove_image(self, ref: str, force: bool = False) -> bool:
@@ -391,7 +399,7 @@ class Engine:
                 out, err = self._logs(container)
                 return rc, out, err
             except docker.errors.ImageNotFound:
-                raise EngineError(f"image {image} not found on the engine") from None
+                raise EngineError(f"image {image} not found on the engine", hint=NOT_FOUND_HINT) from None
             except docker.errors.APIError as exc:
                 raise EngineError(f"cannot run {image}: {exc.explanation or exc}") from None
             except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:

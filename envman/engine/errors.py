@@ -16,10 +16,20 @@ CLIENT_HINT = (
 )
 
 
+# an engine operation that failed for a reason envman cannot name better: where to look next
+ENGINE_HINT = ("the engine's own words are above; check it answers (`docker info`, `podman info` or `buildah info`), "
+               "then re-run (ENVMAN_DEBUG=1 shows the traceback)")
+NOT_FOUND_HINT = "build it first (`envman build`) or pull it, then re-run; `docker images` lists what the engine has"
+
+
 class EngineError(EnvmanError):
-    """No engine, no BuildKit client, or an engine operation that failed."""
+    """No engine, no BuildKit client, or an engine operation that failed. Never without a hint: a failure no
+    call site explains gets ``ENGINE_HINT``."""
 
     exit_code = EXIT_ENGINE
+
+    def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
+        super().__init__(message, hint=hint or ENGINE_HINT, exit_code=exit_code)
 
 
 class BuildError(EngineError):
@@ -34,6 +44,7 @@ class RunTimeout(EngineError):
     """A container outlived ``run``'s timeout; it was removed. What it printed until then is kept."""
 
     def __init__(self, message: str, stdout: str = "", stderr: str = ""):
-        super().__init__(message)
+        super().__init__(message, hint="run the image by hand (`docker run --rm -it IMAGE bash`) to see where it stops; "
+                                       "a slow first GPU initialisation can take minutes")
         self.stdout, self.stderr = stdout, stderr
 

@@ -92,8 +92,8 @@ class ContainerEngine(Protocol):
         """True if removed, False if there was no such image."""
         ...
 
-    def push(self, ref: str) -> str:
-        """Push ``ref``; the manifest digest the registry reported."""
+    def push(self, ref: str, progress: Callable[[str], None] | None = None) -> str:
+        """Push ``ref``; the manifest digest the registry reported. ``progress`` gets a line now and then."""
         ...
 
     def registry_digest(self, ref: str) -> str | None:

@@ -83,6 +83,7 @@ class ProjectSpec:
     workload: tuple[tuple[str, Any], ...] = ()  # the training run `envman fit` judges (model, method, precision …)
     sources: tuple[str, ...] = ()  # files init copied packages from (pyproject.toml, setup.py …): lock inputs
     cluster: dict[str, Any] | None = None  # `envman cluster`'s site settings, as written (envman/cluster/site.py)
+    ci: dict[str, Any] | None = None  # `envman ci`'s settings, as written (envman/ci/install.py checks them)
     # uv constraints and overrides for the lock (init copies [tool.uv] constraint-/override-dependencies here)
     constraints: tuple[str, ...] = ()
     overrides: tuple[str, ...] = ()
@@ -458,6 +459,11 @@ KEYS: tuple[Key, ...] = (
     Key("cluster", lambda p, v, path: v if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
         "Site settings of `envman cluster` (Slurm feature, partition, GPUs per node …; docs/cluster.md).",
         "{constraint: h100, gpus_per_node: 8}", write=lambda s: _OMIT),
+    # not written back nor hashed either: where CI gets envman is no input of the image
+    Key("ci", lambda p, v, path: v if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
+        "Settings of `envman ci`: where the pipelines install envman from (`envman`: a wheel in the repository or "
+        "a pinned requirement; `index_url`: the index that serves it; docs/ci.md).",
+        "{envman: vendor/envman-0.2.0-py3-none-any.whl}", write=lambda s: _OMIT),
 )
 PROFILE_KEYS: tuple[Key, ...] = tuple(
     Key(k.name, k.read_in_profile or k.read, k.doc, k.example, write=_listed(k.name)) for k in KEYS if k.profile)

@@ -215,13 +215,13 @@ def test_ci_pipeline_outcome_and_the_lock_reminder(tmp_path):
     d = tmp_path / "profiles"
     shutil.copytree(FIXTURES / "ci" / "projects" / "profiles", d)
     assert app_ci.stale_ci_files(d) == [] and app_ci.check_ci(d) == ([], [])
-    out = app_ci.write_pipeline("github", d, registry="ghcr.io/acme", gpu_runners=["hopper=gpu,h100"])
+    out = app_ci.write_pipeline("github", d, registry="ghcr.io/acme", gpu_runners=["hopper=gpu,h100"], envman_spec="envman @ git+https://git.example.com/acme/envman@" + "5" * 40)
     assert [p.relative_to(d).as_posix() for p in out.written] == [".github/workflows/envman.yml", "docker-bake.json"]
     assert out.profiled and out.has_registry and out.registry_host == "ghcr.io"
     runners = {i.profile: i.runner for i in out.images}
     assert runners["hopper"] == ("gpu", "h100") and runners["legacy"] == ()
     assert all(i.tag.startswith("ghcr.io/acme/") for i in out.images)
-    assert app_ci.write_pipeline("github", d, registry="ghcr.io/acme", gpu_runners=["hopper=gpu,h100"]).written == ()
+    assert app_ci.write_pipeline("github", d, registry="ghcr.io/acme", gpu_runners=["hopper=gpu,h100"], envman_spec="envman @ git+https://git.example.com/acme/envman@" + "5" * 40).written == ()
     lock = json.loads((d / "envman.legacy.lock").read_text())
     lock["lock_hash"] = "f" * 64
     (d / "envman.legacy.lock").write_text(json.dumps(lock))

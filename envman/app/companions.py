@@ -1,0 +1,38 @@
+"""The companions a lock really holds. The resolver knows every companion of the framework build (torchvision
+0.29.1 for torch 2.14.1), but only those the project names are pinned and installed: init and lock report those,
+not "companions torchvision 0.29.1" for a project that has no torchvision."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from envman.app.generate import Outcome
+from envman.project.spec import ProjectSpec
+
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def locked_companions(root: Path, spec: ProjectSpec, out: Outcome) -> Outcome:
+    """``out`` with its resolution's companions cut to those the project pins: envman.yaml's ``companions``, its
+    ``packages`` by name, and the framework lock's lines (a requirement file naming one)."""
+    names = {_canonical(c) for c in spec.companions}
+    names |= {_canonical(m.group(1)) for p in spec.packages if (m := _NAME.match(p))}
+    framework_file = (out.lock.get("python_lock") or {}).get("framework") if hasattr(out.lock, "get") else None
+    if isinstance(framework_file, str) and framework_file:
+        try:
+            text = (root / framework_file).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        names |= {_canonical(m.group(1)) for line in text.splitlines()
+                  if not line.lstrip().startswith(("#", "-")) and (m := _NAME.match(line))}
+    res = out.resolution
+    kept = tuple((k, v) for k, v in res.companions if _canonical(k) in names)
+    if kept != res.companions:
+        out.resolution = replace(res, companions=kept)
+    return out

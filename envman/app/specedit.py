@@ -1,0 +1,55 @@
+"""Options that change the lock are kept in envman.yaml, so that the next plain ``envman lock`` makes the same
+lock: ``lock --base-image X`` writes ``base_image: X`` there (and says so). The file is the user's: one line is
+replaced or added, comments and order stay, and the result is parsed back before it is written — a file whose
+shape one line cannot change safely is left alone, with a note saying what to write."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from envman.project.spec import SPEC_FILE, ProjectSpec
+
+_LINE = re.compile(r"^base_image[ \t]*:[ \t]*(?P<value>[^\r\n]*?)[ \t]*(?P<end>\r?\n|$)", re.M)
+
+
+def base_image_edit(root: Path, spec: ProjectSpec, base_image: str) -> tuple[str | None, str]:
+    """(envman.yaml's new text, the note to show) for ``base_image`` (already validated as an image reference);
+    no text when it cannot be written there: the lock then records the override as before, and the note says
+    what to write. Nothing is written here: the caller writes the text once the lock succeeded."""
+    keep = f"base_image: \"{base_image}\""
+    if spec.source != SPEC_FILE:
+        return None, f"{spec.source}: set {keep.replace(': ', ' = ')} there to keep this base for the next `envman lock`"
+    new = _with_base_image((root / SPEC_FILE).read_text(encoding="utf-8"), base_image)
+    if new is None or not _same_but_base(new, spec, base_image):
+        return None, f"{SPEC_FILE}: could not set base_image in place: write {keep} there to keep this base"
+    return new, f"{SPEC_FILE}: base_image set to {base_image}"
+
+
+def _with_base_image(text: str, value: str) -> str | None:
+    line = f"base_image: {json.dumps(value)}"  # a JSON string is a YAML double-quoted scalar
+    found = list(_LINE.finditer(text))
+    if len(found) > 1:
+        return None
+    if found:
+        m = found[0]
+        if m.group("value") in ("", "|", ">", "|-", ">-"):  # the value sits on the lines below: not one line's edit
+            return None
+        return text[:m.start()] + line + m.group("end") + text[m.end():]
+    newline = "\r\n" if "\r\n" in text else "\n"
+    return text + ("" if not text or text.endswith("\n") else newline) + line + newline
+
+
+def _same_but_base(text: str, spec: ProjectSpec, base_image: str) -> bool:
+    from dataclasses import replace
+
+    from envman.errors import EnvmanError
+    from envman.inputs import load_yaml
+    from envman.project.spec import parse_spec
+
+    try:
+        back = parse_spec(load_yaml(text, SPEC_FILE), SPEC_FILE)
+    except EnvmanError:
+        return False
+    return back == replace(spec, base_image=base_image)
