@@ -19,7 +19,10 @@ from envman.lock.lockfile import Lock, read_lock
 
 FORMATS = ("bundle", "sqsh", "archive", "layout")
 DEFAULT_FORMATS = ("bundle", "sqsh", "archive")
-FILES_DIR = "cluster"
+# Under .envman/, never the project's root: a `cluster/` folder there is a top-level package to setuptools'
+# flat-layout discovery (the next lock differs, or `lock --check` fails with "several top-level packages")
+FILES_DIR = ".envman/cluster"
+OLD_FILES_DIR = "cluster"  # where envman wrote them before 0.3: read for the move note, never written
 _REQUIRE_DRIVER = re.compile(r'NVIDIA_REQUIRE_CUDA="[^"]*driver>=([0-9.]+)')
 _POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -49,7 +52,10 @@ def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
     spec = load_spec(root)
     if spec is None:
         raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first, then `envman build`")
+    from envman.cluster.site import check_profiles
+
     site = parse_site(spec.cluster, spec.source)
+    check_profiles(site, [p.name for p in spec.profiles], spec.source)
     names: list[str | None] = [p.name for p in spec.profiles] or [None]
     if profile is not None:
         if profile not in names:
@@ -69,8 +75,8 @@ def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
 
 def lock_facts(root: Path, lock: Lock, command: tuple[str, ...]) -> LockFacts:
     if not lock.is_intact():
-        raise LockError(f"{lock.profile and f'envman.{lock.profile}.lock' or 'envman.lock'} was edited by hand",
-                        hint="run `envman lock` to regenerate it")
+        raise LockError(f"{_lock_file(lock)} was edited by hand", hint="run `envman lock` to regenerate it")
+    check_lock_values(lock, command)
     st = lock.stack
     fw = st.get("framework") or {}
     gpu = bool(st.get("cuda")) and fw.get("variant") != "cpu"
@@ -83,16 +89,68 @@ def lock_facts(root: Path, lock: Lock, command: tuple[str, ...]) -> LockFacts:
         arch_list=tuple(st.get("arch_list") or ()) + tuple(f"compute_{p.split('_')[-1]}" for p in st.get("ptx") or ()),
         targets=targets, command=tuple(command), pinned=pushed.get("pinned"),
         products=_products(targets) if lock.profile else (), summary=_summary(st),
+        gpu_mem_gib=_gpu_memory(targets) if gpu else None,
     )
+
+
+def _lock_file(lock: Lock) -> str:
+    return f"envman.{lock.profile}.lock" if isinstance(lock.profile, str) and lock.profile else "envman.lock"
+
+
+def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
+    """Every value of the lock that reaches a cluster file, held to its grammar. A lock is a file people commit
+    and anyone can rewrite with a matching hash, so it is read as untrusted input: a newline in its ``name`` or
+    a framework version must not become a line of every sbatch."""
+    from envman.cluster import values as v
+
+    st = lock.stack
+    fw = st.get("framework") or {}
+    fw = fw if isinstance(fw, dict) else {"": fw}
+    checks: list[tuple[str, object, str | None]] = [
+        ("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
+        ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)")),
+    ]
+    if lock.profile is not None:
+        checks.append(("profile", lock.profile, v.matches(v.NAME, lock.profile, "a profile name")))
+    for key in ("name", "version", "variant"):
+        if fw.get(key) is not None:
+            checks.append((f"stack.framework.{key}", fw[key], v.matches(v.VERSION, fw[key], "a name or version")))
+    for key in ("cuda", "python"):
+        if st.get(key) is not None:
+            checks.append((f"stack.{key}", st[key], v.matches(v.VERSION, str(st[key]), "a version")))
+    for key in ("min_driver", "min_driver_minor_compat"):
+        if st.get(key) is not None:
+            checks.append((f"stack.{key}", st[key], v.matches(v.DRIVER, st[key], "a driver version like 570.124.06")))
+    for key in ("arch_list", "ptx"):
+        for i, a in enumerate(st.get(key) or ()):
+            checks.append((f"stack.{key}[{i}]", a, v.matches(v.ARCH, a, "an architecture like sm_90")))
+    for i, t in enumerate(st.get("targets") or ()):
+        for key in ("id", "name", "compute_capability"):
+            val = t.get(key) if isinstance(t, dict) else t
+            checks.append((f"stack.targets[{i}].{key}", val, v.matches(v.WORD, str(val), "a GPU's name or id")))
+    pinned = (lock.get("pushed") or {}).get("pinned") if isinstance(lock.get("pushed"), dict) else None
+    if pinned is not None:
+        checks.append(("pushed.pinned", pinned, v.image_ref(pinned, pinned=True)))
+    for i, word in enumerate(command):
+        checks.append((f"command[{i}]", word, v.control(word)))
+    for where, value, problem in checks:
+        if problem:
+            raise LockError(f"{_lock_file(lock)}: {where}: {str(value)[:80]!r} {problem}",
+                            hint=f"the value reaches the cluster files: {REGENERATE_HINT}")
+
+
+REGENERATE_HINT = "regenerate the lock with `envman lock` (and `envman build --push` for pushed.pinned)"
 
 
 def driver_floor(root: Path, lock: Lock) -> str | None:
     """The floor the image's own guard states: NVIDIA_REQUIRE_CUDA's ``driver>=`` when the stack runs through
     minor-version compatibility, else the lock's full-compatibility driver."""
     st = lock.stack
+    from envman.inputs import read_regular_text
+
     try:
-        text = (root / str(lock.dockerfile or "Dockerfile")).read_text(encoding="utf-8")
-    except OSError:
+        text = read_regular_text(root / str(lock.dockerfile or "Dockerfile"))
+    except (OSError, UnicodeDecodeError):
         text = ""
     m = _REQUIRE_DRIVER.search(text)
     return m.group(1) if m else (st.get("min_driver") or st.get("min_driver_minor_compat"))
@@ -122,6 +180,15 @@ def _products(targets: tuple[Target, ...]) -> tuple[str, ...]:
             continue
         out |= {product_label(n) for n in (g.name, *g.aliases) if re.match(r"^(NVIDIA|Tesla|Quadro) \S", n)}
     return tuple(sorted(out))
+
+
+def _gpu_memory(targets: tuple[Target, ...]) -> float | None:
+    """The largest memory of the lock's GPUs: host memory is sized for the biggest card the image targets."""
+    from envman.matrix.load import load_matrix
+
+    by_id = {g.id: g for g in load_matrix().gpus}
+    mems = [by_id[t.id].memory_gib for t in targets if t.id in by_id and by_id[t.id].memory_gib]
+    return max(mems) if mems else None  # type: ignore[type-var]
 
 
 def _fit_gpus(workload: tuple, lf: LockFacts, path: str) -> tuple[int | None, str | None]:
@@ -168,43 +235,63 @@ def _inputs_hash(cl: ClusterLock, extra: object) -> str:
 
 
 def image_files(cl: ClusterLock, images: Path):
-    from envman.cluster.slurm import ImageFiles
+    from envman.cluster.runtimes import ImageFiles
 
     base = images / cl.facts.stem
     return ImageFiles(sqsh=f"{base}.sqsh", sif=f"{base}.sif", bundle=f"{base}.bundle")
 
 
+def checked_path(path: Path, option: str) -> Path:
+    """A folder the user names that reaches a generated file (a script, a .def): one printable line."""
+    from envman.cluster.values import path as path_problem
+
+    text = str(path)
+    problem = path_problem(text)
+    if problem:
+        raise UsageError(f"{option} {text[:80]!r}: {problem}",
+                         hint="name a folder whose path is one line of printable text (it is written into job files)")
+    return path
+
+
+def files_dir(root: Path, out: Path | None) -> Path:
+    """Where the scheduler files go: --out, else .envman/cluster/ in the project."""
+    return checked_path(out, "--out").resolve() if out is not None else root / FILES_DIR
+
+
 def slurm_files(root: Path, *, images: Path | None = None, runtimes: tuple[str, ...] = RUNTIMES,
-                profile: str | None = None, force: bool = False) -> FilesOutcome:
-    """cluster/NAME_<lock12>.RUNTIME.sbatch (training) and .nodes.RUNTIME.sbatch (readiness) per lock."""
+                profile: str | None = None, force: bool = False, out: Path | None = None) -> FilesOutcome:
+    """.envman/cluster/NAME_<lock12>.RUNTIME.sbatch (training) and .nodes.RUNTIME.sbatch (readiness) per lock."""
     from envman.cluster.render import render_sbatch
     from envman.cluster.slurm import nodes_plan, sbatch_plan
 
     bad = [r for r in runtimes if r not in RUNTIMES]
     if bad:
-        raise UsageError(f"--runtime {bad[0]}: not one of {', '.join(RUNTIMES)}")
-    images = (images or default_images_dir()).resolve()
+        raise UsageError(f"--runtime {bad[0][:80]!r}: not one of {', '.join(RUNTIMES)}",
+                         hint="repeat --runtime for several, or leave it out for all of them")
+    images = checked_path(images or default_images_dir(), "--images").resolve()
+    where = files_dir(root, out)
     files: list[tuple[Path, str]] = []
-    out = FilesOutcome()
+    result = FilesOutcome()
     for cl in load_cluster(root, profile):
         _need_command(cl)
         ih = _inputs_hash(cl, (str(images), runtimes))
         for rt in runtimes:
             for plan in (sbatch_plan(cl.facts, cl.site, cl.shape, rt, image_files(cl, images)),
                          nodes_plan(cl.facts, cl.site, cl.shape, rt, image_files(cl, images))):
-                files.append((root / FILES_DIR / plan.file, render_sbatch(plan, ih, "envman cluster slurm")))
-        out.notes += [f"{cl.facts.job_name}: {w}" for w in cl.shape.why]
-        out.commands.append(f"sbatch {FILES_DIR}/{cl.facts.stem}.{runtimes[0]}.sbatch")
-    _write(root, files, force, out)
-    return out
+                files.append((where / plan.file, render_sbatch(plan, ih, "envman cluster slurm")))
+        result.notes += [f"{cl.facts.job_name}: {w}" for w in cl.shape.why]
+        result.commands.append(f"sbatch {_shown(root, where / f'{cl.facts.stem}.{runtimes[0]}.sbatch')}")
+    _write(root, files, force, result)
+    return result
 
 
-def k8s_files(root: Path, *, profile: str | None = None, force: bool = False) -> FilesOutcome:
+def k8s_files(root: Path, *, profile: str | None = None, force: bool = False, out: Path | None = None) -> FilesOutcome:
     from envman.cluster.k8s import job_manifest, trainjob_manifest
     from envman.cluster.render import render_manifest
 
+    where = files_dir(root, out)
     files: list[tuple[Path, str]] = []
-    out = FilesOutcome()
+    result = FilesOutcome()
     for cl in load_cluster(root, profile):
         _need_command(cl)
         if not cl.facts.pinned:
@@ -213,19 +300,28 @@ def k8s_files(root: Path, *, profile: str | None = None, force: bool = False) ->
         ih = _inputs_hash(cl, "k8s")
         about = [f"lock {cl.facts.short} of {cl.facts.job_name}: {cl.facts.summary}", *cl.shape.why]
         job = job_manifest(cl.facts, cl.site, cl.shape)
-        files.append((root / FILES_DIR / f"{cl.facts.stem}.job.yaml",
+        files.append((where / f"{cl.facts.stem}.job.yaml",
                       render_manifest(job, ih, "envman cluster k8s", about + ["one node; multi-node: the TrainJob"])))
         tj = trainjob_manifest(cl.facts, cl.site, cl.shape)
         if tj is None:
-            out.notes.append(f"{cl.facts.job_name}: no TrainJob (Kubeflow Trainer's torch runtime launches torchrun; "
-                             "this stack is not torch)")
+            result.notes.append(f"{cl.facts.job_name}: no TrainJob (Kubeflow Trainer's torch runtime launches "
+                                "torchrun; this stack is not torch)")
         else:
-            files.append((root / FILES_DIR / f"{cl.facts.stem}.trainjob.yaml",
+            files.append((where / f"{cl.facts.stem}.trainjob.yaml",
                           render_manifest(tj, ih, "envman cluster k8s",
                                           about + ["Kubeflow Trainer v2.2+ (runtimePatches), runtime torch-distributed"])))
-        out.commands.append(f"kubectl apply -f {FILES_DIR}/{cl.facts.stem}.job.yaml")
-    _write(root, files, force, out)
-    return out
+        result.commands.append(f"kubectl apply -f {_shown(root, where / f'{cl.facts.stem}.job.yaml')}")
+    _write(root, files, force, result)
+    return result
+
+
+def _shown(root: Path, path: Path) -> str:
+    import shlex
+
+    try:
+        return shlex.quote(str(path.relative_to(root)))
+    except ValueError:
+        return shlex.quote(str(path))
 
 
 def _need_command(cl: ClusterLock) -> None:
@@ -234,59 +330,101 @@ def _need_command(cl: ClusterLock) -> None:
                          hint="add one, e.g. command: [python, train.py] (the image's CMD uses it too)")
 
 
+def _current(path: Path) -> str | None:
+    """The text of a file envman is about to replace (bounded, never blocking on a FIFO); None when unreadable."""
+    from envman.inputs import read_regular_text
+
+    try:
+        return read_regular_text(path)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOutcome) -> None:
     from envman.cluster.render import ownership
-    from envman.files import check_inside, commit_files
+    from envman.files import commit_files
 
-    check_inside(root, [p for p, _ in files])
+    inside = all(p.is_relative_to(root) for p, _ in files)
     blocked, changed = [], []
     for path, text in files:
         o = ownership(path)
-        if o.exists and path.read_text(encoding="utf-8") == text:
+        if o.exists and _current(path) == text:
             out.unchanged.append(path)
             continue
         if o.exists and (not o.ours or o.edited) and not force:
-            blocked.append(str(path.relative_to(root)) + (" (edited by hand)" if o.ours else " (not generated by envman)"))
+            why = " (edited by hand)" if o.ours else " (not generated by envman)"
+            blocked.append(_shown(root, path) + why)
         changed.append((path, text))
     if blocked:
         raise UsageError("would overwrite " + ", ".join(blocked), hint="keep your version, or re-run with --force")
     if changed:
-        commit_files(changed, root)
+        commit_files(changed, root if inside else None)
     out.written += [p for p, _ in changed]
+    old = root / OLD_FILES_DIR
+    if inside and any(ownership(f).ours for f in _listed(old)):
+        out.notes.append(f"envman now writes these files under {_shown(root, files[0][0].parent)}; the old "
+                         f"{OLD_FILES_DIR}/ folder is a top-level package to setuptools' flat layout: remove it "
+                         f"(rm -r {OLD_FILES_DIR})")
+
+
+def _listed(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.suffix in (".sbatch", ".yaml"))[:50]
+    except OSError:
+        return []
 
 
 # --- readiness ---------------------------------------------------------------------------------------------
+MAX_REPORT = 1024 * 1024  # one node's report: a few KB; a bigger file is not a preflight report
+MAX_REPORTS = 10_000  # files read from one folder
+
+
 def gather_nodes(reports: Path):
     """The readiness table from a folder of per-node reports (NODE.json, NODE.allreduce.json and
-    job.allreduce.json, written by the nodes sbatch): (classes, the job-wide all-reduce line or None, unreadable)."""
-    from envman.cluster.nodes import allreduce_line, node_classes
+    job.allreduce.json, written by the nodes sbatch): (classes, the job-wide all-reduce line or None, unreadable:
+    "NAME (why)" per file that is not a report)."""
+    from envman.cluster.nodes import allreduce_line, node_classes, printable, report_problem
 
     if not reports.is_dir():
-        raise UsageError(f"{reports}: no such folder", hint="submit cluster/NAME_<lock12>.nodes.RUNTIME.sbatch first; "
-                                                            "it prints the folder it wrote")
+        raise UsageError(f"{printable(reports)}: no such folder",
+                         hint=f"submit {FILES_DIR}/NAME_<lock12>.nodes.RUNTIME.sbatch first; it prints the folder "
+                              "it wrote")
     docs, per_node, unreadable = [], {}, []
     job = None
-    for f in sorted(reports.glob("*.json")):
-        doc = _last_json(f)
+    for f in sorted(reports.glob("*.json"))[:MAX_REPORTS]:
+        doc, why = _last_json(f)
+        why = why or report_problem(doc)
         tool = doc.get("tool") if isinstance(doc, dict) else None
-        if tool == "envman-preflight":
+        if why is None and tool == "envman-preflight":
             docs.append(doc)
-        elif tool == "envman-allreduce" and f.name == "job.allreduce.json":
+        elif why is None and tool == "envman-allreduce" and f.name == "job.allreduce.json":
             job = allreduce_line(doc)
-        elif tool == "envman-allreduce":
+        elif why is None and tool == "envman-allreduce":
             per_node[f.name[: -len(".allreduce.json")]] = doc
         else:
-            unreadable.append(f.name)
+            unreadable.append(f"{printable(f.name)} ({why or 'not an envman report'})")
     if not docs:
-        raise UsageError(f"{reports}: no preflight report (NODE.json)", hint="see the NODE.log files beside them")
+        raise UsageError(f"{printable(reports)}: no preflight report (NODE.json)",
+                         hint="see the NODE.log files beside them")
     return node_classes(docs, per_node), job, unreadable
 
 
-def _last_json(f: Path) -> Any:
+def _last_json(f: Path) -> tuple[Any, str | None]:
+    """The last line of a report as JSON, read bounded (never blocking on a FIFO); (None, why) when it is not."""
+    from envman.inputs import read_regular_text
+
     try:
-        return json.loads(f.read_text(encoding="utf-8").strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError):
-        return None
+        lines = read_regular_text(f, MAX_REPORT).strip().splitlines()
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    except OSError as exc:
+        return None, exc.strerror or "unreadable"
+    try:
+        return json.loads(lines[-1]), None
+    except RecursionError:
+        return None, "nested too deeply"
+    except (ValueError, IndexError):
+        return None, "not JSON"
 
 
 # --- exports -----------------------------------------------------------------------------------------------

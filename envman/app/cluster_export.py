@@ -143,8 +143,11 @@ def _apptainer(res: ExportOutcome, build: list[str], test: list[str], sif: Path)
 def export_images(root: Path, *, out: Path | None = None, formats: tuple[str, ...] = DEFAULT_FORMATS,
                   profile: str | None = None, force: bool = False,
                   echo: Callable[[str], None] = lambda _s: None) -> list[ExportOutcome]:
+    from envman.app.cluster import checked_path
+
     bad = [f for f in formats if f not in FORMATS]
-    if bad:
-        raise UsageError(f"--format {bad[0]}: not one of {', '.join(FORMATS)}")
-    out_dir = (out or default_images_dir()).resolve()
+    if bad or not formats:
+        raise UsageError(f"--format {(bad or [''])[0][:80]!r}: not one of {', '.join(FORMATS)}",
+                         hint=f"a comma-separated list, e.g. --format {','.join(DEFAULT_FORMATS)}")
+    out_dir = checked_path(out or default_images_dir(), "--out").resolve()
     return [export_one(root, cl, out_dir, formats, force, echo) for cl in load_cluster(root, profile)]

@@ -28,7 +28,7 @@ TRAINJOB = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "clust
 def docs(project, kind):  # noqa: F811
     app.k8s_files(project)
     stem = app.load_cluster(project)[0].facts.stem
-    return yaml.safe_load((project / "cluster" / f"{stem}.{kind}.yaml").read_text())
+    return yaml.safe_load((project / ".envman" / "cluster" / f"{stem}.{kind}.yaml").read_text())
 
 
 def test_the_job_is_valid_kubernetes(project):  # noqa: F811
