@@ -103,40 +103,45 @@ def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
     a framework version must not become a line of every sbatch."""
     from envman.cluster import values as v
 
-    st = lock.stack
-    fw = st.get("framework") or {}
-    fw = fw if isinstance(fw, dict) else {"": fw}
-    checks: list[tuple[str, object, str | None]] = [
-        ("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
-        ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)")),
-    ]
-    if lock.profile is not None:
-        checks.append(("profile", lock.profile, v.matches(v.NAME, lock.profile, "a profile name")))
-    for key in ("name", "version", "variant"):
-        if fw.get(key) is not None:
-            checks.append((f"stack.framework.{key}", fw[key], v.matches(v.VERSION, fw[key], "a name or version")))
-    for key in ("cuda", "python"):
-        if st.get(key) is not None:
-            checks.append((f"stack.{key}", st[key], v.matches(v.VERSION, str(st[key]), "a version")))
-    for key in ("min_driver", "min_driver_minor_compat"):
-        if st.get(key) is not None:
-            checks.append((f"stack.{key}", st[key], v.matches(v.DRIVER, st[key], "a driver version like 570.124.06")))
-    for key in ("arch_list", "ptx"):
-        for i, a in enumerate(st.get(key) or ()):
-            checks.append((f"stack.{key}[{i}]", a, v.matches(v.ARCH, a, "an architecture like sm_90")))
-    for i, t in enumerate(st.get("targets") or ()):
-        for key in ("id", "name", "compute_capability"):
-            val = t.get(key) if isinstance(t, dict) else t
-            checks.append((f"stack.targets[{i}].{key}", val, v.matches(v.WORD, str(val), "a GPU's name or id")))
-    pinned = (lock.get("pushed") or {}).get("pinned") if isinstance(lock.get("pushed"), dict) else None
-    if pinned is not None:
-        checks.append(("pushed.pinned", pinned, v.image_ref(pinned, pinned=True)))
-    for i, word in enumerate(command):
-        checks.append((f"command[{i}]", word, v.control(word)))
+    checks = [*_identity_checks(lock), *_stack_checks(lock.stack)]
+    pushed = lock.get("pushed")
+    if isinstance(pushed, dict) and pushed.get("pinned") is not None:
+        checks.append(("pushed.pinned", pushed["pinned"], v.image_ref(pushed["pinned"], pinned=True)))
+    checks += [(f"command[{i}]", word, v.control(word)) for i, word in enumerate(command)]
     for where, value, problem in checks:
         if problem:
             raise LockError(f"{_lock_file(lock)}: {where}: {str(value)[:80]!r} {problem}",
                             hint=f"the value reaches the cluster files: {REGENERATE_HINT}")
+
+
+def _identity_checks(lock: Lock) -> list[tuple[str, object, str | None]]:
+    from envman.cluster import values as v
+
+    out = [("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
+           ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)"))]
+    if lock.profile is not None:
+        out.append(("profile", lock.profile, v.matches(v.NAME, lock.profile, "a profile name")))
+    return out
+
+
+def _stack_checks(st: Any) -> list[tuple[str, object, str | None]]:
+    from envman.cluster import values as v
+
+    fw = st.get("framework") or {}
+    fw = fw if isinstance(fw, dict) else {"name": fw}
+    out = [(f"stack.framework.{k}", fw[k], v.matches(v.VERSION, fw[k], "a name or version"))
+           for k in ("name", "version", "variant") if fw.get(k) is not None]
+    out += [(f"stack.{k}", st[k], v.matches(v.VERSION, str(st[k]), "a version"))
+            for k in ("cuda", "python") if st.get(k) is not None]
+    out += [(f"stack.{k}", st[k], v.matches(v.DRIVER, st[k], "a driver version like 570.124.06"))
+            for k in ("min_driver", "min_driver_minor_compat") if st.get(k) is not None]
+    out += [(f"stack.{k}[{i}]", a, v.matches(v.ARCH, a, "an architecture like sm_90"))
+            for k in ("arch_list", "ptx") for i, a in enumerate(st.get(k) or ())]
+    targets = st.get("targets") or ()
+    out += [(f"stack.targets[{i}].{k}", val, v.matches(v.WORD, str(val), "a GPU's name or id"))
+            for i, t in enumerate(targets) for k in ("id", "name", "compute_capability")
+            for val in [t.get(k) if isinstance(t, dict) else t]]
+    return out
 
 
 REGENERATE_HINT = "regenerate the lock with `envman lock` (and `envman build --push` for pushed.pinned)"

@@ -69,8 +69,10 @@ def report_problem(doc: Any) -> str | None:
         if name in doc and not ok(doc[name]):
             return f"{name}: unexpected {type(doc[name]).__name__}"
     net = doc.get("network")
-    if not isinstance(net, dict):
-        return None
+    return _network_problem(net) if isinstance(net, dict) else None
+
+
+def _network_problem(net: dict[str, Any]) -> str | None:
     for name, ok in NETWORK_FIELDS.items():
         if name in net and not ok(net[name]):
             return f"network.{name}: unexpected {type(net[name]).__name__}"
