@@ -80,6 +80,9 @@ def check_scripts(paths: list[Path], cwd: Path) -> list[list[str]]:
             continue
         syntax = subprocess.run(["bash", "-n", str(f)], capture_output=True, text=True)
         assert syntax.returncode == 0, syntax.stderr
+        if shutil.which("shellcheck"):  # .ci/run installs it
+            lint = subprocess.run(["shellcheck", "--shell=bash", str(f)], capture_output=True, text=True)
+            assert lint.returncode == 0, lint.stdout
         p, c = run_script(f, cwd)
         assert not (cwd / MARKER).exists(), f"{f.name} ran a planted command"
         assert p.returncode in (0, 2), p.stderr
@@ -303,3 +306,12 @@ def test_the_cli_never_prints_a_traceback_for_a_bad_lock_section(project):  # no
 def test_runtimes_registry_drives_the_files(project, tmp_path):  # noqa: F811
     out = app.slurm_files(project, images=tmp_path)
     assert sorted({p.name.split(".")[-2] for p in out.written}) == sorted(RUNTIMES)
+
+
+def test_a_long_profile_name_is_a_valid_label_value():
+    from test_cluster import lf
+
+    from envman.cluster import k8s
+
+    value = k8s.labels(lf(profile="a" * 70 + "-b"))["dev.envman/profile"]
+    assert value == "a" * 63
