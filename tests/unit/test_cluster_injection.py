@@ -315,3 +315,32 @@ def test_a_long_profile_name_is_a_valid_label_value():
 
     value = k8s.labels(lf(profile="a" * 70 + "-b"))["dev.envman/profile"]
     assert value == "a" * 63
+
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+                           ["ref", "digest", "pinned", "images", "engine", "engine_version", "image_id", "dockerfile",
+                            "dockerfile_sha256", "lock_hash", "source_date_epoch", "source_date_epoch_from"]), inner,
+                           max_size=6), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(section=st.sampled_from(["pushed", "reproducible", "files", "wheel_variants"]), value=JSONISH)
+def test_any_hand_edit_outside_the_hash_is_read_or_refused_by_name(section, value):
+    """The sections outside the lock's identity, as anyone could edit them: read, or one LockError naming the
+    section by its dotted path — never an exception of another kind (which the CLI reports as exit 70)."""
+    import json
+
+    from envman.lock.lockfile import parse_lock
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "golden" / "new-torch" / "envman.lock").read_text())
+    try:
+        lock = parse_lock(json.dumps({**data, section: value}))
+    except LockError as e:
+        assert e.message.startswith(f"envman.lock: {section}") and e.hint.startswith("it is what `envman")
+        return
+    assert lock.source_date_epoch is None or lock.source_date_epoch >= 0
+    for r in lock.reproducible.get("images") or ():
+        assert all(isinstance(r[k], str) for k in ("engine", "engine_version", "image_id", "dockerfile"))
+    pushed = lock.get("pushed") or {}
+    assert isinstance(pushed, dict) and all(isinstance(pushed[k], str) for k in ("ref", "pinned") if k in pushed)
