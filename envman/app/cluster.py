@@ -266,56 +266,52 @@ def files_dir(root: Path, out: Path | None) -> Path:
 def slurm_files(root: Path, *, images: Path | None = None, runtimes: tuple[str, ...] = RUNTIMES,
                 profile: str | None = None, force: bool = False, out: Path | None = None) -> FilesOutcome:
     """.envman/cluster/NAME_<lock12>.RUNTIME.sbatch (training) and .nodes.RUNTIME.sbatch (readiness) per lock."""
-    from envman.cluster.render import render_sbatch
-    from envman.cluster.slurm import nodes_plan, sbatch_plan
+    from envman.cluster.backends import BACKENDS
 
     bad = [r for r in runtimes if r not in RUNTIMES]
     if bad:
         raise UsageError(f"--runtime {bad[0][:80]!r}: not one of {', '.join(RUNTIMES)}",
                          hint="repeat --runtime for several, or leave it out for all of them")
     images = checked_path(images or default_images_dir(), "--images").resolve()
-    where = files_dir(root, out)
-    files: list[tuple[Path, str]] = []
-    result = FilesOutcome()
-    for cl in load_cluster(root, profile):
-        _need_command(cl)
-        ih = _inputs_hash(cl, (str(images), runtimes))
-        for rt in runtimes:
-            for plan in (sbatch_plan(cl.facts, cl.site, cl.shape, rt, image_files(cl, images)),
-                         nodes_plan(cl.facts, cl.site, cl.shape, rt, image_files(cl, images))):
-                files.append((where / plan.file, render_sbatch(plan, ih, "envman cluster slurm")))
-        result.notes += [f"{cl.facts.job_name}: {w}" for w in cl.shape.why]
-        result.commands.append(f"sbatch {_shown(root, where / f'{cl.facts.stem}.{runtimes[0]}.sbatch')}")
-    _write(root, files, force, result)
-    return result
+    backends = [BACKENDS[f"slurm+{rt}"] for rt in runtimes]
+    return backend_files(root, backends, images=images, extra=(str(images), runtimes), profile=profile, force=force,
+                         out=out, command="envman cluster slurm", shape_notes=True)
 
 
 def k8s_files(root: Path, *, profile: str | None = None, force: bool = False, out: Path | None = None) -> FilesOutcome:
-    from envman.cluster.k8s import job_manifest, trainjob_manifest
-    from envman.cluster.render import render_manifest
+    """.envman/cluster/NAME_<lock12>.job.yaml (and .trainjob.yaml for torch) per lock."""
+    from envman.cluster.backends import family
+
+    return backend_files(root, family("k8s"), images=default_images_dir(), extra="k8s", profile=profile,
+                         force=force, out=out, command="envman cluster k8s")
+
+
+def backend_files(root: Path, backends: list, *, images: Path, extra: object, profile: str | None, force: bool,
+                  out: Path | None, command: str, shape_notes: bool = False) -> FilesOutcome:
+    """Every file of ``backends`` (cluster/backends.py) for every lock of the project: planned, rendered, then
+    written all or nothing into --out or .envman/cluster/."""
+    from envman.cluster.render import render_manifest, render_sbatch
 
     where = files_dir(root, out)
     files: list[tuple[Path, str]] = []
     result = FilesOutcome()
     for cl in load_cluster(root, profile):
         _need_command(cl)
-        if not cl.facts.pinned:
-            raise UsageError(f"{cl.facts.job_name}: the image is not in a registry yet (a pod pulls it by digest)",
-                             hint="push it first: envman build --push REGISTRY (it records the digest in the lock)")
-        ih = _inputs_hash(cl, "k8s")
-        about = [f"lock {cl.facts.short} of {cl.facts.job_name}: {cl.facts.summary}", *cl.shape.why]
-        job = job_manifest(cl.facts, cl.site, cl.shape)
-        files.append((where / f"{cl.facts.stem}.job.yaml",
-                      render_manifest(job, ih, "envman cluster k8s", about + ["one node; multi-node: the TrainJob"])))
-        tj = trainjob_manifest(cl.facts, cl.site, cl.shape)
-        if tj is None:
-            result.notes.append(f"{cl.facts.job_name}: no TrainJob (Kubeflow Trainer's torch runtime launches "
-                                "torchrun; this stack is not torch)")
-        else:
-            files.append((where / f"{cl.facts.stem}.trainjob.yaml",
-                          render_manifest(tj, ih, "envman cluster k8s",
-                                          about + ["Kubeflow Trainer v2.2+ (runtimePatches), runtime torch-distributed"])))
-        result.commands.append(f"kubectl apply -f {_shown(root, where / f'{cl.facts.stem}.job.yaml')}")
+        ih = _inputs_hash(cl, extra)
+        for b in backends:
+            if b.needs_pinned and not cl.facts.pinned:
+                raise UsageError(f"{cl.facts.job_name}: the image is not in a registry yet (a pod pulls it by digest)",
+                                 hint="push it first: envman build --push REGISTRY (it records the digest in the lock)")
+            planned = b.plan(cl.facts, cl.site, cl.shape, image_files(cl, images))
+            for f in planned.files:
+                text = (render_sbatch(f.body, ih, command) if f.kind == "sbatch"
+                        else render_manifest(f.body, ih, command, list(f.about)))
+                files.append((where / f.name, text))
+            result.notes += [f"{cl.facts.job_name}: {n}" for n in planned.notes]
+            if b is backends[0]:
+                result.commands.append(f"{b.submit} {_shown(root, where / planned.run)}")
+        if shape_notes:
+            result.notes += [f"{cl.facts.job_name}: {w}" for w in cl.shape.why]
     _write(root, files, force, result)
     return result
 
