@@ -1,5 +1,6 @@
-"""``envman cluster …`` as use cases: the locked project → the image's cluster forms, the scheduler files and
-the readiness table. Values back; never prints (progress goes through ``echo``) or exits.
+"""``envman cluster …`` as use cases: the locked project → its cluster facts and the scheduler files (the lock's
+facts: cluster_lock.py; the readiness table: cluster_nodes.py; exports: cluster_export.py). Values back; never
+prints (progress goes through ``echo``) or exits.
 
 One family, not ``envman slurm`` and ``envman k8s``: every runtime takes the same lock, the same image by
 digest and the same preflight; only the file format differs, so the runtime is an option of one command.
@@ -7,15 +8,12 @@ digest and the same preflight; only the file format differs, so the runtime is a
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from envman.cluster.plan import RUNTIMES, LockFacts, Shape, Site, Target, job_shape
-from envman.errors import LockError, UsageError
-from envman.lock.lockfile import Lock, read_lock
+from envman.cluster.plan import RUNTIMES, LockFacts, Shape, Site, job_shape
+from envman.errors import UsageError
+from envman.lock.lockfile import read_lock
 
 FORMATS = ("bundle", "sqsh", "archive", "layout")
 DEFAULT_FORMATS = ("bundle", "sqsh", "archive")
@@ -23,7 +21,6 @@ DEFAULT_FORMATS = ("bundle", "sqsh", "archive")
 # flat-layout discovery (the next lock differs, or `lock --check` fails with "several top-level packages")
 FILES_DIR = ".envman/cluster"
 OLD_FILES_DIR = "cluster"  # where envman wrote them before 0.3: read for the move note, never written
-_REQUIRE_DRIVER = re.compile(r'NVIDIA_REQUIRE_CUDA="[^"]*driver>=([0-9.]+)')
 _POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
@@ -46,6 +43,7 @@ def default_images_dir() -> Path:
 # --- the locked project ------------------------------------------------------------------------------------
 def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
     """Every lock of the project (one per profile), with its site settings and job shape."""
+    from envman.app.cluster_lock import lock_facts
     from envman.cluster.site import parse_site
     from envman.project.spec import load_spec
 
@@ -71,129 +69,6 @@ def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
         gpus, note = _fit_gpus(spec.workload, lf, str(root))
         out.append(ClusterLock(lf, psite, job_shape(lf, psite, gpus, note)))
     return out
-
-
-def lock_facts(root: Path, lock: Lock, command: tuple[str, ...]) -> LockFacts:
-    if not lock.is_intact():
-        raise LockError(f"{_lock_file(lock)} was edited by hand", hint="run `envman lock` to regenerate it")
-    check_lock_values(lock, command)
-    st = lock.stack
-    fw = st.get("framework") or {}
-    gpu = bool(st.get("cuda")) and fw.get("variant") != "cpu"
-    targets = tuple(Target(str(t.get("id")), str(t.get("name")), str(t.get("compute_capability")))
-                    for t in st.get("targets") or [] if isinstance(t, dict))
-    pushed = lock.get("pushed") or {}
-    return LockFacts(
-        name=str(lock.name), profile=lock.profile, lock_hash=lock.lock_hash, framework=fw.get("name"),
-        framework_version=fw.get("version"), gpu=gpu, min_driver=driver_floor(root, lock) if gpu else None,
-        arch_list=tuple(st.get("arch_list") or ()) + tuple(f"compute_{p.split('_')[-1]}" for p in st.get("ptx") or ()),
-        targets=targets, command=tuple(command), pinned=pushed.get("pinned"),
-        products=_products(targets) if lock.profile else (), summary=_summary(st),
-        gpu_mem_gib=_gpu_memory(targets) if gpu else None,
-    )
-
-
-def _lock_file(lock: Lock) -> str:
-    return f"envman.{lock.profile}.lock" if isinstance(lock.profile, str) and lock.profile else "envman.lock"
-
-
-def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
-    """Every value of the lock that reaches a cluster file, held to its grammar. A lock is a file people commit
-    and anyone can rewrite with a matching hash, so it is read as untrusted input: a newline in its ``name`` or
-    a framework version must not become a line of every sbatch."""
-    from envman.cluster import values as v
-
-    checks = [*_identity_checks(lock), *_stack_checks(lock.stack)]
-    pushed = lock.get("pushed")
-    if isinstance(pushed, dict) and pushed.get("pinned") is not None:
-        checks.append(("pushed.pinned", pushed["pinned"], v.image_ref(pushed["pinned"], pinned=True)))
-    checks += [(f"command[{i}]", word, v.control(word)) for i, word in enumerate(command)]
-    for where, value, problem in checks:
-        if problem:
-            raise LockError(f"{_lock_file(lock)}: {where}: {str(value)[:80]!r} {problem}",
-                            hint=f"the value reaches the cluster files: {REGENERATE_HINT}")
-
-
-def _identity_checks(lock: Lock) -> list[tuple[str, object, str | None]]:
-    from envman.cluster import values as v
-
-    out = [("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
-           ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)"))]
-    if lock.profile is not None:
-        out.append(("profile", lock.profile, v.matches(v.NAME, lock.profile, "a profile name")))
-    return out
-
-
-def _stack_checks(st: Any) -> list[tuple[str, object, str | None]]:
-    from envman.cluster import values as v
-
-    fw = st.get("framework") or {}
-    fw = fw if isinstance(fw, dict) else {"name": fw}
-    out = [(f"stack.framework.{k}", fw[k], v.matches(v.VERSION, fw[k], "a name or version"))
-           for k in ("name", "version", "variant") if fw.get(k) is not None]
-    out += [(f"stack.{k}", st[k], v.matches(v.VERSION, str(st[k]), "a version"))
-            for k in ("cuda", "python") if st.get(k) is not None]
-    out += [(f"stack.{k}", st[k], v.matches(v.DRIVER, st[k], "a driver version like 570.124.06"))
-            for k in ("min_driver", "min_driver_minor_compat") if st.get(k) is not None]
-    out += [(f"stack.{k}[{i}]", a, v.matches(v.ARCH, a, "an architecture like sm_90"))
-            for k in ("arch_list", "ptx") for i, a in enumerate(st.get(k) or ())]
-    targets = st.get("targets") or ()
-    out += [(f"stack.targets[{i}].{k}", val, v.matches(v.WORD, str(val), "a GPU's name or id"))
-            for i, t in enumerate(targets) for k in ("id", "name", "compute_capability")
-            for val in [t.get(k) if isinstance(t, dict) else t]]
-    return out
-
-
-REGENERATE_HINT = "regenerate the lock with `envman lock` (and `envman build --push` for pushed.pinned)"
-
-
-def driver_floor(root: Path, lock: Lock) -> str | None:
-    """The floor the image's own guard states: NVIDIA_REQUIRE_CUDA's ``driver>=`` when the stack runs through
-    minor-version compatibility, else the lock's full-compatibility driver."""
-    st = lock.stack
-    from envman.inputs import read_regular_text
-
-    try:
-        text = read_regular_text(root / str(lock.dockerfile or "Dockerfile"))
-    except (OSError, UnicodeDecodeError):
-        text = ""
-    m = _REQUIRE_DRIVER.search(text)
-    return m.group(1) if m else (st.get("min_driver") or st.get("min_driver_minor_compat"))
-
-
-def _summary(st: Any) -> str:
-    fw = st.get("framework") or {}
-    parts = [f"{fw.get('name')} {fw.get('version')} {fw.get('variant')}"] if fw else ["no framework"]
-    parts.append(f"CUDA {st['cuda']}" if st.get("cuda") else "CPU")
-    parts.append(f"Python {st.get('python')}")
-    if st.get("arch_list"):
-        parts.append(" ".join(st["arch_list"]))
-    return ", ".join(parts)
-
-
-def _products(targets: tuple[Target, ...]) -> tuple[str, ...]:
-    """GFD product labels of a profile's GPUs: their NVML-style names in matrices/gpus.yaml (name and aliases
-    that begin with the vendor word, as NVML reports them), spaces as '-'."""
-    from envman.cluster.affinity import product_label
-    from envman.matrix.load import load_matrix
-
-    by_id = {g.id: g for g in load_matrix().gpus}
-    out: set[str] = set()
-    for t in targets:
-        g = by_id.get(t.id)
-        if g is None:
-            continue
-        out |= {product_label(n) for n in (g.name, *g.aliases) if re.match(r"^(NVIDIA|Tesla|Quadro) \S", n)}
-    return tuple(sorted(out))
-
-
-def _gpu_memory(targets: tuple[Target, ...]) -> float | None:
-    """The largest memory of the lock's GPUs: host memory is sized for the biggest card the image targets."""
-    from envman.matrix.load import load_matrix
-
-    by_id = {g.id: g for g in load_matrix().gpus}
-    mems = [by_id[t.id].memory_gib for t in targets if t.id in by_id and by_id[t.id].memory_gib]
-    return max(mems) if mems else None  # type: ignore[type-var]
 
 
 def _fit_gpus(workload: tuple, lf: LockFacts, path: str) -> tuple[int | None, str | None]:
@@ -373,59 +248,6 @@ def _listed(folder: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if p.suffix in (".sbatch", ".yaml"))[:50]
     except OSError:
         return []
-
-
-# --- readiness ---------------------------------------------------------------------------------------------
-MAX_REPORT = 1024 * 1024  # one node's report: a few KB; a bigger file is not a preflight report
-MAX_REPORTS = 10_000  # files read from one folder
-
-
-def gather_nodes(reports: Path):
-    """The readiness table from a folder of per-node reports (NODE.json, NODE.allreduce.json and
-    job.allreduce.json, written by the nodes sbatch): (classes, the job-wide all-reduce line or None, unreadable:
-    "NAME (why)" per file that is not a report)."""
-    from envman.cluster.nodes import allreduce_line, node_classes, printable, report_problem
-
-    if not reports.is_dir():
-        raise UsageError(f"{printable(reports)}: no such folder",
-                         hint=f"submit {FILES_DIR}/NAME_<lock12>.nodes.RUNTIME.sbatch first; it prints the folder "
-                              "it wrote")
-    docs, per_node, unreadable = [], {}, []
-    job = None
-    for f in sorted(reports.glob("*.json"))[:MAX_REPORTS]:
-        doc, why = _last_json(f)
-        why = why or report_problem(doc)
-        tool = doc.get("tool") if isinstance(doc, dict) else None
-        if why is None and tool == "envman-preflight":
-            docs.append(doc)
-        elif why is None and tool == "envman-allreduce" and f.name == "job.allreduce.json":
-            job = allreduce_line(doc)
-        elif why is None and tool == "envman-allreduce":
-            per_node[f.name[: -len(".allreduce.json")]] = doc
-        else:
-            unreadable.append(f"{printable(f.name)} ({why or 'not an envman report'})")
-    if not docs:
-        raise UsageError(f"{printable(reports)}: no preflight report (NODE.json)",
-                         hint="see the NODE.log files beside them")
-    return node_classes(docs, per_node), job, unreadable
-
-
-def _last_json(f: Path) -> tuple[Any, str | None]:
-    """The last line of a report as JSON, read bounded (never blocking on a FIFO); (None, why) when it is not."""
-    from envman.inputs import read_regular_text
-
-    try:
-        lines = read_regular_text(f, MAX_REPORT).strip().splitlines()
-    except UnicodeDecodeError:
-        return None, "not UTF-8"
-    except OSError as exc:
-        return None, exc.strerror or "unreadable"
-    try:
-        return json.loads(lines[-1]), None
-    except RecursionError:
-        return None, "nested too deeply"
-    except (ValueError, IndexError):
-        return None, "not JSON"
 
 
 # --- exports -----------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def _export(path: Path, out: Optional[Path], formats: str, profile: Optional[str
 
 def _nodes(reports: Path) -> int:
     """Print the table; 0 when every node of every class is ready, else 1."""
-    from envman.app.cluster import gather_nodes
+    from envman.app.cluster_nodes import gather_nodes
     from envman.errors import EXIT_OK, EXIT_USER
 
     classes, job, unreadable = gather_nodes(reports)

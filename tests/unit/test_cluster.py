@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from envman.app import cluster as app
+from envman.app import cluster_nodes
 from envman.cluster import enroot, plan, slurm
 from envman.cluster.nodes import node_classes
 from envman.cluster.site import parse_site
@@ -266,12 +267,12 @@ def test_gather_reads_the_reports_folder(tmp_path):
         "bytes": 64 << 20}) + "\n")
     (tmp_path / "job.allreduce.json").write_text(json.dumps({
         "tool": "envman-allreduce", "ok": False, "node": "n1", "error": "DistBackendError: NCCL error"}) + "\n")
-    classes, job, unreadable = app.gather_nodes(tmp_path)
+    classes, job, unreadable = cluster_nodes.gather_nodes(tmp_path)
     assert classes[0].nodes == ("n1",) and unreadable == ["n2.json (not JSON)"]
     assert classes[0].allreduce == ("n1: 8 ranks over nccl, busbw 361.2 GB/s (64 MiB)",)
     assert job == "n1: FAILED DistBackendError: NCCL error"
     with pytest.raises(UsageError, match="no such folder"):
-        app.gather_nodes(tmp_path / "missing")
+        cluster_nodes.gather_nodes(tmp_path / "missing")
 
 
 def test_slurm_plan_runtimes_and_a_cpu_stack():
