@@ -48,12 +48,22 @@ def _pyxis(images: ImageFiles, gpu: bool, mounts: tuple[str, ...]) -> Step:
     return Step(opts, [], images.sqsh, [])
 
 
+# What --cleanenv would drop but a step needs, taken on each node from the task's own environment (Slurm sets
+# CUDA_VISIBLE_DEVICES and the task ids per task, so the batch shell's values are wrong on other nodes):
+# Apptainer passes APPTAINERENV_NAME into the container as NAME even with --cleanenv (apptainer.org docs,
+# "Environment and Metadata"; NVIDIA/NVFlare#5038 met the same with Slurm GPU selection)
+TASK_ENV = ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS")
+TASK_ENV_SCRIPT = "".join(f'[ -z "${{{v}+x}}" ] || export APPTAINERENV_{v}="${v}"; ' for v in TASK_ENV) + 'exec "$@"'
+
+
 def _apptainer(images: ImageFiles, gpu: bool, mounts: tuple[str, ...]) -> Step:
     # Apptainer takes neither the image's WORKDIR nor its USER: --pwd sets the first; the job runs as the
     # submitting user, who can read the image's root-owned, read-only venv. --cleanenv: the login shell's
-    # variables (a conda PYTHONPATH, LD_LIBRARY_PATH) stay out; the rendezvous is passed in by name
+    # variables (a conda PYTHONPATH, LD_LIBRARY_PATH) stay out; the rendezvous is passed in by name, the task's
+    # GPUs and ids through TASK_ENV_SCRIPT, run by sh on each node
     binds = [w for m in mounts for w in ("--bind", m)]
-    prefix = ["apptainer", "exec", *(["--nv"] if gpu else []), "--cleanenv", *binds, "--pwd", WORKDIR, images.sif]
+    prefix = ["/bin/sh", "-c", TASK_ENV_SCRIPT, "envman-task",
+              "apptainer", "exec", *(["--nv"] if gpu else []), "--cleanenv", *binds, "--pwd", WORKDIR, images.sif]
     return Step([], prefix, images.sif, ['MASTER_ADDR="$MASTER_ADDR"', 'MASTER_PORT="$MASTER_PORT"'])
 
 

@@ -375,3 +375,20 @@ def test_an_image_env_entry_cannot_add_a_line_to_enroots_environment():
         enroot_files({"Env": ["A=1\nLD_PRELOAD=/x.so"]}, "p")
     assert e.value.message == "the image's Env entry 'A=1\\nLD_PRELOAD=/x.so' holds a control character"
     assert enroot_files({"Env": ["A=1", "B=2"]}, "p")["etc/environment"] == "A=1\nB=2\n"
+
+
+def test_apptainer_steps_keep_the_tasks_gpus_through_cleanenv(project, tmp_path):  # noqa: F811
+    """--cleanenv drops what Slurm sets per task; the step's sh prefix hands CUDA_VISIBLE_DEVICES and the task
+    ids to Apptainer as APPTAINERENV_* on each node (run here: the srun argv, with a fake apptainer)."""
+    out = app.slurm_files(project, images=tmp_path, runtimes=("apptainer",))
+    stem = app.load_cluster(project)[0].facts.stem
+    (tmp_path / f"{stem}.sif").write_text("")
+    [train, *_] = check_scripts(out.written[:1], project)
+    step = train[train.index("/bin/sh"):]
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "apptainer").write_text("#!/bin/sh\nenv | grep ^APPTAINERENV_ | sort\n")
+    (fake / "apptainer").chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "2,3", "SLURM_PROCID": "1"}
+    p = subprocess.run(step, env=env, capture_output=True, text=True, timeout=30)
+    assert p.stdout.splitlines() == ["APPTAINERENV_CUDA_VISIBLE_DEVICES=2,3", "APPTAINERENV_SLURM_PROCID=1"], p.stderr
