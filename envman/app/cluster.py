@@ -20,7 +20,7 @@ DEFAULT_FORMATS = ("bundle", "sqsh", "archive")
 # Under .envman/, never the project's root: a `cluster/` folder there is a top-level package to setuptools'
 # flat-layout discovery (the next lock differs, or `lock --check` fails with "several top-level packages")
 FILES_DIR = ".envman/cluster"
-OLD_FILES_DIR = "cluster"  # where envman wrote them before 0.3: read for the move note, never written
+OLD_FILES_DIR = "cluster"  # where envman wrote them until issue 36: read for the move note, never written
 _POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
@@ -44,14 +44,12 @@ def default_images_dir() -> Path:
 def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
     """Every lock of the project (one per profile), with its site settings and job shape."""
     from envman.app.cluster_lock import lock_facts
-    from envman.cluster.site import parse_site
+    from envman.cluster.site import check_profiles, parse_site
     from envman.project.spec import load_spec
 
     spec = load_spec(root)
     if spec is None:
         raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first, then `envman build`")
-    from envman.cluster.site import check_profiles
-
     site = parse_site(spec.cluster, spec.source)
     check_profiles(site, [p.name for p in spec.profiles], spec.source)
     names: list[str | None] = [p.name for p in spec.profiles] or [None]
@@ -237,7 +235,7 @@ def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOut
         commit_files(changed, root if inside else None)
     out.written += [p for p, _ in changed]
     old = root / OLD_FILES_DIR
-    if inside and any(ownership(f).ours for f in _listed(old)):
+    if inside and files and files[0][0].parent != old and any(ownership(f).ours for f in _listed(old)):
         out.notes.append(f"envman now writes these files under {_shown(root, files[0][0].parent)}; the old "
                          f"{OLD_FILES_DIR}/ folder is a top-level package to setuptools' flat layout: remove it "
                          f"(rm -r {OLD_FILES_DIR})")

@@ -180,3 +180,9 @@ def test_forcing_an_export_over_a_file_puts_the_folder_in_its_place(tmp_path):
     (st_.path / "config.json").write_text("{}")
     assert st_.commit() == target and (target / "config.json").is_file()
     assert not Path(st_.dir).exists()
+
+
+def test_no_move_note_when_the_user_names_the_old_folder(project, tmp_path):  # noqa: F811
+    app.slurm_files(project, images=tmp_path, runtimes=("oci",), out=project / "cluster")
+    again = app.slurm_files(project, images=tmp_path, runtimes=("oci",), out=project / "cluster", force=True)
+    assert not any("envman now writes" in n for n in again.notes)
