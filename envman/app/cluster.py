@@ -1,5 +1,6 @@
-"""``envman cluster …`` as use cases: the locked project → the image's cluster forms, the scheduler files and
-the readiness table. Values back; never prints (progress goes through ``echo``) or exits.
+"""``envman cluster …`` as use cases: the locked project → its cluster facts and the scheduler files (the lock's
+facts: cluster_lock.py; the readiness table: cluster_nodes.py; exports: cluster_export.py). Values back; never
+prints (progress goes through ``echo``) or exits.
 
 One family, not ``envman slurm`` and ``envman k8s``: every runtime takes the same lock, the same image by
 digest and the same preflight; only the file format differs, so the runtime is an option of one command.
@@ -7,20 +8,19 @@ digest and the same preflight; only the file format differs, so the runtime is a
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from envman.cluster.plan import RUNTIMES, LockFacts, Shape, Site, Target, job_shape
-from envman.errors import LockError, UsageError
-from envman.lock.lockfile import Lock, read_lock
+from envman.cluster.plan import RUNTIMES, LockFacts, Shape, Site, job_shape
+from envman.errors import UsageError
+from envman.lock.lockfile import read_lock
 
 FORMATS = ("bundle", "sqsh", "archive", "layout")
 DEFAULT_FORMATS = ("bundle", "sqsh", "archive")
-FILES_DIR = "cluster"
-_REQUIRE_DRIVER = re.compile(r'NVIDIA_REQUIRE_CUDA="[^"]*driver>=([0-9.]+)')
+# Under .envman/, never the project's root: a `cluster/` folder there is a top-level package to setuptools'
+# flat-layout discovery (the next lock differs, or `lock --check` fails with "several top-level packages")
+FILES_DIR = ".envman/cluster"
+OLD_FILES_DIR = "cluster"  # where envman wrote them until issue 36: read for the move note, never written
 _POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
@@ -43,13 +43,15 @@ def default_images_dir() -> Path:
 # --- the locked project ------------------------------------------------------------------------------------
 def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
     """Every lock of the project (one per profile), with its site settings and job shape."""
-    from envman.cluster.site import parse_site
+    from envman.app.cluster_lock import lock_facts
+    from envman.cluster.site import check_profiles, parse_site
     from envman.project.spec import load_spec
 
     spec = load_spec(root)
     if spec is None:
         raise UsageError(f"no envman.yaml in {root}", hint="run `envman init` first, then `envman build`")
     site = parse_site(spec.cluster, spec.source)
+    check_profiles(site, [p.name for p in spec.profiles], spec.source)
     names: list[str | None] = [p.name for p in spec.profiles] or [None]
     if profile is not None:
         if profile not in names:
@@ -65,63 +67,6 @@ def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
         gpus, note = _fit_gpus(spec.workload, lf, str(root))
         out.append(ClusterLock(lf, psite, job_shape(lf, psite, gpus, note)))
     return out
-
-
-def lock_facts(root: Path, lock: Lock, command: tuple[str, ...]) -> LockFacts:
-    if not lock.is_intact():
-        raise LockError(f"{lock.profile and f'envman.{lock.profile}.lock' or 'envman.lock'} was edited by hand",
-                        hint="run `envman lock` to regenerate it")
-    st = lock.stack
-    fw = st.get("framework") or {}
-    gpu = bool(st.get("cuda")) and fw.get("variant") != "cpu"
-    targets = tuple(Target(str(t.get("id")), str(t.get("name")), str(t.get("compute_capability")))
-                    for t in st.get("targets") or [] if isinstance(t, dict))
-    pushed = lock.get("pushed") or {}
-    return LockFacts(
-        name=str(lock.name), profile=lock.profile, lock_hash=lock.lock_hash, framework=fw.get("name"),
-        framework_version=fw.get("version"), gpu=gpu, min_driver=driver_floor(root, lock) if gpu else None,
-        arch_list=tuple(st.get("arch_list") or ()) + tuple(f"compute_{p.split('_')[-1]}" for p in st.get("ptx") or ()),
-        targets=targets, command=tuple(command), pinned=pushed.get("pinned"),
-        products=_products(targets) if lock.profile else (), summary=_summary(st),
-    )
-
-
-def driver_floor(root: Path, lock: Lock) -> str | None:
-    """The floor the image's own guard states: NVIDIA_REQUIRE_CUDA's ``driver>=`` when the stack runs through
-    minor-version compatibility, else the lock's full-compatibility driver."""
-    st = lock.stack
-    try:
-        text = (root / str(lock.dockerfile or "Dockerfile")).read_text(encoding="utf-8")
-    except OSError:
-        text = ""
-    m = _REQUIRE_DRIVER.search(text)
-    return m.group(1) if m else (st.get("min_driver") or st.get("min_driver_minor_compat"))
-
-
-def _summary(st: Any) -> str:
-    fw = st.get("framework") or {}
-    parts = [f"{fw.get('name')} {fw.get('version')} {fw.get('variant')}"] if fw else ["no framework"]
-    parts.append(f"CUDA {st['cuda']}" if st.get("cuda") else "CPU")
-    parts.append(f"Python {st.get('python')}")
-    if st.get("arch_list"):
-        parts.append(" ".join(st["arch_list"]))
-    return ", ".join(parts)
-
-
-def _products(targets: tuple[Target, ...]) -> tuple[str, ...]:
-    """GFD product labels of a profile's GPUs: their NVML-style names in matrices/gpus.yaml (name and aliases
-    that begin with the vendor word, as NVML reports them), spaces as '-'."""
-    from envman.cluster.affinity import product_label
-    from envman.matrix.load import load_matrix
-
-    by_id = {g.id: g for g in load_matrix().gpus}
-    out: set[str] = set()
-    for t in targets:
-        g = by_id.get(t.id)
-        if g is None:
-            continue
-        out |= {product_label(n) for n in (g.name, *g.aliases) if re.match(r"^(NVIDIA|Tesla|Quadro) \S", n)}
-    return tuple(sorted(out))
 
 
 def _fit_gpus(workload: tuple, lf: LockFacts, path: str) -> tuple[int | None, str | None]:
@@ -168,64 +113,89 @@ def _inputs_hash(cl: ClusterLock, extra: object) -> str:
 
 
 def image_files(cl: ClusterLock, images: Path):
-    from envman.cluster.slurm import ImageFiles
+    from envman.cluster.runtimes import ImageFiles
 
     base = images / cl.facts.stem
     return ImageFiles(sqsh=f"{base}.sqsh", sif=f"{base}.sif", bundle=f"{base}.bundle")
 
 
+def checked_path(path: Path, option: str) -> Path:
+    """A folder the user names that reaches a generated file (a script, a .def): one printable line."""
+    from envman.cluster.values import path as path_problem
+
+    text = str(path)
+    problem = path_problem(text)
+    if problem:
+        raise UsageError(f"{option} {text[:80]!r}: {problem}",
+                         hint="name a folder whose path is one line of printable text (it is written into job files)")
+    return path
+
+
+def files_dir(root: Path, out: Path | None) -> Path:
+    """Where the scheduler files go: --out, else .envman/cluster/ in the project."""
+    return checked_path(out, "--out").resolve() if out is not None else root / FILES_DIR
+
+
 def slurm_files(root: Path, *, images: Path | None = None, runtimes: tuple[str, ...] = RUNTIMES,
-                profile: str | None = None, force: bool = False) -> FilesOutcome:
-    """cluster/NAME_<lock12>.RUNTIME.sbatch (training) and .nodes.RUNTIME.sbatch (readiness) per lock."""
-    from envman.cluster.render import render_sbatch
-    from envman.cluster.slurm import nodes_plan, sbatch_plan
+                profile: str | None = None, force: bool = False, out: Path | None = None) -> FilesOutcome:
+    """.envman/cluster/NAME_<lock12>.RUNTIME.sbatch (training) and .nodes.RUNTIME.sbatch (readiness) per lock."""
+    from envman.cluster.backends import BACKENDS
 
     bad = [r for r in runtimes if r not in RUNTIMES]
     if bad:
-        raise UsageError(f"--runtime {bad[0]}: not one of {', '.join(RUNTIMES)}")
-    images = (images or default_images_dir()).resolve()
+        raise UsageError(f"--runtime {bad[0][:80]!r}: not one of {', '.join(RUNTIMES)}",
+                         hint="repeat --runtime for several, or leave it out for all of them")
+    images = checked_path(images or default_images_dir(), "--images").resolve()
+    backends = [BACKENDS[f"slurm+{rt}"] for rt in runtimes]
+    return backend_files(root, backends, images=images, extra=(str(images), runtimes), profile=profile, force=force,
+                         out=out, command="envman cluster slurm", shape_notes=True)
+
+
+def k8s_files(root: Path, *, profile: str | None = None, force: bool = False, out: Path | None = None) -> FilesOutcome:
+    """.envman/cluster/NAME_<lock12>.job.yaml (and .trainjob.yaml for torch) per lock."""
+    from envman.cluster.backends import family
+
+    return backend_files(root, family("k8s"), images=default_images_dir(), extra="k8s", profile=profile,
+                         force=force, out=out, command="envman cluster k8s")
+
+
+def backend_files(root: Path, backends: list, *, images: Path, extra: object, profile: str | None, force: bool,
+                  out: Path | None, command: str, shape_notes: bool = False) -> FilesOutcome:
+    """Every file of ``backends`` (cluster/backends.py) for every lock of the project: planned, rendered, then
+    written all or nothing into --out or .envman/cluster/."""
+    from envman.cluster.render import render_manifest, render_sbatch
+
+    where = files_dir(root, out)
     files: list[tuple[Path, str]] = []
-    out = FilesOutcome()
+    result = FilesOutcome()
     for cl in load_cluster(root, profile):
         _need_command(cl)
-        ih = _inputs_hash(cl, (str(images), runtimes))
-        for rt in runtimes:
-            for plan in (sbatch_plan(cl.facts, cl.site, cl.shape, rt, image_files(cl, images)),
-                         nodes_plan(cl.facts, cl.site, cl.shape, rt, image_files(cl, images))):
-                files.append((root / FILES_DIR / plan.file, render_sbatch(plan, ih, "envman cluster slurm")))
-        out.notes += [f"{cl.facts.job_name}: {w}" for w in cl.shape.why]
-        out.commands.append(f"sbatch {FILES_DIR}/{cl.facts.stem}.{runtimes[0]}.sbatch")
-    _write(root, files, force, out)
-    return out
+        ih = _inputs_hash(cl, extra)
+        for b in backends:
+            if b.needs_pinned and not cl.facts.pinned:
+                raise UsageError(f"{cl.facts.job_name}: the image is not in a registry yet (a pod pulls it by digest)",
+                                 hint="push it first: envman build --push REGISTRY (it records the digest in the lock)")
+            planned = b.plan(cl.facts, cl.site, cl.shape, image_files(cl, images))
+            for f in planned.files:
+                text = (render_sbatch(f.body, ih, command) if f.kind == "sbatch"
+                        else render_manifest(f.body, ih, command, list(f.about)))
+                files.append((where / f.name, text))
+            result.notes += [f"{cl.facts.job_name}: {n}" for n in planned.notes]
+            if b is backends[0]:
+                result.commands.append(f"{b.submit} {_shown(root, where / planned.run)}")
+        if shape_notes:
+            result.notes += [f"{cl.facts.job_name}: {w}" for w in cl.shape.why]
+    _write(root, files, force, result)
+    return result
 
 
-def k8s_files(root: Path, *, profile: str | None = None, force: bool = False) -> FilesOutcome:
-    from envman.cluster.k8s import job_manifest, trainjob_manifest
-    from envman.cluster.render import render_manifest
+def _shown(root: Path, path: Path) -> str:
+    import shlex
 
-    files: list[tuple[Path, str]] = []
-    out = FilesOutcome()
-    for cl in load_cluster(root, profile):
-        _need_command(cl)
-        if not cl.facts.pinned:
-            raise UsageError(f"{cl.facts.job_name}: the image is not in a registry yet (a pod pulls it by digest)",
-                             hint="push it first: envman build --push REGISTRY (it records the digest in the lock)")
-        ih = _inputs_hash(cl, "k8s")
-        about = [f"lock {cl.facts.short} of {cl.facts.job_name}: {cl.facts.summary}", *cl.shape.why]
-        job = job_manifest(cl.facts, cl.site, cl.shape)
-        files.append((root / FILES_DIR / f"{cl.facts.stem}.job.yaml",
-                      render_manifest(job, ih, "envman cluster k8s", about + ["one node; multi-node: the TrainJob"])))
-        tj = trainjob_manifest(cl.facts, cl.site, cl.shape)
-        if tj is None:
-            out.notes.append(f"{cl.facts.job_name}: no TrainJob (Kubeflow Trainer's torch runtime launches torchrun; "
-                             "this stack is not torch)")
-        else:
-            files.append((root / FILES_DIR / f"{cl.facts.stem}.trainjob.yaml",
-                          render_manifest(tj, ih, "envman cluster k8s",
-                                          about + ["Kubeflow Trainer v2.2+ (runtimePatches), runtime torch-distributed"])))
-        out.commands.append(f"kubectl apply -f {FILES_DIR}/{cl.facts.stem}.job.yaml")
-    _write(root, files, force, out)
-    return out
+    try:
+        return shlex.quote(str(path.relative_to(root)))
+    except ValueError:
+        return shlex.quote(str(path))
 
 
 def _need_command(cl: ClusterLock) -> None:
@@ -234,59 +204,48 @@ def _need_command(cl: ClusterLock) -> None:
                          hint="add one, e.g. command: [python, train.py] (the image's CMD uses it too)")
 
 
+def _current(path: Path) -> str | None:
+    """The text of a file envman is about to replace (bounded, never blocking on a FIFO); None when unreadable."""
+    from envman.inputs import read_regular_text
+
+    try:
+        return read_regular_text(path)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOutcome) -> None:
     from envman.cluster.render import ownership
-    from envman.files import check_inside, commit_files
+    from envman.files import commit_files
 
-    check_inside(root, [p for p, _ in files])
+    inside = all(p.is_relative_to(root) for p, _ in files)
     blocked, changed = [], []
     for path, text in files:
         o = ownership(path)
-        if o.exists and path.read_text(encoding="utf-8") == text:
+        if o.exists and _current(path) == text:
             out.unchanged.append(path)
             continue
         if o.exists and (not o.ours or o.edited) and not force:
-            blocked.append(str(path.relative_to(root)) + (" (edited by hand)" if o.ours else " (not generated by envman)"))
+            why = " (edited by hand)" if o.ours else " (not generated by envman)"
+            blocked.append(_shown(root, path) + why)
         changed.append((path, text))
     if blocked:
         raise UsageError("would overwrite " + ", ".join(blocked), hint="keep your version, or re-run with --force")
     if changed:
-        commit_files(changed, root)
+        commit_files(changed, root if inside else None)
     out.written += [p for p, _ in changed]
+    old = root / OLD_FILES_DIR
+    if inside and files and files[0][0].parent != old and any(ownership(f).ours for f in _listed(old)):
+        out.notes.append(f"envman now writes these files under {_shown(root, files[0][0].parent)}; the old "
+                         f"{OLD_FILES_DIR}/ folder is a top-level package to setuptools' flat layout: remove it "
+                         f"(rm -r {OLD_FILES_DIR})")
 
 
-# --- readiness ---------------------------------------------------------------------------------------------
-def gather_nodes(reports: Path):
-    """The readiness table from a folder of per-node reports (NODE.json, NODE.allreduce.json and
-    job.allreduce.json, written by the nodes sbatch): (classes, the job-wide all-reduce line or None, unreadable)."""
-    from envman.cluster.nodes import allreduce_line, node_classes
-
-    if not reports.is_dir():
-        raise UsageError(f"{reports}: no such folder", hint="submit cluster/NAME_<lock12>.nodes.RUNTIME.sbatch first; "
-                                                            "it prints the folder it wrote")
-    docs, per_node, unreadable = [], {}, []
-    job = None
-    for f in sorted(reports.glob("*.json")):
-        doc = _last_json(f)
-        tool = doc.get("tool") if isinstance(doc, dict) else None
-        if tool == "envman-preflight":
-            docs.append(doc)
-        elif tool == "envman-allreduce" and f.name == "job.allreduce.json":
-            job = allreduce_line(doc)
-        elif tool == "envman-allreduce":
-            per_node[f.name[: -len(".allreduce.json")]] = doc
-        else:
-            unreadable.append(f.name)
-    if not docs:
-        raise UsageError(f"{reports}: no preflight report (NODE.json)", hint="see the NODE.log files beside them")
-    return node_classes(docs, per_node), job, unreadable
-
-
-def _last_json(f: Path) -> Any:
+def _listed(folder: Path) -> list[Path]:
     try:
-        return json.loads(f.read_text(encoding="utf-8").strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError):
-        return None
+        return sorted(p for p in folder.iterdir() if p.suffix in (".sbatch", ".yaml"))[:50]
+    except OSError:
+        return []
 
 
 # --- exports -----------------------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ from envman.errors import UsageError
 from envman.image.plan import SHM_SIZE
 
 PREFLIGHT_IN_KIT = "opt/envman/kit/envman_portable/preflight.py"
+_SUFFIX = {"bundle": "bundle", "sqsh": "sqsh", "archive": "oci.tar", "layout": "oci"}
+_WHAT = {"bundle": "an OCI runtime bundle (config.json, rootfs/)", "sqsh": "an enroot squashfs",
+         "archive": "an OCI archive", "layout": "an OCI image layout (index.json, oci-layout)"}
 
 
 def image_source(lf: plan.LockFacts) -> str:
@@ -43,11 +46,13 @@ def export_one(root: Path, cl: ClusterLock, out: Path, formats: tuple[str, ...],
     lf = cl.facts
     res = ExportOutcome(lf)
     base = out / lf.stem
-    targets = {"bundle": Path(f"{base}.bundle"), "sqsh": Path(f"{base}.sqsh"), "archive": Path(f"{base}.oci.tar"),
-               "layout": Path(f"{base}.oci")}
-    todo = [f for f in formats if force or not targets[f].exists()]
+    targets = {f: Path(f"{base}.{_SUFFIX[f]}") for f in FORMATS}
+    for name in ex.sweep(out, lf.stem):
+        echo(f"removed {out / name}: left by an export that was stopped")
+    todo = [f for f in formats if force or not (targets[f].exists() or targets[f].is_symlink())]
     for f in formats:
         if f not in todo:
+            ex.check_existing(targets[f], _SUFFIX[f], _WHAT[f])
             echo(f"{targets[f]} exists for lock {lf.short}: kept (--force exports again)")
     if todo:
         source = image_source(lf)
@@ -65,7 +70,7 @@ def _export(lf: plan.LockFacts, source: str, targets: dict[str, Path], todo: lis
             echo: Callable[[str], None]) -> None:
     tag = lf.short
     keep_layout = "layout" in todo
-    with tempfile.TemporaryDirectory(prefix="envman-oci-", dir=targets["layout"].parent
+    with tempfile.TemporaryDirectory(prefix=ex.work_prefix(), dir=targets["layout"].parent
                                      if targets["layout"].parent.exists() else None) as tmp:
         layout = targets["layout"] if keep_layout else Path(tmp) / "layout"
         ex.to_layout(source, layout, tag)
@@ -143,8 +148,11 @@ def _apptainer(res: ExportOutcome, build: list[str], test: list[str], sif: Path)
 def export_images(root: Path, *, out: Path | None = None, formats: tuple[str, ...] = DEFAULT_FORMATS,
                   profile: str | None = None, force: bool = False,
                   echo: Callable[[str], None] = lambda _s: None) -> list[ExportOutcome]:
+    from envman.app.cluster import checked_path
+
     bad = [f for f in formats if f not in FORMATS]
-    if bad:
-        raise UsageError(f"--format {bad[0]}: not one of {', '.join(FORMATS)}")
-    out_dir = (out or default_images_dir()).resolve()
+    if bad or not formats:
+        raise UsageError(f"--format {(bad or [''])[0][:80]!r}: not one of {', '.join(FORMATS)}",
+                         hint=f"a comma-separated list, e.g. --format {','.join(DEFAULT_FORMATS)}")
+    out_dir = checked_path(out or default_images_dir(), "--out").resolve()
     return [export_one(root, cl, out_dir, formats, force, echo) for cl in load_cluster(root, profile)]

@@ -10,6 +10,7 @@ import typer
 
 _PATH = "The project (default: here)"
 _PROFILE = "Only this profile of envman.yaml (default: every lock)"
+_OUT = "Where to write the files (default: .envman/cluster/ in the project, which packaging never sees)"
 _IMAGES = ("The folder `envman cluster export` wrote the images to, as every node sees it "
            "(default: envman's cache folder, which only this machine sees)")
 
@@ -46,7 +47,7 @@ def _export(path: Path, out: Optional[Path], formats: str, profile: Optional[str
 
 def _nodes(reports: Path) -> int:
     """Print the table; 0 when every node of every class is ready, else 1."""
-    from envman.app.cluster import gather_nodes
+    from envman.app.cluster_nodes import gather_nodes
     from envman.errors import EXIT_OK, EXIT_USER
 
     classes, job, unreadable = gather_nodes(reports)
@@ -62,7 +63,7 @@ def _nodes(reports: Path) -> int:
     if job:
         typer.echo(f"all nodes: all-reduce {job}")
     for name in unreadable:
-        typer.echo(f"unreadable: {name} (see the .log beside it)")
+        typer.echo(f"unreadable: {name}; see the .log beside it")
     ready = all(c.verdict == "ready" for c in classes) and not unreadable and "FAILED" not in (job or "")
     ready = ready and not any("FAILED" in a for c in classes for a in c.allreduce)
     return EXIT_OK if ready else EXIT_USER
@@ -95,24 +96,28 @@ def register(app: typer.Typer) -> None:
                                                     "default: all three)"),
         profile: Optional[str] = typer.Option(None, "--profile", help=_PROFILE),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+        out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help=_OUT),
     ) -> None:
-        """Write cluster/NAME_<lock12>.RUNTIME.sbatch: preflight on every node, then torchrun (and .nodes. readiness)."""
+        """Write .envman/cluster/NAME_<lock12>.RUNTIME.sbatch: preflight on every node, then torchrun (and .nodes.
+        readiness)."""
         from envman.app.cluster import RUNTIMES, slurm_files
 
         root = path.resolve()
-        _files(slurm_files(root, images=images, runtimes=tuple(runtime or RUNTIMES), profile=profile, force=force), root)
+        _files(slurm_files(root, images=images, runtimes=tuple(runtime or RUNTIMES), profile=profile, force=force,
+                           out=out), root)
 
     @cl.command("k8s")
     def k8s_cmd(
         path: Path = typer.Argument(Path("."), metavar="PATH", help=_PATH),
         profile: Optional[str] = typer.Option(None, "--profile", help=_PROFILE),
         force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+        out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help=_OUT),
     ) -> None:
-        """Write cluster/NAME_<lock12>.job.yaml and .trainjob.yaml (Kubeflow Trainer), image by digest."""
+        """Write .envman/cluster/NAME_<lock12>.job.yaml and .trainjob.yaml (Kubeflow Trainer), image by digest."""
         from envman.app.cluster import k8s_files
 
         root = path.resolve()
-        _files(k8s_files(root, profile=profile, force=force), root)
+        _files(k8s_files(root, profile=profile, force=force, out=out), root)
 
     @cl.command("nodes")
     def nodes_cmd(

@@ -17,6 +17,9 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from envman.cluster.values import CONTROL
+from envman.errors import ToolError
+
 SQUASH_OPTIONS = ("-comp", "lzo", "-noD", "-exit-on-error", "-all-root", "-no-progress")
 FIXED_TIME = ("-mkfs-time", "0", "-all-time", "0")
 FILES = ("etc/environment", "etc/fstab", "etc/rc", "etc/rc.local")
@@ -25,6 +28,10 @@ FILES = ("etc/environment", "etc/fstab", "etc/rc", "etc/rc.local")
 def enroot_files(config: Mapping[str, Any], provenance: str) -> dict[str, str]:
     """``config``: the image config's ``config`` object (Env, Entrypoint, Cmd, WorkingDir, Labels, Volumes)."""
     env = [str(e) for e in config.get("Env") or []]
+    bad = next((e for e in env if CONTROL.search(e)), None)
+    if bad is not None:  # one line each in /etc/environment: a newline would add a variable of its own
+        raise ToolError(f"the image's Env entry {bad[:80]!r} holds a control character",
+                        hint="enroot's /etc/environment takes one NAME=value per line: rebuild the image without it")
     volumes = sorted((config.get("Volumes") or {}).keys())
     fstab = "".join(f"${{ENROOT_ROOTFS}}{v} {v} none x-create=dir,bind,rw,nosuid,nodev\n" for v in volumes)
     return {

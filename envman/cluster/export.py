@@ -7,21 +7,25 @@
   mksquashfs BUNDLE/rootfs NAME.sqsh + enroot's files    an enroot image (srun --container-image=NAME.sqsh)
 
 Each result is made under a temporary name beside its target and renamed into place, so an interrupted export
-never leaves a half-written image under the final name.
+never leaves a half-written image under the final name. The temporary names carry their run (host, pid, start:
+``process.Owner``), so the next export removes what a killed one left (``sweep``) and never a live run's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from envman.cluster.enroot import FILES, enroot_files, mksquashfs_argv
-from envman.errors import ToolError
+from envman.errors import ToolError, UsageError
+from envman.process import Owner
 
 PACKAGES = {"skopeo": "skopeo", "umoci": "umoci", "mksquashfs": "squashfs-tools", "apptainer": "apptainer"}
 
@@ -53,12 +57,15 @@ class Staged:
     def __init__(self, target: Path):
         self.target = target
         target.parent.mkdir(parents=True, exist_ok=True)
-        self.dir = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        self.dir = Path(tempfile.mkdtemp(prefix=f".{target.name}.{Owner.me().label}-", suffix=".tmp",
+                                         dir=target.parent))
         self.path = self.dir / target.name
 
     def commit(self) -> Path:
         if self.target.is_dir() and not self.target.is_symlink():
             shutil.rmtree(self.target)
+        elif self.target.is_symlink() or (self.target.exists() and self.path.is_dir()):
+            self.target.unlink()  # --force over a file of the wrong kind: os.replace cannot put a folder there
         os.replace(self.path, self.target)
         self.cleanup()
         return self.target
@@ -71,6 +78,63 @@ class Staged:
 
     def __exit__(self, *exc: object) -> None:
         self.cleanup()
+
+
+# the forms an export writes (app/cluster_export.py names them NAME_<lock12>.SUFFIX) and what each must be
+SUFFIXES = ("bundle", "sqsh", "oci.tar", "oci")
+WORK_PREFIX = "envman-oci-"  # the export's own working folder beside the images
+_OWNER = r"(?:([0-9a-f]{8}-[0-9]+-[0-9]+)-)?"
+STALE_UNOWNED = 3600  # seconds: a temp from an older envman (no owner in its name) is abandoned after an hour
+
+
+def work_prefix() -> str:
+    return f"{WORK_PREFIX}{Owner.me().label}-"
+
+
+def sweep(folder: Path, stem: str) -> list[str]:
+    """Remove what a killed export of ``stem`` left in ``folder`` (its staged ``.STEM.SUFFIX.*.tmp`` and the
+    ``envman-oci-*`` working folders): only envman's own names, only when their run is provably gone (or, for
+    names without an owner, older than an hour). Returns the names removed."""
+    staged = re.compile(rf"\.{re.escape(stem)}\.(?:{'|'.join(map(re.escape, SUFFIXES))})\.{_OWNER}[A-Za-z0-9_]{{8}}\.tmp")
+    work = re.compile(rf"{re.escape(WORK_PREFIX)}{_OWNER}[A-Za-z0-9_]{{8}}")
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for e in entries:
+        m = staged.fullmatch(e.name) or work.fullmatch(e.name)
+        if not m or not e.is_dir(follow_symlinks=False):
+            continue
+        owner = Owner.parse(m.group(1) or "")
+        try:
+            gone = owner.stale() if owner else time.time() - e.stat(follow_symlinks=False).st_mtime > STALE_UNOWNED
+        except OSError:
+            continue
+        if gone:
+            shutil.rmtree(e.path, ignore_errors=True)
+            removed.append(e.name)
+    return removed
+
+
+def kind_problem(path: Path, suffix: str) -> str | None:
+    """Why an existing ``path`` is not the export it is named as (None: it is, as far as its shape says)."""
+    if path.is_symlink():
+        return "a symbolic link"
+    if suffix in ("sqsh", "oci.tar"):
+        return None if path.is_file() else "not a regular file"
+    if not path.is_dir():
+        return "not a folder"
+    needs = ("config.json", "rootfs") if suffix == "bundle" else ("index.json", "oci-layout")
+    missing = [n for n in needs if not (path / n).exists()]
+    return f"a folder without {', '.join(missing)}" if missing else None
+
+
+def check_existing(path: Path, suffix: str, what: str) -> None:
+    problem = kind_problem(path, suffix)
+    if problem:
+        raise UsageError(f"{path} exists but is {problem}, not {what}",
+                         hint="move it away, or re-run with --force to replace it")
 
 
 def to_layout(source: str, layout: Path, tag: str) -> Path:

@@ -39,7 +39,7 @@ def labels(lf: LockFacts) -> dict[str, str]:
     out = {"app.kubernetes.io/name": k8s_name(lf)[:63], "app.kubernetes.io/managed-by": "envman",
            "dev.envman/lock": lf.short}
     if lf.profile:
-        out["dev.envman/profile"] = lf.profile
+        out["dev.envman/profile"] = lf.profile[:63].rstrip("._-")  # a label value: at most 63 characters
     return out
 
 

@@ -1,13 +1,86 @@
 """PURE: the per-node preflight reports of a readiness run (NAME_<lock12>.nodes.RUNTIME.sbatch writes one JSON
 per node) → one table by node class: nodes with the same GPUs and driver form a class; each class shows the
 lock's verdict on it and what multi-node NCCL will find there.
+
+The reports come from every node of a job: untrusted input. Each is held to ``report_problem`` (the types the
+preflight writes) before it is read, and every string that reaches the table is one printable line
+(``printable``): a GPU name holding a newline cannot fake a table line.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_TEXT = 200  # characters of one value in the table
+
+
+def printable(value: Any) -> str:
+    """One line of printable text: control and bidi characters shown as escapes, long values cut."""
+    text = str(value)
+    text = _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _opt(kind: Any) -> Any:
+    return lambda v: v is None or kind(v)
+
+
+def _str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _dicts(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, dict) for x in v)
+
+
+# field → the check its value must pass, as envman_portable.preflight and .allreduce write them
+PREFLIGHT_FIELDS = {"node": _str, "exit_code": _int, "gpu_count": _opt(_int), "gpus": _opt(_dicts),
+                    "driver": _opt(_str), "shm_mib": _opt(_int), "checks": _opt(_dicts),
+                    "network": _opt(lambda v: isinstance(v, dict))}
+ALLREDUCE_FIELDS = {"ok": lambda v: isinstance(v, bool), "node": _opt(_str), "world_size": _opt(_int),
+                    "busbw_gbps": _opt(_num), "bytes": _opt(_int), "backend": _opt(_str), "error": _opt(_str)}
+NETWORK_FIELDS = {"nccl_env": _opt(lambda v: isinstance(v, dict)), "ib_devices": _opt(_dicts),
+                  "dev_infiniband": _opt(lambda v: isinstance(v, list)), "net_plugins": _opt(lambda v: isinstance(v, list)),
+                  "memlock_kib": _opt(_int), "peermem_modules": _opt(lambda v: isinstance(v, list))}
+
+
+def report_problem(doc: Any) -> str | None:
+    """Why a node's report cannot be read, or None: each field the table reads has the preflight's type."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    allreduce = doc.get("tool") == "envman-allreduce"
+    fields = ALLREDUCE_FIELDS if allreduce else PREFLIGHT_FIELDS
+    for name in ("ok",) if allreduce else ("node", "exit_code"):
+        if name not in doc:
+            return f"no {name}"
+    for name, ok in fields.items():
+        if name in doc and not ok(doc[name]):
+            return f"{name}: unexpected {type(doc[name]).__name__}"
+    net = doc.get("network")
+    return _network_problem(net) if isinstance(net, dict) else None
+
+
+def _network_problem(net: dict[str, Any]) -> str | None:
+    for name, ok in NETWORK_FIELDS.items():
+        if name in net and not ok(net[name]):
+            return f"network.{name}: unexpected {type(net[name]).__name__}"
+    for d in net.get("ib_devices") or []:
+        ports = d.get("ports")
+        if not (ports is None or _dicts(ports)):
+            return "network.ib_devices[].ports: not a list of objects"
+    return None
 
 
 @dataclass(frozen=True)
@@ -29,8 +102,8 @@ class NodeClass:
 
 
 def _gpus(r: dict[str, Any]) -> str:
-    names = sorted({str(g.get("name")) for g in r.get("gpus") or [] if isinstance(g, dict)})
-    n = int(r.get("gpu_count") or 0)
+    names = sorted({printable(g.get("name")) for g in r.get("gpus") or [] if isinstance(g, dict)})
+    n = r.get("gpu_count") or 0
     return f"{n}× {', '.join(names)}" if n else "no GPU"
 
 
@@ -38,7 +111,7 @@ def nccl_summary(net: Any) -> str:
     if not isinstance(net, dict):
         return "not probed"
     env = net.get("nccl_env") or {}
-    parts = [f"IFNAME={env['NCCL_SOCKET_IFNAME']}"] if env.get("NCCL_SOCKET_IFNAME") else []
+    parts = [f"IFNAME={printable(env['NCCL_SOCKET_IFNAME'])}"] if env.get("NCCL_SOCKET_IFNAME") else []
     ports = [p for d in net.get("ib_devices") or [] for p in (d.get("ports") or []) if isinstance(p, dict)]
     active = sum(1 for p in ports if p.get("state") == "ACTIVE")
     if not ports:
@@ -55,35 +128,35 @@ def nccl_summary(net: Any) -> str:
 
 
 def _failures(r: dict[str, Any]) -> list[str]:
-    node = str(r.get("node") or "?")
+    node = printable(r.get("node") or "?")
     out = []
     for c in r.get("checks") or []:
         if isinstance(c, dict) and c.get("status") == "fail":
-            want = f" (expected {c['expected']})" if c.get("expected") is not None else ""
-            out.append(f"{node}: {c.get('name')} {c.get('observed')}{want}")
+            want = f" (expected {printable(c['expected'])})" if c.get("expected") is not None else ""
+            out.append(f"{node}: {printable(c.get('name'))} {printable(c.get('observed'))}{want}")
     return out or ([f"{node}: preflight exited {r.get('exit_code')}"] if r.get("exit_code") else [])
 
 
 def allreduce_line(doc: dict[str, Any]) -> str:
     """One all-reduce report (envman_portable.allreduce) in words."""
-    where = str(doc.get("node") or "?")
+    where = printable(doc.get("node") or "?")
     if not doc.get("ok"):
-        return f"{where}: FAILED {doc.get('error') or 'wrong sum'}"
-    return (f"{where}: {doc.get('world_size')} ranks over {doc.get('backend')}, busbw {doc.get('busbw_gbps')} GB/s "
-            f"({doc.get('bytes', 0) // 2**20} MiB)")
+        return f"{where}: FAILED {printable(doc.get('error') or 'wrong sum')}"
+    return (f"{where}: {doc.get('world_size')} ranks over {printable(doc.get('backend'))}, busbw "
+            f"{doc.get('busbw_gbps')} GB/s ({(doc.get('bytes') or 0) // 2**20} MiB)")
 
 
 def node_classes(reports: list[dict[str, Any]], allreduce: dict[str, dict[str, Any]] | None = None) -> list[NodeClass]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in reports:
-        groups[(_gpus(r), str(r.get("driver") or "no driver"))].append(r)
+        groups[(_gpus(r), printable(r.get("driver") or "no driver"))].append(r)
     out = []
     for (gpus, driver), rs in sorted(groups.items()):
         rs = sorted(rs, key=lambda r: str(r.get("node")))
         shm = sorted({f"{r['shm_mib']} MiB" for r in rs if isinstance(r.get("shm_mib"), int)})
         out.append(NodeClass(
-            gpus=gpus, driver=driver, nodes=tuple(str(r.get("node")) for r in rs),
-            ready=tuple(str(r.get("node")) for r in rs if r.get("exit_code") == 0),
+            gpus=gpus, driver=driver, nodes=tuple(printable(r.get("node")) for r in rs),
+            ready=tuple(printable(r.get("node")) for r in rs if r.get("exit_code") == 0),
             failures=tuple(f for r in rs for f in _failures(r)),
             nccl=" | ".join(sorted({nccl_summary(r.get("network")) for r in rs})), shm=", ".join(shm) or "?",
             allreduce=tuple(allreduce_line(allreduce[str(r.get("node"))]) for r in rs

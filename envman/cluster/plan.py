@@ -14,16 +14,17 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from envman.cluster.runtimes import RUNTIMES as _REGISTERED
 from envman.image.plan import IMAGE_PATH, SMOKE_DIR, VENV
 
 KIT = f"{SMOKE_DIR}/kit"
 STACK = f"{SMOKE_DIR}/stack.json"
 PYTHON = f"{VENV}/bin/python"
 PREFLIGHT_MODULE = "envman_portable.preflight"
-RUNTIMES = ("pyxis", "apptainer", "oci")  # Slurm container runtimes, in the order files are written
+RUNTIMES = tuple(_REGISTERED)  # Slurm container runtimes (runtimes.py), in the order files are written
 # enroot's PyTorch hook (conf/hooks/extra/50-slurm-pytorch.sh) picks the same port; so does every file here
 MASTER_PORT_EXPR = "$((SLURM_JOB_ID % 4536 + 61000))"
-_REGISTRY = re.compile(r"^(?:localhost|[^/]*[.:][^/]*)$")  # a first path component that is a registry host
+_REGISTRY = re.compile(r"localhost|[^/]*[.:][^/]*")  # a first path component that is a registry host
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class LockFacts:
     pinned: str | None = None  # REGISTRY/NAME@sha256:… once `envman build --push` recorded it
     products: tuple[str, ...] = ()  # GFD nvidia.com/gpu.product values of a profile's GPUs
     summary: str = ""  # "torch 2.14.1 cu130, CUDA 13.0, Python 3.11, sm_80 sm_90"
+    gpu_mem_gib: float | None = None  # the largest memory of the lock's target GPUs (matrices/gpus.yaml)
 
     @property
     def short(self) -> str:
@@ -81,16 +83,25 @@ class Site:
     gpus_per_node: int | None = None
     constraint: str | None = None  # the Slurm feature of the node class
     namespace: str | None = None
+    cpus_per_gpu: int | None = None  # CPU cores per GPU (DataLoader workers); default DEFAULT_CPUS_PER_GPU
+    mem: str | None = None  # Slurm --mem per node ("480G"); default RAM_PER_VRAM × the node's GPU memory
     tolerations: tuple[str, ...] = ("nvidia.com/gpu",)  # taint keys tolerated (GPU operator's default taint)
+    mounts: tuple[str, ...] = ()  # the user's data: SRC[:DST[:ro|rw]] (Apptainer --bind, pyxis --container-mounts)
     profiles: tuple[tuple[str, Site], ...] = ()  # per-profile overrides, same keys
 
     def for_profile(self, profile: str | None) -> Site:
         over = dict(self.profiles).get(profile or "")
         if over is None:
             return self
-        fields = ("partition", "account", "time", "nodes", "gpus_per_node", "constraint", "namespace")
-        merged = {f: getattr(over, f) if getattr(over, f) is not None else getattr(self, f) for f in fields}
-        return Site(**merged, tolerations=self.tolerations)
+        merged = {f: getattr(over, f) if getattr(over, f) is not None else getattr(self, f) for f in PROFILE_FIELDS}
+        return Site(**merged, tolerations=self.tolerations, mounts=self.mounts)
+
+
+PROFILE_FIELDS = ("partition", "account", "time", "nodes", "gpus_per_node", "constraint", "namespace",
+                  "cpus_per_gpu", "mem")
+# Policy, not hardware data: most GPU nodes have 8–32 cores per GPU; 8 keeps a DataLoader's workers off one core
+# (Slurm's default is one CPU per task: 8 torchrun workers sharing one core) without asking for more than nodes have
+DEFAULT_CPUS_PER_GPU = 8
 
 
 @dataclass(frozen=True)
@@ -98,13 +109,38 @@ class Shape:
     nodes: int
     gpus_per_node: int  # 0 for a CPU stack
     why: tuple[str, ...] = field(default=())
+    cpus_per_node: int | None = None  # Slurm --cpus-per-task (one task per node: torchrun and its workers)
+    mem: str | None = None  # Slurm --mem ("320G")
+
+
+def node_resources(lf: LockFacts, site: Site, gpn: int) -> tuple[int | None, str | None, list[str]]:
+    """CPUs and host memory per node: the site's numbers, else CPUs per GPU × GPUs and the doctor's rule for host
+    memory (at least RAM_PER_VRAM × the GPUs' memory: checkpoints are loaded through host memory)."""
+    from envman.portable.doctor.checks_env import RAM_PER_VRAM
+
+    why = []
+    cpus = None
+    if gpn:
+        per = site.cpus_per_gpu or DEFAULT_CPUS_PER_GPU
+        cpus = per * gpn
+        src = "envman.yaml cluster.cpus_per_gpu" if site.cpus_per_gpu else "envman's default; set cluster.cpus_per_gpu"
+        why.append(f"{cpus} CPU(s) per node: {per} per GPU ({src})")
+    mem = site.mem
+    if mem:
+        why.append(f"{mem} host memory per node: envman.yaml cluster.mem")
+    elif gpn and lf.gpu_mem_gib:
+        mem = f"{math.ceil(RAM_PER_VRAM * gpn * lf.gpu_mem_gib)}G"
+        why.append(f"{mem} host memory per node: {RAM_PER_VRAM} × {gpn} × {lf.gpu_mem_gib:g} GiB of GPU memory "
+                   "(the doctor's ram-small rule; set cluster.mem to change it)")
+    return cpus, mem, why
 
 
 def job_shape(lf: LockFacts, site: Site, fit_gpus: int | None = None, fit_note: str | None = None) -> Shape:
     """Nodes and GPUs per node: the site's numbers first, then `envman fit` on the workload (its total GPUs),
     else one GPU on one node."""
     if not lf.gpu:
-        return Shape(site.nodes or 1, 0, ("CPU stack: no GPUs requested",))
+        _, mem, more = node_resources(lf, site, 0)
+        return Shape(site.nodes or 1, 0, ("CPU stack: no GPUs requested", *more), None, mem)
     why: list[str] = []
     total = fit_gpus
     if fit_note:
@@ -126,14 +162,15 @@ def job_shape(lf: LockFacts, site: Site, fit_gpus: int | None = None, fit_note: 
         why.append(f"{nodes} node(s): the workload's {total} GPU(s) at {gpn} per node")
     else:
         nodes = 1
-    return Shape(nodes, gpn, tuple(why))
+    cpus, mem, more = node_resources(lf, site, gpn)
+    return Shape(nodes, gpn, tuple(why + more), cpus, mem)
 
 
 # --- image references ------------------------------------------------------------------------------------
 def split_ref(pinned: str) -> tuple[str | None, str]:
     """("registry", "repo/name@sha256:…"); registry None for Docker Hub."""
     first, _, rest = pinned.partition("/")
-    if rest and _REGISTRY.match(first):
+    if rest and _REGISTRY.fullmatch(first):
         return first, rest
     return None, pinned
 

@@ -253,7 +253,82 @@ def parse_lock(text: str, name: str = LOCK_FILE) -> Lock:
                          hint="upgrade envman (pip install -U envman), or regenerate the lock with this one")
     if version not in READABLE_VERSIONS:
         raise LockError(f"{name}: lock_version {version} is not {LOCK_VERSION}", hint=REGENERATE)
+    check_recorded(data, name)
     return Lock(data)
+
+
+# --- the sections outside the hash: hand-editable, so read as untrusted input ---------------------------------
+_HEX64 = frozenset("0123456789abcdef")
+_SECTION_HINTS = {
+    "pushed": "it is what `envman build --push` recorded: delete the `pushed` section and push again",
+    "reproducible": "it is what `envman lock` and `build --verify-repro` recorded: delete the `reproducible` "
+                    "section and run `envman lock`",
+    "files": f"it is what `envman lock` recorded: {REGENERATE}",
+    "wheel_variants": f"it is what `envman lock` recorded: {REGENERATE}",
+}
+_IMAGE_RECORD = ("engine", "engine_version", "image_id", "dockerfile", "dockerfile_sha256", "lock_hash")
+
+
+def check_recorded(data: Mapping[str, Any], name: str = LOCK_FILE) -> None:
+    """The sections outside the lock's identity (``pushed``, ``reproducible``, ``files``, ``wheel_variants``)
+    have the types envman writes: a hand edit there never changes the hash, so it is caught here, by name."""
+    problems = _recorded_problems(data)
+    if problems:
+        (where, what), more = problems[0], len(problems) - 1
+        raise LockError(f"{name}: {where}: {what}" + (f" (and {more} more)" if more else ""),
+                        hint=_SECTION_HINTS[where.split(".")[0]])
+
+
+def _one_line(v: Any) -> bool:
+    return isinstance(v, str) and v.isprintable() and len(v) <= 4096
+
+
+def _is_sha256(v: Any, prefix: str = "") -> bool:
+    return isinstance(v, str) and v.startswith(prefix) and len(v) == len(prefix) + 64 and \
+        set(v[len(prefix):]) <= _HEX64
+
+
+def _recorded_problems(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = [(key, f"expected an object, got {type(data[key]).__name__}")
+           for key in ("pushed", "reproducible", "files", "wheel_variants")
+           if data.get(key) is not None and not isinstance(data[key], dict)]
+    if out:
+        return out
+    return (_pushed_problems(data.get("pushed") or {}) + _files_problems(data.get("files") or {})
+            + _reproducible_problems(data.get("reproducible") or {}))
+
+
+def _pushed_problems(pushed: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = [(f"pushed.{key}", f"{str(pushed[key])[:80]!r} is not one line of text")
+           for key in ("ref", "pinned") if key in pushed and not _one_line(pushed[key])]
+    if "digest" in pushed and not _is_sha256(pushed["digest"], "sha256:"):
+        out.append(("pushed.digest", f"{str(pushed['digest'])[:80]!r} is not sha256:<64 hex digits>"))
+    return out
+
+
+def _files_problems(files: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return [(f"files.{str(path)[:80]}", f"{str(digest)[:80]!r} is not a sha256 (64 hex digits)")
+            for path, digest in files.items() if not _one_line(path) or not _is_sha256(digest)]
+
+
+def _reproducible_problems(rep: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    sde = rep.get("source_date_epoch")
+    if sde is not None and (not isinstance(sde, int) or isinstance(sde, bool) or sde < 0):
+        out.append(("reproducible.source_date_epoch", f"{str(sde)[:80]!r} is not a whole number of seconds ≥ 0"))
+    if "source_date_epoch_from" in rep and not _one_line(rep["source_date_epoch_from"]):
+        out.append(("reproducible.source_date_epoch_from", "is not one line of text"))
+    images = rep.get("images")
+    if images is not None and not isinstance(images, list):
+        return out + [("reproducible.images", f"expected a list, got {type(images).__name__}")]
+    for i, r in enumerate(images or ()):
+        if not isinstance(r, dict):
+            out.append((f"reproducible.images[{i}]", f"expected an object, got {type(r).__name__}"))
+            continue
+        out += [(f"reproducible.images[{i}].{key}",
+                 "missing" if key not in r else f"{str(r[key])[:80]!r} is not one line of text")
+                for key in _IMAGE_RECORD if not _one_line(r.get(key))]
+    return out
 
 
 def read_lock(path: Path) -> Lock:

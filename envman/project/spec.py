@@ -36,14 +36,14 @@ WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
 # normalizes it: a bare name is docker.io/library/NAME, so 237 characters are left (measured with Docker 20.10:
 # a 237-character name tags, a 238-character one is refused "repository name must not be more than 255 characters")
 MAX_IMAGE_NAME = 255 - len("docker.io/library/")
-_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
-_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]*(?:=[A-Za-z0-9.+:~_-]+)?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*\Z")  # a Docker repository path component
+_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]*(?:=[A-Za-z0-9.+:~_-]+)?\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # C0/C1 controls and Unicode line separators: nothing that any reader could take for a line break
 _CTRL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(?:@sha256:[0-9a-f]{64})?$")
-_REL_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
-_URL = re.compile(r"^(https?|file)://\S+$")
+_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*(?:@sha256:[0-9a-f]{64})?\Z")
+_REL_PATH = re.compile(r"^[A-Za-z0-9_./-]+\Z")
+_URL = re.compile(r"^(https?|file)://\S+\Z")
 
 
 @dataclass(frozen=True)

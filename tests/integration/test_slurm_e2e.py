@@ -2,7 +2,8 @@
 Slurm's OCI support on runc): envman builds the image, exports it as an OCI runtime bundle and an enroot
 squashfs, writes the sbatch, and `sbatch --wait` runs it —
 
-  * a CPU lock: the preflight passes inside the container on the node, then the training step runs;
+  * a CPU lock: the preflight passes inside the container on the node, then the training step runs — from the
+    sbatch in .envman/cluster/ (where packaging never sees it), with the host memory it asks for granted;
   * a lock for H100s on this GPU-less node (Slurm's books say one GPU, the machine has none, as on a node whose
     driver is broken): the preflight fails and the job stops before the training step;
   * the readiness run for that lock: one report per node, and `envman cluster nodes` says NOT READY and why.
@@ -58,9 +59,11 @@ def project(tmp_path: Path, token: str, base: str, feature: str, *, gpu: bool) -
     (d / "train.py").write_text("import numpy, os\nprint('training step ran: numpy', numpy.__version__, "
                                 "'rank', os.environ.get('SLURM_PROCID'), 'master', os.environ.get('MASTER_ADDR'))\n")
     stack = "framework: none\ntargets: [h100]\n" if gpu else "cpu: true\n"
+    # this node has 2 CPUs and ~19 GB: the site's numbers replace envman's defaults (8 CPUs and 160G per H100)
+    resources = "  cpus_per_gpu: 2\n  mem: 1024M\n" if gpu else "  mem: 512M\n"
     (d / "envman.yaml").write_text(f"name: {d.name}\npython: '3.11'\n{stack}requirements: [requirements.txt]\n"
                                    f"base_image: {base}\ncommand: [python, train.py]\n"
-                                   f"cluster:\n  constraint: {feature}\n  time: '00:10:00'\n")
+                                   f"cluster:\n  constraint: {feature}\n  time: '00:10:00'\n{resources}")
     envman("lock", str(d))
     return d
 
@@ -86,7 +89,8 @@ def built(tmp_path, token, base_image, engine, slurm):
 
 def submit(d: Path, script: str) -> tuple[int, str]:
     try:
-        p = subprocess.run(["sbatch", "--wait", f"cluster/{script}"], cwd=d, capture_output=True, text=True, timeout=300)
+        p = subprocess.run(["sbatch", "--wait", f".envman/cluster/{script}"], cwd=d, capture_output=True, text=True,
+                           timeout=300)
     except subprocess.TimeoutExpired:
         queue = subprocess.run(["squeue", "-o", "%i %j %T %R"], capture_output=True, text=True).stdout
         pytest.fail(f"sbatch --wait {script} did not return in 300 s; the queue:\n{queue}")
@@ -101,6 +105,8 @@ def test_the_preflight_passes_in_the_container_and_the_training_step_runs(built,
     rc_file = subprocess.run(["unsquashfs", "-cat", str(tmp_path / "images" / f"{stem}.sqsh"), "etc/rc"],
                              capture_output=True, text=True).stdout
     assert "cd /app && unset OLDPWD || exit 1" in rc_file and "exec python train.py" in rc_file
+    sbatch = (d / ".envman" / "cluster" / f"{stem}.oci.sbatch").read_text().splitlines()
+    assert "#SBATCH --mem=512M" in sbatch and not (d / "cluster").exists()
     rc, out = submit(d, f"{stem}.oci.sbatch")
     assert rc == 0, out
     assert f"preflight {slurm['node']}: ready (" in out
@@ -111,6 +117,8 @@ def test_the_preflight_passes_in_the_container_and_the_training_step_runs(built,
 def test_a_node_that_cannot_meet_the_lock_stops_the_job_before_training(built, slurm):
     d, lock = built(gpu=True)
     stem = f"{lock['name']}_{lock['lock_hash'][:12]}"
+    sbatch = (d / ".envman" / "cluster" / f"{stem}.oci.sbatch").read_text().splitlines()
+    assert "#SBATCH --cpus-per-task=2" in sbatch and "#SBATCH --mem=1024M" in sbatch
     rc, out = submit(d, f"{stem}.oci.sbatch")
     assert rc == 1, out
     node = slurm["node"]

@@ -178,7 +178,8 @@ def test_portable_island_imports_only_the_stdlib_and_itself():
 
 
 PURE_MODULES = {"envman.fit.estimate", "envman.fit.runspec", "envman.fit.activations", "envman.fit.states", "envman.fit.architectures", "envman.fit.advice"}  # fit's pure core
-PURE_MODULES |= {f"envman.cluster.{m}" for m in ("plan", "slurm", "k8s", "affinity", "enroot", "nodes", "site")}
+PURE_MODULES |= {f"envman.cluster.{m}" for m in ("plan", "slurm", "k8s", "affinity", "enroot", "nodes", "site", "runtimes", "values",
+                                                   "backends")}
 
 
 def test_pure_core_imports_no_io():

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from envman.app import cluster as app
+from envman.app import cluster_nodes
 from envman.cluster import enroot, plan, slurm
 from envman.cluster.nodes import node_classes
 from envman.cluster.site import parse_site
@@ -86,8 +87,8 @@ def lf(**kw):
 
 
 def test_job_shape_site_first_then_the_workload_then_one_gpu():
-    assert plan.job_shape(lf(), plan.Site(gpus_per_node=8), fit_gpus=32) == plan.Shape(4, 8, plan.job_shape(
-        lf(), plan.Site(gpus_per_node=8), fit_gpus=32).why)
+    big = plan.job_shape(lf(), plan.Site(gpus_per_node=8), fit_gpus=32)
+    assert (big.nodes, big.gpus_per_node, big.cpus_per_node) == (4, 8, 64)
     s = plan.job_shape(lf(), plan.Site(), fit_gpus=4, fit_note="4 GPU(s): the fewest …")
     assert (s.nodes, s.gpus_per_node) == (1, 4) and s.why[0].startswith("4 GPU(s)")
     assert (plan.job_shape(lf(), plan.Site()).gpus_per_node, plan.job_shape(lf(), plan.Site()).nodes) == (1, 1)
@@ -115,7 +116,7 @@ def test_torchrun_wraps_the_python_command_and_keeps_a_launcher():
 
 
 def sbatch(project, runtime="pyxis", suffix=""):
-    return (project / "cluster" / f"{app.load_cluster(project)[0].facts.stem}{suffix}.{runtime}.sbatch").read_text()
+    return (project / ".envman" / "cluster" / f"{app.load_cluster(project)[0].facts.stem}{suffix}.{runtime}.sbatch").read_text()
 
 
 def test_slurm_files_preflight_every_node_then_torchrun(project, tmp_path):
@@ -135,7 +136,11 @@ def test_slurm_files_preflight_every_node_then_torchrun(project, tmp_path):
     assert f"{tmp_path / 'images'}/new-torch_" in pre and "--container-workdir=/app" in pre
     assert '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"' in train and '--nnodes="$SLURM_JOB_NUM_NODES"' in train
     assert train.endswith("--nproc-per-node=8 train.py --epochs 3")
-    assert "apptainer exec --nv --pwd /app" in sbatch(project, "apptainer")
+    assert "apptainer exec --nv --cleanenv --pwd /app" in sbatch(project, "apptainer")
+    assert 'MASTER_ADDR="$MASTER_ADDR" MASTER_PORT="$MASTER_PORT"' in sbatch(project, "apptainer")
+    # resources: 8 CPUs per GPU by default, host memory twice the GPUs' (8 × 80 GiB H100s: 1280G)
+    for line in ("#SBATCH --cpus-per-task=64", "#SBATCH --mem=1280G"):
+        assert line in text.splitlines(), line
     assert "--container=" in sbatch(project, "oci") and ".bundle " in sbatch(project, "oci")
     nodes = sbatch(project, "pyxis", ".nodes")
     assert '--output="$REPORTS/%N.json"' in nodes and "--json || true" in nodes and "train.py" not in nodes
@@ -189,14 +194,14 @@ def test_files_edited_by_hand_are_kept_unless_forced(project, tmp_path):
     assert again.written == [] and len(again.unchanged) == 2
     f = first.written[0]
     f.write_text(f.read_text() + "# my change\n")
-    with pytest.raises(UsageError, match=r"would overwrite cluster/.*\.oci\.sbatch \(edited by hand\)"):
+    with pytest.raises(UsageError, match=r"would overwrite \.envman/cluster/.*\.oci\.sbatch \(edited by hand\)"):
         app.slurm_files(project, images=tmp_path, runtimes=("oci",))
     assert f.read_text().endswith("# my change\n")
     assert f in app.slurm_files(project, images=tmp_path, runtimes=("oci",), force=True).written
 
 
 def test_no_command_and_unknown_runtime_are_refused(project, tmp_path):
-    with pytest.raises(UsageError, match="--runtime docker: not one of pyxis, apptainer, oci"):
+    with pytest.raises(UsageError, match="--runtime 'docker': not one of pyxis, apptainer, oci"):
         app.slurm_files(project, runtimes=("docker",))
     (project / "envman.yaml").write_text(SPEC.replace('command: [python, train.py, --epochs, "3"]\n', ""))
     with pytest.raises(UsageError, match="envman.yaml has no `command:` to train with"):
@@ -262,12 +267,12 @@ def test_gather_reads_the_reports_folder(tmp_path):
         "bytes": 64 << 20}) + "\n")
     (tmp_path / "job.allreduce.json").write_text(json.dumps({
         "tool": "envman-allreduce", "ok": False, "node": "n1", "error": "DistBackendError: NCCL error"}) + "\n")
-    classes, job, unreadable = app.gather_nodes(tmp_path)
-    assert classes[0].nodes == ("n1",) and unreadable == ["n2.json"]
+    classes, job, unreadable = cluster_nodes.gather_nodes(tmp_path)
+    assert classes[0].nodes == ("n1",) and unreadable == ["n2.json (not JSON)"]
     assert classes[0].allreduce == ("n1: 8 ranks over nccl, busbw 361.2 GB/s (64 MiB)",)
     assert job == "n1: FAILED DistBackendError: NCCL error"
     with pytest.raises(UsageError, match="no such folder"):
-        app.gather_nodes(tmp_path / "missing")
+        cluster_nodes.gather_nodes(tmp_path / "missing")
 
 
 def test_slurm_plan_runtimes_and_a_cpu_stack():
@@ -287,10 +292,11 @@ def test_the_cli_writes_and_reports_errors_in_one_line(project, tmp_path):
 
     ok = run("slurm", str(project), "--images", str(tmp_path), "--runtime", "pyxis")
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.startswith("wrote: cluster/new-torch_") and "next: sbatch cluster/new-torch_" in ok.stdout
+    assert ok.stdout.startswith("wrote: .envman/cluster/new-torch_")
+    assert "next: sbatch .envman/cluster/new-torch_" in ok.stdout
     bad = run("nodes", str(tmp_path / "nope"))
     assert bad.returncode == 1 and bad.stderr.splitlines()[0] == f"error: {tmp_path / 'nope'}: no such folder"
-    assert bad.stderr.splitlines()[1].startswith("hint: submit cluster/NAME_<lock12>.nodes.RUNTIME.sbatch")
+    assert bad.stderr.splitlines()[1].startswith("hint: submit .envman/cluster/NAME_<lock12>.nodes.RUNTIME.sbatch")
 
 
 def test_allreduce_bandwidths_follow_nccl_tests():

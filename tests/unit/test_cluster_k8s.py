@@ -17,6 +17,7 @@ import yaml
 from test_cluster import DIGEST, lf, project  # noqa: F401 - the fixture (tests/unit is on the path)
 
 from envman.app import cluster as app
+from envman.app import cluster_lock
 from envman.cluster import affinity, k8s, plan
 from envman.errors import UsageError
 
@@ -28,7 +29,7 @@ TRAINJOB = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "clust
 def docs(project, kind):  # noqa: F811
     app.k8s_files(project)
     stem = app.load_cluster(project)[0].facts.stem
-    return yaml.safe_load((project / "cluster" / f"{stem}.{kind}.yaml").read_text())
+    return yaml.safe_load((project / ".envman" / "cluster" / f"{stem}.{kind}.yaml").read_text())
 
 
 def test_the_job_is_valid_kubernetes(project):  # noqa: F811
@@ -98,13 +99,13 @@ def test_a_profile_names_its_gpu_products(project):  # noqa: F811
     from envman.lock.lockfile import read_lock
 
     lock = read_lock(project / "envman.lock").with_changes(profile="h100")
-    facts = app.lock_facts(project, lock, ("python", "train.py"))
+    facts = cluster_lock.lock_facts(project, lock, ("python", "train.py"))
     assert "NVIDIA-H100-80GB-HBM3" in facts.products  # NVML's name for the H100 SXM (matrices/gpus.yaml alias)
     aff = affinity.node_affinity(facts.arch_list, facts.min_driver, facts.products)
     expr = aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     assert {"key": "nvidia.com/gpu.product", "operator": "In", "values": list(facts.products)} in expr[
         "matchExpressions"]
-    assert app.lock_facts(project, read_lock(project / "envman.lock"), ()).products == ()  # no profile: no product
+    assert cluster_lock.lock_facts(project, read_lock(project / "envman.lock"), ()).products == ()  # no profile: no product
 
 
 def test_names_are_dns_labels_and_a_cpu_stack_has_no_gpu_parts():

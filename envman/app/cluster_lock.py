@@ -1,0 +1,138 @@
+"""One envman.lock → the facts every cluster file takes from it (cluster/plan.py ``LockFacts``), with each value
+that reaches a file held to its grammar first: a lock is a file people commit, and anyone can rewrite it with a
+matching hash, so it is read as untrusted input."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from envman.cluster.plan import LockFacts, Target
+from envman.errors import LockError
+from envman.lock.lockfile import Lock
+
+_REQUIRE_DRIVER = re.compile(r'NVIDIA_REQUIRE_CUDA="[^"]*driver>=([0-9.]+)')
+
+
+def lock_facts(root: Path, lock: Lock, command: tuple[str, ...]) -> LockFacts:
+    if not lock.is_intact():
+        raise LockError(f"{_lock_file(lock)} was edited by hand", hint="run `envman lock` to regenerate it")
+    check_lock_values(lock, command)
+    st = lock.stack
+    fw = st.get("framework") or {}
+    gpu = bool(st.get("cuda")) and fw.get("variant") != "cpu"
+    targets = tuple(Target(str(t.get("id")), str(t.get("name")), str(t.get("compute_capability")))
+                    for t in st.get("targets") or [] if isinstance(t, dict))
+    pushed = lock.get("pushed") or {}
+    return LockFacts(
+        name=str(lock.name), profile=lock.profile, lock_hash=lock.lock_hash, framework=fw.get("name"),
+        framework_version=fw.get("version"), gpu=gpu, min_driver=driver_floor(root, lock) if gpu else None,
+        arch_list=tuple(st.get("arch_list") or ()) + tuple(f"compute_{p.split('_')[-1]}" for p in st.get("ptx") or ()),
+        targets=targets, command=tuple(command), pinned=pushed.get("pinned"),
+        products=_products(targets) if lock.profile else (), summary=_summary(st),
+        gpu_mem_gib=_gpu_memory(targets) if gpu else None,
+    )
+
+
+def _lock_file(lock: Lock) -> str:
+    return f"envman.{lock.profile}.lock" if isinstance(lock.profile, str) and lock.profile else "envman.lock"
+
+
+def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
+    """Every value of the lock that reaches a cluster file, held to its grammar. A lock is a file people commit
+    and anyone can rewrite with a matching hash, so it is read as untrusted input: a newline in its ``name`` or
+    a framework version must not become a line of every sbatch."""
+    from envman.cluster import values as v
+
+    checks = [*_identity_checks(lock), *_stack_checks(lock.stack)]
+    pushed = lock.get("pushed")
+    if isinstance(pushed, dict) and pushed.get("pinned") is not None:
+        checks.append(("pushed.pinned", pushed["pinned"], v.image_ref(pushed["pinned"], pinned=True)))
+    checks += [(f"command[{i}]", word, v.control(word)) for i, word in enumerate(command)]
+    for where, value, problem in checks:
+        if problem:
+            raise LockError(f"{_lock_file(lock)}: {where}: {str(value)[:80]!r} {problem}",
+                            hint=f"the value reaches the cluster files: {REGENERATE_HINT}")
+
+
+def _identity_checks(lock: Lock) -> list[tuple[str, object, str | None]]:
+    from envman.cluster import values as v
+
+    out = [("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
+           ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)"))]
+    if lock.profile is not None:
+        out.append(("profile", lock.profile, v.matches(v.NAME, lock.profile, "a profile name")))
+    return out
+
+
+def _stack_checks(st: Any) -> list[tuple[str, object, str | None]]:
+    from envman.cluster import values as v
+
+    fw = st.get("framework") or {}
+    fw = fw if isinstance(fw, dict) else {"name": fw}
+    out = [(f"stack.framework.{k}", fw[k], v.matches(v.VERSION, fw[k], "a name or version"))
+           for k in ("name", "version", "variant") if fw.get(k) is not None]
+    out += [(f"stack.{k}", st[k], v.matches(v.VERSION, str(st[k]), "a version"))
+            for k in ("cuda", "python") if st.get(k) is not None]
+    out += [(f"stack.{k}", st[k], v.matches(v.DRIVER, st[k], "a driver version like 570.124.06"))
+            for k in ("min_driver", "min_driver_minor_compat") if st.get(k) is not None]
+    out += [(f"stack.{k}[{i}]", a, v.matches(v.ARCH, a, "an architecture like sm_90"))
+            for k in ("arch_list", "ptx") for i, a in enumerate(st.get(k) or ())]
+    targets = st.get("targets") or ()
+    out += [(f"stack.targets[{i}].{k}", val, v.matches(v.WORD, str(val), "a GPU's name or id"))
+            for i, t in enumerate(targets) for k in ("id", "name", "compute_capability")
+            for val in [t.get(k) if isinstance(t, dict) else t]]
+    return out
+
+
+REGENERATE_HINT = "regenerate the lock with `envman lock` (and `envman build --push` for pushed.pinned)"
+
+
+def driver_floor(root: Path, lock: Lock) -> str | None:
+    """The floor the image's own guard states: NVIDIA_REQUIRE_CUDA's ``driver>=`` when the stack runs through
+    minor-version compatibility, else the lock's full-compatibility driver."""
+    st = lock.stack
+    from envman.inputs import read_regular_text
+
+    try:
+        text = read_regular_text(root / str(lock.dockerfile or "Dockerfile"))
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    m = _REQUIRE_DRIVER.search(text)
+    return m.group(1) if m else (st.get("min_driver") or st.get("min_driver_minor_compat"))
+
+
+def _summary(st: Any) -> str:
+    fw = st.get("framework") or {}
+    parts = [f"{fw.get('name')} {fw.get('version')} {fw.get('variant')}"] if fw else ["no framework"]
+    parts.append(f"CUDA {st['cuda']}" if st.get("cuda") else "CPU")
+    parts.append(f"Python {st.get('python')}")
+    if st.get("arch_list"):
+        parts.append(" ".join(st["arch_list"]))
+    return ", ".join(parts)
+
+
+def _products(targets: tuple[Target, ...]) -> tuple[str, ...]:
+    """GFD product labels of a profile's GPUs: their NVML-style names in matrices/gpus.yaml (name and aliases
+    that begin with the vendor word, as NVML reports them), spaces as '-'."""
+    from envman.cluster.affinity import product_label
+    from envman.matrix.load import load_matrix
+
+    by_id = {g.id: g for g in load_matrix().gpus}
+    out: set[str] = set()
+    for t in targets:
+        g = by_id.get(t.id)
+        if g is None:
+            continue
+        out |= {product_label(n) for n in (g.name, *g.aliases) if re.match(r"^(NVIDIA|Tesla|Quadro) \S", n)}
+    return tuple(sorted(out))
+
+
+def _gpu_memory(targets: tuple[Target, ...]) -> float | None:
+    """The largest memory of the lock's GPUs: host memory is sized for the biggest card the image targets."""
+    from envman.matrix.load import load_matrix
+
+    by_id = {g.id: g for g in load_matrix().gpus}
+    mems = [by_id[t.id].memory_gib for t in targets if t.id in by_id and by_id[t.id].memory_gib]
+    return max(mems) if mems else None  # type: ignore[type-var]
