@@ -204,9 +204,9 @@ def parse_envman_spec(text: str | None) -> str:
     if not ok:
         raise UsageError(f"--envman-spec: {text!r} is not a requirement on envman",
                          hint="write it like envman==0.1.0, envman>=0.1 or envman @ https://host/envman-0.1.0-py3-none-any.whl")
-    from envman.redact import redact
+    from envman.redact import redact, redact_userinfo
 
-    if redact(text) != text:  # a CI file is committed: a token in it is a leaked token
+    if redact_userinfo(text) != text:  # a CI file is committed: a token in it is a leaked token
         raise UsageError(f"--envman-spec: {redact(text)!r} carries credentials in its URL",
                          hint="give the CI job the token as a secret (PIP_INDEX_URL, netrc), not in the generated file")
     return text
