@@ -251,3 +251,45 @@ def test_a_token_in_the_project_file_is_kept_there_and_never_printed(tmp_path, c
     out = capsys.readouterr()
     assert "TOKEN" not in out.out + out.err and "https://pypi.internal/simple" in out.out  # a context line
     assert 'url = "https://bob:TOKEN@pypi.internal/simple"' in (tmp_path / "pyproject.toml").read_text()
+
+
+# --- issue 39 cause 3: the file stays where and what it was ------------------------------------------------
+
+
+def test_a_symlinked_pyproject_is_written_through_the_link_keeping_its_mode(project, capsys):
+    from envman.cli.main import main
+
+    real = project / "config" / "pyproject.toml"
+    real.parent.mkdir()
+    (project / "pyproject.toml").rename(real)
+    real.chmod(0o640)
+    (project / "pyproject.toml").symlink_to("config/pyproject.toml")
+    assert main(["uv", "write", str(project), "--yes"]) == 0
+    assert (project / "pyproject.toml").is_symlink()
+    assert 'constraint-dependencies = ["torch==2.14.1", "torchvision==0.29.1"]' in real.read_text()
+    assert real.stat().st_mode & 0o7777 == 0o640
+
+
+def test_a_pyproject_linked_from_outside_the_project_is_refused(project, tmp_path_factory, capsys):
+    from envman.cli.main import main
+
+    outside = tmp_path_factory.mktemp("elsewhere") / "pyproject.toml"
+    (project / "pyproject.toml").rename(outside)
+    (project / "pyproject.toml").symlink_to(outside)
+    before = outside.read_text()
+    assert main(["uv", "write", str(project), "--yes"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"error: pyproject.toml is a symbolic link to {outside.resolve()}, outside the project"
+    assert err[1].startswith("hint: envman writes only inside the project")
+    assert outside.read_text() == before and (project / "pyproject.toml").is_symlink()
+
+
+def test_a_crlf_pyproject_comes_back_with_crlf_line_ends_only(project):
+    from envman.cli.main import main
+
+    path = project / "pyproject.toml"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n") + b"# the end\r\n")
+    assert main(["uv", "write", str(project), "--yes"]) == 0
+    data = path.read_bytes()
+    assert b"constraint-dependencies" in data and b"\n" not in data.replace(b"\r\n", b"")
+    assert main(["uv", "write", str(project), "--check"]) == 0
