@@ -106,8 +106,8 @@ def _verify(want: dict, out: str) -> None:
         where = next((k for k in sorted(set(want) | set(got or {})) if (got or {}).get(k) != want.get(k)), "tool")
         raise UsageError(f"{FILE}: envman cannot add to the way this file lays out [{where}] without changing its "
                          "meaning; nothing was written",
-                         hint="write tool.uv and its sources and indexes as [tool.uv], [tool.uv.sources] and "
-                              "[[tool.uv.index]] headers (not dotted keys), then run it again")
+                         hint="keep [tool.uv], [tool.uv.sources] and [[tool.uv.index]] together, as headers (not dotted "
+                              "keys), then run it again (tomlkit 0.15 or newer edits tables split by others)")
 
 
 # --- which distributions ---------------------------------------------------------------------------

@@ -111,11 +111,20 @@ def test_any_pyproject_keeps_the_users_keys_and_comments_and_a_second_write_is_a
         assert data["tool"]["uv"]["constraint-dependencies"][-1].startswith(("torch==", "torchvision=="))
 
 
+OLD_TOMLKIT = tuple(int(p) for p in tomlkit.__version__.split(".")[:2]) < (0, 15)
+
+
 @given(text=pyprojects())
 @settings(max_examples=40, deadline=None)
 def test_uv_write_property_inputs_reach_the_edit(text):
-    """The generator's files are ones envman edits (not refused): the property above is about writing."""
-    assert edit_pyproject(text, CU130).text
+    """The generator's files are ones envman edits (not refused): the property above is about writing. Before
+    0.15, tomlkit renders a table split by another ([tool.uv] after [dependency-groups] after [[tool.uv.index]])
+    as a second [tool.uv]: envman refuses those, and names the way out."""
+    try:
+        assert edit_pyproject(text, CU130).text
+    except UsageError as err:
+        if not (OLD_TOMLKIT and "envman cannot add to the way this file lays out" in err.message):
+            raise
 
 
 HEAD = '[project]\nname = "t"\ndependencies = ["torch"]\n'
