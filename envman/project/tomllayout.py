@@ -66,8 +66,7 @@ class Layout:
             end, m = hit
             lines[end] = lines[end][: m.start()] + lines[end][m.end():]
             if m.group(1) == _GAP:
-                if end > 0 and lines[end - 1].strip():
-                    lines.insert(end, "")
+                self._gap(lines, end)
                 continue
             start = end - self._extra[m.group(2)]
             top = start
@@ -82,3 +81,13 @@ class Layout:
                 if (after + 1 < len(lines) and not lines[after].strip() and block[-1].strip()
                         and f"{block[-1]}\n{lines[after + 1]}" in before):
                     del lines[after]
+
+    @staticmethod
+    def _gap(lines: list[str], header: int) -> None:
+        """A blank line above a new table's header, and between its last key and a header that follows it
+        (tomlkit places a new table before a table that comes later in the file when its parent is split)."""
+        nxt = next((i for i in range(header + 1, len(lines)) if lines[i].lstrip().startswith("[")), None)
+        if nxt is not None and lines[nxt - 1].strip():
+            lines.insert(nxt, "")
+        if header > 0 and lines[header - 1].strip():
+            lines.insert(header, "")

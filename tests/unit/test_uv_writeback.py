@@ -293,3 +293,37 @@ def test_a_crlf_pyproject_comes_back_with_crlf_line_ends_only(project):
     data = path.read_bytes()
     assert b"constraint-dependencies" in data and b"\n" not in data.replace(b"\r\n", b"")
     assert main(["uv", "write", str(project), "--check"]) == 0
+
+
+# --- issue 39 cause 2 / issue 36: tables in any order, and shapes uv does not give a key ---------------------
+
+
+def test_sources_after_another_table_are_edited_in_place(project, capsys):
+    from envman.cli.main import main
+
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "t"\nversion = "0"\nrequires-python = ">=3.11"\ndependencies = ["torch", "torchvision"]\n\n'
+        '[tool.uv]\npackage = false\n\n[project.optional-dependencies]\ndev = ["pytest"]\n\n'
+        '# the GPU wheels\n[tool.uv.sources]\ntorch = { index = "pytorch-cu126" }\n')
+    assert main(["uv", "write", str(project), "--yes"]) == 0
+    assert (project / "pyproject.toml").read_text() == (
+        '[project]\nname = "t"\nversion = "0"\nrequires-python = ">=3.11"\ndependencies = ["torch", "torchvision"]\n\n'
+        '[tool.uv]\npackage = false\nconstraint-dependencies = ["torch==2.14.1", "torchvision==0.29.1"]\n\n'
+        '[[tool.uv.index]]\nname = "pytorch-cu126"\nurl = "https://download.pytorch.org/whl/cu126"\nexplicit = true\n\n'
+        '[project.optional-dependencies]\ndev = ["pytest"]\n\n'
+        '# the GPU wheels\n[tool.uv.sources]\ntorch = { index = "pytorch-cu126" }\n'
+        'torchvision = { index = "pytorch-cu126", marker = "sys_platform == \'linux\'" }\n')
+    # the new index goes with the first [tool.uv] part (tomlkit's choice); the comment stays with its table
+    assert main(["uv", "write", str(project), "--check"]) == 0
+
+
+def test_a_shape_uv_does_not_give_is_one_error_and_a_hint_and_nothing_is_written(project, capsys):
+    from envman.cli.main import main
+
+    text = '[project]\nname = "t"\ndependencies = ["torch"]\n\n[tool.uv]\nsources = [1, 2]\n'
+    (project / "pyproject.toml").write_text(text)
+    assert main(["uv", "write", str(project), "--yes"]) == 1
+    assert capsys.readouterr().err == ("error: pyproject.toml: tool.uv.sources = [1, 2] is not a table\n"
+                                       "hint: fix the file: uv reads the same keys "
+                                       "(https://docs.astral.sh/uv/reference/settings/)\n")
+    assert (project / "pyproject.toml").read_text() == text
