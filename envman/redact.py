@@ -133,13 +133,19 @@ TOKEN = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(TOKEN_PATTERNS) + r")(?![A
 _PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----\r?\n[A-Za-z0-9+/=]{40,}")
 _SERVICE_ACCOUNT = re.compile(rb'"type"\s*:\s*"service_account"')
 _NETRC = re.compile(rb"(?m)^[ \t]*machine[ \t]+[^\s=:]+[\s\S]{0,400}?\bpassword[ \t]+[^\s=:]")
-_CONFIG_SECRETS = tuple(re.compile(p) for p in (
-    rb"(?m)^[ \t]*(?:npmAuthToken|_authToken|//[^\s=]+:_authToken)[ \t]*[:=][ \t]*[\"']?[^\s\"'$]{8,}",
-    rb"(?m)^[ \t]*oauth_token[ \t]*:[ \t]*[\"']?[A-Za-z0-9_]{20,}",
-    rb'"auths"\s*:\s*\{[\s\S]{0,2000}?"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"',
-    rb"(?mi)^[ \t]*(?:aws_secret_access_key|secret_key)[ \t]*=[ \t]*[A-Za-z0-9+/]{30,}",
-    rb"https?://[^\s/]*conda[^\s/]*/t/[A-Za-z0-9_-]{16,}/",
+# each with a word that a file holding it must contain (lower case): a file without one is not searched, which
+# keeps the check at memchr speed on ordinary source files
+_CONFIG_SECRETS = tuple((hint, re.compile(p)) for hint, p in (
+    (b"authtoken", rb"(?m)^[ \t]*(?:npmAuthToken|_authToken|//[^\s=]+:_authToken)[ \t]*[:=][ \t]*[\"']?[^\s\"'$]{8,}"),
+    (b"oauth_token", rb"(?m)^[ \t]*oauth_token[ \t]*:[ \t]*[\"']?[A-Za-z0-9_]{20,}"),
+    (b'"auths"', rb'"auths"\s*:\s*\{[\s\S]{0,2000}?"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"'),
+    (b"secret_", rb"(?mi)^[ \t]*(?:aws_secret_access_key|secret_key)[ \t]*=[ \t]*[A-Za-z0-9+/]{30,}"),
+    (b"/t/", rb"https?://[^\s/]*conda[^\s/]*/t/[A-Za-z0-9_-]{16,}/"),
+    (b"machine", _NETRC.pattern),
 ))
+# the literal starts of TOKEN_PATTERNS, lower case
+_TOKEN_STARTS = (b"hf_", b"sk-", b"akia", b"asia", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"xox",
+                 b"glpat-", b"npm_", b"pypi-", b"aiza", b"k_live_", b"dapi")
 _TOKEN_BYTES = re.compile(TOKEN.pattern.encode("ascii"))
 CONTENT_BYTES = 64 * 1024  # keys and key files are small: only a file's first 64 KiB is read
 
@@ -150,6 +156,7 @@ def holds_credentials(head: bytes) -> bool:
         return True
     if _SERVICE_ACCOUNT.search(head) and b'"private_key"' in head:
         return True
-    if _NETRC.search(head) or _TOKEN_BYTES.search(head):
+    low = head.lower()
+    if any(s in low for s in _TOKEN_STARTS) and _TOKEN_BYTES.search(head):
         return True
-    return any(p.search(head) for p in _CONFIG_SECRETS)
+    return any(hint in low and p.search(head) for hint, p in _CONFIG_SECRETS)
