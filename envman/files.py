@@ -29,8 +29,14 @@ def _temp_prefix(path: Path) -> str:
     return f".{path.name}.{Owner.me().label}-"
 
 
-def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -> None:
+def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None, *, within: Path | None = None) -> None:
+    """Write ``path`` whole or not at all. With ``within`` (a project), a symbolic link is written through to
+    its target inside that project and a link out of it is refused (a user's file stays a link); without it, a
+    link is replaced by the file, which is right for envman's own files (a cache entry, a report) and which
+    commit_files never meets: it resolves the links of the files it writes first."""
     path = Path(path)
+    if within is not None:
+        path = _through_link(path, within)
     try:
         _write_atomic(path, data, mode)
     except OSError as exc:

@@ -74,7 +74,8 @@ def write_uv_plan(plan: UvPlan) -> None:
     if read_input(plan.path, PYPROJECT, MAX_SPEC) != plan.before:
         raise UsageError(f"{PYPROJECT} changed while envman was planning its edit; nothing was written",
                          hint="run `envman uv write` again")
-    write_atomic(plan.path, plan.after, mode=plan.path.stat().st_mode & 0o7777)
+    # a pyproject.toml linked from elsewhere in the project is written where it lives (the link stays)
+    write_atomic(plan.path, plan.after, mode=plan.path.stat().st_mode & 0o7777, within=plan.path.parent)
     from envman.app.uvalias import record_write
 
     record_write(plan.path.parent, PYPROJECT, plan.before, plan.after)  # uv write's own edit leaves the lock current

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from envman.errors import SpecError, UsageError
-from envman.redact import redact
+from envman.redact import redact, redact_userinfo
 
 SETTINGS = ("envman", "index_url")  # envman.yaml's ci: keys
 _PIP_SPEC = re.compile(r"^[A-Za-z0-9 ._\-\[\],<>=!~*+:/@#%&?]+$")  # no quotes, $, {}, `, ; or newlines
@@ -146,14 +146,14 @@ def _requirement(text: str, name: str):
         raise UsageError(f"{name}: {redact(text)!r} is not a requirement on envman",
                          hint="write it like envman @ git+https://HOST/envman@COMMIT, a wheel in the repository "
                               "(vendor/envman-V-py3-none-any.whl) or envman==V with an index")
-    if redact(text) != text:  # a CI file is committed: a token in it is a leaked token
+    if redact_userinfo(text) != text:  # a CI file is committed: a token in it is a leaked token
         raise UsageError(f"{name}: {redact(text)!r} carries credentials in its URL",
                          hint="give the CI job the token as a secret (PIP_INDEX_URL, netrc), not in the generated file")
     return req
 
 
 def _index(url: str, name: str) -> str:
-    if redact(url) != url:
+    if redact_userinfo(url) != url:
         raise UsageError(f"{name}: {redact(url)!r} carries credentials in its URL",
                          hint="give the CI job the token as a secret (PIP_INDEX_URL, netrc), not in the generated file")
     if not _INDEX.match(url):
@@ -192,7 +192,7 @@ def _detected(root: Path, origin: Origin) -> EnvmanInstall:
     vcs, archive = du.get("vcs_info"), du.get("archive_info")
     if isinstance(vcs, dict) and vcs.get("vcs") == "git" and isinstance(vcs.get("commit_id"), str):
         spec = f"envman @ git+{url}@{vcs['commit_id']}"
-        if url.startswith(("https://", "ssh://")) and redact(url) == url and _GIT_URL.match(f"git+{url}@{vcs['commit_id']}"):
+        if url.startswith(("https://", "ssh://")) and redact_userinfo(url) == url and _GIT_URL.match(f"git+{url}@{vcs['commit_id']}"):
             return _explicit(root, spec, None, "this envman's git source")
         raise UsageError(f"this envman was installed from the git repository {redact(url)}, which CI cannot reach",
                          hint=_WHERE_HINT)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from envman.errors import ToolError
-from envman.redact import redact
+from envman.redact import redact_userinfo as redact  # what is written and compared: the path stays
 
 PYPI = "https://pypi.org/simple"
 PREFIX = "ENVMAN_INDEX_"

@@ -25,7 +25,7 @@ from envman.lock.indexes import (
 )
 from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
 from envman.model import Resolution
-from envman.redact import redact
+from envman.redact import redact_userinfo
 
 PLATFORM = "x86_64-manylinux_2_28"  # uv's --python-platform of an x86_64 stack; python_platform() for any stack
 
@@ -70,7 +70,7 @@ def parse_uv_output(text: str) -> PythonLock:
     in_via = False
     for line in text.splitlines():
         if line.startswith(("--index-url", "--extra-index-url", "--find-links")):
-            header.append(redact(line))  # an index token from UV_INDEX_URL never lands in a lock file
+            header.append(redact_userinfo(line))  # an index token from UV_INDEX_URL never lands in a lock file
             continue
         if not line.strip() or (line.startswith("#") and cur is None):
             continue
@@ -161,7 +161,7 @@ def index_options(index_url: str | None, extra: list[str] | tuple[str, ...],
     args: list[str] = []
     env: dict[str, str] = {}
     for (flag, var, sep), values in zip(_INDEX_ENV, ([index_url] if index_url else [], list(extra), list(find_links))):
-        if any(redact(v) != v or (flag != "--find-links" and not is_public(v)) for v in values):
+        if any(redact_userinfo(v) != v or (flag != "--find-links" and not is_public(v)) for v in values):
             env[var] = sep.join(values)
         else:
             for v in values:
@@ -273,7 +273,7 @@ def index_lines(index_url: str | None, extra: list[str], find_links: list[str] |
     out += [f"--extra-index-url {u}" for u in extra]
     out += [f"--find-links {u}" for u in find_links]
     # credentials reach pip and uv from the environment, the build secret or netrc only
-    return [name_indexes(redact(line), private) for line in out]
+    return [name_indexes(redact_userinfo(line), private) for line in out]
 
 
 def target_environment(python: str, platform: str) -> dict[str, str]:
@@ -377,7 +377,7 @@ class PythonLockJob:
             if while_waiting is not None:
                 while_waiting()  # uv waits on the network: use the time (imports, template compile)
             run.wait()
-            answer = redact(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
+            answer = redact_userinfo(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
         finally:
             run.cancel()
         return self.finish(answer)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from envman.errors import ToolError
 from envman.hostenv import ca_bundle
-from envman.redact import redact
+from envman.redact import redact, redact_userinfo
 
 _REQUEST = re.compile(r"(?:Sending (?:fresh GET|revalidation) request for|No cache entry for):? (\S+)")
 TEMP_PREFIX = "envman-lock-"
@@ -103,7 +103,7 @@ class UvRequest:
             else:
                 args.append(a)
         doc = {"files": [list(f) for f in self.files if f[0] != self.output], "args": args, "output": self.output,
-               "env": [[k, redact(v)] for k, v in self.env]}
+               "env": [[k, redact_userinfo(v)] for k, v in self.env]}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
 
 

@@ -29,6 +29,8 @@ from packaging.version import Version
 
 from envman.errors import UsageError
 from envman.project.sources.uv import index_variant
+from envman.project.tomllayout import Layout
+from envman.project.uvshapes import check_shapes
 
 FILE = "pyproject.toml"
 LINUX = "sys_platform == 'linux'"
@@ -61,27 +63,51 @@ def edit_pyproject(text: str, target: UvTarget) -> UvEdit:
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
+    crlf = "\r\n" in text  # a Windows file comes back with CRLF line ends only (tomlkit writes LF for new lines)
     try:
-        doc = tomlkit.parse(text)
+        doc = tomlkit.parse(text.replace("\r\n", "\n") if crlf else text)
     except TOMLKitError as exc:
         raise UsageError(f"{FILE}: not valid TOML ({exc})", hint="fix the file (uv cannot read it either)") from None
     project = doc.get("project")
     if not isinstance(project, dict):
         raise UsageError(f"{FILE}: no [project] table, so this is not a uv project",
                          hint="uv projects declare [project] (uv init writes it); envman init reads other layouts")
+    check_shapes(doc)
     changes: list[str] = []
+    lay = Layout()
     uv = _table(doc, "tool", "uv")
     dists = _managed(doc, uv, target)
-    name, new_index = _choose_index(uv, target, changes) if target.index_url else (None, None)
+    name, new_index = _choose_index(lay, uv, target, changes) if target.index_url else (None, None)
     for dist in dists:
-        _set_sources(uv, dist, name, target, changes)
+        _set_sources(lay, uv, dist, name, target, changes)
     if new_index is not None:  # after the sources, which name it: the order uv's documentation shows
-        _append_index(uv, new_index)
+        _append_index(lay, uv, new_index)
     _drop_orphan_indexes(uv, changes)
-    _set_constraints(uv, dict(_pins(target, dists)), changes)
-    _set_requires_python(project, target, changes)
-    out = tomlkit.dumps(doc)
-    return UvEdit(out if changes else text, tuple(changes))
+    _set_constraints(lay, uv, dict(_pins(target, dists)), changes)
+    _set_requires_python(lay, project, target, changes)
+    if not changes:
+        return UvEdit(text, ())
+    out = lay.apply(tomlkit.dumps(doc), text.replace("\r\n", "\n"))
+    _verify(doc.unwrap(), out)
+    return UvEdit(out.replace("\n", "\r\n") if crlf else out, tuple(changes))
+
+
+def _verify(want: dict, out: str) -> None:
+    """The written text must read back as the edited document: tomlkit renders some layouts (a ``[tool]`` table
+    holding ``uv.package = true``) so that a new sub-table lands elsewhere (``[uv.sources]``)."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        got: Any = tomlkit.parse(out).unwrap()
+    except TOMLKitError:
+        got = None
+    if got != want:
+        where = next((k for k in sorted(set(want) | set(got or {})) if (got or {}).get(k) != want.get(k)), "tool")
+        raise UsageError(f"{FILE}: envman cannot add to the way this file lays out [{where}] without changing its "
+                         "meaning; nothing was written",
+                         hint="keep [tool.uv], [tool.uv.sources] and [[tool.uv.index]] together, as headers (not dotted "
+                              "keys), then run it again (tomlkit 0.15 or newer edits tables split by others)")
 
 
 # --- which distributions ---------------------------------------------------------------------------
@@ -130,19 +156,17 @@ def _table(doc: Any, *path: str) -> Any:
     return t
 
 
-def _put(table: Any, key: str, value: Any) -> None:
-    """Set ``key`` in place, or right after the table's last key = value line: appended, it would land after
-    the blank line and any comment that introduce the next table (a table of sub-tables only: tomlkit places it)."""
-    from tomlkit.items import AoT, Table
+def _put(lay: Layout, table: Any, key: str, value: Any) -> None:
+    """Set ``key`` in place, or as a new key that ``lay`` moves up to the table's other keys (tomlkit alone
+    would leave it under the comment that introduces the next table)."""
+    import tomlkit
 
     if key in table:
         table[key] = value
         return
-    plain = [k.key for k, item in table.value.body if k is not None and not isinstance(item, (Table, AoT))]
-    if plain:
-        table.value._insert_after(plain[-1], key, value)
-    else:
-        table[key] = value
+    item = tomlkit.item(value)
+    lay.mark_key(item)
+    table[key] = item
 
 
 def _indexes(uv: Any) -> list[Any]:
@@ -158,7 +182,7 @@ def _same_url(a: object, b: str) -> bool:
     return isinstance(a, str) and a.strip().rstrip("/") == b.strip().rstrip("/")
 
 
-def _choose_index(uv: Any, target: UvTarget, changes: list[str]) -> tuple[str, Any]:
+def _choose_index(lay: Layout, uv: Any, target: UvTarget, changes: list[str]) -> tuple[str, Any]:
     """The name of the variant's index, and the new ``[[tool.uv.index]]`` entry to append (None: reused)."""
     import tomlkit
 
@@ -167,7 +191,7 @@ def _choose_index(uv: Any, target: UvTarget, changes: list[str]) -> tuple[str, A
     for entry in indexes:
         if _same_url(entry.get("url"), target.index_url):
             if entry.get("explicit") is not True:
-                entry["explicit"] = True
+                _put(lay, entry, "explicit", True)
                 changes.append(f"tool.uv.index {entry.get('name')}: explicit = true (it serves only what a source names)")
             return str(entry.get("name")), None
     taken = {str(e.get("name")) for e in indexes}
@@ -181,28 +205,13 @@ def _choose_index(uv: Any, target: UvTarget, changes: list[str]) -> tuple[str, A
     return name, entry
 
 
-def _append_index(uv: Any, entry: Any) -> None:
+def _append_index(lay: Layout, uv: Any, entry: Any) -> None:
     import tomlkit
 
     if "index" not in uv:
-        _blank_line(uv)
+        lay.mark_header(entry)  # tomlkit puts no blank line above a new [[array]] of tables
         uv["index"] = tomlkit.aot()
     uv["index"].append(entry)
-
-
-def _blank_line(table: Any) -> None:
-    """A blank line before a table added after key = value lines (tomlkit adds none there)."""
-    import tomlkit
-    from tomlkit.items import AoT, Table, Whitespace
-
-    body = table.value.body
-    last = body[-1][1] if body else None
-    if isinstance(last, Table):
-        _blank_line(last)  # the blank line belongs at the end of the sub-table the new one follows
-    elif isinstance(last, AoT) and last.body:
-        _blank_line(last.body[-1])
-    elif last is not None and not isinstance(last, Whitespace):
-        table.add(tomlkit.nl())
 
 
 def _index_urls(uv: Any) -> dict[str, str]:
@@ -236,7 +245,7 @@ def _check_entries(dist: str, entries: list[Any]) -> None:
                                   "do not run `envman uv write` on this project")
 
 
-def _set_sources(uv: Any, dist: str, ours: str | None, target: UvTarget, changes: list[str]) -> None:
+def _set_sources(lay: Layout, uv: Any, dist: str, ours: str | None, target: UvTarget, changes: list[str]) -> None:
     import tomlkit
 
     sources = uv.get("sources")
@@ -264,9 +273,7 @@ def _set_sources(uv: Any, dist: str, ours: str | None, target: UvTarget, changes
     if not entries:
         # parsed rather than built, for the spacing uv's own documentation and most projects use: { a = 1 }
         entry = tomlkit.parse(f"x = {{ index = {tomlkit.string(ours).as_string()}, marker = \"{LINUX}\" }}\n")["x"]
-        if "sources" not in uv:
-            _blank_line(uv)
-        _put(_table(uv, "sources"), dist, entry)
+        _put(lay, _table(uv, "sources"), dist, entry)
         changes.append(f"tool.uv.sources.{dist}: {{ index = \"{ours}\", marker = \"{LINUX}\" }}")
 
 
@@ -310,7 +317,7 @@ def _drop_orphan_indexes(uv: Any, changes: list[str]) -> None:
 # --- versions ----------------------------------------------------------------------------------------
 
 
-def _set_constraints(uv: Any, pins: dict[str, str], changes: list[str]) -> None:
+def _set_constraints(lay: Layout, uv: Any, pins: dict[str, str], changes: list[str]) -> None:
     import tomlkit
 
     current = uv.get("constraint-dependencies")
@@ -334,7 +341,7 @@ def _set_constraints(uv: Any, pins: dict[str, str], changes: list[str]) -> None:
     arr.extend(kept + added)
     if len(arr) > 2:
         arr.multiline(True)
-    _put(uv, "constraint-dependencies", arr)
+    _put(lay, uv, "constraint-dependencies", arr)
     changes.append("tool.uv.constraint-dependencies: " + ", ".join(added)
                    + (f" (was {', '.join(dropped)})" if dropped else ""))
 
@@ -348,7 +355,7 @@ def _floor_below(clause: str, floor: Version) -> bool:
     return m is not None and Version(m.group(2)) < floor
 
 
-def _set_requires_python(project: Any, target: UvTarget, changes: list[str]) -> None:
+def _set_requires_python(lay: Layout, project: Any, target: UvTarget, changes: list[str]) -> None:
     """Raise the floor to the lowest Python the release has wheels for: uv locks for every Python the
     project allows, and a Python without a framework wheel would make it refuse (or pick an older release)."""
     if target.python_floor is None:
@@ -356,7 +363,7 @@ def _set_requires_python(project: Any, target: UvTarget, changes: list[str]) -> 
     floor = Version(target.python_floor)
     raw = project.get("requires-python")
     if raw is None:
-        project["requires-python"] = f">={floor}"
+        _put(lay, project, "requires-python", f">={floor}")
         changes.append(f"project.requires-python: >={floor} ({target.package} {target.version} has wheels from Python {floor})")
         return
     try:

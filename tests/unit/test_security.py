@@ -335,6 +335,61 @@ def test_credentials_found_by_content_and_name_are_refused(tmp_path):
     assert context_secrets(tmp_path) == sorted(BY_CONTENT)
 
 
+# --- issue 39 cause 7: the credential files of data and cloud tools, and fixed-prefix tokens in any file ----------
+
+DATA_SECRETS = [".s3cfg", "secrets.json", "hf_token.txt", ".pgpass", ".databrickscfg", "rclone.conf", ".vault-token",
+                "credentials.json", "client_secret_1234.apps.json", ".config/gh/hosts.yml", "home/.config/gh/hosts.yml"]
+OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7jKl0nOp3rSt6vWx9z"
+TOKENS_BY_CONTENT = {
+    "configs/openai.json": f'{{"openai_api_key": "{OPENAI_KEY}"}}\n',
+    "hub.txt": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567" + "\n",
+    "deploy/aws.ini": "[default]\nkey = AKIA" + "IOSFODNN7EXAMPLE" + "\n",
+    "ci/gh.env": "GH=ghp_" + "0123456789abcdefghijABCDEFGHIJ012345" + "\n",
+    "notify.py": 'SLACK = "xoxb-' + '1234567890-abcdefghijkl"\n',
+    ".yarnrc.yml": 'npmRegistryServer: "https://npm.example.org"\nnpmAuthToken: "NpmT0ken-abcdef123456"\n',
+    ".condarc": "channels:\n  - https://conda.anaconda.org/t/" + "ab-12345678-9abc-def0-1234-56789abcdef0" + "/private\n",
+    "config.json": '{"auths": {"registry.example.org": {"auth": "Ym9iOnMzY3IzdA=="}}}',
+    "gh/hosts.yaml": "github.com:\n    oauth_token: gho_" + "16C7e42F292c6912E7710c838347Ae178B4a" + "\n",
+    "store/.s3cfg.bak": "[default]\naccess_key = AKIAEXAMPLE\nsecret_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + "\n",
+}
+TOKENS_NOT = {
+    ".yarnrc.yml.example": "nodeLinker: node-modules\nnpmRegistryServer: https://registry.yarnpkg.com\n",
+    "env/.condarc.d": "channels:\n  - conda-forge\n  - https://conda.anaconda.org/pytorch\n",
+    "docs/faq.py": "# https://discuss.python.org/t/pip-without-setuptools-could-the-experience-be-improved/\n",
+    "docker.json": '{"auths": {}, "credsStore": "desktop"}',
+    "notes.md": "Use sk-learn-compatible-estimators, hf_hub_download and an AKIA key id (20 chars).\n",
+    "models/config.json": '{"hidden_size": 4096, "tokenizer_class": "LlamaTokenizer"}',
+}
+
+
+def test_data_tool_credential_names():
+    for n in DATA_SECRETS:
+        assert is_credential_file(n), n
+    for n in ("secrets.py", "credentials.py", "rclone.py", "hosts.yml", "config.json", "token.json", "tokenizer.json"):
+        assert not is_credential_file(n), n
+
+
+def test_tokens_and_token_configs_are_found_by_content_and_refused(tmp_path):
+    _tree(tmp_path, DATA_SECRETS + ["train.py"])
+    for name, text in {**TOKENS_BY_CONTENT, **TOKENS_NOT}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert context_secrets(tmp_path) == sorted(DATA_SECRETS + list(TOKENS_BY_CONTENT))
+    (tmp_path / ".dockerignore").write_text(render_dockerignore())
+    assert context_secrets(tmp_path) == sorted(TOKENS_BY_CONTENT)
+
+
+def test_no_file_of_the_corpus_of_real_repositories_is_taken_for_a_credential():
+    from envman.redact import CONTENT_BYTES, holds_credentials
+
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "corpus"
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert len(files) > 100
+    flagged = [str(p.relative_to(root)) for p in files
+               if is_credential_file(str(p.relative_to(root))) or holds_credentials(p.read_bytes()[:CONTENT_BYTES])]
+    assert flagged == []
+
+
 def test_dockerignore_negation_and_folders(tmp_path):
     _tree(tmp_path, ["keys/a.pem", "keys/b.pem"])
     (tmp_path / ".dockerignore").write_text("keys\n!keys/b.pem\n")

@@ -251,3 +251,79 @@ def test_a_token_in_the_project_file_is_kept_there_and_never_printed(tmp_path, c
     out = capsys.readouterr()
     assert "TOKEN" not in out.out + out.err and "https://pypi.internal/simple" in out.out  # a context line
     assert 'url = "https://bob:TOKEN@pypi.internal/simple"' in (tmp_path / "pyproject.toml").read_text()
+
+
+# --- issue 39 cause 3: the file stays where and what it was ------------------------------------------------
+
+
+def test_a_symlinked_pyproject_is_written_through_the_link_keeping_its_mode(project, capsys):
+    from envman.cli.main import main
+
+    real = project / "config" / "pyproject.toml"
+    real.parent.mkdir()
+    (project / "pyproject.toml").rename(real)
+    real.chmod(0o640)
+    (project / "pyproject.toml").symlink_to("config/pyproject.toml")
+    assert main(["uv", "write", str(project), "--yes"]) == 0
+    assert (project / "pyproject.toml").is_symlink()
+    assert 'constraint-dependencies = ["torch==2.14.1", "torchvision==0.29.1"]' in real.read_text()
+    assert real.stat().st_mode & 0o7777 == 0o640
+
+
+def test_a_pyproject_linked_from_outside_the_project_is_refused(project, tmp_path_factory, capsys):
+    from envman.cli.main import main
+
+    outside = tmp_path_factory.mktemp("elsewhere") / "pyproject.toml"
+    (project / "pyproject.toml").rename(outside)
+    (project / "pyproject.toml").symlink_to(outside)
+    before = outside.read_text()
+    assert main(["uv", "write", str(project), "--yes"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"error: pyproject.toml is a symbolic link to {outside.resolve()}, outside the project"
+    assert err[1].startswith("hint: envman writes only inside the project")
+    assert outside.read_text() == before and (project / "pyproject.toml").is_symlink()
+
+
+def test_a_crlf_pyproject_comes_back_with_crlf_line_ends_only(project):
+    from envman.cli.main import main
+
+    path = project / "pyproject.toml"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n") + b"# the end\r\n")
+    assert main(["uv", "write", str(project), "--yes"]) == 0
+    data = path.read_bytes()
+    assert b"constraint-dependencies" in data and b"\n" not in data.replace(b"\r\n", b"")
+    assert main(["uv", "write", str(project), "--check"]) == 0
+
+
+# --- issue 39 cause 2 / issue 36: tables in any order, and shapes uv does not give a key ---------------------
+
+
+def test_sources_after_another_table_are_edited_in_place(project, capsys):
+    from envman.cli.main import main
+
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "t"\nversion = "0"\nrequires-python = ">=3.11"\ndependencies = ["torch", "torchvision"]\n\n'
+        '[tool.uv]\npackage = false\n\n[project.optional-dependencies]\ndev = ["pytest"]\n\n'
+        '# the GPU wheels\n[tool.uv.sources]\ntorch = { index = "pytorch-cu126" }\n')
+    assert main(["uv", "write", str(project), "--yes"]) == 0
+    assert (project / "pyproject.toml").read_text() == (
+        '[project]\nname = "t"\nversion = "0"\nrequires-python = ">=3.11"\ndependencies = ["torch", "torchvision"]\n\n'
+        '[tool.uv]\npackage = false\nconstraint-dependencies = ["torch==2.14.1", "torchvision==0.29.1"]\n\n'
+        '[[tool.uv.index]]\nname = "pytorch-cu126"\nurl = "https://download.pytorch.org/whl/cu126"\nexplicit = true\n\n'
+        '[project.optional-dependencies]\ndev = ["pytest"]\n\n'
+        '# the GPU wheels\n[tool.uv.sources]\ntorch = { index = "pytorch-cu126" }\n'
+        'torchvision = { index = "pytorch-cu126", marker = "sys_platform == \'linux\'" }\n')
+    # the new index goes with the first [tool.uv] part (tomlkit's choice); the comment stays with its table
+    assert main(["uv", "write", str(project), "--check"]) == 0
+
+
+def test_a_shape_uv_does_not_give_is_one_error_and_a_hint_and_nothing_is_written(project, capsys):
+    from envman.cli.main import main
+
+    text = '[project]\nname = "t"\ndependencies = ["torch"]\n\n[tool.uv]\nsources = [1, 2]\n'
+    (project / "pyproject.toml").write_text(text)
+    assert main(["uv", "write", str(project), "--yes"]) == 1
+    assert capsys.readouterr().err == ("error: pyproject.toml: tool.uv.sources = [1, 2] is not a table\n"
+                                       "hint: fix the file: uv reads the same keys "
+                                       "(https://docs.astral.sh/uv/reference/settings/)\n")
+    assert (project / "pyproject.toml").read_text() == text

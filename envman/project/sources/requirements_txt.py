@@ -13,7 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from envman.errors import UsageError
 from envman.project.req import Req
 from envman.project.sources import Fate, Found
-from envman.redact import redact
+from envman.redact import redact, redact_userinfo
 
 FRAMEWORK_INDEX_HOSTS = ("download.pytorch.org",)
 _URL = re.compile(r"^(git|hg|svn|bzr)\+|^https?://|^file:")
@@ -91,7 +91,7 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
     # from the environment (UV_INDEX_URL, netrc, git's credential helper). An index option's URL is the one
     # exception: it is kept whole for uv's environment, never written (lock/indexes.py names it in the lock)
     whole = line
-    line = redact(line)
+    line = redact_userinfo(line)  # recorded: a commit or a path stays as written
     base = Path(rel).parent
     if line.startswith("-"):
         try:
