@@ -10,8 +10,9 @@ from pathlib import Path
 from envman.errors import UsageError
 from envman.fit.advice import Lever, combine, rank_levers
 from envman.fit.architectures import Arch, params_from_count
-from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config, perf_constants
+from envman.fit.catalog import GpuSpec, allocator_rules, find_model, gpu_specs, load_config, perf_constants
 from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
+from envman.fit.reserve import Reserve, fits_verdict, reserve
 from envman.fit.runspec import Estimate, Setup, SetupError, default_seq
 from envman.fit.speed import precision_key, step_time
 from envman.fit.stacks import default_stack, find_stack
@@ -57,7 +58,7 @@ class FitOptions:
 @dataclass(frozen=True)
 class TargetFit:
     gpu: GpuSpec
-    fits: bool
+    fits: bool  # fits with the margin kept (verdict "fits"); a "tight" run is not refused either (runs)
     usable_bytes: int
     headroom_bytes: int  # memory − margin − peak (negative: short by that much)
     max_micro_batch: int
@@ -68,6 +69,13 @@ class TargetFit:
     mfu: float | None = None  # the utilisation the time estimate used
     bound: str = ""  # compute | memory-bandwidth
     lever: Lever | None = None  # --compare: this card's own cheapest way to fit
+    verdict: str = "fits"  # fits | tight (inside the card, within the margin) | does not fit
+    reserve: Reserve | None = None  # the reserved estimate (allocator rounding, CUDA context) on this card
+
+    @property
+    def runs(self) -> bool:
+        """Not refused: it fits, or it is tight (inside the card, within the margin)."""
+        return self.verdict != "does not fit"
 
 
 @dataclass(frozen=True)
@@ -141,14 +149,18 @@ def _targets(opts: FitOptions) -> tuple[tuple[str, ...], str | None]:
 
 def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: float, mfu: float | None,
             global_batch: int | None, fraction: float = 1.0) -> TargetFit:
-    usable = int(gpu.memory_bytes * min(1 - margin_pct / 100, fraction))
+    usable = int(gpu.card_bytes * min(1 - margin_pct / 100, fraction))
+    card = int(gpu.card_bytes * fraction)  # what the driver gives a process (JAX: XLA's share of it)
+    res = reserve(arch, est, allocator_rules())
+    overhead = res.on_card - res.allocated  # the micro-batch search and the levers compare allocated peaks
     notes: list[str] = []
     if setup.precision.startswith("bf16") and not gpu.bf16:
         notes.append(f"bf16 needs compute capability ≥ 8.0; {gpu.name} is {gpu.cc}: use fp16-mixed or fp32")
     if gpu.uncertain:
         notes.append("its memory is marked uncertain in gpus.yaml (its note says why)" if not gpu.tflops else
                      "its figures are marked uncertain in gpu_perf.yaml (no source read confirms them: uncertain_why there)")
-    mb = max_micro_batch(arch, setup, usable) if arch.family != "params" else (setup.batch if est.peak_bytes <= usable else 0)
+    mb = max_micro_batch(arch, setup, usable - overhead) if arch.family != "params" else \
+        (setup.batch if res.on_card <= usable else 0)
     dp = setup.gpus // (setup.tp * setup.pp)
     steps = accumulation_steps(global_batch, mb, dp) if mb else None
     step_s, util, bound = step_time(arch, est, gpu, mfu)
@@ -159,8 +171,15 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
         notes.append("memory verdict only: gpu_perf.yaml has no datasheet figures for it (its memory is gpus.yaml's)")
     elif step_s is None:
         notes.append(f"no {precision_key(setup.precision, arch)} throughput figure for {gpu.name}")
-    fits = est.peak_bytes <= usable and not (setup.precision.startswith("bf16") and not gpu.bf16)
-    return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes), util, bound)
+    verdict = fits_verdict(res.on_card, usable, card)
+    if setup.precision.startswith("bf16") and not gpu.bf16:
+        verdict = "does not fit"
+    elif verdict == "tight":
+        notes.append(f"tight: {fmt_bytes(res.on_card)} with the CUDA context is inside the {fmt_bytes(card)} "
+                     f"{'the driver shows' if gpu.driver_total else 'it has'} but within the {margin_pct:g}% margin "
+                     "(fragmentation, kernel workspaces): it runs if they stay small")
+    return TargetFit(gpu, verdict == "fits", usable, usable - res.on_card, mb, steps, step_s, thr, tuple(notes),
+                     util, bound, verdict=verdict, reserve=res)
 
 
 def _check_options(opts: FitOptions) -> None:
@@ -291,7 +310,9 @@ def run_fit(opts: FitOptions) -> FitResult:
     first = (fits or compare)[0] if (fits or compare) else None
     advice: tuple[Lever, ...] = ()
     if first is not None and not first.fits:
-        advice = rank_levers(arch, setup, est, first.usable_bytes, first.gpu.bf16)
+        over = _allocated_budget(first) - first.usable_bytes
+        advice = rank_levers(arch, setup, est, _allocated_budget(first), first.gpu.bf16,
+                             int(first.gpu.card_bytes * fraction) + over)
     compare = tuple(_with_lever(arch, setup, est, t) for t in compare)
     mem = max((t.gpu.memory_bytes for t in fits or compare), default=0)
     # host, PER NODE: the ≥ 2× GPU memory rule (pinned buffers, data loading, checkpoint staging) for the GPUs
@@ -318,11 +339,16 @@ def run_fit(opts: FitOptions) -> FitResult:
                      float(perf_constants().get("band_pct", 35)))
 
 
+def _allocated_budget(t: TargetFit) -> int:
+    """The allocated peak a lever must reach on this card: the margin's budget less the context and rounding."""
+    return t.usable_bytes - (t.reserve.on_card - t.reserve.allocated if t.reserve else 0)
+
+
 def _with_lever(arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> TargetFit:
     """--compare: a card that does not fit gets its own cheapest lever (ranked for ITS memory)."""
     if t.fits:
         return t
-    best = combine(arch, setup, t.usable_bytes, t.gpu.bf16)  # the cheapest stack of levers that fits this card
+    best = combine(arch, setup, _allocated_budget(t), t.gpu.bf16)  # the cheapest stack of levers that fits this card
     return replace(t, lever=None if best is None else replace(best, saves_bytes=est.peak_bytes - best.peak_bytes))
 
 
@@ -335,7 +361,10 @@ def _target_dict(t: TargetFit, unit: str, gpus: int) -> dict:
             "step_seconds": None if t.step_seconds is None else round(t.step_seconds, 4),
             f"{unit}_per_second": None if t.throughput is None else round(t.throughput, 1),
             f"{unit}_per_second_all_gpus": None if t.throughput is None else round(t.throughput * gpus, 1),
-            "mfu": t.mfu, "bound": t.bound or None, "lever": lever,
+            "mfu": t.mfu, "bound": t.bound or None, "lever": lever, "verdict": t.verdict,
+            "reserved_bytes": t.reserve.reserved if t.reserve else None,
+            "on_card_bytes": t.reserve.on_card if t.reserve else None,
+            "context_bytes": t.reserve.context if t.reserve else None,
             "memory_bandwidth_bytes_per_second": t.gpu.bandwidth or None,
             "notes": list(t.notes)}
 
@@ -364,7 +393,7 @@ def result_dict(res: FitResult) -> dict:
         "targets": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.targets],
         "compare": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.compare],
         "advice": [{"lever": lv.lever, "change": lv.change, "saves_bytes": lv.saves_bytes, "cost": lv.cost,
-                    "fits": lv.fits} for lv in res.advice],
+                    "fits": lv.fits, "tight": lv.tight} for lv in res.advice],
         "host": {"ram_bytes": res.host_ram_bytes, "ram_scope": "per node", "gpus_per_node": res.gpus_per_node,
                  "checkpoint_bytes": e.checkpoint_bytes},
         "estimate": {

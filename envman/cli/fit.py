@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
             emit_json(result_dict(res))
         else:
             typer.echo(format_fit(res))
-        if res.targets and not all(t.fits for t in res.targets):
+        if res.targets and not all(t.runs for t in res.targets):  # tight runs: exit 0, said in a note
             raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
@@ -144,6 +144,7 @@ def _setup_lines(res) -> list[str]:
         f"setup    {s.stack}: {s.precision}, {s.optimizer}, micro-batch {size}"
         f"{', gradient checkpointing' if s.grad_checkpointing else ''}, {s.attention} attention{shard}",
         f"peak     {fmt_bytes(e.peak_bytes)} per GPU allocated (max_memory_allocated, at {e.phase})",
+        *_reserve_line(res),
         table([["  weights", fmt_bytes(b.weights)], ["  gradients", fmt_bytes(b.gradients)],
                ["  optimizer", fmt_bytes(b.optimizer)], ["  activations", fmt_bytes(b.activations)],
                ["  temporaries", fmt_bytes(b.temporaries)]]),
@@ -156,6 +157,17 @@ def _setup_lines(res) -> list[str]:
     return lines
 
 
+def _reserve_line(res) -> list[str]:
+    from envman.app.fit import fmt_bytes
+
+    first = next((t for t in (*res.targets, *res.compare) if t.reserve is not None), None)
+    if first is None:
+        return []
+    r = first.reserve
+    return [f"reserved {fmt_bytes(r.reserved)} (max_memory_reserved: + {fmt_bytes(r.rounding)} of the allocator's "
+            f"segments); {fmt_bytes(r.on_card)} on the card with the CUDA context (nvidia-smi)"]
+
+
 def _gpu_lines(res) -> list[str]:
     from envman.app.fit import fmt_bytes
     from envman.cli.output import table
@@ -165,7 +177,8 @@ def _gpu_lines(res) -> list[str]:
 
     def row(t) -> list[str]:
         acc = "-" if t.accumulation_steps is None else str(t.accumulation_steps)
-        out = [t.gpu.name, fmt_bytes(t.gpu.memory_bytes), "yes" if t.fits else "NO", fmt_bytes(t.headroom_bytes),
+        out = [t.gpu.name, fmt_bytes(t.gpu.memory_bytes), {"fits": "yes", "tight": "tight"}.get(t.verdict, "NO"),
+               fmt_bytes(t.headroom_bytes),
                str(t.max_micro_batch), acc, "-" if t.step_seconds is None else f"{t.step_seconds:.3g} s",
                _rate(t.throughput, u)]
         return out + ([_rate(None if t.throughput is None else t.throughput * s.gpus, u)] if s.gpus > 1 else [])
@@ -174,8 +187,9 @@ def _gpu_lines(res) -> list[str]:
     header += [f"{u}/s all {s.gpus} GPUs*"] if s.gpus > 1 else []
     lines: list[str] = []
     if res.targets:
-        lines += ["", f"targets (keeping {res.margin_pct:g}% free: the CUDA context and the allocator's cache, which "
-                          "nvidia-smi and max_memory_reserved count):", table([row(t) for t in res.targets], header)]
+        lines += ["", f"targets (fits: the estimate on the card with {res.margin_pct:g}% kept free for fragmentation and "
+                          "workspaces; tight: inside the card, within that margin):",
+                  table([row(t) for t in res.targets], header)]
     if res.compare:
         lines += ["", "compare:", table([row(t) for t in res.compare], header)]
     for t in (*res.targets, *res.compare):
@@ -197,7 +211,7 @@ def format_fit(res) -> str:
         lines += ["", "to make it fit (bytes saved on this run, biggest first):"]
         for i, lv in enumerate(res.advice, 1):
             lines.append(f"  {i}. {lv.lever}: saves {fmt_bytes(lv.saves_bytes)} → {fmt_bytes(lv.peak_bytes)}"
-                         f"{' (fits)' if lv.fits else ''}  [{lv.change}]")
+                         f"{' (fits)' if lv.fits else ' (tight)' if lv.tight else ''}  [{lv.change}]")
             lines.append(f"     cost: {lv.cost}")
     node = f"per node of {res.gpus_per_node} GPUs" if e.setup.gpus > 1 else "per node"
     lines += ["", f"host     RAM ≥ {fmt_bytes(res.host_ram_bytes)} {node} (2× GPU memory, and the weights while loading); "

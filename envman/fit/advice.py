@@ -21,6 +21,7 @@ class Lever:
     peak_bytes: int
     cost: str
     fits: bool  # the first target then fits (with the margin)
+    tight: bool = False  # it does not fit with the margin, but inside the card (the verdict "tight")
 
 
 def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool,
@@ -88,8 +89,10 @@ def _shard_levers(arch: Arch, setup: Setup, budget: int) -> list[tuple[str, str,
     return out
 
 
-def rank_levers(arch: Arch, setup: Setup, base: Estimate, budget: int, bf16_ok: bool = True) -> tuple[Lever, ...]:
-    """Each applicable lever with the bytes it saves on this run, biggest saving first."""
+def rank_levers(arch: Arch, setup: Setup, base: Estimate, budget: int, bf16_ok: bool = True,
+                card: int | None = None) -> tuple[Lever, ...]:
+    """Each applicable lever with the bytes it saves on this run, biggest saving first (``budget``: the allocated
+    peak that fits with the margin; ``card``: the one that fits inside the card, "tight")."""
     levers: list[Lever] = []
     for name, change, new, cost in _candidates(arch, setup, budget, bf16_ok):
         try:
@@ -99,7 +102,9 @@ def rank_levers(arch: Arch, setup: Setup, base: Estimate, budget: int, bf16_ok: 
         saves = base.peak_bytes - est.peak_bytes
         if saves <= 0:
             continue
-        levers.append(Lever(name, change, saves, est.peak_bytes, cost, est.peak_bytes <= budget))
+        fits = est.peak_bytes <= budget
+        levers.append(Lever(name, change, saves, est.peak_bytes, cost, fits,
+                            not fits and card is not None and est.peak_bytes <= card))
     ranked = sorted(levers, key=lambda lv: (-lv.saves_bytes, lv.lever))
     # first: the cheapest way to fit (levers stacked in order of cost), when it takes more than one lever
     combo = combine(arch, setup, budget, bf16_ok) if ranked else None
