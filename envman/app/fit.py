@@ -200,6 +200,21 @@ def _check_options(opts: FitOptions) -> None:
                              hint=f"e.g. {flag} {example}; without {flag}: {default}")
 
 
+def _check_global_batch(global_batch: int, batch: int, dp: int) -> None:
+    """A global batch is whole micro-steps of every data-parallel GPU: batch × dp × accumulation steps."""
+    step = batch * dp
+    where = f"--batch {batch}" + (f" × {dp} data-parallel GPUs" if dp > 1 else "")
+    if global_batch < step:
+        raise UsageError(f"--global-batch {global_batch} is smaller than one micro-step's {step} samples ({where})",
+                         hint=f"--global-batch {step} (no accumulation) or a multiple of it; or a smaller --batch")
+    if global_batch % step:
+        lo, hi = global_batch // step * step, -(-global_batch // step) * step
+        raise UsageError(f"--global-batch {global_batch} is not a whole number of micro-steps of {step} samples ({where})",
+                         hint=f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that makes "
+                              f"{global_batch} a multiple of --batch × {dp} GPUs" if dp > 1 else
+                         f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that divides {global_batch}")
+
+
 def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
     if opts.attention != "auto":
         return opts.attention, []
@@ -263,6 +278,7 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
         setup = replace(setup, image_size=arch.image_size)
     if opts.global_batch:  # accumulation keeps the gradients alive across micro-steps: part of the peak
         dp = max(1, setup.gpus // (setup.tp * setup.pp))
+        _check_global_batch(opts.global_batch, setup.batch, dp)
         setup = replace(setup, accumulation=max(1, math.ceil(opts.global_batch / (setup.batch * dp))))
     try:
         est = estimate(arch, setup)

@@ -468,3 +468,60 @@ def test_no_model_and_no_workload_points_to_both(app, tmp_path):
     _, err = run(app, str(tmp_path))
     assert err is not None and err.exit_code == 2 and err.message.startswith("no model given")
     assert "--model llama-3.1-8b" in err.hint and "workload: {model: llama-3.1-8b" in err.hint
+
+
+# --- issue 39 (causes 10, 11): the workload's type errors lead somewhere; a global batch is whole micro-steps ------
+@pytest.mark.parametrize("value", ["4", 4.5, True, [4], {"n": 4}, None])
+def test_every_workload_type_error_has_a_hint(value):
+    from envman.errors import SpecError
+    from envman.project.spec import WORKLOAD_KEYS, parse_spec
+
+    for key, want in WORKLOAD_KEYS.items():
+        if value is None or (isinstance(value, want) and not isinstance(value, bool)) or (want is bool and value is True):
+            continue
+        with pytest.raises(SpecError) as e:
+            parse_spec({"name": "w", "cpu": True, "workload": {key: value}})
+        assert e.value.message.startswith(f"envman.yaml: workload.{key}: expected "), e.value.message
+        assert e.value.hint and e.value.hint.startswith(f"e.g. {key}: "), (key, e.value.hint)
+
+
+def test_a_workload_that_is_not_a_mapping_says_what_one_looks_like():
+    from envman.errors import SpecError
+    from envman.project.spec import parse_spec
+
+    with pytest.raises(SpecError) as e:
+        parse_spec({"name": "w", "cpu": True, "workload": ["llama-3.1-8b"]})
+    assert e.value.message == "envman.yaml: workload: expected a mapping (model: llama-3.1-8b, method: lora …), got list"
+    assert e.value.hint == "e.g. workload: {model: llama-3.1-8b, method: qlora, batch: 4} (docs/envman-yaml.md)"
+
+
+def test_lora_targets_that_are_not_names_are_refused_with_a_hint():
+    from envman.errors import SpecError
+    from envman.project.spec import parse_spec
+
+    with pytest.raises(SpecError) as e:
+        parse_spec({"name": "w", "cpu": True, "workload": {"lora_targets": [{"q": 1}]}})
+    assert e.value.message == "envman.yaml: workload.lora_targets: expected a list of layer names, got [{'q': 1}]"
+    assert e.value.hint == "e.g. lora_targets: [q_proj, v_proj]"
+
+
+@pytest.mark.parametrize("args, message, hint", [
+    (("--batch", "8", "--global-batch", "2"), "--global-batch 2 is smaller than one micro-step's 8 samples (--batch 8)",
+     "--global-batch 8 (no accumulation) or a multiple of it; or a smaller --batch"),
+    (("--batch", "8", "--global-batch", "20"), "--global-batch 20 is not a whole number of micro-steps of 8 samples (--batch 8)",
+     "--global-batch 16 or 24 (whole micro-steps), or a --batch that divides 20"),
+    (("--batch", "4", "--gpus", "4", "--shard", "ddp", "--global-batch", "24"),
+     "--global-batch 24 is not a whole number of micro-steps of 16 samples (--batch 4 × 4 data-parallel GPUs)",
+     "--global-batch 16 or 32 (whole micro-steps), or a --batch that makes 24 a multiple of --batch × 4 GPUs"),
+])
+def test_a_global_batch_is_whole_micro_steps(app, args, message, hint):
+    res, err = run(app, "--model", "gpt2", *args, "--target", "h100")
+    assert err is not None and (err.message, err.hint, err.exit_code) == (message, hint, 2)
+
+
+def test_the_workloads_batch_above_its_global_batch_is_refused_naming_the_workload(app, tmp_path):
+    (tmp_path / "envman.yaml").write_text("name: w\npython: '3.11'\ncpu: true\n"
+                                          "workload: {model: gpt2, batch: 8, global_batch: 2}\n")
+    res, err = run(app, str(tmp_path), "--target", "h100")
+    assert err is not None and err.exit_code == 2
+    assert err.message == "envman.yaml workload: --global-batch 2 is smaller than one micro-step's 8 samples (--batch 8)"
