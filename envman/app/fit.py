@@ -13,7 +13,7 @@ from envman.fit.architectures import Arch, params_from_count
 from envman.fit.catalog import GpuSpec, allocator_rules, find_model, gpu_specs, load_config, perf_constants
 from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
 from envman.fit.reserve import Reserve, fits_verdict, reserve
-from envman.fit.runspec import Estimate, Setup, SetupError, default_seq
+from envman.fit.runspec import LOSS_FLAGS, Estimate, Setup, SetupError, default_seq
 from envman.fit.speed import precision_key, step_time
 from envman.fit.stacks import default_stack, find_stack
 
@@ -53,6 +53,8 @@ class FitOptions:
     ema: bool = False  # diffusers' --use_ema: an fp32 EMA copy of the trained weights on the GPU
     double_quant: bool | None = None  # None: the stack's; LitGPT's --quantize bnb.nf4-dq (True) vs bnb.nf4 (False)
     zero_grad: str | None = None  # None: the stack's, else before-forward (runspec.ZERO_GRAD: when the loop frees gradients)
+    loss: str | None = None  # None: the stack's; hf | chunked | fused (runspec.LOSS_FLAGS: what the loss keeps)
+    optimizer_in_backward: bool = False  # each parameter stepped in its AccumulateGrad hook (torchtune optimizer_in_bwd)
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,14 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                   **{k: stack.get(k, d) for k, d in _STACK_FIELDS.items()})
     if opts.double_quant is not None:
         setup = replace(setup, nf4_double_quant=opts.double_quant)
+    if opts.loss is not None:
+        if opts.loss not in LOSS_FLAGS:
+            raise UsageError(f"--loss {opts.loss!r} is not one of {', '.join(LOSS_FLAGS)}",
+                             hint="hf (transformers: fp32 logits), chunked (LitGPT: chunks in the compute dtype), "
+                                  "fused (flash-attention's in-place cross-entropy, as Liger/Unsloth-style kernels)")
+        setup = replace(setup, loss=LOSS_FLAGS[opts.loss])
+    if opts.optimizer_in_backward:
+        setup = replace(setup, optimizer_in_backward=True)
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
     return setup, notes
@@ -327,9 +337,10 @@ def run_fit(opts: FitOptions) -> FitResult:
     advice: tuple[Lever, ...] = ()
     if first is not None and not first.fits:
         over = _allocated_budget(first) - first.usable_bytes
-        advice = rank_levers(arch, setup, est, _allocated_budget(first), first.gpu.bf16,
-                             int(first.gpu.card_bytes * fraction) + over)
-    compare = tuple(_with_lever(arch, setup, est, t) for t in compare)
+        card = int(first.gpu.card_bytes * fraction) + over
+        advice = _keep_promises(opts, rank_levers(arch, setup, est, _allocated_budget(first), first.gpu.bf16, card),
+                                est.peak_bytes, _allocated_budget(first), card)
+    compare = tuple(_with_lever(opts, arch, setup, est, t) for t in compare)
     mem = max((t.gpu.memory_bytes for t in fits or compare), default=0)
     # host, PER NODE: the ≥ 2× GPU memory rule (pinned buffers, data loading, checkpoint staging) for the GPUs
     # of one node, and what loading the weights takes there (every rank loads a copy before moving it);
@@ -355,17 +366,69 @@ def run_fit(opts: FitOptions) -> FitResult:
                      float(perf_constants().get("band_pct", 35)))
 
 
+# the flags a lever's change names (advice.py), as FitOptions fields: (field, how to read its value, or the value)
+_LEVER_FLAGS: dict[str, tuple[str, object]] = {
+    "--batch": ("batch", int), "--global-batch": ("global_batch", int), "--precision": ("precision", str),
+    "--optimizer": ("optimizer", str), "--method": ("method", str), "--gpus": ("gpus", int), "--shard": ("shard", str),
+    "--attention": ("attention", str), "--lora-targets": ("lora_targets", lambda v: tuple(v.split(","))),
+    "--grad-checkpointing": ("grad_checkpointing", True), "--fused-optimizer": ("optimizer_impl", "fused"),
+}
+
+
+def lever_options(opts: FitOptions, change: str) -> FitOptions | None:
+    """The run a lever's change names: ``opts`` with its flags applied, as the command line would (None: a change
+    that is not flags)."""
+    toks, kw, i = change.split(), {}, 0
+    while i < len(toks):
+        spec = _LEVER_FLAGS.get(toks[i])
+        if spec is None:
+            return None
+        name, how = spec
+        if callable(how):
+            if i + 1 >= len(toks):
+                return None
+            kw[name], i = how(toks[i + 1]), i + 2
+        else:
+            kw[name], i = how, i + 1
+    return replace(opts, **kw)
+
+
+def _keep_promises(opts: FitOptions, levers: tuple[Lever, ...], base: int, budget: int, card: int) -> tuple[Lever, ...]:
+    """Each lever's figure is what `envman fit` gives with its flags (the stack those flags pick included): a lever
+    whose flags make a run envman refuses is dropped, one that saves nothing too."""
+    out = []
+    for lv in levers:
+        run = lever_options(opts, lv.change)
+        if run is None:
+            out.append(lv)
+            continue
+        try:
+            peak = estimate_run(run)[5].peak_bytes
+        except (UsageError, SetupError):
+            continue
+        if peak >= base:
+            continue
+        fits = peak <= budget
+        out.append(replace(lv, peak_bytes=peak, saves_bytes=base - peak, fits=fits or lv.fits and lv.lever.startswith("cheapest"),
+                           tight=not fits and peak <= card))
+    head = [lv for lv in out if lv.lever.startswith("cheapest")]
+    return tuple(head + sorted((lv for lv in out if lv not in head), key=lambda lv: (-lv.saves_bytes, lv.lever)))
+
+
 def _allocated_budget(t: TargetFit) -> int:
     """The allocated peak a lever must reach on this card: the margin's budget less the context and rounding."""
     return t.usable_bytes - (t.reserve.on_card - t.reserve.allocated if t.reserve else 0)
 
 
-def _with_lever(arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> TargetFit:
+def _with_lever(opts: FitOptions, arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> TargetFit:
     """--compare: a card that does not fit gets its own cheapest lever (ranked for ITS memory)."""
     if t.fits:
         return t
     best = combine(arch, setup, _allocated_budget(t), t.gpu.bf16)  # the cheapest stack of levers that fits this card
-    return replace(t, lever=None if best is None else replace(best, saves_bytes=est.peak_bytes - best.peak_bytes))
+    if best is None:
+        return t
+    kept = _keep_promises(opts, (best,), est.peak_bytes, _allocated_budget(t), t.usable_bytes)
+    return replace(t, lever=kept[0] if kept else None)
 
 
 def _target_dict(t: TargetFit, unit: str, gpus: int) -> dict:

@@ -41,7 +41,8 @@ def _params(text: Optional[str]) -> Optional[int]:
 
 
 # the command's parameter names that FitOptions spells otherwise
-_FIELD = {"target": "targets", "margin": "margin_pct", "selective": "selective_checkpointing"}
+_FIELD = {"target": "targets", "margin": "margin_pct", "selective": "selective_checkpointing",
+          "fused_optimizer": "optimizer_impl"}
 # the options that say where and how a run is judged, not what the run is
 _JUDGING = frozenset({"targets", "compare", "margin_pct", "mfu", "trace"})
 
@@ -83,6 +84,9 @@ def register(app: typer.Typer) -> None:
         mfu: Optional[float] = typer.Option(None, "--mfu", help="Utilisation for the time estimate (default: the GPU generation's published figure)"),
         compare: Optional[str] = typer.Option(None, "--compare", help="One row per GPU, e.g. h100,a100,rtx-4090,l4"),
         zero_grad: Optional[str] = typer.Option(None, "--zero-grad", help="When the loop frees the gradients: before-forward (zero_grad() after step(), PyTorch >= 2.0's set_to_none) | before-backward (zero_grad() between the loss and backward: the last step's gradients live through the forward) | keep (set_to_none=False, PyTorch < 2.0). Default: the stack's"),
+        loss: Optional[str] = typer.Option(None, "--loss", help="What the loss keeps: hf (transformers: the logits upcast to fp32) | chunked (LitGPT: chunks in the compute dtype) | fused (flash-attention's in-place cross-entropy: the logits in their dtype + a log-sum-exp per row). Default: the stack's"),
+        fused_optimizer: bool = typer.Option(False, "--fused-optimizer", help="torch.optim.AdamW(..., fused=True): no parameter-sized temporary in step()"),
+        optimizer_in_backward: bool = typer.Option(False, "--optimizer-in-backward", help="Step each parameter in its gradient hook and free its gradient (torchtune optimizer_in_bwd): one gradient alive at a time"),
         ema: bool = typer.Option(False, "--ema", help="Diffusion (diffusers --use_ema): an fp32 EMA copy of the trained weights on the GPU"),
         trace: bool = typer.Option(False, "--trace", help="Also measure one step with PyTorch on fake tensors (needs torch, transformers)"),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
@@ -103,7 +107,8 @@ def register(app: typer.Typer) -> None:
                               global_batch=global_batch, targets=_split(target), margin_pct=margin,
                               compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace,
                               stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective, ema=ema,
-                              zero_grad=zero_grad)
+                              zero_grad=zero_grad, loss=loss, optimizer_in_backward=optimizer_in_backward,
+                              optimizer_impl="fused" if fused_optimizer else "foreach")
             opts, note = with_workload(opts, given)
             res = run_fit(opts)
             if note:

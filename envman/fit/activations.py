@@ -139,6 +139,14 @@ def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, 
     V = arch.vocab
     if not V or arch.task not in ("causal-lm", "masked-lm"):
         return 0, 0, 0
+    if setup.loss == "fused":
+        # flash-attention's Triton cross-entropy (Dao-AILab/flash-attention@058ad35a3914
+        # flash_attn/ops/triton/cross_entropy.py CrossEntropyLoss): one kernel reads the logits in their own dtype,
+        # saves them with the fp32 log-sum-exp per row (save_for_backward(logits, lse, labels)); with
+        # inplace_backward=True the backward writes the gradient into the logits (dlogits = logits): no fp32 copy,
+        # no gradient-sized temporary. The forward's temporaries are per row (losses, lse, z_losses: fp32)
+        kept = T * V * c + T * 4
+        return kept, 0, 3 * T * 4
     if setup.loss == "compute":
         # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy);
         # the log-softmax output (+ the logits the loop holds through backward)

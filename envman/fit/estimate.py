@@ -21,8 +21,9 @@ from dataclasses import replace
 
 from envman.fit.activations import Acts, act_bytes, activations
 from envman.fit.architectures import Arch
-from envman.fit.runspec import Breakdown, Estimate, Setup, count_trainable, default_seq, dtype_bytes, validate
-from envman.fit.states import model_states, quantised_linears, state_bytes
+from envman.fit.runspec import (Breakdown, Estimate, Setup, count_trainable, default_seq, dtype_bytes, trainable_linears,
+                                validate)
+from envman.fit.states import largest_trained, model_states, quantised_linears, state_bytes
 
 
 def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, int, int]:
@@ -81,6 +82,13 @@ def _accumulated(setup: Setup, grads: int, trainable: int, gb: int) -> int:
     return grads
 
 
+def _one_tensor(arch: Arch, setup: Setup) -> int:
+    """Elements of the largest trained parameter tensor (a LoRA run: its largest adapter matrix)."""
+    if setup.method in ("lora", "qlora"):
+        return max((setup.lora_rank * max(lin.fan_in, lin.fan_out) for lin in trainable_linears(arch, setup)), default=0)
+    return largest_trained(arch, setup) or arch.largest_param or arch.params
+
+
 def stack_arch(arch: Arch, setup: Setup) -> Arch:
     """The model as the stack builds it: LitGPT never ties lm_head to the embedding (its conversion script
     copies the embedding into a separate lm_head), so a tied config gains a vocabulary × hidden matrix."""
@@ -112,13 +120,22 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     head_grad = 0
     if arch.task in ("causal-lm", "masked-lm") and setup.method in ("full", "freeze"):
         head_grad = arch.vocab * arch.hidden * gb
+    bwd_step = 0
+    if setup.optimizer_in_backward:
+        # torch.distributed.optim._apply_optimizer_in_backward (pytorch/pytorch@035290b77d8b
+        # torch/distributed/optim/apply_optimizer_in_backward.py; torchtune's optimizer_in_bwd): a hook on each
+        # parameter's AccumulateGrad runs that parameter's optimizer step, then `param.grad = None` — one
+        # gradient alive at a time, the step's per-tensor temporaries inside backward, no step phase after it
+        one = _one_tensor(arch, setup)
+        grads = min(grads, one * gb // (setup.tp * setup.pp))
+        bwd_step, opt_tmp = min(opt_tmp, one * r // (setup.tp * setup.pp)), 0
     acc = grads if setup.zero_grad == "keep" else _accumulated(setup, grads, trainable, gb)
     # the gradients alive through the forward: zero_grad() between the forward and backward frees them only then
     fwd = grads if setup.zero_grad == "before-backward" else acc
     # the moments of a step
     start = Breakdown(weights, acc, opt, kept, acts.loss_transient + cast_copies + gathered + qlora_tmp)
     during = Breakdown(weights, max(acc, min(head_grad, grads)), opt, kept - acts.loss_saved + recompute,
-                       acts.layer_transient + cast_copies + gathered + qlora_tmp)
+                       acts.layer_transient + cast_copies + gathered + qlora_tmp + bwd_step)
     # last op of backward: a tied embedding's dense gradient is summed into the head's (two more tables)
     tied_sum = 2 * arch.vocab * arch.hidden * gb if arch.tied and arch.vocab and setup.method == "full" else 0
     end = Breakdown(weights, grads, opt, 0, tied_sum + gathered)

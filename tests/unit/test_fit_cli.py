@@ -525,3 +525,78 @@ def test_the_workloads_batch_above_its_global_batch_is_refused_naming_the_worklo
     res, err = run(app, str(tmp_path), "--target", "h100")
     assert err is not None and err.exit_code == 2
     assert err.message == "envman.yaml workload: --global-batch 2 is smaller than one micro-step's 8 samples (--batch 8)"
+
+
+# --- issue 41.4: every lever's flags give the figure the advice printed -------------------------------------------
+@pytest.mark.parametrize("base", [
+    ("--model", "llama-3.1-8b", "--method", "full", "--target", "a100-80gb"),
+    ("--model", "llama-3.1-8b", "--method", "full", "--batch", "8", "--seq", "1024", "--target", "rtx-4090"),
+    ("--model", "llama-3.1-8b", "--method", "full", "--precision", "fp32", "--batch", "4", "--global-batch", "16",
+     "--target", "h100"),
+    ("--model", "gpt2-xl", "--precision", "fp32", "--batch", "16", "--attention", "eager", "--target", "t4"),
+    ("--model", "llama-3.1-8b", "--stack", "peft-lora", "--batch", "8", "--target", "rtx-4090"),
+    ("--model", "llama-3.1-8b", "--gpus", "8", "--shard", "ddp", "--batch", "4", "--target", "a100-40gb"),
+    ("--model", "vit-large", "--precision", "fp32", "--batch", "512", "--target", "t4"),
+])
+def test_every_lever_gives_the_figure_it_promised(app, base):
+    res, err = run(app, *base, "--compare", "rtx-4090,l4", "--json")
+    assert err is None, err
+    d = json.loads(res.stdout)
+    levers = [(lv["change"], lv["saves_bytes"]) for lv in d["advice"]]
+    levers += [(t["lever"]["change"], d["peak_bytes"] - t["lever"]["peak_bytes"]) for t in d["compare"] if t["lever"]]
+    assert levers, "the base run fits: nothing to check"
+    for change, saves in levers:
+        # drop a flag the base run already gives (the lever's value wins, as on a command line)
+        flags = change.split()
+        kept = list(base)
+        for f in [f for f in flags if f.startswith("--")]:
+            if f in kept:
+                i = kept.index(f)
+                del kept[i:i + (1 if f in ("--grad-checkpointing", "--fused-optimizer") else 2)]
+        again, err = run(app, *kept, *flags, "--json")
+        assert err is None, (change, err)
+        assert d["peak_bytes"] - json.loads(again.stdout)["peak_bytes"] == saves, change
+
+
+# --- issue 41.1: what the loss keeps (--loss), the fused optimizer, the optimizer step in backward -----------------
+GPT3_125M = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_head": 12, "n_layer": 12,
+             "n_positions": 2048, "vocab_size": 50257}
+
+
+@pytest.mark.parametrize("loss, peak, phase", [
+    ("hf", "74.81 GiB", "backward-start"),  # transformers: the fp32 log-softmax of 32 × 2048 × 50257 logits, 3× at once
+    ("chunked", "45.29 GiB", "backward-start"),  # LitGPT: in the compute dtype, 128-token chunks
+    ("fused", "44.14 GiB", "loss"),  # flash-attention's in-place kernel: the bf16 logits and an fp32 lse per row
+])
+def test_the_loss_names_what_it_keeps(app, tmp_path, loss, peak, phase):
+    # flash-attention's GPT3-125M at 32 × 2048 ran on 80 GB with its fused in-place cross-entropy (issue 41)
+    (tmp_path / "config.json").write_text(json.dumps(GPT3_125M))
+    res, err = run(app, "--model", str(tmp_path / "config.json"), "--seq", "2048", "--batch", "32", "--loss", loss,
+                   "--target", "a100-80gb")
+    assert err is None and res.exit_code == 0
+    assert f"peak     {peak} per GPU allocated (max_memory_allocated, at {phase})" in res.output
+
+
+def test_an_unknown_loss_is_refused_with_the_three_it_knows(app):
+    res, err = run(app, "--model", "gpt2", "--loss", "liger", "--target", "h100")
+    assert (err.message, err.exit_code) == ("--loss 'liger' is not one of hf, chunked, fused", 2)
+    assert err.hint.startswith("hf (transformers: fp32 logits), chunked (LitGPT")
+
+
+def test_the_fused_optimizer_and_the_step_in_backward_drop_what_they_free(app):
+    base = ("--model", "gpt2", "--batch", "1", "--seq", "128", "--precision", "fp32", "--target", "h100", "--json")
+    peaks = {}
+    for extra in ((), ("--fused-optimizer",), ("--optimizer-in-backward",)):
+        res, err = run(app, *base, *extra)
+        assert err is None
+        d = json.loads(res.stdout)
+        peaks[extra] = (d["peak_bytes"], d["peak_phase"])
+    # foreach AdamW's sqrt(v) list is the step's peak; fused has none; in backward only one tensor's gradient lives
+    assert peaks[()][1] == "optimizer-step"
+    assert peaks[("--fused-optimizer",)][0] < peaks[()][0]
+    assert peaks[("--optimizer-in-backward",)][0] < peaks[("--fused-optimizer",)][0]
+
+
+def test_the_step_in_backward_refuses_accumulation(app):
+    res, err = run(app, "--model", "gpt2", "--batch", "2", "--global-batch", "8", "--optimizer-in-backward", "--target", "h100")
+    assert err.exit_code == 2 and err.message.startswith("--optimizer-in-backward steps each parameter as its gradient")

@@ -317,7 +317,7 @@ def test_zero3_keeps_the_head_gathered_from_its_forward_to_its_backward_with_its
     lora = replace(setup, method="lora", lora_targets=QV)  # a frozen head: no gradient, the two layers as before
     assert _deepspeed_states(a, lora, count_trainable(a, lora), 1, 8, layer)[3] == 4 * layer
     # a frozen backbone (method freeze) trains its head only: a ViT's classifier, not its 4096 × 1024 MLP linears
-    from envman.fit.states import _largest_trained
+    from envman.fit.states import largest_trained as _largest_trained
 
     vit = arch("vit-large")
     head = vit.linears[-1].fan_in * vit.linears[-1].fan_out
