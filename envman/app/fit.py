@@ -11,6 +11,7 @@ from envman.errors import UsageError
 from envman.fit.advice import Lever, combine, rank_levers
 from envman.fit.architectures import Arch, params_from_count
 from envman.fit.catalog import GpuSpec, allocator_rules, find_model, gpu_specs, load_config, perf_constants
+from envman.fit.cost import RunCost, price_for, run_cost
 from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
 from envman.fit.reserve import Reserve, fits_verdict, reserve
 from envman.fit.runspec import LOSS_FLAGS, Estimate, Setup, SetupError, default_seq
@@ -55,6 +56,10 @@ class FitOptions:
     zero_grad: str | None = None  # None: the stack's, else before-forward (runspec.ZERO_GRAD: when the loop frees gradients)
     loss: str | None = None  # None: the stack's; hf | chunked | fused (runspec.LOSS_FLAGS: what the loss keeps)
     optimizer_in_backward: bool = False  # each parameter stepped in its AccumulateGrad hook (torchtune optimizer_in_bwd)
+    tokens: int | None = None  # the whole run's training tokens: its wall time (and cost) per GPU type
+    samples: int | None = None  # or its samples (× epochs)
+    epochs: float = 1.0
+    prices: tuple[tuple[str, float], ...] = ()  # per GPU-hour, by GPU name ("*": every GPU); never invented
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,7 @@ class TargetFit:
     mfu: float | None = None  # the utilisation the time estimate used
     bound: str = ""  # compute | memory-bandwidth
     lever: Lever | None = None  # --compare: this card's own cheapest way to fit
+    run: RunCost | None = None  # --tokens/--samples: the whole run's wall time (and cost at a given price)
     verdict: str = "fits"  # fits | tight (inside the card, within the margin) | does not fit
     reserve: Reserve | None = None  # the reserved estimate (allocator rounding, CUDA context) on this card
 
@@ -324,6 +330,8 @@ def _framework_fraction(path: str) -> tuple[float, str | None]:
 
 def run_fit(opts: FitOptions) -> FitResult:
     name, source, arch, entry, setup, est = estimate_run(opts)
+    if opts.prices:  # the GPU names as typed (h100, an alias) → gpus.yaml ids; an unknown one is refused
+        opts = replace(opts, prices=tuple((n if n == "*" else gpu_specs((n,))[0].id, p) for n, p in opts.prices))
     target_names, tnote = _targets(opts)
     fraction, fnote = _framework_fraction(opts.path)
     notes = list(est.notes) + ([tnote] if tnote else []) + ([fnote] if fnote else [])
@@ -341,6 +349,8 @@ def run_fit(opts: FitOptions) -> FitResult:
         advice = _keep_promises(opts, rank_levers(arch, setup, est, _allocated_budget(first), first.gpu.bf16, card),
                                 est.peak_bytes, _allocated_budget(first), card)
     compare = tuple(_with_lever(opts, arch, setup, est, t) for t in compare)
+    band = float(perf_constants().get("band_pct", 35))
+    fits, compare = (tuple(_with_run(opts, est, t, band) for t in ts) for ts in (fits, compare))
     mem = max((t.gpu.memory_bytes for t in fits or compare), default=0)
     # host, PER NODE: the ≥ 2× GPU memory rule (pinned buffers, data loading, checkpoint staging) for the GPUs
     # of one node, and what loading the weights takes there (every rank loads a copy before moving it);
@@ -415,6 +425,31 @@ def _keep_promises(opts: FitOptions, levers: tuple[Lever, ...], base: int, budge
     return tuple(head + sorted((lv for lv in out if lv not in head), key=lambda lv: (-lv.saves_bytes, lv.lever)))
 
 
+def _volume(opts: FitOptions, est: Estimate) -> float | None:
+    """The whole run in the estimate's unit (tokens, or samples for image models)."""
+    if opts.tokens is None and opts.samples is None:
+        return None
+    if opts.tokens is not None and opts.samples is not None:
+        raise UsageError("--tokens and --samples exclude each other", hint="give the run's tokens, or its samples × --epochs")
+    for flag, v in (("--tokens", opts.tokens), ("--samples", opts.samples), ("--epochs", opts.epochs)):
+        if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v <= 0):
+            raise UsageError(f"{flag} {v}: expected a positive number", hint="e.g. --tokens 2e9, or --samples 50000 --epochs 3")
+    if opts.tokens is not None:
+        if est.unit != "tokens":
+            raise UsageError(f"--tokens: this model counts {est.unit}, not tokens", hint="--samples N --epochs E")
+        return opts.tokens * opts.epochs
+    per = (est.setup.seq or 1) if est.unit == "tokens" else 1
+    return opts.samples * per * opts.epochs
+
+
+def _with_run(opts: FitOptions, est: Estimate, t: TargetFit, band: float) -> TargetFit:
+    volume = _volume(opts, est)
+    if volume is None or t.throughput is None:
+        return t
+    price = price_for(opts.prices, t.gpu.id, (t.gpu.name,))
+    return replace(t, run=run_cost(volume, t.throughput, est.setup.gpus, band, price))
+
+
 def _allocated_budget(t: TargetFit) -> int:
     """The allocated peak a lever must reach on this card: the margin's budget less the context and rounding."""
     return t.usable_bytes - (t.reserve.on_card - t.reserve.allocated if t.reserve else 0)
@@ -444,6 +479,12 @@ def _target_dict(t: TargetFit, unit: str, gpus: int) -> dict:
             "reserved_bytes": t.reserve.reserved if t.reserve else None,
             "on_card_bytes": t.reserve.on_card if t.reserve else None,
             "context_bytes": t.reserve.context if t.reserve else None,
+            "run_seconds": None if t.run is None else round(t.run.seconds, 1),
+            "run_seconds_range": None if t.run is None else [round(t.run.low, 1), round(t.run.high, 1)],
+            "price_per_gpu_hour": None if t.run is None else t.run.price,
+            "cost": None if t.run is None or t.run.amount is None else round(t.run.amount, 2),
+            "cost_range": None if t.run is None or t.run.amount_range is None
+            else [round(x, 2) for x in t.run.amount_range],
             "memory_bandwidth_bytes_per_second": t.gpu.bandwidth or None,
             "notes": list(t.notes)}
 

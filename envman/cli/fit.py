@@ -21,7 +21,7 @@ def _split(values: Optional[list[str]]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _params(text: Optional[str]) -> Optional[int]:
+def _params(text: Optional[str], flag: str = "--params") -> Optional[int]:
     if text is None:
         return None
     import math
@@ -33,16 +33,38 @@ def _params(text: Optional[str]) -> Optional[int]:
     try:
         v = float(t[:-1] if mult != 1 else t) * mult
     except ValueError:
-        raise UsageError(f"--params {text!r} is not a number", hint="e.g. --params 7e9, --params 7B, --params 350M") from None
+        raise UsageError(f"{flag} {text!r} is not a number", hint=f"e.g. {flag} 7e9, {flag} 7B, {flag} 350M") from None
     if not math.isfinite(v) or not 1 <= v <= 1e15:
-        raise UsageError(f"--params {text}: expected a parameter count between 1 and 1e15",
-                         hint="e.g. --params 7e9, --params 7B, --params 350M")
+        what = "a parameter count" if flag == "--params" else "a number"
+        raise UsageError(f"{flag} {text}: expected {what} between 1 and 1e15",
+                         hint=f"e.g. {flag} 7e9, {flag} 7B, {flag} 350M")
     return int(v)
+
+
+def _prices(text: Optional[str]) -> tuple[tuple[str, float], ...]:
+    """--price-per-gpu-hour 2.5 (every GPU) or h100=2.5,l4=0.8 (per GPU)."""
+    import math
+
+    if text is None:
+        return ()
+    out = []
+    for part in [x.strip() for x in text.split(",") if x.strip()]:
+        name, _, value = part.rpartition("=") if "=" in part else ("*", "", part)
+        try:
+            price = float(value)
+        except ValueError:
+            price = math.nan
+        if not name.strip() or not math.isfinite(price) or price <= 0:
+            raise UsageError(f"--price-per-gpu-hour {text!r}: {part!r} is not a price",
+                             hint="a positive price per GPU-hour for every GPU (2.5) or per GPU (h100=2.5,l4=0.8); "
+                                  "envman never assumes one")
+        out.append((name.strip(), price))
+    return tuple(out)
 
 
 # the command's parameter names that FitOptions spells otherwise
 _FIELD = {"target": "targets", "margin": "margin_pct", "selective": "selective_checkpointing",
-          "fused_optimizer": "optimizer_impl"}
+          "fused_optimizer": "optimizer_impl", "price_per_gpu_hour": "prices"}
 # the options that say where and how a run is judged, not what the run is
 _JUDGING = frozenset({"targets", "compare", "margin_pct", "mfu", "trace"})
 
@@ -87,6 +109,10 @@ def register(app: typer.Typer) -> None:
         loss: Optional[str] = typer.Option(None, "--loss", help="What the loss keeps: hf (transformers: the logits upcast to fp32) | chunked (LitGPT: chunks in the compute dtype) | fused (flash-attention's in-place cross-entropy: the logits in their dtype + a log-sum-exp per row). Default: the stack's"),
         fused_optimizer: bool = typer.Option(False, "--fused-optimizer", help="torch.optim.AdamW(..., fused=True): no parameter-sized temporary in step()"),
         optimizer_in_backward: bool = typer.Option(False, "--optimizer-in-backward", help="Step each parameter in its gradient hook and free its gradient (torchtune optimizer_in_bwd): one gradient alive at a time"),
+        tokens: Optional[str] = typer.Option(None, "--tokens", help="The whole run's training tokens (2e9, 300B): its wall time per GPU type"),
+        samples: Optional[int] = typer.Option(None, "--samples", help="Or the run's samples (× --epochs)"),
+        epochs: float = typer.Option(1.0, "--epochs", help="Passes over --samples (or --tokens)"),
+        price_per_gpu_hour: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="Your price per GPU-hour, for every GPU (2.5) or per GPU (h100=2.5,l4=0.8): the run's cost. envman assumes none"),
         ema: bool = typer.Option(False, "--ema", help="Diffusion (diffusers --use_ema): an fp32 EMA copy of the trained weights on the GPU"),
         trace: bool = typer.Option(False, "--trace", help="Also measure one step with PyTorch on fake tensors (needs torch, transformers)"),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
@@ -108,7 +134,9 @@ def register(app: typer.Typer) -> None:
                               compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace,
                               stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective, ema=ema,
                               zero_grad=zero_grad, loss=loss, optimizer_in_backward=optimizer_in_backward,
-                              optimizer_impl="fused" if fused_optimizer else "foreach")
+                              optimizer_impl="fused" if fused_optimizer else "foreach",
+                              tokens=_params(tokens, "--tokens"), samples=samples, epochs=epochs,
+                              prices=_prices(price_per_gpu_hour))
             opts, note = with_workload(opts, given)
             res = run_fit(opts)
             if note:
@@ -173,6 +201,18 @@ def _reserve_line(res) -> list[str]:
             f"segments); {fmt_bytes(r.on_card)} on the card with the CUDA context (nvidia-smi)"]
 
 
+def _run_cells(t) -> list[str]:
+    from envman.fit.cost import fmt_duration
+
+    r = t.run
+    if r is None:
+        return ["-", "-"]
+    time = f"{fmt_duration(r.seconds)} ({fmt_duration(r.low)}–{fmt_duration(r.high)})"
+    rng = r.amount_range
+    cost = "no price given" if rng is None else f"{r.amount:,.0f} ({rng[0]:,.0f}–{rng[1]:,.0f})"
+    return [time, cost]
+
+
 def _gpu_lines(res) -> list[str]:
     from envman.app.fit import fmt_bytes
     from envman.cli.output import table
@@ -186,10 +226,13 @@ def _gpu_lines(res) -> list[str]:
                fmt_bytes(t.headroom_bytes),
                str(t.max_micro_batch), acc, "-" if t.step_seconds is None else f"{t.step_seconds:.3g} s",
                _rate(t.throughput, u)]
-        return out + ([_rate(None if t.throughput is None else t.throughput * s.gpus, u)] if s.gpus > 1 else [])
+        out += [_rate(None if t.throughput is None else t.throughput * s.gpus, u)] if s.gpus > 1 else []
+        return out + (_run_cells(t) if runs else [])
 
     header = ["GPU", "memory", "fits", "headroom", "max micro-batch", "accum steps", "step*", f"{u}/s per GPU*"]
     header += [f"{u}/s all {s.gpus} GPUs*"] if s.gpus > 1 else []
+    runs = any(t.run is not None for t in (*res.targets, *res.compare))
+    header += ["whole run*", "cost*"] if runs else []
     lines: list[str] = []
     if res.targets:
         lines += ["", f"targets (fits: the estimate on the card with {res.margin_pct:g}% kept free for fragmentation and "

@@ -21,8 +21,16 @@ from dataclasses import replace
 
 from envman.fit.activations import Acts, act_bytes, activations
 from envman.fit.architectures import Arch
-from envman.fit.runspec import (Breakdown, Estimate, Setup, count_trainable, default_seq, dtype_bytes, trainable_linears,
-                                validate)
+from envman.fit.runspec import (
+    Breakdown,
+    Estimate,
+    Setup,
+    count_trainable,
+    default_seq,
+    dtype_bytes,
+    trainable_linears,
+    validate,
+)
 from envman.fit.states import largest_trained, model_states, quantised_linears, state_bytes
 
 

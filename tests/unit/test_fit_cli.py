@@ -600,3 +600,49 @@ def test_the_fused_optimizer_and_the_step_in_backward_drop_what_they_free(app):
 def test_the_step_in_backward_refuses_accumulation(app):
     res, err = run(app, "--model", "gpt2", "--batch", "2", "--global-batch", "8", "--optimizer-in-backward", "--target", "h100")
     assert err.exit_code == 2 and err.message.startswith("--optimizer-in-backward steps each parameter as its gradient")
+
+
+# --- issue 41.7: the whole run's wall time per GPU type, and its cost at the user's price ---------------------------
+def test_the_whole_run_takes_volume_over_rate_and_costs_only_at_a_given_price(app):
+    res, err = run(app, "--model", "llama-3.1-8b", "--method", "qlora", "--target", "h100", "--compare", "h100,l4",
+                   "--tokens", "1e9", "--price-per-gpu-hour", "h100=2.5", "--json")
+    assert err is None
+    d = json.loads(res.stdout)
+    band = d["estimate"]["band_pct"] / 100
+    for t in d["compare"]:
+        rate = t["tokens_per_second"]
+        assert t["run_seconds"] == pytest.approx(1e9 / rate, rel=1e-3)
+        lo, hi = t["run_seconds_range"]
+        assert (lo, hi) == (pytest.approx(1e9 / (rate * (1 + band)), rel=1e-3), pytest.approx(1e9 / (rate * (1 - band)), rel=1e-3))
+    h100, l4 = d["compare"]
+    assert h100["cost"] == pytest.approx(h100["run_seconds"] / 3600 * 2.5, rel=1e-3)
+    assert h100["cost_range"] == [pytest.approx(h100["run_seconds_range"][0] / 3600 * 2.5, rel=1e-3),
+                                  pytest.approx(h100["run_seconds_range"][1] / 3600 * 2.5, rel=1e-3)]
+    assert (l4["price_per_gpu_hour"], l4["cost"], l4["cost_range"]) == (None, None, None)  # no price: none invented
+
+
+def test_the_run_counts_every_gpu_hour_and_samples_times_epochs(app):
+    one, _ = run(app, "--model", "gpt2", "--seq", "1024", "--batch", "8", "--target", "a100", "--samples", "1000",
+                 "--epochs", "3", "--price-per-gpu-hour", "2", "--json")
+    eight, _ = run(app, "--model", "gpt2", "--seq", "1024", "--batch", "8", "--gpus", "8", "--shard", "ddp",
+                   "--target", "a100", "--samples", "1000", "--epochs", "3", "--price-per-gpu-hour", "2", "--json")
+    a, b = json.loads(one.stdout)["targets"][0], json.loads(eight.stdout)["targets"][0]
+    assert a["run_seconds"] == pytest.approx(3000 * 1024 / a["tokens_per_second"], abs=0.06)  # rounded to 0.1 s
+    assert b["cost"] == pytest.approx(b["run_seconds"] / 3600 * 8 * 2, abs=0.005)  # rounded to a cent
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--price-per-gpu-hour", "h100=free"), "--price-per-gpu-hour 'h100=free': 'h100=free' is not a price"),
+    (("--price-per-gpu-hour", "-1"), "--price-per-gpu-hour '-1': '-1' is not a price"),
+    (("--tokens", "1e9", "--samples", "10"), "--tokens and --samples exclude each other"),
+    (("--samples", "10", "--epochs", "0"), "--epochs 0.0: expected a positive number"),
+    (("--tokens", "lots"), "--tokens 'lots' is not a number"),
+])
+def test_run_volume_and_price_errors_are_one_line_with_a_hint(app, args, message):
+    res, err = run(app, "--model", "gpt2", "--target", "h100", *args)
+    assert err is not None and err.message == message and err.hint and err.exit_code == 2
+
+
+def test_an_image_model_counts_samples_not_tokens(app):
+    res, err = run(app, "--model", "vit-base", "--target", "h100", "--tokens", "1e6")
+    assert err.message == "--tokens: this model counts images, not tokens" and err.hint == "--samples N --epochs E"
