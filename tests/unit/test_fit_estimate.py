@@ -235,3 +235,30 @@ def test_flux_counts_the_t5_tokens_the_run_gives():
     short, default = (estimate(arch, replace(setup, seq=s)).breakdown.activations for s in (77, None))
     assert short < default
     assert estimate(arch, replace(setup, seq=512)).breakdown.activations == default
+
+
+# --- issue 41.1: basic-block ResNets (ResNet-18/34) -------------------------------------------------------------------
+@pytest.mark.parametrize("depths, params", [([2, 2, 2, 2], 11_689_512), ([3, 4, 6, 3], 21_797_672)])
+def test_basic_block_resnets_count_torchvisions_parameters(depths, params):
+    # microsoft/resnet-18 and -34 configs; torchvision.models.resnet18/34 print these counts
+    from envman.fit.architectures import arch_from_config
+    from envman.fit.estimate import estimate
+    from envman.fit.runspec import Setup
+
+    cfg = {"model_type": "resnet", "num_channels": 3, "embedding_size": 64, "hidden_sizes": [64, 128, 256, 512],
+           "depths": depths, "layer_type": "basic", "num_labels": 1000}
+    arch = arch_from_config(cfg)
+    assert arch.params == params and arch.variant == "basic" and not arch.validated
+    est = estimate(arch, Setup(batch=32, image_size=224, precision="fp32", optimizer="sgd-momentum"))
+    deeper = estimate(arch_from_config({**cfg, "depths": [d + 1 for d in depths]}),
+                      Setup(batch=32, image_size=224, precision="fp32", optimizer="sgd-momentum"))
+    assert 0 < est.breakdown.activations < deeper.breakdown.activations and est.train_flops < deeper.train_flops
+
+
+def test_an_unknown_resnet_layer_type_names_the_two_it_knows():
+    from envman.fit.architectures import ArchError, arch_from_config
+
+    with pytest.raises(ArchError) as e:
+        arch_from_config({"model_type": "resnet", "hidden_sizes": [64], "depths": [2], "layer_type": "preact"})
+    assert e.value.problems == ["layer_type: expected 'bottleneck' (ResNet-50 and deeper) or 'basic' (ResNet-18/34), "
+                                "got 'preact'"]
