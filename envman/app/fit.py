@@ -11,7 +11,7 @@ from envman.errors import UsageError
 from envman.fit.advice import Lever, combine, rank_levers
 from envman.fit.architectures import Arch, params_from_count
 from envman.fit.catalog import GpuSpec, allocator_rules, find_model, gpu_specs, load_config, perf_constants
-from envman.fit.cost import RunCost, price_for, run_cost
+from envman.fit.cost import RunCost, fmt_duration, price_for, run_cost
 from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
 from envman.fit.reserve import Reserve, fits_verdict, reserve
 from envman.fit.runspec import LOSS_FLAGS, Estimate, Setup, SetupError, default_seq
@@ -439,7 +439,7 @@ def _volume(opts: FitOptions, est: Estimate) -> float | None:
             raise UsageError(f"--tokens: this model counts {est.unit}, not tokens", hint="--samples N --epochs E")
         return opts.tokens * opts.epochs
     per = (est.setup.seq or 1) if est.unit == "tokens" else 1
-    return opts.samples * per * opts.epochs
+    return (opts.samples or 0) * per * opts.epochs
 
 
 def _with_run(opts: FitOptions, est: Estimate, t: TargetFit, band: float) -> TargetFit:
@@ -532,6 +532,9 @@ def result_dict(res: FitResult) -> dict:
         "traced_analytic_bytes": res.trace_analytic_bytes,
         "notes": list(res.notes) + ([res.trace_note] if res.trace_note else []),
     }
+
+
+__all__ = ["fmt_duration"]  # for cli/fit.py, which talks to the use case only
 
 
 def fmt_bytes(n: float) -> str:

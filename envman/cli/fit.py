@@ -202,7 +202,7 @@ def _reserve_line(res) -> list[str]:
 
 
 def _run_cells(t) -> list[str]:
-    from envman.fit.cost import fmt_duration
+    from envman.app.fit import fmt_duration
 
     r = t.run
     if r is None:

@@ -315,7 +315,7 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
     return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), profile=tuple(profile), elementwise_bytes=b * ew * c)
 
 
-def _basic_block(b: int, c: int, cin: int, w: int, rout: int) -> tuple[int, int, int, float, int]:
+def _basic_block(b: int, c: int, cin: int, w: int, rout: int) -> tuple[int, int, int, int, int]:
     """transformers' ResNetBasicLayer (ResNet-18/34): conv 3×3 (stride) → BN → ReLU → conv 3×3 → BN, a 1×1
     conv + BN shortcut where the width or resolution changes, the add, ReLU (modeling_resnet.py
     ResNetBasicLayer, ResNetConvLayer, ResNetShortCut). Kept as in the bottleneck count: each BN's input, each

@@ -90,6 +90,19 @@ def _accumulated(setup: Setup, grads: int, trainable: int, gb: int) -> int:
     return grads
 
 
+def _in_backward(arch: Arch, setup: Setup, grads: int, opt_tmp: int) -> tuple[int, int, int]:
+    """(gradients alive, the step's temporaries after backward, those inside backward). With the optimizer in
+    backward — torch.distributed.optim._apply_optimizer_in_backward (pytorch/pytorch@035290b77d8b
+    torch/distributed/optim/apply_optimizer_in_backward.py; torchtune's optimizer_in_bwd) — a hook on each
+    parameter's AccumulateGrad runs that parameter's step, then `param.grad = None`: one gradient alive at a
+    time, the per-tensor temporaries inside backward, no step phase after it."""
+    if not setup.optimizer_in_backward:
+        return grads, opt_tmp, 0
+    r, _, gb, _ = dtype_bytes(setup.precision)
+    one, mp = _one_tensor(arch, setup), setup.tp * setup.pp
+    return min(grads, one * gb // mp), 0, min(opt_tmp, one * r // mp)
+
+
 def _one_tensor(arch: Arch, setup: Setup) -> int:
     """Elements of the largest trained parameter tensor (a LoRA run: its largest adapter matrix)."""
     if setup.method in ("lora", "qlora"):
@@ -128,15 +141,7 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     head_grad = 0
     if arch.task in ("causal-lm", "masked-lm") and setup.method in ("full", "freeze"):
         head_grad = arch.vocab * arch.hidden * gb
-    bwd_step = 0
-    if setup.optimizer_in_backward:
-        # torch.distributed.optim._apply_optimizer_in_backward (pytorch/pytorch@035290b77d8b
-        # torch/distributed/optim/apply_optimizer_in_backward.py; torchtune's optimizer_in_bwd): a hook on each
-        # parameter's AccumulateGrad runs that parameter's optimizer step, then `param.grad = None` — one
-        # gradient alive at a time, the step's per-tensor temporaries inside backward, no step phase after it
-        one = _one_tensor(arch, setup)
-        grads = min(grads, one * gb // (setup.tp * setup.pp))
-        bwd_step, opt_tmp = min(opt_tmp, one * r // (setup.tp * setup.pp)), 0
+    grads, opt_tmp, bwd_step = _in_backward(arch, setup, grads, opt_tmp)
     acc = grads if setup.zero_grad == "keep" else _accumulated(setup, grads, trainable, gb)
     # the gradients alive through the forward: zero_grad() between the forward and backward frees them only then
     fwd = grads if setup.zero_grad == "before-backward" else acc

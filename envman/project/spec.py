@@ -341,7 +341,7 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
         elif isinstance(val, bool) and want is not bool or not isinstance(val, want):
             p.bad(f"{path}.{k}", f"expected {getattr(want, '__name__', 'a number')}, got {val!r}",
                   f"e.g. {k}: {WORKLOAD_EXAMPLES[k]} (the value of `envman fit --{k.replace('_', '-')}`)")
-        elif k == "lora_targets" and not all(isinstance(i, str) for i in val):
+        elif k == "lora_targets" and isinstance(val, list) and not all(isinstance(i, str) for i in val):
             p.bad(f"{path}.{k}", f"expected a list of layer names, got {val!r}", f"e.g. {k}: {WORKLOAD_EXAMPLES[k]}")
         elif isinstance(val, str) and (_CTRL.search(val) or len(val) > 200):
             p.bad(f"{path}.{k}", f"{val!r} is not a plain value",
