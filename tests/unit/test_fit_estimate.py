@@ -262,3 +262,26 @@ def test_an_unknown_resnet_layer_type_names_the_two_it_knows():
         arch_from_config({"model_type": "resnet", "hidden_sizes": [64], "depths": [2], "layer_type": "preact"})
     assert e.value.problems == ["layer_type: expected 'bottleneck' (ResNet-50 and deeper) or 'basic' (ResNet-18/34), "
                                 "got 'preact'"]
+
+
+# --- issue 41.5: a small transformer's memory-bound kernels are not at the large-matmul utilisation -----------------
+def _step_over_matmul(model_cfg_or_name, **setup):
+    from envman.app.fit import FitOptions, run_fit
+    from envman.fit.catalog import utilisation
+
+    res = run_fit(FitOptions(model=model_cfg_or_name, targets=("a100",), **setup))
+    t = res.targets[0]
+    util = utilisation(t.gpu.cc, "bf16")[0]
+    matmul = res.estimate.train_flops / (t.gpu.peak_tflops("bf16") * 1e12 * util)
+    return t.step_seconds / matmul, t.bound
+
+
+def test_a_small_transformers_elementwise_kernels_add_to_its_step_a_large_ones_barely(tmp_path):
+    tiny = tmp_path / "vit-ti.json"  # ViT-Ti/16 (timm vit_tiny_patch16_224): hidden 192, 12 layers, 3 heads
+    tiny.write_text('{"model_type": "vit", "hidden_size": 192, "num_hidden_layers": 12, "num_attention_heads": 3, '
+                    '"intermediate_size": 768, "image_size": 224, "patch_size": 16, "num_labels": 1000}')
+    small, bound = _step_over_matmul(str(tiny), batch=256, precision="bf16-mixed")
+    large, _ = _step_over_matmul("llama-3.1-8b", batch=1, seq=2048, precision="bf16-mixed")
+    assert bound == "compute + memory-bandwidth"
+    # the large model: its own share is the measured run's, which the utilisation already holds
+    assert small > 1.3 and 0.97 < large < 1.03, (small, large)
