@@ -56,6 +56,7 @@ class FitOptions:
     zero_grad: str | None = None  # None: the stack's, else before-forward (runspec.ZERO_GRAD: when the loop frees gradients)
     loss: str | None = None  # None: the stack's; hf | chunked | fused (runspec.LOSS_FLAGS: what the loss keeps)
     optimizer_in_backward: bool = False  # each parameter stepped in its AccumulateGrad hook (torchtune optimizer_in_bwd)
+    compile: bool = False  # torch.compile: said in a note (the partitioner decides what is saved: not modelled)
     tokens: int | None = None  # the whole run's training tokens: its wall time (and cost) per GPU type
     samples: int | None = None  # or its samples (× epochs)
     epochs: float = 1.0
@@ -300,6 +301,8 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
         est = estimate(arch, setup)
     except SetupError as exc:
         raise UsageError(str(exc), hint=exc.hint) from None
+    if opts.compile:
+        notes.append(COMPILE_NOTE)
     return name, source, arch, entry, setup, replace(est, notes=tuple(notes) + est.notes)
 
 
@@ -374,6 +377,14 @@ def run_fit(opts: FitOptions) -> FitResult:
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
                      opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic,
                      float(perf_constants().get("band_pct", 35)))
+
+
+# what envman can say of torch.compile (docs/fit.md): AOTAutograd's partitioner for Inductor,
+# torch/_functorch/partitioners.py min_cut_rematerialization_partition (pytorch/pytorch@c28ba8e5893e), "partitions
+# the joint graph such that the backward recomputes the forward", choosing the saved set by a min-cut
+COMPILE_NOTE = ("torch.compile: what the forward saves is chosen by AOTAutograd's min-cut partitioner, which "
+                "recomputes some forward ops in backward instead of saving them; envman counts what eager PyTorch "
+                "saves and runs (the estimate is eager's, not the compiled run's)")
 
 
 # the flags a lever's change names (advice.py), as FitOptions fields: (field, how to read its value, or the value)
@@ -504,7 +515,9 @@ def result_dict(res: FitResult) -> dict:
                   "lora_targets": list(s.lora_targets) if s.method in ("lora", "qlora") else None,
                   "gpus": s.gpus, "shard": s.shard, "global_batch": res.global_batch, "attention": s.attention,
                   "margin_pct": res.margin_pct, "stack": s.stack, "accumulation_steps": s.accumulation,
-                  "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema, "zero_grad": s.zero_grad},
+                  "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema, "zero_grad": s.zero_grad,
+                  "loss": {v: k for k, v in LOSS_FLAGS.items()}.get(s.loss, s.loss),
+                  "optimizer_impl": s.optimizer_impl, "optimizer_in_backward": s.optimizer_in_backward},
         "peak_bytes": e.peak_bytes,
         "peak_phase": e.phase,
         "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,

@@ -646,3 +646,12 @@ def test_run_volume_and_price_errors_are_one_line_with_a_hint(app, args, message
 def test_an_image_model_counts_samples_not_tokens(app):
     res, err = run(app, "--model", "vit-base", "--target", "h100", "--tokens", "1e6")
     assert err.message == "--tokens: this model counts images, not tokens" and err.hint == "--samples N --epochs E"
+
+
+def test_compile_is_said_not_guessed(app):
+    base, _ = run(app, "--model", "gpt2", "--target", "h100", "--json")
+    res, err = run(app, "--model", "gpt2", "--target", "h100", "--compile", "--json")
+    d, e = json.loads(res.stdout), json.loads(base.stdout)
+    assert err is None and d["peak_bytes"] == e["peak_bytes"]
+    assert any(n.startswith("torch.compile: what the forward saves is chosen by AOTAutograd's min-cut partitioner")
+               for n in d["notes"])
