@@ -276,9 +276,10 @@ _STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "de
                  "sub_group": 0}
 
 
-def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
-    """The model and the per-GPU estimate of ``opts``, whatever GPU it is for."""
-    name, source, arch, entry = resolve_model(opts)
+def estimate_run(opts: FitOptions, model: tuple[str, str, Arch, dict | None] | None = None
+                 ) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
+    """The model and the per-GPU estimate of ``opts``, whatever GPU it is for (``model``: already resolved)."""
+    name, source, arch, entry = model or resolve_model(opts)
     _check_options(opts)
     setup, notes = _make_setup(opts, arch)
     if opts.lora_targets:
@@ -350,8 +351,8 @@ def run_fit(opts: FitOptions) -> FitResult:
         over = _allocated_budget(first) - first.usable_bytes
         card = int(first.gpu.card_bytes * fraction) + over
         advice = _keep_promises(opts, rank_levers(arch, setup, est, _allocated_budget(first), first.gpu.bf16, card),
-                                est.peak_bytes, _allocated_budget(first), card)
-    compare = tuple(_with_lever(opts, arch, setup, est, t) for t in compare)
+                                est.peak_bytes, _allocated_budget(first), card, (name, source, arch, entry))
+    compare = tuple(_with_lever(opts, (name, source, arch, entry), setup, est, t) for t in compare)
     band = float(perf_constants().get("band_pct", 35))
     fits, compare = (tuple(_with_run(opts, est, t, band) for t in ts) for ts in (fits, compare))
     mem = max((t.gpu.memory_bytes for t in fits or compare), default=0)
@@ -414,7 +415,8 @@ def lever_options(opts: FitOptions, change: str) -> FitOptions | None:
     return replace(opts, **kw)
 
 
-def _keep_promises(opts: FitOptions, levers: tuple[Lever, ...], base: int, budget: int, card: int) -> tuple[Lever, ...]:
+def _keep_promises(opts: FitOptions, levers: tuple[Lever, ...], base: int, budget: int, card: int,
+                   model: tuple[str, str, Arch, dict | None] | None = None) -> tuple[Lever, ...]:
     """Each lever's figure is what `envman fit` gives with its flags (the stack those flags pick included): a lever
     whose flags make a run envman refuses is dropped, one that saves nothing too."""
     out = []
@@ -424,7 +426,7 @@ def _keep_promises(opts: FitOptions, levers: tuple[Lever, ...], base: int, budge
             out.append(lv)
             continue
         try:
-            peak = estimate_run(run)[5].peak_bytes
+            peak = estimate_run(run, model)[5].peak_bytes
         except (UsageError, SetupError):
             continue
         if peak >= base:
@@ -466,14 +468,15 @@ def _allocated_budget(t: TargetFit) -> int:
     return t.usable_bytes - (t.reserve.on_card - t.reserve.allocated if t.reserve else 0)
 
 
-def _with_lever(opts: FitOptions, arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> TargetFit:
+def _with_lever(opts: FitOptions, model: tuple[str, str, Arch, dict | None], setup: Setup, est: Estimate,
+                t: TargetFit) -> TargetFit:
     """--compare: a card that does not fit gets its own cheapest lever (ranked for ITS memory)."""
     if t.fits:
         return t
-    best = combine(arch, setup, _allocated_budget(t), t.gpu.bf16)  # the cheapest stack of levers that fits this card
+    best = combine(model[2], setup, _allocated_budget(t), t.gpu.bf16)  # the cheapest stack of levers that fits this card
     if best is None:
         return t
-    kept = _keep_promises(opts, (best,), est.peak_bytes, _allocated_budget(t), t.usable_bytes)
+    kept = _keep_promises(opts, (best,), est.peak_bytes, _allocated_budget(t), t.usable_bytes, model)
     return replace(t, lever=kept[0] if kept else None)
 
 

@@ -258,6 +258,12 @@ def _dense(e: dict, at: str, problems: list[str]) -> dict[str, float]:
 
 
 @lru_cache(maxsize=2)
+def _perf_doc(directory: str | None = None) -> Any:
+    """gpu_perf.yaml's document, read once per process (its readers below validate what they take)."""
+    return _yaml(Path(directory or _data_dir()) / "gpu_perf.yaml")
+
+
+@lru_cache(maxsize=2)
 def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tuple[str, float], ...], str]]:
     return {k: (v[0], v[1], v[2]) for k, v in _load_perf(directory)[0].items()}
 
@@ -266,7 +272,7 @@ def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tu
 def _load_perf(directory: str | None = None) -> tuple[dict[str, tuple[int, tuple[tuple[str, float], ...], str, float, bool]],
                                                       dict]:
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"
-    doc = _yaml(path)
+    doc = _perf_doc(directory)
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
         raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
     problems: list[str] = []
@@ -360,7 +366,7 @@ def allocator_rules(directory: str | None = None):
     from envman.fit.reserve import AllocatorRules
 
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"
-    doc = _yaml(path).get("allocator")
+    doc = _perf_doc(directory).get("allocator")
     if not isinstance(doc, dict):
         raise MatrixError([f"{path.name}: allocator: expected a mapping of {', '.join(_RULES)}"])
     bad = [f"{path.name}: allocator.{k}: expected a positive integer, got {doc.get(k)!r}" for k in _RULES
@@ -375,7 +381,7 @@ def _driver_totals(directory: str | None = None) -> dict[str, int]:
     """gpu_perf.yaml ``driver_total_mib`` per GPU id, in bytes (validated: a positive whole number of MiB)."""
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"
     out, bad = {}, []
-    for gid, e in (_yaml(path).get("gpus") or {}).items():
+    for gid, e in (_perf_doc(directory).get("gpus") or {}).items():
         v = e.get("driver_total_mib") if isinstance(e, dict) else None
         if v is None:
             continue

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from envman.fit.architectures import Arch
 from envman.fit.catalog import GpuSpec, perf_constants, utilisation
-from envman.model import Cc
 from envman.fit.runspec import Estimate
+from envman.model import Cc
 
 
 def precision_key(precision: str, arch: Arch | None = None) -> str:
