@@ -56,6 +56,7 @@ class FitOptions:
     zero_grad: str | None = None  # None: the stack's, else before-forward (runspec.ZERO_GRAD: when the loop frees gradients)
     loss: str | None = None  # None: the stack's; hf | chunked | fused (runspec.LOSS_FLAGS: what the loss keeps)
     optimizer_in_backward: bool = False  # each parameter stepped in its AccumulateGrad hook (torchtune optimizer_in_bwd)
+    activation_offload: bool = False  # torchtune's OffloadActivations (saved tensors on the CPU)
     compile: bool = False  # torch.compile: said in a note (the partitioner decides what is saved: not modelled)
     tokens: int | None = None  # the whole run's training tokens: its wall time (and cost) per GPU type
     samples: int | None = None  # or its samples (× epochs)
@@ -260,8 +261,9 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                              hint="hf (transformers: fp32 logits), chunked (LitGPT: chunks in the compute dtype), "
                                   "fused (flash-attention's in-place cross-entropy, as Liger/Unsloth-style kernels)")
         setup = replace(setup, loss=LOSS_FLAGS[opts.loss])
-    if opts.optimizer_in_backward:
-        setup = replace(setup, optimizer_in_backward=True)
+    if opts.optimizer_in_backward or opts.activation_offload:
+        setup = replace(setup, optimizer_in_backward=opts.optimizer_in_backward,
+                        activation_offload=opts.activation_offload)
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
     return setup, notes
@@ -520,7 +522,8 @@ def result_dict(res: FitResult) -> dict:
                   "margin_pct": res.margin_pct, "stack": s.stack, "accumulation_steps": s.accumulation,
                   "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema, "zero_grad": s.zero_grad,
                   "loss": {v: k for k, v in LOSS_FLAGS.items()}.get(s.loss, s.loss),
-                  "optimizer_impl": s.optimizer_impl, "optimizer_in_backward": s.optimizer_in_backward},
+                  "optimizer_impl": s.optimizer_impl, "optimizer_in_backward": s.optimizer_in_backward,
+                  "activation_offload": s.activation_offload},
         "peak_bytes": e.peak_bytes,
         "peak_phase": e.phase,
         "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,

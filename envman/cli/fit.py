@@ -107,6 +107,7 @@ def register(app: typer.Typer) -> None:
         compare: Optional[str] = typer.Option(None, "--compare", help="One row per GPU, e.g. h100,a100,rtx-4090,l4"),
         zero_grad: Optional[str] = typer.Option(None, "--zero-grad", help="When the loop frees the gradients: before-forward (zero_grad() after step(), PyTorch >= 2.0's set_to_none) | before-backward (zero_grad() between the loss and backward: the last step's gradients live through the forward) | keep (set_to_none=False, PyTorch < 2.0). Default: the stack's"),
         loss: Optional[str] = typer.Option(None, "--loss", help="What the loss keeps: hf (transformers: the logits upcast to fp32) | chunked (LitGPT: chunks in the compute dtype) | fused (flash-attention's in-place cross-entropy: the logits in their dtype + a log-sum-exp per row). Default: the stack's"),
+        activation_offload: bool = typer.Option(False, "--activation-offload", help="torchtune's OffloadActivations: saved tensors go to pinned CPU memory and come back in backward"),
         compile: bool = typer.Option(False, "--compile", help="torch.compile: said in a note; the estimate stays eager PyTorch's (the partitioner decides what is saved)"),
         fused_optimizer: bool = typer.Option(False, "--fused-optimizer", help="torch.optim.AdamW(..., fused=True): no parameter-sized temporary in step()"),
         optimizer_in_backward: bool = typer.Option(False, "--optimizer-in-backward", help="Step each parameter in its gradient hook and free its gradient (torchtune optimizer_in_bwd): one gradient alive at a time"),
@@ -137,7 +138,8 @@ def register(app: typer.Typer) -> None:
                               zero_grad=zero_grad, loss=loss, optimizer_in_backward=optimizer_in_backward,
                               optimizer_impl="fused" if fused_optimizer else "foreach",
                               tokens=_params(tokens, "--tokens"), samples=samples, epochs=epochs,
-                              prices=_prices(price_per_gpu_hour), compile=compile)
+                              prices=_prices(price_per_gpu_hour), compile=compile,
+                              activation_offload=activation_offload)
             opts, note = with_workload(opts, given)
             res = run_fit(opts)
             if note:

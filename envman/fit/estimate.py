@@ -63,6 +63,26 @@ def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, 
     return acts, acts.saved, 0
 
 
+# torchtune's OffloadActivations keeps this many of the latest saved tensors alive on the GPU in the forward
+# (max_fwd_stash_size, default 5) while their copies to the CPU run on a side stream
+OFFLOAD_STASH = 5
+
+
+def _offloaded(arch: Arch, setup: Setup, acts: Acts, kept: int, recompute: int) -> tuple[Acts, int, int]:
+    """Activation offloading (pytorch/torchtune@05cda5e9dd03 torchtune/training/_activation_offloading.py,
+    OffloadActivations): a saved_tensors_hooks context copies every saved tensor of 1 KiB or more that is not a
+    parameter to pinned CPU memory, keeping the latest few on the GPU until their copy is done, and brings each
+    back in backward for the autograd node that reads it. On the GPU: the loss's tensors (left to the loop),
+    the stash of the latest saved tensors (each at most tokens × the wider of hidden and ffn), and in backward
+    one layer's tensors at a time."""
+    if not setup.activation_offload:
+        return acts, kept, recompute
+    rows = acts.positions or acts.tokens
+    c = dtype_bytes(setup.precision)[1]
+    stash = min(kept - acts.loss_saved, OFFLOAD_STASH * rows * max(arch.hidden, arch.ffn) * c // setup.tp)
+    return acts, acts.loss_saved + max(0, stash), max(recompute, acts.per_layer)
+
+
 def _cnn_backward(acts: Acts, during: Breakdown, grads: int, P: int, extra: int, held: int = 0) -> Breakdown:
     """A non-uniform network's backward peak: saved tensors not yet freed + gradients made so far (at least the
     ``held`` ones: accumulated or never freed), per block."""
@@ -133,7 +153,7 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
                        layer_transient=acts.layer_transient // setup.tp, quant_inputs=acts.quant_inputs // setup.tp,
                        loss_forward=acts.loss_forward // setup.tp)
     notes += acts.notes
-    acts, kept, recompute = _recomputation(arch, setup, acts, c)
+    acts, kept, recompute = _offloaded(arch, setup, *_recomputation(arch, setup, acts, c))
     # bitsandbytes dequantises the whole weight of each 4-bit linear for its forward and again in backward
     # (functional.dequantize_4bit, in the dtype it was quantised from, then .to(the compute dtype))
     qlora_tmp = max((lin.fan_in * lin.fan_out for lin in quantised_linears(arch, setup)), default=0) * c \

@@ -87,6 +87,7 @@ class Setup:
     zero_grad: str = "before-forward"  # when the loop frees the gradients (ZERO_GRAD)
     sub_group: int = 0  # DeepSpeed ZeRO-3's sub_group_size (elements): step() upcasts one sub-group's gradients at a time
     optimizer_in_backward: bool = False  # each parameter's step runs in its AccumulateGrad hook, then its grad is freed
+    activation_offload: bool = False  # torchtune's OffloadActivations: saved tensors copied to CPU, brought back in backward
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,9 @@ def validate(setup: Setup, arch: Arch) -> None:
     if arch.layers and setup.pp > arch.layers:
         raise SetupError(f"--pp {setup.pp}: more pipeline stages than this model's {arch.layers} layers",
                          f"--pp {arch.layers} at most (one layer per stage)")
+    if setup.activation_offload and arch.family not in ("gpt2", "llama", "bert", "vit"):
+        raise SetupError(f"--activation-offload is modelled for transformer blocks, not {arch.family}",
+                         "drop --activation-offload for this model (its saved tensors are counted on the GPU)")
     if setup.optimizer_in_backward and (setup.accumulation > 1 or setup.shard not in ("none", "ddp")
                                         or setup.optimizer == "paged-adamw"):
         raise SetupError("--optimizer-in-backward steps each parameter as its gradient is made: no gradient "

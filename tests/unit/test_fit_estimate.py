@@ -285,3 +285,27 @@ def test_a_small_transformers_elementwise_kernels_add_to_its_step_a_large_ones_b
     assert bound == "compute + memory-bandwidth"
     # the large model: its own share is the measured run's, which the utilisation already holds
     assert small > 1.3 and 0.97 < large < 1.03, (small, large)
+
+
+# --- issue 41.1: activation offloading (torchtune's OffloadActivations) ---------------------------------------------
+def test_activation_offload_keeps_the_loss_and_the_stash_of_the_latest_saved_tensors():
+    from envman.app.fit import FitOptions, estimate_run
+    from envman.fit.estimate import OFFLOAD_STASH
+
+    kw = dict(model="llama-3.1-8b", batch=4, seq=4096, precision="bf16", optimizer="sgd")
+    _, _, arch, _, _, eager = estimate_run(FitOptions(**kw))
+    _, _, _, _, _, off = estimate_run(FitOptions(**kw, activation_offload=True))
+    T = 4 * 4096
+    loss = T * arch.vocab * 4  # transformers' fp32 log-softmax, left on the GPU
+    assert off.phase == "backward-start"
+    assert off.breakdown.activations == loss + OFFLOAD_STASH * T * max(arch.hidden, arch.ffn) * 2
+    assert off.peak_bytes < eager.peak_bytes
+
+
+def test_activation_offload_is_refused_where_it_is_not_modelled():
+    from envman.app.fit import FitOptions, estimate_run
+    from envman.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        estimate_run(FitOptions(model="resnet-50", activation_offload=True))
+    assert e.value.message == "--activation-offload is modelled for transformer blocks, not resnet"
