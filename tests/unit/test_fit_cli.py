@@ -7,6 +7,8 @@ import sys
 
 import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from envman.cli.fit import register
@@ -655,3 +657,22 @@ def test_compile_is_said_not_guessed(app):
     assert err is None and d["peak_bytes"] == e["peak_bytes"]
     assert any(n.startswith("torch.compile: what the forward saves is chosen by AOTAutograd's min-cut partitioner")
                for n in d["notes"])
+
+
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=300),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=2),
+                       max_leaves=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(sorted(__import__("envman.project.spec", fromlist=["WORKLOAD_KEYS"]).WORKLOAD_KEYS)),
+       value=_VALUES)
+def test_any_workload_value_is_taken_or_refused_with_a_hint(key, value):
+    from envman.errors import SpecError
+    from envman.project.spec import parse_spec
+
+    try:
+        parse_spec({"name": "w", "cpu": True, "workload": {key: value}})
+    except SpecError as exc:
+        assert exc.message.startswith(f"envman.yaml: workload.{key}"), exc.message
+        assert exc.hint, (key, value, exc.message)
