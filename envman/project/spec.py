@@ -30,13 +30,15 @@ WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
     "model": str, "params": (int, float), "method": str, "precision": str, "optimizer": str, "batch": int,
     "seq": int, "image_size": int, "grad_checkpointing": bool, "lora_rank": int, "lora_targets": list, "gpus": int,
     "shard": str, "global_batch": int, "attention": str, "stack": str,
+    "loss": str, "optimizer_in_backward": bool, "activation_offload": bool, "compile": bool,
 }
 # what each workload key looks like, for the hint of a value of the wrong type (YAML as a user writes it)
 WORKLOAD_EXAMPLES: dict[str, str] = {
     "model": "llama-3.1-8b", "params": "7e9", "method": "lora", "precision": "bf16-mixed", "optimizer": "adamw",
     "batch": "4", "seq": "2048", "image_size": "224", "grad_checkpointing": "true", "lora_rank": "16",
     "lora_targets": "[q_proj, v_proj]", "gpus": "8", "shard": "fsdp", "global_batch": "64", "attention": "flash",
-    "stack": "peft-lora",
+    "stack": "peft-lora", "loss": "fused", "optimizer_in_backward": "true", "activation_offload": "true",
+    "compile": "true",
 }
 
 # Docker's limit on a repository name (distribution/reference NameTotalLengthMax, 255) holds for the name as it

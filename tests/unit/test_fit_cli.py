@@ -676,3 +676,13 @@ def test_any_workload_value_is_taken_or_refused_with_a_hint(key, value):
     except SpecError as exc:
         assert exc.message.startswith(f"envman.yaml: workload.{key}"), exc.message
         assert exc.hint, (key, value, exc.message)
+
+
+def test_the_workload_names_what_the_loss_keeps_and_the_other_issue_41_run_options(app, tmp_path):
+    (tmp_path / "envman.yaml").write_text("name: w\npython: '3.11'\ncpu: true\nworkload: {model: gpt2, batch: 8, "
+                                          "seq: 1024, loss: fused, activation_offload: true, compile: true}\n")
+    res, err = run(app, str(tmp_path), "--target", "h100", "--json")
+    assert err is None
+    d = json.loads(res.stdout)
+    assert (d["setup"]["loss"], d["setup"]["activation_offload"]) == ("fused", True)
+    assert any(n.startswith("torch.compile:") for n in d["notes"])
