@@ -434,8 +434,7 @@ def _keep_promises(opts: FitOptions, levers: tuple[Lever, ...], base: int, budge
         if peak >= base:
             continue
         fits = peak <= budget
-        out.append(replace(lv, peak_bytes=peak, saves_bytes=base - peak, fits=fits or lv.fits and lv.lever.startswith("cheapest"),
-                           tight=not fits and peak <= card))
+        out.append(replace(lv, peak_bytes=peak, saves_bytes=base - peak, fits=fits, tight=not fits and peak <= card))
     head = [lv for lv in out if lv.lever.startswith("cheapest")]
     return tuple(head + sorted((lv for lv in out if lv not in head), key=lambda lv: (-lv.saves_bytes, lv.lever)))
 
