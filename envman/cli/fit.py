@@ -248,6 +248,8 @@ def _gpu_lines(res) -> list[str]:
     for t in res.compare:
         if t.lever is not None:
             lines.append(f"  → {t.gpu.name}: {t.lever.lever} → {fmt_bytes(t.lever.peak_bytes)} [{t.lever.change}]")
+        elif t.verdict == "tight":
+            lines.append(f"  → {t.gpu.name}: tight, and no lever envman knows leaves the margin free")
         elif not t.fits:
             lines.append(f"  → {t.gpu.name}: no lever envman knows makes it fit")
     return lines

@@ -73,3 +73,9 @@ def test_the_card_is_what_the_driver_shows_where_a_printout_gives_it(app):  # no
     t = json.loads(res.output)["targets"][0]
     assert t["verdict"] == "does not fit" and res.exit_code == 8
     assert 22.49 * 2**30 < t["on_card_bytes"] < 24 * 2**30
+
+
+def test_a_tight_compare_row_says_so_rather_than_that_nothing_makes_it_fit(app):  # noqa: F811
+    res, _ = run(app, "--params", "20e9", "--precision", "bf16", "--optimizer", "sgd", "--compare", "a100-80gb")
+    assert res.exit_code == 0
+    assert "  → NVIDIA A100 SXM4 80GB: tight, and no lever envman knows leaves the margin free" in res.output
