@@ -10,9 +10,11 @@ from pathlib import Path
 from envman.errors import UsageError
 from envman.fit.advice import Lever, combine, rank_levers
 from envman.fit.architectures import Arch, params_from_count
-from envman.fit.catalog import GpuSpec, find_model, gpu_specs, load_config, perf_constants
+from envman.fit.catalog import GpuSpec, allocator_rules, find_model, gpu_specs, load_config, perf_constants
+from envman.fit.cost import RunCost, fmt_duration, price_for, run_cost
 from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
-from envman.fit.runspec import Estimate, Setup, SetupError, default_seq
+from envman.fit.reserve import Reserve, fits_verdict, reserve
+from envman.fit.runspec import LOSS_FLAGS, Estimate, Setup, SetupError, default_seq
 from envman.fit.speed import precision_key, step_time
 from envman.fit.stacks import default_stack, find_stack
 
@@ -52,12 +54,20 @@ class FitOptions:
     ema: bool = False  # diffusers' --use_ema: an fp32 EMA copy of the trained weights on the GPU
     double_quant: bool | None = None  # None: the stack's; LitGPT's --quantize bnb.nf4-dq (True) vs bnb.nf4 (False)
     zero_grad: str | None = None  # None: the stack's, else before-forward (runspec.ZERO_GRAD: when the loop frees gradients)
+    loss: str | None = None  # None: the stack's; hf | chunked | fused (runspec.LOSS_FLAGS: what the loss keeps)
+    optimizer_in_backward: bool = False  # each parameter stepped in its AccumulateGrad hook (torchtune optimizer_in_bwd)
+    activation_offload: bool = False  # torchtune's OffloadActivations (saved tensors on the CPU)
+    compile: bool = False  # torch.compile: said in a note (the partitioner decides what is saved: not modelled)
+    tokens: int | None = None  # the whole run's training tokens: its wall time (and cost) per GPU type
+    samples: int | None = None  # or its samples (× epochs)
+    epochs: float = 1.0
+    prices: tuple[tuple[str, float], ...] = ()  # per GPU-hour, by GPU name ("*": every GPU); never invented
 
 
 @dataclass(frozen=True)
 class TargetFit:
     gpu: GpuSpec
-    fits: bool
+    fits: bool  # fits with the margin kept (verdict "fits"); a "tight" run is not refused either (runs)
     usable_bytes: int
     headroom_bytes: int  # memory − margin − peak (negative: short by that much)
     max_micro_batch: int
@@ -68,6 +78,14 @@ class TargetFit:
     mfu: float | None = None  # the utilisation the time estimate used
     bound: str = ""  # compute | memory-bandwidth
     lever: Lever | None = None  # --compare: this card's own cheapest way to fit
+    run: RunCost | None = None  # --tokens/--samples: the whole run's wall time (and cost at a given price)
+    verdict: str = "fits"  # fits | tight (inside the card, within the margin) | does not fit
+    reserve: Reserve | None = None  # the reserved estimate (allocator rounding, CUDA context) on this card
+
+    @property
+    def runs(self) -> bool:
+        """Not refused: it fits, or it is tight (inside the card, within the margin)."""
+        return self.verdict != "does not fit"
 
 
 @dataclass(frozen=True)
@@ -141,14 +159,18 @@ def _targets(opts: FitOptions) -> tuple[tuple[str, ...], str | None]:
 
 def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: float, mfu: float | None,
             global_batch: int | None, fraction: float = 1.0) -> TargetFit:
-    usable = int(gpu.memory_bytes * min(1 - margin_pct / 100, fraction))
+    usable = int(gpu.card_bytes * min(1 - margin_pct / 100, fraction))
+    card = int(gpu.card_bytes * fraction)  # what the driver gives a process (JAX: XLA's share of it)
+    res = reserve(arch, est, allocator_rules())
+    overhead = res.on_card - res.allocated  # the micro-batch search and the levers compare allocated peaks
     notes: list[str] = []
     if setup.precision.startswith("bf16") and not gpu.bf16:
         notes.append(f"bf16 needs compute capability ≥ 8.0; {gpu.name} is {gpu.cc}: use fp16-mixed or fp32")
     if gpu.uncertain:
         notes.append("its memory is marked uncertain in gpus.yaml (its note says why)" if not gpu.tflops else
                      "its figures are marked uncertain in gpu_perf.yaml (no source read confirms them: uncertain_why there)")
-    mb = max_micro_batch(arch, setup, usable) if arch.family != "params" else (setup.batch if est.peak_bytes <= usable else 0)
+    mb = max_micro_batch(arch, setup, usable - overhead) if arch.family != "params" else \
+        (setup.batch if res.on_card <= usable else 0)
     dp = setup.gpus // (setup.tp * setup.pp)
     steps = accumulation_steps(global_batch, mb, dp) if mb else None
     step_s, util, bound = step_time(arch, est, gpu, mfu)
@@ -159,8 +181,15 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
         notes.append("memory verdict only: gpu_perf.yaml has no datasheet figures for it (its memory is gpus.yaml's)")
     elif step_s is None:
         notes.append(f"no {precision_key(setup.precision, arch)} throughput figure for {gpu.name}")
-    fits = est.peak_bytes <= usable and not (setup.precision.startswith("bf16") and not gpu.bf16)
-    return TargetFit(gpu, fits, usable, usable - est.peak_bytes, mb, steps, step_s, thr, tuple(notes), util, bound)
+    verdict = fits_verdict(res.on_card, usable, card)
+    if setup.precision.startswith("bf16") and not gpu.bf16:
+        verdict = "does not fit"
+    elif verdict == "tight":
+        notes.append(f"tight: {fmt_bytes(res.on_card)} with the CUDA context is inside the {fmt_bytes(card)} "
+                     f"{'the driver shows' if gpu.driver_total else 'it has'} but within the {margin_pct:g}% margin "
+                     "(fragmentation, kernel workspaces): it runs if they stay small")
+    return TargetFit(gpu, verdict == "fits", usable, usable - res.on_card, mb, steps, step_s, thr, tuple(notes),
+                     util, bound, verdict=verdict, reserve=res)
 
 
 def _check_options(opts: FitOptions) -> None:
@@ -179,6 +208,21 @@ def _check_options(opts: FitOptions) -> None:
                                       else ("pixels", 224, "the model's own"))
             raise UsageError(f"{flag} {val}: expected a positive number of {unit}",
                              hint=f"e.g. {flag} {example}; without {flag}: {default}")
+
+
+def _check_global_batch(global_batch: int, batch: int, dp: int) -> None:
+    """A global batch is whole micro-steps of every data-parallel GPU: batch × dp × accumulation steps."""
+    step = batch * dp
+    where = f"--batch {batch}" + (f" × {dp} data-parallel GPUs" if dp > 1 else "")
+    if global_batch < step:
+        raise UsageError(f"--global-batch {global_batch} is smaller than one micro-step's {step} samples ({where})",
+                         hint=f"--global-batch {step} (no accumulation) or a multiple of it; or a smaller --batch")
+    if global_batch % step:
+        lo, hi = global_batch // step * step, -(-global_batch // step) * step
+        raise UsageError(f"--global-batch {global_batch} is not a whole number of micro-steps of {step} samples ({where})",
+                         hint=f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that makes "
+                              f"{global_batch} a multiple of --batch × {dp} GPUs" if dp > 1 else
+                         f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that divides {global_batch}")
 
 
 def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
@@ -211,6 +255,15 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                   **{k: stack.get(k, d) for k, d in _STACK_FIELDS.items()})
     if opts.double_quant is not None:
         setup = replace(setup, nf4_double_quant=opts.double_quant)
+    if opts.loss is not None:
+        if opts.loss not in LOSS_FLAGS:
+            raise UsageError(f"--loss {opts.loss!r} is not one of {', '.join(LOSS_FLAGS)}",
+                             hint="hf (transformers: fp32 logits), chunked (LitGPT: chunks in the compute dtype), "
+                                  "fused (flash-attention's in-place cross-entropy, as Liger/Unsloth-style kernels)")
+        setup = replace(setup, loss=LOSS_FLAGS[opts.loss])
+    if opts.optimizer_in_backward or opts.activation_offload:
+        setup = replace(setup, optimizer_in_backward=opts.optimizer_in_backward,
+                        activation_offload=opts.activation_offload)
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
     return setup, notes
@@ -225,9 +278,10 @@ _STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "de
                  "sub_group": 0}
 
 
-def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
-    """The model and the per-GPU estimate of ``opts``, whatever GPU it is for."""
-    name, source, arch, entry = resolve_model(opts)
+def estimate_run(opts: FitOptions, model: tuple[str, str, Arch, dict | None] | None = None
+                 ) -> tuple[str, str, Arch, dict | None, Setup, Estimate]:
+    """The model and the per-GPU estimate of ``opts``, whatever GPU it is for (``model``: already resolved)."""
+    name, source, arch, entry = model or resolve_model(opts)
     _check_options(opts)
     setup, notes = _make_setup(opts, arch)
     if opts.lora_targets:
@@ -244,11 +298,14 @@ def estimate_run(opts: FitOptions) -> tuple[str, str, Arch, dict | None, Setup, 
         setup = replace(setup, image_size=arch.image_size)
     if opts.global_batch:  # accumulation keeps the gradients alive across micro-steps: part of the peak
         dp = max(1, setup.gpus // (setup.tp * setup.pp))
+        _check_global_batch(opts.global_batch, setup.batch, dp)
         setup = replace(setup, accumulation=max(1, math.ceil(opts.global_batch / (setup.batch * dp))))
     try:
         est = estimate(arch, setup)
     except SetupError as exc:
         raise UsageError(str(exc), hint=exc.hint) from None
+    if opts.compile:
+        notes.append(COMPILE_NOTE)
     return name, source, arch, entry, setup, replace(est, notes=tuple(notes) + est.notes)
 
 
@@ -279,6 +336,8 @@ def _framework_fraction(path: str) -> tuple[float, str | None]:
 
 def run_fit(opts: FitOptions) -> FitResult:
     name, source, arch, entry, setup, est = estimate_run(opts)
+    if opts.prices:  # the GPU names as typed (h100, an alias) → gpus.yaml ids; an unknown one is refused
+        opts = replace(opts, prices=tuple((n if n == "*" else gpu_specs((n,))[0].id, p) for n, p in opts.prices))
     target_names, tnote = _targets(opts)
     fraction, fnote = _framework_fraction(opts.path)
     notes = list(est.notes) + ([tnote] if tnote else []) + ([fnote] if fnote else [])
@@ -291,8 +350,13 @@ def run_fit(opts: FitOptions) -> FitResult:
     first = (fits or compare)[0] if (fits or compare) else None
     advice: tuple[Lever, ...] = ()
     if first is not None and not first.fits:
-        advice = rank_levers(arch, setup, est, first.usable_bytes, first.gpu.bf16)
-    compare = tuple(_with_lever(arch, setup, est, t) for t in compare)
+        over = _allocated_budget(first) - first.usable_bytes
+        card = int(first.gpu.card_bytes * fraction) + over
+        advice = _keep_promises(opts, rank_levers(arch, setup, est, _allocated_budget(first), first.gpu.bf16, card),
+                                est.peak_bytes, _allocated_budget(first), card, (name, source, arch, entry))
+    compare = tuple(_with_lever(opts, (name, source, arch, entry), setup, est, t) for t in compare)
+    band = float(perf_constants().get("band_pct", 35))
+    fits, compare = (tuple(_with_run(opts, est, t, band) for t in ts) for ts in (fits, compare))
     mem = max((t.gpu.memory_bytes for t in fits or compare), default=0)
     # host, PER NODE: the ≥ 2× GPU memory rule (pinned buffers, data loading, checkpoint staging) for the GPUs
     # of one node, and what loading the weights takes there (every rank loads a copy before moving it);
@@ -318,12 +382,103 @@ def run_fit(opts: FitOptions) -> FitResult:
                      float(perf_constants().get("band_pct", 35)))
 
 
-def _with_lever(arch: Arch, setup: Setup, est: Estimate, t: TargetFit) -> TargetFit:
+# what envman can say of torch.compile (docs/fit.md): AOTAutograd's partitioner for Inductor,
+# torch/_functorch/partitioners.py min_cut_rematerialization_partition (pytorch/pytorch@c28ba8e5893e), "partitions
+# the joint graph such that the backward recomputes the forward", choosing the saved set by a min-cut
+COMPILE_NOTE = ("torch.compile: what the forward saves is chosen by AOTAutograd's min-cut partitioner, which "
+                "recomputes some forward ops in backward instead of saving them; envman counts what eager PyTorch "
+                "saves and runs (the estimate is eager's, not the compiled run's)")
+
+
+# the flags a lever's change names (advice.py), as FitOptions fields: (field, how to read its value, or the value)
+_LEVER_FLAGS: dict[str, tuple[str, object]] = {
+    "--batch": ("batch", int), "--global-batch": ("global_batch", int), "--precision": ("precision", str),
+    "--optimizer": ("optimizer", str), "--method": ("method", str), "--gpus": ("gpus", int), "--shard": ("shard", str),
+    "--attention": ("attention", str), "--lora-targets": ("lora_targets", lambda v: tuple(v.split(","))),
+    "--grad-checkpointing": ("grad_checkpointing", True), "--fused-optimizer": ("optimizer_impl", "fused"),
+}
+
+
+def lever_options(opts: FitOptions, change: str) -> FitOptions | None:
+    """The run a lever's change names: ``opts`` with its flags applied, as the command line would (None: a change
+    that is not flags)."""
+    toks, kw, i = change.split(), {}, 0
+    while i < len(toks):
+        spec = _LEVER_FLAGS.get(toks[i])
+        if spec is None:
+            return None
+        name, how = spec
+        if callable(how):
+            if i + 1 >= len(toks):
+                return None
+            kw[name], i = how(toks[i + 1]), i + 2
+        else:
+            kw[name], i = how, i + 1
+    return replace(opts, **kw)
+
+
+def _keep_promises(opts: FitOptions, levers: tuple[Lever, ...], base: int, budget: int, card: int,
+                   model: tuple[str, str, Arch, dict | None] | None = None) -> tuple[Lever, ...]:
+    """Each lever's figure is what `envman fit` gives with its flags (the stack those flags pick included): a lever
+    whose flags make a run envman refuses is dropped, one that saves nothing too."""
+    out = []
+    for lv in levers:
+        run = lever_options(opts, lv.change)
+        if run is None:
+            out.append(lv)
+            continue
+        try:
+            peak = estimate_run(run, model)[5].peak_bytes
+        except (UsageError, SetupError):
+            continue
+        if peak >= base:
+            continue
+        fits = peak <= budget
+        out.append(replace(lv, peak_bytes=peak, saves_bytes=base - peak, fits=fits, tight=not fits and peak <= card))
+    head = [lv for lv in out if lv.lever.startswith("cheapest")]
+    return tuple(head + sorted((lv for lv in out if lv not in head), key=lambda lv: (-lv.saves_bytes, lv.lever)))
+
+
+def _volume(opts: FitOptions, est: Estimate) -> float | None:
+    """The whole run in the estimate's unit (tokens, or samples for image models)."""
+    if opts.tokens is None and opts.samples is None:
+        return None
+    if opts.tokens is not None and opts.samples is not None:
+        raise UsageError("--tokens and --samples exclude each other", hint="give the run's tokens, or its samples × --epochs")
+    for flag, v in (("--tokens", opts.tokens), ("--samples", opts.samples), ("--epochs", opts.epochs)):
+        if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v <= 0):
+            raise UsageError(f"{flag} {v}: expected a positive number", hint="e.g. --tokens 2e9, or --samples 50000 --epochs 3")
+    if opts.tokens is not None:
+        if est.unit != "tokens":
+            raise UsageError(f"--tokens: this model counts {est.unit}, not tokens", hint="--samples N --epochs E")
+        return opts.tokens * opts.epochs
+    per = (est.setup.seq or 1) if est.unit == "tokens" else 1
+    return (opts.samples or 0) * per * opts.epochs
+
+
+def _with_run(opts: FitOptions, est: Estimate, t: TargetFit, band: float) -> TargetFit:
+    volume = _volume(opts, est)
+    if volume is None or t.throughput is None:
+        return t
+    price = price_for(opts.prices, t.gpu.id, (t.gpu.name,))
+    return replace(t, run=run_cost(volume, t.throughput, est.setup.gpus, band, price))
+
+
+def _allocated_budget(t: TargetFit) -> int:
+    """The allocated peak a lever must reach on this card: the margin's budget less the context and rounding."""
+    return t.usable_bytes - (t.reserve.on_card - t.reserve.allocated if t.reserve else 0)
+
+
+def _with_lever(opts: FitOptions, model: tuple[str, str, Arch, dict | None], setup: Setup, est: Estimate,
+                t: TargetFit) -> TargetFit:
     """--compare: a card that does not fit gets its own cheapest lever (ranked for ITS memory)."""
     if t.fits:
         return t
-    best = combine(arch, setup, t.usable_bytes, t.gpu.bf16)  # the cheapest stack of levers that fits this card
-    return replace(t, lever=None if best is None else replace(best, saves_bytes=est.peak_bytes - best.peak_bytes))
+    best = combine(model[2], setup, _allocated_budget(t), t.gpu.bf16)  # the cheapest stack of levers that fits this card
+    if best is None:
+        return t
+    kept = _keep_promises(opts, (best,), est.peak_bytes, _allocated_budget(t), t.usable_bytes, model)
+    return replace(t, lever=kept[0] if kept else None)
 
 
 def _target_dict(t: TargetFit, unit: str, gpus: int) -> dict:
@@ -335,7 +490,16 @@ def _target_dict(t: TargetFit, unit: str, gpus: int) -> dict:
             "step_seconds": None if t.step_seconds is None else round(t.step_seconds, 4),
             f"{unit}_per_second": None if t.throughput is None else round(t.throughput, 1),
             f"{unit}_per_second_all_gpus": None if t.throughput is None else round(t.throughput * gpus, 1),
-            "mfu": t.mfu, "bound": t.bound or None, "lever": lever,
+            "mfu": t.mfu, "bound": t.bound or None, "lever": lever, "verdict": t.verdict,
+            "reserved_bytes": t.reserve.reserved if t.reserve else None,
+            "on_card_bytes": t.reserve.on_card if t.reserve else None,
+            "context_bytes": t.reserve.context if t.reserve else None,
+            "run_seconds": None if t.run is None else round(t.run.seconds, 1),
+            "run_seconds_range": None if t.run is None else [round(t.run.low, 1), round(t.run.high, 1)],
+            "price_per_gpu_hour": None if t.run is None else t.run.price,
+            "cost": None if t.run is None or t.run.amount is None else round(t.run.amount, 2),
+            "cost_range": None if t.run is None or t.run.amount_range is None
+            else [round(x, 2) for x in t.run.amount_range],
             "memory_bandwidth_bytes_per_second": t.gpu.bandwidth or None,
             "notes": list(t.notes)}
 
@@ -355,7 +519,10 @@ def result_dict(res: FitResult) -> dict:
                   "lora_targets": list(s.lora_targets) if s.method in ("lora", "qlora") else None,
                   "gpus": s.gpus, "shard": s.shard, "global_batch": res.global_batch, "attention": s.attention,
                   "margin_pct": res.margin_pct, "stack": s.stack, "accumulation_steps": s.accumulation,
-                  "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema, "zero_grad": s.zero_grad},
+                  "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema, "zero_grad": s.zero_grad,
+                  "loss": {v: k for k, v in LOSS_FLAGS.items()}.get(s.loss, s.loss),
+                  "optimizer_impl": s.optimizer_impl, "optimizer_in_backward": s.optimizer_in_backward,
+                  "activation_offload": s.activation_offload},
         "peak_bytes": e.peak_bytes,
         "peak_phase": e.phase,
         "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,
@@ -364,7 +531,7 @@ def result_dict(res: FitResult) -> dict:
         "targets": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.targets],
         "compare": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.compare],
         "advice": [{"lever": lv.lever, "change": lv.change, "saves_bytes": lv.saves_bytes, "cost": lv.cost,
-                    "fits": lv.fits} for lv in res.advice],
+                    "fits": lv.fits, "tight": lv.tight} for lv in res.advice],
         "host": {"ram_bytes": res.host_ram_bytes, "ram_scope": "per node", "gpus_per_node": res.gpus_per_node,
                  "checkpoint_bytes": e.checkpoint_bytes},
         "estimate": {
@@ -383,6 +550,9 @@ def result_dict(res: FitResult) -> dict:
         "traced_analytic_bytes": res.trace_analytic_bytes,
         "notes": list(res.notes) + ([res.trace_note] if res.trace_note else []),
     }
+
+
+__all__ = ["fmt_duration"]  # for cli/fit.py, which talks to the use case only
 
 
 def fmt_bytes(n: float) -> str:

@@ -72,6 +72,9 @@ def _verdict(res: FitResult, notes: list[str], warnings: list[str]) -> None:
         if t.fits:
             notes.append(f"workload: {what}: peak {peak} per GPU fits {t.gpu.name} "
                          f"({fmt_bytes(t.headroom_bytes)} to spare, micro-batch up to {t.max_micro_batch})")
+        elif t.runs:
+            notes.append(f"workload: {what}: peak {peak} per GPU is tight on {t.gpu.name} (inside the card, "
+                         f"{fmt_bytes(-t.headroom_bytes)} into the {res.margin_pct:g}% margin)")
         else:
             a = res.advice[0] if res.advice else None
             lever = f"; first lever: {a.lever} ({a.change}; {a.cost})" if a else ""

@@ -21,7 +21,7 @@ def _split(values: Optional[list[str]]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _params(text: Optional[str]) -> Optional[int]:
+def _params(text: Optional[str], flag: str = "--params") -> Optional[int]:
     if text is None:
         return None
     import math
@@ -33,15 +33,38 @@ def _params(text: Optional[str]) -> Optional[int]:
     try:
         v = float(t[:-1] if mult != 1 else t) * mult
     except ValueError:
-        raise UsageError(f"--params {text!r} is not a number", hint="e.g. --params 7e9, --params 7B, --params 350M") from None
+        raise UsageError(f"{flag} {text!r} is not a number", hint=f"e.g. {flag} 7e9, {flag} 7B, {flag} 350M") from None
     if not math.isfinite(v) or not 1 <= v <= 1e15:
-        raise UsageError(f"--params {text}: expected a parameter count between 1 and 1e15",
-                         hint="e.g. --params 7e9, --params 7B, --params 350M")
+        what = "a parameter count" if flag == "--params" else "a number"
+        raise UsageError(f"{flag} {text}: expected {what} between 1 and 1e15",
+                         hint=f"e.g. {flag} 7e9, {flag} 7B, {flag} 350M")
     return int(v)
 
 
+def _prices(text: Optional[str]) -> tuple[tuple[str, float], ...]:
+    """--price-per-gpu-hour 2.5 (every GPU) or h100=2.5,l4=0.8 (per GPU)."""
+    import math
+
+    if text is None:
+        return ()
+    out = []
+    for part in [x.strip() for x in text.split(",") if x.strip()]:
+        name, _, value = part.rpartition("=") if "=" in part else ("*", "", part)
+        try:
+            price = float(value)
+        except ValueError:
+            price = math.nan
+        if not name.strip() or not math.isfinite(price) or price <= 0:
+            raise UsageError(f"--price-per-gpu-hour {text!r}: {part!r} is not a price",
+                             hint="a positive price per GPU-hour for every GPU (2.5) or per GPU (h100=2.5,l4=0.8); "
+                                  "envman never assumes one")
+        out.append((name.strip(), price))
+    return tuple(out)
+
+
 # the command's parameter names that FitOptions spells otherwise
-_FIELD = {"target": "targets", "margin": "margin_pct", "selective": "selective_checkpointing"}
+_FIELD = {"target": "targets", "margin": "margin_pct", "selective": "selective_checkpointing",
+          "fused_optimizer": "optimizer_impl", "price_per_gpu_hour": "prices"}
 # the options that say where and how a run is judged, not what the run is
 _JUDGING = frozenset({"targets", "compare", "margin_pct", "mfu", "trace"})
 
@@ -83,6 +106,15 @@ def register(app: typer.Typer) -> None:
         mfu: Optional[float] = typer.Option(None, "--mfu", help="Utilisation for the time estimate (default: the GPU generation's published figure)"),
         compare: Optional[str] = typer.Option(None, "--compare", help="One row per GPU, e.g. h100,a100,rtx-4090,l4"),
         zero_grad: Optional[str] = typer.Option(None, "--zero-grad", help="When the loop frees the gradients: before-forward (zero_grad() after step(), PyTorch >= 2.0's set_to_none) | before-backward (zero_grad() between the loss and backward: the last step's gradients live through the forward) | keep (set_to_none=False, PyTorch < 2.0). Default: the stack's"),
+        loss: Optional[str] = typer.Option(None, "--loss", help="What the loss keeps: hf (transformers: the logits upcast to fp32) | chunked (LitGPT: chunks in the compute dtype) | fused (flash-attention's in-place cross-entropy: the logits in their dtype + a log-sum-exp per row). Default: the stack's"),
+        activation_offload: bool = typer.Option(False, "--activation-offload", help="torchtune's OffloadActivations: saved tensors go to pinned CPU memory and come back in backward"),
+        compile: bool = typer.Option(False, "--compile", help="torch.compile: said in a note; the estimate stays eager PyTorch's (the partitioner decides what is saved)"),
+        fused_optimizer: bool = typer.Option(False, "--fused-optimizer", help="torch.optim.AdamW(..., fused=True): no parameter-sized temporary in step()"),
+        optimizer_in_backward: bool = typer.Option(False, "--optimizer-in-backward", help="Step each parameter in its gradient hook and free its gradient (torchtune optimizer_in_bwd): one gradient alive at a time"),
+        tokens: Optional[str] = typer.Option(None, "--tokens", help="The whole run's training tokens (2e9, 300B): its wall time per GPU type"),
+        samples: Optional[int] = typer.Option(None, "--samples", help="Or the run's samples (× --epochs)"),
+        epochs: float = typer.Option(1.0, "--epochs", help="Passes over --samples (or --tokens)"),
+        price_per_gpu_hour: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="Your price per GPU-hour, for every GPU (2.5) or per GPU (h100=2.5,l4=0.8): the run's cost. envman assumes none"),
         ema: bool = typer.Option(False, "--ema", help="Diffusion (diffusers --use_ema): an fp32 EMA copy of the trained weights on the GPU"),
         trace: bool = typer.Option(False, "--trace", help="Also measure one step with PyTorch on fake tensors (needs torch, transformers)"),
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output (stable contract)"),
@@ -103,7 +135,11 @@ def register(app: typer.Typer) -> None:
                               global_batch=global_batch, targets=_split(target), margin_pct=margin,
                               compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace,
                               stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective, ema=ema,
-                              zero_grad=zero_grad)
+                              zero_grad=zero_grad, loss=loss, optimizer_in_backward=optimizer_in_backward,
+                              optimizer_impl="fused" if fused_optimizer else "foreach",
+                              tokens=_params(tokens, "--tokens"), samples=samples, epochs=epochs,
+                              prices=_prices(price_per_gpu_hour), compile=compile,
+                              activation_offload=activation_offload)
             opts, note = with_workload(opts, given)
             res = run_fit(opts)
             if note:
@@ -117,7 +153,7 @@ def register(app: typer.Typer) -> None:
             emit_json(result_dict(res))
         else:
             typer.echo(format_fit(res))
-        if res.targets and not all(t.fits for t in res.targets):
+        if res.targets and not all(t.runs for t in res.targets):  # tight runs: exit 0, said in a note
             raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
@@ -144,6 +180,7 @@ def _setup_lines(res) -> list[str]:
         f"setup    {s.stack}: {s.precision}, {s.optimizer}, micro-batch {size}"
         f"{', gradient checkpointing' if s.grad_checkpointing else ''}, {s.attention} attention{shard}",
         f"peak     {fmt_bytes(e.peak_bytes)} per GPU allocated (max_memory_allocated, at {e.phase})",
+        *_reserve_line(res),
         table([["  weights", fmt_bytes(b.weights)], ["  gradients", fmt_bytes(b.gradients)],
                ["  optimizer", fmt_bytes(b.optimizer)], ["  activations", fmt_bytes(b.activations)],
                ["  temporaries", fmt_bytes(b.temporaries)]]),
@@ -156,6 +193,29 @@ def _setup_lines(res) -> list[str]:
     return lines
 
 
+def _reserve_line(res) -> list[str]:
+    from envman.app.fit import fmt_bytes
+
+    first = next((t for t in (*res.targets, *res.compare) if t.reserve is not None), None)
+    if first is None:
+        return []
+    r = first.reserve
+    return [f"reserved {fmt_bytes(r.reserved)} (max_memory_reserved: + {fmt_bytes(r.rounding)} of the allocator's "
+            f"segments); {fmt_bytes(r.on_card)} on the card with the CUDA context (nvidia-smi)"]
+
+
+def _run_cells(t) -> list[str]:
+    from envman.app.fit import fmt_duration
+
+    r = t.run
+    if r is None:
+        return ["-", "-"]
+    time = f"{fmt_duration(r.seconds)} ({fmt_duration(r.low)}–{fmt_duration(r.high)})"
+    rng = r.amount_range
+    cost = "no price given" if rng is None else f"{r.amount:,.0f} ({rng[0]:,.0f}–{rng[1]:,.0f})"
+    return [time, cost]
+
+
 def _gpu_lines(res) -> list[str]:
     from envman.app.fit import fmt_bytes
     from envman.cli.output import table
@@ -165,17 +225,22 @@ def _gpu_lines(res) -> list[str]:
 
     def row(t) -> list[str]:
         acc = "-" if t.accumulation_steps is None else str(t.accumulation_steps)
-        out = [t.gpu.name, fmt_bytes(t.gpu.memory_bytes), "yes" if t.fits else "NO", fmt_bytes(t.headroom_bytes),
+        out = [t.gpu.name, fmt_bytes(t.gpu.memory_bytes), {"fits": "yes", "tight": "tight"}.get(t.verdict, "NO"),
+               fmt_bytes(t.headroom_bytes),
                str(t.max_micro_batch), acc, "-" if t.step_seconds is None else f"{t.step_seconds:.3g} s",
                _rate(t.throughput, u)]
-        return out + ([_rate(None if t.throughput is None else t.throughput * s.gpus, u)] if s.gpus > 1 else [])
+        out += [_rate(None if t.throughput is None else t.throughput * s.gpus, u)] if s.gpus > 1 else []
+        return out + (_run_cells(t) if runs else [])
 
     header = ["GPU", "memory", "fits", "headroom", "max micro-batch", "accum steps", "step*", f"{u}/s per GPU*"]
     header += [f"{u}/s all {s.gpus} GPUs*"] if s.gpus > 1 else []
+    runs = any(t.run is not None for t in (*res.targets, *res.compare))
+    header += ["whole run*", "cost*"] if runs else []
     lines: list[str] = []
     if res.targets:
-        lines += ["", f"targets (keeping {res.margin_pct:g}% free: the CUDA context and the allocator's cache, which "
-                          "nvidia-smi and max_memory_reserved count):", table([row(t) for t in res.targets], header)]
+        lines += ["", f"targets (fits: the estimate on the card with {res.margin_pct:g}% kept free for fragmentation and "
+                          "workspaces; tight: inside the card, within that margin):",
+                  table([row(t) for t in res.targets], header)]
     if res.compare:
         lines += ["", "compare:", table([row(t) for t in res.compare], header)]
     for t in (*res.targets, *res.compare):
@@ -183,6 +248,8 @@ def _gpu_lines(res) -> list[str]:
     for t in res.compare:
         if t.lever is not None:
             lines.append(f"  → {t.gpu.name}: {t.lever.lever} → {fmt_bytes(t.lever.peak_bytes)} [{t.lever.change}]")
+        elif t.verdict == "tight":
+            lines.append(f"  → {t.gpu.name}: tight, and no lever envman knows leaves the margin free")
         elif not t.fits:
             lines.append(f"  → {t.gpu.name}: no lever envman knows makes it fit")
     return lines
@@ -197,7 +264,7 @@ def format_fit(res) -> str:
         lines += ["", "to make it fit (bytes saved on this run, biggest first):"]
         for i, lv in enumerate(res.advice, 1):
             lines.append(f"  {i}. {lv.lever}: saves {fmt_bytes(lv.saves_bytes)} → {fmt_bytes(lv.peak_bytes)}"
-                         f"{' (fits)' if lv.fits else ''}  [{lv.change}]")
+                         f"{' (fits)' if lv.fits else ' (tight)' if lv.tight else ''}  [{lv.change}]")
             lines.append(f"     cost: {lv.cost}")
     node = f"per node of {res.gpus_per_node} GPUs" if e.setup.gpus > 1 else "per node"
     lines += ["", f"host     RAM ≥ {fmt_bytes(res.host_ram_bytes)} {node} (2× GPU memory, and the weights while loading); "

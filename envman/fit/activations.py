@@ -139,6 +139,14 @@ def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, 
     V = arch.vocab
     if not V or arch.task not in ("causal-lm", "masked-lm"):
         return 0, 0, 0
+    if setup.loss == "fused":
+        # flash-attention's Triton cross-entropy (Dao-AILab/flash-attention@058ad35a3914
+        # flash_attn/ops/triton/cross_entropy.py CrossEntropyLoss): one kernel reads the logits in their own dtype,
+        # saves them with the fp32 log-sum-exp per row (save_for_backward(logits, lse, labels)); with
+        # inplace_backward=True the backward writes the gradient into the logits (dlogits = logits): no fp32 copy,
+        # no gradient-sized temporary. The forward's temporaries are per row (losses, lse, z_losses: fp32)
+        kept = T * V * c + T * 4
+        return kept, 0, 3 * T * 4
     if setup.loss == "compute":
         # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy);
         # the log-softmax output (+ the logits the loop holds through backward)
@@ -287,6 +295,12 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
         for i in range(depth):
             rin = res
             rout = res // 2 if (i == 0 and si > 0) else res
+            if arch.variant == "basic":
+                step = _basic_block(b, c, cin, w, rout)
+                profile.append(step[:3])
+                flops, ew = flops + step[3], ew + step[4]
+                res, cin = rout, w
+                continue
             ew += (BN_RELU_PASSES * (r * rin * rin + r * rout * rout + w * rout * rout) + ADD_PASSES * w * rout * rout
                    + (BN_PASSES * w * rout * rout if cin != w else 0))
             blk = r * rin * rin * 2 + r * rout * rout * 2 + w * rout * rout * 2 + (w * rout * rout if cin != w else 0)
@@ -299,6 +313,21 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
     flops += 2 * cin * arch.labels
     saved = sum(p[0] for p in profile)
     return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), profile=tuple(profile), elementwise_bytes=b * ew * c)
+
+
+def _basic_block(b: int, c: int, cin: int, w: int, rout: int) -> tuple[int, int, int, int, int]:
+    """transformers' ResNetBasicLayer (ResNet-18/34): conv 3×3 (stride) → BN → ReLU → conv 3×3 → BN, a 1×1
+    conv + BN shortcut where the width or resolution changes, the add, ReLU (modeling_resnet.py
+    ResNetBasicLayer, ResNetConvLayer, ResNetShortCut). Kept as in the bottleneck count: each BN's input, each
+    ReLU's output, the shortcut BN's input. (saved, params, backward temporaries, FLOPs per sample, elementwise
+    elements per sample)."""
+    short = cin != w
+    plane = w * rout * rout
+    saved = 2 * plane + 2 * plane + (plane if short else 0)
+    params = 9 * cin * w + 9 * w * w + 4 * w + ((cin * w + 2 * w) if short else 0)
+    flops = 2 * (9 * cin * w + 9 * w * w + (cin * w if short else 0)) * rout * rout
+    ew = BN_RELU_PASSES * 2 * plane + ADD_PASSES * plane + (BN_PASSES * plane if short else 0)
+    return b * saved * c, params, 2 * b * plane * c, flops, ew
 
 
 def _diffusion(arch: Arch, setup: Setup, b: int) -> Acts:

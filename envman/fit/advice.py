@@ -21,6 +21,7 @@ class Lever:
     peak_bytes: int
     cost: str
     fits: bool  # the first target then fits (with the margin)
+    tight: bool = False  # it does not fit with the margin, but inside the card (the verdict "tight")
 
 
 def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool,
@@ -30,20 +31,24 @@ def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool,
     transformer = arch.family not in ("resnet", "params")
     want = lambda name: only is None or only == name  # noqa: E731
     if setup.batch > 1 and arch.family != "params" and want("smaller micro-batch + gradient accumulation"):
-        b = max(1, max_micro_batch(arch, replace(setup, batch=1), budget, limit=setup.batch - 1)) if budget else 1
-        b = min(b, setup.batch - 1) or 1
-        steps = -(-setup.batch // b)
-        out.append(("smaller micro-batch + gradient accumulation", f"--batch {b} (accumulate {steps} steps)",
-                    replace(setup, batch=b),
-                    f"none on the result (same effective batch of {setup.batch}); throughput drops if a batch "
+        fit = max(1, max_micro_batch(arch, replace(setup, batch=1), budget, limit=setup.batch - 1)) if budget else 1
+        # a divisor of the micro-batch, so that the same global batch is whole micro-steps (--global-batch)
+        b = max(d for d in range(1, setup.batch) if setup.batch % d == 0 and d <= max(1, fit))
+        steps = setup.accumulation * (setup.batch // b)
+        dp = max(1, setup.gpus // (setup.tp * setup.pp))
+        out.append(("smaller micro-batch + gradient accumulation",
+                    f"--batch {b} --global-batch {b * steps * dp}",
+                    replace(setup, batch=b, accumulation=steps),
+                    f"none on the result (the same global batch of {b * steps * dp}); throughput drops if a batch "
                     f"of {b} leaves the GPU under-occupied"))
     if not setup.grad_checkpointing and transformer and setup.method != "freeze" and want("gradient checkpointing"):
         out.append(("gradient checkpointing", "--grad-checkpointing", replace(setup, grad_checkpointing=True),
                     "speed: one extra forward per step (about +33% step time); accuracy: none"))
     if transformer and setup.attention == "eager" and want("flash / memory-efficient attention"):
-        out.append(("flash / memory-efficient attention", "attn_implementation='sdpa' or 'flash_attention_2'",
+        out.append(("flash / memory-efficient attention", "--attention flash",
                     replace(setup, attention="flash"),
-                    "none (exact attention, faster); needs fp16/bf16 and a recent GPU for FlashAttention-2"))
+                    "none (exact attention, faster: attn_implementation='sdpa' or 'flash_attention_2'); needs "
+                    "fp16/bf16 and a recent GPU for FlashAttention-2"))
     p = "bf16-mixed" if bf16_ok else "fp16-mixed"
     if setup.precision == "fp32" and want(f"{p} autocast"):
         out.append((f"{p} autocast", f"--precision {p}", replace(setup, precision=p),
@@ -54,8 +59,9 @@ def _candidates(arch: Arch, setup: Setup, budget: int, bf16_ok: bool,
                     "accuracy: no fp32 master weights, small updates can round away (use Kahan summation / "
                     "stochastic rounding, or expect a small quality loss)"))
     if setup.optimizer in ("adamw", "lion") and setup.optimizer_impl == "foreach" and want("fused AdamW kernel"):
-        out.append(("fused AdamW kernel", "torch.optim.AdamW(..., fused=True)", replace(setup, optimizer_impl="fused"),
-                    "none: same update in one kernel, without the parameter-sized temporary of the foreach default"))
+        out.append(("fused AdamW kernel", "--fused-optimizer", replace(setup, optimizer_impl="fused"),
+                    "none: same update in one kernel (torch.optim.AdamW(..., fused=True)), without the "
+                    "parameter-sized temporary of the foreach default"))
     if setup.optimizer == "adamw" and setup.method in ("full", "lora", "qlora") and want("8-bit AdamW (bitsandbytes)"):
         out.append(("8-bit AdamW (bitsandbytes)", "--optimizer adamw-8bit", replace(setup, optimizer="adamw-8bit"),
                     "accuracy: on par with 32-bit Adam in Dettmers et al. 2022; needs the bitsandbytes package"))
@@ -88,8 +94,10 @@ def _shard_levers(arch: Arch, setup: Setup, budget: int) -> list[tuple[str, str,
     return out
 
 
-def rank_levers(arch: Arch, setup: Setup, base: Estimate, budget: int, bf16_ok: bool = True) -> tuple[Lever, ...]:
-    """Each applicable lever with the bytes it saves on this run, biggest saving first."""
+def rank_levers(arch: Arch, setup: Setup, base: Estimate, budget: int, bf16_ok: bool = True,
+                card: int | None = None) -> tuple[Lever, ...]:
+    """Each applicable lever with the bytes it saves on this run, biggest saving first (``budget``: the allocated
+    peak that fits with the margin; ``card``: the one that fits inside the card, "tight")."""
     levers: list[Lever] = []
     for name, change, new, cost in _candidates(arch, setup, budget, bf16_ok):
         try:
@@ -99,7 +107,9 @@ def rank_levers(arch: Arch, setup: Setup, base: Estimate, budget: int, bf16_ok: 
         saves = base.peak_bytes - est.peak_bytes
         if saves <= 0:
             continue
-        levers.append(Lever(name, change, saves, est.peak_bytes, cost, est.peak_bytes <= budget))
+        fits = est.peak_bytes <= budget
+        levers.append(Lever(name, change, saves, est.peak_bytes, cost, fits,
+                            not fits and card is not None and est.peak_bytes <= card))
     ranked = sorted(levers, key=lambda lv: (-lv.saves_bytes, lv.lever))
     # first: the cheapest way to fit (levers stacked in order of cost), when it takes more than one lever
     combo = combine(arch, setup, budget, bf16_ok) if ranked else None

@@ -191,8 +191,9 @@ def _resnet(cfg: dict) -> Arch:
         p.append(f"depths: expected a list of positive integers, got {depths!r}")
     if not (isinstance(widths, list) and isinstance(depths, list) and len(widths) == len(depths)):
         p.append(f"hidden_sizes: expected one width per stage (as many as depths), got {widths!r}")
-    if cfg.get("layer_type", "bottleneck") != "bottleneck":
-        p.append(f"layer_type: only 'bottleneck' ResNets are supported, got {cfg.get('layer_type')!r}")
+    kind = cfg.get("layer_type", "bottleneck")
+    if kind not in ("bottleneck", "basic"):
+        p.append(f"layer_type: expected 'bottleneck' (ResNet-50 and deeper) or 'basic' (ResNet-18/34), got {kind!r}")
     if p:
         raise ArchError(p)
     assert isinstance(depths, list) and isinstance(widths, list)  # checked above
@@ -203,8 +204,13 @@ def _resnet(cfg: dict) -> Arch:
     for depth, w in zip(depths, widths):
         r = w // 4
         for _ in range(depth):
-            block = cin * r + 9 * r * r + r * w + 2 * (r + r + w)
-            lins = [Linear("conv1", cin, r, 1), Linear("conv2", 9 * r, r, 1), Linear("conv3", r, w, 1)]
+            if kind == "basic":  # ResNetBasicLayer: two 3×3 convolutions with BatchNorm (transformers modeling_resnet.py)
+                block = 9 * cin * w + 9 * w * w + 2 * (w + w)
+                lins = [Linear("conv1", 9 * cin, w, 1), Linear("conv2", 9 * w, w, 1)]
+                largest = max(largest, 9 * w * w)
+            else:
+                block = cin * r + 9 * r * r + r * w + 2 * (r + r + w)
+                lins = [Linear("conv1", cin, r, 1), Linear("conv2", 9 * r, r, 1), Linear("conv3", r, w, 1)]
             if cin != w:  # projection shortcut (also where the stage strides)
                 block += cin * w + 2 * w
                 lins.append(Linear("shortcut", cin, w, 1))
@@ -216,7 +222,8 @@ def _resnet(cfg: dict) -> Arch:
     linears.append(Linear("classifier", cin, labels, 1))
     return Arch("resnet", "image-classification", params, 0, max(largest, cin * labels), tuple(linears),
                 image_size=int(cfg.get("image_size") or 224), channels=ch, labels=labels,
-                stages=tuple(zip(depths, widths)), stem=stem, hidden=cin, layers=sum(depths))
+                stages=tuple(zip(depths, widths)), stem=stem, hidden=cin, layers=sum(depths),
+                variant="basic" if kind == "basic" else "")
 
 
 def _text_tower(c: dict, p: list[str], path: str, vocab_default: int) -> tuple[int, int, int, int, int, int]:

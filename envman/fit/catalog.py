@@ -48,6 +48,12 @@ class GpuSpec:
     source: str
     bandwidth: float = 0.0  # bytes/s
     uncertain: bool = False
+    driver_total: int = 0  # bytes nvidia-smi / NVML show as the board's total (gpu_perf.yaml driver_total_mib); 0: unknown
+
+    @property
+    def card_bytes(self) -> int:
+        """What a process can be given at most: the driver's total where a printout gives it, else the datasheet's."""
+        return self.driver_total or self.memory_bytes
 
     @property
     def bf16(self) -> bool:
@@ -252,6 +258,12 @@ def _dense(e: dict, at: str, problems: list[str]) -> dict[str, float]:
 
 
 @lru_cache(maxsize=2)
+def _perf_doc(directory: str | None = None) -> Any:
+    """gpu_perf.yaml's document, read once per process (its readers below validate what they take)."""
+    return _yaml(Path(directory or _data_dir()) / "gpu_perf.yaml")
+
+
+@lru_cache(maxsize=2)
 def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tuple[str, float], ...], str]]:
     return {k: (v[0], v[1], v[2]) for k, v in _load_perf(directory)[0].items()}
 
@@ -260,7 +272,7 @@ def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tu
 def _load_perf(directory: str | None = None) -> tuple[dict[str, tuple[int, tuple[tuple[str, float], ...], str, float, bool]],
                                                       dict]:
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"
-    doc = _yaml(path)
+    doc = _perf_doc(directory)
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
         raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
     problems: list[str] = []
@@ -320,7 +332,7 @@ def gpu_specs(names: list[str] | tuple[str, ...]) -> tuple[GpuSpec, ...]:
         g = t.gpu
         if g.id in perf:
             mem, tflops, source, bw, unc = perf[g.id]
-            out.append(GpuSpec(g.id, g.name, g.cc, mem, tflops, source, bw, unc))
+            out.append(GpuSpec(g.id, g.name, g.cc, mem, tflops, source, bw, unc, _driver_totals().get(g.id, 0)))
         elif g.memory_gib:  # no datasheet figures read yet: the memory verdict from gpus.yaml, no throughput
             out.append(GpuSpec(g.id, g.name, g.cc, int(g.memory_gib * 2**30), (), MEMORY_ONLY,
                                uncertain=g.prov.uncertain))
@@ -343,3 +355,40 @@ def raw_config(ref: str) -> tuple[dict, str]:
         if e.get("id") == ref:
             return dict(e["config"]), e["task"]
     raise UsageError(f"unknown model {ref!r}", hint="a name from matrices/models.yaml or a config.json path")
+
+
+_RULES = ("min_block", "small_size", "small_segment", "large_segment", "min_large_alloc", "round_large", "context_bytes")
+
+
+@lru_cache(maxsize=2)
+def allocator_rules(directory: str | None = None):
+    """The caching allocator's block and segment sizes and the CUDA context (gpu_perf.yaml ``allocator:``)."""
+    from envman.fit.reserve import AllocatorRules
+
+    path = Path(directory or _data_dir()) / "gpu_perf.yaml"
+    doc = _perf_doc(directory).get("allocator")
+    if not isinstance(doc, dict):
+        raise MatrixError([f"{path.name}: allocator: expected a mapping of {', '.join(_RULES)}"])
+    bad = [f"{path.name}: allocator.{k}: expected a positive integer, got {doc.get(k)!r}" for k in _RULES
+           if isinstance(doc.get(k), bool) or not isinstance(doc.get(k), int) or doc[k] <= 0]
+    if bad:
+        raise MatrixError(bad)
+    return AllocatorRules(**{k: int(doc[k]) for k in _RULES})
+
+
+@lru_cache(maxsize=2)
+def _driver_totals(directory: str | None = None) -> dict[str, int]:
+    """gpu_perf.yaml ``driver_total_mib`` per GPU id, in bytes (validated: a positive whole number of MiB)."""
+    path = Path(directory or _data_dir()) / "gpu_perf.yaml"
+    out, bad = {}, []
+    for gid, e in (_perf_doc(directory).get("gpus") or {}).items():
+        v = e.get("driver_total_mib") if isinstance(e, dict) else None
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or not e.get("driver_total_source"):
+            bad.append(f"{path.name}: gpus.{gid}.driver_total_mib: expected a positive integer with driver_total_source, got {v!r}")
+        else:
+            out[str(gid)] = v * 2**20
+    if bad:
+        raise MatrixError(bad)
+    return out

@@ -21,8 +21,17 @@ from dataclasses import replace
 
 from envman.fit.activations import Acts, act_bytes, activations
 from envman.fit.architectures import Arch
-from envman.fit.runspec import Breakdown, Estimate, Setup, count_trainable, default_seq, dtype_bytes, validate
-from envman.fit.states import model_states, quantised_linears, state_bytes
+from envman.fit.runspec import (
+    Breakdown,
+    Estimate,
+    Setup,
+    count_trainable,
+    default_seq,
+    dtype_bytes,
+    trainable_linears,
+    validate,
+)
+from envman.fit.states import largest_trained, model_states, quantised_linears, state_bytes
 
 
 def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, int, int]:
@@ -54,6 +63,26 @@ def _recomputation(arch: Arch, setup: Setup, acts: Acts, c: int) -> tuple[Acts, 
     return acts, acts.saved, 0
 
 
+# torchtune's OffloadActivations keeps this many of the latest saved tensors alive on the GPU in the forward
+# (max_fwd_stash_size, default 5) while their copies to the CPU run on a side stream
+OFFLOAD_STASH = 5
+
+
+def _offloaded(arch: Arch, setup: Setup, acts: Acts, kept: int, recompute: int) -> tuple[Acts, int, int]:
+    """Activation offloading (pytorch/torchtune@05cda5e9dd03 torchtune/training/_activation_offloading.py,
+    OffloadActivations): a saved_tensors_hooks context copies every saved tensor of 1 KiB or more that is not a
+    parameter to pinned CPU memory, keeping the latest few on the GPU until their copy is done, and brings each
+    back in backward for the autograd node that reads it. On the GPU: the loss's tensors (left to the loop),
+    the stash of the latest saved tensors (each at most tokens × the wider of hidden and ffn), and in backward
+    one layer's tensors at a time."""
+    if not setup.activation_offload:
+        return acts, kept, recompute
+    rows = acts.positions or acts.tokens
+    c = dtype_bytes(setup.precision)[1]
+    stash = min(kept - acts.loss_saved, OFFLOAD_STASH * rows * max(arch.hidden, arch.ffn) * c // setup.tp)
+    return acts, acts.loss_saved + max(0, stash), max(recompute, acts.per_layer)
+
+
 def _cnn_backward(acts: Acts, during: Breakdown, grads: int, P: int, extra: int, held: int = 0) -> Breakdown:
     """A non-uniform network's backward peak: saved tensors not yet freed + gradients made so far (at least the
     ``held`` ones: accumulated or never freed), per block."""
@@ -81,6 +110,26 @@ def _accumulated(setup: Setup, grads: int, trainable: int, gb: int) -> int:
     return grads
 
 
+def _in_backward(arch: Arch, setup: Setup, grads: int, opt_tmp: int) -> tuple[int, int, int]:
+    """(gradients alive, the step's temporaries after backward, those inside backward). With the optimizer in
+    backward — torch.distributed.optim._apply_optimizer_in_backward (pytorch/pytorch@035290b77d8b
+    torch/distributed/optim/apply_optimizer_in_backward.py; torchtune's optimizer_in_bwd) — a hook on each
+    parameter's AccumulateGrad runs that parameter's step, then `param.grad = None`: one gradient alive at a
+    time, the per-tensor temporaries inside backward, no step phase after it."""
+    if not setup.optimizer_in_backward:
+        return grads, opt_tmp, 0
+    r, _, gb, _ = dtype_bytes(setup.precision)
+    one, mp = _one_tensor(arch, setup), setup.tp * setup.pp
+    return min(grads, one * gb // mp), 0, min(opt_tmp, one * r // mp)
+
+
+def _one_tensor(arch: Arch, setup: Setup) -> int:
+    """Elements of the largest trained parameter tensor (a LoRA run: its largest adapter matrix)."""
+    if setup.method in ("lora", "qlora"):
+        return max((setup.lora_rank * max(lin.fan_in, lin.fan_out) for lin in trainable_linears(arch, setup)), default=0)
+    return largest_trained(arch, setup) or arch.largest_param or arch.params
+
+
 def stack_arch(arch: Arch, setup: Setup) -> Arch:
     """The model as the stack builds it: LitGPT never ties lm_head to the embedding (its conversion script
     copies the embedding into a separate lm_head), so a tied config gains a vocabulary × hidden matrix."""
@@ -104,7 +153,7 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
                        layer_transient=acts.layer_transient // setup.tp, quant_inputs=acts.quant_inputs // setup.tp,
                        loss_forward=acts.loss_forward // setup.tp)
     notes += acts.notes
-    acts, kept, recompute = _recomputation(arch, setup, acts, c)
+    acts, kept, recompute = _offloaded(arch, setup, *_recomputation(arch, setup, acts, c))
     # bitsandbytes dequantises the whole weight of each 4-bit linear for its forward and again in backward
     # (functional.dequantize_4bit, in the dtype it was quantised from, then .to(the compute dtype))
     qlora_tmp = max((lin.fan_in * lin.fan_out for lin in quantised_linears(arch, setup)), default=0) * c \
@@ -112,13 +161,14 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     head_grad = 0
     if arch.task in ("causal-lm", "masked-lm") and setup.method in ("full", "freeze"):
         head_grad = arch.vocab * arch.hidden * gb
+    grads, opt_tmp, bwd_step = _in_backward(arch, setup, grads, opt_tmp)
     acc = grads if setup.zero_grad == "keep" else _accumulated(setup, grads, trainable, gb)
     # the gradients alive through the forward: zero_grad() between the forward and backward frees them only then
     fwd = grads if setup.zero_grad == "before-backward" else acc
     # the moments of a step
     start = Breakdown(weights, acc, opt, kept, acts.loss_transient + cast_copies + gathered + qlora_tmp)
     during = Breakdown(weights, max(acc, min(head_grad, grads)), opt, kept - acts.loss_saved + recompute,
-                       acts.layer_transient + cast_copies + gathered + qlora_tmp)
+                       acts.layer_transient + cast_copies + gathered + qlora_tmp + bwd_step)
     # last op of backward: a tied embedding's dense gradient is summed into the head's (two more tables)
     tied_sum = 2 * arch.vocab * arch.hidden * gb if arch.tied and arch.vocab and setup.method == "full" else 0
     end = Breakdown(weights, grads, opt, 0, tied_sum + gathered)

@@ -18,7 +18,10 @@ OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw", "sgd", "sgd-momentum", "adaf
 METHODS = ("full", "lora", "qlora", "freeze")
 SHARDS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
 ATTENTION = ("eager", "flash")
-LOSSES = ("fp32", "compute")
+LOSSES = ("fp32", "compute", "fused")
+# --loss: what the loss keeps, named as users know it → Setup.loss (hf: transformers upcasts the logits to fp32;
+# chunked: LitGPT's chunked cross-entropy in the compute dtype; fused: flash-attention's in-place Triton kernel)
+LOSS_FLAGS = {"hf": "fp32", "chunked": "compute", "fused": "fused"}
 OFFLOAD = ("none", "optimizer", "params")
 # when the training loop frees the last step's gradients (docs/fit-allocator.md): before the next forward
 # (optimizer.zero_grad() after step(), set_to_none=True: PyTorch >= 2.0's default); after the next forward,
@@ -55,7 +58,8 @@ class Setup:
     stack: str = "custom"
     base_bytes: int = 0  # frozen (LoRA/QLoRA) base as loaded (2: torch_dtype=bfloat16); 0: the parameter dtype
     kbit_fp32_extras: bool = False  # PEFT prepare_model_for_kbit_training: non-quantised params upcast to fp32
-    loss: str = "fp32"  # fp32: transformers upcasts the logits; compute: LitGPT's chunked loss in the compute dtype
+    loss: str = "fp32"  # fp32: transformers upcasts the logits; compute: LitGPT's chunked loss in the compute dtype;
+    # fused: flash-attention's in-place cross-entropy (the logits in their dtype + an fp32 log-sum-exp per row)
     deepspeed: bool = False  # DeepSpeed ZeRO: a 16-bit module, fp32 master + moments (+ fp32 grads) partitioned
     accumulation: int = 1  # gradient accumulation steps: gradients stay alive across micro-steps
     offload: str = "none"  # none | optimizer (ZeRO-Offload, FSDP CPU offload) | params (ZeRO-3 offload_param)
@@ -82,6 +86,8 @@ class Setup:
     reduce_bucket: int = 0  # DeepSpeed ZeRO-2's reduce_bucket_size (elements): the 16-bit gradient bucket on the GPU
     zero_grad: str = "before-forward"  # when the loop frees the gradients (ZERO_GRAD)
     sub_group: int = 0  # DeepSpeed ZeRO-3's sub_group_size (elements): step() upcasts one sub-group's gradients at a time
+    optimizer_in_backward: bool = False  # each parameter's step runs in its AccumulateGrad hook, then its grad is freed
+    activation_offload: bool = False  # torchtune's OffloadActivations: saved tensors copied to CPU, brought back in backward
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,15 @@ def validate(setup: Setup, arch: Arch) -> None:
     if arch.layers and setup.pp > arch.layers:
         raise SetupError(f"--pp {setup.pp}: more pipeline stages than this model's {arch.layers} layers",
                          f"--pp {arch.layers} at most (one layer per stage)")
+    if setup.activation_offload and arch.family not in ("gpt2", "llama", "bert", "vit"):
+        raise SetupError(f"--activation-offload is modelled for transformer blocks, not {arch.family}",
+                         "drop --activation-offload for this model (its saved tensors are counted on the GPU)")
+    if setup.optimizer_in_backward and (setup.accumulation > 1 or setup.shard not in ("none", "ddp")
+                                        or setup.optimizer == "paged-adamw"):
+        raise SetupError("--optimizer-in-backward steps each parameter as its gradient is made: no gradient "
+                         "accumulation, no sharded or paged optimizer",
+                         "drop --global-batch (or make it --batch × GPUs), --shard and paged-adamw, or drop "
+                         "--optimizer-in-backward")
     if setup.method == "qlora" and setup.precision == "fp32":
         raise SetupError("QLoRA computes in bf16/fp16, not --precision fp32",
                          "drop --precision (the QLoRA stacks' bf16-mixed), or --precision bf16 / fp16-mixed")

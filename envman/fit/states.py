@@ -95,7 +95,7 @@ def _deepspeed_module(arch: Arch, setup: Setup, trainable: int) -> int:
     return _base_states(arch, sixteen, trainable)[0]
 
 
-def _largest_trained(arch: Arch, setup: Setup) -> int:
+def largest_trained(arch: Arch, setup: Setup) -> int:
     """The elements of the largest trained parameter tensor: the embedding or a linear (LoRA trains small adapters;
     a frozen backbone trains its head only, the last linear: count_trainable)."""
     if setup.method == "freeze":
@@ -124,7 +124,7 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         # its forward stays gathered into its backward, and its 16-bit gradient — larger than the reduce bucket
         # (h² elements) — waits whole for its own reduce-scatter (stage3.py __add_grad_to_ipg_bucket)
         gathered = max(_gathered_layers(arch, setup, trainable, layer_params, 2, 0),
-                       2 * 2 * _largest_trained(arch, setup) // mp)
+                       2 * 2 * largest_trained(arch, setup) // mp)
         note = (f"ZeRO-3 (DeepSpeed): 16-bit weights and gradients, fp32 master and moments split over {n} GPUs; "
                 "the layer in use and the prefetched one gathered")
     elif setup.shard == "zero2" and setup.reduce_bucket:
@@ -135,7 +135,7 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         # (extra_large_param_to_reduce) — the largest is the embedding or an untied head
         # (backward_prologue allocates the bucket whole, a second one with overlap_comm: one counted)
         weights = module // mp
-        extra = _largest_trained(arch, setup) // mp
+        extra = largest_trained(arch, setup) // mp
         grads = trainable * 2 // mp // n + (setup.reduce_bucket + (extra if extra > setup.reduce_bucket else 0)) * 2
         master, gathered = int(trainable * (4 + k) / mp / n), 0
         note = (f"ZeRO-2 (DeepSpeed): 16-bit weights replicated; 16-bit gradients reduced bucket by bucket into "

@@ -30,6 +30,15 @@ WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
     "model": str, "params": (int, float), "method": str, "precision": str, "optimizer": str, "batch": int,
     "seq": int, "image_size": int, "grad_checkpointing": bool, "lora_rank": int, "lora_targets": list, "gpus": int,
     "shard": str, "global_batch": int, "attention": str, "stack": str,
+    "loss": str, "optimizer_in_backward": bool, "activation_offload": bool, "compile": bool,
+}
+# what each workload key looks like, for the hint of a value of the wrong type (YAML as a user writes it)
+WORKLOAD_EXAMPLES: dict[str, str] = {
+    "model": "llama-3.1-8b", "params": "7e9", "method": "lora", "precision": "bf16-mixed", "optimizer": "adamw",
+    "batch": "4", "seq": "2048", "image_size": "224", "grad_checkpointing": "true", "lora_rank": "16",
+    "lora_targets": "[q_proj, v_proj]", "gpus": "8", "shard": "fsdp", "global_batch": "64", "attention": "flash",
+    "stack": "peft-lora", "loss": "fused", "optimizer_in_backward": "true", "activation_offload": "true",
+    "compile": "true",
 }
 
 # Docker's limit on a repository name (distribution/reference NameTotalLengthMax, 255) holds for the name as it
@@ -323,7 +332,8 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
     if v is None:
         return ()
     if not isinstance(v, dict):
-        p.bad(path, f"expected a mapping (model: llama-3.1-8b, method: lora …), got {type(v).__name__}")
+        p.bad(path, f"expected a mapping (model: llama-3.1-8b, method: lora …), got {type(v).__name__}",
+              "e.g. workload: {model: llama-3.1-8b, method: qlora, batch: 4} (docs/envman-yaml.md)")
         return ()
     out = []
     for k, val in v.items():
@@ -332,9 +342,13 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
             near = difflib.get_close_matches(str(k), WORKLOAD_KEYS, n=1)
             p.bad(f"{path}.{k}", "unknown key", f"did you mean {near[0]}?" if near else "keys: " + ", ".join(WORKLOAD_KEYS))
         elif isinstance(val, bool) and want is not bool or not isinstance(val, want):
-            p.bad(f"{path}.{k}", f"expected {getattr(want, '__name__', 'a number')}, got {val!r}")
+            p.bad(f"{path}.{k}", f"expected {getattr(want, '__name__', 'a number')}, got {val!r}",
+                  f"e.g. {k}: {WORKLOAD_EXAMPLES[k]} (the value of `envman fit --{k.replace('_', '-')}`)")
+        elif k == "lora_targets" and isinstance(val, list) and not all(isinstance(i, str) for i in val):
+            p.bad(f"{path}.{k}", f"expected a list of layer names, got {val!r}", f"e.g. {k}: {WORKLOAD_EXAMPLES[k]}")
         elif isinstance(val, str) and (_CTRL.search(val) or len(val) > 200):
-            p.bad(f"{path}.{k}", f"{val!r} is not a plain value")
+            p.bad(f"{path}.{k}", f"{val!r} is not a plain value",
+                  f"one line of at most 200 characters, e.g. {k}: {WORKLOAD_EXAMPLES[k]}")
         else:
             out.append((k, _strings(p, val, f"{path}.lora_targets") if k == "lora_targets" else val))
     return tuple(sorted(out))

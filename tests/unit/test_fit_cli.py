@@ -7,6 +7,8 @@ import sys
 
 import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from envman.cli.fit import register
@@ -468,3 +470,219 @@ def test_no_model_and_no_workload_points_to_both(app, tmp_path):
     _, err = run(app, str(tmp_path))
     assert err is not None and err.exit_code == 2 and err.message.startswith("no model given")
     assert "--model llama-3.1-8b" in err.hint and "workload: {model: llama-3.1-8b" in err.hint
+
+
+# --- issue 39 (causes 10, 11): the workload's type errors lead somewhere; a global batch is whole micro-steps ------
+@pytest.mark.parametrize("value", ["4", 4.5, True, [4], {"n": 4}, None])
+def test_every_workload_type_error_has_a_hint(value):
+    from envman.errors import SpecError
+    from envman.project.spec import WORKLOAD_KEYS, parse_spec
+
+    for key, want in WORKLOAD_KEYS.items():
+        if value is None or (isinstance(value, want) and not isinstance(value, bool)) or (want is bool and value is True):
+            continue
+        with pytest.raises(SpecError) as e:
+            parse_spec({"name": "w", "cpu": True, "workload": {key: value}})
+        assert e.value.message.startswith(f"envman.yaml: workload.{key}: expected "), e.value.message
+        assert e.value.hint and e.value.hint.startswith(f"e.g. {key}: "), (key, e.value.hint)
+
+
+def test_a_workload_that_is_not_a_mapping_says_what_one_looks_like():
+    from envman.errors import SpecError
+    from envman.project.spec import parse_spec
+
+    with pytest.raises(SpecError) as e:
+        parse_spec({"name": "w", "cpu": True, "workload": ["llama-3.1-8b"]})
+    assert e.value.message == "envman.yaml: workload: expected a mapping (model: llama-3.1-8b, method: lora …), got list"
+    assert e.value.hint == "e.g. workload: {model: llama-3.1-8b, method: qlora, batch: 4} (docs/envman-yaml.md)"
+
+
+def test_lora_targets_that_are_not_names_are_refused_with_a_hint():
+    from envman.errors import SpecError
+    from envman.project.spec import parse_spec
+
+    with pytest.raises(SpecError) as e:
+        parse_spec({"name": "w", "cpu": True, "workload": {"lora_targets": [{"q": 1}]}})
+    assert e.value.message == "envman.yaml: workload.lora_targets: expected a list of layer names, got [{'q': 1}]"
+    assert e.value.hint == "e.g. lora_targets: [q_proj, v_proj]"
+
+
+@pytest.mark.parametrize("args, message, hint", [
+    (("--batch", "8", "--global-batch", "2"), "--global-batch 2 is smaller than one micro-step's 8 samples (--batch 8)",
+     "--global-batch 8 (no accumulation) or a multiple of it; or a smaller --batch"),
+    (("--batch", "8", "--global-batch", "20"), "--global-batch 20 is not a whole number of micro-steps of 8 samples (--batch 8)",
+     "--global-batch 16 or 24 (whole micro-steps), or a --batch that divides 20"),
+    (("--batch", "4", "--gpus", "4", "--shard", "ddp", "--global-batch", "24"),
+     "--global-batch 24 is not a whole number of micro-steps of 16 samples (--batch 4 × 4 data-parallel GPUs)",
+     "--global-batch 16 or 32 (whole micro-steps), or a --batch that makes 24 a multiple of --batch × 4 GPUs"),
+])
+def test_a_global_batch_is_whole_micro_steps(app, args, message, hint):
+    res, err = run(app, "--model", "gpt2", *args, "--target", "h100")
+    assert err is not None and (err.message, err.hint, err.exit_code) == (message, hint, 2)
+
+
+def test_the_workloads_batch_above_its_global_batch_is_refused_naming_the_workload(app, tmp_path):
+    (tmp_path / "envman.yaml").write_text("name: w\npython: '3.11'\ncpu: true\n"
+                                          "workload: {model: gpt2, batch: 8, global_batch: 2}\n")
+    res, err = run(app, str(tmp_path), "--target", "h100")
+    assert err is not None and err.exit_code == 2
+    assert err.message == "envman.yaml workload: --global-batch 2 is smaller than one micro-step's 8 samples (--batch 8)"
+
+
+# --- issue 41.4: every lever's flags give the figure the advice printed -------------------------------------------
+@pytest.mark.parametrize("base", [
+    ("--model", "llama-3.1-8b", "--method", "full", "--target", "a100-80gb"),
+    ("--model", "llama-3.1-8b", "--method", "full", "--batch", "8", "--seq", "1024", "--target", "rtx-4090"),
+    ("--model", "llama-3.1-8b", "--method", "full", "--precision", "fp32", "--batch", "4", "--global-batch", "16",
+     "--target", "h100"),
+    ("--model", "gpt2-xl", "--precision", "fp32", "--batch", "16", "--attention", "eager", "--target", "t4"),
+    ("--model", "llama-3.1-8b", "--stack", "peft-lora", "--batch", "8", "--target", "rtx-4090"),
+    ("--model", "llama-3.1-8b", "--gpus", "8", "--shard", "ddp", "--batch", "4", "--target", "a100-40gb"),
+    ("--model", "vit-large", "--precision", "fp32", "--batch", "512", "--target", "t4"),
+])
+def test_every_lever_gives_the_figure_it_promised(app, base):
+    res, err = run(app, *base, "--compare", "rtx-4090,l4", "--json")
+    assert err is None, err
+    d = json.loads(res.stdout)
+    levers = [(lv["change"], lv["saves_bytes"]) for lv in d["advice"]]
+    levers += [(t["lever"]["change"], d["peak_bytes"] - t["lever"]["peak_bytes"]) for t in d["compare"] if t["lever"]]
+    assert levers, "the base run fits: nothing to check"
+    for change, saves in levers:
+        # drop a flag the base run already gives (the lever's value wins, as on a command line)
+        flags = change.split()
+        kept = list(base)
+        for f in [f for f in flags if f.startswith("--")]:
+            if f in kept:
+                i = kept.index(f)
+                del kept[i:i + (1 if f in ("--grad-checkpointing", "--fused-optimizer") else 2)]
+        again, err = run(app, *kept, *flags, "--json")
+        assert err is None, (change, err)
+        assert d["peak_bytes"] - json.loads(again.stdout)["peak_bytes"] == saves, change
+
+
+# --- issue 41.1: what the loss keeps (--loss), the fused optimizer, the optimizer step in backward -----------------
+GPT3_125M = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_head": 12, "n_layer": 12,
+             "n_positions": 2048, "vocab_size": 50257}
+
+
+@pytest.mark.parametrize("loss, peak, phase", [
+    ("hf", "74.81 GiB", "backward-start"),  # transformers: the fp32 log-softmax of 32 × 2048 × 50257 logits, 3× at once
+    ("chunked", "45.29 GiB", "backward-start"),  # LitGPT: in the compute dtype, 128-token chunks
+    ("fused", "44.14 GiB", "loss"),  # flash-attention's in-place kernel: the bf16 logits and an fp32 lse per row
+])
+def test_the_loss_names_what_it_keeps(app, tmp_path, loss, peak, phase):
+    # flash-attention's GPT3-125M at 32 × 2048 ran on 80 GB with its fused in-place cross-entropy (issue 41)
+    (tmp_path / "config.json").write_text(json.dumps(GPT3_125M))
+    res, err = run(app, "--model", str(tmp_path / "config.json"), "--seq", "2048", "--batch", "32", "--loss", loss,
+                   "--target", "a100-80gb")
+    assert err is None and res.exit_code == 0
+    assert f"peak     {peak} per GPU allocated (max_memory_allocated, at {phase})" in res.output
+
+
+def test_an_unknown_loss_is_refused_with_the_three_it_knows(app):
+    res, err = run(app, "--model", "gpt2", "--loss", "liger", "--target", "h100")
+    assert (err.message, err.exit_code) == ("--loss 'liger' is not one of hf, chunked, fused", 2)
+    assert err.hint.startswith("hf (transformers: fp32 logits), chunked (LitGPT")
+
+
+def test_the_fused_optimizer_and_the_step_in_backward_drop_what_they_free(app):
+    base = ("--model", "gpt2", "--batch", "1", "--seq", "128", "--precision", "fp32", "--target", "h100", "--json")
+    peaks = {}
+    for extra in ((), ("--fused-optimizer",), ("--optimizer-in-backward",)):
+        res, err = run(app, *base, *extra)
+        assert err is None
+        d = json.loads(res.stdout)
+        peaks[extra] = (d["peak_bytes"], d["peak_phase"])
+    # foreach AdamW's sqrt(v) list is the step's peak; fused has none; in backward only one tensor's gradient lives
+    assert peaks[()][1] == "optimizer-step"
+    assert peaks[("--fused-optimizer",)][0] < peaks[()][0]
+    assert peaks[("--optimizer-in-backward",)][0] < peaks[("--fused-optimizer",)][0]
+
+
+def test_the_step_in_backward_refuses_accumulation(app):
+    res, err = run(app, "--model", "gpt2", "--batch", "2", "--global-batch", "8", "--optimizer-in-backward", "--target", "h100")
+    assert err.exit_code == 2 and err.message.startswith("--optimizer-in-backward steps each parameter as its gradient")
+
+
+# --- issue 41.7: the whole run's wall time per GPU type, and its cost at the user's price ---------------------------
+def test_the_whole_run_takes_volume_over_rate_and_costs_only_at_a_given_price(app):
+    res, err = run(app, "--model", "llama-3.1-8b", "--method", "qlora", "--target", "h100", "--compare", "h100,l4",
+                   "--tokens", "1e9", "--price-per-gpu-hour", "h100=2.5", "--json")
+    assert err is None
+    d = json.loads(res.stdout)
+    band = d["estimate"]["band_pct"] / 100
+    for t in d["compare"]:
+        rate = t["tokens_per_second"]
+        assert t["run_seconds"] == pytest.approx(1e9 / rate, rel=1e-3)
+        lo, hi = t["run_seconds_range"]
+        assert (lo, hi) == (pytest.approx(1e9 / (rate * (1 + band)), rel=1e-3), pytest.approx(1e9 / (rate * (1 - band)), rel=1e-3))
+    h100, l4 = d["compare"]
+    assert h100["cost"] == pytest.approx(h100["run_seconds"] / 3600 * 2.5, rel=1e-3)
+    assert h100["cost_range"] == [pytest.approx(h100["run_seconds_range"][0] / 3600 * 2.5, rel=1e-3),
+                                  pytest.approx(h100["run_seconds_range"][1] / 3600 * 2.5, rel=1e-3)]
+    assert (l4["price_per_gpu_hour"], l4["cost"], l4["cost_range"]) == (None, None, None)  # no price: none invented
+
+
+def test_the_run_counts_every_gpu_hour_and_samples_times_epochs(app):
+    one, _ = run(app, "--model", "gpt2", "--seq", "1024", "--batch", "8", "--target", "a100", "--samples", "1000",
+                 "--epochs", "3", "--price-per-gpu-hour", "2", "--json")
+    eight, _ = run(app, "--model", "gpt2", "--seq", "1024", "--batch", "8", "--gpus", "8", "--shard", "ddp",
+                   "--target", "a100", "--samples", "1000", "--epochs", "3", "--price-per-gpu-hour", "2", "--json")
+    a, b = json.loads(one.stdout)["targets"][0], json.loads(eight.stdout)["targets"][0]
+    assert a["run_seconds"] == pytest.approx(3000 * 1024 / a["tokens_per_second"], abs=0.06)  # rounded to 0.1 s
+    assert b["cost"] == pytest.approx(b["run_seconds"] / 3600 * 8 * 2, abs=0.005)  # rounded to a cent
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--price-per-gpu-hour", "h100=free"), "--price-per-gpu-hour 'h100=free': 'h100=free' is not a price"),
+    (("--price-per-gpu-hour", "-1"), "--price-per-gpu-hour '-1': '-1' is not a price"),
+    (("--tokens", "1e9", "--samples", "10"), "--tokens and --samples exclude each other"),
+    (("--samples", "10", "--epochs", "0"), "--epochs 0.0: expected a positive number"),
+    (("--tokens", "lots"), "--tokens 'lots' is not a number"),
+])
+def test_run_volume_and_price_errors_are_one_line_with_a_hint(app, args, message):
+    res, err = run(app, "--model", "gpt2", "--target", "h100", *args)
+    assert err is not None and err.message == message and err.hint and err.exit_code == 2
+
+
+def test_an_image_model_counts_samples_not_tokens(app):
+    res, err = run(app, "--model", "vit-base", "--target", "h100", "--tokens", "1e6")
+    assert err.message == "--tokens: this model counts images, not tokens" and err.hint == "--samples N --epochs E"
+
+
+def test_compile_is_said_not_guessed(app):
+    base, _ = run(app, "--model", "gpt2", "--target", "h100", "--json")
+    res, err = run(app, "--model", "gpt2", "--target", "h100", "--compile", "--json")
+    d, e = json.loads(res.stdout), json.loads(base.stdout)
+    assert err is None and d["peak_bytes"] == e["peak_bytes"]
+    assert any(n.startswith("torch.compile: what the forward saves is chosen by AOTAutograd's min-cut partitioner")
+               for n in d["notes"])
+
+
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=300),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=2),
+                       max_leaves=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(sorted(__import__("envman.project.spec", fromlist=["WORKLOAD_KEYS"]).WORKLOAD_KEYS)),
+       value=_VALUES)
+def test_any_workload_value_is_taken_or_refused_with_a_hint(key, value):
+    from envman.errors import SpecError
+    from envman.project.spec import parse_spec
+
+    try:
+        parse_spec({"name": "w", "cpu": True, "workload": {key: value}})
+    except SpecError as exc:
+        assert exc.message.startswith(f"envman.yaml: workload.{key}"), exc.message
+        assert exc.hint, (key, value, exc.message)
+
+
+def test_the_workload_names_what_the_loss_keeps_and_the_other_issue_41_run_options(app, tmp_path):
+    (tmp_path / "envman.yaml").write_text("name: w\npython: '3.11'\ncpu: true\nworkload: {model: gpt2, batch: 8, "
+                                          "seq: 1024, loss: fused, activation_offload: true, compile: true}\n")
+    res, err = run(app, str(tmp_path), "--target", "h100", "--json")
+    assert err is None
+    d = json.loads(res.stdout)
+    assert (d["setup"]["loss"], d["setup"]["activation_offload"]) == ("fused", True)
+    assert any(n.startswith("torch.compile:") for n in d["notes"])

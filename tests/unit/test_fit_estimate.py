@@ -235,3 +235,77 @@ def test_flux_counts_the_t5_tokens_the_run_gives():
     short, default = (estimate(arch, replace(setup, seq=s)).breakdown.activations for s in (77, None))
     assert short < default
     assert estimate(arch, replace(setup, seq=512)).breakdown.activations == default
+
+
+# --- issue 41.1: basic-block ResNets (ResNet-18/34) -------------------------------------------------------------------
+@pytest.mark.parametrize("depths, params", [([2, 2, 2, 2], 11_689_512), ([3, 4, 6, 3], 21_797_672)])
+def test_basic_block_resnets_count_torchvisions_parameters(depths, params):
+    # microsoft/resnet-18 and -34 configs; torchvision.models.resnet18/34 print these counts
+    from envman.fit.architectures import arch_from_config
+    from envman.fit.estimate import estimate
+    from envman.fit.runspec import Setup
+
+    cfg = {"model_type": "resnet", "num_channels": 3, "embedding_size": 64, "hidden_sizes": [64, 128, 256, 512],
+           "depths": depths, "layer_type": "basic", "num_labels": 1000}
+    arch = arch_from_config(cfg)
+    assert arch.params == params and arch.variant == "basic" and not arch.validated
+    est = estimate(arch, Setup(batch=32, image_size=224, precision="fp32", optimizer="sgd-momentum"))
+    deeper = estimate(arch_from_config({**cfg, "depths": [d + 1 for d in depths]}),
+                      Setup(batch=32, image_size=224, precision="fp32", optimizer="sgd-momentum"))
+    assert 0 < est.breakdown.activations < deeper.breakdown.activations and est.train_flops < deeper.train_flops
+
+
+def test_an_unknown_resnet_layer_type_names_the_two_it_knows():
+    from envman.fit.architectures import ArchError, arch_from_config
+
+    with pytest.raises(ArchError) as e:
+        arch_from_config({"model_type": "resnet", "hidden_sizes": [64], "depths": [2], "layer_type": "preact"})
+    assert e.value.problems == ["layer_type: expected 'bottleneck' (ResNet-50 and deeper) or 'basic' (ResNet-18/34), "
+                                "got 'preact'"]
+
+
+# --- issue 41.5: a small transformer's memory-bound kernels are not at the large-matmul utilisation -----------------
+def _step_over_matmul(model_cfg_or_name, **setup):
+    from envman.app.fit import FitOptions, run_fit
+    from envman.fit.catalog import utilisation
+
+    res = run_fit(FitOptions(model=model_cfg_or_name, targets=("a100",), **setup))
+    t = res.targets[0]
+    util = utilisation(t.gpu.cc, "bf16")[0]
+    matmul = res.estimate.train_flops / (t.gpu.peak_tflops("bf16") * 1e12 * util)
+    return t.step_seconds / matmul, t.bound
+
+
+def test_a_small_transformers_elementwise_kernels_add_to_its_step_a_large_ones_barely(tmp_path):
+    tiny = tmp_path / "vit-ti.json"  # ViT-Ti/16 (timm vit_tiny_patch16_224): hidden 192, 12 layers, 3 heads
+    tiny.write_text('{"model_type": "vit", "hidden_size": 192, "num_hidden_layers": 12, "num_attention_heads": 3, '
+                    '"intermediate_size": 768, "image_size": 224, "patch_size": 16, "num_labels": 1000}')
+    small, bound = _step_over_matmul(str(tiny), batch=256, precision="bf16-mixed")
+    large, _ = _step_over_matmul("llama-3.1-8b", batch=1, seq=2048, precision="bf16-mixed")
+    assert bound == "compute + memory-bandwidth"
+    # the large model: its own share is the measured run's, which the utilisation already holds
+    assert small > 1.3 and 0.97 < large < 1.03, (small, large)
+
+
+# --- issue 41.1: activation offloading (torchtune's OffloadActivations) ---------------------------------------------
+def test_activation_offload_keeps_the_loss_and_the_stash_of_the_latest_saved_tensors():
+    from envman.app.fit import FitOptions, estimate_run
+    from envman.fit.estimate import OFFLOAD_STASH
+
+    kw = dict(model="llama-3.1-8b", batch=4, seq=4096, precision="bf16", optimizer="sgd")
+    _, _, arch, _, _, eager = estimate_run(FitOptions(**kw))
+    _, _, _, _, _, off = estimate_run(FitOptions(**kw, activation_offload=True))
+    T = 4 * 4096
+    loss = T * arch.vocab * 4  # transformers' fp32 log-softmax, left on the GPU
+    assert off.phase == "backward-start"
+    assert off.breakdown.activations == loss + OFFLOAD_STASH * T * max(arch.hidden, arch.ffn) * 2
+    assert off.peak_bytes < eager.peak_bytes
+
+
+def test_activation_offload_is_refused_where_it_is_not_modelled():
+    from envman.app.fit import FitOptions, estimate_run
+    from envman.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        estimate_run(FitOptions(model="resnet-50", activation_offload=True))
+    assert e.value.message == "--activation-offload is modelled for transformer blocks, not resnet"
