@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +58,9 @@ class ProjectInputs:
         return cls(root, spec, matrix, package, hashes, tuple(reqs), tuple(constraints), overrides, tuple(warnings),
                    tuple(indexes), unreadable)
 
-    @property
+    @cached_property
     def inputs_hash(self) -> str:
+        """The digest of every input, computed once per run (``with_base_image`` makes another value)."""
         return sha256(canonical_json(self.hashes))
 
     def requirements(self) -> tuple[tuple[Req, ...], tuple[Req, ...]]:

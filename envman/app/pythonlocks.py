@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +63,19 @@ class PythonFiles:
     request: str | None = None
     notes: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property
     def locked(self) -> PythonLock | None:
+        """uv's answer, parsed once per run: every locked package."""
         return parse_uv_output(self.req) if self.req is not None else None
+
+    @property
+    def framework_names(self) -> list[str]:
+        """The framework's locked closure: the packages whose block requirements.framework.lock.txt holds (a
+        subset of ``locked``, rendered from the same answer: read off it, not parsed again)."""
+        if self.fw is None or self.locked is None:
+            return []
+        heads = set(self.fw.splitlines())
+        return [p.name for p in self.locked.packages if p.lines[0] in heads]
 
 
 def requirement_lines(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution) -> Lines:
