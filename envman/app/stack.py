@@ -75,7 +75,9 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
                                       (root / files.stack, stack_text), (root / files.sbom, sbom)]
     locks = ((files.req, bodies.req), (files.fw, bodies.fw), (files.pylock, bodies.pylock),
              (files.source, bodies.source), (files.build, bodies.build), (files.rest, bodies.rest))
-    writes += [(root / name, with_header(text, stack.inputs_hash)) for name, text in locks if text is not None]
+    # a lock file's header names its content only: the install step that mounts it is then cached while its locked
+    # lines are (an edit of command: or env: changes the inputs' hash, not these bytes); envman.lock names the inputs
+    writes += [(root / name, with_header(text, None)) for name, text in locks if text is not None]
     return Stack(files, spec, stack.res, lock, writes, plan.gpu, [label + n for n in notes], stack.project.installed,
                  plan.apt_packages, last)
 

@@ -2,8 +2,10 @@
 
 Cache order (repo2docker's lesson): base → system packages → user → Python venv → framework (its own
 layer, keyed by the framework lock alone) → the rest of the locked requirements → smoke script →
-the project's source last. A source edit rebuilds no dependency layer; a requirements edit does not
-re-install the framework. Lock files are bind-mounted into the RUN that needs them (no layer holds them),
+the project's source → what names the lock (stack.json, the SBOM), the spec's env:, labels and command last.
+A source edit rebuilds no dependency layer; a requirements edit does not re-install the framework; an edit
+of command: or env: rebuilds only the last layers. Each install step's lock file carries a header that names
+its content only (files.py), so its layer is reused exactly while its locked lines are. Lock files are bind-mounted into the RUN that needs them (no layer holds them),
 package caches are cache mounts, and the CA bundle is a BuildKit secret.
 
 Reproducible as bits (docs/reproducible.md): every stage declares ``SOURCE_DATE_EPOCH`` (the lock's date, not
@@ -116,7 +118,7 @@ class DockerPlan:
     framework_step: Step | None
     requirements_step: Step | None
     smoke_dir: str
-    env: tuple[tuple[str, str], ...]  # name, quoted value
+    env: tuple[tuple[str, str], ...]  # name, quoted value: before the project's source
     labels: tuple[tuple[str, str], ...]
     cmd_json: str | None
     gpu: bool
@@ -130,6 +132,7 @@ class DockerPlan:
     source_prune: str = "rm -rf " + " ".join(f"{SOURCE_DIR}/{n}" for n in NOT_SOURCE)
     args: tuple[tuple[str, str], ...] = ()  # stage_args: declared right after FROM
     sbom_file: str | None = None  # the context's SBOM, copied beside the smoke kit
+    late_env: tuple[tuple[str, str], ...] = ()  # the spec's env:, after the project's source (none installs it)
 
     @property
     def apt_packages(self) -> tuple[str, ...]:
@@ -397,7 +400,11 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
             ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
             ("NVIDIA_REQUIRE_CUDA", require_cuda(res)),
         ]
-    all_env = tuple((k, quote_docker(v)) for k, v in base_env + list(stack.project.env))
+    # the spec's env: is set after the project's source, among the last layers (an edit of it rebuilds no earlier
+    # layer), unless the project is installed there: its build may read it (SETUPTOOLS_SCM_PRETEND_VERSION …)
+    user_env = tuple((k, quote_docker(v)) for k, v in stack.project.env)
+    early = project is not None
+    all_env = tuple((k, quote_docker(v)) for k, v in base_env) + (user_env if early else ())
     summary = stack_summary(res)
     labels = [
         ("org.opencontainers.image.title", stack.name),
@@ -417,7 +424,7 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
         cmd_json=json.dumps(list(stack.project.command)) if stack.project.command else None, gpu=gpu,
         stack_file=stack.stack_file,
         builder=builder, wheels_step=wheels, project_step=project, from_platform=from_platform(res),
-        args=stage_args(source_date_epoch), sbom_file=stack.sbom_file,
+        args=stage_args(source_date_epoch), sbom_file=stack.sbom_file, late_env=() if early else user_env,
     )
 
 
