@@ -15,7 +15,6 @@ from typing import Any
 from envman.app.lockinputs import LockOptions, ProjectInputs
 from envman.errors import LockError
 from envman.files import ownership, sha256
-from envman.image.tables import load_image_tables
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock
 from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins, numpy_constraints
@@ -230,7 +229,6 @@ def _while_uv_resolves(digest: Callable[[], Any] | None = None) -> None:
     if digest is not None:
         digest()  # its registry is asked in a thread from now on
     warm()
-    load_image_tables()
     kit_files()
 
 

@@ -16,7 +16,6 @@ from envman.app.sourcebuilds import Builds, source_builds
 from envman.errors import ToolError
 from envman.files import sha256, with_header
 from envman.image.stages import system_libraries
-from envman.image.tables import load_image_tables
 from envman.lock.apt import snapshot_stamp
 from envman.lock.epoch import source_date_epoch
 from envman.lock.layout import StackFiles
@@ -109,7 +108,7 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         base_digest = _kept_digest(last, base, inputs_hash)
         if base_digest:
             notes.append(f"base image {base} pinned to {base_digest} (kept: --no-lock asks no registry)")
-    tables = load_image_tables()
+    tables = inputs.image_tables()
     locked = python.locked
     libs, lib_notes = system_libraries([p.name for p in locked.packages] if locked else [r.name for r in lines.reqs],
                                        tables.system_libraries)
