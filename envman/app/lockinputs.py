@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from envman.app.uvalias import input_digest
 from envman.errors import UsageError
 from envman.files import sha256
-from envman.image.tables import load_image_tables
+from envman.image.tables import ImageTables, load_image_tables
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import canonical_json
 from envman.model import Matrix
@@ -47,19 +48,25 @@ class ProjectInputs:
     warnings: tuple[str, ...] = ()  # of reading them
     index_urls: tuple[str, ...] = ()  # the files' index options, credentials and all: for uv only, never written
     unreadable: UsageError | None = None  # a requirements file that could not be read: raised when a lock needs it
+    tables: ImageTables | None = None  # matrices' build_needs and system_libraries, read once per run
 
     @classmethod
     def read(cls, root: Path, spec: ProjectSpec, matrix: Matrix) -> ProjectInputs:
         reqs, constraints, warnings, includes, unreadable, indexes = _read_requirements(root, spec)
         package = project_package(root, spec)
-        hashes = input_hashes(root, spec, matrix, package, includes)
+        tables = load_image_tables()
+        hashes = input_hashes(root, spec, matrix, package, includes, tables)
         overrides = tuple(Req(validate_requirement(o, f"overrides[{i}]", spec.source), f"{spec.source} overrides[{i}]")
                           for i, o in enumerate(spec.overrides))
         return cls(root, spec, matrix, package, hashes, tuple(reqs), tuple(constraints), overrides, tuple(warnings),
-                   tuple(indexes), unreadable)
+                   tuple(indexes), unreadable, tables)
 
-    @property
+    def image_tables(self) -> ImageTables:
+        return self.tables if self.tables is not None else load_image_tables()
+
+    @cached_property
     def inputs_hash(self) -> str:
+        """The digest of every input, computed once per run (``with_base_image`` makes another value)."""
         return sha256(canonical_json(self.hashes))
 
     def requirements(self) -> tuple[tuple[Req, ...], tuple[Req, ...]]:
@@ -77,14 +84,14 @@ class ProjectInputs:
 
 
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: ProjectPackage | None,
-                 includes: list[str]) -> dict[str, str]:
+                 includes: list[str], tables: ImageTables) -> dict[str, str]:
     """What a lock depends on: the spec, the data, and every file read (``includes``: what the requirement
     files pull in with -r/-c; files init copied packages from, an edit there is an input change too, which
     `lock --check` names)."""
     # the workload says what is trained, not what is built: editing it does not make the lock stale
     image_spec = {k: v for k, v in spec.to_data().items() if k != "workload"}
     h = {"spec": sha256(canonical_json(image_spec)), "matrices": matrix.digest,
-         "image_tables": load_image_tables().digest}
+         "image_tables": tables.digest}
     files = list(spec.requirements)
     for f in [*(package.files if package else ()), *includes, *spec.sources]:
         if f not in files:

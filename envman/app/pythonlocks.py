@@ -8,14 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 from envman.app.lockinputs import LockOptions, ProjectInputs
 from envman.errors import LockError
-from envman.files import ownership
-from envman.image.tables import load_image_tables
+from envman.files import ownership, sha256
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock
 from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins, numpy_constraints
@@ -63,9 +62,19 @@ class PythonFiles:
     request: str | None = None
     notes: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property
     def locked(self) -> PythonLock | None:
+        """uv's answer, parsed once per run: every locked package."""
         return parse_uv_output(self.req) if self.req is not None else None
+
+    @property
+    def framework_names(self) -> list[str]:
+        """The framework's locked closure: the packages whose block requirements.framework.lock.txt holds (a
+        subset of ``locked``, rendered from the same answer: read off it, not parsed again)."""
+        if self.fw is None or self.locked is None:
+            return []
+        heads = set(self.fw.splitlines())
+        return [p.name for p in self.locked.packages if p.lines[0] in heads]
 
 
 def requirement_lines(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution) -> Lines:
@@ -95,7 +104,7 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
         return PythonFiles()
     root = inputs.root
     if opts.no_lock:
-        old = _reusable_python_lock(root, files, inputs.inputs_hash)
+        old = _reusable_python_lock(root, files, made_from(last, inputs.inputs_hash))
         if old is None:
             return PythonFiles(notes=["--no-lock: Python dependencies are NOT locked yet; run `envman lock` before "
                                       "`envman build`"])
@@ -133,7 +142,7 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
     notes += lr.notes + stack_mismatches(res, lr.versions)
     if lr.sdist_only:
         notes.append(f"no wheel for {', '.join(sorted(lr.sdist_only))}: the image builds them from source")
-    build = _our_body(root / files.build, made_from=inputs.inputs_hash) if kept else None
+    build = _our_body(root / files.build, made_from(last, inputs.inputs_hash)) if kept else None
     return PythonFiles(lr.req_text, lr.fw_text if lines.pins else None, lr.pylock_text, build, key, notes)
 
 
@@ -220,17 +229,30 @@ def _while_uv_resolves(digest: Callable[[], Any] | None = None) -> None:
     if digest is not None:
         digest()  # its registry is asked in a thread from now on
     warm()
-    load_image_tables()
     kit_files()
 
 
-def _our_body(path: Path, made_from: str | None = None) -> str | None:
-    """A file envman generated and nobody edited, without its header (to seed uv's preferences); with
-    ``made_from``, only when it was made from inputs of that hash."""
+def made_from(last: Lock | None, inputs_hash: str) -> tuple[str, frozenset[str]]:
+    """The inputs' hash and the digests of the lock files' bodies the last lock records when it was made from
+    those inputs (none otherwise): which lock files on disk this run may keep."""
+    if last is None or not last.is_intact() or last.inputs_hash != inputs_hash:
+        return inputs_hash, frozenset()
+    py = last.python_lock
+    recorded = [py.get("requirements_sha256"), py.get("framework_sha256"), *(last.get("files") or {}).values()]
+    return inputs_hash, frozenset(d for d in recorded if isinstance(d, str))
+
+
+def _our_body(path: Path, made: tuple[str, frozenset[str]] | None = None) -> str | None:
+    """A file envman generated and nobody edited, without its header (to seed uv's preferences); with ``made``
+    (``made_from``), only when it was made from those inputs: its body is one the last lock of those inputs
+    records (a lock file's header names only its content), or its header names them (an older envman's file)."""
     o = ownership(path)
-    if not o.exists or not o.ours or o.edited or (made_from is not None and o.inputs_hash != made_from):
+    if not o.exists or not o.ours or o.edited:
         return None
-    return path.read_text(encoding="utf-8").partition("\n")[2]
+    body = path.read_text(encoding="utf-8").partition("\n")[2]
+    if made is not None and o.inputs_hash != made[0] and sha256(body) not in made[1]:
+        return None
+    return body
 
 
 def _repo_pins(root: Path) -> tuple[tuple[str, str], ...]:
@@ -250,7 +272,6 @@ def _last_request(last: Lock | None) -> str | None:
 
 
 def _reusable_python_lock(root: Path, files: StackFiles,
-                          inputs_hash: str) -> tuple[str, str | None, str | None, str | None] | None:
-    req, fw, pylock, build = (_our_body(root / n, made_from=inputs_hash) for n in (files.req, files.fw, files.pylock,
-                                                                                  files.build))
+                          made: tuple[str, frozenset[str]]) -> tuple[str, str | None, str | None, str | None] | None:
+    req, fw, pylock, build = (_our_body(root / n, made) for n in (files.req, files.fw, files.pylock, files.build))
     return None if req is None else (req, fw, pylock, build)

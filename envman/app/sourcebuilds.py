@@ -9,7 +9,6 @@ from envman.app.lockinputs import LockOptions, ProjectInputs
 from envman.app.pythonlocks import Lines, PythonFiles
 from envman.errors import LockError
 from envman.image.stages import SourceBuilds, plan_source_builds
-from envman.image.tables import load_image_tables
 from envman.lock import artifacts
 from envman.lock.uv import framework_closure, python_platform
 from envman.model import Resolution
@@ -33,7 +32,7 @@ def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: 
     locked, py_text = python.locked, python.pylock
     if py_text is None or locked is None:
         return Builds()
-    tables = load_image_tables()
+    tables = inputs.image_tables()
     reqs = inputs.reqs
     artifacts.refuse_unbuildable(py_text, res.python)
     artifacts.refuse_vcs(py_text, {**{r.line: r.origin for r in reqs if r.req.url}, **{r.name: r.origin for r in reqs}})

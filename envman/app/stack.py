@@ -16,13 +16,12 @@ from envman.app.sourcebuilds import Builds, source_builds
 from envman.errors import ToolError
 from envman.files import sha256, with_header
 from envman.image.stages import system_libraries
-from envman.image.tables import load_image_tables
 from envman.lock.apt import snapshot_stamp
 from envman.lock.epoch import source_date_epoch
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, build_lock, try_read_lock
-from envman.lock.sbom import SbomInputs, render_sbom
-from envman.lock.uv import parse_uv_output, python_platform
+from envman.lock.sbom import stack_sbom
+from envman.lockedstack import BaseImage, LockedBodies, LockedStack, ProjectFacts
 from envman.model import Matrix, Resolution
 from envman.project.spec import ProjectSpec
 from envman.resolve.request import build_request
@@ -46,13 +45,52 @@ class Stack:
 
 
 def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, opts: LockOptions) -> Stack:
-    """The stack ``spec`` asks for (the project's, or one profile's), its files named by ``files``."""
+    """The stack ``spec`` asks for (the project's, or one profile's), its files named by ``files``: locked into one
+    value (``lock_stack``), of which envman.lock, the Dockerfile, the SBOM and stack.json are projections."""
     label = f"profile {files.profile}: " if files.profile else ""
+    stack, last, notes = lock_stack(inputs, spec, files, opts)
+    lock = with_date(build_lock(stack), last, (stack.source_date_epoch or 0, stack.date_from))
+
+    # imported here, after uv started (its request needs none of them; _while_uv_resolves imports them)
+    from envman.image.plan import plan_dockerfile, stack_expectation, with_index_secret
+    from envman.image.render import render_dockerfile, render_json
+
+    # the lock's hash is final before anything names it: the digests of the files made from it are outside it
+    plan = plan_dockerfile(stack, lock.lock_hash)
+    from envman.lock.indexes import SECRET, named_in
+
+    bodies = stack.locked
+    if any(named_in(t or "") for t in (bodies.req, bodies.fw, bodies.pylock)):
+        plan = with_index_secret(plan, SECRET)  # its private indexes' URLs reach pip as a build secret
+    known = {k: v for k, v in ((last.data.get("files") or {}) if last else {}).items() if isinstance(v, str)}
+    body = render_dockerfile(plan, known.get(files.dockerfile)).lstrip("\n")
+    sbom = stack_sbom(stack, lock.lock_hash)
+    stack_text = render_json(stack_expectation(stack, lock.lock_hash))
+    recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: bodies.pylock,
+                files.source: bodies.source, files.build: bodies.build, files.rest: bodies.rest, files.sbom: sbom}
+    lock = lock.with_changes(files={k: body_digest(t) for k, t in recorded.items() if t is not None})
+    root = inputs.root
+    writes: list[tuple[Path, str]] = [(root / files.dockerfile, with_header(body, stack.inputs_hash)),
+                                      (root / files.stack, stack_text), (root / files.sbom, sbom)]
+    locks = ((files.req, bodies.req), (files.fw, bodies.fw), (files.pylock, bodies.pylock),
+             (files.source, bodies.source), (files.build, bodies.build), (files.rest, bodies.rest))
+    # a lock file's header names its content only: the install step that mounts it is then cached while its locked
+    # lines are (an edit of command: or env: changes the inputs' hash, not these bytes); envman.lock names the inputs
+    writes += [(root / name, with_header(text, None)) for name, text in locks if text is not None]
+    return Stack(files, spec, stack.res, lock, writes, plan.gpu, [label + n for n in notes], stack.project.installed,
+                 plan.apt_packages, last)
+
+
+def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
+               opts: LockOptions) -> tuple[LockedStack, Lock | None, list[str]]:
+    """The stack locked: resolved, its Python locks (uv run once, or kept), its source builds, its base image's
+    digest and apt choice, the project's facts; with the lock on disk before this run and what init says of it."""
     res = resolve_stack(inputs.matrix, spec_request(inputs.matrix, spec))
     if spec.base_image:  # the user's own base: its glibc is not known, the lock keeps manylinux 2.28
         res = replace(res, glibc=None)
     lines = requirement_lines(inputs, spec, res)
     base, base_kind = (spec.base_image, "custom") if spec.base_image else (res.base_image, res.base_kind)
+    inputs_hash = inputs.inputs_hash
     last = try_read_lock(inputs.root / files.lock)
     # the base image's digest: kept from the last lock, or asked of its registry once uv runs (the thread's
     # imports of urllib and ssl would otherwise delay uv's start)
@@ -67,10 +105,10 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
         base_digest, digest_note = digest()()
         notes.append(digest_note)
     else:
-        base_digest = _kept_digest(last, base, inputs.inputs_hash)
+        base_digest = _kept_digest(last, base, inputs_hash)
         if base_digest:
             notes.append(f"base image {base} pinned to {base_digest} (kept: --no-lock asks no registry)")
-    tables = load_image_tables()
+    tables = inputs.image_tables()
     locked = python.locked
     libs, lib_notes = system_libraries([p.name for p in locked.packages] if locked else [r.name for r in lines.reqs],
                                        tables.system_libraries)
@@ -83,65 +121,36 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     notes += builds.notes
     pkg = inputs.package
     notes += _package_notes(pkg, builds, opts.no_lock)
-    lock = build_lock(name=spec.name, inputs_hash=inputs.inputs_hash, res=res, base_image=base, base_kind=base_kind,
-                      base_digest=base_digest, system_packages=list(apt), req_text=python.req, fw_text=python.fw,
-                      pylock=python.pylock is not None, profile=files.profile, files=files, inputs=inputs.hashes,
-                      platform=python_platform(res), request=python.request, apt_pins=pins, apt_snapshot=snapshot)
-    lock = with_date(lock, last, date)
-
-    # imported here, after uv started (its request needs none of them; _while_uv_resolves imports them)
-    from envman.image.plan import plan_dockerfile, smoke_expectation, stack_summary, with_index_secret
-    from envman.image.render import render_dockerfile, render_json
-
-    # the lock's hash is final before anything names it: the digests of the files made from it are outside it
     own = project_checks(inputs.root, spec, pkg is not None)
     if own.env:
         notes.append(f"the project runs from its source tree: {own.env[0][1]} is on PYTHONPATH (its packages "
                      + ", ".join(str(i[1]) for i in own.imports) + ", which the smoke test imports)")
-    plan = plan_dockerfile(
-        name=spec.name, res=res, base_image=f"{base}@{base_digest}" if base_digest and "@" not in base else base,
-        base_kind=base_kind, system_packages=apt, env=spec.env + own.env, command=spec.command, lock_hash=lock.lock_hash,
-        inputs_hash=inputs.inputs_hash, fw_lock=files.fw if lines.pins and (python.fw is not None or opts.no_lock) else None,
-        # the second install layer only when something beyond the framework's closure is locked
-        req_lock=(files.rest if builds.rest is not None else files.req)
-        if lines.all and (lines.reqs or lines.extra or not lines.pins) else None,
-        version=__version__, stack_file=files.stack, offline_image=opts.offline_image, source_builds=builds.plan,
-        source_lock=files.source if builds.plan is not None else None, devel_image=_devel_image(inputs.matrix, res),
-        install_project=pkg is not None, build_lock=files.build if builds.build is not None else None,
-        source_date_epoch=lock.source_date_epoch, sbom_file=files.sbom, apt_pins=pins, apt_snapshot=snapshot,
-    )
-    from envman.lock.indexes import SECRET, named_in
-
-    if any(named_in(t or "") for t in (python.req, python.fw, python.pylock)):
-        plan = with_index_secret(plan, SECRET)  # its private indexes' URLs reach pip as a build secret
-    known = {k: v for k, v in ((last.data.get("files") or {}) if last else {}).items() if isinstance(v, str)}
-    body = render_dockerfile(plan, known.get(files.dockerfile)).lstrip("\n")
-    sbom = render_sbom(SbomInputs(spec.name, lock.lock_hash, lock.source_date_epoch or 0, base, base_digest,
-                                  python.pylock, {a: pins.get(a) for a in sorted({*apt, *pins})}, stack_summary(res),
-                                  __version__))
-    imports = [[r.name, None] for r in lines.reqs] + [[name, None] for name in lines.roots] + own.imports
+    imports = [(r.name, None) for r in lines.reqs] + [(name, None) for name in lines.roots] + own.imports
     # the framework's distributions first, as a training script imports them: native libraries can clash by the
     # order they load in (tensorflow 2.20 before triton 3.8 segfaults, triton first does not; measured 2026-12-02)
     first = {str(n).lower(): i for i, n in enumerate(lines.roots)}
     order = sorted(imports, key=lambda i: (first.get(str(i[0]).lower(), len(first)), i[0], i[1] or ""))
-    stack_text = render_json(smoke_expectation(res, order, lock.lock_hash, own.scripts))
-    recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: python.pylock,
-                files.source: builds.source, files.build: builds.build, files.rest: builds.rest, files.sbom: sbom}
-    lock = lock.with_changes(files={k: body_digest(t) for k, t in recorded.items() if t is not None})
-    root = inputs.root
-    writes: list[tuple[Path, str]] = [(root / files.dockerfile, with_header(body, inputs.inputs_hash)),
-                                      (root / files.stack, stack_text), (root / files.sbom, sbom)]
-    locks = ((files.req, python.req), (files.fw, python.fw), (files.pylock, python.pylock),
-             (files.source, builds.source), (files.build, builds.build), (files.rest, builds.rest))
-    writes += [(root / name, with_header(text, inputs.inputs_hash)) for name, text in locks if text is not None]
-    return Stack(files, spec, res, lock, writes, plan.gpu, [label + n for n in notes], pkg is not None,
-                 plan.apt_packages, last)
+    stack = LockedStack(
+        name=spec.name, res=res, base=BaseImage(base, base_kind, base_digest), inputs_hash=inputs_hash, files=files,
+        profile=files.profile, inputs=inputs.hashes,
+        locked=LockedBodies(python.req, python.fw, python.pylock, python.request, builds.source, builds.build,
+                            builds.rest),
+        apt=apt, apt_pins=pins, apt_snapshot=snapshot, source_date_epoch=date[0], date_from=date[1],
+        builds=builds.plan,
+        fw_lock=files.fw if lines.pins and (python.fw is not None or opts.no_lock) else None,
+        # the second install layer only when something beyond the framework's closure is locked
+        req_lock=(files.rest if builds.rest is not None else files.req)
+        if lines.all and (lines.reqs or lines.extra or not lines.pins) else None,
+        source_lock=files.source if builds.plan is not None else None,
+        tools_lock=files.build if builds.build is not None else None,
+        project=ProjectFacts(pkg is not None, tuple(order), tuple(own.scripts), spec.env + own.env, spec.command),
+        devel_image=_devel_image(inputs.matrix, res), offline_image=opts.offline_image, version=__version__)
+    return stack, last, notes
 
 
 def lock_date(python: PythonFiles) -> tuple[int, str]:
     """The lock's date (lock/epoch.py): the newest upload among the framework's locked files."""
-    fw = [p.name for p in parse_uv_output(python.fw).packages] if python.fw is not None else []
-    return source_date_epoch(python.pylock, fw)
+    return source_date_epoch(python.pylock, python.framework_names)
 
 
 def apt_choice(last: Lock | None, apt: tuple[str, ...], base: str, digest: str | None, sde: int,
@@ -179,7 +188,7 @@ def with_date(lock: Lock, last: Lock | None, date: tuple[int, str]) -> Lock:
 
 @dataclass(frozen=True)
 class ProjectChecks:
-    imports: list[list[str | None]]  # [distribution, module or None] the smoke test imports of the project itself
+    imports: list[tuple[str, str | None]]  # (distribution, module or None) the smoke test imports of the project itself
     scripts: list[str]  # its console scripts, run with --help
     env: tuple[tuple[str, str], ...]  # PYTHONPATH when it runs from its source tree
 
@@ -195,12 +204,12 @@ def project_checks(root: Path, spec: ProjectSpec, installed: bool) -> ProjectChe
     doc = read_pyproject(root)
     if installed:
         dist = distribution_name(root, doc)
-        return ProjectChecks([[dist, None]] if dist else [], console_scripts(root, doc), ())
+        return ProjectChecks([(dist, None)] if dist else [], console_scripts(root, doc), ())
     packages = top_level_packages(root)
     if not packages:
         return ProjectChecks([], [], ())
     env = () if any(k == "PYTHONPATH" for k, _ in spec.env) else (("PYTHONPATH", WORKDIR),)
-    return ProjectChecks([[spec.name, p] for p in packages], [], env)
+    return ProjectChecks([(spec.name, p) for p in packages], [], env)
 
 
 def body_digest(text: str) -> str:

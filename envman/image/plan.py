@@ -2,8 +2,10 @@
 
 Cache order (repo2docker's lesson): base → system packages → user → Python venv → framework (its own
 layer, keyed by the framework lock alone) → the rest of the locked requirements → smoke script →
-the project's source last. A source edit rebuilds no dependency layer; a requirements edit does not
-re-install the framework. Lock files are bind-mounted into the RUN that needs them (no layer holds them),
+the project's source → what names the lock (stack.json, the SBOM), the spec's env:, labels and command last.
+A source edit rebuilds no dependency layer; a requirements edit does not re-install the framework; an edit
+of command: or env: rebuilds only the last layers. Each install step's lock file carries a header that names
+its content only (files.py), so its layer is reused exactly while its locked lines are. Lock files are bind-mounted into the RUN that needs them (no layer holds them),
 package caches are cache mounts, and the CA bundle is a BuildKit secret.
 
 Reproducible as bits (docs/reproducible.md): every stage declares ``SOURCE_DATE_EPOCH`` (the lock's date, not
@@ -31,6 +33,7 @@ from envman.image.stages import (
     SourceBuilds,
     project_install_command,
 )
+from envman.lockedstack import LockedStack
 from envman.model import Resolution
 
 VENV = "/opt/venv"
@@ -115,7 +118,7 @@ class DockerPlan:
     framework_step: Step | None
     requirements_step: Step | None
     smoke_dir: str
-    env: tuple[tuple[str, str], ...]  # name, quoted value
+    env: tuple[tuple[str, str], ...]  # name, quoted value: before the project's source
     labels: tuple[tuple[str, str], ...]
     cmd_json: str | None
     gpu: bool
@@ -129,6 +132,7 @@ class DockerPlan:
     source_prune: str = "rm -rf " + " ".join(f"{SOURCE_DIR}/{n}" for n in NOT_SOURCE)
     args: tuple[tuple[str, str], ...] = ()  # stage_args: declared right after FROM
     sbom_file: str | None = None  # the context's SBOM, copied beside the smoke kit
+    late_env: tuple[tuple[str, str], ...] = ()  # the spec's env:, after the project's source (none installs it)
 
     @property
     def apt_packages(self) -> tuple[str, ...]:
@@ -328,19 +332,16 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     )
 
 
-def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: str,
-                    system_packages: tuple[str, ...], env: tuple[tuple[str, str], ...], command: tuple[str, ...],
-                    lock_hash: str, inputs_hash: str, fw_lock: str | None, req_lock: str | None,
-                    offline_image: str | None = None, version: str = "",
-                    stack_file: str = ".envman/stack.json", source_builds: SourceBuilds | None = None,
-                    source_lock: str | None = None, devel_image: str | None = None,
-                    install_project: bool = False, build_lock: str | None = None,
-                    source_date_epoch: int | None = None, sbom_file: str | None = None,
-                    apt_pins: Mapping[str, str] | None = None, apt_snapshot: str | None = None) -> DockerPlan:
-    """``source_date_epoch``: the lock's date (lock/repro.py); with it the image is planned to be the same bits
-    on every build (stage_args, the scrubbing steps), without it the Dockerfile is as it was before."""
+def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
+    """The image of the locked ``stack`` (``lock_hash``: its lock's identity, which the labels name). With the
+    lock's date (``stack.source_date_epoch``, lock/repro.py) the image is planned to be the same bits on every
+    build (stage_args, the scrubbing steps); without it the Dockerfile is as it was before."""
+    res, source_builds, offline_image = stack.res, stack.builds, stack.offline_image
+    base_image, base_kind = stack.base.pinned, stack.base.kind
+    source_date_epoch, apt_pins, apt_snapshot = stack.source_date_epoch, stack.apt_pins, stack.apt_snapshot
+    fw_lock, source_lock = stack.fw_lock, stack.source_lock
     reproducible = source_date_epoch is not None
-    apt = list(system_packages)
+    apt = list(stack.apt)
     python_exe = "python3"
     if base_kind.startswith("cuda-"):
         # nvidia/cuda images carry no Python: the distro's, with venv support.
@@ -353,18 +354,18 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
     fw = _pip_step(f"{res.framework} {res.version} ({res.variant}) and what it needs: its own layer", fw_lock, offline_image) if fw_lock else None
     builder = wheels = None
     if source_builds is not None and source_lock:
-        builder = plan_builder(source_builds, base_image=base_image, base_kind=base_kind, devel_image=devel_image,
+        builder = plan_builder(source_builds, base_image=base_image, base_kind=base_kind, devel_image=stack.devel_image,
                                cuda=res.cuda if res.variant != "cpu" else None, fw_step=fw, source_lock=source_lock,
                                offline_image=offline_image, python=res.python,
                                cuda_archs=tuple(sorted({f"{t.cc.major}.{t.cc.minor}" for t in res.targets},
                                                        key=lambda v: tuple(map(int, v.split("."))))),
-                               build_lock=build_lock, source_date_epoch=source_date_epoch)
+                               build_lock=stack.tools_lock, source_date_epoch=source_date_epoch)
         wheels = Step(f"the wheels built in {BUILDER} (the rest of the lock then skips them as installed)",
                       (f"--mount=type=bind,from={BUILDER},source={WHEELS_DIR},target=/tmp/envman/wheels",),
                       f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl"
                       ) if source_builds.packages else None
     project = None
-    if install_project and source_builds is not None and source_builds.project and source_lock:
+    if stack.project.installed and source_builds is not None and source_builds.project and source_lock:
         # compiled in the builder: the image gets the wheel, never a compiler (the devcontainer still installs
         # /app editable, which recompiles: it needs the builder's tools)
         # its compiled modules are also put beside their sources in the work directory: `python train.py` there
@@ -377,11 +378,11 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
                        (f"--mount=type=bind,from={BUILDER},source={PROJECT_WHEELS},target=/tmp/envman/project-wheel",),
                        f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/project-wheel/*.whl"
                        f' && {VENV}/bin/python -c "{inplace}"')
-    elif install_project:
+    elif stack.project.installed:
         project = Step("the project itself (no dependencies: they are the locked layers above; console scripts on PATH)",
                        (f"--mount=type=tmpfs,target={PROJECT_MOUNT}",),
                        project_install_command(VENV, WORKDIR))
-    rq = _pip_step("the rest of the locked requirements (already-installed framework packages are skipped)", req_lock, offline_image) if req_lock else None
+    rq = _pip_step("the rest of the locked requirements (already-installed framework packages are skipped)", stack.req_lock, offline_image) if stack.req_lock else None
     gpu = res.cuda is not None and res.framework is not None and res.variant != "cpu"
     base_env = [
         ("PATH", IMAGE_PATH),
@@ -399,26 +400,31 @@ def plan_dockerfile(*, name: str, res: Resolution, base_image: str, base_kind: s
             ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
             ("NVIDIA_REQUIRE_CUDA", require_cuda(res)),
         ]
-    all_env = tuple((k, quote_docker(v)) for k, v in base_env + list(env))
+    # the spec's env: is set after the project's source, among the last layers (an edit of it rebuilds no earlier
+    # layer), unless the project is installed there: its build may read it (SETUPTOOLS_SCM_PRETEND_VERSION …)
+    user_env = tuple((k, quote_docker(v)) for k, v in stack.project.env)
+    early = project is not None
+    all_env = tuple((k, quote_docker(v)) for k, v in base_env) + (user_env if early else ())
     summary = stack_summary(res)
     labels = [
-        ("org.opencontainers.image.title", name),
+        ("org.opencontainers.image.title", stack.name),
         ("org.opencontainers.image.description", f"envman training image: {summary}"),
         ("org.opencontainers.image.version", lock_hash[:12]),
         ("org.opencontainers.image.base.name", base_image),
         ("dev.envman.lock-hash", lock_hash),
-        ("dev.envman.inputs-hash", inputs_hash),
+        ("dev.envman.inputs-hash", stack.inputs_hash),
         ("dev.envman.stack", summary),
-        ("dev.envman.version", version),
+        ("dev.envman.version", stack.version),
     ]
     return DockerPlan(
-        name=name, base_image=base_image, base_kind=base_kind, system_step=system,
+        name=stack.name, base_image=base_image, base_kind=base_kind, system_step=system,
         python_exe=python_exe, venv_command=venv_command(python_exe, res.python), user_command=_user_command(reproducible), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
-        cmd_json=json.dumps(list(command)) if command else None, gpu=gpu, stack_file=stack_file,
+        cmd_json=json.dumps(list(stack.project.command)) if stack.project.command else None, gpu=gpu,
+        stack_file=stack.stack_file,
         builder=builder, wheels_step=wheels, project_step=project, from_platform=from_platform(res),
-        args=stage_args(source_date_epoch), sbom_file=sbom_file,
+        args=stage_args(source_date_epoch), sbom_file=stack.sbom_file, late_env=() if early else user_env,
     )
 
 
@@ -480,6 +486,11 @@ def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
         "lock_hash": lock_hash,
         **({"scripts": sorted(set(scripts))} if scripts else {}),
     }
+
+
+def stack_expectation(stack: LockedStack, lock_hash: str) -> dict[str, Any]:
+    """stack.json: the stack the smoke test checks the image of ``stack`` against."""
+    return smoke_expectation(stack.res, stack.project.imports, lock_hash, stack.project.scripts)
 
 
 def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from envman import __version__
 from envman.errors import LockError
 from envman.lock.layout import LOCK_FILE, StackFiles
+from envman.lockedstack import LockedStack
 
 LOCK_VERSION = 1
 READABLE_VERSIONS = (1,)  # lock_versions this envman reads unchanged
@@ -169,53 +170,49 @@ class Lock:
         return self.data.get(key, default)
 
 
-def build_lock(*, name: str, inputs_hash: str, res: Any, base_image: str, base_kind: str, base_digest: str | None,
-               system_packages: list[str], req_text: str | None, fw_text: str | None, pylock: bool,
-               profile: str | None = None, files: StackFiles | None = None, inputs: dict[str, str] | None = None,
-               platform: str | None = None, request: str | None = None,
-               apt_pins: Mapping[str, str] | None = None, apt_snapshot: str | None = None) -> Lock:
-    """A new lock of the resolution ``res`` (a ``model.Resolution``): its body, in one place.
+def build_lock(stack: LockedStack) -> Lock:
+    """A new lock of the locked ``stack``: its body, in one place.
 
     ``python_lock`` names the Python locks (with the sha256 of their bodies), uv's platform, and the digest of
     the uv request they answer (``request``): a lock whose request is unchanged needs no uv run."""
-    if platform is None:
-        from envman.lock.uv import python_platform
+    from envman.lock.uv import python_platform
 
-        platform = python_platform(res)
+    res, files, locked, base = stack.res, stack.files, stack.locked, stack.base
+    req_text, fw_text = locked.req, locked.fw
     names = files or StackFiles()
     body: dict[str, Any] = {
         "lock_version": LOCK_VERSION,
         "envman_version": __version__,
-        "name": name,
-        "profile": profile,
-        "inputs_hash": inputs_hash,
+        "name": stack.name,
+        "profile": stack.profile,
+        "inputs_hash": stack.inputs_hash,
         "stack": stack_data(res),
         "base_image": {
-            "ref": base_image,
-            "kind": base_kind,
-            "digest": base_digest,
-            "note": None if base_digest else "digest unpinned: no registry answered when locking",
+            "ref": base.ref,
+            "kind": base.kind,
+            "digest": base.digest,
+            "note": None if base.digest else "digest unpinned: no registry answered when locking",
         },
-        "system_packages": sorted(system_packages),
+        "system_packages": sorted(stack.apt),
         "python_lock": {
             "requirements": names.req if req_text is not None else None,
             "framework": names.fw if fw_text is not None else None,
-            "pylock": names.pylock if pylock else None,
+            "pylock": names.pylock if locked.pylock is not None else None,
             "requirements_sha256": sha256(req_text) if req_text is not None else None,
             "framework_sha256": sha256(fw_text) if fw_text is not None else None,
-            "platform": platform,
-            "request": request,
+            "platform": python_platform(res),
+            "request": locked.request,
         },
     }
-    if inputs is not None:
-        body["inputs"] = inputs
+    if stack.inputs is not None:
+        body["inputs"] = dict(stack.inputs)
     if files is not None:
         body["dockerfile"] = files.dockerfile
     # present only when asked for (`envman lock --pin-apt`, `--apt-snapshot`): a lock without them keeps its hash
-    if apt_pins:
-        body["apt_pins"] = dict(sorted(apt_pins.items()))
-    if apt_snapshot:
-        body["apt_snapshot"] = apt_snapshot
+    if stack.apt_pins:
+        body["apt_pins"] = dict(sorted(stack.apt_pins.items()))
+    if stack.apt_snapshot:
+        body["apt_snapshot"] = stack.apt_snapshot
     from envman.matrix.variants import lock_section
 
     if (variants := lock_section(res)) is not None:

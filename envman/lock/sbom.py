@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from urllib.parse import quote
 
 from envman.lock.pylock import parse_pylock
+from envman.lockedstack import LockedStack
 
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://envman.dev/sbom")
 Json = dict[str, object]
@@ -143,3 +144,12 @@ def _layout(doc: Json) -> str:
     fields = [f"  {one(k)}: [\n" + ",\n".join(f"    {one(x)}" for x in v) + "\n  ]" if isinstance(v, list) and v
               else f"  {one(k)}: {one(v)}" for k, v in doc.items()]
     return "{\n" + ",\n".join(fields) + "\n}\n"
+
+
+def stack_sbom(stack: LockedStack, lock_hash: str) -> str:
+    """The SBOM of the locked ``stack``, whose lock's identity is ``lock_hash``."""
+    from envman.image.plan import stack_summary
+
+    apt = {a: stack.apt_pins.get(a) for a in sorted({*stack.apt, *stack.apt_pins})}
+    return render_sbom(SbomInputs(stack.name, lock_hash, stack.source_date_epoch or 0, stack.base.ref, stack.base.digest,
+                                  stack.locked.pylock, apt, stack_summary(stack.res), stack.version))

@@ -11,6 +11,7 @@ The layers, lowest first (docs/architecture.md):
     _validate                      "file: dotted.path: problem" accessors (was matrix._Ctx)
     frameworks/                    per-framework plug-ins (schema, names, pins)
     matrix/                        data → model
+    lockedstack                    the locked stack: one value the projections below read (PURE)
     resolve/, image/plan           PURE core
     project/, lock/, image/, engine/, ci/, fit/   adapters
     app/                           use cases: return values, never print
@@ -36,6 +37,7 @@ RANK = {
     "_validate": 2.5,  # typed YAML accessors over model values, for matrix/ and frameworks/ alike
     "frameworks": 3, "matrix": 4,
     "image.stages": 4.5,  # PURE rules for what the image needs beyond wheels (plan.py places them)
+    "lockedstack": 4.8,  # PURE: the locked stack, one value; envman.lock, the Dockerfile plan, SBOM, stack.json read it
     "resolve": 5, "image.plan": 5,
     "project": 6, "lock": 6, "image": 6, "image.render": 6, "image.kit": 6, "image.tables": 6, "image.context": 6, "engine": 6, "ci": 6, "fit": 6,
     "cluster": 6,  # the lock on Slurm/Kubernetes: its planners are pure (PURE_MODULES), export/render do the IO
@@ -44,7 +46,7 @@ RANK = {
 # adapters that build on another adapter (same rank): named here, so a new sideways arrow is a decision
 SIDEWAYS = {("ci", "lock"), ("ci", "project"), ("lock", "project"), ("image.render", "image.plan")}
 CLI_MAY_IMPORT = {"app", "cli", "errors", "model", "envman", "redact"}
-PURE = ["resolve", "image.plan", "image.stages", "model"]
+PURE = ["resolve", "image.plan", "image.stages", "lockedstack", "model"]
 FORBIDDEN_IN_PURE = {"yaml", "jinja2", "docker", "subprocess", "shutil", "socket", "urllib", "requests", "pynvml",
                      "os", "glob", "tempfile"}
 

@@ -105,10 +105,12 @@ def test_the_builder_builds_the_pure_project_without_a_compiler_and_the_image_ge
     sb = plan_source_builds([], {}, res.cuda, False, {}, project=need)
     assert sb is not None and sb.project and not sb.compiler and not sb.cuda and "cython" in sb.build_requires
     assert "the project is pure Python (matrices/build_needs.yaml): no compiler in the builder" in sb.notes
-    plan = plan_dockerfile(name="p", res=res, base_image=res.base_image, base_kind=res.base_kind, system_packages=(),
-                           env=(), command=(), lock_hash="0" * 64, inputs_hash="1" * 64, fw_lock="fw.txt",
-                           req_lock="req.txt", source_builds=sb, source_lock="src.txt", install_project=True,
-                           build_lock="build.txt")
+    from envman.lockedstack import BaseImage, LockedStack, ProjectFacts
+
+    plan = plan_dockerfile(LockedStack(name="p", res=res, base=BaseImage(res.base_image, res.base_kind),
+                                       inputs_hash="1" * 64, fw_lock="fw.txt", req_lock="req.txt", builds=sb,
+                                       source_lock="src.txt", project=ProjectFacts(installed=True),
+                                       tools_lock="build.txt"), "0" * 64)
     builder, image = render_dockerfile(plan).split("\n# the image\n")
     assert "build-essential" not in builder and "-r /tmp/envman/build.txt" in builder
     assert "pip wheel --no-deps --no-build-isolation --no-index --no-cache-dir --wheel-dir /wheels-project" in builder

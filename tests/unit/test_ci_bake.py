@@ -158,8 +158,10 @@ def test_buildx_bake_print_reads_the_file(fleet, registry):
 
 def lock_profile(root: Path, matrix, profile: str, targets: list[str], driver: str | None = None) -> None:
     res = resolve_stack(matrix, build_request(matrix, framework="torch", python="3.11", targets=targets, driver=driver))
-    lock = build_lock(name="fleet", inputs_hash="0" * 64, res=res, base_image=res.base_image, base_kind=res.base_kind,
-                      base_digest=None, system_packages=[], req_text=None, fw_text=None, pylock=False, profile=profile)
+    from envman.lockedstack import BaseImage, LockedStack
+
+    lock = build_lock(LockedStack(name="fleet", inputs_hash="0" * 64, res=res, base=BaseImage(res.base_image, res.base_kind),
+                                  profile=profile))
     (root / f"envman.{profile}.lock").write_text(render_lock(lock))
     (root / f"Dockerfile.{profile}").write_text(f"FROM {res.base_image}\n")
 

@@ -59,11 +59,13 @@ def unquote_docker(word: str) -> str:
 
 
 def render(env=(), command=(), apt=()) -> str:
-    plan = plan_dockerfile(
-        name="demo", res=RES, base_image=RES.base_image, base_kind="slim", system_packages=tuple(apt),
-        env=tuple(env), command=tuple(command), lock_hash="a" * 64, inputs_hash="b" * 64,
+    from envman.lockedstack import BaseImage, LockedStack, ProjectFacts
+
+    plan = plan_dockerfile(LockedStack(
+        name="demo", res=RES, base=BaseImage(RES.base_image, "slim"), apt=tuple(apt),
+        project=ProjectFacts(env=tuple(env), command=tuple(command)), inputs_hash="b" * 64,
         fw_lock="requirements.framework.lock.txt", req_lock="requirements.lock.txt",
-    )
+    ), "a" * 64)
     return render_dockerfile(plan)
 
 
@@ -164,10 +166,11 @@ def test_base_image_is_one_word_in_from_or_refused(value):
     except UsageError as exc:
         assert exc.message.startswith("--base-image: ") and "\n" not in exc.message
         return
-    plan = plan_dockerfile(
-        name="demo", res=RES, base_image=value, base_kind="custom", system_packages=(), env=(), command=(),
-        lock_hash="a" * 64, inputs_hash="b" * 64, fw_lock=None, req_lock="requirements.lock.txt",
-    )
+    from envman.lockedstack import BaseImage, LockedStack
+
+    plan = plan_dockerfile(LockedStack(
+        name="demo", res=RES, base=BaseImage(value, "custom"), inputs_hash="b" * 64, req_lock="requirements.lock.txt",
+    ), "a" * 64)
     lines = logical_lines(render_dockerfile(plan))
     froms = [ln for ln in lines if ln.split()[0] == "FROM"]
     # the base twice: the stage that filters the source, and the image (issue 24: no lock file in /app)

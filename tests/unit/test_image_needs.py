@@ -46,14 +46,15 @@ sdist = { url = "https://files.pythonhosted.org/promise-2.3.tar.gz", hashes = { 
 
 def _plan(matrix, sb=None, *, cpu=True, base_kind=None, install_project=False, fw=True, sde=None):
     res = resolve_stack(matrix, build_request(matrix, framework="torch", cpu=cpu, targets=[] if cpu else ["h100"]))
-    return plan_dockerfile(
-        name="p", res=res, base_image=res.base_image, base_kind=base_kind or res.base_kind, system_packages=(),
-        env=(), command=(), lock_hash="0" * 64, inputs_hash="1" * 64,
+    from envman.lockedstack import BaseImage, LockedStack, ProjectFacts
+
+    return plan_dockerfile(LockedStack(
+        name="p", res=res, base=BaseImage(res.base_image, base_kind or res.base_kind), inputs_hash="1" * 64,
         fw_lock="requirements.framework.lock.txt" if fw else None, req_lock="requirements.lock.txt",
-        source_builds=sb, source_lock="requirements.source.lock.txt" if sb else None,
-        devel_image="nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04", install_project=install_project,
+        builds=sb, source_lock="requirements.source.lock.txt" if sb else None,
+        devel_image="nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04", project=ProjectFacts(installed=install_project),
         source_date_epoch=sde,
-    ), res
+    ), "0" * 64), res
 
 
 # --- every locked package installs ----------------------------------------------------------------
@@ -323,10 +324,12 @@ def test_an_sdists_build_requirements_are_read_from_its_pyproject_or_default_to_
 def test_with_a_build_lock_the_builder_installs_it_hash_checked_and_builds_without_isolation(matrix):
     sb = plan_source_builds([("promise", "2.3")], {"promise": BuildNeed("promise", compiler=False, source="x")}, None, False)
     res = resolve_stack(matrix, build_request(matrix, framework="torch", cpu=True))
-    plan = plan_dockerfile(
-        name="p", res=res, base_image=res.base_image, base_kind=res.base_kind, system_packages=(), env=(), command=(),
-        lock_hash="0" * 64, inputs_hash="1" * 64, fw_lock=None, req_lock="requirements.lock.txt", source_builds=sb,
-        source_lock="requirements.source.lock.txt", build_lock="requirements.build.lock.txt")
+    from envman.lockedstack import BaseImage, LockedStack
+
+    plan = plan_dockerfile(LockedStack(
+        name="p", res=res, base=BaseImage(res.base_image, res.base_kind), inputs_hash="1" * 64,
+        req_lock="requirements.lock.txt", builds=sb, source_lock="requirements.source.lock.txt",
+        tools_lock="requirements.build.lock.txt"), "0" * 64)
     b = plan.builder
     assert b.tools_step.command.endswith(
         "/opt/venv/bin/pip install --require-hashes --no-deps --only-binary=:all: -r /tmp/envman/requirements.build.lock.txt")

@@ -89,11 +89,12 @@ def test_grace_and_x86_64_targets_together_are_refused_naming_both(matrix):
 
 
 def _plan(res):
-    return plan_dockerfile(
-        name="p", res=res, base_image=res.base_image, base_kind=res.base_kind, system_packages=(), env=(),
-        command=(), lock_hash="0" * 64, inputs_hash="1" * 64, fw_lock="requirements.framework.lock.txt",
-        req_lock="requirements.lock.txt",
-    )
+    from envman.lockedstack import BaseImage, LockedStack
+
+    return plan_dockerfile(LockedStack(
+        name="p", res=res, base=BaseImage(res.base_image, res.base_kind), inputs_hash="1" * 64,
+        fw_lock="requirements.framework.lock.txt", req_lock="requirements.lock.txt",
+    ), "0" * 64)
 
 
 def test_an_aarch64_stack_renders_from_platform_linux_arm64(matrix):
@@ -125,8 +126,10 @@ def test_the_lock_records_the_platform(matrix):
 
     m, _ = _with_aarch64(matrix)
     arm = _resolve(m, framework="torch", targets=["gh200"])
-    lock = build_lock(name="p", inputs_hash="1" * 64, res=arm, base_image=arm.base_image, base_kind=arm.base_kind,
-                      base_digest=None, system_packages=[], req_text="", fw_text="", pylock=True)
+    from envman.lockedstack import BaseImage, LockedBodies, LockedStack
+
+    lock = build_lock(LockedStack(name="p", inputs_hash="1" * 64, res=arm, base=BaseImage(arm.base_image, arm.base_kind),
+                                  locked=LockedBodies(req="", fw="", pylock="")))
     assert lock.python_lock["platform"] == "aarch64-manylinux_2_36"
     assert "platform" not in lock.stack  # said once, in python_lock
 

@@ -507,10 +507,12 @@ def test_a_compiled_project_is_built_in_the_builder_and_the_image_gets_its_wheel
                             project=BuildNeed("the project", framework=True, cuda=True, build_requires=("setuptools",)))
     assert sb is not None and sb.project and sb.nvcc and not sb.packages
     assert any("the project compiles CUDA code: the builder stage installs nvcc" in n for n in sb.notes)
-    plan = plan_dockerfile(name="p", res=res, base_image=res.base_image, base_kind=res.base_kind, system_packages=(),
-                           env=(), command=(), lock_hash="0" * 64, inputs_hash="1" * 64, fw_lock="fw.txt",
-                           req_lock="req.txt", source_builds=sb, source_lock="src.txt", install_project=True,
-                           build_lock="build.txt")
+    from envman.lockedstack import BaseImage, LockedStack, ProjectFacts
+
+    plan = plan_dockerfile(LockedStack(name="p", res=res, base=BaseImage(res.base_image, res.base_kind),
+                                       inputs_hash="1" * 64, fw_lock="fw.txt", req_lock="req.txt", builds=sb,
+                                       source_lock="src.txt", project=ProjectFacts(installed=True),
+                                       tools_lock="build.txt"), "0" * 64)
     text = render_dockerfile(plan)
     builder, image = text.split("\n# the image\n")
     assert "build-essential" in builder and "CUDA_HOME" in builder and "TORCH_CUDA_ARCH_LIST" in builder

@@ -274,9 +274,11 @@ def _apt_plan(**kw):
 
     matrix = load_matrix()
     res = resolve_stack(matrix, build_request(matrix, framework="none", cpu=True))
-    return plan_dockerfile(name="p", res=res, base_image="python:3.11-slim-bookworm", base_kind="slim",
-                           system_packages=("libgl1",), env=(), command=(), lock_hash="0" * 64, inputs_hash="1" * 64,
-                           fw_lock=None, req_lock=None, source_date_epoch=1784196781, **kw)
+    from envman.lockedstack import BaseImage, LockedStack
+
+    return plan_dockerfile(LockedStack(name="p", res=res, base=BaseImage("python:3.11-slim-bookworm", "slim"),
+                                       apt=("libgl1",), inputs_hash="1" * 64, source_date_epoch=1784196781, **kw),
+                           "0" * 64)
 
 
 def test_pins_install_every_package_of_the_closure_at_its_version():
@@ -327,8 +329,9 @@ def test_a_lock_without_pins_has_no_apt_fields_so_its_hash_is_unchanged():
 
     matrix = load_matrix()
     res = resolve_stack(matrix, build_request(matrix, framework="none", cpu=True))
-    args = dict(name="p", inputs_hash="1" * 64, res=res, base_image="b", base_kind="slim", base_digest=None,
-                system_packages=["libgl1"], req_text=None, fw_text=None, pylock=False)
-    plain, pinned = build_lock(**args), build_lock(**args, apt_pins={"libgl1": "1.6.0-1"})
+    from envman.lockedstack import BaseImage, LockedStack
+
+    args = dict(name="p", inputs_hash="1" * 64, res=res, base=BaseImage("b", "slim"), apt=("libgl1",))
+    plain, pinned = build_lock(LockedStack(**args)), build_lock(LockedStack(**args, apt_pins={"libgl1": "1.6.0-1"}))
     assert "apt_pins" not in plain.data and "apt_snapshot" not in plain.data
     assert pinned.apt_pins == {"libgl1": "1.6.0-1"} and pinned.lock_hash != plain.lock_hash

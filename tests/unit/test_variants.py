@@ -171,8 +171,10 @@ def test_the_lock_records_the_framework_wheels_properties_outside_its_identity(m
     from envman.lock.lockfile import Lock, build_lock
 
     res = resolve_request("torch", "3.11", ["v100"], matrix=matrix)
-    lock = build_lock(name="t", inputs_hash="0" * 64, res=res, base_image="python:3.11-slim-bookworm",
-                      base_kind="slim", base_digest=None, system_packages=[], req_text="", fw_text="", pylock=True)
+    from envman.lockedstack import BaseImage, LockedBodies, LockedStack
+
+    lock = build_lock(LockedStack(name="t", inputs_hash="0" * 64, res=res, base=BaseImage("python:3.11-slim-bookworm", "slim"),
+                                  locked=LockedBodies(req="", fw="", pylock="")))
     assert lock["wheel_variants"]["wheels"] == {"torch": {"label": "cu126", "properties": {"nvidia": {
         "cuda_version_lower_bound": ["12.6"],
         "sm_arch": ["50_real", "60_real", "70_real", "75_real", "80_real", "86_real", "90_real"]}}}}
