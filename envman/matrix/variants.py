@@ -184,7 +184,7 @@ def _check_one(release: FrameworkRelease, v: Variant, label: str, nv: Mapping[st
             if v.prov.uncertain:  # the matrix is not sure of this list: the index may well be right
                 out.append(Finding("warn", label, f"{who}: the index says {what} for {extra}; envman's matrix has none, "
                                                   "but marks this variant uncertain: measure the wheel "
-                                                  "(`envman matrix refresh --wheel`)"))
+                                                  "(`python -m tools.matrix sync torch --wheel`)"))
             else:
                 out.append(Finding("error", label, f"{who}: the index says {what} for {extra}, envman measured none "
                                                    "in the wheel: an installer would pick it for those GPUs and it "

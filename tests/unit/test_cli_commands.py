@@ -18,7 +18,7 @@ def test_one_module_per_command_and_each_is_registered():
     assert set(commands) == modules
     # typer lists plain commands first, then the groups (matrix, ci, uv, variants, cluster), each in registration order
     assert list(commands) == ["resolve", "init", "lock", "build", "verify", "smoke", "fetch", "doctor", "fit", "mcp", "matrix", "ci",
-                             "uv", "variants", "cluster"]
+                             "uv", "cluster"]
 
 
 def test_main_registers_without_a_fallback():

@@ -1,4 +1,4 @@
-"""``envman variants check`` as a use case: what an index (or a local file) says about a framework release's
+"""``python -m tools.matrix variants`` (was ``envman variants check``): what an index (or a local file) says about a framework release's
 variant wheels (PEP 825, draft), against the matrix's measured arch lists and CUDA versions. Returns a report;
 the CLI prints it and picks the exit code."""
 
@@ -56,8 +56,9 @@ def check_variants(framework: str = "torch", version: str | None = None, *, inde
                          hint="e.g. --file torch-2.8.0-variants.json")
     if matrix is None:
         from envman.matrix.load import load_matrix
+        from tools.matrix.app import matrix_dir
 
-        matrix = load_matrix()
+        matrix = load_matrix(matrix_dir())
     rel = _release(matrix, framework, version)
     labels: tuple[str, ...] = ()
     if file is not None:
@@ -66,7 +67,7 @@ def check_variants(framework: str = "torch", version: str | None = None, *, inde
         source, hashed = str(file), False
         doc = load_json(read_input(file, str(file), 5 * 1024 * 1024), str(file))
     else:
-        from envman.matrix.variantindex import read_index_variants
+        from tools.matrix.variantindex import read_index_variants
 
         assert index_url is not None
         found = read_index_variants(index_url, rel.package, str(rel.version))
