@@ -12,8 +12,7 @@ by jax's ``[cudaNN]`` extra. Everything the matrix says of a build is read from 
 - SASS and PTX: the fat binaries of the plugin's kernel libraries (``_prng.so``, ``_linalg.so``,
   ``_solver.so``), range-read out of the remote wheel (about 1-3 MB a build; nothing else is downloaded)
   and walked by ``envman.portable.fatbin``. The XLA backend (``xla_cuda_plugin.so`` in the pjrt wheel,
-  130-400 MB) is built with the same ``HERMETIC_CUDA_COMPUTE_CAPABILITIES``; ``measure_pjrt`` reads one
-  downloaded pjrt wheel to check that.
+  130-400 MB) is built with the same ``HERMETIC_CUDA_COMPUTE_CAPABILITIES``.
 
 PyPI serves no PEP 658 metadata for these wheels (2026-12): METADATA comes by HTTP range requests.
 The file is generated whole (``render_jax_yaml``): a refresh reads every release again and shows the diff.
@@ -237,20 +236,6 @@ def measure_members(f: IndexFile, members: tuple[str, ...] = KERNEL_LIBS) -> tup
                 v = tuple(int(x) for x in got["ptx_isa"].split("."))
                 isa = v if isa is None or v > isa else isa
     return _sort(sass), _sort(ptx), ".".join(map(str, isa)) if isa else None, read
-
-
-def measure_pjrt(path: Path) -> tuple[list[str], list[str]]:
-    """SASS and PTX archs of the XLA backend in a downloaded jax-cudaNN-pjrt wheel (the cross-check)."""
-    from envman.portable.fatbin import read_fatbin
-
-    with zipfile.ZipFile(path) as zf, tempfile.TemporaryDirectory(prefix="envman-jax-") as tmp:
-        name = next(n for n in zf.namelist() if n.endswith("xla_cuda_plugin.so"))
-        target = Path(tmp) / "xla_cuda_plugin.so"
-        with zf.open(name) as src, open(target, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
-        got = read_fatbin(str(target))
-    return _sort(set(got["sass"])), _sort({_sm(p) for p in got["ptx"]})
 
 
 def read_release(version: Version, projects: dict[str, Project], measure: bool = True) -> JaxRelease | None:
