@@ -9,7 +9,7 @@ import typer
 from envman.cli.main import app
 
 CLI = Path(__file__).resolve().parents[2] / "envman" / "cli"
-NOT_COMMANDS = {"__init__", "main", "output", "entry", "mcpserver"}  # mcpserver: the server `envman mcp` runs
+NOT_COMMANDS = {"__init__", "main", "output", "entry", "mcpserver", "mcpwire"}  # the server `envman mcp` runs, its stdio wire
 
 
 def test_one_module_per_command_and_each_is_registered():
