@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "envman"
 
 RANK = {
-    "portable": 0, "errors": 1, "hostenv": 0.5, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
+    "portable": 0, "errors": 1, "hostenv": 0.5, "_compat": 1, "envman": 1, "redact": 1,
+    "resources": 1.1,  # a data locator: says when ENVMAN_MATRIX_DIR names no folder (a UsageError)
     "model": 2, "files": 2,
     "inputs": 1.9,  # bounded reads of regular files only: what files.py reads back before it writes, too
     "process": 1.9,  # signals, and who owns what a run leaves (files.py names its temp files by it)
