@@ -6,16 +6,23 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
-def test_the_workshop_writes_into_the_repositorys_matrices(monkeypatch):
+def test_the_workshop_writes_into_the_repositorys_matrices(monkeypatch, tmp_path):
+    from envman.errors import UsageError
     from tools.matrix.app import matrix_dir
 
     monkeypatch.delenv("ENVMAN_MATRIX_DIR")
     assert matrix_dir() == ROOT / "matrices"
-    monkeypatch.setenv("ENVMAN_MATRIX_DIR", "/site/matrices")
-    assert str(matrix_dir()) == "/site/matrices"
+    monkeypatch.setenv("ENVMAN_MATRIX_DIR", str(tmp_path))  # a site's own matrix
+    assert matrix_dir() == tmp_path
+    monkeypatch.setenv("ENVMAN_MATRIX_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(UsageError) as exc:
+        matrix_dir()
+    assert exc.value.message == f"ENVMAN_MATRIX_DIR={tmp_path / 'nowhere'} is not a folder (nothing is there)"
 
 
 def test_envman_offers_users_only_what_users_run(capsys):

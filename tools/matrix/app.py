@@ -19,8 +19,9 @@ def matrix_dir() -> Path:
     copy), else the repository's matrices/ beside tools/ — never the data inside an installed envman."""
     import os
 
-    env = os.environ.get("ENVMAN_MATRIX_DIR")
-    return Path(env) if env else REPO_MATRICES
+    from envman.resources import matrix_dir as envman_matrix_dir  # the variable, checked as envman checks it
+
+    return envman_matrix_dir() if os.environ.get("ENVMAN_MATRIX_DIR") else REPO_MATRICES
 
 
 def check_matrix(directory: Path | None = None, sources: bool = True) -> list[str]:
