@@ -148,8 +148,8 @@ def pump_out(fd: int, answer: Callable[[bytes], None], done: threading.Event) ->
 
 def serve_stdio(run: Callable[[], None], is_message: Callable[[str], bool]) -> None:
     """Run ``run`` (the SDK's stdio server, which reads fd 0 and writes fd 1) behind the screened wire."""
-    wire_in = os.fdopen(os.dup(0), "rb", buffering=0)
-    wire_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    wire_in = os.fdopen(os.dup(0), "rb")  # buffered: readline finds the newline in what has arrived
+    wire_out = os.fdopen(os.dup(1), "wb")  # buffered: a write to a pipe may be partial, BufferedWriter finishes it
     sdk_in_r, sdk_in_w = os.pipe()
     sdk_out_r, sdk_out_w = os.pipe()
     lock, done = threading.Lock(), threading.Event()
@@ -157,6 +157,7 @@ def serve_stdio(run: Callable[[], None], is_message: Callable[[str], bool]) -> N
     def answer(data: bytes) -> None:
         with lock:
             wire_out.write(data)
+            wire_out.flush()
 
     os.dup2(sdk_in_r, 0)
     os.dup2(sdk_out_w, 1)

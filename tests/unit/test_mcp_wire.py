@@ -39,13 +39,34 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 
 def test_envman_mcp_answers_every_line_over_real_stdio():
+    """As a client does: the lines written, stdin kept open until every answer came (the SDK drops requests still
+    in flight when stdin closes), read with a deadline."""
+    import select
+    import time
+
     lines = [json.dumps(INIT), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
              "this is not json", deep(100_000), '{"jsonrpc": "2.0", "id": 8, "method": "tools/list"',
              '{"id": 10, "hello": 1}', json.dumps({"jsonrpc": "2.0", "id": 9, "method": "ping"})]
-    out = subprocess.run([sys.executable, "-m", "envman.cli.main", "mcp"], input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, timeout=120)
-    answers = {a["id"]: a for a in map(json.loads, out.stdout.splitlines())}
-    assert set(answers) == {1, None, 7, 8, 9, 10}, out.stdout + out.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "envman.cli.main", "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    answers: dict = {}
+    try:
+        proc.stdin.write(("\n".join(lines) + "\n").encode())
+        proc.stdin.flush()
+        pending, deadline = b"", time.monotonic() + 120
+        while set(answers) != {1, None, 7, 8, 9, 10} and time.monotonic() < deadline:
+            if select.select([proc.stdout], [], [], 1)[0]:
+                chunk = proc.stdout.read1(1 << 16)
+                if not chunk:
+                    break
+                *done, pending = (pending + chunk).split(b"\n")
+                answers.update((a["id"], a) for a in map(json.loads, done))
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert set(answers) == {1, None, 7, 8, 9, 10}, answers
     assert answers[1]["result"]["serverInfo"]["name"] == "envman" and answers[9]["result"] == {}
     assert answers[None]["error"] == {"code": -32700, "message": "Parse error: not JSON (Expecting value: line 1 column 1 (char 0))"}
     assert answers[7]["error"] == {"code": -32600, "message": "Invalid Request: nested deeper than 64 levels"}
