@@ -6,8 +6,8 @@ The CLI is the only place that catches these, prints ``error:`` and ``hint:`` li
 Kinds: UsageError (a bad value; SpecError for envman.yaml, LockError for a lock file, both under it so
 ``except UsageError`` still catches them), ToolError (uv, pip, the network, a registry), ReproError (two
 builds of one lock differ, or an image is not its lock's), DataError
-(envman's own matrices; MatrixError), ResolutionError; a bug is any other exception, which cli/main.py reports in
-one line with exit 70 (EXIT_INTERNAL). The engine's EngineError lives in envman/engine/errors.py.
+(envman's own matrices; MatrixError), ResolutionError, InternalError (a bug envman noticed itself);
+the engine's EngineError lives in envman/engine/errors.py.
 """
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ class ToolError(EnvmanError):
 class ReproError(EnvmanError):
     """Two builds of one lock gave two images, or an image is not the one its lock builds (exit 1: a check that
     failed, like `lock --check`); the message names both digests, the hint what differs."""
+
+
+class InternalError(EnvmanError):
+    """A bug in envman that envman noticed itself (output of a tool it did not expect, say): exit 70."""
+
+    exit_code = EXIT_INTERNAL
 
 
 class DataError(EnvmanError):

@@ -10,6 +10,7 @@ from envman.engine.errors import BuildError, EngineError
 from envman.errors import (
     DataError,
     EnvmanError,
+    InternalError,
     LockError,
     MatrixError,
     ResolutionError,
@@ -30,6 +31,7 @@ from envman.lock.uv import parse_uv_output
     (BuildError("the build failed"), 4),
     (DataError("matrices/cuda.yaml: corrupt"), 7),
     (MatrixError(["matrices/cuda.yaml: releases[0]: missing"]), 7),
+    (InternalError("uv output: unexpected line 'x'"), 70),
 ], ids=lambda v: type(v).__name__ if isinstance(v, EnvmanError) else str(v))
 def test_each_kind_exits_with_its_code_and_one_error_line(err, code, capsys):
     assert report_error(err) == code
@@ -39,7 +41,7 @@ def test_each_kind_exits_with_its_code_and_one_error_line(err, code, capsys):
 def test_kinds_under_usage_error_stay_catchable_as_one():
     assert issubclass(SpecError, UsageError) and issubclass(LockError, UsageError)
     assert not issubclass(ToolError, UsageError)  # a network outage is not a bad spec
-    assert issubclass(MatrixError, DataError) and not issubclass(DataError, UsageError)
+    assert issubclass(MatrixError, DataError) and not issubclass(InternalError, UsageError)
 
 
 def test_a_bad_spec_through_the_cli(tmp_path, capsys):
