@@ -22,10 +22,20 @@ def shipped_dir(name: str, marker: str) -> Path:
 
 def matrix_dir() -> Path:
     """The compatibility matrix envman reads: ENVMAN_MATRIX_DIR if set (the test suite points it at its
-    frozen fixture so that a data change never moves a logic or golden test), else the shipped matrices/."""
-    if os.environ.get("ENVMAN_MATRIX_DIR"):
-        return Path(os.environ["ENVMAN_MATRIX_DIR"])
-    return shipped_matrix_dir()
+    frozen fixture so that a data change never moves a logic or golden test), else the shipped matrices/.
+    A variable that names no folder is the user's setting, said as such (not seven unreadable matrix files)."""
+    value = os.environ.get("ENVMAN_MATRIX_DIR")
+    if not value:
+        return shipped_matrix_dir()
+    d = Path(value)
+    if not d.is_dir():
+        from envman.errors import UsageError
+
+        what = "is not a folder" if d.exists() else "is not a folder (nothing is there)"
+        raise UsageError(f"ENVMAN_MATRIX_DIR={value} {what}",
+                         hint="point ENVMAN_MATRIX_DIR at a folder of matrix files (a copy of envman's matrices/), "
+                              "or unset it to use the matrix envman ships")
+    return d
 
 
 def shipped_matrix_dir() -> Path:

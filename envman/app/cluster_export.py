@@ -18,7 +18,8 @@ from envman.cluster import plan
 from envman.errors import UsageError
 from envman.image.plan import SHM_SIZE
 
-PREFLIGHT_IN_KIT = "opt/envman/kit/envman_portable/preflight.py"
+# the preflight in the image: inside the one-file kit, or (images built by envman 0.2) in the kit's folder
+PREFLIGHT_IN_KIT = ("opt/envman/kit/envman_portable.py", "opt/envman/kit/envman_portable/preflight.py")
 _SUFFIX = {"bundle": "bundle", "sqsh": "sqsh", "archive": "oci.tar", "layout": "oci"}
 _WHAT = {"bundle": "an OCI runtime bundle (config.json, rootfs/)", "sqsh": "an enroot squashfs",
          "archive": "an OCI archive", "layout": "an OCI image layout (index.json, oci-layout)"}
@@ -91,7 +92,7 @@ def _export(lf: plan.LockFacts, source: str, targets: dict[str, Path], todo: lis
 def _check_kit(res: ExportOutcome, targets: dict[str, Path], formats: tuple[str, ...]) -> None:
     """Images built before the preflight existed cannot run it: say so now, not on the cluster."""
     rootfs = targets["bundle"] / "rootfs"
-    if "bundle" in formats and rootfs.is_dir() and not (rootfs / PREFLIGHT_IN_KIT).is_file():
+    if "bundle" in formats and rootfs.is_dir() and not any((rootfs / p).is_file() for p in PREFLIGHT_IN_KIT):
         res.notes.append(f"{res.lock.tag} has no envman preflight (built by an older envman): the scheduler files' "
                          "preflight step will fail; rebuild it with `envman build --rebuild`")
 

@@ -63,9 +63,10 @@ def plan_stacks(inputs: ProjectInputs, opts: LockOptions, *, force: bool = False
         stacks = [render_stack(inputs, profile_spec(spec, p), stack_files(root, p.name), opts) for p in spec.profiles]
     else:
         stacks = [render_stack(inputs, spec, stack_files(root, None), opts)]
-    from envman.image.kit import kit_files  # after uv has started (app/pythonlocks.py prepares it while uv runs)
+    # after uv has started (app/pythonlocks.py prepares it while uv runs)
+    from envman.image.kit import KIT_FILE, kit_text, old_kit_notes
     files = [w for s in stacks for w in s.writes] + shared_files(inputs, stacks, place)
-    files += [(root / ".envman" / "kit" / rel, text) for rel, text in sorted(kit_files().items())]
+    files.append((root / ".envman" / KIT_FILE, kit_text()))  # one file (image/kit.py), not the island's folder
     generated = WritePlan(list(files))
     generated.check(root, force)
     for s in stacks:
@@ -73,7 +74,7 @@ def plan_stacks(inputs: ProjectInputs, opts: LockOptions, *, force: bool = False
     files += extra or []  # e.g. the envman.yaml init creates: in the same all-or-nothing write
     files += [(root / s.files.lock, render_lock(s.lock)) for s in stacks]  # envman.lock last: the commit point
     wp = WritePlan(files, root=root)
-    return Planned(stacks, wp, wp.changes(), list(place.notes) + stack_notes(inputs, stacks))
+    return Planned(stacks, wp, wp.changes(), list(place.notes) + stack_notes(inputs, stacks) + old_kit_notes(root))
 
 
 def shared_files(inputs: ProjectInputs, stacks: list[Stack], place) -> list[tuple[Path, str]]:

@@ -223,13 +223,13 @@ def _while_uv_resolves(digest: Callable[[], Any] | None = None) -> None:
     import yaml  # noqa: F401  (compose.yaml names the new lock hash: it is dumped again)
 
     from envman._compat import tomllib  # noqa: F401  (uv's pylock.toml is parsed right after it exits)
-    from envman.image.kit import kit_files
+    from envman.image.kit import kit_text
     from envman.image.render import warm
 
     if digest is not None:
         digest()  # its registry is asked in a thread from now on
     warm()
-    kit_files()
+    kit_text()
 
 
 def made_from(last: Lock | None, inputs_hash: str) -> tuple[str, frozenset[str]]:

@@ -27,12 +27,11 @@ from envman.cli import (
     resolve,
     smoke,
     uv,
-    variants,
     verify,
 )
 from envman.errors import EXIT_INTERNAL, EnvmanError
 
-COMMANDS = (resolve, init, lock, build, verify, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, variants, cluster)
+COMMANDS = (resolve, init, lock, build, verify, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, cluster)
 
 
 def _typer(completion: bool = True) -> typer.Typer:

@@ -20,6 +20,16 @@ def register(app: typer.Typer) -> None:
 
             raise UsageError("envman mcp needs the MCP Python SDK, which is not installed",
                              hint="pip install 'envman[mcp]'") from None
-        from envman.cli.mcpserver import build_server
+        from mcp_types import jsonrpc_message_adapter
 
-        build_server().run("stdio")
+        from envman.cli.mcpserver import build_server
+        from envman.cli.mcpwire import serve_stdio
+
+        def is_message(text: str) -> bool:
+            try:
+                jsonrpc_message_adapter.validate_json(text, by_name=False)
+            except ValueError:  # pydantic's ValidationError is a ValueError
+                return False
+            return True
+
+        serve_stdio(lambda: build_server().run("stdio"), is_message)

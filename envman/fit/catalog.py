@@ -264,11 +264,6 @@ def _perf_doc(directory: str | None = None) -> Any:
 
 
 @lru_cache(maxsize=2)
-def load_gpu_perf(directory: str | None = None) -> dict[str, tuple[int, tuple[tuple[str, float], ...], str]]:
-    return {k: (v[0], v[1], v[2]) for k, v in _load_perf(directory)[0].items()}
-
-
-@lru_cache(maxsize=2)
 def _load_perf(directory: str | None = None) -> tuple[dict[str, tuple[int, tuple[tuple[str, float], ...], str, float, bool]],
                                                       dict]:
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"

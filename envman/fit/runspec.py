@@ -28,7 +28,6 @@ OFFLOAD = ("none", "optimizer", "params")
 # just before backward (rasbt/pytorch-memory-optim's loop); never (zero_grad(set_to_none=False), PyTorch < 2.0's
 # default: the gradients are zeroed in place and stay allocated through every forward and backward)
 ZERO_GRAD = ("before-forward", "before-backward", "keep")
-DROPOUT_MASKS = ("bool", "input")
 
 _EXAMPLE = {"batch": 4, "gpus": 8, "lora-rank": 16, "accumulation": 4, "tp": 2, "pp": 2}
 

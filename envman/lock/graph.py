@@ -42,7 +42,7 @@ def _fetch(url: str, timeout: float, ctx, headers: dict[str, str] | None = None,
     import urllib.request
 
     from envman.errors import EnvmanError
-    from envman.matrix.index import read_body
+    from envman.lock.remote import read_body
 
     if any(os.environ.get(v) for v in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")):
         req = urllib.request.Request(url, headers=headers or {}, method=method)
@@ -140,13 +140,13 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
 
 
 def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
-    """METADATA out of the wheel's zip by HTTP range requests (the one range reader, matrix/index.py), over
+    """METADATA out of the wheel's zip by HTTP range requests (the one range reader, lock/remote.py), over
     this thread's keep-alive connections; None when the host cannot serve ranges or the zip has none."""
     import urllib.error
     import zipfile
 
     from envman.errors import EnvmanError
-    from envman.matrix.index import RangeReader, read_member
+    from envman.lock.remote import RangeReader, read_member
 
     def get(u: str, headers: dict[str, str]) -> tuple[bytes, dict[str, str]]:
         status, got, body = _fetch(u, timeout, ctx, headers)

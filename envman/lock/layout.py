@@ -24,7 +24,7 @@ LOCK_FILE = "envman.lock"
 # a profile's lock: envman.P.lock, P a profile name as envman.yaml allows it
 PROFILE_LOCK = re.compile(r"^envman\.([a-z0-9]+(?:[._-][a-z0-9]+)*)\.lock$")
 # what a Dockerfile reads from the build context, for every stack: re-included whatever .dockerignore excludes
-BUILD_INPUTS = ("!.envman/kit", "!.envman/stack*.json", "!requirements*.lock.txt", "!pylock*.toml",
+BUILD_INPUTS = ("!.envman/kit.py", "!.envman/stack*.json", "!requirements*.lock.txt", "!pylock*.toml",
                 "!.envman/sbom*.cdx.json")
 
 

@@ -313,29 +313,19 @@ def _holds(marker, env: dict[str, str]) -> bool:
         return True
 
 
-def compile_python_lock(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
-                        pylock: bool = True, while_waiting=None, previous: tuple[str | None, str | None] = (None, None),
-                        upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
-                        constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
-                        progress=None) -> LockResult:
-    """ONE uv resolution, written as PEP 751 pylock.toml (per-file URLs, hashes, sdists); requirements.lock.txt
-    is derived from it, so the two agree by construction (``PythonLockJob.finish``).
-
-    ``index_urls`` are extra indexes; the resolution's own framework index (``res.index_url``) among them
-    serves the framework's packages only. ``constraints`` (``nvidia-cudnn-cu12==9.3.0.75`` …) go to uv as
-    a constraints file. ``previous`` (the current requirements lock and pylock bodies) seed uv's
-    preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all."""
-    job = python_lock_job(lines, python, index_urls, roots, res, pylock, previous, upgrade, index_url=index_url,
-                          find_links=find_links, constraints=constraints, timeout=timeout)
-    return job.compile(progress, while_waiting)
-
-
 def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
                     pylock: bool = True, previous: tuple[str | None, str | None] = (None, None),
                     upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
                     constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
                     overrides: list[str] | tuple[str, ...] = ()) -> PythonLockJob:
-    """What a Python lock asks uv (compile_python_lock's arguments), before anything runs."""
+    """What a Python lock asks uv, before anything runs: ONE uv resolution, written as PEP 751 pylock.toml (per-file
+    URLs, hashes, sdists); requirements.lock.txt is derived from it, so the two agree by construction
+    (``PythonLockJob.finish``; ``.compile()`` runs uv and finishes).
+
+    ``index_urls`` are extra indexes; the resolution's own framework index (``res.index_url``) among them
+    serves the framework's packages only. ``constraints`` (``nvidia-cudnn-cu12==9.3.0.75`` …) go to uv as
+    a constraints file. ``previous`` (the current requirements lock and pylock bodies) seed uv's
+    preferences: pins that still fit are kept — a re-lock does not churn. ``upgrade`` re-resolves all."""
     fw_index = res.index_url if res.index_url in index_urls else None
     extra = [u for u in index_urls if u != fw_index]
     # the index uv resolved against (UV_DEFAULT_INDEX / UV_INDEX_URL from the environment when envman names

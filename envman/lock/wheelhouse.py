@@ -165,11 +165,6 @@ def lock_arch(project: Path | str, lock_name: str = "envman.lock") -> str | None
     return m.group(1) if m else None
 
 
-def lock_python(project: Path | str) -> str | None:
-    """stack.python from <project>/envman.lock, when there is one."""
-    return lock_target(project)[0]
-
-
 # ------------------------------------------------------------------------------------------------ target
 @dataclass(frozen=True)
 class Target:

@@ -190,7 +190,7 @@ def _load_driver_floors(ctx: _Ctx, doc: Any) -> dict[Cc, tuple[str, Version, Pro
 
 
 def _load_gpu_driver(ctx: _Ctx, e: Any, p: str) -> tuple[Version | None, bool, tuple, Provenance | None]:
-    """A GPU's ``driver:`` block, written by ``envman matrix sync nvidia-gpus``: (first listing, whether it is
+    """A GPU's ``driver:`` block, written by ``python -m tools.matrix sync nvidia-gpus``: (first listing, whether it is
     the floor, ((PCI device ID, first listing), ...), provenance)."""
     if e is None:
         return None, False, (), None

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """envman smoke test: does this Python environment match its lock, and does its GPU stack work?
 
-Part of the portable island, copied whole into every image envman builds (/opt/envman/kit/envman_portable,
-the expected stack beside it as /opt/envman/stack.json) and runnable on a host (`envman smoke --host`):
+Part of the portable island, carried by every image envman builds (the one-file kit
+/opt/envman/kit/envman_portable.py, envman/image/kit.py; the expected stack beside it as /opt/envman/stack.json) and runnable on a host (`envman smoke --host`):
 ``python -m envman_portable.smoke`` with the kit on the path. Standard library only, Python 3.8+.
 
 Exit codes:  0  every check passed, GPU checks included (or the stack is CPU-only)
@@ -286,22 +286,26 @@ def expand_imports(expect: dict[str, Any]) -> dict[str, Any]:
     return expect
 
 
-KIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder holding this package
+def kit_knowledge() -> str | None:
+    """The matrix knowledge the one-file kit carries (KIT_KNOWLEDGE in its top module, envman/image/kit.py); None
+    where this island is not a kit (envman's own package on the host)."""
+    top = sys.modules.get((__package__ or "").split(".")[0])
+    text = getattr(top, "KIT_KNOWLEDGE", None)
+    return text if isinstance(text, str) else None
 
 
-def observe_doctor(kit: str = KIT_DIR, project_dir: str | None = None) -> list[dict[str, Any]] | None:
-    """Run envman doctor's probes and checks from this island, with the matrix knowledge baked beside it
-    (kit/knowledge.json). None when there is no knowledge file."""
-    path = os.path.join(kit, "knowledge.json")
-    if not os.path.isfile(path):
+def observe_doctor(project_dir: str | None = None) -> list[dict[str, Any]] | None:
+    """Run envman doctor's probes and checks from this island, with the matrix knowledge the kit carries. None
+    when there is no knowledge (not a kit)."""
+    text = kit_knowledge()
+    if text is None:
         return None
     try:
         from .doctor.checks import run_checks
         from .doctor.knowledge import Knowledge
         from .facts.gather import gather_facts
 
-        with open(path) as fh:
-            knowledge = Knowledge.from_dict(json.load(fh))
+        knowledge = Knowledge.from_dict(json.loads(text))
         facts = gather_facts(project_dir or os.getcwd(), python=sys.executable)
         return [f.to_dict() for f in run_checks(facts, knowledge)]
     except Exception as exc:  # the doctor is a bonus: its own failure is reported, never fatal

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-_NUM = re.compile(r"\d+")
 _ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 _LEAD = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
 
@@ -173,6 +172,3 @@ def arch_covers(capability: Sequence[int], arch_list: Sequence[str]) -> tuple[bo
         why = "no sm_%d* SASS and no PTX <= %s" % (device[0], label)
     return False, "%s: %s cannot run on compute capability %s" % (why, " ".join(arch_list) or "(empty list)", label)
 
-
-def numbers(text: object) -> list[int]:
-    return [int(n) for n in _NUM.findall(str(text or ""))]

@@ -172,7 +172,7 @@ def verify(kind: str, p: tuple, s: Sources) -> tuple[bool | None, str]:
 
 def _pin(r: dict, v: dict, k: str, s: Sources) -> tuple[bool | None, str]:
     sys.path.insert(0, str(ROOT))
-    from envman.matrix.index import fetch_project, read_remote_wheel
+    from tools.matrix.pypi import fetch_project, read_remote_wheel
 
     ver = r["patches"][-1]["version"]
     proj = fetch_project("torch")

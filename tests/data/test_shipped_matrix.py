@@ -107,9 +107,10 @@ def test_shipped_matrix_feeds_the_doctor(matrix):
 
 def test_the_shipped_matrix_agrees_with_every_source_snapshot():
     """matrix check with the sources: NVIDIA's GPU list, PyTorch's release build matrices, the CUDA runfiles,
-    PyPI's NVIDIA wheels as last synced (matrices/sources/*.tsv) — every disagreement is a line here."""
-    from envman.app.matrix import check_matrix
+    PyPI's NVIDIA wheels as last synced (matrices/sources/*.tsv) — every disagreement is a line here
+    (the workshop's check: python -m tools.matrix check --sources)."""
     from envman.resources import shipped_matrix_dir
+    from tools.matrix.app import check_matrix
 
     assert check_matrix(shipped_matrix_dir()) == []
 

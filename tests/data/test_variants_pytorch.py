@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envman.matrix.variants import check_variants, parse_variants_json
+from tools.matrix.pep825 import check_variants, parse_variants_json
 
 PYTORCH_280 = Path(__file__).resolve().parent.parent / "fixtures" / "variants" / "torch-2.8.0-variants.json"
 

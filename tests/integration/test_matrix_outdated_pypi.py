@@ -1,4 +1,4 @@
-"""`envman matrix outdated` against PyPI itself (skips when no index answers): it runs, and its report is
+"""`python -m tools.matrix outdated` (the repository's workshop) against PyPI itself (skips when no index answers): it runs, and its report is
 well formed whichever way today's answer goes."""
 
 from __future__ import annotations
@@ -11,14 +11,16 @@ import sys
 
 import pytest
 
+from tests.conftest import ROOT
+
 pytestmark = pytest.mark.network
 
 
 def test_outdated_against_pypi_reports_every_project():
     env = dict(os.environ)
     env.pop("ENVMAN_MATRIX_DIR", None)  # the shipped matrix: the question is whether IT is current
-    out = subprocess.run([sys.executable, "-m", "envman.cli.main", "matrix", "outdated"],
-                         capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "tools.matrix", "outdated"],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert out.returncode in (0, 1), out.stderr
     lines = out.stdout.splitlines()
     names = ["torch", "torchvision", "torchaudio", "tensorflow", "jax", "nvidia-gpus", "torch-builds", "cuda-drivers", "nvidia-pypi"]
@@ -28,8 +30,8 @@ def test_outdated_against_pypi_reports_every_project():
     assert all(project.match(ln) for ln in lines[:5]) and all(source.match(ln) for ln in lines[5:]), lines
     assert (out.returncode == 1) == (any("on the index" in ln for ln in lines[:5]) or
                                      any(not ln.split(": ", 1)[1].startswith("up to date") for ln in lines[5:]))
-    js = subprocess.run([sys.executable, "-m", "envman.cli.main", "matrix", "outdated", "--json"],
-                        capture_output=True, text=True, env=env, timeout=300)
+    js = subprocess.run([sys.executable, "-m", "tools.matrix", "outdated", "--json"],
+                        capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert js.returncode == out.returncode
     rows = json.loads(js.stdout)
     assert [r.get("project") or r.get("source") for r in rows] == names

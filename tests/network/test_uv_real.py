@@ -36,7 +36,7 @@ def snapshot(d: Path) -> dict[str, bytes]:
 
 
 class R:
-    """What compile_python_lock reads of a Resolution."""
+    """What python_lock_job reads of a Resolution."""
 
     cuda = "13.0"
     cudnn = None
@@ -115,7 +115,7 @@ def test_real_uv_never_asks_the_framework_index_for_other_packages(tmp_path):
     class V(R):
         index_url = "http://127.0.0.1:9/simple"
 
-    lr = uvmod.compile_python_lock(["numpy==2.1.0"], "3.11", [V.index_url], [], V(), timeout=120)
+    lr = uvmod.python_lock_job(["numpy==2.1.0"], "3.11", [V.index_url], [], V(), timeout=120).compile()
     assert [(p.name, p.version) for p in lr.python_lock.packages] == [("numpy", "2.1.0")]
 
 

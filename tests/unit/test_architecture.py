@@ -16,6 +16,8 @@ The layers, lowest first (docs/architecture.md):
     project/, lock/, image/, engine/, ci/, fit/   adapters
     app/                           use cases: return values, never print
     cli/                           parse, call one use case, print, exit
+    tools/ (beside envman/)        the repository's workshop (python -m tools.matrix): never in the wheel,
+                                   may import any layer of envman, and no envman module imports it
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "envman"
 
 RANK = {
-    "portable": 0, "errors": 1, "hostenv": 0.5, "resources": 1, "_compat": 1, "envman": 1, "redact": 1,
+    "portable": 0, "errors": 1, "hostenv": 0.5, "_compat": 1, "envman": 1, "redact": 1,
+    "resources": 1.1,  # a data locator: says when ENVMAN_MATRIX_DIR names no folder (a UsageError)
     "model": 2, "files": 2,
     "inputs": 1.9,  # bounded reads of regular files only: what files.py reads back before it writes, too
     "process": 1.9,  # signals, and who owns what a run leaves (files.py names its temp files by it)
@@ -42,6 +45,7 @@ RANK = {
     "project": 6, "lock": 6, "image": 6, "image.render": 6, "image.kit": 6, "image.tables": 6, "image.context": 6, "engine": 6, "ci": 6, "fit": 6,
     "cluster": 6,  # the lock on Slurm/Kubernetes: its planners are pure (PURE_MODULES), export/render do the IO
     "app": 8, "cli": 9, "__main__": 10,
+    "tools": 11,  # the repository's workshop, above the product: it may use any of it; nothing in envman/ uses it
 }
 # adapters that build on another adapter (same rank): named here, so a new sideways arrow is a decision
 SIDEWAYS = {("ci", "lock"), ("ci", "project"), ("lock", "project"), ("image.render", "image.plan")}
@@ -212,3 +216,26 @@ def test_every_package_ships_in_the_wheel():
     on_disk = {_modname(p.parent / "__init__.py") for p in PKG.rglob("*.py") if "__pycache__" not in p.parts}
     assert all((ROOT / m.replace(".", "/") / "__init__.py").is_file() for m in on_disk), "a folder without __init__.py"
     assert on_disk <= listed, sorted(on_disk - listed)
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_the_workshop_stays_out_of_the_product():
+    """tools/ (matrix sync, outdated, the source readers) is rank 11, above envman's cli: it imports envman, envman
+    never imports it, and the wheel does not carry it — a user's install has no PyPI/GitHub/NVIDIA readers."""
+    from envman._compat import tomllib
+
+    assert [m for m, p in MODULES.items() if "tools" in _top_level_imports(p)] == []
+    workshop = [p for p in (ROOT / "tools").rglob("*.py") if "__pycache__" not in p.parts]
+    assert workshop and all(_top_level_imports(p) - {"tools", "envman"} <= set(sys.stdlib_module_names) |
+                            {"__future__", "packaging", "yaml", "typer"} for p in workshop)
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert [p for p in packages if not p.startswith("envman")] == [] and RANK["tools"] > RANK["__main__"]

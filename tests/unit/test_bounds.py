@@ -26,7 +26,7 @@ def bomb_wheel(path, member: str = "torch-2.99.0.dist-info/METADATA", size: int 
 
 
 def test_a_zip_bomb_wheel_is_refused_before_it_is_inflated(tmp_path):
-    from envman.matrix.wheel import read_torch_wheel
+    from tools.matrix.wheel import read_torch_wheel
 
     whl = tmp_path / "torch-2.99.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     bomb_wheel(whl)
@@ -36,7 +36,7 @@ def test_a_zip_bomb_wheel_is_refused_before_it_is_inflated(tmp_path):
 
 
 def test_a_zip_bomb_library_is_not_extracted(tmp_path):
-    from envman.matrix.discover import measure_wheel_archs
+    from tools.matrix.discover import measure_wheel_archs
 
     whl = tmp_path / "torch.whl"
     bomb_wheel(whl, "torch/lib/libtorch_cuda.so", 256 << 20)
@@ -86,7 +86,7 @@ def serve(body: bytes, trickle: float = 0.0):
 def test_a_zip_bomb_on_an_index_is_refused_by_range(tmp_path):
     from packaging.version import Version
 
-    from envman.matrix.index import IndexFile, read_remote_wheel
+    from tools.matrix.pypi import IndexFile, read_remote_wheel
 
     whl = tmp_path / "torch-2.99.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     bomb_wheel(whl)
@@ -103,7 +103,7 @@ def test_a_zip_bomb_on_an_index_is_refused_by_range(tmp_path):
 
 def test_a_slow_loris_index_is_cut_at_its_deadline():
     """Every read gets a byte within its timeout, so only a deadline on the whole answer ends it."""
-    from envman.matrix.index import read_body
+    from envman.lock.remote import read_body
 
     srv, url = serve(b"x" * 400, trickle=0.05)
     try:
@@ -118,7 +118,7 @@ def test_a_slow_loris_index_is_cut_at_its_deadline():
 
 
 def test_an_endless_body_is_cut_at_its_bound():
-    from envman.matrix.index import read_body
+    from envman.lock.remote import read_body
 
     with pytest.raises(ToolError) as exc:
         read_body(io.BytesIO(b"x" * (2 << 20)), "https://idx.example/simple/x/", limit=1 << 20)

@@ -9,7 +9,7 @@ import typer
 from envman.cli.main import app
 
 CLI = Path(__file__).resolve().parents[2] / "envman" / "cli"
-NOT_COMMANDS = {"__init__", "main", "output", "jsonout", "entry", "mcpserver"}  # mcpserver: the server `envman mcp` runs
+NOT_COMMANDS = {"__init__", "main", "output", "jsonout", "entry", "mcpserver", "mcpwire"}  # the server `envman mcp` runs, its stdio wire
 
 
 def test_one_module_per_command_and_each_is_registered():
@@ -18,7 +18,7 @@ def test_one_module_per_command_and_each_is_registered():
     assert set(commands) == modules
     # typer lists plain commands first, then the groups (matrix, ci, uv, variants, cluster), each in registration order
     assert list(commands) == ["resolve", "init", "lock", "build", "verify", "smoke", "fetch", "doctor", "fit", "mcp", "matrix", "ci",
-                             "uv", "variants", "cluster"]
+                             "uv", "cluster"]
 
 
 def test_main_registers_without_a_fallback():

@@ -24,7 +24,7 @@ def measured() -> dict[str, int]:
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     if not Path(ruff).exists():
         pytest.skip("ruff is not installed (pip install -e '.[test]' installs it)")
-    out = subprocess.run([ruff, "check", "envman", "--select", "C901", "--output-format", "json", "--exit-zero"],
+    out = subprocess.run([ruff, "check", "envman", "tools", "--select", "C901", "--output-format", "json", "--exit-zero"],
                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
     found = {}
     for d in json.loads(out):

@@ -168,14 +168,17 @@ def test_trace_prints_the_traced_peak_beside_the_analytic_one(app):
 
 
 def test_every_gpu_perf_entry_is_a_gpus_yaml_id_with_a_source():
-    from envman.fit.catalog import load_gpu_perf
+    import yaml
+
+    from envman.fit.catalog import gpu_specs
     from envman.matrix.load import load_matrix
+    from envman.resources import matrix_dir
 
     ids = {g.id for g in load_matrix().gpus}
-    perf = load_gpu_perf()
-    assert set(perf) <= ids
-    assert {"h100-sxm", "a100-sxm4-80gb", "rtx-4090", "l4"} <= set(perf)
-    assert all(src.startswith("https://") for _, _, src in perf.values())
+    listed = set(yaml.safe_load((matrix_dir() / "gpu_perf.yaml").read_text(encoding="utf-8"))["gpus"])
+    assert listed <= ids
+    assert {"h100-sxm", "a100-sxm4-80gb", "rtx-4090", "l4"} <= listed
+    assert all(g.source.startswith("https://") for g in gpu_specs(sorted(listed)))  # what fit reads of them
 
 
 def test_bf16_and_fp8_follow_compute_capability():
@@ -186,14 +189,17 @@ def test_bf16_and_fp8_follow_compute_capability():
         (False, True, False, True, True)
 
 
-def test_gpu_perf_problems_are_all_reported_with_file_and_path(tmp_path):
+def test_gpu_perf_problems_are_all_reported_with_file_and_path(tmp_path, monkeypatch):
     from envman.errors import MatrixError
-    from envman.fit.catalog import load_gpu_perf
+    from envman.fit import catalog
 
     (tmp_path / "gpu_perf.yaml").write_text(
         "gpus:\n  h100-sxm:\n    memory_bytes: -1\n    bandwidth: fast\n    printed: {bf61: 3, fp32: no}\n")
+    monkeypatch.setenv("ENVMAN_MATRIX_DIR", str(tmp_path))
+    catalog._load_perf.cache_clear()
     with pytest.raises(MatrixError) as exc:
-        load_gpu_perf(str(tmp_path))
+        catalog.perf_constants()  # the file as every fit reads it
+    catalog._load_perf.cache_clear()
     assert exc.value.problems == [
         "gpu_perf.yaml: gpus.h100-sxm.memory_bytes: expected a positive integer, got -1",
         "gpu_perf.yaml: gpus.h100-sxm.printed.bf61: unknown precision (did you mean bf16?)",

@@ -234,7 +234,7 @@ def test_gitignore_is_merged_into_the_dockerignore(tmp_path):
     rules = parse_dockerignore(text)
     assert is_ignored("a/b/run.log", rules) and is_ignored("data/x.csv", rules) and is_ignored("m/w.ckpt", rules)
     # a .gitignore'd .envman/ cannot drop what the Dockerfile copies
-    assert not is_ignored(".envman/kit/envman_portable/smoke.py", rules) and not is_ignored(".envman/stack.json", rules)
+    assert not is_ignored(".envman/kit.py", rules) and not is_ignored(".envman/stack.json", rules)
     assert is_ignored(".envman/wheelhouse/x.whl", rules) and not is_ignored("train.py", rules)
 
 

@@ -66,7 +66,7 @@ def no_metadata(monkeypatch):
 def test_one_uv_run_writes_both_files_and_they_agree(tmp_path, monkeypatch, no_metadata):
     write = f"out = sys.argv[sys.argv.index('-o') + 1]\nopen(out, 'w').write({PYLOCK!r})\n"
     monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, write))
-    lr = uvmod.compile_python_lock(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R())
+    lr = uvmod.python_lock_job(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R()).compile()
     calls = (tmp_path / "calls.log").read_text().splitlines()
     assert len(calls) == 1 and "--format pylock.toml" in calls[0]
     assert lr.pylock_text == PYLOCK
@@ -88,7 +88,7 @@ def test_timeout_kills_uv_and_names_the_index(tmp_path, monkeypatch):
     seen: list[str] = []
     t = time.monotonic()
     with pytest.raises(ToolError) as exc:
-        uvmod.compile_python_lock(["numpy"], "3.11", [], [], R(), timeout=1, progress=seen.append)
+        uvmod.python_lock_job(["numpy"], "3.11", [], [], R(), timeout=1).compile(seen.append)
     assert time.monotonic() - t < 10
     assert exc.value.message == "uv did not finish within 1 s: no answer from https://mirror.example/simple"
     assert exc.value.hint == "check the network or proxy to that index, or raise --timeout"
@@ -119,8 +119,8 @@ def test_framework_index_is_not_an_extra_index_in_the_uv_command(tmp_path, monke
     class V(R):
         index_url = "https://download.pytorch.org/whl/cu126"
 
-    lr = uvmod.compile_python_lock(["torch==2.14.1"], "3.11", [V.index_url, "https://corp.example/simple"],
-                                   ["torch"], V())
+    lr = uvmod.python_lock_job(["torch==2.14.1"], "3.11", [V.index_url, "https://corp.example/simple"],
+                                   ["torch"], V()).compile()
     call = (tmp_path / "calls.log").read_text()
     assert call.startswith("pip compile pyproject.toml ")
     assert "corp.example" not in call and "download.pytorch.org" not in call  # corp: a private index, in uv's env
@@ -154,7 +154,7 @@ def test_constraints_go_to_uv_as_a_file(tmp_path, monkeypatch, no_metadata):
              "c = sys.argv[sys.argv.index('--constraint') + 1]\nsys.stderr.write('')\n"
              f"open({str(tmp_path / 'cons.txt')!r}, 'w').write(open(c).read())\n")
     monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, write))
-    uvmod.compile_python_lock(["torch==2.14.1"], "3.11", [], ["torch"], R(), constraints=["nvidia-cudnn-cu12==9.3.0.75"])
+    uvmod.python_lock_job(["torch==2.14.1"], "3.11", [], ["torch"], R(), constraints=["nvidia-cudnn-cu12==9.3.0.75"]).compile()
     assert (tmp_path / "cons.txt").read_text() == "nvidia-cudnn-cu12==9.3.0.75\n"
 
 
@@ -162,8 +162,7 @@ def test_a_silent_stall_names_the_indexes_of_the_command(tmp_path, monkeypatch):
     monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, "time.sleep(60)\n"))
     ticks: list[str] = []
     with pytest.raises(ToolError) as exc:
-        uvmod.compile_python_lock(["numpy"], "3.11", ["https://corp.example/simple"], [], R(), timeout=2.5,
-                                  progress=ticks.append)
+        uvmod.python_lock_job(["numpy"], "3.11", ["https://corp.example/simple"], [], R(), timeout=2.5).compile(ticks.append)
     assert exc.value.message == ("uv did not finish within 2.5 s: no answer from https://pypi.org/simple or "
                                  "https://corp.example/simple")
     assert set(ticks) == {"uv: resolving"}  # while uv says nothing, progress still hears it runs
@@ -282,8 +281,8 @@ def test_a_name_on_both_indexes_never_comes_from_the_framework_index(tmp_path):
         class V(R):
             index_url = fw
 
-        lr = uvmod.compile_python_lock(["torch==2.0.0", "demo-pkg"], "3.11", [fw], ["torch"], V(), index_url=main,
-                                       timeout=120)
+        lr = uvmod.python_lock_job(["torch==2.0.0", "demo-pkg"], "3.11", [fw], ["torch"], V(), index_url=main,
+                                       timeout=120).compile()
     finally:
         main_srv.shutdown()
         fw_srv.shutdown()
@@ -374,11 +373,11 @@ def test_a_uv_that_exits_0_without_writing_never_passes_off_the_previous_lock(tm
     would leave that lock in place for new inputs. What uv returns must cover every requirement asked for."""
     monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, "pass\n"))  # exits 0, writes nothing
     with pytest.raises(ToolError) as e:
-        uvmod.compile_python_lock(["torch==2.14.1", "oldpkg", "newpkg"], "3.11", [], ["torch"], R(),
-                                  previous=(None, PYLOCK))
+        uvmod.python_lock_job(["torch==2.14.1", "oldpkg", "newpkg"], "3.11", [], ["torch"], R(),
+                                  previous=(None, PYLOCK)).compile()
     assert e.value.message == "uv's output does not contain newpkg, which the inputs ask for"
     # the same seed with inputs it covers is a legitimate re-lock that changed nothing
-    lr = uvmod.compile_python_lock(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R(), previous=(None, PYLOCK))
+    lr = uvmod.python_lock_job(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R(), previous=(None, PYLOCK)).compile()
     assert lr.pylock_text == PYLOCK
 
 
@@ -437,8 +436,8 @@ def test_index_credentials_reach_uv_through_its_environment_never_its_command_li
     monkeypatch.setattr(uvmod, "uv_binary", lambda: str(spy))
     secret_url = priv.replace("http://", "http://bob:s3cret@")
     try:
-        lr = uvmod.compile_python_lock(["demo-pkg", "private-pkg"], "3.11", [secret_url], [], R(), index_url=main,
-                                       timeout=120)
+        lr = uvmod.python_lock_job(["demo-pkg", "private-pkg"], "3.11", [secret_url], [], R(), index_url=main,
+                                       timeout=120).compile()
     finally:
         main_srv.shutdown()
         priv_srv.shutdown()

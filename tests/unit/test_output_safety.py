@@ -62,7 +62,7 @@ Requires-Dist: not a requirement at all ((
 
 def test_a_hostile_wheel_version_py_is_refused_not_written():
     from envman.errors import ToolError
-    from envman.matrix.wheel import facts_from_text
+    from tools.matrix.wheel import facts_from_text
 
     for cuda in ("13.0\\nevil: true", f"13.0{OSC52}", "13.0 ; evil: 1"):
         with pytest.raises(ToolError) as exc:
@@ -71,7 +71,7 @@ def test_a_hostile_wheel_version_py_is_refused_not_written():
 
 
 def test_hostile_metadata_pins_are_dropped_and_a_bad_line_is_no_crash():
-    from envman.matrix.wheel import facts_from_text
+    from tools.matrix.wheel import facts_from_text
 
     facts = facts_from_text(META, "cuda = '13.0'\n", "torch.whl")
     assert facts.cudnn is None and facts.nccl == "2.30.7" and facts.cuda == "13.0"
@@ -80,7 +80,7 @@ def test_hostile_metadata_pins_are_dropped_and_a_bad_line_is_no_crash():
 def test_every_value_refresh_writes_into_yaml_is_escaped():
     import yaml
 
-    from envman.matrix.discover import _q
+    from tools.matrix.discover import _q
 
     for s in ("plain", 'a "quoted" \\ back', "two\nlines", f"esc{OSC52}", "bidi\u202ereversed", "tab\there"):
         text = f"k: {_q(s)}\n"

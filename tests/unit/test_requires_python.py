@@ -32,7 +32,7 @@ def test_the_lock_names_a_pin_whose_requires_python_excludes_the_target(tmp_path
     monkeypatch.setattr("envman.lock.graph.requires_dist", lambda p, timeout, ctx=None: deps[p.name])
     write = f"out = sys.argv[sys.argv.index('-o') + 1]\nopen(out, 'w').write({PYLOCK!r})\n"
     monkeypatch.setattr(uvmod, "uv_binary", lambda: fake_uv(tmp_path, write))
-    lr = uvmod.compile_python_lock(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R())
+    lr = uvmod.python_lock_job(["torch==2.14.1", "oldpkg"], "3.11", [], ["torch"], R()).compile()
     assert lr.python_excluded == (("numpy", "2.1.0", ">=3.8.6,<3.11"),)
     assert "numpy==2.1.0" in lr.req_text  # the Requires-Python line is no dependency of anything
     assert "numpy==2.1.0 \\\n    --hash=sha256:bb\n    # via torch\n" in lr.req_text

@@ -472,26 +472,26 @@ def test_symlinked_folder_inside_the_project_is_fine(repo):
 
 @pytest.mark.parametrize("line", ["-r /etc/passwd", "-r ../outside.txt", "--requirement ../../x.txt"])
 def test_includes_outside_the_project_are_refused(tmp_path, line):
-    from envman.project.requirements import read_requirements_file
+    from envman.project.sources.requirements_txt import read_requirements
 
     proj = tmp_path / "p"
     proj.mkdir()
     (tmp_path / "outside.txt").write_text("numpy\n")
     (proj / "requirements.txt").write_text(f"{line}\n")
     with pytest.raises(UsageError) as exc:
-        read_requirements_file(proj, "requirements.txt")
+        read_requirements(proj, "requirements.txt")
     assert exc.value.message.endswith(": outside the project")
 
 
 def test_symlinked_requirements_file_out_of_the_project_is_refused(tmp_path):
-    from envman.project.requirements import read_requirements_file
+    from envman.project.sources.requirements_txt import read_requirements
 
     proj = tmp_path / "p"
     proj.mkdir()
     (tmp_path / "secret.txt").write_text("numpy\n")
     (proj / "requirements.txt").symlink_to(tmp_path / "secret.txt")
     with pytest.raises(UsageError) as exc:
-        read_requirements_file(proj, "requirements.txt")
+        read_requirements(proj, "requirements.txt")
     assert exc.value.message == "requirements.txt: outside the project"
 
 

@@ -185,13 +185,13 @@ def test_a_toy_project_renders_with_the_toy_pins(toy_matrix, toy_dir, tmp_path, 
     assert ["toyfw", None] in stack["imports"]  # from the toy pin, extra stripped
 
 
-def test_requirements_name_the_toy_framework(tmp_path):
-    from envman.project.requirements import discover
+def test_requirements_name_the_toy_framework(toy_matrix, tmp_path):
+    """Through the discoverer `envman init` runs (project/discover.py), with the matrix's releases as init passes them."""
+    from envman.project.discover import discover_repo
 
     (tmp_path / "requirements.txt").write_text("toyfw>=1.1\nnumpy\n")
-    with frameworks.using(TOY):
-        found = discover(tmp_path)
-    assert found.framework == "toyfw>=1.1"
+    found = discover_repo(tmp_path, {k: list(v) for k, v in toy_matrix.frameworks.items()})  # toy_matrix registers it
+    assert found.inference.framework == "toyfw>=1.1" and found.read == ["requirements.txt"]
 
 
 EXPECT = smoke.load_expect({"schema": 1, "framework": {"name": "toyfw", "version": "1.2.0", "variant": "cu128"},

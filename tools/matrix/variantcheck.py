@@ -1,4 +1,4 @@
-"""``envman variants check`` as a use case: what an index (or a local file) says about a framework release's
+"""``python -m tools.matrix variants`` (was ``envman variants check``): what an index (or a local file) says about a framework release's
 variant wheels (PEP 825, draft), against the matrix's measured arch lists and CUDA versions. Returns a report;
 the CLI prints it and picks the exit code."""
 
@@ -18,7 +18,7 @@ class VariantReport:
     version: str
     source: str  # the variants.json's URL or path
     hashed: bool
-    findings: tuple  # of matrix.variants.Finding
+    findings: tuple  # of tools.matrix.pep825.Finding
     expected: dict[str, Any] = field(default_factory=dict)  # label → the properties envman derives
 
     @property
@@ -49,15 +49,17 @@ def _release(matrix: Matrix, framework: str, version: str | None) -> FrameworkRe
 
 def check_variants(framework: str = "torch", version: str | None = None, *, index_url: str | None = None,
                    file: Path | None = None, arch: str = "x86_64", matrix: Matrix | None = None) -> VariantReport:
-    from envman.matrix import variants as pep825
+    from envman.matrix.variants import label_for, variant_properties
+    from tools.matrix import pep825
 
     if (index_url is None) == (file is None):
         raise UsageError("name one source: --index-url URL (a simple index that serves variant wheels) or --file F",
                          hint="e.g. --file torch-2.8.0-variants.json")
     if matrix is None:
         from envman.matrix.load import load_matrix
+        from tools.matrix.app import matrix_dir
 
-        matrix = load_matrix()
+        matrix = load_matrix(matrix_dir())
     rel = _release(matrix, framework, version)
     labels: tuple[str, ...] = ()
     if file is not None:
@@ -66,7 +68,7 @@ def check_variants(framework: str = "torch", version: str | None = None, *, inde
         source, hashed = str(file), False
         doc = load_json(read_input(file, str(file), 5 * 1024 * 1024), str(file))
     else:
-        from envman.matrix.variantindex import read_index_variants
+        from tools.matrix.variantindex import read_index_variants
 
         assert index_url is not None
         found = read_index_variants(index_url, rel.package, str(rel.version))
@@ -78,6 +80,6 @@ def check_variants(framework: str = "torch", version: str | None = None, *, inde
     parsed, problems = pep825.parse_variants_json(doc, source)
     findings = [pep825.Finding("error", "", p) for p in problems]
     findings += pep825.check_variants(rel, parsed, labels, arch)
-    expected = {pep825.label_for(v.name): pep825.variant_properties(v.on(arch)) for v in rel.variants
+    expected = {label_for(v.name): variant_properties(v.on(arch)) for v in rel.variants
                 if arch in v.platforms}
     return VariantReport(rel.framework, str(rel.version), source, hashed, tuple(findings), expected)

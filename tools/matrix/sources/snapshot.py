@@ -3,7 +3,7 @@
 These machines reach PyPI only, so every other source (NVIDIA's supported-GPU list, PyTorch's release build
 matrices, NVIDIA's CUDA-to-driver table) is kept here as the rows envman parses from it, with the URL, the
 revision read (a tag, a commit, a document version) and the date. The readers parse the source itself when
-it is reachable (``envman matrix sync --live``) and write the same rows; offline they parse these files.
+it is reachable (``python -m tools.matrix sync --live``) and write the same rows; offline they parse these files.
 
 Format: ``# key: value`` header lines, then ``[section]`` lines each followed by tab-separated rows.
 """
@@ -76,5 +76,5 @@ def load_snapshot(matrix_dir: Path, name: str) -> Snapshot:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DataError(f"{path}: cannot read the snapshot ({exc.strerror or exc})",
-                        hint="run `envman matrix sync --live` where the source is reachable") from None
+                        hint="run `python -m tools.matrix sync --live` where the source is reachable") from None
     return parse_snapshot(name, text)

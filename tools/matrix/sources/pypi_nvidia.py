@@ -17,7 +17,7 @@ from email.parser import Parser
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from envman.matrix.sources.snapshot import Snapshot
+from tools.matrix.sources.snapshot import Snapshot
 
 NAME = "nvidia-pypi"
 PROJECTS = ("cuda-toolkit", "nvidia-cuda-nvcc", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-nccl-cu12",

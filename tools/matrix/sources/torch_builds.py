@@ -20,7 +20,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from envman.matrix.sources.snapshot import Snapshot
+from tools.matrix.sources.snapshot import Snapshot
 
 NAME = "torch-builds"
 SLUG = "pytorch/test-infra"

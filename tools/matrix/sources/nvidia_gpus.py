@@ -14,7 +14,7 @@ from datetime import date
 
 from packaging.version import InvalidVersion, Version
 
-from envman.matrix.sources.snapshot import Snapshot
+from tools.matrix.sources.snapshot import Snapshot
 
 NAME = "nvidia-gpus"
 SLUG = "NVIDIA/open-gpu-kernel-modules"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envman.errors import UsageError
-from envman.matrix.wheel import facts_from_text, read_torch_wheel
+from tools.matrix.wheel import facts_from_text, read_torch_wheel
 
 REAL = Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
 

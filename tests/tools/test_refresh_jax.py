@@ -1,4 +1,4 @@
-"""`envman matrix sync jax` against a local PEP 691 index (tests/unit/test_refresh_index.py's server): jax's
+"""`python -m tools.matrix sync jax` against a local PEP 691 index (tests/tools/test_refresh_index.py's server): jax's
 METADATA names the plugin per CUDA major, the plugin's METADATA its nvidia-* floors, and the SASS/PTX come from
 the fat binaries of the plugin's kernel libraries, each range-read out of the wheel. The regenerated jax.yaml
 is validated by the loader before anything is written."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import io
 import zipfile
 
-from envman.matrix.discover_jax import extra_pins, with_cuda_floors
 from envman.matrix.load import load_matrix
-from tests.unit import test_refresh_index as served
+from tests.tools import test_refresh_index as served
 from tests.unit.test_doctor_extensions import write_so
+from tools.matrix.discover_jax import extra_pins, with_cuda_floors
 
 envman = served.envman
 index, matrix_dir = served.index, served.matrix_dir  # the local index and the matrix copy, as fixtures

@@ -1,4 +1,4 @@
-"""What the index has that the matrix lacks: ``envman matrix outdated`` and ``envman matrix refresh``.
+"""What the index has that the matrix lacks: ``python -m tools.matrix outdated`` and ``sync PROJECT``.
 
 Releases are discovered from the index itself (PEP 691 JSON simple API), never from pip: pip on a machine
 may be capped by a constraint and would name an older "newest". A new torch release's pins come from its
@@ -17,9 +17,9 @@ from pathlib import Path
 from packaging.version import Version
 
 from envman.errors import UsageError
-from envman.matrix.index import DEFAULT_INDEX, IndexFile, Project, fetch_project, read_remote_wheel
-from envman.matrix.wheel import WheelFacts, facts_from_text
 from envman.model import Matrix, Variant
+from tools.matrix.pypi import DEFAULT_INDEX, IndexFile, Project, fetch_project, read_remote_wheel
+from tools.matrix.wheel import WheelFacts, facts_from_text
 
 PROJECTS = ("torch", "torchvision", "torchaudio", "tensorflow", "jax")
 
@@ -93,7 +93,7 @@ def measure_wheel_archs(path: Path) -> tuple[list[str], list[str]]:
     """SASS and PTX architectures of a torch wheel's CUDA libraries (torch/lib/*cuda*.so), read with the
     stdlib fat-binary reader after extracting each library alone."""
     from envman.errors import UsageError
-    from envman.matrix.index import copy_member
+    from envman.lock.remote import copy_member
     from envman.portable.fatbin import read_fatbin
 
     sass: set[str] = set()
@@ -132,7 +132,7 @@ def discover_torch(matrix: Matrix, project: Project, wheel: Path | None = None,
                    only: Version | None = None) -> list[Proposal]:
     """Every (release, variant) with a Linux x86_64 wheel on the index that the matrix lacks, newer than the
     matrix's oldest line, with its pins read from METADATA (and torch/version.py when read by range)."""
-    from envman.matrix.wheel import read_torch_wheel
+    from tools.matrix.wheel import read_torch_wheel
 
     have = {(r.version, v.name) for r in matrix.frameworks["torch"] for v in r.variants}
     known = {r.version for r in matrix.frameworks["torch"]}
@@ -190,7 +190,7 @@ def discover_torch(matrix: Matrix, project: Project, wheel: Path | None = None,
 def plan_text(matrix: Matrix, text: str, proposals: list[Proposal], index_url: str) -> tuple[str, list[str]]:
     """torch.yaml with the proposals added (block YAML, each cited and marked uncertain where guessed),
     and one report line per proposal."""
-    from envman.matrix.yamledit import add_patch, add_variant, append_line
+    from tools.matrix.yamledit import add_patch, add_variant, append_line
 
     lines_known = {(r.version.major, r.version.minor): r for r in matrix.frameworks["torch"]}
     report = []
@@ -262,15 +262,15 @@ def _patch_yaml(p: Proposal, index_url: str) -> list[str]:
         f"- version: {_q(str(p.version))}",
         "  torchvision: null",
         "  torchaudio: null",
-        f"  measured: {_q(f'envman matrix refresh: {index_url}: {p.how}')}",
+        f"  measured: {_q(f'tools.matrix sync: {index_url}: {p.how}')}",
         "  uncertain: true",
-        f"  note: {_q('companion versions are not in the torch wheel: fill them in (envman matrix refresh torchvision)')}",
+        f"  note: {_q('companion versions are not in the torch wheel: fill them in (python -m tools.matrix sync torchvision)')}",
     ]
 
 
 def _variant_yaml(p: Proposal, pad: str) -> str:
     if p.variant == "cpu":
-        return f"{pad}- name: cpu\n{pad}  measured: {_q('envman matrix refresh: ' + p.how)}\n"
+        return f"{pad}- name: cpu\n{pad}  measured: {_q('tools.matrix sync: ' + p.how)}\n"
     f = p.facts
     assert f is not None  # a CUDA variant's proposal carries the wheel's facts
     rows = [f"- name: {p.variant}", f"  cuda: {_q(f.cuda or '')}"]
@@ -282,10 +282,10 @@ def _variant_yaml(p: Proposal, pad: str) -> str:
     if p.ptx:
         rows.append(f"  ptx: {_flow(p.ptx)}")
     pins = ", ".join(f"{k}=={v}" for k, v in sorted(f.pins.items()) if k.startswith(("nvidia-cudnn", "nvidia-nccl", "cuda-toolkit", "nvidia-cuda-runtime")))
-    rows.append(f"  measured: {_q(f'envman matrix refresh: {p.how}; Requires-Dist {pins}; cuda {f.cuda}')}")
+    rows.append(f"  measured: {_q(f'tools.matrix sync: {p.how}; Requires-Dist {pins}; cuda {f.cuda}')}")
     if p.archs_from:
         rows += ["  uncertain: true",
-                 f"  note: {_q(f'archs and ptx copied from {p.archs_from} (the previous release): not measured from this wheel; envman matrix refresh torch --wheel PATH measures them')}"]
+                 f"  note: {_q(f'archs and ptx copied from {p.archs_from} (the previous release): not measured from this wheel; python -m tools.matrix sync torch --wheel PATH measures them')}"]
     else:
         rows.append("  # archs/ptx measured from the wheel's torch/lib/*cuda*.so fat binaries")
     return "".join(f"{pad}{r}\n" for r in rows)
@@ -307,7 +307,7 @@ def _line_yaml(matrix: Matrix, key: tuple[int, int], ps: list[Proposal], index_u
         f"    python: {_flow([_q(x) for x in pys])}",
         f"    pypi_default: {default}",
         f"    numpy_abi: {numpy}",
-        f"    measured: {_q(f'envman matrix refresh: {index_url}: Linux x86_64 wheels for ' + ' '.join('cp' + x.replace('.', '') for x in pys))}",
+        f"    measured: {_q(f'tools.matrix sync: {index_url}: Linux x86_64 wheels for ' + ' '.join('cp' + x.replace('.', '') for x in pys))}",
         "    uncertain: true",
         f"    note: {_q('; '.join(notes))}",
         "    patches:",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 
 from envman.errors import ToolError
-from envman.matrix.index import SIMPLE_JSON, _get
+from tools.matrix.pypi import SIMPLE_JSON, _get
 
 MAX_VARIANTS_JSON = 5 * 1024 * 1024
 

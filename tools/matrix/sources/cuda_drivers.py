@@ -16,9 +16,9 @@ from datetime import date
 
 from packaging.version import InvalidVersion, Version
 
-from envman.matrix.sources.gitrepo import Fetch, NotFound, http_get
-from envman.matrix.sources.snapshot import Snapshot
 from envman.model import Ver
+from tools.matrix.sources.gitrepo import Fetch, NotFound, http_get
+from tools.matrix.sources.snapshot import Snapshot
 
 NAME = "cuda-drivers"
 BASE = "https://developer.download.nvidia.com/compute/cuda"

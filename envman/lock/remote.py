@@ -1,33 +1,23 @@
-"""A small client of a package index (PEP 691 simple API, JSON form): which releases and files exist, and a
-wheel's METADATA without downloading the wheel.
+"""Reads of a remote wheel without downloading it: a bounded HTTP body (``read_body``), a seekable file over
+HTTP range requests (``RangeReader``) that ``zipfile`` reads, and bounded reads of one zip member
+(``read_member``, ``copy_member``). lock/graph.py reads a wheel's METADATA this way when the index serves no
+PEP 658 file; the repository's matrix tools (tools/matrix/) read torch's version.py and libraries with it.
 
-METADATA comes from the PEP 658 ``.metadata`` file when the index serves one (``core-metadata`` /
-``data-dist-info-metadata`` in the file's entry); otherwise from HTTP range requests: the zip's end record
-and central directory at the end of the file, then the member itself, each a few KiB of a wheel that may
-weigh 500 MB. Measured 2026-11-30: PyPI serves no ``.metadata`` for torch 2.15.0, so both paths matter.
-Stdlib only (urllib + zipfile over a seekable range reader); every request has a timeout.
+The zip's end record and central directory sit at the end of the file, the member itself somewhere inside:
+each a few KiB of a wheel that may weigh 500 MB. Stdlib only (urllib + zipfile); every request has a timeout.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import re
 import urllib.error
-import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
-from email.parser import Parser
-
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
 
 from envman.errors import EnvmanError, ToolError
 
-DEFAULT_INDEX = "https://pypi.org/simple"
-SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 TIMEOUT_S = 30.0
 BLOCK = 256 * 1024  # one range request fetches at least this much: few round trips for a central directory
 MAX_MEMBER = 16 * 1024 * 1024  # METADATA and version.py are small; refuse to pull a huge member by range
@@ -36,31 +26,7 @@ MAX_LIBRARY = 4 * 1024 ** 3  # torch's biggest CUDA library is ~1.5 GB uncompres
 MAX_RATIO = 200  # deflate packs a shared library ~3:1, METADATA ~4:1; a zip bomb packs 1000:1 and more
 
 
-@dataclass(frozen=True)
-class IndexFile:
-    filename: str
-    url: str
-    version: Version
-    local: str | None  # "cu128" of torch-2.7.0+cu128-…; None for the plain PyPI wheel
-    python_tags: tuple[str, ...]  # ("cp311",)
-    platforms: tuple[str, ...]  # ("manylinux_2_28_x86_64",)
-    metadata_url: str | None  # PEP 658 .metadata, when the index serves it
-    yanked: bool
-    size: int | None
-
-
-@dataclass(frozen=True)
-class Project:
-    name: str
-    files: tuple[IndexFile, ...]  # wheels only
-
-    def versions(self, final_only: bool = True) -> list[Version]:
-        """Public versions (local labels dropped) that have at least one file not yanked, oldest first."""
-        vs = {Version(f.version.public) for f in self.files if not f.yanked}
-        return sorted(v for v in vs if not (final_only and (v.is_prerelease or v.is_devrelease)))
-
-
-def _get(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
+def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
     req = urllib.request.Request(url, headers={"User-Agent": "envman-matrix-refresh", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:  # noqa: S310 - an index URL the user chose
@@ -99,7 +65,7 @@ def read_body(resp, url: str, limit: int = MAX_BODY, within: float = 4 * TIMEOUT
 def read_member(zf: zipfile.ZipFile, name: str, limit: int = MAX_MEMBER, error: type[EnvmanError] = ToolError) -> bytes:
     """One member of a wheel, refused before it is inflated when it would be over ``limit`` bytes or packed
     tighter than any real wheel (a zip bomb: 2.9 GiB of METADATA from a few MB), and cut at ``limit`` whatever
-    its header says. Every zip member envman reads (matrix refresh, --wheel, the lock's metadata) goes through
+    its header says. Every zip member envman reads (the lock's metadata; the workshop's sync and --wheel) goes through
     this or ``copy_member``."""
     info = zf.getinfo(name)
     _check_member(info, limit, error)
@@ -133,36 +99,6 @@ def _check_member(info: zipfile.ZipInfo, limit: int, error: type[EnvmanError]) -
                     hint="not a wheel envman reads (a zip bomb?)")
 
 
-def fetch_project(name: str, index_url: str = DEFAULT_INDEX) -> Project:
-    """The wheels of ``name`` on a PEP 691 JSON simple index."""
-    base = index_url.rstrip("/")
-    url = f"{base}/{name}/"
-    body, _ = _get(url, {"Accept": SIMPLE_JSON})
-    try:
-        doc = json.loads(body)
-        raw_files = doc["files"]
-    except (ValueError, KeyError, TypeError):
-        raise ToolError(f"{url}: not a PEP 691 JSON simple index page", hint="pass a simple index URL like https://pypi.org/simple") from None
-    files = []
-    for f in raw_files:
-        fn = f.get("filename", "")
-        if not fn.endswith(".whl"):
-            continue
-        try:
-            _, ver, _, tags = parse_wheel_filename(fn)
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        meta = f.get("core-metadata", f.get("data-dist-info-metadata"))
-        furl = urllib.parse.urljoin(url, f.get("url", fn))
-        files.append(IndexFile(
-            fn, furl, ver, ver.local,
-            tuple(sorted({t.interpreter for t in tags})), tuple(sorted({t.platform for t in tags})),
-            furl.split("#", 1)[0] + ".metadata" if meta else None,
-            bool(f.get("yanked")), f.get("size"),
-        ))
-    return Project(doc.get("name", name), tuple(files))
-
-
 Get = Callable[[str, "dict[str, str]"], "tuple[bytes, dict[str, str]]"]
 
 
@@ -175,7 +111,7 @@ class RangeReader(io.RawIOBase):
     def __init__(self, url: str, size: int | None = None, get: Get | None = None):
         super().__init__()
         self.url = url
-        self._get = get or _get
+        self._get = get or http_get
         self.pos = 0
         self.requests = 0
         self._segments: list[tuple[int, bytes]] = []
@@ -245,35 +181,3 @@ class RangeReader(io.RawIOBase):
         data = self.read(len(buf))
         buf[:len(data)] = data
         return len(data)
-
-
-@dataclass(frozen=True)
-class RemoteWheel:
-    file: IndexFile
-    metadata: str  # the METADATA text
-    members: dict[str, str]  # other members read by range (e.g. torch/version.py), when asked for and present
-    how: str  # "PEP 658 .metadata" | "HTTP range requests (N)"
-
-    def parsed(self):
-        return Parser().parsestr(self.metadata)
-
-
-def read_remote_wheel(f: IndexFile, members: tuple[str, ...] = ()) -> RemoteWheel:
-    """METADATA of ``f`` (PEP 658 when served and no other member is asked for, else by range), and
-    ``members`` by range when asked."""
-    if f.metadata_url and not members:
-        body, _ = _get(f.metadata_url)
-        return RemoteWheel(f, body.decode("utf-8", "replace"), {}, "PEP 658 .metadata")
-    reader = RangeReader(f.url, f.size)
-    try:
-        zf = zipfile.ZipFile(reader)
-    except zipfile.BadZipFile as exc:
-        raise ToolError(f"{f.url}: not a readable wheel ({exc})") from None
-    with zf:
-        names = zf.namelist()
-        meta_name = next((n for n in names if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
-        if meta_name is None:
-            raise ToolError(f"{f.filename}: no *.dist-info/METADATA in the wheel")
-        meta = read_member(zf, meta_name).decode("utf-8", "replace")
-        got = {m: read_member(zf, m).decode("utf-8", "replace") for m in members if m in names}
-    return RemoteWheel(f, meta, got, f"HTTP range requests ({reader.requests})")

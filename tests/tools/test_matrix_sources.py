@@ -12,9 +12,9 @@ import yaml
 from packaging.version import Version
 
 from envman.errors import DataError, ToolError
-from envman.matrix.sources import cuda_drivers, gpu_floors, nvidia_gpus, pypi_nvidia, torch_builds
-from envman.matrix.sources.gitrepo import GitHubRepo, LocalRepo, NotFound, parse_ls_remote
-from envman.matrix.sources.snapshot import Snapshot, parse_snapshot
+from tools.matrix.sources import cuda_drivers, gpu_floors, nvidia_gpus, pypi_nvidia, torch_builds
+from tools.matrix.sources.gitrepo import GitHubRepo, LocalRepo, NotFound, parse_ls_remote
+from tools.matrix.sources.snapshot import Snapshot, parse_snapshot
 
 TODAY = date(2026, 12, 1)
 
@@ -200,8 +200,8 @@ def test_a_release_without_the_aarch64_list_names_its_one_build_in_a_function():
 
 
 def test_torch_yaml_is_held_to_the_build_matrix(matrix):
-    from envman.matrix.sources.torch_builds import ReleaseBuild
-    from envman.matrix.sources.torch_variants import check, plan
+    from tools.matrix.sources.torch_builds import ReleaseBuild
+    from tools.matrix.sources.torch_variants import check, plan
 
     url = "https://github.com/pytorch/test-infra/blob/c0ffee/tools/scripts/generate_binary_build_matrix.py"
     builds = {"2.14": ReleaseBuild("2.14", "c0ffee", ("12.6", "13.0", "12.9"), ("12.6", "13.0", "12.4"), "13.0",
@@ -282,12 +282,19 @@ def test_what_pypi_had_at_the_last_sync_must_be_in_the_data(matrix):
 # --- the command line, on a copy of the shipped matrices ------------------------------------------------
 
 
-def envman(*args: str, matrix_dir: Path) -> subprocess.CompletedProcess:
+def run(module: str, *args: str, matrix_dir: Path) -> subprocess.CompletedProcess:
     import os
     import sys
 
+    from tests.conftest import ROOT
+
     env = {**os.environ, "ENVMAN_MATRIX_DIR": str(matrix_dir)}
-    return subprocess.run([sys.executable, "-m", "envman.cli.main", *args], capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+
+
+def workshop(*args: str, matrix_dir: Path) -> subprocess.CompletedProcess:
+    """``python -m tools.matrix …`` at the repository root, as a maintainer runs it."""
+    return run("tools.matrix", *args, matrix_dir=matrix_dir)
 
 
 @pytest.fixture
@@ -304,32 +311,32 @@ def shipped_copy(tmp_path) -> Path:
 def test_check_fails_naming_file_and_key_when_a_floor_is_below_nvidias_list(shipped_copy):
     gpus = shipped_copy / "gpus.yaml"
     gpus.write_text(gpus.read_text().replace('listed: "550.40.65"', 'listed: "535.43.02"', 1))
-    out = envman("matrix", "check", matrix_dir=shipped_copy)
+    out = workshop("check", "--sources", matrix_dir=shipped_copy)
     assert out.returncode == 7, out.stdout + out.stderr
     assert out.stdout.splitlines() == [
         "gpus.yaml: gpus[h200].driver.listed: '535.43.02', NVIDIA's list first names 2335 in 550.40.65 "
         "(https://github.com/NVIDIA/open-gpu-kernel-modules/blob/550.40.65/README.md)"]
-    assert envman("matrix", "check", "--no-sources", matrix_dir=shipped_copy).stdout == "ok\n"
+    assert run("envman.cli.main", "matrix", "check", matrix_dir=shipped_copy).stdout == "ok\n"
 
 
 def test_sync_reads_a_clone_writes_snapshot_and_data_validated(shipped_copy, gpu_repo):
-    out = envman("matrix", "sync", "nvidia-gpus", "--git-dir", str(gpu_repo / ".git"), matrix_dir=shipped_copy)
+    out = workshop("sync", "nvidia-gpus", "--git-dir", str(gpu_repo / ".git"), matrix_dir=shipped_copy)
     assert "(dry run: pass --write to apply)" in out.stdout, out.stderr
     before = (shipped_copy / "gpus.yaml").read_text()
     assert before == (shipped_copy / "gpus.yaml").read_text()
-    out = envman("matrix", "sync", "nvidia-gpus", "--git-dir", str(gpu_repo / ".git"), "--write", matrix_dir=shipped_copy)
+    out = workshop("sync", "nvidia-gpus", "--git-dir", str(gpu_repo / ".git"), "--write", matrix_dir=shipped_copy)
     assert f"wrote {shipped_copy / 'gpus.yaml'}" in out.stdout and f"wrote {shipped_copy / 'sources/nvidia-gpus.tsv'}" in out.stdout
     assert "- t4: not in NVIDIA's list (550.40.65): driver block removed" in out.stdout  # this list has no T4
     snap = (shipped_copy / "sources" / "nvidia-gpus.tsv").read_text()
     assert "# revision: 550.40.65 (" in snap and "550.40.65\t550.40.65\t2335\t10DE 18BE\tNVIDIA H200" in snap
-    assert envman("matrix", "check", matrix_dir=shipped_copy).returncode in (0, 7)  # loads; the toy list is not NVIDIA's
+    assert workshop("check", "--sources", matrix_dir=shipped_copy).returncode in (0, 7)  # loads; the toy list is not NVIDIA's
 
 
 def test_sync_live_reads_the_source_and_an_unreachable_one_is_an_error(shipped_copy, monkeypatch):
     from types import SimpleNamespace
 
-    from envman.app.matrix import sync_sources
-    from envman.matrix.sources import registry
+    from tools.matrix.app import sync_sources
+    from tools.matrix.sources import registry
 
     monkeypatch.setenv("ENVMAN_MATRIX_DIR", str(shipped_copy))
     toolkit = SimpleNamespace(versions=lambda final_only=True: [Version("13.3.1"), Version("13.6.0")])

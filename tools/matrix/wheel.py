@@ -53,7 +53,7 @@ def read_torch_wheel(path: Path | str) -> WheelFacts:
         ver_name = "torch/version.py" if "torch/version.py" in names else None
         if meta_name is None or ver_name is None:
             raise UsageError(f"{path}: no METADATA or torch/version.py inside", hint="is this a torch wheel?")
-        from envman.matrix.index import read_member
+        from envman.lock.remote import read_member
 
         meta = read_member(zf, meta_name, error=UsageError).decode("utf-8", "replace")
         version_py = read_member(zf, ver_name, error=UsageError).decode("utf-8", "replace")

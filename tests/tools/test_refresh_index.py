@@ -1,4 +1,4 @@
-"""`envman matrix refresh|outdated|check|show --json` against a local PEP 691 index served from the test.
+"""`python -m tools.matrix sync PROJECT|outdated`, `envman matrix check|show --json` against a local PEP 691 index served from the test.
 
 The index (http.server on 127.0.0.1, one thread, stopped by the fixture) serves torch 2.15.0 — newer
 than the frozen fixture matrix — as a tiny fake wheel, with or without a PEP 658 ``.metadata`` file, and
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from envman.matrix.index import RangeReader, fetch_project, read_remote_wheel
 from envman.matrix.load import _load_cached
-from tests.conftest import FIXTURE_MATRIX
+from tests.conftest import FIXTURE_MATRIX, ROOT
 from tests.unit.test_doctor_extensions import write_so
+from tools.matrix.pypi import RangeReader, fetch_project, read_remote_wheel
 
 WHEEL = "torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl"
 
@@ -142,10 +142,15 @@ def serve_torch(index: Index, tmp_path: Path, pep658: bool, **kw) -> Path:
 
 
 def envman(*args: str, env_dir: Path) -> subprocess.CompletedProcess:
+    """``envman matrix show|check`` run as a user would; ``matrix sync|outdated`` as a maintainer does, from
+    the repository's workshop (python -m tools.matrix, run at the repository root)."""
     import os
 
     env = dict(os.environ, ENVMAN_MATRIX_DIR=str(env_dir))
-    return subprocess.run([sys.executable, "-m", "envman.cli.main", *args], capture_output=True, text=True, env=env, timeout=120)
+    cmd = ["-m", "envman.cli.main", *args]
+    if args[:2] in (("matrix", "sync"), ("matrix", "outdated")):
+        cmd = ["-m", "tools.matrix", *args[1:]]
+    return subprocess.run([sys.executable, *cmd], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
 
 
 # --- the index client ------------------------------------------------------------------------------
@@ -195,7 +200,7 @@ def test_metadata_from_pep658_file_without_touching_the_wheel(index, tmp_path):
 def test_refresh_proposes_the_new_line_as_a_diff_and_writes_it_validated(index, tmp_path, matrix_dir, pep658):
     serve_torch(index, tmp_path, pep658)
     before = (matrix_dir / "torch.yaml").read_text()
-    out = envman("matrix", "refresh", "torch", "--index-url", index.url, env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torch", "--index-url", index.url, env_dir=matrix_dir)
     assert out.returncode == 0, out.stderr
     assert "+ torch 2.15: new line: 2.15.0 cu132" in out.stdout
     assert "  ~ torch 2.15.0 cu132: archs copied from torch 2.14.1 cu132 (uncertain; --wheel PATH measures them)" in out.stdout
@@ -204,7 +209,7 @@ def test_refresh_proposes_the_new_line_as_a_diff_and_writes_it_validated(index, 
     assert ("PEP 658 .metadata" if pep658 else "METADATA + torch/version.py by HTTP range requests") in out.stdout
     assert "(dry run: pass --write to apply)" in out.stdout
     assert (matrix_dir / "torch.yaml").read_text() == before
-    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
     assert out.returncode == 0, out.stderr
     assert f"wrote {matrix_dir / 'torch.yaml'}" in out.stdout
     _load_cached.cache_clear()
@@ -215,14 +220,14 @@ def test_refresh_proposes_the_new_line_as_a_diff_and_writes_it_validated(index, 
     assert rel.pypi_default == "cu132" and rel.python == ("3.11",) and v.nccl == "2.30.7"
     assert v.prov.uncertain and "copied from torch 2.14.1 cu132" in v.prov.note
     assert [a.sm for a in v.archs] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
-    again = envman("matrix", "refresh", "torch", "--index-url", index.url, env_dir=matrix_dir)
+    again = envman("matrix", "sync", "torch", "--index-url", index.url, env_dir=matrix_dir)
     assert "= torch: the matrix has every release and variant on" in again.stdout
 
 
 def test_write_is_refused_when_the_loader_rejects_the_proposal(index, tmp_path, matrix_dir):
     serve_torch(index, tmp_path, pep658=True, cudnn="9.99.0.1")  # no cuDNN 9.99 in cudnn.yaml
     before = (matrix_dir / "torch.yaml").read_bytes()
-    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
     assert out.returncode == 7
     assert "! the loader rejects the proposal: torch.yaml: 2.15.0 cu132: cudnn: 9.99.0.1 has no entry in cudnn.yaml" in out.stdout
     assert (matrix_dir / "torch.yaml").read_bytes() == before
@@ -231,7 +236,7 @@ def test_write_is_refused_when_the_loader_rejects_the_proposal(index, tmp_path, 
 def test_wheel_at_hand_measures_archs_and_ptx(index, tmp_path, matrix_dir):
     so = write_so(tmp_path / "so", "libtorch_cuda.so", sass=(80, 90, 120), ptx=(120,))
     whl = serve_torch(index, tmp_path, pep658=False, so=so)
-    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--wheel", str(whl), "--write", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torch", "--index-url", index.url, "--wheel", str(whl), "--write", env_dir=matrix_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "archs copied from" not in out.stdout and "archs and ptx copied" not in out.stdout
     _load_cached.cache_clear()
@@ -256,7 +261,7 @@ def test_new_patch_of_a_known_line_goes_into_its_patches(index, tmp_path, matrix
             body = meta.encode() if n.endswith("METADATA") else src.read(n).replace(b"13.2", b"13.0")
             dst.writestr(n.replace("2.15.0", "2.14.1"), body)
     index.project("torch", {"torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl": buf.getvalue()}, pep658=True)
-    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "+ torch 2.14.1: new patch of line 2.14 (" in out.stdout
     assert '+      - version: "2.14.1"' in out.stdout and "! " not in out.stdout
@@ -334,7 +339,7 @@ def test_refresh_tensorflow_adds_a_patch_and_a_new_line(index, matrix_dir):
         "tensorflow-2.22.0-cp312-cp312-manylinux_2_27_x86_64.whl": tf_wheel("2.22.0", "9.5.1.17"),
         "tensorflow-2.22.0-cp314-cp314-manylinux_2_27_x86_64.whl": tf_wheel("2.22.0", "9.5.1.17"),
     }, pep658=True, extra_versions=["tensorflow-2.21.0-cp312-cp312-manylinux_2_27_x86_64.whl"])
-    out = envman("matrix", "refresh", "tensorflow", "--index-url", index.url, "--write", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "tensorflow", "--index-url", index.url, "--write", env_dir=matrix_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "+ tensorflow 2.21.1: new patch of line 2.21 (" in out.stdout and "! " not in out.stdout
     assert '+    patches: ["2.21.0", "2.21.1"]' in out.stdout
@@ -354,7 +359,7 @@ def test_refresh_tensorflow_adds_a_patch_and_a_new_line(index, matrix_dir):
 def test_refresh_torchaudio_lists_what_is_unpaired(index, matrix_dir):
     index.project("torchaudio", {}, False, ["torchaudio-2.11.0-py3-none-manylinux_2_28_x86_64.whl",
                                             "torchaudio-2.11.1-py3-none-manylinux_2_28_x86_64.whl"])
-    out = envman("matrix", "refresh", "torchaudio", "--index-url", index.url, env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torchaudio", "--index-url", index.url, env_dir=matrix_dir)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "+ torchaudio 2.11.1: on the index, not a companion of any torch patch in the matrix (pair it by hand)\n"
 
@@ -368,11 +373,11 @@ def test_refresh_version_checks_a_known_release_against_its_wheel(index, tmp_pat
             body = meta.encode() if n.endswith("METADATA") else src.read(n).replace(b"13.2", b"13.0")
             dst.writestr(n.replace("2.15.0", "2.14.1"), body)
     index.project("torch", {"torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl": buf.getvalue()}, pep658=False)
-    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--version", "2.14.1", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torch", "--index-url", index.url, "--version", "2.14.1", env_dir=matrix_dir)
     assert (out.returncode, out.stdout.splitlines()[0].split(" (")[0]) == (0, "= torch 2.14.1 cu130: matches the wheel"), out.stdout + out.stderr
     text = (matrix_dir / "torch.yaml").read_text().replace('nccl: "2.30.7"', 'nccl: "2.30.1"')
     (matrix_dir / "torch.yaml").write_text(text)
-    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--version", "2.14.1", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torch", "--index-url", index.url, "--version", "2.14.1", env_dir=matrix_dir)
     assert out.returncode == 1
     assert "  ! cu130.nccl: the matrix says 2.30.1, the wheel pins 2.30.7" in out.stdout.splitlines()
 
@@ -412,7 +417,7 @@ def test_a_labelled_build_the_line_lacks_becomes_a_new_variant(index, tmp_path, 
         zf.writestr("torch-2.14.1+cu128.dist-info/METADATA", meta)
     index.project("torch", {"torch-2.14.1+cu128-cp312-cp312-manylinux_2_28_x86_64.whl": buf.getvalue(),
                             "torch-2.14.1+cpu-cp312-cp312-manylinux_2_28_x86_64.whl": b""}, pep658=False)
-    out = envman("matrix", "refresh", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
+    out = envman("matrix", "sync", "torch", "--index-url", index.url, "--write", env_dir=matrix_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "+ torch 2.14 cu128: new variant (" in out.stdout and "cpu" not in out.stdout.split("---")[0]
     _load_cached.cache_clear()

@@ -19,7 +19,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from envman.matrix.sources.nvidia_gpus import Listing, product_key
+from tools.matrix.sources.nvidia_gpus import Listing, product_key
 
 TURING = Version("7.5")
 
@@ -42,7 +42,7 @@ class Derived:
     note: str | None = None
 
     def rows(self) -> list[str]:
-        """The entry's ``driver:`` block (gpus.yaml), as written by ``envman matrix sync nvidia-gpus``."""
+        """The entry's ``driver:`` block (gpus.yaml), as written by ``python -m tools.matrix sync nvidia-gpus``."""
         q = lambda s: '"' + s.replace('"', '\\"') + '"'  # noqa: E731
         if self.proprietary:
             return ["driver:", "  proprietary: true", f"  source: {q(self.source)}", f"  note: {q(self.note or '')}"]
@@ -134,7 +134,7 @@ def check(doc: dict, lst: Listing, file: str = "gpus.yaml") -> list[str]:
 def _compare(where: str, have: dict[str, Any], d: Derived) -> list[str]:
     if not have:
         what = "'proprietary: true'" if d.proprietary else f"listed {d.listed} under {'/'.join(d.pci)}"
-        return [f"{where}: missing ({what} in NVIDIA's list): run `envman matrix sync nvidia-gpus --write`"]
+        return [f"{where}: missing ({what} in NVIDIA's list): run `python -m tools.matrix sync nvidia-gpus --write`"]
     if d.proprietary:
         return [] if have.get("proprietary") is True else [f"{where}: expected 'proprietary: true' ({d.note})"]
     probs = []
@@ -152,7 +152,7 @@ def _compare(where: str, have: dict[str, Any], d: Derived) -> list[str]:
 
 def plan(doc: dict, lst: Listing, text: str) -> tuple[str, list[str]]:
     """gpus.yaml with every derived ``driver:`` block written (and stale ones removed), a report line each."""
-    from envman.matrix.yamledit import set_item_key
+    from tools.matrix.yamledit import set_item_key
 
     want = {d.gpu: d for d in derive(doc, lst)}
     report = []

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from envman.matrix.sources.torch_builds import ReleaseBuild
-from envman.matrix.yamledit import set_variant_key
 from envman.model import FrameworkRelease, Matrix
+from tools.matrix.sources.torch_builds import ReleaseBuild
+from tools.matrix.yamledit import set_variant_key
 
 
 def lines(matrix: Matrix) -> dict[str, FrameworkRelease]:

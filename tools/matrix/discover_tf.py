@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from envman.matrix.discover import _flow, _linux_x86, _pick, _pythons, _q
-from envman.matrix.index import Project, read_remote_wheel
 from envman.model import Matrix
+from tools.matrix.discover import _flow, _linux_x86, _pick, _pythons, _q
+from tools.matrix.pypi import Project, read_remote_wheel
 
 
 @dataclass
@@ -72,7 +72,7 @@ def discover_tensorflow(matrix: Matrix, project: Project, only: Version | None =
 
 
 def plan_tf_text(matrix: Matrix, text: str, proposals: list[TfProposal], index_url: str) -> tuple[str, list[str]]:
-    from envman.matrix.yamledit import add_flow_item, append_line
+    from tools.matrix.yamledit import add_flow_item, append_line
 
     lines = {(r.version.major, r.version.minor): r for r in matrix.frameworks["tensorflow"]}
     report: list[str] = []
@@ -113,7 +113,7 @@ def plan_tf_text(matrix: Matrix, text: str, proposals: list[TfProposal], index_u
             "    gpu_platforms: [linux]",
             f"    archs: {_flow(archs)}",
         ] + ([f"    ptx: {_flow(ptx)}"] if ptx else []) + [
-            f"    measured: {_q(f'envman matrix refresh: {index_url}: {first.how}')}",
+            f"    measured: {_q(f'tools.matrix sync: {index_url}: {first.how}')}",
             "    uncertain: true",
             f"    note: {_q(note)}",
         ]

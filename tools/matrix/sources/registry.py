@@ -18,9 +18,9 @@ from typing import Any
 from packaging.version import Version
 
 from envman.errors import ToolError, UsageError
-from envman.matrix.sources import cuda_drivers, gpu_floors, nvidia_gpus, pypi_nvidia, torch_builds, torch_variants
-from envman.matrix.sources.gitrepo import GitHubRepo, LocalRepo
-from envman.matrix.sources.snapshot import Snapshot, load_snapshot, snapshot_dir
+from tools.matrix.sources import cuda_drivers, gpu_floors, nvidia_gpus, pypi_nvidia, torch_builds, torch_variants
+from tools.matrix.sources.gitrepo import GitHubRepo, LocalRepo
+from tools.matrix.sources.snapshot import Snapshot, load_snapshot, snapshot_dir
 
 SOURCES = ("nvidia-gpus", "torch-builds", "cuda-drivers", "nvidia-pypi")
 REPOS = {"nvidia-gpus": nvidia_gpus.SLUG, "torch-builds": torch_builds.SLUG}
@@ -33,7 +33,7 @@ def _yaml(text: str) -> Any:
 
 
 def check_sources(matrix, matrix_dir: Path) -> list[str]:
-    """Every place the data disagrees with a source's snapshot (``matrix check``); a matrix folder without a
+    """Every place the data disagrees with a source's snapshot (``python -m tools.matrix check --sources``); a matrix folder without a
     sources/ folder (a test fixture, a trimmed copy) has nothing to be held to."""
     probs: list[str] = []
     if not snapshot_dir(matrix_dir).is_dir():
@@ -85,7 +85,7 @@ def read_live(name: str, matrix, git_dir: Path | None = None, index_url: str | N
 
 
 def _pypi(index_url: str | None) -> dict:
-    from envman.matrix.index import DEFAULT_INDEX, fetch_project
+    from tools.matrix.pypi import DEFAULT_INDEX, fetch_project
 
     return {n: fetch_project(n, index_url or DEFAULT_INDEX) for n in pypi_nvidia.PROJECTS}
 
@@ -142,7 +142,7 @@ def _plan(name: str, matrix, matrix_dir: Path, snap: Snapshot, live: bool, index
 def plan_latest_updates(matrix, text: str, releases: list[tuple[Version, str]]) -> tuple[str, list[str]]:
     """cuda.yaml with each minor's latest_update moved to the newest release given for it (runfiles, or
     PyPI respins), and a report line each."""
-    from envman.matrix.yamledit import set_item_key
+    from tools.matrix.yamledit import set_item_key
 
     report = []
     for cr in sorted(matrix.cuda, key=lambda c: c.version):
@@ -160,7 +160,7 @@ def plan_latest_updates(matrix, text: str, releases: list[tuple[Version, str]]) 
 def _plan_pypi(matrix, text: str, live: bool, index_url: str | None) -> tuple[str, list[str]]:
     if not live:
         return text, ["= nvidia-pypi: PyPI is read with --live; offline the snapshot only records what was seen"]
-    from envman.matrix.index import read_remote_wheel
+    from tools.matrix.pypi import read_remote_wheel
 
     projects = _pypi(index_url)
     tk = projects["cuda-toolkit"]

@@ -1,0 +1,71 @@
+"""The one-file kit's loader. envman/image/kit.py writes this module's text, then every other module of the island as
+text (``SOURCES``), the matrix knowledge (``KIT_KNOWLEDGE``) and a call of ``install``, into ONE file: .envman/kit.py
+in a project, ``/opt/envman/kit/envman_portable.py`` in its image. Imported as ``envman_portable``, that file makes
+itself a package whose submodules a meta-path finder serves from ``SOURCES``, so that
+``PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke`` (and ``.preflight``, ``.allreduce``, the doctor's
+imports) runs exactly as it did from the 56 files the kit used to be; ``__file__`` and the lines a traceback names
+are those of the folder kit. Standard library only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+from importlib.machinery import ModuleSpec
+from types import CodeType, ModuleType
+from typing import Any, Dict, FrozenSet, Optional, Sequence
+
+
+class KitFinder(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
+    """Finds and loads ``top.*`` from the text of each module."""
+
+    def __init__(self, top: str, where: str, sources: Dict[str, str], packages: FrozenSet[str]) -> None:
+        self.top = top
+        self.where = where  # the folder holding the kit file: where the island's folder would be
+        self.sources = sources
+        self.packages = packages
+
+    def origin(self, fullname: str) -> str:
+        parts = fullname.split(".")[1:]
+        if fullname in self.packages:
+            return os.path.join(self.where, self.top, *parts, "__init__.py")
+        return os.path.join(self.where, self.top, *parts[:-1], parts[-1] + ".py")
+
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
+                  ) -> Optional[ModuleSpec]:
+        if fullname not in self.sources:
+            return None
+        spec = importlib.util.spec_from_loader(fullname, self, origin=self.origin(fullname),
+                                               is_package=fullname in self.packages)
+        if spec is not None:
+            spec.has_location = True  # __file__ as the folder kit had it: smoke's messages name a module's file
+        return spec
+
+    def is_package(self, fullname: str) -> bool:
+        return fullname in self.packages
+
+    def get_source(self, fullname: str) -> str:
+        return self.sources[fullname]
+
+    def get_code(self, fullname: str) -> CodeType:
+        return compile(self.sources[fullname], self.origin(fullname), "exec", dont_inherit=True)
+
+    def create_module(self, spec: ModuleSpec) -> None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        exec(self.get_code(module.__name__), module.__dict__)
+
+
+def install(module_globals: Dict[str, Any], sources: Dict[str, str], packages: FrozenSet[str]) -> None:
+    """Make the module whose globals these are the island's top package, with its submodules served from text."""
+    top = str(module_globals["__name__"])
+    where = os.path.dirname(os.path.abspath(str(module_globals.get("__file__") or ".")))
+    module_globals["__path__"] = []  # a package: `import top.smoke` asks the meta path for its submodules
+    if any(isinstance(f, KitFinder) and f.top == top for f in sys.meta_path):
+        return
+    renamed = {top + name[len("envman_portable"):]: text for name, text in sources.items()}
+    pkgs = frozenset(top + name[len("envman_portable"):] for name in packages)
+    sys.meta_path.insert(0, KitFinder(top, where, renamed, pkgs))
