@@ -257,10 +257,14 @@ def _dense(e: dict, at: str, problems: list[str]) -> dict[str, float]:
     return out
 
 
-@lru_cache(maxsize=2)
 def _perf_doc(directory: str | None = None) -> Any:
-    """gpu_perf.yaml's document, read once per process (its readers below validate what they take)."""
-    return _yaml(Path(directory or _data_dir()) / "gpu_perf.yaml")
+    """gpu_perf.yaml's document, read once per process and folder (its readers below validate what they take)."""
+    return _perf_doc_in(str(directory or _data_dir()))
+
+
+@lru_cache(maxsize=2)
+def _perf_doc_in(directory: str) -> Any:  # keyed by the folder itself: ENVMAN_MATRIX_DIR may name another one
+    return _yaml(Path(directory) / "gpu_perf.yaml")
 
 
 @lru_cache(maxsize=2)
