@@ -279,6 +279,11 @@ def probe_torch(dists: Mapping[str, Any], read: Callable[[str, int], Optional[st
     for k in ("cuda", "hip", "git_version", "debug"):
         if k in vals:
             t[k] = vals[k]
+    # the C++ ABI it was built with, as its CMake config tells extensions to build (no import)
+    cfg = read(os.path.join(loc, "torch", "share", "cmake", "Torch", "TorchConfig.cmake"), 1 << 16) or ""
+    abi = re.search(r"_GLIBCXX_USE_CXX11_ABI=([01])", cfg)
+    if abi:
+        t["cxx11_abi"] = abi.group(1) == "1"
     req = _pinned_wheels(read(os.path.join(loc, dists["torch"][2], "METADATA"), 1 << 18) or "")
     if req:
         t["requires"] = req
