@@ -80,6 +80,9 @@ def test_xformers_built_for_another_cuda_build_of_the_same_torch():
 def test_the_same_cuda_build_is_quiet_and_a_package_that_does_not_compare_it_too():
     assert serious(ext(version="0.0.29.post3", requires_torch="==2.6.0",
                        built_for={"torch": "2.6.0+cu126", "cuda": "12.6"})) == []
+    plain = ext(version="0.0.29.post3", requires_torch="==2.6.0", built_for={"torch": "2.6.0+cu126", "cuda": "12.6"})
+    plain["torch"]["version"] = "2.6.0"  # a record without the label (dist-info only): the CUDA still tells
+    assert serious(plain) == []
     facts = ext(version="2.7.4", requires_torch="any")
     facts["extensions"] = {"flash-attn": {"version": "2.7.4.post1+cu12torch2.6cxx11abitrue", "requires_torch": "any"}}
     assert serious(facts) == []  # flash-attn's loader does not compare the CUDA minor; same release, same ABI
@@ -112,9 +115,14 @@ def test_a_cuda_extension_told_by_its_soname_beside_a_cpu_torch():
     facts = ext()
     facts["torch"] = {"version": "2.6.0+cpu", "cuda": None}
     facts["extensions"] = {"mamba-ssm": {"version": "2.2.4", "requires_torch": "any",
-                                         "files": [{"file": "selective_scan_cuda.so", "needed": ["libcudart.so.12"]}]}}
+                                         "files": [{"file": "selective_scan_cuda.so",
+                                                    "needed": ["libcudart.so.12", "libc10_cuda.so", "libc10.so"]}]}}
     f = one(facts, "ext-torch-cpu")
     assert f.verdict.startswith("mamba-ssm 2.2.4 is a CUDA 12 build, but torch 2.6.0+cpu is a CPU-only build")
+    # near-miss: a package with its own CUDA that uses torch only from Python (onnxruntime-gpu) loads beside it
+    facts["extensions"] = {"onnxruntime-gpu": {"version": "1.20.1", "requires_torch": None, "files": [
+        {"file": "onnxruntime/capi/libonnxruntime_providers_cuda.so", "needed": ["libcudart.so.12"]}]}}
+    assert [f for f in run_checks(facts, K) if f.check == "ext-torch-cpu"] == []
 
 
 def test_the_knowledge_carries_the_rules_through_json():

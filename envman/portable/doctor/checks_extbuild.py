@@ -58,6 +58,16 @@ def _ext_cuda(e: dict[str, Any]) -> str | None:
     return None
 
 
+def _links_torch_cuda(e: dict[str, Any]) -> bool:
+    """A C++ extension of a CUDA torch (its build record or label says so, or a library of it links libc10_cuda /
+    libtorch_cuda): it cannot load beside a CPU torch. A package that brings its own CUDA and only uses torch from
+    Python (onnxruntime-gpu, cupy, bitsandbytes' CPU fallback) can."""
+    if as_str(as_dict(e.get("built_for")).get("cuda")) or (_TORCH_IN_LOCAL.search(_local(e)) and _CUDA_IN_LOCAL.match(_local(e))):
+        return True
+    return any(str(so).startswith(("libc10_cuda.so", "libtorch_cuda.so"))
+               for f in as_list(e.get("files")) for so in as_list(as_dict(f).get("needed")))
+
+
 def _ext_abi(e: dict[str, Any]) -> bool | None:
     if isinstance(e.get("cxx11_abi"), bool):
         return bool(e["cxx11_abi"])
@@ -109,7 +119,7 @@ def _judge(v: FactsView, k: Knowledge, dist: str, e: dict[str, Any], have: str) 
             f"{_reinstall(dist, ver)}, or go back to torch {want}",
         )
     ecuda = _ext_cuda(e)
-    if ecuda and t.gpu is False:
+    if ecuda and t.gpu is False and _links_torch_cuda(e):
         return error(
             "ext-torch-cpu",
             f"{dist} {ver} is a CUDA {ecuda} build, but {t.label} is a CPU-only build: its CUDA ops do not load "
@@ -118,8 +128,9 @@ def _judge(v: FactsView, k: Knowledge, dist: str, e: dict[str, Any], have: str) 
             f"{_reinstall(dist, ver)}",
         )
     built = as_str(as_dict(e.get("built_for")).get("torch"))
+    label, have_label = split_local(built or "")[1], split_local(t.version)[1]
     if "cuda" in compares and t.cuda and ecuda and ("." in ecuda and vcmp(ecuda, t.cuda) != 0
-                                                    or built and built != t.version):
+                                                    or bool(label and have_label and label != have_label)):
         return error(
             "ext-torch-cuda-build",
             f"{dist} {ver} was built for torch {built or want or t.base} with CUDA {ecuda}, but {t.label} is the "
