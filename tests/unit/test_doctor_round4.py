@@ -177,6 +177,14 @@ def test_probe_reads_torchs_abi_from_its_cmake_config(tmp_path):
     t = probe_torch({"torch": (str(tmp_path), "2.5.1+cu124", "torch-2.5.1.dist-info")},
                     lambda p, n: files.get(p))
     assert t is not None and t["cxx11_abi"] is False and t["version"] == "2.5.1+cu124"
+    # torch from 2.7 on writes no flag there: the names its libc10.so exports tell (torch 2.13.0's: __cxx11, True)
+    files.pop(str(tmp_path / "torch" / "share" / "cmake" / "Torch" / "TorchConfig.cmake"))
+    write_so(tmp_path / "torch" / "lib", "libc10.so", needed=("_ZN3c105ErrorC2ENS_14SourceLocationESs",))
+    t = probe_torch({"torch": (str(tmp_path), "2.5.1+cu124", "torch-2.5.1.dist-info")}, lambda p, n: files.get(p))
+    assert t is not None and t["cxx11_abi"] is False
+    (tmp_path / "torch" / "lib" / "libc10.so").unlink()
+    t = probe_torch({"torch": (str(tmp_path), "2.5.1+cu124", "torch-2.5.1.dist-info")}, lambda p, n: files.get(p))
+    assert t is not None and "cxx11_abi" not in t  # unknown, not a guess
 
 
 # --- 2. JAX's cuDNN ------------------------------------------------------------------------------------
