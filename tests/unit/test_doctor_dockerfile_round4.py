@@ -180,3 +180,14 @@ def test_nvidia_names_near_another_vendors_are_still_nvidias():
 
     m = load_matrix(FIX / "matrix")
     assert parse_target(m, "a100").gpu is not None and parse_target(m, "sm_90").cc is not None
+
+
+def test_the_facts_probe_records_a_dockerfile_past_the_bounds_instead_of_following_it(tmp_path):
+    from envman.portable.facts.project import read_dockerfiles
+
+    (tmp_path / "bomb.Dockerfile").write_text(doubling(40), encoding="utf-8")
+    (tmp_path / "Dockerfile").write_text("FROM python:3.11-slim\n", encoding="utf-8")
+    assert read_dockerfiles(str(tmp_path)) == [
+        {"path": "Dockerfile", "from": ["python:3.11-slim"]},
+        {"path": "bomb.Dockerfile", "error": "line 19: $A17 expands this value past 1 MiB"},
+    ]
