@@ -119,6 +119,17 @@ class ToolkitWheels:
 
 
 @dataclass(frozen=True)
+class OtherAccelerator:
+    """Another vendor's accelerators (gpus.yaml other_accelerators): a target whose normalised name matches one of
+    ``patterns`` (full-match regular expressions) is refused with one sentence naming ``vendor`` and ``stack``."""
+
+    vendor: str
+    stack: str
+    patterns: tuple[str, ...]
+    prov: Provenance
+
+
+@dataclass(frozen=True)
 class LegacyBranch:
     """GPUs up to ``max_cc`` run no driver newer than ``last_driver`` (None: the branch is still maintained)."""
 
@@ -260,6 +271,7 @@ class Matrix:
     digest: str  # sha256 over the matrix files' bytes: lets a lock notice changed data
     legacy_branches: tuple[LegacyBranch, ...] = ()
     toolkit_wheels: ToolkitWheels = ToolkitWheels((), 99, Provenance(""))
+    other_accelerators: tuple[OtherAccelerator, ...] = ()
 
     def last_driver_for(self, cc: Cc) -> LegacyBranch | None:
         """The driver branch that ends support for a GPU of this capability (the lowest applicable one)."""

@@ -28,7 +28,7 @@ def run_dockerfile_doctor(paths: list[str], *, project: str = ".", targets: list
     target GPUs. Raises UsageError for a file that cannot be read."""
     from envman.inputs import MAX_SPEC, read_input
     from envman.matrix.knowledge import load_knowledge
-    from envman.portable.dockerfile import parse_dockerfile
+    from envman.portable.dockerfile import DockerfileTooLarge, parse_dockerfile
     from envman.portable.doctor.checks import run_checks
     from envman.portable.doctor.dockerfile_facts import dockerfile_facts
 
@@ -50,7 +50,13 @@ def run_dockerfile_doctor(paths: list[str], *, project: str = ".", targets: list
                         return None
             return None
 
-        facts = dockerfile_facts(parse_dockerfile(text), k, gpus, path=str(f), read=read, machine=machine)
+        try:
+            parsed = parse_dockerfile(text)
+        except DockerfileTooLarge as exc:
+            raise UsageError(f"Dockerfile {f}: {exc}: envman reads no Dockerfile that asks for this much work",
+                             hint="no real Dockerfile expands an ARG past 1 MiB; look for ARGs defined from "
+                                  "themselves (ARG A1=${A0}${A0}) and pass the Dockerfile you mean to build") from None
+        facts = dockerfile_facts(parsed, k, gpus, path=str(f), read=read, machine=machine)
         findings = [dataclasses.replace(x, verdict=f"{f}: {x.verdict}") if not x.check.startswith("dockerfile-")
                     else x for x in run_checks(facts, k)]
         out.append(DockerfileReport(str(f), where, DoctorReport(facts, tuple(findings))))

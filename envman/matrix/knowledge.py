@@ -158,13 +158,57 @@ def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
     glibc = tuple((need(e, "package", w), need(e, "from", w), need(e, "glibc", w)) for w, e in x.rows("wheel_glibc"))
     windows = tuple((need(e, "package", w), need(e, "from", w)) for w, e in x.rows("windows_native"))
     lcuda = _triton_lcuda(x)
+    loaders = tuple(_loader(x, w, e) for w, e in x.rows("loaders", measured=False))
+    built = tuple((need(e, "package", w), need(e, "version", w), need(e, "cudnn", w))
+                  for w, e in x.rows("cudnn_built", measured=False))
+    quirks = tuple(_quirk(x, w, e) for w, e in x.rows("quirks", measured=False))
     if x.problems:
         raise DataError("; ".join(x.problems))
     tfw = x.doc.get("tensorflow_windows_native_gpu_last") or {}
     return dataclasses.replace(k, features=tuple(features), ptx_isa=ptx, ext_builds=tuple(builds),
                                tf_windows_gpu_last=tfw.get("version") if isinstance(tfw, dict) else None,
                                cuda_sonames=sonames, wheel_glibc=glibc, windows_native=windows,
-                               triton_lcuda_before=lcuda)
+                               triton_lcuda_before=lcuda, loaders=loaders, cudnn_built=built, quirks=quirks)
+
+
+def _strings(x: _Extensions, e: dict, key: str, where: str) -> tuple[str, ...]:
+    val = e.get(key) or []
+    if not isinstance(val, list) or not all(isinstance(s, str) and s for s in val):
+        x.problems.append(f"{EXTENSIONS_FILE}: {where}.{key}: expected a list of quoted strings")
+        return ()
+    return tuple(val)
+
+
+_COMPARES = ("cuda",)
+
+
+def _loader(x: _Extensions, where: str, e: dict) -> tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """loaders[]: a package, what its loader compares beyond release/CPU/ABI, and torch releases of one ABI."""
+    compares = _strings(x, e, "compares", where)
+    for c in compares:
+        if c not in _COMPARES:
+            x.problems.append(f"{EXTENSIONS_FILE}: {where}.compares: {c!r} is not one of {', '.join(_COMPARES)}")
+    groups = e.get("same_abi") or []
+    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
+        x.problems.append(f"{EXTENSIONS_FILE}: {where}.same_abi: expected a list of lists of torch releases")
+        groups = []
+    same = tuple(_strings(x, {"g": g}, "g", f"{where}.same_abi") for g in groups)
+    return x.need(e, "package", where), compares, same
+
+
+def _quirk(x: _Extensions, where: str, e: dict) -> tuple[str, str, tuple[str, ...], str, str, str, str,
+                                                        tuple[tuple[str, str], ...]]:
+    sev = e.get("severity")
+    if sev not in ("error", "warn", "info"):
+        x.problems.append(f"{EXTENSIONS_FILE}: {where}.severity: expected error, warn or info")
+    unless = e.get("unless_env") or {}
+    if not isinstance(unless, dict) or not all(isinstance(v, str) for v in unless.values()):
+        x.problems.append(f"{EXTENSIONS_FILE}: {where}.unless_env: expected VARIABLE: text")
+        unless = {}
+    need = x.need
+    return (need(e, "id", where), need(e, "framework", where), _strings(x, e, "versions", where), str(sev),
+            need(e, "says", where), need(e, "remedy", where), str(e.get("when_installed") or ""),
+            tuple(sorted((str(a), b) for a, b in unless.items())))
 
 
 def _feature(f: dict, mc: str, fid: str) -> Feature:

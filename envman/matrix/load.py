@@ -32,6 +32,7 @@ from envman.model import (
     Gpu,
     LegacyBranch,
     Matrix,
+    OtherAccelerator,
     Provenance,
     ToolkitWheels,
     normalize_gpu_name,
@@ -187,6 +188,33 @@ def _load_driver_floors(ctx: _Ctx, doc: Any) -> dict[Cc, tuple[str, Version, Pro
             ctx.bad(f"{p}.cc", f"duplicate compute capability {cc}")
         floors[cc] = (family, floor, prov)
     return floors
+
+
+def _load_other_accelerators(ctx: _Ctx, doc: Any) -> tuple[OtherAccelerator, ...]:
+    """other_accelerators: vendors whose accelerators envman does not build for, with the names that mean them."""
+    out: list[OtherAccelerator] = []
+    raw = doc.get("other_accelerators") if isinstance(doc, dict) else None
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        ctx.bad("other_accelerators", "expected a list")
+        return ()
+    for i, e in enumerate(raw):
+        p = f"other_accelerators[{i}]"
+        vendor, stack = ctx.req(e, "vendor", p, str), ctx.req(e, "stack", p, str)
+        pats = e.get("names") if isinstance(e, dict) else None
+        if not isinstance(pats, list) or not pats or not all(isinstance(x, str) for x in pats):
+            ctx.bad(f"{p}.names", "expected a list of regular expressions")
+            continue
+        for x in pats:
+            try:
+                re.compile(x)
+            except re.error as exc:
+                ctx.bad(f"{p}.names", f"{x!r} is not a regular expression: {exc}")
+        prov = ctx.prov(e, p)
+        if vendor and stack:
+            out.append(OtherAccelerator(vendor, stack, tuple(pats), prov))
+    return tuple(out)
 
 
 def _load_gpu_driver(ctx: _Ctx, e: Any, p: str) -> tuple[Version | None, bool, tuple, Provenance | None]:
@@ -425,6 +453,7 @@ def _build(docs: dict[str, Any], digest: str, fws: tuple[frameworks.Framework, .
     else:
         drv, drv_prov, majors, cuda, legacy, wheels = Version("0"), Provenance(""), (), (), (), ToolkitWheels((), 99, Provenance(""))
     gpus = _load_gpus(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
+    others = _load_other_accelerators(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
     releases = {
         fw.name: fw.load_releases(docs[fw.matrix_file], ctxs[fw.matrix_file]) if ok[fw.matrix_file] else ()
         for fw in fws
@@ -435,7 +464,7 @@ def _build(docs: dict[str, Any], digest: str, fws: tuple[frameworks.Framework, .
         if ok["base_images.yaml"]
         else BaseImages("", Provenance(""), "3.12", ())
     )
-    m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, digest, legacy, wheels)
+    m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, digest, legacy, wheels, others)
     _cross_check(m, problems, fws)
     if problems:
         raise MatrixError(problems)

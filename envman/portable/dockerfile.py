@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Any
+from collections import ChainMap
+from typing import Any, Mapping
 
 _ARG_REF = re.compile(r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))")
 _PIP = re.compile(r"^(?:\S*/)?(?:pip3?(?:\.\d+)?|python3?(?:\.\d+)?\s+-m\s+pip|uv\s+pip)(?:\s+--?[\w-]+)*\s+install\b")
@@ -51,13 +52,51 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def substitute(text: str, values: dict[str, str]) -> str:
-    """$VAR / ${VAR} / ${VAR:-default} with the values known at this point; an unknown one stays as written."""
+# Work bounds: a Dockerfile is read, never trusted. One value after substitution, every substitution of a file
+# together, and the ARG/ENV names a file may set (40 self-doubling ARGs once grew one process to 24 GB).
+MAX_VALUE = 1 << 20
+MAX_EXPANDED = 16 << 20
+MAX_NAMES = 4096
+
+
+class DockerfileTooLarge(ValueError):
+    """The Dockerfile asks for more work than any real one: ``where`` names the line, ``what`` the bound."""
+
+    def __init__(self, line: int, what: str):
+        super().__init__(f"line {line}: {what}")
+        self.line, self.what = line, what
+
+
+class _Budget:
+    """What one parse may still expand, and the line being read (for the error)."""
+
+    def __init__(self) -> None:
+        self.left, self.line = MAX_EXPANDED, 0
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise DockerfileTooLarge(self.line, f"ARG/ENV substitution expands past {MAX_EXPANDED >> 20} MiB in all")
+
+
+def substitute(text: str, values: Mapping[str, str], budget: _Budget | None = None) -> str:
+    """$VAR / ${VAR} / ${VAR:-default} with the values known at this point; an unknown one stays as written. The
+    result is bounded (MAX_VALUE; with ``budget``, every substitution of the file together): DockerfileTooLarge."""
+    size = [len(text)]
+
     def one(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(3)
         if name in values:
-            return values[name]
-        return m.group(2) if m.group(2) is not None else m.group(0)
+            got = values[name]
+        else:
+            got = m.group(2) if m.group(2) is not None else m.group(0)
+        size[0] += len(got) - len(m.group(0))
+        if size[0] > MAX_VALUE:
+            raise DockerfileTooLarge(budget.line if budget else 0,
+                                     f"${name} expands this value past {MAX_VALUE >> 20} MiB")
+        if budget is not None:
+            budget.spend(len(got))
+        return got
 
     return _ARG_REF.sub(one, text)
 
@@ -114,11 +153,16 @@ def _commands(run: str) -> list[str]:
 
 
 def _strip_prefixes(cmd: str) -> str:
-    """`sudo`, `env K=V`, `K=V` assignments and `--mount` flags in front of a command."""
+    """`sudo`, `env K=V`, `K=V` assignments and `--mount` flags in front of a command (linear: an index, not a
+    list sliced once per word)."""
     words = cmd.split()
-    while words and (words[0] in ("sudo", "env", "exec", "time", "nohup") or re.match(r"^\w+=", words[0])):
-        words = words[1:]
-    return " ".join(words)
+    i = 0
+    while i < len(words) and (words[i] in ("sudo", "env", "exec", "time", "nohup") or _ASSIGN.match(words[i])):
+        i += 1
+    return " ".join(words[i:])
+
+
+_ASSIGN = re.compile(r"^\w+=")
 
 
 _PIP_KEYS = {"-r": "requirements", "--requirement": "requirements", "-c": "constraints", "--constraint": "constraints",
@@ -187,23 +231,27 @@ def parse_dockerfile(text: str) -> dict[str, Any]:
     in order, each {line, tool: pip|conda|apt, …what it installs}; ENV values are inherited from a parent stage."""
     args: dict[str, str] = {}
     stages: list[dict[str, Any]] = []
+    budget = _Budget()
     for n, ins in logical_lines(text):
+        budget.line = n
         word, _, rest = ins.partition(" ")
         op, rest = word.upper(), rest.strip()
         if op == "ARG":
-            _arg(args, stages, rest)
+            _arg(args, stages, rest, budget)
         elif op == "FROM":
             stages.append(_stage(n, rest, args, stages))
         elif stages:
-            _instruction(stages[-1], n, op, rest, args)
+            _instruction(stages[-1], n, op, rest, args, budget)
+        if len(args) + sum(len(s["args"]) + len(s["env"]) for s in stages[-1:]) > MAX_NAMES:
+            raise DockerfileTooLarge(n, f"more than {MAX_NAMES} ARG/ENV names")
     return {"stages": stages, "args": args}
 
 
-def _arg(args: dict[str, str], stages: list[dict[str, Any]], rest: str) -> None:
+def _arg(args: dict[str, str], stages: list[dict[str, Any]], rest: str, budget: _Budget) -> None:
     """ARG before the first FROM is global; inside a stage it names a global (or gives its own default)."""
     scope = {**args, **(stages[-1]["args"] if stages else {})}
     for k, v in _assignments(rest).items():
-        v = substitute(v, scope)  # a default may name an earlier ARG
+        v = substitute(v, scope, budget)  # a default may name an earlier ARG
         if stages:
             stages[-1]["args"][k] = v if v else args.get(k, "")
         elif v or k not in args:
@@ -220,15 +268,15 @@ def _stage(n: int, rest: str, args: dict[str, str], stages: list[dict[str, Any]]
             "env": dict(parent["env"]) if parent else {}, "args": {}, "installs": [], "copies": []}
 
 
-def _instruction(st: dict[str, Any], n: int, op: str, rest: str, args: dict[str, str]) -> None:
-    values = {**args, **st["args"], **st["env"]}
+def _instruction(st: dict[str, Any], n: int, op: str, rest: str, args: dict[str, str], budget: _Budget) -> None:
+    values = ChainMap(st["env"], st["args"], args)  # looked up, never copied: a line costs what it says
     if op == "ENV":
-        st["env"].update({k: substitute(v, values) for k, v in _assignments(rest).items()})
+        st["env"].update({k: substitute(v, values, budget) for k, v in _assignments(rest).items()})
     elif op in ("COPY", "ADD"):
         st["copies"].append({"line": n, "args": [w for w in rest.split() if not w.startswith("--")]})
     elif op == "RUN":
         body = re.sub(r"--mount=\S+\s*|--network=\S+\s*|--security=\S+\s*", "", rest)
-        for cmd in _commands(substitute(body, values)):
+        for cmd in _commands(substitute(body, values, budget)):
             one = _install(n, _strip_prefixes(cmd))
             if one:
                 st["installs"].append(one)

@@ -24,6 +24,7 @@ will look for.
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any, BinaryIO
 
@@ -181,3 +182,22 @@ def dynamic_entries(path: str) -> dict[str, list[str]]:
 def needed_libs(path: str) -> list[str]:
     """DT_NEEDED entries of the ELF object at ``path`` (``["libcudart.so.12", "libc10.so", …]``)."""
     return dynamic_entries(path)["needed"]
+
+
+MAX_DYNSTR = 16 << 20
+_OLD_STRING = re.compile(rb"_ZN3c10\w*?Ss")
+
+
+def cxx11_abi(path: str) -> bool | None:
+    """The C++ ABI a torch extension was built with, from the names its dynamic string table holds: True when it
+    asks for ``std::__cxx11`` names (``_GLIBCXX_USE_CXX11_ABI=1``), False when its c10 names use the old ``Ss``
+    string and none is ``__cxx11``; None when both or neither (nothing to tell)."""
+    with open(path, "rb") as fh:
+        _, _, sections = _elf_layout(fh)
+        dynstr = next((s for s in sections if s[0] == ".dynstr"), None)
+        if dynstr is None:
+            return None
+        fh.seek(dynstr[2])
+        names = fh.read(min(dynstr[3], MAX_DYNSTR))
+    new, old = b"St7__cxx11" in names, bool(_OLD_STRING.search(names))
+    return new if new != old else None

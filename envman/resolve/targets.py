@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 from envman.errors import UnknownGpuError
 from envman.model import Cc, Gpu, Matrix, Target, normalize_gpu_name
@@ -33,8 +34,22 @@ def parse_target(matrix: Matrix, text: str) -> Target:
         return Target(cc.sm, cc)
     gpu = find_gpu(matrix, raw)
     if gpu is None:
+        _refuse_other_vendor(matrix, raw)
         raise UnknownGpuError(f"unknown GPU {raw!r}", hint=_closest_hint(matrix, raw))
     return Target(gpu.name, gpu.cc, gpu)
+
+
+def _refuse_other_vendor(matrix: Matrix, raw: str) -> None:
+    """mi300x, gaudi3, m3-max: another vendor's accelerator is said to be one, not matched to a near NVIDIA name."""
+    key = normalize_gpu_name(raw)
+    for o in matrix.other_accelerators:
+        if any(re.fullmatch(p, key) for p in o.patterns):
+            raise UnknownGpuError(
+                f"{raw!r} is {'an' if o.vendor[:1] in 'AEIOU' else 'a'} {o.vendor} accelerator: envman builds CUDA "
+                f"environments for NVIDIA GPUs only, and {o.vendor}/{o.stack} is outside its scope",
+                hint="give an NVIDIA GPU (`envman matrix show gpus` lists them) or a compute capability like sm_90",
+                exit_code=2,
+            )
 
 
 def _closest_hint(matrix: Matrix, raw: str) -> str:

@@ -76,14 +76,14 @@ def test_no_ptx_in_release_wheels_before_2_13(matrix):
 
 
 def test_torchaudio_pairings(matrix):
-    """torchaudio's line ends at 2.11: 2.11.0 serves torch 2.11 and 2.12, none was made for 2.13 or 2.14 (null),
-    and 2.11.1 was released beside torch 2.15.0 (same day, +cu132, torch>=2.11)."""
+    """torchaudio's line ends at 2.11: 2.11.0 serves torch 2.11 and 2.12, and 2.11.1 (released beside torch 2.15.0,
+    +cu132) declares torch>=2.11, so it is the companion of every torch from 2.13 on that no torchaudio names:
+    a companion pairs with the releases its own declared requirement holds (issue 40: 2.13/2.14 were null)."""
     comps = {str(r.version): dict(r.companions) for r in matrix.frameworks["torch"]}
     assert comps["2.11.0"]["torchaudio"] == "2.11.0"
     assert comps["2.12.0"]["torchaudio"] == comps["2.12.1"]["torchaudio"] == "2.11.0"
-    for v in ("2.13.0", "2.14.0", "2.14.1"):
-        assert comps[v]["torchaudio"] is None, v  # null: no torchaudio exists for this torch
-    assert comps["2.15.0"]["torchaudio"] == "2.11.1"
+    for v in ("2.13.0", "2.14.0", "2.14.1", "2.15.0"):
+        assert comps[v]["torchaudio"] == "2.11.1", v  # Requires-Dist torch>=2.11 holds it
 
 
 # --- GPU generations: driver floors, Jetson, Grace, same-major SASS ------------------------------------
@@ -295,3 +295,37 @@ def test_the_doctor_holds_a_gpu_to_its_first_listing(matrix):
         "install NVIDIA driver ≥ 550.40.65")]  # the A100 ran R450 before the list began: no per-GPU floor
     facts["driver"] = "550.40.65"
     assert not [f for f in run_checks(facts, k) if f.check == "driver-below-gpu-floor"]
+
+
+# --- issue 40: the GPUs NVIDIA's supported-GPU list names that people rent, by what nvidia-smi prints ---------
+
+@pytest.mark.parametrize("typed, cc, listed", [
+    ("h20", "9.0", "535.43.25"), ("NVIDIA H20-3e", "9.0", "535.43.25"), ("h800", "9.0", "525.47.22"),
+    ("NVIDIA H800 PCIe", "9.0", "525.47.22"), ("a800", "8.0", "515.86.01"), ("NVIDIA A800 80GB PCIe", "8.0", "515.86.01"),
+    ("l20", "8.9", "535.43.23"), ("NVIDIA RTX 4000 Ada Generation", "8.9", "535.43.08"), ("a2", "8.6", "515.48.07"),
+    ("a16", "8.6", "515.48.07"), ("NVIDIA GeForce RTX 5060", "12.0", "570.158.01"),
+    ("NVIDIA GH200 144G HBM3e", "9.0", "565.57.01"), ("NVIDIA GH200 120GB", "9.0", "535.43.19"),
+])
+def test_the_catalog_knows_the_gpus_nvidias_list_names(matrix, typed, cc, listed):
+    from envman.resolve.targets import parse_target
+
+    g = parse_target(matrix, typed).gpu
+    assert g is not None and str(g.cc) == cc and str(g.listed) == listed, typed
+    assert g.prov.source, typed
+
+
+def test_no_memory_is_given_that_the_product_name_does_not_state(matrix):
+    by_id = {g.id: g for g in matrix.gpus}
+    for gid in ("h20", "h800", "l20", "rtx-4000-ada", "a2", "a16", "rtx-5060", "rtx-5060-ti"):
+        assert by_id[gid].memory_gib is None, gid
+    assert by_id["gh200-144g"].memory_gib == 144 and by_id["a800-sxm"].memory_gib == 80
+
+
+@pytest.mark.parametrize("name", ["mi300x", "mi325x", "mi250", "mi210", "gaudi", "gaudi2", "tpu-v5e", "trainium2", "m2-ultra"])
+def test_other_vendors_accelerators_are_refused_by_the_shipped_data(matrix, name):
+    from envman.errors import UnknownGpuError
+    from envman.resolve.targets import parse_target
+
+    with pytest.raises(UnknownGpuError) as e:
+        parse_target(matrix, name)
+    assert e.value.exit_code == 2 and "outside its scope" in str(e.value)

@@ -310,7 +310,10 @@ def test_libraries_with_their_own_numbering_do_not_count():
 def test_two_nccls():
     facts = box(**torch("2.7.1+cu128", "12.8"), pip={"nvidia-nccl-cu11": "2.16.5", "nvidia-nccl-cu12": "2.26.2"})
     f = one(facts, "nccl-duplicate")
-    assert f.severity == "error" and f.remedy == "pip uninstall -y nvidia-nccl-cu11 (keep nvidia-nccl-cu12 2.26.2)"
+    assert f.severity == "error" and f.remedy == (
+        "pip uninstall -y nvidia-nccl-cu11 && pip install --force-reinstall --no-deps nvidia-nccl-cu12==2.26.2 "
+        "(uninstalling one removes the file both wrote)")
+    assert found(facts, "cuda-wheels-mixed") == []  # one cause, one finding
 
 
 # --- 9. torchvision / torchaudio -----------------------------------------------------------------

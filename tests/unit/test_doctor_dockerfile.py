@@ -68,7 +68,8 @@ def test_a_requirements_file_that_replaces_the_base_images_torch():
 
 def test_no_nvidia_environment_in_a_python_base():
     _, found = judge("FROM python:3.11-slim\nRUN pip install torch==2.7.1 --index-url https://download.pytorch.org/whl/cu128\n")
-    assert ids(found) == [("warn", "dockerfile-no-nvidia-env")]
+    # a note: `docker run --gpus all` (the install pages' way) needs no NVIDIA_* variables; the bare runtime does
+    assert ids(found, ("error", "warn", "info")) == [("info", "dockerfile-no-nvidia-env")]
     _, fixed = judge("FROM python:3.11-slim\nENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility\n"
                      "RUN pip install torch==2.7.1 --index-url https://download.pytorch.org/whl/cu128\n")
     assert ids(fixed) == []

@@ -46,8 +46,8 @@ FIRST_MISSES = {
 # What the doctor says today on the reports it still gets wrong (after the fixes of round three: 26 of 33, no longer
 # a held-out figure), and why.
 KNOWN_MISSES = {
-    # the wheel flash-attn's setup.py fetched (GitHub, not PyPI) is not readable here: no file facts, and the C++ ABI
-    # of an extension against torch's is not a fact the probes record
+    # the wheel flash-attn's setup.py fetched (GitHub, not PyPI) is not readable here: no file facts; the probes now
+    # record both C++ ABIs (round four: ext-cxx11-abi), but this report's facts, written before, carry neither
     "flash_attn_282_abi_vs_torch260": [],
     # conda's cudnn package is no Python distribution, and a pre-plugin jaxlib says nothing of the cuDNN it wants
     "jax0423_conda_beside_torch212_cudnn87": [],

@@ -15,7 +15,9 @@ from . import (
     checks_deep,
     checks_dockerfile,
     checks_drift,
+    checks_driver,
     checks_env,
+    checks_extbuild,
     checks_extensions,
     checks_gpu,
     checks_host,
@@ -24,6 +26,7 @@ from . import (
     checks_loader,
     checks_nccl,
     checks_packages,
+    checks_quirks,
     checks_toolchain,
     checks_wheels,
     checks_workload,
@@ -34,15 +37,18 @@ from .view import FactsView, as_dict
 
 CHECKS = (
     checks_gpu.CHECKS
+    + checks_driver.CHECKS
     + checks_env.CHECKS
     + checks_container.CHECKS
     + checks_packages.CHECKS
+    + checks_quirks.CHECKS
     + checks_libraries.CHECKS
     + checks_loader.CHECKS
     + checks_toolchain.CHECKS
     + checks_deep.CHECKS
     + checks_drift.CHECKS
     + checks_extensions.CHECKS
+    + checks_extbuild.CHECKS
     + checks_host.CHECKS
     + checks_workload.CHECKS
     + checks_jupyter.CHECKS

@@ -115,13 +115,15 @@ def check_nvidia_env(v: FactsView, k: Knowledge) -> list[Finding]:
     fw = next((fw for fw in v.frameworks if fw.gpu is True), None)
     if fw is None:
         return []
-    return [warn(
+    # a note, not a warning: `docker run --gpus all` (what PyTorch's and NVIDIA's pages tell) and compose's device
+    # reservations give the container its GPUs without these variables; only the bare nvidia runtime needs them
+    return [info(
         "dockerfile-no-nvidia-env",
         f"{d.get('path')}: the image has {fw.label} but no NVIDIA_VISIBLE_DEVICES / NVIDIA_DRIVER_CAPABILITIES in its "
-        f"environment: with the nvidia runtime and no --gpus flag (compose `runtime: nvidia`) the container gets no GPU "
-        f"and {fw.name} runs on the CPU",
-        "add ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility (NVIDIA's images set both); or "
-        + INIT,
+        f"environment: `docker run --gpus all` gives it the GPUs; started with the nvidia runtime and no --gpus flag "
+        f"(compose `runtime: nvidia`) it gets none and {fw.name} runs on the CPU",
+        "run it with --gpus all, or add ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility "
+        "(NVIDIA's images set both)",
     )]
 
 

@@ -25,13 +25,13 @@ _LIB_DIST = {
     "libcusparse": "nvidia-cusparse", "libcusolver": "nvidia-cusolver", "libnccl": "nvidia-nccl",
     "libnvrtc": "nvidia-cuda-nvrtc", "libnvJitLink": "nvidia-nvjitlink",
 }
+_BNB_LIB = re.compile(r"libbitsandbytes_cuda(\d+)\w*\.(?:so|dll)$", re.I)
 _SONAME = re.compile(r"^(lib[A-Za-z]+)\.so\.(\d+)(?:\.\d+)*$")
 # What the loader failing means for each package, in the words of its users' bug reports.
 _LOAD_FAILS = {
     "onnxruntime-gpu": "the CUDAExecutionProvider fails to load and onnxruntime silently falls back to the CPU",
     "bitsandbytes": "bitsandbytes falls back to its CPU library ('CUDA Setup failed' / 8-bit optimizers unavailable)",
 }
-_TORCH_IN_LOCAL = re.compile(r"(?:torch|pt)(\d)\.?(\d{1,2})")
 
 
 def _dists(v: FactsView) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
@@ -122,41 +122,6 @@ def _ext_arch(v: FactsView, k: Knowledge, dist: str, ver: str, files: list[dict[
                 f"upgrade the NVIDIA driver, or install a {dist} build with SASS for sm_{c[0]}{c[1]}",
             )]
     return []
-
-
-def _torch_wanted(e: dict[str, Any]) -> str | None:
-    """The torch major.minor an extension wheel was built against: its METADATA pin (==X.Y.Z) or the
-    +cu123torch2.4 / +pt24 local version label."""
-    req = as_str(e.get("requires_torch")) or ""
-    m = re.fullmatch(r"==\s*([\d.]+)", req)
-    if m:
-        return major_minor(m.group(1))
-    local = (as_str(e.get("version")) or "").partition("+")[2].lower()
-    m = _TORCH_IN_LOCAL.search(local)
-    return f"{m.group(1)}.{m.group(2)}" if m else None
-
-
-def check_ext_torch(v: FactsView, k: Knowledge) -> list[Finding]:
-    """An extension wheel built for another torch: its C++ symbols do not resolve ('undefined symbol')."""
-    t = v.torch
-    have = major_minor(t.base) if t else None
-    if not t or not have:
-        return []
-    out = []
-    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
-        e = as_dict(e)
-        want = _torch_wanted(e)
-        if want is None or vcmp(want, have) == 0:
-            continue
-        ver = as_str(e.get("version")) or "?"
-        out.append(error(
-            "ext-torch-mismatch",
-            f"{dist} {ver} was built for torch {want}, but {t.label} is installed: importing it fails with "
-            f"'undefined symbol: _ZN3c10…' (torch's C++ ABI changes with every minor release)",
-            f"pip install --no-build-isolation --force-reinstall --no-deps {dist}=={ver.split('+')[0]} (builds it "
-            f"against the installed torch), or go back to torch {want}",
-        ))
-    return out
 
 
 def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
@@ -252,7 +217,10 @@ def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
     """bitsandbytes picks libbitsandbytes_cudaXYZ.so by torch's CUDA (or BNB_CUDA_VERSION): none there."""
     e = as_dict(as_dict(v.f.get("extensions")).get("bitsandbytes"))
     names = [_base(str(as_dict(f).get("file"))) for f in as_list(e.get("files"))]
-    have = sorted({m.group(1) for n in names if (m := re.match(r"libbitsandbytes_cuda(\d+)\w*\.so", n))})
+    # Linux .so and Windows .dll: the same names (libbitsandbytes_cuda128.dll, the file 'Could not find the
+    # bitsandbytes CUDA binary at …' names on Windows)
+    have = sorted({m.group(1) for n in names if (m := _BNB_LIB.match(n))})
+    ext = "dll" if any(n.lower().endswith(".dll") for n in names) else "so"
     if not have:
         return []
     env = v.env.get("BNB_CUDA_VERSION")
@@ -263,7 +231,7 @@ def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
     src = f"BNB_CUDA_VERSION={env}" if env or not t else f"{t.label} (CUDA {t.cuda})"
     return [error(
         "bnb-cuda-binary",
-        f"bitsandbytes {e.get('version') or '?'} looks for libbitsandbytes_cuda{want}.so because of {src}, but ships "
+        f"bitsandbytes {e.get('version') or '?'} looks for libbitsandbytes_cuda{want}.{ext} because of {src}, but ships "
         f"only {', '.join(f'cuda{h}' for h in have)}: it cannot load its CUDA library",
         "unset BNB_CUDA_VERSION" if env else "pip install -U bitsandbytes (newer releases ship more CUDA builds)",
     )]
@@ -385,5 +353,5 @@ def check_pin_python(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-CHECKS = (check_ext_archs, check_ext_torch, check_ext_cuda_libs, check_bnb_binary, check_capability_floor,
+CHECKS = (check_ext_archs, check_ext_cuda_libs, check_bnb_binary, check_capability_floor,
           check_tf_windows, check_python_bits, check_pin_python)

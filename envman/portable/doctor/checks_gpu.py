@@ -37,12 +37,13 @@ def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[Installed, str, R
 
 
 def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
-    """The driver must be at least the runtime's minor-version-compat floor (inclusive)."""
-    if not v.driver:
+    """The driver must be at least the runtime's minor-version-compat floor (inclusive). With only the driver's CUDA
+    known (a report that quotes "found version 12080"), that CUDA must reach the runtime's."""
+    if not v.driver and not v.driver_cuda:
         return []
     out = []
     for fw, cuda, rel in _cuda_frameworks(v, k):
-        mode = k.driver_mode(v.driver, cuda)
+        mode = k.driver_mode(v.driver, cuda) if v.driver else None
         if mode is None and v.driver_cuda and major(v.driver_cuda) is not None:
             # No data on this CUDA release: the driver's own CUDA version still tells. Across majors always; within
             # one, where the major has no minor-version compatibility (none before CUDA 11: the matrix's `majors`
@@ -61,16 +62,20 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
         remedy = f"install NVIDIA driver ≥ {full or floor}" if (full or floor) else "upgrade the NVIDIA driver"
         ceilings = [(c, k.driver_ceiling(c)) for c in v.gpu_ccs()]
         stuck = [(c, ce) for c, ce in ceilings if ce is not None and vcmp(ce[1], floor or full or "0") < 0]
-        if stuck:
+        if stuck and v.driver:
             c, (branch, last) = stuck[0]
             remedy = (f"no driver that new runs a {c[0]}.{c[1]} GPU (support ends with {branch}, last {last}): "
                       "keep this driver")
-        alt = k.best_build(fw.name, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python)
+        alt = k.best_build(fw.name, ccs=v.gpu_ccs(), driver=v.driver, prefer=rel, python=v.python) if v.driver else None
         if alt:
             arel, ab = alt
             remedy += f", or the build that runs on driver {v.driver}: {install(arel, ab, v)}"
-        out.append(error("driver-too-old", f"driver {v.driver} is too old for {fw.label}: {need}", remedy))
+        out.append(error("driver-too-old", f"{_driver_words(v)} is too old for {fw.label}: {need}", remedy))
     return out
+
+
+def _driver_words(v: FactsView) -> str:
+    return f"driver {v.driver}" if v.driver else f"the driver (CUDA {v.driver_cuda})"
 
 
 def _fatbin_archs(v: FactsView, name: str) -> tuple[list[Any], list[str], str] | None:
@@ -344,13 +349,29 @@ def check_health(v: FactsView, k: Knowledge) -> list[Finding]:
                 f"{g.label} has a pending row remap (a failing memory row waits to be retired)",
                 f"reset the GPU (sudo nvidia-smi -r -i {g.index}) or reboot to apply it",
             ))
-        if r.get("mig") is True or str(r.get("mig")).lower() == "enabled":
-            out.append(info(
-                "gpu-mig",
-                f"{g.label} is in MIG mode: CUDA sees its MIG instances, not the whole GPU",
-                "list them with nvidia-smi -L and pick one: export CUDA_VISIBLE_DEVICES=MIG-<uuid>",
-            ))
-    return out
+    return out + _mig(v)
+
+
+def _mig(v: FactsView) -> list[Finding]:
+    """MIG mode: one GPU is a note; several are a warning, since a CUDA process enumerates one MIG instance, so a
+    multi-GPU run (torchrun, DDP, NCCL) cannot span them."""
+    mig = [g for g in v.gpus if g.raw.get("mig") is True or str(g.raw.get("mig")).lower() == "enabled"]
+    if len(mig) == 1:
+        return [info(
+            "gpu-mig",
+            f"{mig[0].label} is in MIG mode: CUDA sees its MIG instances, not the whole GPU",
+            "list them with nvidia-smi -L and pick one: export CUDA_VISIBLE_DEVICES=MIG-<uuid>",
+        )]
+    if not mig:
+        return []
+    return [warn(
+        "gpu-mig",
+        f"{len(mig)} GPUs are in MIG mode ({', '.join(str(g.index) for g in mig)}): a CUDA process sees one MIG "
+        "instance, so a multi-GPU run cannot span them (torch.cuda.device_count() is 1; NCCL across instances "
+        "is not supported)",
+        "run one single-GPU job per MIG instance (CUDA_VISIBLE_DEVICES=MIG-<uuid>), or disable MIG for multi-GPU "
+        "training: sudo nvidia-smi -i " + ",".join(str(g.index) for g in mig) + " -mig 0 (then reset the GPUs)",
+    )]
 
 
 def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:

@@ -39,7 +39,10 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
     """nvidia-* wheels of two CUDA majors, or two NCCLs, in one environment."""
     out: list[Finding] = []
     by_major: dict[int, list[str]] = {}
+    ncc = v.pkgs_matching(_NCCL)
     for name, ver in v.pip.items():
+        if len(ncc) > 1 and name in ncc:
+            continue  # one cause, one finding: nccl-duplicate below
         if _NVIDIA.match(name) or name == "cuda-toolkit":
             m = _cuda_major_of(name, ver, k)
             if m is not None:
@@ -60,16 +63,17 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
             f"{listing}",
             f"pip uninstall -y {' '.join(drop)}",
         ))
-    ncc = v.pkgs_matching(_NCCL)
     if len(ncc) > 1:
         keep_n = next((n for n in ncc if want is not None and _cuda_major_of(n, ncc[n], k) == want), None)
         drop_n = [n for n in ncc if n != keep_n] if keep_n else sorted(ncc)[:-1]
         keep_n = keep_n or sorted(ncc)[-1]
         out.append(error(
             "nccl-duplicate",
-            f"{len(ncc)} NCCLs are installed: {', '.join(f'{n} {ver}' for n, ver in ncc.items())}: which one loads "
-            f"depends on import order",
-            f"pip uninstall -y {' '.join(drop_n)} (keep {keep_n} {ncc[keep_n]})",
+            f"{len(ncc)} NCCLs are installed: {', '.join(f'{n} {ver}' for n, ver in ncc.items())}: each wheel writes "
+            f"the same nvidia/nccl/lib/libnccl.so.2, so the last one installed wins whatever the metadata says, and "
+            f"ranks with different NCCL builds hang in their first large collective",
+            f"pip uninstall -y {' '.join(drop_n)} && pip install --force-reinstall --no-deps {keep_n}=={ncc[keep_n]} "
+            f"(uninstalling one removes the file both wrote)",
         ))
     return out
 
@@ -112,7 +116,7 @@ def _companions(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
         # chosen otherwise (jax[cuda13] and one jaxlib for every build) has no companion variant to compare
         by_index = own is not None and any(b.index_url for b in own.builds)
         cvar = label or (own.pypi_default if own and by_index else None)
-        if not cvar or not tv or cvar == tv:
+        if not cvar or not tv or cvar.split(".")[0] == tv:  # jaxlib's cuda12.cudnn89: the CUDA build is its first part
             continue
         cm, tm = variant_cuda(cvar), variant_cuda(tv)
         severe = (cm is None) != (tm is None) or (cm and tm and major(cm) != major(tm))

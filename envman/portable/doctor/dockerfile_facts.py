@@ -132,6 +132,7 @@ class _Image:
         self.intent: list[dict[str, str]] = []
         self.replaced: list[dict[str, Any]] = []
         self.unread: list[dict[str, Any]] = []
+        self.companions = {c for name in k.releases for c in k.companion_names(name)}
         fw = base.get("framework")
         if fw and fw.get("version"):
             self._set(fw["name"], fw["version"], fw.get("cuda"), None, base.get("line", 0), from_base=True)
@@ -166,7 +167,10 @@ class _Image:
             if name in SOURCE_BUILDS:
                 self.intent.append({"package": name, "file": f"Dockerfile:{inst['line']}", "line": r})
             pin = re.fullmatch(r"==\s*([\w.+-]+)", spec)
-            self.pip[name] = pin.group(1) if pin else self.pip.get(name, "")
+            got = pin.group(1) if pin else self.pip.get(name, "")
+            if pin and variant and "+" not in got and name in self.companions:
+                got += f"+{variant}"  # torchvision==0.16.2 from …/whl/cu118 is the +cu118 build, as torch is
+            self.pip[name] = got
 
     def _install_framework(self, fw: str, name: str, extras: str, spec: str, variant: str | None, line: int) -> None:
         pin = re.fullmatch(r"==\s*([\w.+!-]+)", spec)
@@ -194,21 +198,26 @@ class _Image:
             self._set(fw, rel.version, b.cuda if b else None, None, line, extras=extras, package=name)
             self.frameworks[fw]["is_cuda_build"] = name != "tensorflow-cpu"
             if gpu and b is not None:
-                self._cuda_wheels(b.cuda, b.cudnn)
+                self._cuda_wheels(b.cuda, b.cudnn, every=True)
             return
         label = f"+{variant}" if variant else ""
         self._set(fw, rel.version + label, build.cuda if build else None, variant, line)
         if build is not None and not build.is_cpu:
             self._cuda_wheels(build.cuda, build.cudnn)
 
-    def _cuda_wheels(self, cuda: str | None, cudnn: str | None) -> None:
-        """The nvidia-* wheels a CUDA framework wheel pulls in (its runtime and cuDNN, by CUDA major)."""
+    def _cuda_wheels(self, cuda: str | None, cudnn: str | None, every: bool = False) -> None:
+        """The nvidia-* wheels a CUDA framework wheel pulls in (its runtime and cuDNN, by CUDA major); ``every``: also
+        the math libraries (tensorflow[and-cuda] names each one), numbered as their sonames are for that CUDA."""
         cm = major(cuda)
         if cm is None:
             return
         self.pip[f"nvidia-cuda-runtime-cu{cm}"] = str(cuda)
         if cudnn:
             self.pip[f"nvidia-cudnn-cu{cm}"] = cudnn
+        if every:
+            for stem, so in self.k.sonames(cuda).items():
+                if stem not in ("libcudart", "libcublasLt"):
+                    self.pip[f"nvidia-{stem[3:]}-cu{cm}"] = so if "." in so else f"{so}.0"
 
     def conda_install(self, inst: dict[str, Any]) -> None:
         pkgs = {norm(p.split("=")[0]): (p.split("=", 1)[1].lstrip("=") if "=" in p else "") for p in inst["packages"]}

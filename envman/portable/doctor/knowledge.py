@@ -109,6 +109,23 @@ class Knowledge:
     # matrices/extensions.yaml triton_links_libcuda_so: the first Triton release whose launcher links libcuda.so.1,
     # not -lcuda (which needs an unversioned libcuda.so)
     triton_lcuda_before: str | None = None
+    # matrices/extensions.yaml `loaders`: (package, what its loader compares beyond release/CPU/ABI, torch minor
+    # releases of one C++ ABI (("2.4", "2.5"), …)); `cudnn_built`: (package, version, cuDNN it was compiled with);
+    # `quirks`: (id, framework, versions, severity, says, remedy, when_installed, ((variable, text), …) of unless_env)
+    loaders: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]], ...] = ()
+    cudnn_built: tuple[tuple[str, str, str], ...] = ()
+    quirks: tuple[tuple[str, str, tuple[str, ...], str, str, str, str, tuple[tuple[str, str], ...]], ...] = ()
+
+    def loader(self, package: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        """(what ``package``'s loader compares beyond release/CPU/ABI, torch releases sharing one C++ ABI)."""
+        return next(((c, s) for p, c, s in self.loaders if p == package), ((), ()))
+
+    def built_cudnn(self, package: str, version: str | None) -> str | None:
+        return next((c for p, v, c in self.cudnn_built if p == package and v == version), None)
+
+    def quirks_of(self, framework: str, version: str | None) -> list[tuple[str, str, str, str, str, tuple[tuple[str, str], ...]]]:
+        """(id, severity, says, remedy, when_installed, unless_env) of the known defects of this release."""
+        return [(q[0], *q[3:]) for q in self.quirks if q[1] == framework and version in q[2]]
 
     def sonames(self, cuda: str | None) -> dict[str, str]:
         """{stem: soname version} of CUDA ``cuda``'s libraries ('libcufft' -> '10' for 11.8): the newest row of its
@@ -288,6 +305,9 @@ class Knowledge:
             "windows_native": [list(x) for x in self.windows_native],
             "cuda_images": [list(x) for x in self.cuda_images],
             "triton_lcuda_before": self.triton_lcuda_before,
+            "loaders": [[p, list(c), [list(g) for g in s]] for p, c, s in self.loaders],
+            "cudnn_built": [list(x) for x in self.cudnn_built],
+            "quirks": [[*q[:2], list(q[2]), *q[3:7], [list(u) for u in q[7]]] for q in self.quirks],
         }
 
     @classmethod
@@ -329,7 +349,15 @@ class Knowledge:
             tuple((str(p), str(f)) for p, f in d.get("windows_native") or ()),
             tuple((str(c), dn, str(u), str(py)) for c, dn, u, py in d.get("cuda_images") or ()),
             d.get("triton_lcuda_before"),
+            tuple((str(p), tuple(c), tuple(tuple(g) for g in s)) for p, c, s in d.get("loaders") or ()),
+            tuple((str(p), str(v), str(c)) for p, v, c in d.get("cudnn_built") or ()),
+            tuple(_quirk(q) for q in d.get("quirks") or ()),
         )
+
+
+def _quirk(q: list[Any]) -> tuple[str, str, tuple[str, ...], str, str, str, str, tuple[tuple[str, str], ...]]:
+    return (str(q[0]), str(q[1]), tuple(str(v) for v in q[2]), str(q[3]), str(q[4]), str(q[5]), str(q[6]),
+            tuple((str(a), str(b)) for a, b in q[7]))
 
 
 def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] | list[str],

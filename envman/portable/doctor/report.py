@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .findings import ERROR, INFO, WARN, Finding
-from .view import FactsView
+from .view import FactsView, as_dict
 
 REPORT_SCHEMA = 1
 _HEADINGS = ((ERROR, "errors", "✗"), (WARN, "warnings", "!"), (INFO, "info", "-"))
@@ -35,6 +35,8 @@ def verdict_line(findings: list[Finding], facts: dict[str, Any]) -> str:
         stack = "no framework found in what it installs" + (f", {stack}" if stack != "nothing detected" else "")
         if not c[ERROR] and not c[WARN]:
             return f"nothing to judge: {stack}"
+    if where == "here" and not c[ERROR] and v.gpus_known and not v.gpus and not v.driver:
+        return _cpu_only(v, c)
     if c[ERROR]:
         head = f"training will NOT work {where}: {_n(c[ERROR], 'error')}"
         if c[WARN]:
@@ -44,6 +46,22 @@ def verdict_line(findings: list[Finding], facts: dict[str, Any]) -> str:
     else:
         head = "ready"
     return f"{head} ({stack})"
+
+
+def _cpu_only(v: FactsView, c: dict[str, int]) -> str:
+    """No GPU and no driver: say so first, and what was looked at, never "ready" (a CPU run is not what a GPU
+    training environment is for)."""
+    fws = ", ".join(fw.label for fw in v.frameworks) or "no framework installed"
+    looked = ["the PCI bus" if "pci_nvidia_gpus" in v.f else "", "the NVIDIA driver (NVML, nvidia-smi)"]
+    py = as_dict(v.f.get("python"))
+    if py.get("version"):
+        looked.append(f"the Python {v.python} environment{' at ' + str(py['prefix']) if py.get('prefix') else ''} "
+                      f"({_n(len(v.pip), 'package')})")
+    if isinstance(v.f.get("docker"), dict):
+        looked.append("Docker")
+    warns = f", {_n(c[WARN], 'warning')}" if c[WARN] else ""
+    return (f"CPU only{warns}: no NVIDIA GPU or driver found ({fws}); examined "
+            + ", ".join(x for x in looked if x))
 
 
 def render_text(findings: list[Finding], facts: dict[str, Any]) -> str:

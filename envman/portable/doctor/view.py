@@ -79,7 +79,7 @@ class FactsView:
         self.gpus_known = isinstance(gl, list)
         self.gpus = [Gpu(g, i) for i, g in enumerate(as_list(gl)) if isinstance(g, dict)]
         self.driver = as_str(f.get("driver"))
-        self.driver_cuda = as_str(f.get("driver_cuda"))
+        self.driver_cuda = driver_cuda_text(f.get("driver_cuda"))
         self.pip = {norm_name(k): as_str(v) or "" for k, v in as_dict(f.get("pip")).items()}
         self.env = {str(k): ("" if v is None else str(v)) for k, v in as_dict(f.get("env")).items()}
         self._frameworks: list[Installed] | None = None
@@ -143,6 +143,18 @@ class FactsView:
         if self.python:
             parts.append(f"Python {self.python}")
         return ", ".join(parts)
+
+
+def driver_cuda_text(value: Any) -> str | None:
+    """The driver's CUDA as X.Y: "12.8" as NVML/nvidia-smi print it, or the integer CUDA itself prints
+    (cudaDriverGetVersion, NCCL's "cudaDriverVersion 12080", "found version 12080") -> "12.8"."""
+    if isinstance(value, bool):
+        return None
+    text = str(value) if isinstance(value, int) else as_str(value)
+    if text and re.fullmatch(r"\d{4,6}", text.strip()):
+        n = int(text)
+        return f"{n // 1000}.{n % 1000 // 10}"
+    return text
 
 
 def group_label(gpus: list[Gpu]) -> str:

@@ -19,6 +19,9 @@ try:
         import torch
         out["version"] = torch.__version__
         out["cuda"] = torch.version.cuda
+        abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)  # the C++ ABI extensions must be built with
+        if isinstance(abi, bool):
+            out["cxx11_abi"] = abi
         try:
             out["arch_list"] = list(torch.cuda.get_arch_list())
         except Exception as e:
@@ -73,6 +76,8 @@ def merge_deep(facts: dict[str, Any], deep: dict[str, Any]) -> None:
         return
     if t.get("arch_list"):
         facts["torch"]["arch_list"] = t["arch_list"]
+    if isinstance(t.get("cxx11_abi"), bool):
+        facts["torch"]["cxx11_abi"] = t["cxx11_abi"]
     if t.get("cudnn"):
         facts["torch"]["cudnn"] = t["cudnn"]
         facts["torch"]["cudnn_source"] = "loaded"

@@ -10,12 +10,13 @@ read of its bulk.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import time
 from typing import Any
 
-from ..fatbin import dynamic_entries, read_fatbin
+from ..fatbin import cxx11_abi, dynamic_entries, read_fatbin
 from . import loader
 from .commands import read_text
 
@@ -84,20 +85,53 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
                 e["truncated"] = True
                 break
             total += 1
-            path = os.path.join(loc, rel)
-            one: dict[str, Any] = {"file": rel}
-            if rel.endswith(".dll"):
-                files.append(one)
-                continue
-            try:
-                one.update(read_fatbin(path))
-                one.update(library_record(path, where))
-            except (OSError, ValueError, IndexError) as exc:  # struct.error is a ValueError
-                one["error"] = f"{type(exc).__name__}: {exc}"
-            files.append(one)
+            files.append(_library(loc, rel, where, e))
         e["files"] = files
+        built = _built_for(loc, name)
+        if built:
+            e["built_for"] = built
         if files or name not in others:  # (a package that only requires torch and ships no library: not one)
             out[name] = e
+    return out
+
+
+def _library(loc: str, rel: str, where: LoaderView, e: dict[str, Any]) -> dict[str, Any]:
+    """One shared library of a distribution: its fat binary and loader record (a Windows .dll: its name only); the
+    first torch-linked one also sets the distribution's C++ ABI (``e["cxx11_abi"]``)."""
+    path = os.path.join(loc, rel)
+    one: dict[str, Any] = {"file": rel}
+    if rel.endswith(".dll"):
+        return one
+    try:
+        one.update(read_fatbin(path))
+        one.update(library_record(path, where))
+        if "libc10.so" in one.get("needed", ()) and "cxx11_abi" not in e:
+            abi = cxx11_abi(path)
+            if abi is not None:
+                e["cxx11_abi"] = abi
+    except (OSError, ValueError, IndexError) as exc:  # struct.error is a ValueError
+        one["error"] = f"{type(exc).__name__}: {exc}"
+    return one
+
+
+# A package's own record of the torch it was built for: xformers/cpp_lib.json {"version": {"torch": "2.6.0+cu124",
+# "cuda": 1204}} is what xformers' loader compares with torch.__version__ and torch.version.cuda.
+BUILD_RECORDS = {"xformers": "xformers/cpp_lib.json"}
+
+
+def _built_for(loc: str, name: str) -> dict[str, str] | None:
+    rel = BUILD_RECORDS.get(name)
+    text = read_text(os.path.join(loc, rel), 1 << 16) if rel else None
+    try:
+        ver = json.loads(text)["version"] if text else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(ver, dict) or not isinstance(ver.get("torch"), str):
+        return None
+    out = {"torch": ver["torch"]}
+    cuda = ver.get("cuda")
+    if isinstance(cuda, int) and not isinstance(cuda, bool) and cuda > 0:  # major*100 + minor: 1204 -> "12.4"
+        out["cuda"] = f"{cuda // 100}.{cuda % 100}"
     return out
 
 

@@ -159,7 +159,7 @@ def _dockerfile_dirs(project_dir: str) -> list[str]:
 def read_dockerfiles(project_dir: str, limit: int = 16) -> list[dict[str, Any]]:
     """``[{path, from}]``: the project's Dockerfiles (its top level, its first-level directories and the
     subdirectories of docker/, dockerfiles/, deploy/, .devcontainer/ …) and the images their stages start FROM."""
-    from ..dockerfile import base_images
+    from ..dockerfile import DockerfileTooLarge, base_images
 
     out: list[dict[str, Any]] = []
     for sub in _dockerfile_dirs(project_dir):
@@ -172,5 +172,10 @@ def read_dockerfiles(project_dir: str, limit: int = 16) -> list[dict[str, Any]]:
             if DOCKERFILE_NAMES.match(n) and len(out) < limit and os.path.isfile(os.path.join(d, n)):
                 text = read_text(os.path.join(d, n), 1 << 20)
                 if text is not None:
-                    out.append({"path": os.path.join(sub, n) if sub else n, "from": base_images(text)})
+                    rec: dict[str, Any] = {"path": os.path.join(sub, n) if sub else n}
+                    try:
+                        rec["from"] = base_images(text)
+                    except DockerfileTooLarge as exc:  # recorded, not followed: what it starts FROM is unknown
+                        rec["error"] = str(exc)
+                    out.append(rec)
     return out

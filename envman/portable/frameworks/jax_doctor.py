@@ -79,11 +79,27 @@ def _build(rec: Mapping[str, Any]) -> Optional[str]:
     return found[-1] if found else None  # two plugins: judged by the newer (jax-two-plugins says the rest)
 
 
+# jaxlib 0.4.25+cuda12.cudnn89: a CUDA jaxlib from before the plugins (jax_cuda_releases.html), its label naming the
+# CUDA major and the cuDNN it was built with
+_LABEL = re.compile(r"\+cuda(\d+)\.cudnn(\d)(\d+)$")
+
+
+def jaxlib_label(rec: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+    """(CUDA major, cuDNN X.Y) of a jaxlib whose version carries the +cudaNN.cudnnXY label."""
+    m = _LABEL.search(str(rec.get("jaxlib") or ""))
+    return (m.group(1), f"{m.group(2)}.{m.group(3)}") if m else None
+
+
 def installed_jax(facts: Mapping[str, Any]) -> Optional[Installed]:
     rec = facts.get("jax")
     if not isinstance(rec, dict) or not isinstance(rec.get("version"), str) or not rec["version"].strip():
         return None
     build = _build(rec)
+    label = jaxlib_label(rec)
+    if build is None and label:
+        # it loads the CUDA and cuDNN it finds (jax[cuda12_local] / _pip of old): check_jax_cudnn judges its label
+        return Installed("jax", rec["version"].strip(), f"cuda{label[0]}", label[0], gpu=True,
+                         arch_source="its build info", pins_cuda_wheels=False)
     plugin = rec["plugins"][build] if build else {}
     runtime = rec.get("cuda_runtime")
     arch = plugin.get("arch_list")
@@ -188,4 +204,58 @@ def check_jax_env(v: Any, k: Any) -> list[Finding]:
     return out
 
 
-CHECKS = (check_jax_parts, check_jax_beside_tensorflow, check_jax_env)
+def _cudnn_here(v: Any, cuda_major: str) -> Optional[tuple[str, str]]:
+    """(version, where) of the cuDNN a JAX of CUDA ``cuda_major`` finds: its nvidia-cudnn wheel, else a system one."""
+    for name in (f"nvidia-cudnn-cu{cuda_major}", "nvidia-cudnn"):
+        if v.pkg(name):
+            return v.pkg(name), name
+    for d in v.f.get("cuda_libs") or ():
+        ver = ((d or {}).get("libs") or {}).get("libcudnn") if isinstance(d, dict) else None
+        if isinstance(ver, str) and ver.count(".") >= 1:
+            return ver, f"libcudnn in {d.get('dir')}"
+    return None
+
+
+def _cudnn_wanted(v: Any, k: Any, rec: Mapping[str, Any]) -> Optional[tuple[str, str, str]]:
+    """(CUDA major, the cuDNN this JAX was compiled with, what says so): the jaxlib's +cudnnXY label, else the
+    plugin's row in extensions.yaml cudnn_built, else the matrix's cuDNN floor of the build (matrices/jax.yaml: the
+    floor the image's smoke program holds the build to too)."""
+    label = jaxlib_label(rec)
+    if label:
+        return label[0], label[1], f"jaxlib {rec.get('jaxlib')}'s label"
+    build = _build(rec)
+    if build is None:
+        return None
+    plugin = rec["plugins"][build].get("plugin")
+    built = k.built_cudnn(f"jax-{build}-plugin", plugin)
+    if built:
+        return build[4:], built, f"jax-{build}-plugin {plugin} was compiled with it"
+    return None  # the matrix's own floor: the generic cudnn-too-old check judges it
+
+
+def check_jax_cudnn(v: Any, k: Any) -> list[Finding]:
+    """The cuDNN here against the one this JAX was compiled with: XLA refuses another major, and an older minor
+    ('Loaded runtime CuDNN library: 9.0.0 but source was compiled with: 9.1.1'), and JAX falls back to the CPU."""
+    rec = v.f.get("jax")
+    if not isinstance(rec, dict):
+        return []
+    want = _cudnn_wanted(v, k, rec)
+    here = _cudnn_here(v, want[0]) if want else None
+    if not want or not here:
+        return []
+    cm, built, why = want
+    have, where = here
+    if have.split(".")[0] == built.split(".")[0] and vcmp(major_minor(have) or have, major_minor(built) or built) >= 0:
+        return []
+    pkg = where if where.startswith("nvidia-cudnn") else f"nvidia-cudnn-cu{cm}"
+    fix = f"pip install '{pkg}=={built.split('.')[0]}.{built.split('.')[1]}.*'"
+    if have.split(".")[0] != built.split(".")[0]:
+        fix = (f"{fix} (or a JAX built for cuDNN {have.split('.')[0]}: pip install -U 'jax[cuda{cm}]', whose plugin "
+               f"wheels pull the cuDNN they need)")
+    return [error("cudnn-too-old" if have.split(".")[0] == built.split(".")[0] else "cudnn-mismatch",
+                  f"cuDNN {have} ({where}) is not the cuDNN {built} jax {rec.get('version')} was compiled with ({why}): "
+                  f"'Loaded runtime CuDNN library: {have} but source was compiled with: {built}', and JAX falls back "
+                  f"to the CPU", fix)]
+
+
+CHECKS = (check_jax_parts, check_jax_beside_tensorflow, check_jax_env, check_jax_cudnn)

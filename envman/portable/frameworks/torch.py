@@ -279,6 +279,9 @@ def probe_torch(dists: Mapping[str, Any], read: Callable[[str, int], Optional[st
     for k in ("cuda", "hip", "git_version", "debug"):
         if k in vals:
             t[k] = vals[k]
+    abi = _cxx11_abi(loc, read)
+    if abi is not None:
+        t["cxx11_abi"] = abi
     req = _pinned_wheels(read(os.path.join(loc, dists["torch"][2], "METADATA"), 1 << 18) or "")
     if req:
         t["requires"] = req
@@ -293,6 +296,22 @@ def probe_torch(dists: Mapping[str, Any], read: Callable[[str, int], Optional[st
         if nccl:
             t["nccl"] = nccl
     return t
+
+
+def _cxx11_abi(loc: str, read: Callable[[str, int], Optional[str]]) -> Optional[bool]:
+    """The C++ ABI torch was built with, without importing it: the flag its CMake config hands extensions (torch
+    before 2.7 wrote -D_GLIBCXX_USE_CXX11_ABI=0 there), else the names libc10.so exports (std::__cxx11 or the old
+    Ss string; a small library: about a millisecond)."""
+    cfg = read(os.path.join(loc, "torch", "share", "cmake", "Torch", "TorchConfig.cmake"), 1 << 16) or ""
+    m = re.search(r"_GLIBCXX_USE_CXX11_ABI=([01])", cfg)
+    if m:
+        return m.group(1) == "1"
+    from ..fatbin import cxx11_abi
+
+    try:
+        return cxx11_abi(os.path.join(loc, "torch", "lib", "libc10.so"))
+    except (OSError, ValueError):
+        return None
 
 
 def _text(x: object) -> Optional[str]:
