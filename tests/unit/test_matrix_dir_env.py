@@ -39,7 +39,7 @@ def test_a_folder_or_no_variable_is_read_as_before(tmp_path, monkeypatch):
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(min_size=1, max_size=40).filter(lambda t: "\0" not in t))
 def test_any_value_that_names_no_folder_is_one_error_naming_it(tmp_path, monkeypatch, name):
-    value = str(tmp_path / "m" / name)  # m/ is never made: nothing under it is a folder
+    value = f"{tmp_path}/m/{name}"  # m/ is never made: nothing under it is a folder (joined as text: "/" must not reset it)
     monkeypatch.setenv("ENVMAN_MATRIX_DIR", value)
     with pytest.raises(UsageError) as exc:
         matrix_dir()
