@@ -33,8 +33,8 @@ class Ver(Version):
         return (Ver, (self._text,))
 
 
-_SM = re.compile(r"^sm_(\d+)(\d)([af]?)$")
-_CC = re.compile(r"^(\d+)\.(\d)$")
+_SM = re.compile(r"^sm_(\d+)(\d)([af]?)\Z")
+_CC = re.compile(r"^(\d+)\.(\d)\Z")
 
 
 @dataclass(frozen=True, order=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from envman.process import Owner
 
 _CANDIDATE = re.compile(r"^(?P<short>[0-9a-f]{12})-unverified-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<started>\d+)"
-                        r"-[0-9a-f]{6}$")
+                        r"-[0-9a-f]{6}\Z")
 
 
 def candidate_tag(short: str, owner: Owner) -> str:

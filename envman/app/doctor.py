@@ -171,8 +171,8 @@ def read_facts_file(path: str) -> dict:
     return data
 
 
-_VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
-_CC = re.compile(r"^\d+\.\d+$")
+_VERSION = re.compile(r"^\d+(\.\d+){0,3}\Z")
+_CC = re.compile(r"^\d+\.\d+\Z")
 
 
 def _validate_facts(data: dict, label: str, hint: str) -> None:

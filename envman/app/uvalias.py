@@ -18,7 +18,7 @@ from pathlib import Path
 
 RECORD = ".envman/uv-write.json"
 MAX_RECORD = 64 * 1024
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 def _read(root: Path) -> dict[str, dict[str, str]]:

@@ -28,12 +28,12 @@ from envman.errors import SpecError, UsageError
 from envman.redact import redact, redact_userinfo
 
 SETTINGS = ("envman", "index_url")  # envman.yaml's ci: keys
-_PIP_SPEC = re.compile(r"^[A-Za-z0-9 ._\-\[\],<>=!~*+:/@#%&?]+$")  # no quotes, $, {}, `, ; or newlines
-_WHEEL_PATH = re.compile(r"^(?:[A-Za-z0-9_.+-]+/)*envman-[A-Za-z0-9_.+-]+\.whl$")
-_DIR_PATH = re.compile(r"^[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*$")
-_INDEX = re.compile(r"^https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%+-]+)*/?$")
-_GIT_URL = re.compile(r"^git\+(?:https|ssh)://[A-Za-z0-9.@:_-]+(?:/[A-Za-z0-9._~%+-]+)+@[0-9a-f]{40}$")
-_HTTPS_ARCHIVE = re.compile(r"^https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%+-]+)+#sha256=[0-9a-f]{64}$")
+_PIP_SPEC = re.compile(r"^[A-Za-z0-9 ._\-\[\],<>=!~*+:/@#%&?]+\Z")  # no quotes, $, {}, `, ; or newlines
+_WHEEL_PATH = re.compile(r"^(?:[A-Za-z0-9_.+-]+/)*envman-[A-Za-z0-9_.+-]+\.whl\Z")
+_DIR_PATH = re.compile(r"^[A-Za-z0-9_.+-]+(?:/[A-Za-z0-9_.+-]+)*\Z")
+_INDEX = re.compile(r"^https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%+-]+)*/?\Z")
+_GIT_URL = re.compile(r"^git\+(?:https|ssh)://[A-Za-z0-9.@:_-]+(?:/[A-Za-z0-9._~%+-]+)+@[0-9a-f]{40}\Z")
+_HTTPS_ARCHIVE = re.compile(r"^https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%+-]+)+#sha256=[0-9a-f]{64}\Z")
 GIT_APT = "apt-get update -qq && apt-get install -y -qq --no-install-recommends git"
 _WHERE_HINT = ("say where CI gets envman: `ci: {envman: vendor/envman-V-py3-none-any.whl}` (a wheel committed to the "
                "repository), `ci: {envman: 'envman @ git+https://HOST/envman@COMMIT'}` or `ci: {index_url: "

@@ -22,11 +22,11 @@ from envman.lock.lockfile import canonical_json, read_lock
 SMOKE = "env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"  # the smoke program every envman image carries
 SKIP_LINE = "GPU smoke skipped: no GPU runner configured (envman ci {kind} --gpu-runner {word})"
 
-_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")  # a Docker repository path component
-_HOST = re.compile(r"^(?:localhost|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+)(?::[0-9]{1,5})?$")
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_HASH = re.compile(r"^[0-9a-f]{64}$")
-_DOCKERFILE = re.compile(r"^Dockerfile(?:\.[a-z0-9]+(?:[._-][a-z0-9]+)*)?$")
+_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*\Z")  # a Docker repository path component
+_HOST = re.compile(r"^(?:localhost|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+)(?::[0-9]{1,5})?\Z")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
+_HASH = re.compile(r"^[0-9a-f]{64}\Z")
+_DOCKERFILE = re.compile(r"^Dockerfile(?:\.[a-z0-9]+(?:[._-][a-z0-9]+)*)?\Z")
 _PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
 
 

@@ -22,7 +22,7 @@ from typing import IO, Any
 Entry = tuple[str, int, int, int, int, int, str]  # kind, mode, uid, gid, mtime, size, sha256 or link target
 _KINDS = {tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.DIRTYPE: "dir", tarfile.SYMTYPE: "symlink",
           tarfile.LNKTYPE: "hardlink", tarfile.CHRTYPE: "char", tarfile.BLKTYPE: "block", tarfile.FIFOTYPE: "fifo"}
-_HEX = re.compile(r"^(?:blobs/sha256/)?([0-9a-f]{64})(?:\.tar)?$")
+_HEX = re.compile(r"^(?:blobs/sha256/)?([0-9a-f]{64})(?:\.tar)?\Z")
 
 
 @dataclass

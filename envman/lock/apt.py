@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from envman.errors import ToolError
 
 # Debian policy: package names [a-z0-9][a-z0-9+.-]+, versions [epoch:]upstream[-revision] of [A-Za-z0-9.+~:-]
-NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
-VERSION = re.compile(r"^[A-Za-z0-9.+~:-]+$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+\Z")
+VERSION = re.compile(r"^[A-Za-z0-9.+~:-]+\Z")
 _INST = re.compile(r"^Inst (\S+) (?:\[[^\]]*\] )?\((\S+) ")
 
 

@@ -71,7 +71,7 @@ def archive_of(direct: str) -> str | None:
     None for other hosts, whose archive URLs envman does not know."""
     import re
 
-    m = re.match(r"^git\+https://(github\.com|gitlab\.com)/([^/@#]+/[^/@#]+?)(?:\.git)?@([0-9a-f]{7,40})$", direct)
+    m = re.match(r"^git\+https://(github\.com|gitlab\.com)/([^/@#]+/[^/@#]+?)(?:\.git)?@([0-9a-f]{7,40})\Z", direct)
     if not m:
         return None
     host, repo, sha = m.groups()

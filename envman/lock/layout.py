@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 LOCK_FILE = "envman.lock"
 # a profile's lock: envman.P.lock, P a profile name as envman.yaml allows it
-PROFILE_LOCK = re.compile(r"^envman\.([a-z0-9]+(?:[._-][a-z0-9]+)*)\.lock$")
+PROFILE_LOCK = re.compile(r"^envman\.([a-z0-9]+(?:[._-][a-z0-9]+)*)\.lock\Z")
 # what a Dockerfile reads from the build context, for every stack: re-included whatever .dockerignore excludes
 BUILD_INPUTS = ("!.envman/kit.py", "!.envman/stack*.json", "!requirements*.lock.txt", "!pylock*.toml",
                 "!.envman/sbom*.cdx.json")

@@ -22,7 +22,7 @@ MANIFEST_TYPES = ", ".join((
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",
 ))
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 
 def split_ref(ref: str) -> tuple[str, str, str]:

@@ -121,7 +121,7 @@ class RangeReader(io.RawIOBase):
 
     def _probe_size(self) -> int:
         data, headers = self._range("bytes=-%d" % BLOCK)
-        m = re.search(r"/(\d+)\s*$", headers.get("content-range", ""))
+        m = re.search(r"/(\d+)\s*\Z", headers.get("content-range", ""))
         if not m:
             raise ToolError(f"{self.url}: the server ignores HTTP range requests",
                             hint="pass --wheel PATH with a downloaded wheel")

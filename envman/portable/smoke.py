@@ -51,7 +51,7 @@ def gpu_visibility(dev_nodes: Iterable[str], smi_gpus: int | None,
     """Is a GPU visible to this process? Evidence: /dev/nvidiaN device nodes, or nvidia-smi listing a GPU
     (WSL2 has no device nodes). NVIDIA_VISIBLE_DEVICES alone is no evidence: CUDA base images set it to
     'all' even in containers started without GPUs. Returns (visible, evidence)."""
-    nodes = sorted(n for n in dev_nodes if re.match(r"/dev/nvidia\d+$", n))
+    nodes = sorted(n for n in dev_nodes if re.match(r"/dev/nvidia\d+\Z", n))
     evidence: list[str] = []
     if nodes:
         evidence.append("device nodes " + " ".join(nodes))

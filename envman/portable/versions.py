@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-_ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
+_ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)\Z")
 _LEAD = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
 
 
@@ -73,8 +73,8 @@ def variant_cuda(variant: str | None) -> str | None:
 
 # --- compute capabilities: (major, minor) tuples -------------------------------------------------
 
-_SM = re.compile(r"^(?:sm|compute)_(\d+)(\d)[a-z]?$")
-_DOTTED = re.compile(r"^(\d+)\.(\d+)$")
+_SM = re.compile(r"^(?:sm|compute)_(\d+)(\d)[a-z]?\Z")
+_DOTTED = re.compile(r"^(\d+)\.(\d+)\Z")
 
 
 def cc(text: object) -> tuple[int, int] | None:

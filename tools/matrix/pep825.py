@@ -14,10 +14,10 @@ from packaging.version import InvalidVersion, Version
 from envman.matrix.variants import LOWER, NAMESPACE, NULL, SM, UPPER, Properties
 from envman.model import Cc, FrameworkRelease, Variant
 
-_NAME = re.compile(r"^[a-z0-9_]+$")  # namespace and feature name
-_VALUE = re.compile(r"^[a-z0-9_.]+$")
-_LABEL = re.compile(r"^[0-9a-z_.]{1,16}$")
-_SM_VALUE = re.compile(r"^(\d+)(\d)_(real|virtual)$")
+_NAME = re.compile(r"^[a-z0-9_]+\Z")  # namespace and feature name
+_VALUE = re.compile(r"^[a-z0-9_.]+\Z")
+_LABEL = re.compile(r"^[0-9a-z_.]{1,16}\Z")
+_SM_VALUE = re.compile(r"^(\d+)(\d)_(real|virtual)\Z")
 
 
 # --- an index's variants.json ------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def _line_block(lines: list[str], key: tuple[int, int]) -> tuple[int, int]:
 def add_patch(text: str, version: Version, rows: list[str]) -> str:
     lines = text.splitlines(keepends=True)
     start, end = _line_block(lines, (version.major, version.minor))
-    pidx = next((i for i in range(start + 1, end) if re.match(r"^\s*patches:\s*$", lines[i])), None)
+    pidx = next((i for i in range(start + 1, end) if re.match(r"^\s*patches:\s*\Z", lines[i])), None)
     if pidx is None:
         raise DataError(f"torch.yaml: line {version.major}.{version.minor} has no block-style 'patches:' list")
     key_ind = _indent(lines[pidx])
@@ -67,7 +67,7 @@ def add_variant(text: str, key: tuple[int, int], block: str) -> str:
     its last key, see README), indented like the variants already there."""
     lines = text.splitlines(keepends=True)
     start, end = _line_block(lines, key)
-    vidx = max((i for i in range(start, end) if re.match(r"^\s*variants:\s*$", lines[i])), default=None)
+    vidx = max((i for i in range(start, end) if re.match(r"^\s*variants:\s*\Z", lines[i])), default=None)
     if vidx is None or any(_content(lines[i]) and _indent(lines[i]) <= _indent(lines[vidx]) and not lines[i].lstrip().startswith("- ")
                            for i in range(vidx + 1, end)):
         raise DataError(f"torch.yaml: line {key[0]}.{key[1]} does not end with its 'variants:' list")

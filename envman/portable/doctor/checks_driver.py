@@ -53,7 +53,7 @@ def check_driver_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
 def _wheel_major(name: str, ver: str, k: Knowledge) -> int | None:
     if name in _CUDA_PYTHON:
         return major(ver)
-    m = re.search(r"^nvidia-[a-z0-9-]+-cu(\d+)$", name)
+    m = re.search(r"^nvidia-[a-z0-9-]+-cu(\d+)\Z", name)
     if m:
         return int(m.group(1))
     return major(ver) if name in k.toolkit_wheels else None

@@ -25,8 +25,8 @@ _LIB_DIST = {
     "libcusparse": "nvidia-cusparse", "libcusolver": "nvidia-cusolver", "libnccl": "nvidia-nccl",
     "libnvrtc": "nvidia-cuda-nvrtc", "libnvJitLink": "nvidia-nvjitlink",
 }
-_BNB_LIB = re.compile(r"libbitsandbytes_cuda(\d+)\w*\.(?:so|dll)$", re.I)
-_SONAME = re.compile(r"^(lib[A-Za-z]+)\.so\.(\d+)(?:\.\d+)*$")
+_BNB_LIB = re.compile(r"libbitsandbytes_cuda(\d+)\w*\.(?:so|dll)\Z", re.I)
+_SONAME = re.compile(r"^(lib[A-Za-z]+)\.so\.(\d+)(?:\.\d+)*\Z")
 # What the loader failing means for each package, in the words of its users' bug reports.
 _LOAD_FAILS = {
     "onnxruntime-gpu": "the CUDAExecutionProvider fails to load and onnxruntime silently falls back to the CPU",

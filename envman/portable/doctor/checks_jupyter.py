@@ -11,7 +11,7 @@ from .view import FactsView, as_dict, as_list, as_str
 
 # argv[0] of a kernel that is itself a Python (python, python3, python3.12, python.exe, pythonw); wrappers
 # (conda run, env, a shell script) start an interpreter envman cannot name, so they are not judged.
-_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?w?(\.exe)?$", re.I)
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?w?(\.exe)?\Z", re.I)
 
 
 def _cuda_stack(v: FactsView) -> list[tuple[str, str]]:

@@ -10,11 +10,11 @@ from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release
 from .view import FactsView, as_dict, as_list, as_str
 
-_NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+$")
-_SUFFIX = re.compile(r"-cu(\d+)$")
-_NCCL = re.compile(r"^nvidia-nccl(-cu\d+)?$")
-_CUDNN = re.compile(r"^nvidia-cudnn(-cu\d+)?$")
-_CUDART = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?$")
+_NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+\Z")
+_SUFFIX = re.compile(r"-cu(\d+)\Z")
+_NCCL = re.compile(r"^nvidia-nccl(-cu\d+)?\Z")
+_CUDNN = re.compile(r"^nvidia-cudnn(-cu\d+)?\Z")
+_CUDART = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?\Z")
 # PEP 600 defines these legacy manylinux tags by the glibc they need (a spec, not compatibility data).
 _LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 

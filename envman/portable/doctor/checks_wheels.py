@@ -17,8 +17,8 @@ from .view import FactsView, as_dict, as_list, as_str
 
 # Packages whose compiled ops are a module of their own; without it their CUDA ops cannot import. (package,
 # the ops' import name, the file it is, the packages that are only usable with the ops, the package to install)
-_OPS = (("mmcv", "mmcv._ext", re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)$")),
-        ("mmcv-full", "mmcv._ext", re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)$")))
+_OPS = (("mmcv", "mmcv._ext", re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)\Z")),
+        ("mmcv-full", "mmcv._ext", re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)\Z")))
 # mmcv 1.x named the lite build "mmcv" and the one with ops "mmcv-full"; from 2.0 "mmcv" has the ops again
 _NEEDS_OPS = ("mmdet", "mmsegmentation", "mmdet3d", "mmpose", "mmocr", "mmrotate", "mmaction2")
 
@@ -69,7 +69,7 @@ def _lib(names: list[str], pins: dict[str, str]) -> str:
     """The soname the loader names first for these wheels (cuDNN is what torch's import stops at): a wheel's soname
     major is its version's (nvidia-cudnn-cu12==9.1.0.70 ships libcudnn.so.9)."""
     for n in sorted(names, key=lambda n: (not n.startswith("nvidia-cudnn"), n)):
-        m = re.match(r"nvidia-([a-z]+)(?:-cu(\d+))?$", n)
+        m = re.match(r"nvidia-([a-z]+)(?:-cu(\d+))?\Z", n)
         stem = {"cudnn": "libcudnn", "cublas": "libcublas", "nccl": "libnccl", "cufft": "libcufft",
                 "curand": "libcurand", "cusparse": "libcusparse", "cusolver": "libcusolver"}.get(m.group(1)) if m else None
         if stem:
@@ -113,7 +113,7 @@ def check_windows_binary(v: FactsView, k: Knowledge) -> list[Finding]:
     for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
         since = k.windows_since(dist)
         files = [str(as_dict(f).get("file")) for f in as_list(as_dict(e).get("files"))]
-        linux = [f for f in files if re.search(r"cuda[^/]*\.so$", f)]
+        linux = [f for f in files if re.search(r"cuda[^/]*\.so\Z", f)]
         if not since or not linux or any(f.endswith(".dll") for f in files):
             continue
         ver = as_str(as_dict(e).get("version")) or "?"

@@ -28,7 +28,7 @@ _NAMED_TORCH = re.compile(r"[:_-](?:th|torch|pytorch)-?(\d+\.\d+\.\d+)[-_]cu(?:d
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([^;#@]*)")
 _SPEC = re.compile(r"(===|==|!=|~=|>=|<=|>|<)\s*([\w.*+!-]+)")
 # download.pytorch.org/whl/cu121, /whl/nightly/cu118, -f /whl/cu111/torch_stable.html: the variant of the index
-_INDEX_VARIANT = re.compile(r"/whl/(?:nightly/|test/)?(cu\d+|cpu|rocm[\d.]+)(?:/|/torch_stable\.html)?$")
+_INDEX_VARIANT = re.compile(r"/whl/(?:nightly/|test/)?(cu\d+|cpu|rocm[\d.]+)(?:/|/torch_stable\.html)?\Z")
 SOURCE_BUILDS = ("flash-attn", "apex", "mamba-ssm", "causal-conv1d", "deepspeed")
 # NVIDIA's images (and those built FROM them) set these, so the container toolkit injects the GPUs
 _NVIDIA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}

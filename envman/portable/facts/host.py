@@ -14,7 +14,7 @@ from .commands import read_text, run_command
 
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib")
-_VER = re.compile(r"\.so\.(\d+(?:\.\d+)+)$")
+_VER = re.compile(r"\.so\.(\d+(?:\.\d+)+)\Z")
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 SIG_MAGIC = b"~Module signature appended~\n"
 

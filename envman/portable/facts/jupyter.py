@@ -25,7 +25,7 @@ MAX_KERNEL_JSON = 1 << 16
 BUDGET_S = 0.5
 # Distributions whose presence in a kernel's environment counts as "the framework is there".
 FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-cpu": "tensorflow", "tf-nightly": "tensorflow"}
-_DIST = re.compile(r"^([A-Za-z0-9][\w.]*?)-([^-]+)\.dist-info$")
+_DIST = re.compile(r"^([A-Za-z0-9][\w.]*?)-([^-]+)\.dist-info\Z")
 
 
 def kernel_dirs(prefixes: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ CACHE = "/etc/ld.so.cache"
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                 "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 _NEW = b"glibc-ld.so.cache1.1"
-_VER = re.compile(r"\.so\.(\d+(?:\.\d+)+)$")
+_VER = re.compile(r"\.so\.(\d+(?:\.\d+)+)\Z")
 
 
 def cache_entries(data: bytes) -> list[tuple[str, str]]:

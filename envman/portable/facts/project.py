@@ -77,14 +77,14 @@ INTENT_FILES = ("requirements.txt", "requirements-gpu.txt", "requirements-dev.tx
                 "pyproject.toml", "setup.py", "environment.yml", "environment.yaml")
 _INTENT = re.compile(r"(?<![\w.-])(flash[-_]attn|apex|mamba[-_]ssm|causal[-_]conv1d|deepspeed|xformers)"
                      r"(?![\w-])|github\.com/NVIDIA/(apex)\b", re.I)
-DOCKERFILE_NAMES = re.compile(r"^(Dockerfile([.-][\w.-]+)?|[\w.-]+\.(Dockerfile|dockerfile)|Containerfile)$")
+DOCKERFILE_NAMES = re.compile(r"^(Dockerfile([.-][\w.-]+)?|[\w.-]+\.(Dockerfile|dockerfile)|Containerfile)\Z")
 
 
 # pyproject.toml tables whose requirements an install takes only when asked for (`pip install .[train]`, a uv or
 # Poetry group): an extra, not what `pip install .` builds
 _OPTIONAL_TABLE = re.compile(r"^(project\.optional-dependencies|dependency-groups|tool\.poetry\.dev-dependencies|"
-                             r"tool\.poetry\.group\.([\w.-]+)\.dependencies|tool\.pdm\.dev-dependencies)$")
-_TABLE = re.compile(r"^\[\[?\s*([^\]]+?)\s*\]\]?$")
+                             r"tool\.poetry\.group\.([\w.-]+)\.dependencies|tool\.pdm\.dev-dependencies)\Z")
+_TABLE = re.compile(r"^\[\[?\s*([^\]]+?)\s*\]\]?\Z")
 _KEY = re.compile(r"^\"?([\w.-]+)\"?\s*=(?!=)")
 _REQUIRED_TABLES = ("project", "build-system", "tool.poetry.dependencies")
 _KEYED = ("project.optional-dependencies", "dependency-groups", "tool.pdm.dev-dependencies")  # keys: extras, groups
@@ -131,7 +131,7 @@ def _section(file: str, table: str, key: str, code: str) -> dict[str, str] | Non
 # First-level directories whose subdirectories hold Dockerfiles too (docker/docker-cuda/Dockerfile in LlamaFactory,
 # dockerfiles/XAgentGen/Dockerfile in XAgent); other first-level directories are read one level deep.
 _DOCKER_DIRS = re.compile(r"docker|container|deploy", re.I)
-_SKIP_DIRS = re.compile(r"^(\.(?!devcontainer$).*|node_modules|venv|env|site-packages|__pycache__|build|dist)$")
+_SKIP_DIRS = re.compile(r"^(\.(?!devcontainer$).*|node_modules|venv|env|site-packages|__pycache__|build|dist)\Z")
 MAX_DIRS = 64
 
 

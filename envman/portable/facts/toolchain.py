@@ -26,7 +26,7 @@ ENV_NAMES = (
 )
 _LIB = re.compile(
     r"^(libcudart|libcudnn|libnvJitLink|libcublas|libcublasLt|libcusparse|libcufft|libcurand|libcusolver|libnccl|"
-    r"libnvrtc|libcupti)\.so\.(\d+(?:\.\d+)*)$"
+    r"libnvrtc|libcupti)\.so\.(\d+(?:\.\d+)*)\Z"
 )
 _SYSTEM_LIB_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/lib/x86_64-linux-gnu",
                     "/usr/lib/aarch64-linux-gnu")

@@ -81,7 +81,7 @@ def _build(rec: Mapping[str, Any]) -> Optional[str]:
 
 # jaxlib 0.4.25+cuda12.cudnn89: a CUDA jaxlib from before the plugins (jax_cuda_releases.html), its label naming the
 # CUDA major and the cuDNN it was built with
-_LABEL = re.compile(r"\+cuda(\d+)\.cudnn(\d)(\d+)$")
+_LABEL = re.compile(r"\+cuda(\d+)\.cudnn(\d)(\d+)\Z")
 
 
 def jaxlib_label(rec: Mapping[str, Any]) -> Optional[tuple[str, str]]:

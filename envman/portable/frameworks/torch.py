@@ -32,7 +32,7 @@ def torch_variant(version: object, cuda: object) -> str:
     """The local version names the variant (2.14.1+cu130); PyPI's default wheels carry none, so the
     CUDA torch was built with decides."""
     local = split_local(version)[1]
-    if local and re.match(r"(cu\d+|cpu|rocm[\d.]+|xpu)$", local):
+    if local and re.match(r"(cu\d+|cpu|rocm[\d.]+|xpu)\Z", local):
         return local
     return cuda_variant(cuda)
 

@@ -21,7 +21,7 @@ SLUG = "NVIDIA/open-gpu-kernel-modules"
 URL = f"https://github.com/{SLUG}"
 FILE = "README.md"
 # | NVIDIA H100 80GB HBM3 | 2330 10DE 16C1 |: product name, PCI device ID [, subsystem vendor ID, subsystem ID]
-ROW = re.compile(r"^\|\s*(?P<name>[^|]*?\S)\s*\|\s*(?P<dev>[0-9A-F]{4})(?:\s+(?P<sv>[0-9A-F]{4})\s+(?P<sd>[0-9A-F]{4}))?\s*\|\s*$")
+ROW = re.compile(r"^\|\s*(?P<name>[^|]*?\S)\s*\|\s*(?P<dev>[0-9A-F]{4})(?:\s+(?P<sv>[0-9A-F]{4})\s+(?P<sd>[0-9A-F]{4}))?\s*\|\s*\Z")
 
 
 def parse_readme(text: str) -> set[tuple[str, str, str]]:

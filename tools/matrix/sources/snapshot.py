@@ -45,7 +45,7 @@ def parse_snapshot(name: str, text: str) -> Snapshot:
         if not line.strip():
             continue
         if line.startswith("#"):
-            m = re.match(r"#\s*([a-z_]+):\s*(.*)$", line)
+            m = re.match(r"#\s*([a-z_]+):\s*(.*)\Z", line)
             if m and section is None:
                 snap.meta[m.group(1)] = m.group(2).strip()
             continue
