@@ -85,14 +85,26 @@ class Ownership:
     inputs_hash: str | None
 
 
+_NOT_OURS = (errno.EISDIR, errno.EINVAL, errno.EFBIG)  # read_regular's folder, not a regular file, over the limit
+
+
 def ownership(path: Path) -> Ownership:
     from envman.inputs import read_regular_text
 
     try:
         text = read_regular_text(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return Ownership(False, False, False, None)
-    except (OSError, UnicodeDecodeError):
+    except OSError as exc:
+        # what is there is not envman's: a folder, a FIFO, a file far bigger than any envman writes. Anything
+        # else (a permission refused, an I/O error, a link loop) says nothing about whose file it is: named
+        if exc.errno in _NOT_OURS:
+            return Ownership(True, False, False, None)
+        from envman.inputs import why_unreadable
+
+        why, hint = why_unreadable(path, exc)
+        raise UsageError(f"{path}: {why}", hint=hint or "nothing was changed; fix that and re-run") from None
+    except UnicodeDecodeError:
         return Ownership(True, False, False, None)
     first, _, body = text.partition("\n")
     m = _HEADER.search(first)
@@ -402,7 +414,7 @@ def finish_commit(root: Path) -> bool:
         doc = json.loads(read_regular(path, 1 << 20))
     except FileNotFoundError:
         return False
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         _drop_journal(path)  # unreadable: nothing can be completed from it
         return False
     owner = Owner.parse(str(doc.get("owner", ""))) if isinstance(doc, dict) else None

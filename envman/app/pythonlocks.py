@@ -230,7 +230,12 @@ def _our_body(path: Path, made_from: str | None = None) -> str | None:
     o = ownership(path)
     if not o.exists or not o.ours or o.edited or (made_from is not None and o.inputs_hash != made_from):
         return None
-    return path.read_text(encoding="utf-8").partition("\n")[2]
+    from envman.inputs import read_regular_text
+
+    try:
+        return read_regular_text(path).partition("\n")[2]  # bounded; a FIFO put there since never blocks
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _repo_pins(root: Path) -> tuple[tuple[str, str], ...]:

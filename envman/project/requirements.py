@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 
 from envman import frameworks
 from envman.errors import UsageError
+from envman.inputs import present
 from envman.lock.layout import StackFiles
 from envman.project.req import Req  # noqa: F401  (re-exported: the lock and pins read it from here)
 
@@ -30,11 +31,12 @@ def read_requirements_file(project: Path, rel: str, _seen: set[Path] | None = No
 
 def read_pyproject(project: Path) -> dict | None:
     """pyproject.toml as a dict; None when there is none; a UsageError naming the file when it is invalid."""
+    from envman.inputs import MAX_SPEC, read_input
+
     pp = project / "pyproject.toml"
-    if not pp.is_file():
+    if not present(pp):  # a FIFO or a link loop there is named as such (read_input), never "no pyproject"
         return None
     from envman._compat import tomllib
-    from envman.inputs import MAX_SPEC, read_input
 
     text = read_input(pp, "pyproject.toml", MAX_SPEC)
     try:
@@ -86,7 +88,7 @@ class Discovered:
 def discover(project: Path) -> Discovered:
     """What `envman init` learns from a repository without being told."""
     files = sorted(
-        p.name for p in project.glob("requirements*.txt") if p.is_file() and p.name not in OWN_FILES
+        p.name for p in project.glob("requirements*.txt") if not p.is_dir() and p.name not in OWN_FILES
     )
     reqs: list[Req] = []
     for f in files:
@@ -111,9 +113,9 @@ def discover(project: Path) -> Discovered:
         if isinstance(rp, str):
             python = rp
     env = project / "environment.yml"
-    if not env.is_file():
+    if not present(env):
         env = project / "environment.yaml"
-    if env.is_file():
+    if present(env):
         from envman.project.sources.conda import conda_document
 
         doc = conda_document(project, env.name)
