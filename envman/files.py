@@ -29,11 +29,26 @@ def _temp_prefix(path: Path) -> str:
     return f".{path.name}.{Owner.me().label}-"
 
 
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# what a child process (pip, uv) says when its disk is full: Python's OSError text, the OS's own words
+NO_SPACE_SAID = re.compile(r"\[Errno (?:28|122)\]|No space left on device|Disk quota exceeded")
+
+
+class NoSpaceError(UsageError):
+    """A full disk (or quota), named by the folder envman or its tool was writing to: never a traceback."""
+
+
+def no_space(where: Path | str, hint: str = "free space on that disk, then re-run (nothing was changed)") -> NoSpaceError:
+    return NoSpaceError(f"no space left on {where}", hint=hint)
+
+
 def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -> None:
     path = Path(path)
     try:
         _write_atomic(path, data, mode)
     except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise no_space(path.parent) from None
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="nothing was changed; fix that and re-run") from None
 
 
@@ -352,6 +367,8 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
     except BaseException as exc:
         _roll_back(staged, created)
         _drop_journal(journal if "journal" in locals() else None)
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE and current is not None:
+            raise no_space(current.parent) from None
         if isinstance(exc, OSError) and current is not None:
             raise UsageError(f"cannot write {show(current)}: {exc.strerror or exc}",
                              hint="nothing was changed; fix that and re-run") from None
