@@ -367,12 +367,15 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
     except BaseException as exc:
         _roll_back(staged, created)
         _drop_journal(journal if "journal" in locals() else None)
-        if isinstance(exc, OSError) and exc.errno in NO_SPACE and current is not None:
-            raise no_space(current.parent) from None
         if isinstance(exc, OSError) and current is not None:
-            raise UsageError(f"cannot write {show(current)}: {exc.strerror or exc}",
-                             hint="nothing was changed; fix that and re-run") from None
+            raise _write_error(exc, current, show(current)) from None
         raise
+
+
+def _write_error(exc: OSError, path: Path, shown: str) -> UsageError:
+    if exc.errno in NO_SPACE:
+        return no_space(path.parent)
+    return UsageError(f"cannot write {shown}: {exc.strerror or exc}", hint="nothing was changed; fix that and re-run")
 
 
 # --- the journal: a run killed between two renames leaves no mixed set --------------------------------------

@@ -123,6 +123,8 @@ class WrittenFloat(float):
     """A number read from YAML or TOML that keeps the text it was written as: YAML reads ``python: 3.10`` as
     3.1, and a field that wants a string must be able to tell (project/spec.py ``_number_text``)."""
 
+    written: str
+
     def __new__(cls, value: float, written: str | None = None) -> WrittenFloat:
         obj = super().__new__(cls, value)
         obj.written = str(float(value)) if written is None else written
@@ -131,6 +133,8 @@ class WrittenFloat(float):
 
 class WrittenInt(int):
     """As ``WrittenFloat``: YAML 1.1 reads ``010`` as 8 and ``1_000`` as 1000."""
+
+    written: str
 
     def __new__(cls, value: int, written: str | None = None) -> WrittenInt:
         obj = super().__new__(cls, value)

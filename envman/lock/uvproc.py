@@ -200,7 +200,7 @@ class UvRun:
             raise
         self.reader.join(timeout=2.0)  # a stray child of uv holding its stderr open must not hang envman
         if self.proc.returncode != 0:
-            lines = [ln for ln in self.said if ln.strip()]
+            lines = [_BAD_VALUE.sub(_unshown, ln) for ln in self.said if ln.strip()]
             message, hint = uv_failure(self.proc.returncode, lines, self.last, self.indexes)
             said = "uv says:\n" + "\n".join(lines[-15:]) if lines else ""
             raise ToolError(redact(message), hint=redact("\n".join(h for h in (hint, said) if h)))
@@ -283,6 +283,17 @@ _STATUS = (re.compile(r"HTTP status (?:client|server) error \((\d{3})([^)]*)\) f
 _BAD_VALUE = re.compile(r"invalid value '(.*?)' for '(--[\w-]+)[^']*': (.+)")
 
 
+def _plain(line: str) -> str:
+    """One line of uv's for an error line: no terminal escapes or control characters, at most 300 characters."""
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x1f\x7f]", "", line).strip()[:300]
+
+
+def _unshown(m: re.Match) -> str:
+    """clap echoes a value it cannot parse: a URL whose token could not be told from its host (no redaction
+    finds its userinfo), so it is never shown."""
+    return f"invalid value '…' for '{m.group(2)}': {m.group(3)}"
+
+
 def uv_failure(code: int, lines: list[str], last: str | None, indexes: list[str]) -> tuple[str, str]:
     """(error, hint) for a uv that failed with exit ``code`` (negative: killed by that signal) after saying
     ``lines``: the cause by name — a signal, a URL uv cannot parse, an HTTP status, the network — before uv's
@@ -291,7 +302,7 @@ def uv_failure(code: int, lines: list[str], last: str | None, indexes: list[str]
         return _killed(-code, lines)
     bad = next((m for ln in lines if (m := _BAD_VALUE.search(ln))), None)
     if bad is not None:
-        return (f"uv refuses {bad.group(2)} {bad.group(1)}: {bad.group(3)}",
+        return (f"uv refuses the {bad.group(2)} it was given: {bad.group(3)}",
                 "a user name or token in a URL must be percent-encoded: / # ? @ : as %2F %23 %3F %40 %3A")
     status = http_status(lines)
     if status is not None:
@@ -303,7 +314,7 @@ def uv_failure(code: int, lines: list[str], last: str | None, indexes: list[str]
     if first is not None:
         return f"uv could not resolve the requirements: {first.strip()}", ""
     if lines:  # no error line: what uv said last is the nearest thing to a cause
-        return (f"uv failed (exit {code}): {lines[-1].strip()[:300]}",
+        return (f"uv failed (exit {code}): {_plain(lines[-1])}",
                 "run the same `uv pip compile` by hand to see all it says; reinstall envman if uv itself is broken")
     return f"uv failed (exit {code}) without a word", "reinstall envman (it depends on uv), then re-run"
 
@@ -316,7 +327,7 @@ def _killed(sig: int, lines: list[str]) -> tuple[str, str]:
     except ValueError:
         name = f"signal {sig}"
     why = ("out of memory? (the kernel's OOM killer sends SIGKILL: see `dmesg`) " if sig == signal.SIGKILL else "")
-    last_said = f"; the last thing it said: {lines[-1].strip()[:300]}" if lines else ""
+    last_said = f"; the last thing it said: {_plain(lines[-1])}" if lines else ""
     return f"uv was killed by {name}{last_said}", f"{why}nothing was written; re-run envman lock"
 
 

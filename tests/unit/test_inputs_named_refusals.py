@@ -210,3 +210,17 @@ def test_write_atomic_on_a_full_disk_names_the_folder(tmp_path, monkeypatch):
     assert (e.value.message, e.value.hint) == (f"no space left on {tmp_path}",
                                                "free space on that disk, then re-run (nothing was changed)")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_facts_file_with_numbers_for_versions_reads_them_as_written(tmp_path, capsys):
+    """`"cc": 8.0` was refused as "8.0 is not a compute capability like 8.0": a JSON number is read as its text."""
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"driver": "550.54.15", "driver_cuda": 12.4, "gpus": [{"name": "A100", "cc": 8.0}]}')
+    from envman.app.doctor import read_facts_file
+
+    data = read_facts_file(str(facts))
+    assert (data["driver_cuda"], data["gpus"][0]["cc"]) == ("12.4", "8.0")
+    facts.write_text('{"driver": "550.54.15", "gpus": [{"name": "A100", "cc": 1e1}]}')
+    with pytest.raises(UsageError) as e:
+        read_facts_file(str(facts))
+    assert e.value.message == f"facts file {facts}: gpus[0].cc: '1e1' is not a compute capability like 8.0"
