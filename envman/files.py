@@ -38,7 +38,10 @@ class NoSpaceError(UsageError):
     """A full disk (or quota), named by the folder envman or its tool was writing to: never a traceback."""
 
 
-def no_space(where: Path | str, hint: str = "free space on that disk, then re-run (nothing was changed)") -> NoSpaceError:
+SPACE_HINT = "free space on that disk (or write elsewhere), then re-run; nothing was changed"
+
+
+def no_space(where: Path | str, hint: str = SPACE_HINT) -> NoSpaceError:
     return NoSpaceError(f"no space left on {where}", hint=hint)
 
 
@@ -48,7 +51,7 @@ def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -
         _write_atomic(path, data, mode)
     except OSError as exc:
         if exc.errno in NO_SPACE:
-            raise no_space(path.parent) from None
+            raise _write_error(exc, path, str(path)) from None
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="nothing was changed; fix that and re-run") from None
 
 
@@ -373,8 +376,8 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
 
 
 def _write_error(exc: OSError, path: Path, shown: str) -> UsageError:
-    if exc.errno in NO_SPACE:
-        return no_space(path.parent)
+    if exc.errno in NO_SPACE:  # the file's name, as for any write; the hint about space, not "fix that"
+        return NoSpaceError(f"cannot write {shown}: {exc.strerror or exc}", hint=SPACE_HINT)
     return UsageError(f"cannot write {shown}: {exc.strerror or exc}", hint="nothing was changed; fix that and re-run")
 
 

@@ -201,14 +201,15 @@ def test_a_full_disk_under_envmans_own_write_in_fetch_is_no_space_left(tmp_path,
     assert lines(capsys) == [f"error: no space left on {wheels}", FULL_HINT]
 
 
-def test_write_atomic_on_a_full_disk_names_the_folder(tmp_path, monkeypatch):
+def test_write_atomic_on_a_full_disk_says_so_with_a_hint_about_space(tmp_path, monkeypatch):
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(files.os, "fsync", full)
     with pytest.raises(files.NoSpaceError) as e:
         files.write_atomic(tmp_path / "out.txt", "x")
-    assert (e.value.message, e.value.hint) == (f"no space left on {tmp_path}",
-                                               "free space on that disk, then re-run (nothing was changed)")
+    assert (e.value.message, e.value.hint) == (
+        f"cannot write {tmp_path / 'out.txt'}: No space left on device",
+        "free space on that disk (or write elsewhere), then re-run; nothing was changed")
     assert list(tmp_path.iterdir()) == []
 
 
