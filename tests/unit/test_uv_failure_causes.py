@@ -1,7 +1,7 @@
 """Issue 39: a failed uv is reported by its cause — the HTTP status an index answered (a 500, a 401 for a
 user:token URL), the signal that killed uv, the URL uv could not parse, the last thing it said — and a uv that
 exits 0 with garbage or nothing is a ToolError (exit 1), never exit 70. A fake uv (a small script, as in
-test_lock_uv.py) says what the real one says (uv 0.9's words, seen against a local server answering 500/401)."""
+test_lock_uv.py) says what the real one says (uv 0.13's words, seen against a local server answering 500/401)."""
 
 from __future__ import annotations
 
