@@ -225,3 +225,19 @@ def test_a_facts_file_with_numbers_for_versions_reads_them_as_written(tmp_path, 
     with pytest.raises(UsageError) as e:
         read_facts_file(str(facts))
     assert e.value.message == f"facts file {facts}: gpus[0].cc: '1e1' is not a compute capability like 8.0"
+
+
+def test_a_lock_that_is_a_link_loop_is_named_not_replaced(tmp_path, capsys, monkeypatch, tmp_path_factory):
+    """`envman lock` read a looping envman.lock as "no lock" and replaced the link with a file of its own."""
+    import envman.lock.registry
+    from fakes import install_fake_uv
+    from test_input_bounds import PYLOCK
+
+    install_fake_uv(monkeypatch, tmp_path_factory.mktemp("uv"), PYLOCK)
+    monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
+    (tmp_path / "envman.yaml").write_text(SPEC.replace("[six]", "[numpy]"))
+    os.symlink("envman.lock", tmp_path / "envman.lock")
+    assert main(["lock", str(tmp_path)]) == 1
+    assert lines(capsys) == ["error: envman.lock: a symbolic link loop",
+                             "hint: point the link at a file, or replace it with the file"]
+    assert os.path.islink(tmp_path / "envman.lock")
