@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from envman.errors import UsageError
 from envman.files import NO_SPACE, NoSpaceError, no_space
-from envman.inputs import read_input
+from envman.inputs import present, read_input
 from envman.lock.layout import StackFiles
 
 if TYPE_CHECKING:
@@ -128,16 +128,16 @@ def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[H
     from envman.lock.build_deps import sdist_urls
 
     source = path / names.source
-    if not source.is_file():
+    if not present(source):  # a FIFO or a link loop there is named by read_lock, never read as "no source builds"
         return parsed, {}
     src = {w.name: w for w in wh.read_lock(source).wheels}
     wheels = [w for w in parsed.wheels if w.name not in src]
     build = path / names.build
-    if build.is_file():
+    if present(build):
         have = {(w.name, w.version) for w in wheels}
         wheels += [w for w in wh.read_lock(build).wheels if (w.name, w.version) not in have]
     pylock = path / names.pylock
-    urls = sdist_urls(read_input(pylock, names.pylock, 64 << 20, hint="run `envman lock` again")) if pylock.exists() else {}
+    urls = sdist_urls(read_input(pylock, names.pylock, 64 << 20, hint="run `envman lock` again")) if present(pylock) else {}
     missing = sorted(n for n in src if n not in urls)
     if missing:
         raise UsageError(f"{pylock} has no sdist URL for the source-only package(s) {', '.join(missing)}",

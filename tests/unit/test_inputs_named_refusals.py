@@ -229,9 +229,10 @@ def test_a_facts_file_with_numbers_for_versions_reads_them_as_written(tmp_path, 
 
 def test_a_lock_that_is_a_link_loop_is_named_not_replaced(tmp_path, capsys, monkeypatch, tmp_path_factory):
     """`envman lock` read a looping envman.lock as "no lock" and replaced the link with a file of its own."""
-    import envman.lock.registry
     from fakes import install_fake_uv
     from test_input_bounds import PYLOCK
+
+    import envman.lock.registry
 
     install_fake_uv(monkeypatch, tmp_path_factory.mktemp("uv"), PYLOCK)
     monkeypatch.setattr(envman.lock.registry, "resolve_digest", lambda ref, timeout=3.0: None)
@@ -241,3 +242,16 @@ def test_a_lock_that_is_a_link_loop_is_named_not_replaced(tmp_path, capsys, monk
     assert lines(capsys) == ["error: envman.lock: a symbolic link loop",
                              "hint: point the link at a file, or replace it with the file"]
     assert os.path.islink(tmp_path / "envman.lock")
+
+
+def test_fetch_names_a_source_lock_that_is_a_fifo_not_reads_it_as_none(tmp_path):
+    from envman.app.fetch import builder_inputs
+    from envman.errors import LockError
+    from envman.lock.layout import StackFiles
+    from envman.lock.wheelhouse import parse_lock
+
+    os.mkfifo(tmp_path / "requirements.source.lock.txt")
+    with pytest.raises(LockError) as e:
+        builder_inputs(tmp_path, StackFiles.for_profile(None), parse_lock(LOCKED, "requirements.lock.txt"))
+    assert e.value.message == (f"cannot read the lock {tmp_path / 'requirements.source.lock.txt'}: "
+                               "not a regular file (a FIFO, socket or device)")
