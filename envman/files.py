@@ -106,16 +106,18 @@ class Ownership:
 _NOT_OURS = (errno.EISDIR, errno.EINVAL, errno.EFBIG)  # read_regular's folder, not a regular file, over the limit
 
 
-def ownership(path: Path) -> Ownership:
+def owned_text(path: Path) -> str | Ownership:
+    """The text of a file envman may have written, or its Ownership when that is known without it: nothing there,
+    or what is there cannot be envman's (a folder, a FIFO, a file far bigger than any envman writes, not UTF-8).
+    Anything else (a permission refused, an I/O error, a link loop) says nothing about whose file it is: a
+    UsageError naming the path and the cause."""
     from envman.inputs import read_regular_text
 
     try:
-        text = read_regular_text(path)
+        return read_regular_text(path)
     except (FileNotFoundError, NotADirectoryError):
         return Ownership(False, False, False, None)
     except OSError as exc:
-        # what is there is not envman's: a folder, a FIFO, a file far bigger than any envman writes. Anything
-        # else (a permission refused, an I/O error, a link loop) says nothing about whose file it is: named
         if exc.errno in _NOT_OURS:
             return Ownership(True, False, False, None)
         from envman.inputs import why_unreadable
@@ -124,6 +126,12 @@ def ownership(path: Path) -> Ownership:
         raise UsageError(f"{path}: {why}", hint=hint or "nothing was changed; fix that and re-run") from None
     except UnicodeDecodeError:
         return Ownership(True, False, False, None)
+
+
+def ownership(path: Path) -> Ownership:
+    text = owned_text(path)
+    if isinstance(text, Ownership):
+        return text
     first, _, body = text.partition("\n")
     m = _HEADER.search(first)
     if not m:

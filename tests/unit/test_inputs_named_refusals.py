@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import threading
 
 import pytest
 import yaml
@@ -255,3 +256,23 @@ def test_fetch_names_a_source_lock_that_is_a_fifo_not_reads_it_as_none(tmp_path)
         builder_inputs(tmp_path, StackFiles.for_profile(None), parse_lock(LOCKED, "requirements.lock.txt"))
     assert e.value.message == (f"cannot read the lock {tmp_path / 'requirements.source.lock.txt'}: "
                                "not a regular file (a FIFO, socket or device)")
+
+
+def test_the_bake_file_envman_would_overwrite_is_read_bounded_and_named_when_unreadable(tmp_path, monkeypatch):
+    from envman.ci.bake import bake_ownership
+
+    os.mkfifo(tmp_path / "docker-bake.json")  # read whole with read_text, this blocked for ever
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(bake_ownership(tmp_path / "docker-bake.json")), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert got == [files.Ownership(True, False, False, None)], "blocked on the FIFO"
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert bake_ownership(tmp_path / "deep.json") == files.Ownership(True, False, False, None)
+
+    def refuse(p, limit=0):
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(p))
+    monkeypatch.setattr("envman.inputs.read_regular_text", refuse)
+    with pytest.raises(UsageError) as e:
+        bake_ownership(tmp_path / "deep.json")
+    assert e.value.message == f"{tmp_path / 'deep.json'}: cannot read: Input/output error"
