@@ -279,6 +279,8 @@ _URL_HOST = re.compile(r"\b\w+://(?:[^/@\s`'\")]*@)?([^/:\s`'\")]+)")
 _STATUS = (re.compile(r"HTTP status (?:client|server) error \((\d{3})([^)]*)\) for url \((\S+?)\)"),
            re.compile(r"index URL \((\S+?)\) could not be queried due to a lack of valid authentication credentials "
                       r"\((\d{3})([^)]*)\)"))
+_NO_SPACE = re.compile(r"No space left on device|os error 28\b|Disk quota exceeded|os error 122\b")
+_NO_SPACE_PATH = re.compile(r"(?:write to|create|persist|rename|copy)[^`]*`(/[^`]+)`", re.I)
 # clap's refusal of a URL uv cannot parse: a password with an unencoded / # ? @ reads as a port or a path
 _BAD_VALUE = re.compile(r"invalid value '(.*?)' for '(--[\w-]+)[^']*': (.+)")
 
@@ -304,6 +306,12 @@ def uv_failure(code: int, lines: list[str], last: str | None, indexes: list[str]
     if bad is not None:
         return (f"uv refuses the {bad.group(2)} it was given: {bad.group(3)}",
                 "a user name or token in a URL must be percent-encoded: / # ? @ : as %2F %23 %3F %40 %3A")
+    full = next((ln for ln in lines if _NO_SPACE.search(ln)), None)
+    if full is not None:  # uv's cache or its temp folder: uv names the file it could not write
+        where = _NO_SPACE_PATH.search(full)
+        return (f"no space left on {os.path.dirname(where.group(1)) if where else 'the disk uv writes to'} (uv)",
+                "free space in uv's cache (UV_CACHE_DIR; `uv cache clean`) and in TMPDIR, or point them at a disk with "
+                "room, then re-run")
     status = http_status(lines)
     if status is not None:
         return status

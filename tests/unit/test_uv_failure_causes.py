@@ -91,3 +91,14 @@ def test_a_uv_that_exits_0_with_garbage_or_nothing_is_a_tool_error(tmp_path, ans
         run.cancel()
     assert e.value.message == message
     assert e.value.hint.startswith("run `envman lock --upgrade`")
+
+
+def test_a_uv_that_ran_out_of_disk_says_so_and_where(tmp_path):
+    e = failure(tmp_path, "error: Failed to download `numpy==2.1.0`\n"
+                          "  Caused by: failed to write to file `/var/cache/uv/archive-v0/.tmpAbC/numpy.whl`: No space "
+                          "left on device (os error 28)\n")
+    assert e.message == "no space left on /var/cache/uv/archive-v0/.tmpAbC (uv)"
+    assert e.hint.startswith("free space in uv's cache (UV_CACHE_DIR; `uv cache clean`) and in TMPDIR, or point them "
+                             "at a disk with room, then re-run\nuv says:\n")
+    e = failure(tmp_path, "error: No space left on device (os error 28)\n")
+    assert e.message == "no space left on the disk uv writes to (uv)"
