@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 
 from envman import frameworks
 from envman.errors import UsageError
-from envman.inputs import present
+from envman.inputs import WrittenFloat, present
 from envman.lock.layout import StackFiles
 from envman.project.req import Req  # noqa: F401  (re-exported: the lock and pins read it from here)
 
@@ -40,7 +40,8 @@ def read_pyproject(project: Path) -> dict | None:
 
     text = read_input(pp, "pyproject.toml", MAX_SPEC)
     try:
-        doc = tomllib.loads(text)
+        # a number keeps its text: `python = 3.10` in [tool.envman] is refused as in envman.yaml, never read as 3.1
+        doc = tomllib.loads(text, parse_float=lambda s: WrittenFloat(float(s), s))
     except RecursionError:
         raise UsageError("pyproject.toml: nested too deeply", hint="fix the file") from None
     except tomllib.TOMLDecodeError as exc:

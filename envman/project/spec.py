@@ -145,7 +145,8 @@ def _number_text(p: Problems, v: float | int, path: str) -> str | None:
         return text
     key = path.rsplit(".", 1)[-1]
     quoted = f'{key}: "{written}"' if re.fullmatch(r"[A-Za-z_][\w-]*", key) else f'"{written}"'
-    p.bad(path, f"{text} is a number: YAML reads an unquoted {written} as {text}",
+    lang = "TOML" if p.source.startswith("pyproject") else "YAML"
+    p.bad(path, f"{text} is a number: {lang} reads an unquoted {written} as {text}",
           f"quote the version: {quoted}" if key in _VERSION_KEYS else f"quote it: {quoted}")
     return None
 

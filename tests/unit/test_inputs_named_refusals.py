@@ -276,3 +276,10 @@ def test_the_bake_file_envman_would_overwrite_is_read_bounded_and_named_when_unr
     with pytest.raises(UsageError) as e:
         bake_ownership(tmp_path / "deep.json")
     assert e.value.message == f"{tmp_path / 'deep.json'}: cannot read: Input/output error"
+
+
+def test_a_toml_number_in_tool_envman_is_held_to_the_same_rule(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.envman]\nname = "x"\ncpu = true\npython = "3.11"\ncuda = 12.10\n')
+    assert main(["lock", str(tmp_path), "--check"]) == 1
+    assert lines(capsys) == ["error: pyproject.toml [tool.envman]: cuda: 12.1 is a number: TOML reads an unquoted "
+                             "12.10 as 12.1", 'hint: quote the version: cuda: "12.10"']
