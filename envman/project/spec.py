@@ -351,7 +351,12 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
         p.bad(path, f"expected a mapping (model: llama-3.1-8b, method: lora …), got {type(v).__name__}")
         return ()
     out = []
-    for k, val in plain_numbers(v).items():
+    for k, val in v.items():
+        if re.fullmatch(r"[-+]?0[0-7]+|[-+]?\d+(?::[0-5]?\d)+", getattr(val, "written", "")):
+            # YAML 1.1 reads 010 as 8 (octal) and 1:30 as 90 (base 60): never what a batch size meant
+            p.bad(f"{path}.{k}", f"YAML reads {val.written} as {int(val)}", f"write the number you mean: {k}: {int(val)}")
+            continue
+        val = plain_numbers(val)
         want = WORKLOAD_KEYS.get(k)
         if want is None:
             near = difflib.get_close_matches(str(k), WORKLOAD_KEYS, n=1)

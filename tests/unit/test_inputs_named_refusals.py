@@ -283,3 +283,13 @@ def test_a_toml_number_in_tool_envman_is_held_to_the_same_rule(tmp_path, capsys)
     assert main(["lock", str(tmp_path), "--check"]) == 1
     assert lines(capsys) == ["error: pyproject.toml [tool.envman]: cuda: 12.1 is a number: TOML reads an unquoted "
                              "12.10 as 12.1", 'hint: quote the version: cuda: "12.10"']
+
+
+@pytest.mark.parametrize("value, error, hint", [
+    ("010", "workload.batch: YAML reads 010 as 8", "write the number you mean: batch: 8"),
+    ("1:04", "workload.batch: YAML reads 1:04 as 64", "write the number you mean: batch: 64"),
+])
+def test_a_workload_number_yaml_reads_as_another_is_refused(tmp_path, capsys, value, error, hint):
+    (tmp_path / "envman.yaml").write_text(SPEC + f"workload: {{model: llama-3.1-8b, batch: {value}}}\n")
+    assert main(["lock", str(tmp_path), "--check"]) == 1
+    assert lines(capsys) == [f"error: envman.yaml: {error}", f"hint: {hint}"]
