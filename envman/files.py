@@ -32,6 +32,22 @@ def _temp_prefix(path: Path) -> str:
     return f".{path.name}.{Owner.me().label}-"
 
 
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# what a child process (pip, uv) says when its disk is full: Python's OSError text, the OS's own words
+NO_SPACE_SAID = re.compile(r"\[Errno (?:28|122)\]|No space left on device|Disk quota exceeded")
+
+
+class NoSpaceError(UsageError):
+    """A full disk (or quota), named by the folder envman or its tool was writing to: never a traceback."""
+
+
+SPACE_HINT = "free space on that disk (or write elsewhere), then re-run; nothing was changed"
+
+
+def no_space(where: Path | str, hint: str = SPACE_HINT) -> NoSpaceError:
+    return NoSpaceError(f"no space left on {where}", hint=hint)
+
+
 def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None, *, within: Path | None = None) -> None:
     """Write ``path`` whole or not at all. With ``within`` (a project), a symbolic link is written through to
     its target inside that project and a link out of it is refused (a user's file stays a link); without it, a
@@ -43,6 +59,8 @@ def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None, *
     try:
         _write_atomic(path, data, mode)
     except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise _write_error(exc, path, str(path)) from None
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="nothing was changed; fix that and re-run") from None
 
 
@@ -95,15 +113,35 @@ class Ownership:
     inputs_hash: str | None  # None: not ours, or a header that names only its content
 
 
-def ownership(path: Path) -> Ownership:
+_NOT_OURS = (errno.EISDIR, errno.EINVAL, errno.EFBIG)  # read_regular's folder, not a regular file, over the limit
+
+
+def owned_text(path: Path) -> str | Ownership:
+    """The text of a file envman may have written, or its Ownership when that is known without it: nothing there,
+    or what is there cannot be envman's (a folder, a FIFO, a file far bigger than any envman writes, not UTF-8).
+    Anything else (a permission refused, an I/O error, a link loop) says nothing about whose file it is: a
+    UsageError naming the path and the cause."""
     from envman.inputs import read_regular_text
 
     try:
-        text = read_regular_text(path)
-    except FileNotFoundError:
+        return read_regular_text(path)
+    except (FileNotFoundError, NotADirectoryError):
         return Ownership(False, False, False, None)
-    except (OSError, UnicodeDecodeError):
+    except OSError as exc:
+        if exc.errno in _NOT_OURS:
+            return Ownership(True, False, False, None)
+        from envman.inputs import why_unreadable
+
+        why, hint = why_unreadable(path, exc)
+        raise UsageError(f"{path}: {why}", hint=hint or "nothing was changed; fix that and re-run") from None
+    except UnicodeDecodeError:
         return Ownership(True, False, False, None)
+
+
+def ownership(path: Path) -> Ownership:
+    text = owned_text(path)
+    if isinstance(text, Ownership):
+        return text
     first, _, body = text.partition("\n")
     m = _HEADER.search(first)
     if not m:
@@ -351,9 +389,14 @@ def commit_files(files: list[tuple[Path, str]], root: Path | None = None) -> Non
         _roll_back(staged, created)
         _drop_journal(journal if "journal" in locals() else None)
         if isinstance(exc, OSError) and current is not None:
-            raise UsageError(f"cannot write {show(current)}: {exc.strerror or exc}",
-                             hint="nothing was changed; fix that and re-run") from None
+            raise _write_error(exc, current, show(current)) from None
         raise
+
+
+def _write_error(exc: OSError, path: Path, shown: str) -> UsageError:
+    if exc.errno in NO_SPACE:  # the file's name, as for any write; the hint about space, not "fix that"
+        return NoSpaceError(f"cannot write {shown}: {exc.strerror or exc}", hint=SPACE_HINT)
+    return UsageError(f"cannot write {shown}: {exc.strerror or exc}", hint="nothing was changed; fix that and re-run")
 
 
 # --- the journal: a run killed between two renames leaves no mixed set --------------------------------------
@@ -412,7 +455,7 @@ def finish_commit(root: Path) -> bool:
         doc = json.loads(read_regular(path, 1 << 20))
     except FileNotFoundError:
         return False
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         _drop_journal(path)  # unreadable: nothing can be completed from it
         return False
     owner = Owner.parse(str(doc.get("owner", ""))) if isinstance(doc, dict) else None

@@ -61,34 +61,102 @@ def _size(n: int) -> str:
     return f"{n / MIB:.1f} MB" if n >= MIB else f"{n} bytes"
 
 
+def present(path: Path | str) -> bool:
+    """Is there anything at ``path`` (a file, a FIFO, a folder, a link even to nowhere)? What a project file's
+    reader asks instead of ``is_file()``: a FIFO, a dangling link or a link loop is then reported by name
+    (``read_input``), never read as "no such file"."""
+    return os.path.lexists(path)
+
+
+def why_unreadable(path: Path | str, exc: OSError) -> tuple[str, str | None]:
+    """(what is wrong with ``path``, a hint) for an OSError met reading it: a link loop, a link to nowhere,
+    a permission refused, an I/O error … each in its own words."""
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link loop", "point the link at a file, or replace it with the file"
+    if isinstance(exc, FileNotFoundError) and os.path.islink(path):
+        return (f"a symbolic link to {os.readlink(path)}, which does not exist",
+                "point the link at a file, or replace it with the file")
+    if isinstance(exc, FileNotFoundError):
+        return "not found", None
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"cannot read: {exc.strerror}", "give your user read access to it (chmod u+r), or run as its owner"
+    return f"cannot read: {exc.strerror or exc}", None
+
+
 def read_input(path: Path | str, label: str, limit: int, *, error: type[UsageError] = UsageError,
                hint: str | None = None) -> str:
     """The text of ``path``; refused unless it is a regular file of at most ``limit`` bytes in UTF-8."""
     try:
+        return read_input_bytes(path, label, limit, error=error, hint=hint).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{label}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
+
+
+def read_input_bytes(path: Path | str, label: str, limit: int, *, error: type[UsageError] = UsageError,
+                     hint: str | None = None) -> bytes:
+    """The bytes of ``path``; refused unless it is a regular file of at most ``limit`` bytes. Each refusal names
+    the file and why: absent, a link loop or to nowhere, not a regular file (never opened for reading, so a FIFO
+    never blocks), unreadable, over the limit."""
+    try:
         st = os.stat(path)
-    except FileNotFoundError:
-        raise error(f"{label}: not found", hint=hint) from None
     except OSError as exc:
-        raise error(f"{label}: cannot read: {exc.strerror}", hint=hint) from None
+        why, own_hint = why_unreadable(path, exc)
+        raise error(f"{label}: {why}", hint=hint or own_hint) from None
     if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else NOT_REGULAR
         raise error(f"{label}: {kind}", hint=hint or "point it at a regular file")
     if st.st_size > limit:
         raise error(f"{label}: {_size(st.st_size)}, over envman's limit of {_size(limit)} for this file",
                     hint=hint or "is this the right file? envman reads small text files here")
     try:
-        data = read_regular(path, limit)  # never blocks, even if a FIFO took the file's place since the stat
+        return read_regular(path, limit)  # never blocks, even if a FIFO took the file's place since the stat
     except OSError as exc:
         if exc.errno == errno.EFBIG:  # it grew after stat
             raise error(f"{label}: over envman's limit of {_size(limit)} for this file", hint=hint) from None
-        raise error(f"{label}: cannot read: {exc.strerror}", hint=hint) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(f"{label}: not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
+        if exc.errno == errno.EINVAL:  # a FIFO took its place since the stat
+            raise error(f"{label}: {NOT_REGULAR}", hint=hint or "point it at a regular file") from None
+        why, own_hint = why_unreadable(path, exc)
+        raise error(f"{label}: {why}", hint=hint or own_hint) from None
 
 
-def _loader():
+class WrittenFloat(float):
+    """A number read from YAML or TOML that keeps the text it was written as: YAML reads ``python: 3.10`` as
+    3.1, and a field that wants a string must be able to tell (project/spec.py ``_number_text``)."""
+
+    written: str
+
+    def __new__(cls, value: float, written: str | None = None) -> WrittenFloat:
+        obj = super().__new__(cls, value)
+        obj.written = str(float(value)) if written is None else written
+        return obj
+
+
+class WrittenInt(int):
+    """As ``WrittenFloat``: YAML 1.1 reads ``010`` as 8 and ``1_000`` as 1000."""
+
+    written: str
+
+    def __new__(cls, value: int, written: str | None = None) -> WrittenInt:
+        obj = super().__new__(cls, value)
+        obj.written = str(int(value)) if written is None else written
+        return obj
+
+
+def plain_numbers(v: Any) -> Any:
+    """``v`` with every ``WrittenFloat``/``WrittenInt`` a plain number again: for values passed on as they are
+    (a YAML dump, a JSON document, another module's checks see only what PyYAML itself builds)."""
+    if isinstance(v, WrittenFloat):
+        return float(v)
+    if isinstance(v, WrittenInt):
+        return int(v)
+    if isinstance(v, dict):
+        return {plain_numbers(k): plain_numbers(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain_numbers(x) for x in v]
+    return v
+
+
+def _loader(numbers_as_written: bool = False):
     import yaml
 
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser: a 1 MB file in well under a second
@@ -111,14 +179,22 @@ def _loader():
                 self.flatten_mapping(node)  # what SafeLoader does first: the merge keys' pairs, then the node's own
             return super().construct_mapping(node, deep)
 
+    if numbers_as_written:
+        UniqueKeyLoader.add_constructor(
+            "tag:yaml.org,2002:float", lambda ld, node: WrittenFloat(ld.construct_yaml_float(node), node.value))
+        UniqueKeyLoader.add_constructor(
+            "tag:yaml.org,2002:int", lambda ld, node: WrittenInt(ld.construct_yaml_int(node), node.value))
     return UniqueKeyLoader
 
 
-def load_yaml(text: str, label: str, *, error: type[UsageError] = UsageError, hint: str | None = None) -> Any:
+def load_yaml(text: str, label: str, *, error: type[UsageError] = UsageError, hint: str | None = None,
+              numbers_as_written: bool = False) -> Any:
+    """``numbers_as_written``: every number keeps its text (``WrittenFloat``/``WrittenInt``), for a file whose
+    string fields a user may leave unquoted (envman.yaml)."""
     import yaml
 
     try:
-        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_loader(numbers_as_written))  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
@@ -128,10 +204,14 @@ def load_yaml(text: str, label: str, *, error: type[UsageError] = UsageError, hi
         raise error(f"{label}: nested too deeply", hint=hint or "a few levels of nesting is all envman reads") from None
 
 
-def load_json(text: str, label: str, *, error: type[UsageError] = UsageError, hint: str | None = None) -> Any:
+def load_json(text: str, label: str, *, error: type[UsageError] = UsageError, hint: str | None = None,
+              numbers_as_written: bool = False) -> Any:
+    """``numbers_as_written``: every number with a fraction keeps its text (``WrittenFloat``)."""
     import json
 
     try:
+        if numbers_as_written:
+            return json.loads(text, parse_float=lambda s: WrittenFloat(float(s), s))
         return json.loads(text)
     except RecursionError:
         raise error(f"{label}: nested too deeply", hint=hint) from None

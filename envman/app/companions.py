@@ -26,7 +26,9 @@ def locked_companions(root: Path, spec: ProjectSpec, out: Outcome) -> Outcome:
     framework_file = (out.lock.get("python_lock") or {}).get("framework") if hasattr(out.lock, "get") else None
     if isinstance(framework_file, str) and framework_file:
         try:
-            text = (root / framework_file).read_text(encoding="utf-8", errors="replace")
+            from envman.inputs import read_regular
+
+            text = read_regular(root / framework_file).decode("utf-8", errors="replace")  # bounded; a FIFO never blocks
         except OSError:
             text = ""
         names |= {_canonical(m.group(1)) for line in text.splitlines()

@@ -158,9 +158,10 @@ def judge_facts(facts: dict, knowledge: Knowledge | None, knowledge_error: str |
 def read_facts_file(path: str) -> dict:
     """The facts in ``path``; a missing, unreadable or malformed file is a UsageError naming it."""
     hint = "create it on the machine to diagnose with `envman doctor --dump-facts facts.json`"
-    from envman.inputs import MAX_FACTS, load_json, read_input
+    from envman.inputs import MAX_FACTS, load_json, plain_numbers, read_input
 
-    data = load_json(read_input(path, f"facts file {path}", MAX_FACTS, hint=hint), f"facts file {path}", hint=hint)
+    data = load_json(read_input(path, f"facts file {path}", MAX_FACTS, hint=hint), f"facts file {path}", hint=hint,
+                     numbers_as_written=True)
     if not isinstance(data, dict):
         raise UsageError(f"facts file {path}: expected a JSON object at the top, got {type(data).__name__}", hint=hint)
     schema = data.get("schema")
@@ -168,7 +169,16 @@ def read_facts_file(path: str) -> dict:
         raise UsageError(f"facts file {path}: schema {schema} is newer than this envman reads ({FACTS_SCHEMA})",
                          hint="upgrade envman (pip install -U envman)")
     _validate_facts(data, f"facts file {path}", hint)
-    return data
+    return plain_numbers(data)
+
+
+def _as_written(holder: dict, fld: str) -> object:
+    """A version written as a JSON number (``"cc": 8.0``) is read as the text it was written as: the same
+    value a probe writes as a string."""
+    v = holder.get(fld)
+    if isinstance(v, float) and not isinstance(v, bool) and hasattr(v, "written"):
+        holder[fld] = v = v.written
+    return v
 
 
 _VERSION = re.compile(r"^\d+(\.\d+){0,3}\Z")
@@ -183,7 +193,7 @@ def _validate_facts(data: dict, label: str, hint: str) -> None:
 
     for fld, pattern, want in (("driver", _VERSION, "a driver version like 550.54.15"),
                                ("driver_cuda", _CC, "a CUDA version like 12.4")):
-        v = data.get(fld)
+        v = _as_written(data, fld)
         if v is not None and not (isinstance(v, str) and pattern.match(v)):
             raise bad(fld, v, want)
     gpus = data.get("gpus")
@@ -194,7 +204,7 @@ def _validate_facts(data: dict, label: str, hint: str) -> None:
     for i, g in enumerate(gpus):
         if not isinstance(g, dict):
             raise bad(f"gpus[{i}]", g, "an object")
-        cc = g.get("cc")
+        cc = _as_written(g, "cc")
         if cc is not None and not (isinstance(cc, str) and _CC.match(cc)):
             raise bad(f"gpus[{i}].cc", cc, "a compute capability like 8.0")
         if g.get("name") is not None and not isinstance(g.get("name"), str):

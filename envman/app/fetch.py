@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envman.errors import UsageError
-from envman.inputs import read_input
+from envman.files import NO_SPACE, NoSpaceError, no_space
+from envman.inputs import present, read_input
 from envman.lock.layout import StackFiles
 
 if TYPE_CHECKING:
@@ -89,8 +90,13 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
     if lock is None:
         parsed, sdists = builder_inputs(path, names, parsed)
     env = _index_env(path, names)  # pip expands the lock's ${ENVMAN_INDEX_…} names from its environment
-    res = wh.fetch_wheels(parsed, dest, target, on_output=on_output, env=env)
-    got, had = fetch_sdists({n: (_expand(u, path, names), h) for n, (u, h) in sdists.items()}, dest)
+    try:
+        res = wh.fetch_wheels(parsed, dest, target, on_output=on_output, env=env)
+        got, had = fetch_sdists({n: (_expand(u, path, names), h) for n, (u, h) in sdists.items()}, dest)
+    except OSError as exc:  # envman's own writes there (the staging folder, the request file)
+        if exc.errno in NO_SPACE:
+            raise no_space(dest, hint=wh.FULL_WHEELHOUSE) from None
+        raise
     builder = tuple(n for n in (names.source, names.build) if sdists and (path / n).is_file())
     return FetchOutcome(res.wheelhouse, tuple(res.downloaded) + got, tuple(res.kept) + had, tuple(res.extra),
                         lock_file, py, target.platforms()[0], builder)
@@ -122,16 +128,16 @@ def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[H
     from envman.lock.build_deps import sdist_urls
 
     source = path / names.source
-    if not source.is_file():
+    if not present(source):  # a FIFO or a link loop there is named by read_lock, never read as "no source builds"
         return parsed, {}
     src = {w.name: w for w in wh.read_lock(source).wheels}
     wheels = [w for w in parsed.wheels if w.name not in src]
     build = path / names.build
-    if build.is_file():
+    if present(build):
         have = {(w.name, w.version) for w in wheels}
         wheels += [w for w in wh.read_lock(build).wheels if (w.name, w.version) not in have]
     pylock = path / names.pylock
-    urls = sdist_urls(read_input(pylock, names.pylock, 64 << 20, hint="run `envman lock` again")) if pylock.exists() else {}
+    urls = sdist_urls(read_input(pylock, names.pylock, 64 << 20, hint="run `envman lock` again")) if present(pylock) else {}
     missing = sorted(n for n in src if n not in urls)
     if missing:
         raise UsageError(f"{pylock} has no sdist URL for the source-only package(s) {', '.join(missing)}",
@@ -151,7 +157,7 @@ def fetch_sdists(sdists: dict[str, tuple[str, str]], dest: Path) -> tuple[tuple[
     (downloaded, kept)."""
     from envman.files import write_atomic
     from envman.lock.build_deps import fetch_sdist
-    from envman.lock.wheelhouse import sha256_file
+    from envman.lock.wheelhouse import FULL_WHEELHOUSE, sha256_file
 
     got, had = [], []
     for _name, (url, sha) in sorted(sdists.items()):
@@ -159,6 +165,9 @@ def fetch_sdists(sdists: dict[str, tuple[str, str]], dest: Path) -> tuple[tuple[
         if f.is_file() and sha256_file(f) == sha:
             had.append(f.name)
             continue
-        write_atomic(f, fetch_sdist(url, sha))
+        try:
+            write_atomic(f, fetch_sdist(url, sha))
+        except NoSpaceError:  # write_atomic's: this hint says where else to fetch
+            raise no_space(dest, hint=FULL_WHEELHOUSE) from None
         got.append(f.name)
     return tuple(got), tuple(had)

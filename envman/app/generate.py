@@ -130,8 +130,16 @@ def commit(planned: Planned) -> Outcome:
 
 
 def _check_lock_owner(root: Path, stack: Stack, force: bool) -> None:
-    if force or not (root / stack.files.lock).exists():
+    from envman.inputs import present, why_unreadable
+
+    path = root / stack.files.lock
+    if force or not present(path):
         return
+    try:
+        path.stat()
+    except OSError as exc:  # a link loop or a link to nowhere is not "no lock": replacing it would lose the link
+        why, hint = why_unreadable(path, exc)
+        raise UsageError(f"{stack.files.lock}: {why}", hint=hint or "re-run with --force to regenerate it") from None
     if stack.last is None or not stack.last.is_intact():
         raise UsageError(f"would overwrite {stack.files.lock} (edited by hand or not envman's)",
                          hint="re-run with --force to regenerate it")

@@ -96,14 +96,15 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: Project
     for f in [*(package.files if package else ()), *includes, *spec.sources]:
         if f not in files:
             files.append(f)
+    from envman.inputs import MAX_REQUIREMENTS, present, read_input_bytes
+
     for f in files:
         p = root / f
-        try:
-            # only a regular file is read (a FIFO would block); the lock step reports anything else
-            # `uv write`'s own edit of pyproject.toml stands for the file the lock was made from (app/uvalias.py)
-            h[f"file:{f}"] = input_digest(root, f, sha256(p.read_bytes())) if p.is_file() else "missing"
-        except OSError:
-            h[f"file:{f}"] = "missing"
+        # bounded, and a regular file only (a FIFO would block, a 200 MB setup.py cost its size in memory): a
+        # link loop, a FIFO, an unreadable or oversize file is refused by name; only an absent one is "missing"
+        # `uv write`'s own edit of pyproject.toml stands for the file the lock was made from (app/uvalias.py)
+        h[f"file:{f}"] = (input_digest(root, f, sha256(read_input_bytes(p, f, MAX_REQUIREMENTS)))
+                          if present(p) else "missing")
     return h
 
 

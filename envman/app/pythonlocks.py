@@ -249,7 +249,12 @@ def _our_body(path: Path, made: tuple[str, frozenset[str]] | None = None) -> str
     o = ownership(path)
     if not o.exists or not o.ours or o.edited:
         return None
-    body = path.read_text(encoding="utf-8").partition("\n")[2]
+    from envman.inputs import read_regular_text
+
+    try:
+        body = read_regular_text(path).partition("\n")[2]  # bounded; a FIFO put there since never blocks
+    except (OSError, UnicodeDecodeError):
+        return None
     if made is not None and o.inputs_hash != made[0] and sha256(body) not in made[1]:
         return None
     return body

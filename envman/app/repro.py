@@ -23,6 +23,7 @@ from envman.engine.buildkit import BuildResult
 from envman.engine.errors import EngineError
 from envman.engine.protocol import ContainerEngine
 from envman.errors import LockError, ReproError, UsageError
+from envman.inputs import read_regular
 from envman.lock.lockfile import Lock, read_lock, write_lock
 
 
@@ -99,7 +100,7 @@ def record_image(lock_path: Path, *, engine: ContainerEngine, image_id: str, doc
         "engine_version": engine.ping(),
         "image_id": image_id,
         "dockerfile": dockerfile.relative_to(root).as_posix() if dockerfile.is_relative_to(root) else str(dockerfile),
-        "dockerfile_sha256": hashlib.sha256(dockerfile.read_bytes()).hexdigest(),
+        "dockerfile_sha256": hashlib.sha256(read_regular(dockerfile)).hexdigest(),  # bounded, never a FIFO
         "lock_hash": lock.lock_hash,
     }
     updated = lock.with_reproducible_image(record)

@@ -21,7 +21,9 @@ def base_image_edit(root: Path, spec: ProjectSpec, base_image: str) -> tuple[str
     keep = f"base_image: \"{base_image}\""
     if spec.source != SPEC_FILE:
         return None, f"{spec.source}: set {keep.replace(': ', ' = ')} there to keep this base for the next `envman lock`"
-    new = _with_base_image((root / SPEC_FILE).read_text(encoding="utf-8"), base_image)
+    from envman.inputs import MAX_SPEC, read_input
+
+    new = _with_base_image(read_input(root / SPEC_FILE, SPEC_FILE, MAX_SPEC), base_image)
     if new is None or not _same_but_base(new, spec, base_image):
         return None, f"{SPEC_FILE}: could not set base_image in place: write {keep} there to keep this base"
     return new, f"{SPEC_FILE}: base_image set to {base_image}"

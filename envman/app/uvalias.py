@@ -27,7 +27,7 @@ def _read(root: Path) -> dict[str, dict[str, str]]:
         if not path.is_file() or path.stat().st_size > MAX_RECORD:
             return {}
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict):

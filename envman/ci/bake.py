@@ -14,7 +14,7 @@ from pathlib import Path
 
 from envman.ci.project import CiProject, Registry, cache_ref, image_tags, peers
 from envman.errors import UsageError
-from envman.files import Ownership, sha256
+from envman.files import Ownership, owned_text, sha256
 from envman.lock.lockfile import canonical_json
 
 BAKE_FILE = "docker-bake.json"
@@ -58,12 +58,13 @@ def render_bake(project: CiProject, registry: Registry | None) -> str:
 
 
 def bake_ownership(path: Path) -> Ownership:
+    text = owned_text(path)  # bounded, never a FIFO; an unreadable file is named, not taken for someone else's
+    if isinstance(text, Ownership):
+        return text
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(text)
         m = _BAKE_HEADER.match(doc["variable"][BAKE_VARIABLE]["default"])
-    except FileNotFoundError:
-        return Ownership(False, False, False, None)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return Ownership(True, False, False, None)
     if not m:
         return Ownership(True, False, False, None)

@@ -240,6 +240,8 @@ def parse_lock(text: str, name: str = LOCK_FILE) -> Lock:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LockError(f"{name}: unreadable: {exc}", hint=REGENERATE) from None
+    except RecursionError:  # a hand-edited lock nested 100 000 deep: no lock envman writes is
+        raise LockError(f"{name}: nested too deeply to be a lock envman writes", hint=REGENERATE) from None
     if not isinstance(data, dict):
         raise LockError(f"{name}: not a JSON object", hint=REGENERATE)
     version = data.get("lock_version")

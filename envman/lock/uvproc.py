@@ -200,15 +200,10 @@ class UvRun:
             raise
         self.reader.join(timeout=2.0)  # a stray child of uv holding its stderr open must not hang envman
         if self.proc.returncode != 0:
-            lines = [ln for ln in self.said if ln.strip()]
-            unreachable = network_failure(lines, self.last, self.indexes)
-            if unreachable is not None:
-                message, hint = unreachable
-                raise ToolError(redact(message), hint=redact(hint + "\nuv says:\n" + "\n".join(lines[-15:])))
-            first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()),
-                         lines[0] if lines else "failed")
-            raise ToolError(redact(f"uv could not resolve the requirements: {first.strip()}"),
-                            hint=redact("uv says:\n" + "\n".join(lines[-15:])))
+            lines = [_BAD_VALUE.sub(_unshown, ln) for ln in self.said if ln.strip()]
+            message, hint = uv_failure(self.proc.returncode, lines, self.last, self.indexes)
+            said = "uv says:\n" + "\n".join(lines[-15:]) if lines else ""
+            raise ToolError(redact(message), hint=redact("\n".join(h for h in (hint, said) if h)))
 
     def _wait_ticking(self) -> None:
         """Wait for uv; every few seconds tell ``progress`` it still runs (a stalled network is then visible).
@@ -231,8 +226,20 @@ class UvRun:
                 self.progress("uv: resolving")
 
     def output(self) -> str:
+        """uv's answer: a bounded regular file of UTF-8 text, else a ToolError (a uv that exits 0 with garbage
+        or nothing is a tool's failure, not envman's bug)."""
+        from envman.inputs import read_regular_text
+
         assert self.request is not None and self.cwd is not None
-        return (Path(self.cwd) / self.request.output).read_text(encoding="utf-8")
+        hint = "run `envman lock --upgrade`; if it persists, run uv by hand to see what it writes (or reinstall envman)"
+        try:
+            return read_regular_text(Path(self.cwd) / self.request.output)
+        except FileNotFoundError:
+            raise ToolError("uv exited without writing its answer", hint=hint) from None
+        except UnicodeDecodeError as exc:
+            raise ToolError(f"uv's answer is not UTF-8 text (byte {exc.start})", hint=hint) from None
+        except OSError as exc:
+            raise ToolError(f"uv's answer cannot be read: {exc.strerror or exc}", hint=hint) from None
 
     def cancel(self) -> None:
         if getattr(self, "proc", None) is not None and self.proc.poll() is None:
@@ -266,6 +273,94 @@ _NETWORK = (
      "check the network, the proxy (HTTPS_PROXY) or a firewall towards that host; or raise --timeout / UV_HTTP_TIMEOUT"),
 )
 _URL_HOST = re.compile(r"\b\w+://(?:[^/@\s`'\")]*@)?([^/:\s`'\")]+)")
+
+
+# an HTTP status uv got from an index (reqwest's words, and uv's own hint for a 401/403 it turned into "not found")
+_STATUS = (re.compile(r"HTTP status (?:client|server) error \((\d{3})([^)]*)\) for url \((\S+?)\)"),
+           re.compile(r"index URL \((\S+?)\) could not be queried due to a lack of valid authentication credentials "
+                      r"\((\d{3})([^)]*)\)"))
+_NO_SPACE = re.compile(r"No space left on device|os error 28\b|Disk quota exceeded|os error 122\b")
+_NO_SPACE_PATH = re.compile(r"(?:write to|create|persist|rename|copy)[^`]*`(/[^`]+)`", re.I)
+# clap's refusal of a URL uv cannot parse: a password with an unencoded / # ? @ reads as a port or a path
+_BAD_VALUE = re.compile(r"invalid value '(.*?)' for '(--[\w-]+)[^']*': (.+)")
+
+
+def _plain(line: str) -> str:
+    """One line of uv's for an error line: no terminal escapes or control characters, at most 300 characters."""
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|[\x00-\x1f\x7f]", "", line).strip()[:300]
+
+
+def _unshown(m: re.Match) -> str:
+    """clap echoes a value it cannot parse: a URL whose token could not be told from its host (no redaction
+    finds its userinfo), so it is never shown."""
+    return f"invalid value '…' for '{m.group(2)}': {m.group(3)}"
+
+
+def uv_failure(code: int, lines: list[str], last: str | None, indexes: list[str]) -> tuple[str, str]:
+    """(error, hint) for a uv that failed with exit ``code`` (negative: killed by that signal) after saying
+    ``lines``: the cause by name — a signal, a URL uv cannot parse, an HTTP status, the network — before uv's
+    first error line. Unredacted: the caller redacts both."""
+    if code < 0:
+        return _killed(-code, lines)
+    bad = next((m for ln in lines if (m := _BAD_VALUE.search(ln))), None)
+    if bad is not None:
+        return (f"uv refuses the {bad.group(2)} it was given: {bad.group(3)}",
+                "a user name or token in a URL must be percent-encoded: / # ? @ : as %2F %23 %3F %40 %3A")
+    full = next((ln for ln in lines if _NO_SPACE.search(ln)), None)
+    if full is not None:  # uv's cache or its temp folder: uv names the file it could not write
+        where = _NO_SPACE_PATH.search(full)
+        return (f"no space left on {os.path.dirname(where.group(1)) if where else 'the disk uv writes to'} (uv)",
+                "free space in uv's cache (UV_CACHE_DIR; `uv cache clean`) and in TMPDIR, or point them at a disk with "
+                "room, then re-run")
+    status = http_status(lines)
+    if status is not None:
+        return status
+    unreachable = network_failure(lines, last, indexes)
+    if unreachable is not None:
+        return unreachable
+    first = next((ln for ln in lines if "No solution" in ln or "error" in ln.lower()), None)
+    if first is not None:
+        return f"uv could not resolve the requirements: {first.strip()}", ""
+    if lines:  # no error line: what uv said last is the nearest thing to a cause
+        return (f"uv failed (exit {code}): {_plain(lines[-1])}",
+                "run the same `uv pip compile` by hand to see all it says; reinstall envman if uv itself is broken")
+    return f"uv failed (exit {code}) without a word", "reinstall envman (it depends on uv), then re-run"
+
+
+def _killed(sig: int, lines: list[str]) -> tuple[str, str]:
+    import signal
+
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    why = ("out of memory? (the kernel's OOM killer sends SIGKILL: see `dmesg`) " if sig == signal.SIGKILL else "")
+    last_said = f"; the last thing it said: {_plain(lines[-1])}" if lines else ""
+    return f"uv was killed by {name}{last_said}", f"{why}nothing was written; re-run envman lock"
+
+
+def http_status(lines: list[str]) -> tuple[str, str] | None:
+    """("the index pypi.internal answered HTTP 500 (Internal Server Error)", hint), or None."""
+    for ln in lines:
+        m = _STATUS[0].search(ln)
+        if m is not None:
+            code, reason, url = m.group(1), m.group(2).strip(), m.group(3)
+            break
+        m = _STATUS[1].search(ln)
+        if m is not None:
+            url, code, reason = m.group(1), m.group(2), m.group(3).strip()
+            break
+    else:
+        return None
+    said = f"HTTP {code}" + (f" ({reason})" if reason else "")
+    if code in ("401", "403"):
+        return (f"the index {index_of(url + '/')} refused the credentials: {said}",
+                "check the user name and token of that index (in UV_INDEX_URL / PIP_INDEX_URL, netrc or a keyring); "
+                "a token must be percent-encoded in a URL")
+    if code.startswith("5"):
+        return (f"the index {index_of(url + '/')} failed: {said}",
+                "the index server had an error: retry later, or ask whoever runs it")
+    return (f"the index {index_of(url + '/')} answered {said}", "check the index URL (and that it serves that package)")
 
 
 def network_failure(lines: list[str], last: str | None, indexes: list[str]) -> tuple[str, str] | None:

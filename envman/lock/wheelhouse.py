@@ -26,6 +26,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from envman.errors import EnvmanError, LockError, ToolError, UsageError
+from envman.files import NO_SPACE_SAID, no_space
 from envman.lock.layout import StackFiles
 
 DEFAULT_LOCK = StackFiles().req
@@ -334,6 +335,10 @@ def sweep_partials(wheelhouse: Path) -> list[str]:
     return removed
 
 
+FULL_WHEELHOUSE = ("free space on that disk (pip also writes to TMPDIR), or pass --wheelhouse DIR on a disk with "
+                   "room; nothing half-downloaded was kept")
+
+
 def _run_pip(argv: list[str], on_output: Callable[[str], None] | None,
              extra_env: dict[str, str] | None = None) -> tuple[int, list[str]]:
     from collections import deque
@@ -383,6 +388,8 @@ def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: Target, *, py
             req.write_text(requirements_text(lock, todo), encoding="utf-8")
             dest = Path(staging) / "wheels"
             rc, tail = _run_pip(pip_download_command(req, dest, target, python_exe), on_output, env)
+            if rc != 0 and any(NO_SPACE_SAID.search(line) for line in tail):  # pip's traceback says why: not shown
+                raise no_space(wheelhouse, hint=FULL_WHEELHOUSE)
             if rc != 0:
                 raise ToolError(f"pip download failed (exit {rc}) for {len(todo)} wheel(s)",
                                       hint="last lines of its output:\n  " + "\n  ".join(tail[-12:]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from envman.errors import UsageError
+from envman.inputs import WrittenFloat, present
 from envman.lock.layout import StackFiles
 from envman.project.req import Req  # noqa: F401  (re-exported: the lock and pins read it from here)
 
@@ -15,15 +16,17 @@ OWN_FILES = (StackFiles().req, StackFiles().fw)  # envman's own, never read as r
 
 def read_pyproject(project: Path) -> dict | None:
     """pyproject.toml as a dict; None when there is none; a UsageError naming the file when it is invalid."""
+    from envman.inputs import MAX_SPEC, read_input
+
     pp = project / "pyproject.toml"
-    if not pp.is_file():
+    if not present(pp):  # a FIFO or a link loop there is named as such (read_input), never "no pyproject"
         return None
     from envman._compat import tomllib
-    from envman.inputs import MAX_SPEC, read_input
 
     text = read_input(pp, "pyproject.toml", MAX_SPEC)
     try:
-        doc = tomllib.loads(text)
+        # a number keeps its text: `python = 3.10` in [tool.envman] is refused as in envman.yaml, never read as 3.1
+        doc = tomllib.loads(text, parse_float=lambda s: WrittenFloat(float(s), s))
     except RecursionError:
         raise UsageError("pyproject.toml: nested too deeply", hint="fix the file") from None
     except tomllib.TOMLDecodeError as exc:

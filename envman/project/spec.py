@@ -21,7 +21,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from envman import frameworks
 from envman.errors import SpecError
-from envman.inputs import MAX_VALUE
+from envman.inputs import MAX_VALUE, plain_numbers
 from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
@@ -141,11 +141,32 @@ class Problems:
 # --- readers: (problems, raw value, dotted path) → the value (a fallback after a problem) ---------------------
 
 
+_VERSION_KEYS = ("python", "cuda", "driver")
+
+
+def _number_text(p: Problems, v: float | int, path: str) -> str | None:
+    """A number where a string goes, as text: the text it was written as when the number reads back as that
+    (3.11, 8.0, 570); else refused with the quoted form, never turned into another value silently (YAML reads
+    3.10 as 3.1, 010 as 8, 1_000 as 1000, 1e3 as 1000.0)."""
+    text = str(v)
+    written = getattr(v, "written", text)
+    if written == text:
+        return text
+    key = path.rsplit(".", 1)[-1]
+    quoted = f'{key}: "{written}"' if re.fullmatch(r"[A-Za-z_][\w-]*", key) else f'"{written}"'
+    lang = "TOML" if p.source.startswith("pyproject") else "YAML"
+    p.bad(path, f"{text} is a number: {lang} reads an unquoted {written} as {text}",
+          f"quote the version: {quoted}" if key in _VERSION_KEYS else f"quote it: {quoted}")
+    return None
+
+
 def _text(p: Problems, v: Any, path: str) -> str | None:
     if v is None:
         return None
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        v = str(v)
+        v = _number_text(p, v, path)
+        if v is None:
+            return None
     if not isinstance(v, str):
         p.bad(path, f"expected a string, got {type(v).__name__}")
         return None
@@ -183,7 +204,9 @@ def _strings(p: Problems, v: Any, path: str) -> tuple[str, ...]:
     out = []
     for i, item in enumerate(v):
         if isinstance(item, (int, float)) and not isinstance(item, bool):
-            item = str(item)
+            item = _number_text(p, item, f"{path}[{i}]")
+            if item is None:
+                continue
         if not isinstance(item, str):
             p.bad(f"{path}[{i}]", f"expected a string, got {item!r}")
         elif _CTRL.search(item):
@@ -221,7 +244,7 @@ def _image_name(p: Problems, v: Any, path: str) -> str:
 
 def _python(p: Problems, v: Any, path: str) -> str | None:
     # YAML reads an unquoted 3.10 as the number 3.1 (and no Python envman builds is 3.1)
-    if isinstance(v, float) and str(v) == "3.1":
+    if isinstance(v, float) and str(v) == "3.1" and not hasattr(v, "written"):
         p.bad(path, "3.1 is a number: YAML reads an unquoted 3.10 as 3.1", 'quote the version: python: "3.10"')
         return None
     return _text(p, v, path)
@@ -290,6 +313,8 @@ def _env(p: Problems, v: Any, path: str) -> tuple[tuple[str, str], ...]:
             p.bad(f"{path}.{k}", f"{k!r} is not an environment variable name", "letters, digits and _, not starting with a digit")
         elif isinstance(val, bool) or not isinstance(val, (str, int, float)):
             p.bad(f"{path}.{k}", f"expected a string value, got {val!r}")
+        elif not isinstance(val, str) and _number_text(p, val, f"{path}.{k}") is None:
+            pass
         elif not _bounded(p, f"{path}.{k}", str(val)):
             pass
         elif _CTRL.search(str(val)):
@@ -337,6 +362,11 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
         return ()
     out = []
     for k, val in v.items():
+        if re.fullmatch(r"[-+]?0[0-7]+|[-+]?\d+(?::[0-5]?\d)+", getattr(val, "written", "")):
+            # YAML 1.1 reads 010 as 8 (octal) and 1:30 as 90 (base 60): never what a batch size meant
+            p.bad(f"{path}.{k}", f"YAML reads {val.written} as {int(val)}", f"write the number you mean: {k}: {int(val)}")
+            continue
+        val = plain_numbers(val)
         want = WORKLOAD_KEYS.get(k)
         if want is None:
             near = difflib.get_close_matches(str(k), WORKLOAD_KEYS, n=1)
@@ -470,11 +500,11 @@ KEYS: tuple[Key, ...] = (
         "may set " + ", ".join(k for k in ("python", "framework", "cpu", "targets", "driver", "cuda")) + ".",
         "{old-fleet: {targets: [v100]}}", write=_profiles_written),
     # not written back nor hashed: moving a job to another partition must not make the image's lock stale
-    Key("cluster", lambda p, v, path: v if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
+    Key("cluster", lambda p, v, path: plain_numbers(v) if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
         "Site settings of `envman cluster` (Slurm feature, partition, GPUs per node …; docs/cluster.md).",
         "{constraint: h100, gpus_per_node: 8}", write=lambda s: _OMIT),
     # not written back nor hashed either: where CI gets envman is no input of the image
-    Key("ci", lambda p, v, path: v if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
+    Key("ci", lambda p, v, path: plain_numbers(v) if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
         "Settings of `envman ci`: where the pipelines install envman from (`envman`: a wheel in the repository or "
         "a pinned requirement; `index_url`: the index that serves it; docs/ci.md).",
         "{envman: vendor/envman-0.2.0-py3-none-any.whl}", write=lambda s: _OMIT),
@@ -569,14 +599,16 @@ def validate_base_image(value: str, fld: str = "--base-image", source: str | Non
 
 def load_spec(project: Path) -> ProjectSpec | None:
     """envman.yaml first, else ``[tool.envman]`` in pyproject.toml; None when neither exists."""
+    from envman.inputs import present
+
     path = project / SPEC_FILE
-    if path.is_file():
+    if present(path):  # a FIFO, a link loop or to nowhere is named as such, never "no envman.yaml"
         from envman.inputs import MAX_SPEC, load_yaml, read_input
 
         # parsed every run, never cached: a cached parse would be data the lock builds from, not envman.yaml
         # (whoever can write the cache could add a package); PyYAML's import is ~10 ms (issue 24)
         text = read_input(path, SPEC_FILE, MAX_SPEC, error=SpecError)
-        return parse_spec(load_yaml(text, SPEC_FILE, error=SpecError), SPEC_FILE)
+        return parse_spec(load_yaml(text, SPEC_FILE, error=SpecError, numbers_as_written=True), SPEC_FILE)
     from envman.project.requirements import read_pyproject
 
     doc = read_pyproject(project)

@@ -240,7 +240,7 @@ def test_relock_failure_keeps_the_old_set(repo, monkeypatch, capsys):
     assert main(["init", str(repo), "--no-lock"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("error: cannot write ") and err[0].endswith(": No space left on device")
-    assert err[1] == "hint: nothing was changed; fix that and re-run"
+    assert err[1] == "hint: free space on that disk (or write elsewhere), then re-run; nothing was changed"
     assert snapshot(repo) == before and temps(repo) == []
 
 
@@ -274,7 +274,7 @@ def test_a_failed_write_through_a_link_keeps_the_link_and_its_old_content(repo, 
     with pytest.raises(UsageError) as exc:
         init_project(repo, InitOptions(no_lock=True))
     monkeypatch.undo()
-    assert exc.value.hint == "nothing was changed; fix that and re-run"
+    assert exc.value.hint == "free space on that disk (or write elsewhere), then re-run; nothing was changed"
     assert (repo / "Dockerfile").is_symlink() and snapshot(repo) == before
 
 
