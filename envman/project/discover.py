@@ -81,6 +81,7 @@ class Discovery:
     find_links: list[str] = field(default_factory=list)
     fates: list[Fate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    declared: set[str] = field(default_factory=set)  # every distribution the files read name (canonical)
 
     def report(self) -> list[str]:
         out = []
@@ -322,6 +323,7 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
             hint=f"pass {' or '.join(f'--framework {n}' for n in names)} to read the one for that framework"))
     all_reqs = [r for fd in founds + extra for r in fd.reqs]
     basis = all_reqs + [r for fd in founds + extra for r in fd.constraints + fd.overrides]
+    d.declared = {r.name for r in basis}
     variants = [v for fd in founds + extra for v in fd.variants]
     dependents = load_dependents()
     fw_name = None if name == "none" else name
