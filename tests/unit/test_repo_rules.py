@@ -1,0 +1,104 @@
+"""Issue 38's rules, each on a few lines written here that reproduce a pattern seen in real repositories (the
+comment names where); `envman init --no-lock` runs offline on them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envman.app.init import InitOptions, init_project
+from envman.errors import ResolutionError, UsageError
+from envman.project.codeimports import _module_names
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def _init(root: Path, **opts):
+    out = init_project(root, InitOptions(targets=("h100",), no_lock=True, **opts))
+    return out, yaml.safe_load((root / "envman.yaml").read_text())
+
+
+# class 1 — seen in SysCV/sam-hq@fb181f8 and KwaiVGI/LivePortrait@1986663: the requirements name no framework, the
+# code does `import torch` (a CUDA extension built against it)
+def test_the_code_imports_decide_the_framework_when_no_file_names_one(tmp_path):
+    root = _tree(tmp_path / "det", {"requirements.txt": "opencv-python\npycocotools\n",
+                                    "det/model.py": "import torch\nimport torch.nn as nn\n",
+                                    "det/train.py": "from torch.utils.data import DataLoader\n"})
+    out, spec = _init(root)
+    assert spec["framework"] == "torch" and out.resolution.framework == "torch"
+    assert ("framework torch: the code imports it (2 .py files) and no dependency file names it "
+            "(pass --framework to choose a release)") in out.notes
+    assert not any(n.startswith("no framework (torch, tensorflow, jax) named") for n in out.notes)
+
+
+# seen in deepchem/deepchem@fbe3b91 and lululxvi/deepxde@99b6620 (multi-backend libraries): no file names a framework
+def test_code_importing_several_frameworks_alike_is_refused_naming_each(tmp_path):
+    root = _tree(tmp_path / "mb", {"requirements.txt": "numpy\n",
+                                   **{f"mb/t{i}.py": "import torch\n" for i in range(3)},
+                                   **{f"mb/k{i}.py": "import tensorflow as tf\n" for i in range(2)}})
+    with pytest.raises(UsageError) as ei:
+        _init(root)
+    assert ei.value.message == ("mb: the code imports torch (3 .py files) and tensorflow (2 .py files), and no "
+                                "dependency file names a framework")
+    assert ei.value.hint == "pass --framework torch or pass --framework tensorflow (the one the training code runs on)"
+    assert not (root / "envman.yaml").exists()
+    out, spec = _init(root, framework="tensorflow")  # the hint, followed
+    assert out.resolution.framework == "tensorflow"
+
+
+# seen in vwxyzjn/cleanrl@fe8d8a0 (flax imported, only jax declared) and THU-MIG/yolov10@453c6e3 (a stray tensorflow import)
+def test_a_framework_module_nothing_provides_is_named_in_a_warning(tmp_path):
+    root = _tree(tmp_path / "rl", {"requirements.txt": "jax[cuda12]==0.4.30\n",
+                                   "rl/ppo.py": "import jax\nimport flax.linen as nn\n",
+                                   "rl/export.py": "import numpy, tensorflow\n"})
+    out, _ = _init(root)
+    assert ("warning: the code imports flax (1 .py file), which no dependency file names and the stack does not "
+            "hold: add flax under packages: in envman.yaml if that code runs in the image") in out.notes
+    assert any(n.startswith("warning: the code imports tensorflow (1 .py file)") for n in out.notes)
+    assert not any("imports jax" in n for n in out.notes)
+
+
+def test_the_import_reader_takes_top_level_names_of_every_import_form():
+    text = "import os, torch.nn as nn\nfrom jax import numpy\n  import flax  # x\nfrom .local import y\nx = 'import keras'\n"
+    assert _module_names(text) == {"os", "torch", "jax", "flax"}
+
+
+# optional/dev files are not merged — seen in open-mmlab/mmpose@759b39c and NVlabs/SegFormer@65fa8cf (requirements.txt
+# `-r requirements/tests.txt`, `-r requirements/optional.txt`) and speechbrain/speechbrain@9c826ef (`-r lint-requirements.txt`)
+def test_a_core_files_include_of_a_test_or_optional_file_is_not_read(tmp_path):
+    root = _tree(tmp_path / "mm", {"requirements.txt": "-r requirements/runtime.txt\n-r requirements/tests.txt\n"
+                                                       "-r requirements/optional.txt\n",
+                                   "requirements/runtime.txt": "torch>=2.1\n",
+                                   "requirements/tests.txt": "pytest\n",
+                                   "requirements/optional.txt": "onnx\n"})
+    out, spec = _init(root)
+    assert ("requirements.txt:2: dropped '-r requirements/tests.txt' (requirements/tests.txt is named for tests, not "
+            "the core: not read (name it under requirements: in envman.yaml to use it))") in out.notes
+    assert any(n.startswith("requirements.txt:3: dropped '-r requirements/optional.txt'") for n in out.notes)
+
+
+def test_a_dev_file_may_include_the_test_file():
+    from envman.project.sources.requirements_txt import _not_core
+
+    assert _not_core("requirements-dev.txt", "requirements-test.txt") is None
+    assert _not_core("requirements.txt", "requirements/base.txt") is None
+
+
+# a pinned build with no SASS for the target and no one-step alternative — seen in gcorso/DiffDock@b4704d9 and
+# isl-org/MiDaS@4545977 (torch==1.13.1+cu117 on an H100): the refusal had no hint line
+def test_a_pin_no_build_serves_names_the_way_out(tmp_path):
+    root = _tree(tmp_path / "old", {"requirements.txt": "torch==1.13.1+cu117\n"})
+    with pytest.raises(ResolutionError) as ei:
+        _init(root)
+    assert ei.value.hint == ("loosen 'torch==1.13.1+cu117': `--framework torch` (init, resolve) or framework: torch in "
+                             "envman.yaml takes the newest torch that serves 9.0 (sm_90, NVIDIA H100 SXM5 80GB)")
+    out, _ = _init(root, framework="torch")
+    assert out.resolution.framework == "torch"
