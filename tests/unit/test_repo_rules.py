@@ -98,7 +98,7 @@ def test_a_pin_no_build_serves_names_the_way_out(tmp_path):
     root = _tree(tmp_path / "old", {"requirements.txt": "torch==1.13.1+cu117\n"})
     with pytest.raises(ResolutionError) as ei:
         _init(root)
-    assert ei.value.hint == ("loosen 'torch==1.13.1+cu117': `--framework torch` (init, resolve) or framework: torch in "
-                             "envman.yaml takes the newest torch that serves 9.0 (sm_90, NVIDIA H100 SXM5 80GB)")
+    assert ei.value.hint == ("loosen the pin 'torch==1.13.1+cu117' to 'torch' (`--framework torch`) for the newest torch "
+                             "that serves 9.0 (sm_90, NVIDIA H100 SXM5 80GB)")
     out, _ = _init(root, framework="torch")
     assert out.resolution.framework == "torch"
