@@ -102,3 +102,34 @@ def test_a_pin_no_build_serves_names_the_way_out(tmp_path):
                              "that serves 9.0 (sm_90, NVIDIA H100 SXM5 80GB)")
     out, _ = _init(root, framework="torch")
     assert out.resolution.framework == "torch"
+
+
+# class 2 — the pattern of huggingface/transformers' setup.py (issue 38 saw it give a 3-package lock): a table of
+# pins built by a comprehension over a literal list, looked up by name
+_COMPUTED_SETUP = '''import re
+from setuptools import setup
+_deps = ["accelerate>=0.26.0", "filelock", "numpy>=1.17", "torch>=2.1"]
+deps = {b: a for a, b in (re.findall(r"^(([^!=<>~ ]+)(?:[!=<>~ ].*)?$)", x)[0] for x in _deps)}
+install_requires = [deps["filelock"], deps["numpy"]] + [deps[k] for k in ("torch", "accelerate")]
+setup(name="t", install_requires=list(install_requires), python_requires=">=3.9")
+'''
+
+
+def test_install_requires_computed_from_the_files_own_literals_is_read(tmp_path):
+    from envman.project.sources.setup_py import read_setup_py
+
+    root = _tree(tmp_path / "t", {"setup.py": _COMPUTED_SETUP})
+    found = read_setup_py(root)
+    assert [str(r.req) for r in found.reqs] == ["filelock", "numpy>=1.17", "torch>=2.1", "accelerate>=0.26.0"]
+    assert found.warnings == []
+
+
+def test_what_only_running_setup_py_gives_is_said_not_guessed(tmp_path):
+    from envman.project.sources.setup_py import read_setup_py
+
+    root = _tree(tmp_path / "t", {"setup.py": "from setuptools import setup\n"
+                                              "setup(install_requires=open('requirements.txt').read().splitlines())\n"})
+    found = read_setup_py(root)
+    assert found.reqs == [] and [f.describe() for f in found.fates] == [
+        "setup.py install_requires: dropped \"open('requirements.txt').read()\" (computed when setup.py "
+        "runs; envman never runs it — list these packages under packages: in envman.yaml)"]

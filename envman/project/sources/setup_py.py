@@ -10,6 +10,7 @@ from pathlib import Path
 
 from envman.project.sources import Fate, Found
 from envman.project.sources.pyproject import add_python, add_requirement
+from envman.project.sources.setup_eval import Unknowable, evaluate
 
 KEYS = ("install_requires", "python_requires", "extras_require")
 
@@ -38,9 +39,9 @@ def _literal(node: ast.AST, names: dict[str, ast.AST], depth: int = 0, lenient: 
     if lenient and isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
         return _lenient(node, names, depth)
     try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise _Unreadable(ast.unparse(node)[:60]) from None
+        return evaluate(node, names)  # literals, and what the file computes from its own literals (setup_eval.py)
+    except Unknowable as exc:
+        raise _Unreadable(str(exc)) from None
 
 
 def _lenient(node: ast.List | ast.Tuple | ast.Dict, names: dict[str, ast.AST], depth: int):
