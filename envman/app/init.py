@@ -76,8 +76,10 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
     from envman.project.discover import Asked, discover_repo, nothing_found
     from envman.project.package import find_package
 
-    found = discover_repo(root, {k: list(v) for k, v in load_matrix().frameworks.items()},
-                          asked=Asked(opts.framework, opts.cuda, opts.python, opts.cpu))
+    matrix = load_matrix()
+    found = discover_repo(root, {k: list(v) for k, v in matrix.frameworks.items()},
+                          asked=Asked(opts.framework, opts.cuda, opts.python, opts.cpu,
+                                      matrix.base_images.default_python))
     if not found.read and not opts.framework:
         raise nothing_found(root)
     inf = found.inference

@@ -49,6 +49,9 @@ class Asked:
     cuda: str | None = None
     python: str | None = None
     cpu: bool = False
+    # the Python the image gets when nothing chooses one (matrices/base_images.yaml): framework lines behind
+    # python_version markers are intersected under the Python the image will have, not all at once
+    default_python: str | None = None
 
     @property
     def framework_name(self) -> str | None:
@@ -328,8 +331,9 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
     dependents = load_dependents()
     fw_name = None if name == "none" else name
     keep = asked.cuda is None
+    py = _marker_python(asked, [p for fd in founds + extra for p in fd.python])
     try:
-        d.inference = infer_framework(basis, variants, releases, dependents, fw_name, keep)
+        d.inference = infer_framework(basis, variants, releases, dependents, fw_name, keep, py)
         optional = [r for fd in founds + extra for r in fd.optional]
         if d.inference.name is None and optional:
             basis = optional
@@ -393,6 +397,23 @@ def _narrow_to_locks(d: Discovery, root: Path, reqs: list, variants: list, relea
         d.inference = infer_framework(reqs + lock_reqs, variants + lock_variants, releases, dependents, asked, keep_variants)
         d.inference.notes = [n for n in was if n not in d.inference.notes] + d.inference.notes + notes
         return
+
+
+def _marker_python(asked: Asked, pairs: list[tuple[str, SpecifierSet]]) -> str | None:
+    """The minor the image's Python will be, for evaluating markers: --python, else the newest minor up to the
+    default that every Python constraint of the files admits (the oldest above it when none below does)."""
+    if asked.python:
+        return re.sub(r"^[=~<>! ]*", "", asked.python).rsplit(".*", 1)[0][:4].rstrip(".") or None
+    if not asked.default_python:
+        return None
+    ok = [m for m in _PYTHONS if all(s.contains(f"{m}.99", prereleases=True) or s.contains(f"{m}.0", prereleases=True)
+                                     for _, s in pairs)]
+    below = [m for m in ok if _minor(m) <= _minor(asked.default_python)]
+    return (below[-1] if below else ok[0]) if ok else asked.default_python
+
+
+def _minor(v: str) -> int:
+    return int(v.split(".")[1])
 
 
 def _python(d: Discovery, pairs: list[tuple[str, SpecifierSet]], asked: Asked) -> str | None:

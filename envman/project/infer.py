@@ -132,6 +132,25 @@ def on_linux(r: Req) -> bool:
     return False
 
 
+def _for_python(r: Req, python: str | None, inf: Inference) -> bool:
+    """A framework line behind a python_version marker counts only under the image's Python:
+    ``torch==2.6.0; python_version < "3.14"`` beside ``torch>=2.9.0; python_version >= "3.14"`` is one pin per
+    Python, not a contradiction (seen in a repository issue 38 tried). Other lines are kept as they were."""
+    if python is None or r.req.marker is None or "python" not in str(r.req.marker) \
+            or r.name not in frameworks.by_distribution():
+        return True
+    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython",
+           "python_version": python, "python_full_version": f"{python}.0"}
+    try:
+        if r.req.marker.evaluate(env):
+            return True
+    except Exception:  # a marker packaging cannot evaluate: keep the line
+        return True
+    inf.notes.append(f"{r.origin}: {r.req} is not for Python {python}, the image's: not applied")
+    return False
+
+
 def _cuda_chosen(variants: list[tuple[str, str]], inf: Inference) -> list[tuple[str, str]]:
     """--cuda chose the CUDA: the repository's CUDA pins are said, not applied."""
     if variants:
@@ -200,7 +219,7 @@ def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[R
 
 def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: dict[str, list],
                     dependents: tuple[Dependent, ...], asked: str | None = None,
-                    keep_variants: bool = True) -> Inference:
+                    keep_variants: bool = True, python: str | None = None) -> Inference:
     """``releases``: framework → its FrameworkRelease list (versions and companion versions) from the matrix.
     ``asked``: the framework ``--framework`` names (its lines decide; another framework's are packages);
     ``keep_variants``: False when ``--cuda`` chose the CUDA (the repository's CUDA pins are then said, not applied)."""
@@ -208,7 +227,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     a: Req | str  # two requirements, then two origins, in the messages that refuse
     b: Req | str
     # another framework kept on the CPU beside this one (tensorflow beside jax) first, then a choice between two
-    reqs = _one_framework(_cpu_beside([r for r in reqs if on_linux(r)], dependents, inf), asked, inf)
+    reqs = _one_framework(_cpu_beside([r for r in reqs if on_linux(r) and _for_python(r, python, inf)], dependents,
+                                      inf), asked, inf)
     variants = variants if keep_variants else _cuda_chosen(variants, inf)
     direct: dict[str, list[tuple[Req, SpecifierSet]]] = {}
     extras: list[tuple[str, str]] = []

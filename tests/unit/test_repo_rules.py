@@ -133,3 +133,21 @@ def test_what_only_running_setup_py_gives_is_said_not_guessed(tmp_path):
     assert found.reqs == [] and [f.describe() for f in found.fates] == [
         "setup.py install_requires: dropped \"open('requirements.txt').read()\" (computed when setup.py "
         "runs; envman never runs it — list these packages under packages: in envman.yaml)"]
+
+
+# class 3 — one framework pin per Python, seen in a repository issue 38 tried: intersected under the image's Python
+def test_framework_pins_behind_python_markers_are_one_per_python_not_a_contradiction(tmp_path):
+    root = _tree(tmp_path / "m", {"requirements.txt": 'torch==2.6.0; python_version < "3.14"\n'
+                                                      'torch>=2.8.0; python_version >= "3.14"\n'})
+    out, spec = _init(root)
+    assert spec["framework"] == "torch==2.6.0" and str(out.resolution.version) == "2.6.0"
+    assert out.resolution.python == "3.12"
+    assert ("requirements.txt:2: torch>=2.8.0; python_version >= \"3.14\" is not for Python 3.12, the image's: "
+            "not applied") in out.notes
+
+
+def test_the_marker_python_follows_the_python_the_user_asks_for(tmp_path):
+    root = _tree(tmp_path / "m", {"requirements.txt": 'torch==2.6.0; python_version < "3.13"\n'
+                                                      'torch>=2.8.0; python_version >= "3.13"\n'})
+    out, spec = _init(root, python="3.13")
+    assert spec["framework"] == "torch>=2.8.0"
