@@ -180,15 +180,40 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
     return founds, choice
 
 
+# a conda file in a sub-folder (scripts/gpu_environment.yml, envs/conda_env.yml): read when the repository has
+# no dependency file at its top, so that it is not told "no dependency file found"
+_CONDA_NESTED = re.compile(r"^([\w.-]*[-_])?(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml$")
+_NESTED_SKIP = {"test", "tests", "docs", "doc", "examples", "example", ".envman", "node_modules", ".git"}
+
+
+def _nested_conda(root: Path) -> list[str]:
+    """Conda environment files one or two folders down (with a top-level ``dependencies:``), best first: a GPU
+    or CUDA one before the others, shallower before deeper."""
+    out = []
+    for p in sorted(root.glob("*/*.y*ml")) + sorted(root.glob("*/*/*.y*ml")):
+        rel = p.relative_to(root)
+        if set(rel.parts[:-1]) & _NESTED_SKIP or not _CONDA_NESTED.match(p.name) or not p.is_file():
+            continue
+        try:
+            if re.search(r"^dependencies:", p.read_text(errors="replace")[:100_000], re.M):
+                out.append(rel.as_posix())
+        except OSError:
+            continue
+    return sorted(out, key=lambda r: (not re.search(r"gpu|cuda", r.lower()), r.count("/"), r))
+
+
 def _conda_file(d: Discovery, root: Path, others: list) -> Found | None:
     """The conda environment file, if any: ``environment.yml`` first; a Windows or macOS export beside other
     dependency files is not read (the image is Linux), and its pins that contradict them are named."""
     names = sorted((p.name for p in root.iterdir() if p.is_file() and _CONDA.match(p.name)),
                    key=lambda n: (not n.startswith("environment."), not n.startswith("environment"), n))
+    if not names and not others and not d.read:
+        names = _nested_conda(root)
     chosen = None
     for name in names:
-        suffix = _CONDA.match(name).group(2) or ""  # type: ignore[union-attr]
-        if chosen is None and not re.search(r"dev|test|doc|ci|extra|cpu|mac|win", suffix.lower()):
+        m = _CONDA.match(name) or _CONDA_NESTED.match(Path(name).name)
+        suffix = "".join(g or "" for g in m.groups()) if m else ""
+        if chosen is None and not re.search(r"dev|test|doc|ci|extra|cpu|mac|win|osx", suffix.lower()):
             chosen = name
         else:
             d.skipped.append((name, f"a variant of the conda environment; {'' if chosen else 'no core one; '}name "
@@ -255,7 +280,8 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     founds, choice = _read_requirement_files(d, root, files, wanted, dynamic, core, asked)
     extra = _read_project_files(d, root, doc, wanted, dynamic, founds)
     copied = ("pyproject.toml", "setup.py", "setup.cfg", "Pipfile")
-    d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied or _CONDA.match(r)))
+    d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied or _CONDA.match(r)
+                                      or _CONDA_NESTED.match(Path(r.split(" ")[0]).name)))
     for fd in founds + extra:
         d.fates += fd.fates
         d.warnings += fd.warnings

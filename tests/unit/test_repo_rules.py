@@ -151,3 +151,25 @@ def test_the_marker_python_follows_the_python_the_user_asks_for(tmp_path):
                                                       'torch>=2.8.0; python_version >= "3.13"\n'})
     out, spec = _init(root, python="3.13")
     assert spec["framework"] == "torch>=2.8.0"
+
+
+# class 4 — conda files: a CUDA range, a Python range written with spaces, files in sub-folders only (the patterns
+# of conda_env.yml / scripts/gpu_environment.yml repositories issue 38 tried)
+_GPU_ENV = "name: x\ndependencies:\n  - python >=3.8, <3.10\n  - cudatoolkit>=10\n  - pytorch>=1.12\n  - pip\n"
+
+
+def test_a_conda_file_in_a_sub_folder_is_found_and_its_ranges_are_kept(tmp_path):
+    root = _tree(tmp_path / "c", {"scripts/gpu_environment.yml": _GPU_ENV,
+                                  "scripts/cpu_environment.yml": _GPU_ENV.replace("cudatoolkit>=10", "cpuonly")})
+    out, spec = _init(root)
+    assert "found dependencies in: scripts/gpu_environment.yml" in out.notes
+    assert spec["python"] == "<3.10,>=3.8" and out.resolution.python == "3.9"
+    assert ("scripts/gpu_environment.yml dependencies[1]: dropped 'cudatoolkit>=10' (a CUDA range, not a pin: the CUDA "
+            "is chosen for the targets (pass --cuda to choose one))") in out.notes
+    assert "cuda" not in spec
+
+
+def test_a_nested_conda_file_is_not_read_beside_a_top_level_dependency_file(tmp_path):
+    root = _tree(tmp_path / "c", {"requirements.txt": "torch>=2.1\n", "envs/environment.yml": _GPU_ENV})
+    out, _ = _init(root)
+    assert "found dependencies in: requirements.txt" in out.notes

@@ -31,7 +31,8 @@ _EXPORT_DROPS_SHOWN = 6  # an export's dropped packages are said in one line, na
 
 def conda_spec(spec: str) -> str:
     """Conda's match spec → PEP 440: ``=2.1`` → ``==2.1.*``, ``==2.1.0`` stays, ``2.1.0=py3_0`` (build) drops the build."""
-    spec = re.sub(r"([<>=!]=?)\s+", r"\1", spec.strip()).split(" ")[0]  # ">= 1.13" is one constraint
+    spec = re.sub(r"([<>=!]=?)\s+", r"\1", spec.strip())  # ">= 1.13" is one constraint
+    spec = re.sub(r"\s*,\s*", ",", spec).split(" ")[0]  # ">=3.8, <3.10" too: its upper bound is kept
     if not spec:
         return ""
     if re.fullmatch(r"[<>!=]=?.*", spec) and not re.fullmatch(r"=[^=].*", spec):
@@ -105,6 +106,11 @@ def read_conda(project: Path, rel: str) -> Found:
         ver = spec.lstrip("=").split("=")[0].strip()
         if name == "python":
             _python_line(found, dep, spec, where)
+        elif name in ("pytorch-cuda", "cudatoolkit", "cuda-toolkit", "cuda-version") and ver \
+                and not re.fullmatch(r"=?=?\s*\d+(\.\d+)*(\.\*)?(=\S+)?", spec.strip()):
+            # a range (cudatoolkit>=10) is no CUDA pin: the stack's CUDA is chosen for the GPUs, said
+            found.fates.append(Fate(where, dep, "dropped", "a CUDA range, not a pin: the CUDA is chosen for the "
+                                                           "targets (pass --cuda to choose one)"))
         elif name in ("pytorch-cuda", "cudatoolkit", "cuda-toolkit", "cuda-version") and ver:
             variant = "cu" + "".join(ver.split(".")[:2])
             found.variants.append((where, variant))
