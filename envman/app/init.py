@@ -106,7 +106,8 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
             "framework": opts.framework or inf.framework or code.framework, "companions": list(inf.companions),
             "requirements": list(found.requirement_files), "packages": list(found.packages), "cpu": cpu,
             "targets": [] if cpu else targets, "driver": driver,
-            "cuda": opts.cuda or (inf.cuda if not opts.framework and not cpu else None), "base_image": opts.base_image,
+            "cuda": opts.cuda or (None if cpu else (inf.cuda if not opts.framework else None) or found.named_cuda),
+            "base_image": opts.base_image,
             "install_project": installable, "sources": found.copied_from, "index_urls": found.index_urls,
             "find_links": found.find_links, "constraints": found.constraints, "overrides": found.overrides,
             "framework_wins": found.framework_wins}

@@ -20,7 +20,7 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.project.infer import Inference, infer_framework, load_dependents
-from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of
+from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import conda_document, conda_platform, is_export, read_conda
@@ -34,6 +34,7 @@ from envman.project.sources.uv import lock_constraints, read_uv_resolution, read
 DEP_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml",
              "Pipfile")
 _PYTHONS = [f"3.{m}" for m in range(6, 16)]
+_CUDA_NAME = re.compile(r"(?:cu|cuda)(\d{3})")
 # the core file of a requirements/ folder (requirements/base.txt); its other files are feature sets
 _CORE = re.compile(r"(base|main|core|common|runtime|install|prod|production|default|requirements|train|training)")
 # conda environment files, best name first; the dev/test ones are variants (skipped, said)
@@ -85,6 +86,7 @@ class Discovery:
     fates: list[Fate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     declared: set[str] = field(default_factory=set)  # every distribution the files read name (canonical)
+    named_cuda: str | None = None  # the CUDA a per-CUDA file read is named for (requirements_cu128.txt → "12.8")
 
     def report(self) -> list[str]:
         out = []
@@ -168,6 +170,10 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
     founds = []
     for f in choice.read:
         fd = read_requirements(root, f)
+        cu = [m.group(1) for m in map(_CUDA_NAME.fullmatch, tokens(f)) if m]
+        if cu and not asked.cuda and not asked.cpu:  # requirements_cu128.txt: the repository names its CUDA build
+            fd.variants.append((f"{f} (its name)", f"cu{cu[0]}"))
+            d.named_cuda = f"{cu[0][:-1]}.{cu[0][-1]}"
         founds.append(fd)
         d.requirement_files.append(f)
         named = " named by pyproject.toml [tool.setuptools.dynamic]" if f in dynamic else ""

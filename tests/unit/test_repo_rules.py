@@ -22,7 +22,8 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def _init(root: Path, **opts):
-    out = init_project(root, InitOptions(targets=("h100",), no_lock=True, **opts))
+    opts.setdefault("targets", ("h100",))
+    out = init_project(root, InitOptions(no_lock=True, **opts))
     return out, yaml.safe_load((root / "envman.yaml").read_text())
 
 
@@ -173,3 +174,17 @@ def test_a_nested_conda_file_is_not_read_beside_a_top_level_dependency_file(tmp_
     root = _tree(tmp_path / "c", {"requirements.txt": "torch>=2.1\n", "envs/environment.yml": _GPU_ENV})
     out, _ = _init(root)
     assert "found dependencies in: requirements.txt" in out.notes
+
+
+# class 8 — variant preference: PyPI's default build when it fits the GPUs, before a newer CUDA from the PyTorch
+# index (issue 38: cu129 and cu124 had been chosen over PyPI's cu128 and cu121); a file named for a CUDA decides
+def test_pypis_default_build_is_preferred_when_it_fits(tmp_path):
+    root = _tree(tmp_path / "v", {"requirements.txt": "torch==2.0.1\n"})
+    out, _ = _init(root, targets=("4090",), driver="525.60.13")
+    assert out.resolution.variant == "cu117" and out.resolution.index_url is None
+
+
+def test_a_requirements_file_named_for_a_cuda_decides_the_variant(tmp_path):
+    root = _tree(tmp_path / "v", {"requirements_cu118.txt": "torch==2.0.1\n"})
+    out, spec = _init(root, targets=("4090",), driver="525.60.13")
+    assert out.resolution.variant == "cu118" and "CUDA variant cu118 from requirements_cu118.txt (its name)" in out.notes
