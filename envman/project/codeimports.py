@@ -73,21 +73,31 @@ def read_code_frameworks(root: Path) -> dict[str, int]:
     return module_files(root, modules)
 
 
+def _ranked(files: dict[str, int]) -> list[tuple[str, int]]:
+    """(framework, files importing one of its modules), most first."""
+    per_fw = {fw.name: max((files.get(m, 0) for m, _ in fw.modules), default=0) for fw in frameworks.registered()}
+    return sorted(((k, n) for k, n in per_fw.items() if n), key=lambda kv: (-kv[1], kv[0]))
+
+
+def dominant(files: dict[str, int]) -> str | None:
+    """The framework the code runs on: the most imported, when each other one is imported by at most a quarter as
+    many files (a stray ``import tensorflow`` for TensorBoard beside a torch codebase); None when none is."""
+    ranked = _ranked(files)
+    if not ranked or any(k * _DOMINANT > ranked[0][1] for _, k in ranked[1:]):
+        return None
+    return ranked[0][0]
+
+
 def judge(files: dict[str, int], chosen: str | None, declared: set[str], where: str) -> CodeFrameworks:
     """``chosen``: the framework the dependency files gave (None: none); ``declared``: the distributions they name.
     Pure. Without a framework from the files, the one the code imports is the project's (a note says so), or —
     several imported about as much — a refusal naming each and the option for each. A framework module the code
     imports that neither the stack nor a declared distribution provides is named in a warning."""
     out = CodeFrameworks(files=dict(files))
-    per_fw: dict[str, int] = {}
-    for fw in frameworks.registered():
-        n = max((files.get(m, 0) for m, _ in fw.modules), default=0)
-        if n:
-            per_fw[fw.name] = n
-    if chosen is None and per_fw:
-        ranked = sorted(per_fw.items(), key=lambda kv: (-kv[1], kv[0]))
+    ranked = _ranked(files)
+    if chosen is None and ranked:
         top, n = ranked[0]
-        if all(k * _DOMINANT <= n for _, k in ranked[1:]):
+        if dominant(files):
             out.framework = top
             out.notes.append(f"framework {top}: the code imports it ({_files(n)}) and no dependency file names it "
                              f"(pass --framework to choose a release)")

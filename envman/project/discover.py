@@ -19,6 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
+from envman.project.codeimports import dominant, read_code_frameworks
 from envman.project.infer import Inference, infer_framework, load_dependents
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
 from envman.project.requirements import OWN_FILES, read_pyproject
@@ -364,13 +365,14 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
     fw_name = None if name == "none" else name
     keep = asked.cuda is None
     py = _marker_python(asked, [p for fd in founds + extra for p in fd.python])
+    code = dominant(read_code_frameworks(root))  # what the code imports decides what the lines cannot
     try:
-        d.inference = infer_framework(basis, variants, releases, dependents, fw_name, keep, py)
+        d.inference = infer_framework(basis, variants, releases, dependents, fw_name, keep, py, code)
         optional = [r for fd in founds + extra for r in fd.optional]
         if d.inference.name is None and optional:
             basis = optional
             # nothing required names a framework: an extra that does (train = ["torch"]) is the best evidence left
-            d.inference = infer_framework(optional, variants, releases, dependents, fw_name, keep)
+            d.inference = infer_framework(optional, variants, releases, dependents, fw_name, keep, py, code)
             if d.inference.name:
                 d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
         _keep_beside(d, extra)

@@ -181,25 +181,27 @@ def _gpu_marked(r: Req, fw: str) -> bool:
             or any(canonicalize_name(e) in cuda for e in r.req.extras))
 
 
-def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[Req]:
+def _one_framework(reqs: list[Req], asked: str | None, inf: Inference, code: str | None = None) -> list[Req]:
     """The requirements without the lines of a framework that is not the one: the one ``--framework`` asked
     for, or, when the repository names two, the one it gives the GPU (the other is a CPU build, like
     ``tensorflow-cpu`` beside ``torch==2.7.0+cu128``, or the only one with a CUDA mark). The other's lines
-    stay packages, installed from PyPI as written, and are said."""
+    stay packages, installed from PyPI as written, and are said. ``code``: the framework the project's code
+    imports (project/codeimports.py), which decides when the lines cannot."""
     dists = frameworks.by_distribution()
     named = sorted({dists[r.name] for r in reqs if r.name in dists})
     if asked is None and len(named) > 1:
         lines = {n: [r for r in reqs if dists.get(r.name) == n] for n in named}
         gpu = [n for n in named if any(_gpu_marked(r, n) for r in lines[n])]
         not_cpu = [n for n in named if not all(_cpu_only(r) for r in lines[n])]
-        pick = gpu if len(gpu) == 1 else not_cpu if len(not_cpu) == 1 else []
+        pick = gpu if len(gpu) == 1 else not_cpu if len(not_cpu) == 1 else [code] if code in named else []
         if not pick:
             a, b = (lines[n][0] for n in named[:2])
             raise UsageError(f"{a.origin}: {a.req} and {b.origin}: {b.req}: the repository names two frameworks",
                              hint=f"pass --framework {named[0]} or --framework {named[1]} to choose the one the "
                                   "image's CUDA stack is for (the other is installed from PyPI as written)")
         asked = pick[0]
-        why = "a CUDA build" if gpu else "not a CPU-only build"
+        why = "a CUDA build" if len(gpu) == 1 else "not a CPU-only build" if len(not_cpu) == 1 else \
+            "the framework the code imports"
     else:
         why = "--framework"
     if asked is None or len(named) < 2 and asked in named:
@@ -219,7 +221,7 @@ def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[R
 
 def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: dict[str, list],
                     dependents: tuple[Dependent, ...], asked: str | None = None,
-                    keep_variants: bool = True, python: str | None = None) -> Inference:
+                    keep_variants: bool = True, python: str | None = None, code: str | None = None) -> Inference:
     """``releases``: framework → its FrameworkRelease list (versions and companion versions) from the matrix.
     ``asked``: the framework ``--framework`` names (its lines decide; another framework's are packages);
     ``keep_variants``: False when ``--cuda`` chose the CUDA (the repository's CUDA pins are then said, not applied)."""
@@ -228,7 +230,7 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     b: Req | str
     # another framework kept on the CPU beside this one (tensorflow beside jax) first, then a choice between two
     reqs = _one_framework(_cpu_beside([r for r in reqs if on_linux(r) and _for_python(r, python, inf)], dependents,
-                                      inf), asked, inf)
+                                      inf), asked, inf, code)
     variants = variants if keep_variants else _cuda_chosen(variants, inf)
     direct: dict[str, list[tuple[Req, SpecifierSet]]] = {}
     extras: list[tuple[str, str]] = []

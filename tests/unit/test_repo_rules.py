@@ -188,3 +188,43 @@ def test_a_requirements_file_named_for_a_cuda_decides_the_variant(tmp_path):
     root = _tree(tmp_path / "v", {"requirements_cu118.txt": "torch==2.0.1\n"})
     out, spec = _init(root, targets=("4090",), driver="525.60.13")
     assert out.resolution.variant == "cu118" and "CUDA variant cu118 from requirements_cu118.txt (its name)" in out.notes
+
+
+# class 5 — extras that choose the framework: seen in AI-Hypercomputer/maxdiffusion@7cfb880 (a JAX codebase whose
+# dev extra names jax and torch): the code's imports decide; without them, a refusal names the option for each
+_EXTRAS = ('[project]\nname = "x"\nversion = "0"\ndependencies = ["numpy"]\n'
+           '[project.optional-dependencies]\ntorch = ["torch>=2.1"]\nflax = ["flax", "jax>=0.4.30"]\n')
+
+
+def test_extras_naming_two_frameworks_are_decided_by_the_code(tmp_path):
+    root = _tree(tmp_path / "e", {"pyproject.toml": _EXTRAS, "x/model.py": "import jax\nimport flax\n"})
+    out, spec = _init(root)
+    assert out.resolution.framework == "jax"
+    assert any(n.startswith("pyproject.toml project.optional-dependencies.torch[0]: torch>=2.1: the stack is jax's "
+                            "(the framework the code imports)") for n in out.notes)
+
+
+def test_extras_naming_two_frameworks_without_code_are_refused_naming_each_option(tmp_path):
+    root = _tree(tmp_path / "e", {"pyproject.toml": _EXTRAS})
+    with pytest.raises(UsageError) as ei:
+        _init(root)
+    assert "the repository names two frameworks" in ei.value.message
+    assert ei.value.hint.startswith("pass --framework jax or --framework torch")
+
+
+# two frameworks named directly, one for a side job (openvla/openvla@c8f03f4 reads RLDS data with tensorflow beside torch)
+def test_two_frameworks_named_directly_the_code_decides(tmp_path):
+    root = _tree(tmp_path / "o", {"requirements.txt": "torch==2.2.0\ntensorflow==2.15.0\n",
+                                  **{f"o/m{i}.py": "import torch\n" for i in range(4)}, "o/data.py": "import tensorflow\n"})
+    out, _ = _init(root)
+    assert out.resolution.framework == "torch"
+    assert ("requirements.txt:2: tensorflow==2.15.0: the stack is torch's (the framework the code imports); this line "
+            "is installed from PyPI as written, without envman's CUDA pins") in out.notes
+
+
+def test_a_setup_cfg_requirement_with_a_trailing_comment_is_read(tmp_path):
+    from envman.project.sources.setup_py import read_setup_cfg
+
+    root = _tree(tmp_path / "c", {"setup.cfg": "[options]\ninstall_requires =\n    numpy\n    scipy  # remove when x\n"
+                                               "    # a whole-line comment\n"})
+    assert [str(r.req) for r in read_setup_cfg(root).reqs] == ["numpy", "scipy"]
