@@ -513,7 +513,21 @@ def nothing_found(root: Path) -> UsageError:
     if projects:
         shown = ", ".join(projects[:8]) + (f" … and {len(projects) - 8} more" if len(projects) > 8 else "")
         return UsageError(f"{root.name}: no dependency file at the top; it is a collection of {len(projects)} projects: "
-                          + shown, hint=f"run `envman init {root.name}/{projects[0]}` for one of them")
+                          + shown, hint=f"run `envman init {_from_here(root / projects[0])}` for one of them")
+    fw = dominant(read_code_frameworks(root))
     return UsageError(f"{root.name}: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
                       "pyproject.toml, setup.py, setup.cfg, Pipfile, environment.yml)",
-                      hint="pass --framework (e.g. --framework torch), or write envman.yaml with packages:")
+                      hint=(f"its code imports {fw}: pass --framework {fw}" if fw else
+                            "pass --framework (e.g. --framework torch)") + ", or write envman.yaml with packages:")
+
+
+def _from_here(path: Path) -> str:
+    """``path`` as the user can type it from where they stand (a hint is followed from there, issue 38)."""
+    import os
+    import shlex
+
+    try:
+        rel = os.path.relpath(path, Path.cwd())
+    except (OSError, ValueError):  # another drive (Windows), or no working directory
+        rel = str(path)
+    return shlex.quote(str(path) if rel.startswith("..") else rel)  # from elsewhere, the whole path

@@ -384,6 +384,10 @@ def measure(names: list[str] | None = None, tmp: Path | None = None, progress: b
                 return run_init(again, [path or name, *ARGS, *flags])
 
             results[name] = check(name, run, source_of(name), follow)
+            if run.rc != 0 and not results[name]["hint_followable"]:
+                # the same refusal for a user standing in the repository (`envman init` there)
+                inside = run_init(where / name, [".", *ARGS])
+                results[name]["hint_followable"] = hint_problem(inside, None) if inside.rc else None
             shutil.rmtree(where, ignore_errors=True)
             shutil.rmtree(base / f"f{i}", ignore_errors=True)
             if progress:

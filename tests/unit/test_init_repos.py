@@ -148,7 +148,8 @@ def test_empty_repo_with_framework_given_resolves(init):
     assert str(out.resolution.version) == "2.5.1"
 
 
-def test_collection_of_projects_lists_them(tmp_path):
+def test_collection_of_projects_lists_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the hint's folder is typed from where the user stands (here: beside it)
     e = refusal(tmp_path, "collection")
     assert e.message == "collection: no dependency file at the top; it is a collection of 2 projects: serving, trainer"
     assert e.hint == "run `envman init collection/serving` for one of them"

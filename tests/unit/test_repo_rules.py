@@ -228,3 +228,21 @@ def test_a_setup_cfg_requirement_with_a_trailing_comment_is_read(tmp_path):
     root = _tree(tmp_path / "c", {"setup.cfg": "[options]\ninstall_requires =\n    numpy\n    scipy  # remove when x\n"
                                                "    # a whole-line comment\n"})
     assert [str(r.req) for r in read_setup_cfg(root).reqs] == ["numpy", "scipy"]
+
+
+# class 7 — a hint is followed as typed from where the user stands (yuqinie98/PatchTST@204c21e printed its own folder's
+# name to a user standing in it)
+@pytest.mark.parametrize("stand,typed", [("inside", "sub"), ("parent", "mono/sub")])
+def test_a_collection_hint_names_the_folder_as_typed_from_where_the_user_stands(tmp_path, monkeypatch, stand, typed):
+    root = _tree(tmp_path / "mono", {"sub/requirements.txt": "torch\n"})
+    monkeypatch.chdir(root if stand == "inside" else tmp_path)
+    with pytest.raises(UsageError) as ei:
+        _init(root)
+    assert ei.value.hint == f"run `envman init {typed}` for one of them"
+
+
+def test_no_dependency_file_but_code_the_hint_names_the_framework_it_imports(tmp_path):
+    root = _tree(tmp_path / "bare", {"main.py": "import torch\n", "models/vit.py": "import torch.nn as nn\n"})
+    with pytest.raises(UsageError) as ei:
+        _init(root)
+    assert ei.value.hint == "its code imports torch: pass --framework torch, or write envman.yaml with packages:"
