@@ -120,7 +120,6 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
 def _code_frameworks(root: Path, found, opts: InitOptions):
     """The frameworks the project's code imports, judged against what its dependency files name (issue 38)."""
     from envman.project.codeimports import judge, read_code_frameworks
-
     from envman.project.discover import Asked
 
     name = found.inference.name if found.inference.framework else Asked(opts.framework).framework_name

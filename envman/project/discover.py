@@ -1,6 +1,6 @@
 """What `envman init` learns from a repository without being told, reading (never executing) the files
 real training repositories use, in this order: requirements*.txt (and requirements/*.txt), pyproject.toml
-([project], [dependency-groups], [tool.poetry], [tool.uv]), setup.py (ast), setup.cfg, Pipfile, a conda
+([project], [dependency-groups], [tool.poetry], [tool.uv]), setup.py (ast), setup.cfg, Pipfile, pixi.toml, a conda
 environment file, and the repository's lock files (uv.lock, poetry.lock, pdm.lock, Pipfile.lock).
 
 Every file's fate is said: read, skipped (and why), or included by another; every line's fate too. What the
@@ -26,14 +26,13 @@ from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import conda_document, conda_platform, is_export, read_conda
 from envman.project.sources.locks import read_locks
-from envman.project.sources.pipfile import read_pipfile
 from envman.project.sources.poetry import read_poetry
 from envman.project.sources.pyproject import OPTIONAL, read_pyproject_project
-from envman.project.sources.setup_py import read_setup_cfg, read_setup_py
+from envman.project.sources.registry import READERS
+from envman.project.sources.registry import files as reader_files
 from envman.project.sources.uv import lock_constraints, read_uv_resolution, read_uv_sources
 
-DEP_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml",
-             "Pipfile")
+DEP_FILES = ("requirements.txt", "pyproject.toml", "environment.yml", "environment.yaml", *reader_files())
 _PYTHONS = [f"3.{m}" for m in range(6, 16)]
 _CUDA_NAME = re.compile(r"(?:cu|cuda)(\d{3})")
 # the core file of a requirements/ folder (requirements/base.txt); its other files are feature sets
@@ -263,14 +262,11 @@ def _read_project_files(d: Discovery, root: Path, doc: dict | None, wanted: tupl
             if fd.fates or fd.python:
                 extra.append(fd)
                 d.read.append(f"pyproject.toml {label}")
-    for name, reader in (("setup.py", read_setup_py), ("setup.cfg", read_setup_cfg)):
-        if (root / name).is_file():
-            extra.append(reader(root, name, wanted))
-            d.read.append(name)
-    pip = read_pipfile(root, wanted)
-    if pip is not None:
-        extra.append(pip)
-        d.read.append("Pipfile")
+    for reader in READERS:  # setup.py, setup.cfg, Pipfile, pixi.toml … (project/sources/registry.py)
+        got = reader.read(root, wanted)
+        if got is not None:
+            extra.append(got)
+            d.read.append(reader.file)
     conda = _conda_file(d, root, [r for fd in founds + extra for r in fd.reqs])
     if conda is not None:
         extra.append(conda)
@@ -286,7 +282,7 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     core = _core_elsewhere(root, doc, files, dynamic) if any(f.startswith("requirements/") for f in files) else None
     founds, choice = _read_requirement_files(d, root, files, wanted, dynamic, core, asked)
     extra = _read_project_files(d, root, doc, wanted, dynamic, founds)
-    copied = ("pyproject.toml", "setup.py", "setup.cfg", "Pipfile")
+    copied = ("pyproject.toml", *reader_files())
     d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied or _CONDA.match(r)
                                       or _CONDA_NESTED.match(Path(r.split(" ")[0]).name)))
     for fd in founds + extra:
@@ -516,7 +512,7 @@ def nothing_found(root: Path) -> UsageError:
                           + shown, hint=f"run `envman init {_from_here(root / projects[0])}` for one of them")
     fw = dominant(read_code_frameworks(root))
     return UsageError(f"{root.name}: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
-                      "pyproject.toml, setup.py, setup.cfg, Pipfile, environment.yml)",
+                      f"pyproject.toml, {', '.join(reader_files())}, environment.yml)",
                       hint=(f"its code imports {fw}: pass --framework {fw}" if fw else
                             "pass --framework (e.g. --framework torch)") + ", or write envman.yaml with packages:")
 

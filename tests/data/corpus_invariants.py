@@ -15,10 +15,10 @@ import os
 import re
 import shlex
 import shutil
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomllib
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -299,8 +299,9 @@ _PATH = re.compile(r"(?<![\w=<>!~@])((?:[\w.-]+/)*[\w.-]+\.(?:txt|ya?ml|toml|cfg
 
 
 def hint_problem(run: Run, follow) -> str | None:
-    from envman.cli.main import app
     import typer
+
+    from envman.cli.main import app
 
     hint = run.line("hint:") or ""
     error = run.line("error:") or ""

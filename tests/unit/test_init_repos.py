@@ -138,7 +138,7 @@ def test_python_floor_does_not_lift_the_default_cap(init):
 def test_empty_repo_is_refused_with_what_was_looked_at(tmp_path):
     e = refusal(tmp_path, "empty-repo")
     assert e.message == ("empty-repo: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
-                         "pyproject.toml, setup.py, setup.cfg, Pipfile, environment.yml)")
+                         "pyproject.toml, setup.py, setup.cfg, Pipfile, pixi.toml, environment.yml)")
     assert e.hint == "pass --framework (e.g. --framework torch), or write envman.yaml with packages:"
     assert e.exit_code == 1
 

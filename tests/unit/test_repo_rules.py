@@ -246,3 +246,39 @@ def test_no_dependency_file_but_code_the_hint_names_the_framework_it_imports(tmp
     with pytest.raises(UsageError) as ei:
         _init(root)
     assert ei.value.hint == "its code imports torch: pass --framework torch, or write envman.yaml with packages:"
+
+
+# issue 37.5 — a dependency-file format is one module and one registry line; pixi.toml is the worked example
+# (the pattern of matthewfeickert/pytorch-gpu-pixi-example@c53e084 and kornia/kornia's pixi.toml)
+_PIXI = ('[workspace]\nname = "p"\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n'
+         '[system-requirements]\ncuda = "12"\n[dependencies]\npython = "3.11.*"\npytorch = ">=2.4,<3"\n'
+         '[pypi-dependencies]\neinops = ">=0.7"\n[feature.docs.dependencies]\nsphinx = "*"\n')
+
+
+def test_pixi_toml_is_read(tmp_path):
+    root = _tree(tmp_path / "p", {"pixi.toml": _PIXI})
+    out, spec = _init(root)
+    assert "found dependencies in: pixi.toml" in out.notes
+    assert spec["framework"] == "torch<3,>=2.4" and spec["packages"] == ["einops>=0.7"] and spec["python"] == "3.11"
+    assert ("pixi.toml feature.docs: dropped '1 packages' (a pixi feature (an optional environment): not installed; "
+            "name its packages under packages: in envman.yaml to install them)") in out.notes
+
+
+def test_a_new_format_is_one_reader_and_one_registry_line(tmp_path, monkeypatch):
+    from envman.project import discover
+    from envman.project.sources import Found
+    from envman.project.sources.pyproject import add_requirement
+    from envman.project.sources.registry import READERS, FileReader
+
+    def read_deps(root: Path, wanted) -> Found | None:
+        if not (root / "deps.lst").is_file():
+            return None
+        found = Found("deps.lst")
+        for i, line in enumerate((root / "deps.lst").read_text().split()):
+            add_requirement(found, line, f"deps.lst[{i}]")
+        return found
+
+    monkeypatch.setattr(discover, "READERS", (*READERS, FileReader("deps.lst", read_deps)))
+    root = _tree(tmp_path / "d", {"deps.lst": "torch>=2.3 einops\n"})
+    out, spec = _init(root)
+    assert "found dependencies in: deps.lst" in out.notes and spec["framework"] == "torch>=2.3"

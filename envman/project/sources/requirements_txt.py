@@ -109,12 +109,8 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
         elif re.fullmatch(r"-[rcefi]\S+", opt):
             opt, arg = opt[:2], opt[2:]
         if opt in ("-r", "--requirement", "-c", "--constraint"):
-            why = _not_core(rel, arg)
-            if why:
-                found.fates.append(Fate(where, line, "dropped", why))
-                return
             _read_include(project, (base / arg).as_posix(), line, where, found,
-                          constraints or opt in ("-c", "--constraint"), seen)
+                          constraints or opt in ("-c", "--constraint"), seen, _not_core(rel, arg))
             return
         if opt in ("-e", "--editable"):
             if arg.rstrip("/") in (".", "file:.") or arg.startswith(".[") or arg.startswith("./["):
@@ -190,7 +186,10 @@ def _not_core(rel: str, inc: str) -> str | None:
 
 
 def _read_include(project: Path, inc: str, line: str, where: str, found: Found, constraints: bool,
-                  seen: set[Path]) -> None:
+                  seen: set[Path], not_core: str | None = None) -> None:
+    if not_core:
+        found.fates.append(Fate(where, line, "dropped", not_core))
+        return
     if _resolve(project, inc) in seen:  # a loop of includes: each file is read once
         found.fates.append(Fate(where, line, "dropped", f"{inc} is read already (the includes loop)"))
         return

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from typing import Any, Callable
 
 _MAX_DEPTH = 40
 _MAX_ITEMS = 10_000  # a comprehension longer than this is not a dependency list
-_BUILTINS = {"list": list, "tuple": tuple, "set": set, "sorted": sorted, "dict": dict, "str": str, "len": len,
+_BUILTINS: dict[str, Callable[..., Any]] = {"list": list, "tuple": tuple, "set": set, "sorted": sorted, "dict": dict, "str": str, "len": len,
              "reversed": lambda x: list(reversed(x))}
 _STR_METHODS = {"split", "strip", "lstrip", "rstrip", "lower", "replace", "splitlines", "startswith", "endswith",
                 "join", "format", "partition"}
 _COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.In: lambda a, b: a in b,
             ast.NotIn: lambda a, b: a not in b}
-_RE = {"findall": re.findall, "sub": re.sub, "split": re.split, "match": re.match, "search": re.search}
+_RE: dict[str, Callable[..., Any]] = {"findall": re.findall, "sub": re.sub, "split": re.split, "match": re.match, "search": re.search}
 
 
 class Unknowable(Exception):
@@ -30,43 +30,66 @@ def evaluate(node: ast.AST, names: dict[str, ast.AST], scope: dict[str, Any] | N
     if depth > _MAX_DEPTH:
         raise Unknowable(ast.unparse(node)[:60])
     scope = scope or {}
-    ev = lambda n: evaluate(n, names, scope, depth + 1)  # noqa: E731 - one level deeper, same names
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [x for e in node.elts for x in (ev(e.value) if isinstance(e, ast.Starred) else [ev(e)])]
-        return set(items) if isinstance(node, ast.Set) else items
-    if isinstance(node, ast.Dict):
-        out: dict = {}
-        for k, v in zip(node.keys, node.values):
-            if k is None:
-                out.update(ev(v))
-            else:
-                out[ev(k)] = ev(v)
-        return out
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        return _comprehension(node, names, scope, depth)
     if isinstance(node, ast.Name):
         if node.id in scope:
             return scope[node.id]
         if node.id in names:
             return evaluate(names[node.id], names, {}, depth + 1)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return ev(node.left) + ev(node.right)
-    if isinstance(node, ast.Subscript):
-        return _subscript(ev(node.value), node.slice, ev)
-    if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-        return _comprehension(node, names, scope, depth)
-    if isinstance(node, ast.JoinedStr):
-        return "".join(str(ev(v.value)) if isinstance(v, ast.FormattedValue) else str(ev(v)) for v in node.values)
-    if isinstance(node, ast.Call) and not node.keywords:
-        return _call(node, ev)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return not ev(node.operand)
-    if isinstance(node, ast.BoolOp):
-        vals = [ev(v) for v in node.values]
-        return all(vals) if isinstance(node.op, ast.And) else any(vals)
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-        return _COMPARE[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
-    raise Unknowable(ast.unparse(node)[:60])
+        raise Unknowable(node.id)
+    rule = _RULES.get(type(node))
+    if rule is None:
+        raise Unknowable(ast.unparse(node)[:60])
+    return rule(node, lambda n: evaluate(n, names, scope, depth + 1))
+
+
+def _sequence(node, ev) -> Any:
+    items = [x for e in node.elts for x in (ev(e.value) if isinstance(e, ast.Starred) else [ev(e)])]
+    return set(items) if isinstance(node, ast.Set) else items
+
+
+def _dict(node: ast.Dict, ev) -> dict:
+    out: dict = {}
+    for k, v in zip(node.keys, node.values):
+        if k is None:
+            out.update(ev(v))
+        else:
+            out[ev(k)] = ev(v)
+    return out
+
+
+def _binop(node: ast.BinOp, ev) -> Any:
+    if not isinstance(node.op, ast.Add):
+        raise Unknowable(ast.unparse(node)[:60])
+    return ev(node.left) + ev(node.right)
+
+
+def _unary(node: ast.UnaryOp, ev) -> Any:
+    if not isinstance(node.op, ast.Not):
+        raise Unknowable(ast.unparse(node)[:60])
+    return not ev(node.operand)
+
+
+def _boolop(node: ast.BoolOp, ev) -> Any:
+    vals = [ev(v) for v in node.values]
+    return all(vals) if isinstance(node.op, ast.And) else any(vals)
+
+
+def _compare(node: ast.Compare, ev) -> Any:
+    if len(node.ops) != 1 or type(node.ops[0]) not in _COMPARE:
+        raise Unknowable(ast.unparse(node)[:60])
+    return _COMPARE[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
+
+
+def _fstring(node: ast.JoinedStr, ev) -> str:
+    return "".join(str(ev(v.value)) if isinstance(v, ast.FormattedValue) else str(ev(v)) for v in node.values)
+
+
+def _call_rule(node: ast.Call, ev) -> Any:
+    if node.keywords:
+        raise Unknowable(ast.unparse(node)[:60])
+    return _call(node, ev)
 
 
 def _subscript(value: Any, index: ast.AST, ev) -> Any:
@@ -135,3 +158,11 @@ def _bind(target: ast.AST, value: Any, scope: dict[str, Any]) -> None:
             _bind(t, v, scope)
     else:
         raise Unknowable(ast.unparse(target)[:60])
+
+
+_RULES: dict[type, Callable[[Any, Callable[[ast.AST], Any]], Any]] = {
+    ast.Constant: lambda node, ev: node.value, ast.List: _sequence, ast.Tuple: _sequence, ast.Set: _sequence,
+    ast.Dict: _dict, ast.BinOp: _binop, ast.UnaryOp: _unary, ast.BoolOp: _boolop, ast.Compare: _compare,
+    ast.JoinedStr: _fstring, ast.Call: _call_rule,
+    ast.Subscript: lambda node, ev: _subscript(ev(node.value), node.slice, ev),
+}
