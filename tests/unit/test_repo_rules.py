@@ -282,3 +282,20 @@ def test_a_new_format_is_one_reader_and_one_registry_line(tmp_path, monkeypatch)
     root = _tree(tmp_path / "d", {"deps.lst": "torch>=2.3 einops\n"})
     out, spec = _init(root)
     assert "found dependencies in: deps.lst" in out.notes and spec["framework"] == "torch>=2.3"
+
+
+# class 6 — age-blind choices: a TF1-era codebase (google-research/bert@eedf571-style `tensorflow >= 1.11`, issue 38's
+# `tensorflow>=1.15` with tensorflow-probability==0.7.0) got the newest TensorFlow; the matrices hold no release dates
+# to prefer a contemporary one by, so the choice is said plainly
+def test_a_floor_of_an_older_major_says_the_code_predates_the_release(tmp_path):
+    root = _tree(tmp_path / "tf1", {"requirements.txt": "torch>=1.13\n"})
+    out, _ = _init(root)
+    assert any(n.startswith("warning: requirements.txt:1: torch>=1.13 was written for torch 1.x; the newest release it "
+                            "admits is torch 2.") and "pass --framework 'torch==1.13.*' for the oldest envman knows" in n
+               for n in out.notes)
+
+
+def test_a_floor_of_the_same_major_says_nothing(tmp_path):
+    root = _tree(tmp_path / "t2", {"requirements.txt": "torch>=2.1\n"})
+    out, _ = _init(root)
+    assert not any("a major release the code predates" in n for n in out.notes)
