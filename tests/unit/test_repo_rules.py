@@ -299,3 +299,19 @@ def test_a_floor_of_the_same_major_says_nothing(tmp_path):
     root = _tree(tmp_path / "t2", {"requirements.txt": "torch>=2.1\n"})
     out, _ = _init(root)
     assert not any("a major release the code predates" in n for n in out.notes)
+
+
+# a project's own name in its requirements (seen on earlier rounds' repositories, issue 38 "also"): not locked from PyPI
+def test_the_projects_own_name_in_its_requirements_is_not_locked(tmp_path):
+    from envman.app.lockinputs import ProjectInputs
+    from envman.matrix.load import load_matrix
+    from envman.project.spec import load_spec
+
+    root = _tree(tmp_path / "own", {"requirements.txt": "torch>=2.1\nMy_Proj\nmy-proj[train]\n",
+                                    "pyproject.toml": '[project]\nname = "my-proj"\nversion = "0.1"\n',
+                                    "my_proj/__init__.py": ""})
+    _init(root)
+    inputs = ProjectInputs.read(root, load_spec(root), load_matrix())
+    assert [r.name for r in inputs.reqs] == ["torch", "my-proj"]  # the extras line names more than the project
+    assert ("requirements.txt:2: My_Proj is this project (my-proj, its own name): not locked from PyPI; the image has "
+            "its source") in inputs.warnings
