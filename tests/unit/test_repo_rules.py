@@ -315,3 +315,15 @@ def test_the_projects_own_name_in_its_requirements_is_not_locked(tmp_path):
     assert [r.name for r in inputs.reqs] == ["torch", "my-proj"]  # the extras line names more than the project
     assert ("requirements.txt:2: My_Proj is this project (my-proj, its own name): not locked from PyPI; the image has "
             "its source") in inputs.warnings
+
+
+# class 9, the other way round: the smoke test failed a good image over `mlx; sys_platform == 'darwin'` (seen in a
+# repository issue 38 built): a requirement whose marker is false in the image is not one of the image's
+def test_a_requirement_false_in_the_image_is_not_imported_by_the_smoke_test(tmp_path):
+    import json
+
+    root = _tree(tmp_path / "mx", {"requirements.txt": "torch>=2.1\nnumpy\nmlx; sys_platform == 'darwin'\n"
+                                                       "pywin32; platform_system == 'Windows'\n"})
+    _init(root)
+    names = [d for d, _ in json.loads((root / ".envman" / "stack.json").read_text())["imports"]]
+    assert "numpy" in names and "mlx" not in names and "pywin32" not in names
