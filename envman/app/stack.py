@@ -22,7 +22,7 @@ from envman.lock.epoch import source_date_epoch
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, build_lock, try_read_lock
 from envman.lock.sbom import SbomInputs, render_sbom
-from envman.lock.uv import parse_uv_output, python_platform, target_environment
+from envman.lock.uv import parse_uv_output, python_platform
 from envman.model import Matrix, Resolution
 from envman.project.spec import ProjectSpec
 from envman.resolve.request import build_request
@@ -120,8 +120,7 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
                                   python.pylock, {a: pins.get(a) for a in sorted({*apt, *pins})}, stack_summary(res),
                                   __version__))
     # a requirement whose marker is false in the image (mlx; sys_platform == 'darwin') is not one of the image's
-    env = target_environment(res.python, res.arch)
-    imports = ([[r.name, None] for r in lines.reqs if _in_image(r.req.marker, env)]
+    imports = ([[r.name, None] for r in lines.reqs if _in_image(r.req.marker, res)]
                + [[name, None] for name in lines.roots] + own.imports)
     # the framework's distributions first, as a training script imports them: native libraries can clash by the
     # order they load in (tensorflow 2.20 before triton 3.8 segfaults, triton first does not; measured 2026-12-02)
@@ -268,9 +267,11 @@ def _kept_digest(last: Lock | None, base: str, inputs_hash: str) -> str | None:
     return None
 
 
-def _in_image(marker, env: dict[str, str]) -> bool:
+def _in_image(marker, res: Resolution) -> bool:
     """The requirement's marker holds in the image (none: it does); one packaging cannot evaluate stands."""
+    from envman.lock.uv import target_environment
+
     try:
-        return marker is None or bool(marker.evaluate(env))
+        return marker is None or bool(marker.evaluate(target_environment(res.python, res.arch)))
     except Exception:
         return True
