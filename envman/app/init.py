@@ -100,11 +100,14 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
     from envman.project.discover import Asked, discover_repo, nothing_found
     from envman.project.package import find_package
 
-    found = discover_repo(root, {k: list(v) for k, v in load_matrix().frameworks.items()},
-                          asked=Asked(opts.framework, opts.cuda, opts.python, opts.cpu))
+    matrix = load_matrix()
+    found = discover_repo(root, {k: list(v) for k, v in matrix.frameworks.items()},
+                          asked=Asked(opts.framework, opts.cuda, opts.python, opts.cpu,
+                                      matrix.base_images.default_python))
     if not found.read and not opts.framework:
         raise nothing_found(root)
     inf = found.inference
+    code = _code_frameworks(root, found, opts)
     cpu = opts.cpu or bool(inf.cpu and not opts.targets)
     if inf.cpu and not opts.cpu:
         notes.append("a CPU stack: the repository asks for a CPU build of its framework" if cpu else
@@ -124,26 +127,37 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
                      "(no pyproject.toml [build-system], no setup.py): its source is copied to the image's work "
                      "directory and not installed")
     data = {"name": project_name(root), "python": opts.python or _python_from(found.python),
-            "framework": opts.framework or inf.framework, "companions": list(inf.companions),
+            "framework": opts.framework or inf.framework or code.framework, "companions": list(inf.companions),
             "requirements": list(found.requirement_files), "packages": list(found.packages), "cpu": cpu,
             "targets": [] if cpu else targets, "driver": driver,
-            "cuda": opts.cuda or (inf.cuda if not opts.framework and not cpu else None), "base_image": opts.base_image,
+            "cuda": opts.cuda or (None if cpu else (inf.cuda if not opts.framework else None) or found.named_cuda),
+            "base_image": opts.base_image,
             "install_project": installable, "sources": found.copied_from, "index_urls": found.index_urls,
             "find_links": found.find_links, "constraints": found.constraints, "overrides": found.overrides,
             "framework_wins": found.framework_wins}
     spec = parse_spec({k: v for k, v in data.items() if v not in (None, [], False)}, SPEC_FILE)
-    notes.extend(_found_notes(found, opts))
+    notes.extend(_found_notes(found, opts, code.framework))
+    notes.extend(code.notes)
     return spec
 
 
-def _found_notes(found, opts: InitOptions) -> list[str]:
+def _code_frameworks(root: Path, found, opts: InitOptions):
+    """The frameworks the project's code imports, judged against what its dependency files name (issue 38)."""
+    from envman.project.codeimports import judge, read_code_frameworks
+    from envman.project.discover import Asked
+
+    name = found.inference.name if found.inference.framework else Asked(opts.framework).framework_name
+    return judge(read_code_frameworks(root), name, found.declared, root.name)
+
+
+def _found_notes(found, opts: InitOptions, from_code: str | None = None) -> list[str]:
     inf = found.inference
     notes = ["found dependencies in: " + ", ".join(found.read)] if found.read else []
     notes += found.report()[1:] if found.read else found.report()
     notes += inf.notes
     if inf.framework:
         notes.append(f"framework constraint from the repository: {inf.framework}")
-    elif not opts.framework:
+    elif not opts.framework and not from_code:
         notes.append("no framework (torch, tensorflow, jax) named by the repository, directly or through a package that "
                      "pulls one: the image has none; pass --framework or set framework in envman.yaml if it needs one")
     if found.python:

@@ -125,7 +125,9 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
     if own.env:
         notes.append(f"the project runs from its source tree: {own.env[0][1]} is on PYTHONPATH (its packages "
                      + ", ".join(str(i[1]) for i in own.imports) + ", which the smoke test imports)")
-    imports = [(r.name, None) for r in lines.reqs] + [(name, None) for name in lines.roots] + own.imports
+    # a requirement whose marker is false in the image (mlx; sys_platform == 'darwin') is not one of the image's
+    imports = ([(r.name, None) for r in lines.reqs if _in_image(r.req.marker, res)]
+               + [(name, None) for name in lines.roots] + own.imports)
     # the framework's distributions first, as a training script imports them: native libraries can clash by the
     # order they load in (tensorflow 2.20 before triton 3.8 segfaults, triton first does not; measured 2026-12-02)
     first = {str(n).lower(): i for i, n in enumerate(lines.roots)}
@@ -272,3 +274,13 @@ def _kept_digest(last: Lock | None, base: str, inputs_hash: str) -> str | None:
     if last.inputs_hash == inputs_hash and b.get("ref") == base:
         return b.get("digest")
     return None
+
+
+def _in_image(marker, res: Resolution) -> bool:
+    """The requirement's marker holds in the image (none: it does); one packaging cannot evaluate stands."""
+    from envman.lock.uv import target_environment
+
+    try:
+        return marker is None or bool(marker.evaluate(target_environment(res.python, res.arch)))
+    except Exception:
+        return True

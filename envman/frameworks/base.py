@@ -66,6 +66,10 @@ class Framework:
     # the share of each GPU the framework's allocator claims by default, and the variable that changes it
     # (JAX: XLA preallocates 75%, XLA_PYTHON_CLIENT_MEM_FRACTION); None: the whole GPU (torch, TensorFlow)
     memory_fraction: tuple[str, float] | None = None
+    # the top-level modules a project's code imports to use it, each with the distributions that provide it
+    # (keras ships with TensorFlow; flax is JAX's): a project whose files name none of them but whose code
+    # imports one uses this framework (project/codeimports.py)
+    modules: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def refusal(self, req: Requirement, origin: str) -> UsageError | None:
         """The error for a requirement of this framework that asks for an extra no image can serve."""

@@ -115,4 +115,5 @@ JAX = Framework(
     refused_extras=REFUSED_EXTRAS,
     # "JAX will preallocate 75% of the total GPU memory" (https://docs.jax.dev/en/latest/gpu_memory_allocation.html)
     memory_fraction=("XLA_PYTHON_CLIENT_MEM_FRACTION", 0.75),
+    modules=(("jax", ("jax",)), ("flax", ("flax",))),
 )

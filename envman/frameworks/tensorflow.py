@@ -53,11 +53,14 @@ def load_releases(doc: Any, ctx: Ctx) -> tuple[FrameworkRelease, ...]:
     return tuple(sorted(out, key=lambda r: r.version, reverse=True))
 
 
+_DISTS = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tf-nightly")
+
 TENSORFLOW = Framework(
     name="tensorflow",
     matrix_file="tensorflow.yaml",
     load_releases=load_releases,
-    distributions=("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tf-nightly"),
+    distributions=_DISTS,
     aliases=("tf", "tensorflow-gpu", "tensorflow-cpu"),
     pins_cuda_wheels=False,  # tensorflow[and-cuda] asks for nvidia-*>= floors only
+    modules=(("tensorflow", _DISTS), ("keras", ("keras", "tf-keras", *_DISTS))),
 )

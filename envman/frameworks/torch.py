@@ -120,4 +120,5 @@ TORCH = Framework(
     aliases=("pytorch",),
     companions=COMPANIONS,
     index_packages=("torch", *COMPANIONS, "triton", "pytorch-triton"),
+    modules=(("torch", ("torch",)),),
 )

@@ -1,6 +1,6 @@
 """What `envman init` learns from a repository without being told, reading (never executing) the files
 real training repositories use, in this order: requirements*.txt (and requirements/*.txt), pyproject.toml
-([project], [dependency-groups], [tool.poetry], [tool.uv]), setup.py (ast), setup.cfg, Pipfile, a conda
+([project], [dependency-groups], [tool.poetry], [tool.uv]), setup.py (ast), setup.cfg, Pipfile, pixi.toml, a conda
 environment file, and the repository's lock files (uv.lock, poetry.lock, pdm.lock, Pipfile.lock).
 
 Every file's fate is said: read, skipped (and why), or included by another; every line's fate too. What the
@@ -19,21 +19,22 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
+from envman.project.codeimports import dominant, read_code_frameworks
 from envman.project.infer import Inference, infer_framework, load_dependents
-from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of
+from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import conda_document, conda_platform, is_export, read_conda
 from envman.project.sources.locks import read_locks
-from envman.project.sources.pipfile import read_pipfile
 from envman.project.sources.poetry import read_poetry
 from envman.project.sources.pyproject import OPTIONAL, read_pyproject_project
-from envman.project.sources.setup_py import read_setup_cfg, read_setup_py
+from envman.project.sources.registry import READERS
+from envman.project.sources.registry import files as reader_files
 from envman.project.sources.uv import lock_constraints, read_uv_resolution, read_uv_sources
 
-DEP_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml",
-             "Pipfile")
+DEP_FILES = ("requirements.txt", "pyproject.toml", "environment.yml", "environment.yaml", *reader_files())
 _PYTHONS = [f"3.{m}" for m in range(6, 16)]
+_CUDA_NAME = re.compile(r"(?:cu|cuda)(\d{3})")
 # the core file of a requirements/ folder (requirements/base.txt); its other files are feature sets
 _CORE = re.compile(r"(base|main|core|common|runtime|install|prod|production|default|requirements|train|training)")
 # conda environment files, best name first; the dev/test ones are variants (skipped, said)
@@ -49,6 +50,9 @@ class Asked:
     cuda: str | None = None
     python: str | None = None
     cpu: bool = False
+    # the Python the image gets when nothing chooses one (matrices/base_images.yaml): framework lines behind
+    # python_version markers are intersected under the Python the image will have, not all at once
+    default_python: str | None = None
 
     @property
     def framework_name(self) -> str | None:
@@ -81,6 +85,8 @@ class Discovery:
     find_links: list[str] = field(default_factory=list)
     fates: list[Fate] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    declared: set[str] = field(default_factory=set)  # every distribution the files read name (canonical)
+    named_cuda: str | None = None  # the CUDA a per-CUDA file read is named for (requirements_cu128.txt → "12.8")
 
     def report(self) -> list[str]:
         out = []
@@ -164,6 +170,10 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
     founds = []
     for f in choice.read:
         fd = read_requirements(root, f)
+        cu = [m.group(1) for m in map(_CUDA_NAME.fullmatch, tokens(f)) if m]
+        if cu and not asked.cuda and not asked.cpu:  # requirements_cu128.txt: the repository names its CUDA build
+            fd.variants.append((f"{f} (its name)", f"cu{cu[0]}"))
+            d.named_cuda = f"{cu[0][:-1]}.{cu[0][-1]}"
         founds.append(fd)
         d.requirement_files.append(f)
         named = " named by pyproject.toml [tool.setuptools.dynamic]" if f in dynamic else ""
@@ -176,15 +186,40 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
     return founds, choice
 
 
+# a conda file in a sub-folder (scripts/gpu_environment.yml, envs/conda_env.yml): read when the repository has
+# no dependency file at its top, so that it is not told "no dependency file found"
+_CONDA_NESTED = re.compile(r"^([\w.-]*[-_])?(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml$")
+_NESTED_SKIP = {"test", "tests", "docs", "doc", "examples", "example", ".envman", "node_modules", ".git"}
+
+
+def _nested_conda(root: Path) -> list[str]:
+    """Conda environment files one or two folders down (with a top-level ``dependencies:``), best first: a GPU
+    or CUDA one before the others, shallower before deeper."""
+    out = []
+    for p in sorted(root.glob("*/*.y*ml")) + sorted(root.glob("*/*/*.y*ml")):
+        rel = p.relative_to(root)
+        if set(rel.parts[:-1]) & _NESTED_SKIP or not _CONDA_NESTED.match(p.name) or not p.is_file():
+            continue
+        try:
+            if re.search(r"^dependencies:", p.read_text(errors="replace")[:100_000], re.M):
+                out.append(rel.as_posix())
+        except OSError:
+            continue
+    return sorted(out, key=lambda r: (not re.search(r"gpu|cuda", r.lower()), r.count("/"), r))
+
+
 def _conda_file(d: Discovery, root: Path, others: list) -> Found | None:
     """The conda environment file, if any: ``environment.yml`` first; a Windows or macOS export beside other
     dependency files is not read (the image is Linux), and its pins that contradict them are named."""
     names = sorted((p.name for p in root.iterdir() if p.is_file() and _CONDA.match(p.name)),
                    key=lambda n: (not n.startswith("environment."), not n.startswith("environment"), n))
+    if not names and not others and not d.read:
+        names = _nested_conda(root)
     chosen = None
     for name in names:
-        suffix = _CONDA.match(name).group(2) or ""  # type: ignore[union-attr]
-        if chosen is None and not re.search(r"dev|test|doc|ci|extra|cpu|mac|win", suffix.lower()):
+        m = _CONDA.match(name) or _CONDA_NESTED.match(Path(name).name)
+        suffix = "".join(g or "" for g in m.groups()) if m else ""
+        if chosen is None and not re.search(r"dev|test|doc|ci|extra|cpu|mac|win|osx", suffix.lower()):
             chosen = name
         else:
             d.skipped.append((name, f"a variant of the conda environment; {'' if chosen else 'no core one; '}name "
@@ -227,14 +262,11 @@ def _read_project_files(d: Discovery, root: Path, doc: dict | None, wanted: tupl
             if fd.fates or fd.python:
                 extra.append(fd)
                 d.read.append(f"pyproject.toml {label}")
-    for name, reader in (("setup.py", read_setup_py), ("setup.cfg", read_setup_cfg)):
-        if (root / name).is_file():
-            extra.append(reader(root, name, wanted))
-            d.read.append(name)
-    pip = read_pipfile(root, wanted)
-    if pip is not None:
-        extra.append(pip)
-        d.read.append("Pipfile")
+    for reader in READERS:  # setup.py, setup.cfg, Pipfile, pixi.toml … (project/sources/registry.py)
+        got = reader.read(root, wanted)
+        if got is not None:
+            extra.append(got)
+            d.read.append(reader.file)
     conda = _conda_file(d, root, [r for fd in founds + extra for r in fd.reqs])
     if conda is not None:
         extra.append(conda)
@@ -250,8 +282,9 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     core = _core_elsewhere(root, doc, files, dynamic) if any(f.startswith("requirements/") for f in files) else None
     founds, choice = _read_requirement_files(d, root, files, wanted, dynamic, core, asked)
     extra = _read_project_files(d, root, doc, wanted, dynamic, founds)
-    copied = ("pyproject.toml", "setup.py", "setup.cfg", "Pipfile")
-    d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied or _CONDA.match(r)))
+    copied = ("pyproject.toml", *reader_files())
+    d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied or _CONDA.match(r)
+                                      or _CONDA_NESTED.match(Path(r.split(" ")[0]).name)))
     for fd in founds + extra:
         d.fates += fd.fates
         d.warnings += fd.warnings
@@ -322,17 +355,20 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
             hint=f"pass {' or '.join(f'--framework {n}' for n in names)} to read the one for that framework"))
     all_reqs = [r for fd in founds + extra for r in fd.reqs]
     basis = all_reqs + [r for fd in founds + extra for r in fd.constraints + fd.overrides]
+    d.declared = {r.name for r in basis}
     variants = [v for fd in founds + extra for v in fd.variants]
     dependents = load_dependents()
     fw_name = None if name == "none" else name
     keep = asked.cuda is None
+    py = _marker_python(asked, [p for fd in founds + extra for p in fd.python])
+    code = dominant(read_code_frameworks(root))  # what the code imports decides what the lines cannot
     try:
-        d.inference = infer_framework(basis, variants, releases, dependents, fw_name, keep)
+        d.inference = infer_framework(basis, variants, releases, dependents, fw_name, keep, py, code)
         optional = [r for fd in founds + extra for r in fd.optional]
         if d.inference.name is None and optional:
             basis = optional
             # nothing required names a framework: an extra that does (train = ["torch"]) is the best evidence left
-            d.inference = infer_framework(optional, variants, releases, dependents, fw_name, keep)
+            d.inference = infer_framework(optional, variants, releases, dependents, fw_name, keep, py, code)
             if d.inference.name:
                 d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
         _keep_beside(d, extra)
@@ -391,6 +427,23 @@ def _narrow_to_locks(d: Discovery, root: Path, reqs: list, variants: list, relea
         d.inference = infer_framework(reqs + lock_reqs, variants + lock_variants, releases, dependents, asked, keep_variants)
         d.inference.notes = [n for n in was if n not in d.inference.notes] + d.inference.notes + notes
         return
+
+
+def _marker_python(asked: Asked, pairs: list[tuple[str, SpecifierSet]]) -> str | None:
+    """The minor the image's Python will be, for evaluating markers: --python, else the newest minor up to the
+    default that every Python constraint of the files admits (the oldest above it when none below does)."""
+    if asked.python:
+        return re.sub(r"^[=~<>! ]*", "", asked.python).rsplit(".*", 1)[0][:4].rstrip(".") or None
+    if not asked.default_python:
+        return None
+    ok = [m for m in _PYTHONS if all(s.contains(f"{m}.99", prereleases=True) or s.contains(f"{m}.0", prereleases=True)
+                                     for _, s in pairs)]
+    below = [m for m in ok if _minor(m) <= _minor(asked.default_python)]
+    return (below[-1] if below else ok[0]) if ok else asked.default_python
+
+
+def _minor(v: str) -> int:
+    return int(v.split(".")[1])
 
 
 def _python(d: Discovery, pairs: list[tuple[str, SpecifierSet]], asked: Asked) -> str | None:
@@ -456,7 +509,21 @@ def nothing_found(root: Path) -> UsageError:
     if projects:
         shown = ", ".join(projects[:8]) + (f" … and {len(projects) - 8} more" if len(projects) > 8 else "")
         return UsageError(f"{root.name}: no dependency file at the top; it is a collection of {len(projects)} projects: "
-                          + shown, hint=f"run `envman init {root.name}/{projects[0]}` for one of them")
+                          + shown, hint=f"run `envman init {_from_here(root / projects[0])}` for one of them")
+    fw = dominant(read_code_frameworks(root))
     return UsageError(f"{root.name}: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
-                      "pyproject.toml, setup.py, setup.cfg, Pipfile, environment.yml)",
-                      hint="pass --framework (e.g. --framework torch), or write envman.yaml with packages:")
+                      f"pyproject.toml, {', '.join(reader_files())}, environment.yml)",
+                      hint=(f"its code imports {fw}: pass --framework {fw}" if fw else
+                            "pass --framework (e.g. --framework torch)") + ", or write envman.yaml with packages:")
+
+
+def _from_here(path: Path) -> str:
+    """``path`` as the user can type it from where they stand (a hint is followed from there, issue 38)."""
+    import os
+    import shlex
+
+    try:
+        rel = os.path.relpath(path, Path.cwd())
+    except (OSError, ValueError):  # another drive (Windows), or no working directory
+        rel = str(path)
+    return shlex.quote(str(path) if rel.startswith("..") else rel)  # from elsewhere, the whole path

@@ -132,6 +132,25 @@ def on_linux(r: Req) -> bool:
     return False
 
 
+def _for_python(r: Req, python: str | None, inf: Inference) -> bool:
+    """A framework line behind a python_version marker counts only under the image's Python:
+    ``torch==2.6.0; python_version < "3.14"`` beside ``torch>=2.9.0; python_version >= "3.14"`` is one pin per
+    Python, not a contradiction (seen in a repository issue 38 tried). Other lines are kept as they were."""
+    if python is None or r.req.marker is None or "python" not in str(r.req.marker) \
+            or r.name not in frameworks.by_distribution():
+        return True
+    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython",
+           "python_version": python, "python_full_version": f"{python}.0"}
+    try:
+        if r.req.marker.evaluate(env):
+            return True
+    except Exception:  # a marker packaging cannot evaluate: keep the line
+        return True
+    inf.notes.append(f"{r.origin}: {r.req} is not for Python {python}, the image's: not applied")
+    return False
+
+
 def _cuda_chosen(variants: list[tuple[str, str]], inf: Inference) -> list[tuple[str, str]]:
     """--cuda chose the CUDA: the repository's CUDA pins are said, not applied."""
     if variants:
@@ -162,25 +181,27 @@ def _gpu_marked(r: Req, fw: str) -> bool:
             or any(canonicalize_name(e) in cuda for e in r.req.extras))
 
 
-def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[Req]:
+def _one_framework(reqs: list[Req], asked: str | None, inf: Inference, code: str | None = None) -> list[Req]:
     """The requirements without the lines of a framework that is not the one: the one ``--framework`` asked
     for, or, when the repository names two, the one it gives the GPU (the other is a CPU build, like
     ``tensorflow-cpu`` beside ``torch==2.7.0+cu128``, or the only one with a CUDA mark). The other's lines
-    stay packages, installed from PyPI as written, and are said."""
+    stay packages, installed from PyPI as written, and are said. ``code``: the framework the project's code
+    imports (project/codeimports.py), which decides when the lines cannot."""
     dists = frameworks.by_distribution()
     named = sorted({dists[r.name] for r in reqs if r.name in dists})
     if asked is None and len(named) > 1:
         lines = {n: [r for r in reqs if dists.get(r.name) == n] for n in named}
         gpu = [n for n in named if any(_gpu_marked(r, n) for r in lines[n])]
         not_cpu = [n for n in named if not all(_cpu_only(r) for r in lines[n])]
-        pick = gpu if len(gpu) == 1 else not_cpu if len(not_cpu) == 1 else []
+        pick = gpu if len(gpu) == 1 else not_cpu if len(not_cpu) == 1 else [code] if code in named else []
         if not pick:
             a, b = (lines[n][0] for n in named[:2])
             raise UsageError(f"{a.origin}: {a.req} and {b.origin}: {b.req}: the repository names two frameworks",
                              hint=f"pass --framework {named[0]} or --framework {named[1]} to choose the one the "
                                   "image's CUDA stack is for (the other is installed from PyPI as written)")
         asked = pick[0]
-        why = "a CUDA build" if gpu else "not a CPU-only build"
+        why = "a CUDA build" if len(gpu) == 1 else "not a CPU-only build" if len(not_cpu) == 1 else \
+            "the framework the code imports"
     else:
         why = "--framework"
     if asked is None or len(named) < 2 and asked in named:
@@ -200,7 +221,7 @@ def _one_framework(reqs: list[Req], asked: str | None, inf: Inference) -> list[R
 
 def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: dict[str, list],
                     dependents: tuple[Dependent, ...], asked: str | None = None,
-                    keep_variants: bool = True) -> Inference:
+                    keep_variants: bool = True, python: str | None = None, code: str | None = None) -> Inference:
     """``releases``: framework → its FrameworkRelease list (versions and companion versions) from the matrix.
     ``asked``: the framework ``--framework`` names (its lines decide; another framework's are packages);
     ``keep_variants``: False when ``--cuda`` chose the CUDA (the repository's CUDA pins are then said, not applied)."""
@@ -208,7 +229,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     a: Req | str  # two requirements, then two origins, in the messages that refuse
     b: Req | str
     # another framework kept on the CPU beside this one (tensorflow beside jax) first, then a choice between two
-    reqs = _one_framework(_cpu_beside([r for r in reqs if on_linux(r)], dependents, inf), asked, inf)
+    reqs = _one_framework(_cpu_beside([r for r in reqs if on_linux(r) and _for_python(r, python, inf)], dependents,
+                                      inf), asked, inf, code)
     variants = variants if keep_variants else _cuda_chosen(variants, inf)
     direct: dict[str, list[tuple[Req, SpecifierSet]]] = {}
     extras: list[tuple[str, str]] = []
@@ -300,6 +322,7 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
                          hint=f"pass --cuda {_cuda_of(vs[0])} or --cuda {_cuda_of(vs[1])} to choose, or keep one CUDA pin")
     inf.variant = vs[0] if vs else None
     text = _spec_text(total, allowed)
+    _say_older_major(name, constraints, total, allowed, inf)
     inf.framework = f"{name}{text}"
     if inf.variant:
         asked = next(o for o, v in variants if v == inf.variant)
@@ -309,6 +332,23 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             inf.cuda = _cuda_of(inf.variant)
         inf.notes.append(f"CUDA variant {inf.variant} from {asked}")
     return inf
+
+
+def _say_older_major(name: str, constraints: list, total: SpecifierSet, allowed: list, inf: Inference) -> None:
+    """A floor of an older major (``tensorflow>=1.15``) admits the newest release, which the code predates (issue 38,
+    class 6: a TF1-era codebase got TensorFlow 2.21 with Keras 3): said, with the oldest release that fits."""
+    fits = sorted(v for v in allowed if total.contains(v, prereleases=True))
+    floors = [(o, ln, Version(sp.version)) for o, ln, spec in constraints for sp in spec
+              if sp.operator in (">=", ">") and sp.version[:1].isdigit()]
+    if not fits or not floors:
+        return
+    origin, line, floor = max(floors, key=lambda f: f[2])
+    newest = Version(str(fits[-1]))
+    if newest.major > floor.major:
+        inf.notes.append(f"warning: {origin}: {line} was written for {name} {floor.major}.x; the newest release it admits "
+                         f"is {name} {newest}, a major release the code predates: pass --framework "
+                         f"'{name}=={fits[0].major}.{fits[0].minor}.*' for the oldest envman knows, or pin the one it "
+                         "was tested with")
 
 
 def _nearest(spec: SpecifierSet, allowed: list[Version]) -> Version:

@@ -33,13 +33,15 @@ class Candidate:
     soft: list[str] = field(default_factory=list)  # verdicts resting on uncertain data: warn, never block
     arch: str = "x86_64"  # the CPU architecture the request builds for
 
-    def key(self) -> tuple[bool, Version, bool, Version, bool, str]:
+    def key(self) -> tuple[bool, Version, bool, bool, Version, str]:
         return (
             not self.ptx_only,
             self.rel.version,
             self.mode == "full",
-            self.var.cuda or Version("0"),
+            # PyPI's default build before a newer CUDA from the framework's own index, when it fits the GPUs and
+            # the driver (issue 38: cu129 from download.pytorch.org had been chosen over PyPI's cu128)
             self.var.name == self.rel.pypi_default_on(self.arch),
+            self.var.cuda or Version("0"),
             self.var.name,
         )
 

@@ -64,6 +64,8 @@ def refusal(matrix: Matrix, req: Request, cands: list[Candidate], driver: Versio
     hint = None
     if alternatives:
         hint = "nearest working alternative: " + alternatives[0]["change"]
+    elif fw:  # nothing moved by one step works: the pin itself is what blocks (torch==1.13.1+cu117 on an H100)
+        hint = f"loosen the pin '{spec_text}' to '{fw}' (`--framework {fw}`) for the newest {fw} that serves {target_text}"
     return ResolutionError(msg, conflicts=conflicts, alternatives=alternatives, hint=hint)
 
 

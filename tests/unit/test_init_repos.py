@@ -138,7 +138,7 @@ def test_python_floor_does_not_lift_the_default_cap(init):
 def test_empty_repo_is_refused_with_what_was_looked_at(tmp_path):
     e = refusal(tmp_path, "empty-repo")
     assert e.message == ("empty-repo: no dependency file found (looked for requirements*.txt, requirements/*.txt, "
-                         "pyproject.toml, setup.py, setup.cfg, Pipfile, environment.yml)")
+                         "pyproject.toml, setup.py, setup.cfg, Pipfile, pixi.toml, environment.yml)")
     assert e.hint == "pass --framework (e.g. --framework torch), or write envman.yaml with packages:"
     assert e.exit_code == 1
 
@@ -148,7 +148,8 @@ def test_empty_repo_with_framework_given_resolves(init):
     assert str(out.resolution.version) == "2.5.1"
 
 
-def test_collection_of_projects_lists_them(tmp_path):
+def test_collection_of_projects_lists_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the hint's folder is typed from where the user stands (here: beside it)
     e = refusal(tmp_path, "collection")
     assert e.message == "collection: no dependency file at the top; it is a collection of 2 projects: serving, trainer"
     assert e.hint == "run `envman init collection/serving` for one of them"

@@ -32,7 +32,7 @@ CASES = [
     (dict(framework="torch==2.7.*", targets=["GeForce RTX 5090"]), "2.7.1", "cu128", "3.12"),
     # old frameworks on new GPUs: the variant that carries the architecture
     (dict(framework="torch==2.0.*", targets=["h100"]), "2.0.1", "cu118", "3.11"),  # cu117 has no sm_90
-    (dict(framework="torch==2.0.*", targets=["4090"], driver="525.60.13"), "2.0.1", "cu118", "3.11"),  # sm_86 runs on 8.9
+    (dict(framework="torch==2.0.*", targets=["4090"], driver="525.60.13"), "2.0.1", "cu117", "3.11"),  # sm_86 runs on 8.9; PyPI's default build (cu117) before the index's cu118
     (dict(framework="torch==1.13.*", targets=["rtx-3090"], python="3.10"), "1.13.1", "cu117", "3.10"),
     (dict(framework="torch==2.4.*", targets=["h100"], cuda=">=12.4"), "2.4.1", "cu124", "3.12"),
     (dict(framework="torch==2.6.0+cu124", targets=["a100"]), "2.6.0", "cu124", "3.12"),

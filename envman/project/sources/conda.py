@@ -31,7 +31,8 @@ _EXPORT_DROPS_SHOWN = 6  # an export's dropped packages are said in one line, na
 
 def conda_spec(spec: str) -> str:
     """Conda's match spec → PEP 440: ``=2.1`` → ``==2.1.*``, ``==2.1.0`` stays, ``2.1.0=py3_0`` (build) drops the build."""
-    spec = re.sub(r"([<>=!]=?)\s+", r"\1", spec.strip()).split(" ")[0]  # ">= 1.13" is one constraint
+    spec = re.sub(r"([<>=!]=?)\s+", r"\1", spec.strip())  # ">= 1.13" is one constraint
+    spec = re.sub(r"\s*,\s*", ",", spec).split(" ")[0]  # ">=3.8, <3.10" too: its upper bound is kept
     if not spec:
         return ""
     if re.fullmatch(r"[<>!=]=?.*", spec) and not re.fullmatch(r"=[^=].*", spec):
@@ -79,11 +80,12 @@ def is_export(doc: dict) -> bool:
     return len(deps) >= 10 and len(built) * 2 > len(deps)
 
 
-def read_conda(project: Path, rel: str) -> Found:
+def read_conda(project: Path, rel: str, doc: dict | None = None) -> Found:
+    """A conda environment file; ``doc``: conda dependencies another format holds (pixi.toml's)."""
     from envman.project.sources.requirements_txt import _read_line
 
     found = Found(rel)
-    doc = conda_document(project, rel)
+    doc = conda_document(project, rel) if doc is None else doc
     dropped: list[str] = []
     export = is_export(doc)
     for i, dep in enumerate(doc.get("dependencies") or []):
@@ -106,9 +108,7 @@ def read_conda(project: Path, rel: str) -> Found:
         if name == "python":
             _python_line(found, dep, spec, where)
         elif name in ("pytorch-cuda", "cudatoolkit", "cuda-toolkit", "cuda-version") and ver:
-            variant = "cu" + "".join(ver.split(".")[:2])
-            found.variants.append((where, variant))
-            found.fates.append(Fate(where, dep, "rewrote", f"the framework's CUDA variant {variant}"))
+            _cuda_line(found, dep, spec, ver, where)
         elif name == "cpuonly":
             found.variants.append((where, "cpu"))
             found.fates.append(Fate(where, dep, "rewrote", "a CPU stack"))
@@ -125,6 +125,17 @@ def read_conda(project: Path, rel: str) -> Found:
                                                          "or its Debian name under system_packages: if needed"))
     _say_export(found, rel, dropped)
     return found
+
+
+def _cuda_line(found: Found, dep: str, spec: str, ver: str, where: str) -> None:
+    if not re.fullmatch(r"=?=?\s*\d+(\.\d+)*(\.\*)?(=\S+)?", spec.strip()):
+        # a range (cudatoolkit>=10) is no CUDA pin: the stack's CUDA is chosen for the GPUs, said
+        found.fates.append(Fate(where, dep, "dropped", "a CUDA range, not a pin: the CUDA is chosen for the "
+                                                       "targets (pass --cuda to choose one)"))
+        return
+    variant = "cu" + "".join(ver.split(".")[:2])
+    found.variants.append((where, variant))
+    found.fates.append(Fate(where, dep, "rewrote", f"the framework's CUDA variant {variant}"))
 
 
 def _say_export(found: Found, rel: str, dropped: list[str]) -> None:

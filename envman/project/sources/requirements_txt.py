@@ -20,6 +20,11 @@ _URL = re.compile(r"^(git|hg|svn|bzr)\+|^https?://|^file:")
 _IGNORED_OPTIONS = ("--pre", "--prefer-binary", "--no-binary", "--only-binary", "--trusted-host", "--no-index",
                     "--use-feature", "--config-settings", "--global-option", "--no-build-isolation")
 _PROJECT = (".", "./", "file:.", "-e .", "-e ./")
+# a file named for development or an option: a core file's include of one is not the core (mmlab's
+# requirements.txt includes requirements/tests.txt and optional.txt beside runtime.txt; speechbrain's includes
+# lint-requirements.txt). A file so named itself may include another (requirements-dev.txt: -r requirements-test.txt)
+_NOT_CORE = {"dev", "devel", "develop", "test", "tests", "testing", "doc", "docs", "readthedocs", "lint", "ci",
+             "style", "typing", "mypy", "optional", "extra", "extras"}
 
 
 def url_name(url: str) -> str:
@@ -105,7 +110,7 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
             opt, arg = opt[:2], opt[2:]
         if opt in ("-r", "--requirement", "-c", "--constraint"):
             _read_include(project, (base / arg).as_posix(), line, where, found,
-                          constraints or opt in ("-c", "--constraint"), seen)
+                          constraints or opt in ("-c", "--constraint"), seen, _not_core(rel, arg))
             return
         if opt in ("-e", "--editable"):
             if arg.rstrip("/") in (".", "file:.") or arg.startswith(".[") or arg.startswith("./["):
@@ -167,8 +172,24 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
     found.fates.append(Fate(where, line, "kept"))
 
 
+def _name_tokens(rel: str) -> set[str]:
+    return {t for t in re.split(r"[-_.\s/]+", Path(rel).stem.lower()) if t}
+
+
+def _not_core(rel: str, inc: str) -> str | None:
+    """Why the include ``inc`` of the file ``rel`` is not part of the core, or None."""
+    words = sorted(_name_tokens(inc) & _NOT_CORE)
+    if not words or _name_tokens(rel) & _NOT_CORE:
+        return None
+    return (f"{inc} is named for {words[0]}, not the core: not read (name it under requirements: in envman.yaml "
+            "to use it)")
+
+
 def _read_include(project: Path, inc: str, line: str, where: str, found: Found, constraints: bool,
-                  seen: set[Path]) -> None:
+                  seen: set[Path], not_core: str | None = None) -> None:
+    if not_core:
+        found.fates.append(Fate(where, line, "dropped", not_core))
+        return
     if _resolve(project, inc) in seen:  # a loop of includes: each file is read once
         found.fates.append(Fate(where, line, "dropped", f"{inc} is read already (the includes loop)"))
         return

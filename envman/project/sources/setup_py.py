@@ -10,6 +10,7 @@ from pathlib import Path
 
 from envman.project.sources import Fate, Found
 from envman.project.sources.pyproject import add_python, add_requirement
+from envman.project.sources.setup_eval import Unknowable, evaluate
 
 KEYS = ("install_requires", "python_requires", "extras_require")
 
@@ -38,9 +39,9 @@ def _literal(node: ast.AST, names: dict[str, ast.AST], depth: int = 0, lenient: 
     if lenient and isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
         return _lenient(node, names, depth)
     try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise _Unreadable(ast.unparse(node)[:60]) from None
+        return evaluate(node, names)  # literals, and what the file computes from its own literals (setup_eval.py)
+    except Unknowable as exc:
+        raise _Unreadable(str(exc)) from None
 
 
 def _lenient(node: ast.List | ast.Tuple | ast.Dict, names: dict[str, ast.AST], depth: int):
@@ -131,15 +132,21 @@ def _apply(found: Found, key: str, value, where: str, wanted: tuple[str, ...]) -
         add_python(found, value, where)
     elif key == "install_requires":
         items = value.splitlines() if isinstance(value, str) else list(value or [])
-        for i, d in enumerate(x.strip() for x in items):
-            if d and not d.startswith("#"):
+        for i, d in enumerate(_uncommented(x) for x in items):
+            if d:
                 add_requirement(found, d, f"{where}[{i}]")
     elif key == "extras_require" and isinstance(value, dict):
         for extra, deps in sorted(value.items()):
             items = deps.splitlines() if isinstance(deps, str) else list(deps or [])
-            for i, d in enumerate(x.strip() for x in items):
+            for i, d in enumerate(_uncommented(x) for x in items):
                 if d:
                     add_requirement(found, d, f"{where}.{extra}[{i}]", optional=extra not in wanted)
+
+
+def _uncommented(item) -> str:
+    """A requirement as setuptools reads it: a ``# …`` comment, whole-line or after the requirement, dropped
+    (its requirement parser drops comments; CarperAI/trlx@3340c2f writes ``scipy  # fix(bnb): …`` in setup.cfg)."""
+    return re.sub(r"(^|\s)#.*$", "", str(item)).strip()
 
 
 def read_setup_cfg(project: Path, rel: str = "setup.cfg", wanted: tuple[str, ...] = ()) -> Found:
