@@ -39,7 +39,7 @@ def python_platform(res: Resolution) -> str:
     return f"{res.arch}-manylinux_{glibc}"
 
 
-_CUDA_MAJOR_PKG = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
+_CUDA_MAJOR_PKG = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)\Z")
 
 
 @dataclass

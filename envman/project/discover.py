@@ -38,7 +38,7 @@ _CUDA_NAME = re.compile(r"(?:cu|cuda)(\d{3})")
 # the core file of a requirements/ folder (requirements/base.txt); its other files are feature sets
 _CORE = re.compile(r"(base|main|core|common|runtime|install|prod|production|default|requirements|train|training)")
 # conda environment files, best name first; the dev/test ones are variants (skipped, said)
-_CONDA = re.compile(r"^(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml$")
+_CONDA = re.compile(r"^(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml\Z")
 _EXTRAS_SHOWN = 4  # a table with more extras than this is said in one line
 
 
@@ -188,7 +188,7 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
 
 # a conda file in a sub-folder (scripts/gpu_environment.yml, envs/conda_env.yml): read when the repository has
 # no dependency file at its top, so that it is not told "no dependency file found"
-_CONDA_NESTED = re.compile(r"^([\w.-]*[-_])?(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml$")
+_CONDA_NESTED = re.compile(r"^([\w.-]*[-_])?(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml\Z")
 _NESTED_SKIP = {"test", "tests", "docs", "doc", "examples", "example", ".envman", "node_modules", ".git"}
 
 

@@ -18,7 +18,7 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.project.requirements import Req
 
-_LOCAL = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)$")
+_LOCAL = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)\Z")
 
 
 @dataclass(frozen=True)

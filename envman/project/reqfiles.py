@@ -40,8 +40,8 @@ _BACKEND = {"torch": "torch", "pytorch": "torch", "pt": "torch", "pt2": "torch",
             "mxnet": "mxnet"}
 _CORE = {"", "base", "main", "core", "common", "runtime", "install", "prod", "production", "default", "requirements",
          "train", "training", "deps", "dependencies", "linux", "docker", "gpu", "cuda"}
-_CUDA = re.compile(r"^(?:cu|cuda)(\d{2,3})$")
-_PY = re.compile(r"^py(?:thon)?3\.?(\d{1,2})$")
+_CUDA = re.compile(r"^(?:cu|cuda)(\d{2,3})\Z")
+_PY = re.compile(r"^py(?:thon)?3\.?(\d{1,2})\Z")
 _LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64"}
 FEATURE_SET = "an optional feature set beside the core ({core}); name it under requirements: in envman.yaml to use it"
 NAME_IT = "name it under requirements: in envman.yaml to use it"

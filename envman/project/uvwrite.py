@@ -346,7 +346,7 @@ def _set_constraints(lay: Layout, uv: Any, pins: dict[str, str], changes: list[s
                    + (f" (was {', '.join(dropped)})" if dropped else ""))
 
 
-_LOWER = re.compile(r"^\s*(>=|>)\s*([0-9][0-9.]*)\s*$")
+_LOWER = re.compile(r"^\s*(>=|>)\s*([0-9][0-9.]*)\s*\Z")
 
 
 def _floor_below(clause: str, floor: Version) -> bool:

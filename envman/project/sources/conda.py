@@ -22,7 +22,7 @@ from envman.project.sources.pyproject import add_python, add_requirement
 RENAMES = {"pytorch": "torch", "pytorch-gpu": "torch", "pytorch-cpu": "torch", "tensorflow": "tensorflow",
            "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow-cpu", "torchvision": "torchvision",
            "torchaudio": "torchaudio"}
-_SPEC = re.compile(r"^([A-Za-z0-9_.\-]+)(?:::)?\s*(.*)$")
+_SPEC = re.compile(r"^([A-Za-z0-9_.\-]+)(?:::)?\s*(.*)\Z")
 # packages only a Windows (or macOS) conda environment holds, and the build-string prefixes of their channels
 _WINDOWS_ONLY = ("vc", "vs2015_runtime", "vc14_runtime", "ucrt", "wincertstore", "win_inet_pton", "pywin32", "m2w64-gcc-libs")
 _LINUX_RUNTIME = ("libgcc-ng", "libstdcxx-ng", "_libgcc_mutex", "ld_impl_linux-64", "libgcc")

@@ -41,7 +41,7 @@ def url_name(url: str) -> str:
         name = name.split("-")[0]
     for ext in (".git", ".zip", ".tar.gz", ".tar.bz2", ".tgz"):
         name = name.removesuffix(ext)
-    m = re.match(r"^(.+?)-\d[\w.!+]*$", name)  # an sdist's {name}-{version}
+    m = re.match(r"^(.+?)-\d[\w.!+]*\Z", name)  # an sdist's {name}-{version}
     if m and not url.startswith(("git+", "hg+", "svn+", "bzr+")):
         name = m.group(1)
     return re.sub(r"[^A-Za-z0-9._-]", "-", name) or "unnamed"

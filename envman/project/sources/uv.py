@@ -18,7 +18,7 @@ from envman.project.sources import Fate, Found
 
 FILE = "pyproject.toml"
 LOCK = "uv.lock"
-_VARIANT = re.compile(r"download\.pytorch\.org/whl/(?:(?:nightly|test)/)?(cu\d+|cpu|rocm[\d.]+)/?$")
+_VARIANT = re.compile(r"download\.pytorch\.org/whl/(?:(?:nightly|test)/)?(cu\d+|cpu|rocm[\d.]+)/?\Z")
 
 
 def index_variant(url: str) -> str | None:
