@@ -110,3 +110,18 @@ def test_the_extra_names_the_plugin_and_old_releases_carry_floors_in_jax_itself(
     assert extra_pins(meta, 13) == (None, None, {})
     assert with_cuda_floors("Name: p\nRequires-Dist: nvidia-nccl-cu12>=2.18.1; extra == 'with_cuda'\n\n") == \
         {"nvidia-nccl-cu12": "2.18.1"}
+
+
+def test_a_cuda_extra_naming_a_plugin_the_index_lacks_is_said(index, tmp_path):
+    """jax 0.12.1's [cuda12] asked for a jax-cuda12-plugin release PyPI never had (issue 40): the release is newer
+    than the matrix, yet `pip install 'jax[cuda12]'` at it fails; outdated names the extra, the pin and the gap."""
+    from packaging.version import Version
+
+    from tools.matrix.discover_jax import fetch_projects, missing_plugins
+
+    serve_jax(index, tmp_path)
+    assert missing_plugins(Version("0.13.0"), fetch_projects(index.url)) == []  # both plugins are served
+    index.project("jax-cuda12-plugin", {}, False,  # the project exists, the release the extra pins does not
+                  extra_versions=["jax_cuda12_plugin-0.12.0-cp312-cp312-manylinux_2_27_x86_64.whl"])
+    assert missing_plugins(Version("0.13.0"), fetch_projects(index.url)) == [
+        "jax 0.13.0's [cuda12] extra asks for jax-cuda12-plugin<=0.13.0,>=0.13.0, which the index does not have"]

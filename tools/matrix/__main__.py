@@ -64,12 +64,14 @@ def outdated_cmd(
 
     projects, sources = outdated(index_url)
     if as_json:
-        emit_json([{"project": o.project, "known": str(o.known) if o.known else None, "newer": [str(v) for v in o.newer]}
-                   for o in projects] + [{"source": n, "status": st, "what": what} for n, st, what in sources])
+        emit_json([{"project": o.project, "known": str(o.known) if o.known else None, "newer": [str(v) for v in o.newer],
+                    "notes": list(o.notes)} for o in projects] + [{"source": n, "status": st, "what": what} for n, st, what in sources])
     else:
         for o in projects:
             if o.newer:
                 typer.echo(f"{o.project}: {', '.join(map(str, o.newer))} on the index; the matrix knows {o.known or 'none'}")
+                for note in o.notes:
+                    typer.echo(f"  ! {note}")
             else:
                 typer.echo(f"{o.project}: up to date ({o.known})")
         for n, st, what in sources:

@@ -159,7 +159,20 @@ def outdated(index_url: str | None = None):
     from tools.matrix.sources.registry import outdated_sources
 
     m = load_matrix(matrix_dir())
-    return find_outdated(m, index_url or DEFAULT_INDEX), outdated_sources(m, matrix_dir(), index_url)
+    projects = [_with_jax_notes(o, index_url or DEFAULT_INDEX) for o in find_outdated(m, index_url or DEFAULT_INDEX)]
+    return projects, outdated_sources(m, matrix_dir(), index_url)
+
+
+def _with_jax_notes(o, index_url: str):
+    """A newer jax whose CUDA extra names a plugin the index lacks is said, not only listed."""
+    if o.project != "jax" or not o.newer:
+        return o
+    from dataclasses import replace
+
+    from tools.matrix.discover_jax import fetch_projects, missing_plugins
+
+    projects = fetch_projects(index_url)
+    return replace(o, notes=tuple(n for v in o.newer for n in missing_plugins(v, projects)))
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class Outdated:
     project: str
     known: Version | None  # newest the matrix names
     newer: tuple[Version, ...]  # final releases on the index newer than that
+    notes: tuple[str, ...] = ()  # what makes a newer release unusable as published (a CUDA extra naming no wheel)
 
 
 def find_outdated(matrix: Matrix, index_url: str = DEFAULT_INDEX, projects=PROJECTS) -> list[Outdated]:

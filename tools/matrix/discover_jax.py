@@ -278,6 +278,26 @@ def read_release(version: Version, projects: dict[str, Project], measure: bool =
     return JaxRelease(version, lib_version, pys, builds, f"{jf.filename}: METADATA ({meta.how})")
 
 
+def missing_plugins(version: Version, projects: dict[str, Project]) -> list[str]:
+    """What a jax release's CUDA extras ask for that the index does not have: `pip install 'jax[cuda12]==V'` then
+    fails to resolve (jax 0.12.1's [cuda12] named a jax-cuda12-plugin release PyPI never had), so sync proposes
+    no build for that major and outdated says why."""
+    jax_files = [f for f in projects["jax"].files if str(f.version) == str(version) and not f.yanked]
+    if not jax_files:
+        return []
+    meta = read_remote_wheel(sorted(jax_files, key=lambda f: f.filename)[0]).metadata
+    out = []
+    for major in MAJORS:
+        allowed, _lib, _floors = extra_pins(meta, major)
+        name = PLUGIN.format(major)
+        if allowed is None:
+            continue
+        have = projects[name].versions(final_only=True) if name in projects else []
+        if not any(allowed.contains(v) for v in have):
+            out.append(f"jax {version}'s [cuda{major}] extra asks for {name}{allowed}, which the index does not have")
+    return out
+
+
 def jax_versions(projects: dict[str, Project], since: Version = FIRST) -> list[Version]:
     """Final jax releases from ``since`` on, oldest first."""
     return [v for v in projects["jax"].versions(final_only=True) if v >= since]
