@@ -47,6 +47,15 @@ class KitFinder(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
         return fullname in self.packages
 
     def get_source(self, fullname: str) -> str:
+        # linecache asks a frame's loader for the source under the frame's __name__: for the module `python -m`
+        # runs that is "__main__" (torch's import reads the stack, so every smoke import failed with KeyError),
+        # answered from the spec the module was run by; a name the kit does not hold is ImportError, as the
+        # InspectLoader protocol says (linecache then shows no line instead of failing)
+        if fullname == "__main__":
+            spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+            fullname = getattr(spec, "name", fullname)
+        if fullname not in self.sources:
+            raise ImportError("%r is not in the kit" % fullname, name=fullname)
         return self.sources[fullname]
 
     def get_code(self, fullname: str) -> CodeType:

@@ -90,6 +90,26 @@ def test_a_traceback_names_the_modules_own_file_and_line(tmp_path):
     assert f'File "{kit / "envman_portable" / "versions.py"}", line {line}, in vt\n' in out.stderr
 
 
+def test_a_library_that_reads_the_stack_imports_under_python_m(tmp_path):
+    """torch's import walks the stack, and linecache asks each frame's loader for its source under the frame's
+    __name__: for the module `python -m` runs, "__main__". The kit's loader had answered KeyError, so in every
+    built image the smoke test said "torch does not import: KeyError: '__main__'" (seen on the real engine).
+    Here the -c process's __main__ is made what `python -m envman_portable.versions` makes it."""
+    kit = write(tmp_path)
+    code = ("import linecache, sys\n"
+            "import envman_portable.versions as v\n"
+            "main = sys.modules['__main__']\n"
+            "main.__spec__, main.__loader__ = v.__spec__, v.__loader__\n"
+            "linecache.lazycache(v.__file__, {'__name__': '__main__', '__loader__': v.__loader__})\n"
+            "print(linecache.getline(v.__file__, 1), end='')\n"
+            "linecache.lazycache('/nowhere.py', {'__name__': 'elsewhere', '__loader__': v.__loader__})\n"
+            "print(repr(linecache.getline('/nowhere.py', 1)))\n")
+    out = subprocess.run([sys.executable, "-s", "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(kit)})
+    first = (portable_dir() / "versions.py").read_text().splitlines()[0]
+    assert (out.returncode, out.stdout) == (0, f"{first}\n''\n"), out.stderr
+
+
 def test_init_writes_one_kit_file_the_dockerfile_copies(tmp_path):
     import shutil
 
