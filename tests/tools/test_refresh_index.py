@@ -289,7 +289,7 @@ def test_outdated_exits_1_naming_each_newer_final_release(index, tmp_path, matri
     index.project("torch", {}, False, ["torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"])
     out = envman("matrix", "outdated", "--index-url", index.url, "--json", env_dir=matrix_dir)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)[0] == {"project": "torch", "known": "2.14.1", "newer": []}
+    assert json.loads(out.stdout)[0] == {"project": "torch", "known": "2.14.1", "newer": [], "notes": []}
 
 
 def test_check_says_ok_or_every_problem(matrix_dir):
