@@ -1,4 +1,4 @@
-"""The corpus of issue 20 (tests/fixtures/corpus: 46 real repositories' dependency files) held to what envman
+"""The corpus of issue 20 (46 real repositories' dependency files, assembled by tests/corpus.py) held to what envman
 should do with each (tests/fixtures/corpus/expectations.yaml, judged by hand from the repositories' files and
 READMEs): `envman init --no-lock --target h100` with the command a refusal hints at gives the expected stack,
 and without it the refusal names what blocks. Offline; the lock and build results are in docs/repos.md."""
@@ -6,16 +6,15 @@ and without it the refusal names what blocks. Offline; the lock and build result
 from __future__ import annotations
 
 import shlex
-import shutil
-from pathlib import Path
 
 import pytest
 import yaml
 
 from envman.app.init import InitOptions, init_project
 from envman.errors import EnvmanError
+from tests import corpus
 
-CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "corpus"
+CORPUS = corpus.FIXTURES
 EXPECT = yaml.safe_load((CORPUS / "expectations.yaml").read_text())["repos"]
 FLAGS = {"--framework": "framework", "--python": "python", "--cuda": "cuda"}
 
@@ -37,7 +36,7 @@ def test_every_corpus_repository_has_an_expectation_and_a_source():
 def test_a_servable_repository_gets_its_stack(tmp_path, name):
     e = EXPECT[name]
     d = tmp_path / name
-    shutil.copytree(CORPUS / name, d)
+    corpus.copy_repo(name, d)
     out = init_project(d, InitOptions(targets=("h100",), no_lock=True, **_options(e.get("args", ""))))
     r = out.resolution
     got = f"{r.framework} {r.version} {r.variant}" if r.framework else "none"
@@ -48,7 +47,7 @@ def test_a_servable_repository_gets_its_stack(tmp_path, name):
 def test_without_the_hinted_command_the_refusal_names_what_blocks_and_the_command(tmp_path, name):
     e = EXPECT[name]
     d = tmp_path / name
-    shutil.copytree(CORPUS / name, d)
+    corpus.copy_repo(name, d)
     with pytest.raises(EnvmanError) as ei:
         init_project(d, InitOptions(targets=("h100",), no_lock=True))
     assert e["refusal"] in ei.value.message

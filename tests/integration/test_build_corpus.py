@@ -1,4 +1,4 @@
-"""Issue 20's corpus end to end: real repositories' dependency files (tests/fixtures/corpus, with empty stubs of
+"""Issue 20's corpus end to end: real repositories' dependency files (tests/corpus.py assembles them, with empty stubs of
 their packages: their code is never copied) → envman init → fetch → build --offline → the project imports in the
 image, on a real engine without a GPU. torch 2.14.1 for Python 3.11 comes from the local wheel index (see
 /work/shared/ENVIRONMENT.md); everything else from PyPI.
@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from tests import corpus
+
 from .engine_helpers import envman, good_tag
 from .test_build_repos import Cleanup
 
 pytestmark = [pytest.mark.integration, pytest.mark.network, pytest.mark.slow]
 
-CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def cleanup(engine):
 
 def _build(tmp_path: Path, name: str, base_image: str, cleanup: Cleanup, *args: str) -> tuple[Path, str, str]:
     d = tmp_path / name.lower().replace("__", "-").replace("_", "-")
-    shutil.copytree(CORPUS / name, d)
+    corpus.copy_repo(name, d)
     init = envman("init", str(d), "--target", "h100", "--python", "3.11", "--base-image", base_image, *args)
     envman("fetch", str(d))
     cleanup.fetched(d)
@@ -76,7 +77,7 @@ def test_the_projects_own_c_extension_is_compiled_in_the_builder_and_only_its_wh
     """Issue 20, pattern 5, on our own small project (tests/fixtures/patterns/c-extension: a C extension and a
     console script): the builder stage compiles it (build-essential there, from Debian), the image installs the
     wheel and has no compiler; the smoke test imports it and runs its console script's --help."""
-    src = CORPUS.parent / "patterns" / "c-extension"
+    src = corpus.FIXTURES.parent / "patterns" / "c-extension"
     d = tmp_path / "tinyext"
     shutil.copytree(src, d)
     init = envman("init", str(d), "--cpu", "--framework", "none", "--python", "3.11", "--base-image", base_image)
@@ -104,7 +105,7 @@ def test_a_pure_project_whose_setup_requires_the_lock_lacks_is_built_in_the_buil
     Cython there and fail. The builder builds its wheel with Cython from the build lock; Cython never reaches the
     image; the smoke test imports the project."""
     d = tmp_path / "tinyscm"
-    shutil.copytree(CORPUS.parent / "patterns" / "setup-requires", d)
+    shutil.copytree(corpus.FIXTURES.parent / "patterns" / "setup-requires", d)
     init = envman("init", str(d), "--cpu", "--framework", "none", "--python", "3.11", "--base-image", base_image)
     assert "the project's build asks for cython (its setup.py's setup_requires)" in init.stdout
     assert "cython==" in (d / "requirements.build.lock.txt").read_text()

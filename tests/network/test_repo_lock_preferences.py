@@ -4,21 +4,18 @@ prefers the repository lock's pins; a re-lock of unchanged inputs is current."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 from envman.app.init import InitOptions, init_project
 from envman.cli.main import main
+from tests import corpus
 
 pytestmark = pytest.mark.network
-CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "corpus"
 
 
 def test_a_first_lock_keeps_the_repository_locks_pins_that_fit(tmp_path):
     d = tmp_path / "p"
-    shutil.copytree(CORPUS / "00sapo__CoordFill", d)
+    corpus.copy_repo("00sapo__CoordFill", d)
     init_project(d, InitOptions(targets=("h100",), python="3.11"))
     req = (d / "requirements.lock.txt").read_text()
     assert "kornia==0.7.1 \\" in req and "torch==2.1.2 \\" in req

@@ -12,10 +12,11 @@ import pytest
 
 from envman.project.backend_requires import unmet
 from envman.project.package import find_package
+from tests import corpus
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PATTERN = FIXTURES / "patterns" / "setup-requires"
-ESRGAN = FIXTURES / "corpus" / "xinntao__Real-ESRGAN"
+ESRGAN = "xinntao__Real-ESRGAN"
 ENV = {"python_version": "3.11", "python_full_version": "3.11.0", "sys_platform": "linux"}
 
 
@@ -24,7 +25,7 @@ def test_setup_py_setup_requires_are_what_setuptools_asks_for():
     assert pkg is not None and pkg.compiled is None  # pure Python
     assert pkg.backend_requires == ("cython", "numpy>=1.20", "pytest-runner; python_version < '3'")
     assert pkg.backend_source == "its setup.py's setup_requires"
-    real = find_package(ESRGAN)
+    real = find_package(corpus.repo(ESRGAN))
     assert real is not None and real.compiled is None and real.backend_requires == ("cython", "numpy")
 
 
@@ -86,14 +87,14 @@ def _project_build(pkg, locked: dict[str, str], matrix):
 
 def test_a_pure_project_whose_setup_requires_the_lock_lacks_is_built_in_the_builder(matrix):
     """Real-ESRGAN: numpy is locked (a runtime dependency), Cython is not."""
-    res, (need, notes) = _project_build(find_package(ESRGAN), {"numpy": "2.2.6", "setuptools": "80.9.0"}, matrix)
+    res, (need, notes) = _project_build(find_package(corpus.repo(ESRGAN)), {"numpy": "2.2.6", "setuptools": "80.9.0"}, matrix)
     assert need is not None and not need.compiler and not need.cuda and not need.framework
     assert need.build_requires == ("setuptools>=40.8.0", "wheel", "cython", "numpy")
     assert notes == ["the project's build asks for cython (its setup.py's setup_requires), which the lock does not "
                      "hold and the image installs offline: the project is built into a wheel in the builder stage "
                      "envman-wheels with them (hash-checked, in the build lock); they never reach the image"]
     # everything it asks for locked: the image's last step installs it offline, no builder for it
-    assert _project_build(find_package(ESRGAN), {"numpy": "2.2.6", "cython": "3.1.2"}, matrix)[1] == (None, [])
+    assert _project_build(find_package(corpus.repo(ESRGAN)), {"numpy": "2.2.6", "cython": "3.1.2"}, matrix)[1] == (None, [])
 
 
 def test_the_builder_builds_the_pure_project_without_a_compiler_and_the_image_gets_only_its_wheel(matrix, tmp_path):
@@ -101,7 +102,7 @@ def test_the_builder_builds_the_pure_project_without_a_compiler_and_the_image_ge
     from envman.image.render import render_dockerfile
     from envman.image.stages import plan_source_builds
 
-    res, (need, _) = _project_build(find_package(ESRGAN), {"numpy": "2.2.6"}, matrix)
+    res, (need, _) = _project_build(find_package(corpus.repo(ESRGAN)), {"numpy": "2.2.6"}, matrix)
     sb = plan_source_builds([], {}, res.cuda, False, {}, project=need)
     assert sb is not None and sb.project and not sb.compiler and not sb.cuda and "cython" in sb.build_requires
     assert "the project is pure Python (matrices/build_needs.yaml): no compiler in the builder" in sb.notes
@@ -131,7 +132,7 @@ def test_init_without_a_lock_says_what_the_build_asks_for(tmp_path):
     from envman.app.init import InitOptions, init_project
 
     d = tmp_path / "esrgan"
-    shutil.copytree(ESRGAN, d)
+    corpus.copy_repo(ESRGAN, d)
     out = init_project(d, InitOptions(no_lock=True, targets=("h100",)), detect_gpus=lambda: pytest.fail("no GPU probe"))
     assert ("the project's build asks for cython, numpy (its setup.py's setup_requires): what the lock will not hold "
             "is installed in the builder stage, which then builds the project into a wheel (after `envman lock`: "

@@ -17,10 +17,10 @@ from envman.matrix.load import load_matrix
 from envman.portable import smoke
 from envman.portable.doctor.checks import run_checks
 from envman.portable.facts.project import probe_lock, read_build_intent
+from tests import corpus
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 K = with_extensions(knowledge_from_matrix(load_matrix(FIX / "matrix")), FIX / "matrix")
-FASTCHAT = FIX / "corpus" / "lm-sys__FastChat"
 
 
 def facts(project: Path, **kw) -> dict:
@@ -34,7 +34,7 @@ def facts(project: Path, **kw) -> dict:
 
 def project(tmp_path: Path, pins: list[str] | None, pyproject: str | None = None) -> Path:
     if pyproject is None:
-        shutil.copy(FASTCHAT / "pyproject.toml", tmp_path / "pyproject.toml")
+        shutil.copy(corpus.repo("lm-sys__FastChat") / "pyproject.toml", tmp_path / "pyproject.toml")
     else:
         (tmp_path / "pyproject.toml").write_text(pyproject)
     if pins is not None:

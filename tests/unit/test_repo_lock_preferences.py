@@ -5,22 +5,19 @@ pdm.lock holds 0.7.1 (issue 20, found building the corpus)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from envman._compat import tomllib
 from envman.project.sources.locks import preference_seed, preferences
-
-CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "corpus"
+from tests import corpus
 
 
 def test_a_pdm_lock_pins_become_preferences():
-    pins = dict(preferences(CORPUS / "00sapo__CoordFill"))
+    pins = dict(preferences(corpus.repo("00sapo__CoordFill")))
     assert pins["kornia"] == "0.7.1" and pins["torch"] == "2.1.2"
 
 
 def test_every_kind_of_repository_lock_gives_preferences():
     for name in ("Unbabel__COMET", "thu-ml__tianshou", "Yircas__CDEP-with-DeepLIFT", "vwxyzjn__cleanrl"):
-        assert len(preferences(CORPUS / name)) > 10, name
+        assert len(preferences(corpus.repo(name))) > 10, name
 
 
 def test_the_seed_is_a_pylock_uv_reads_and_no_pin_text_can_break_out_of_it(tmp_path):

@@ -1,6 +1,7 @@
-"""Issue 20's patterns, each on the real repositories of tests/fixtures/corpus/ (their dependency files only, read
-2026-12-01; SOURCE in each folder) where one shows it, and on small files of our own under tests/fixtures/patterns/
-where none of them does. Discovery and resolution run offline (--no-lock); the tests that need uv are `network`."""
+"""Issue 20's patterns, each on the real repositories of the corpus (their dependency files only, read 2026-12-01,
+assembled by tests/corpus.py; SOURCE in each folder of tests/fixtures/corpus/) where one shows it, and on small
+files of our own under tests/fixtures/patterns/ where none of them does. Discovery and resolution run offline
+(--no-lock); the tests that need uv are `network`."""
 
 from __future__ import annotations
 
@@ -16,16 +17,17 @@ from envman.app.init import InitOptions, init_project
 from envman.app.lock import lock_project
 from envman.cli.main import main
 from envman.errors import ToolError, UsageError
+from tests import corpus
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-CORPUS = FIXTURES / "corpus"
 PATTERNS = FIXTURES / "patterns"
 
 
 def _copy(tmp_path: Path, name: str) -> Path:
-    src = CORPUS / name if (CORPUS / name).is_dir() else PATTERNS / name
     d = tmp_path / str(len(list(tmp_path.iterdir()))) / name  # a test may init the same repository twice
-    shutil.copytree(src, d)
+    if name in corpus.names():
+        return corpus.copy_repo(name, d)
+    shutil.copytree(PATTERNS / name, d)
     return d
 
 
@@ -163,7 +165,7 @@ def test_uv_override_and_constraint_dependencies_are_kept_for_the_lock(init):
 def test_every_lock_file_is_read_and_its_pins_are_said(init, name, file, framework):
     from envman.project.sources.locks import read_locks
 
-    locked = {lk.file: lk for lk in read_locks(CORPUS / name)}[file]
+    locked = {lk.file: lk for lk in read_locks(corpus.repo(name))}[file]
     version = sorted(locked.framework[framework])[0].split("+")[0]
     d, out, spec = init(name)
     assert f"framework: {framework}=={version}" in (d / "envman.yaml").read_text()
@@ -282,7 +284,7 @@ def test_every_corpus_project_that_is_a_package_builds_by_envmans_rules():
     """Each real repository of the corpus configures its packages (or is not a package): none is refused."""
     from envman.project.package import backend_refusal
 
-    assert {p.name: backend_refusal(p) for p in sorted(CORPUS.iterdir()) if p.is_dir() and backend_refusal(p)} == {}
+    assert {n: backend_refusal(corpus.repo(n)) for n in corpus.names() if backend_refusal(corpus.repo(n))} == {}
 
 
 # --- 12. a line pip accepts is never a parse error -----------------------------------------------------------------
@@ -306,7 +308,7 @@ def test_a_conda_export_is_said_in_one_line(tmp_path):
     from envman.project.sources.conda import read_conda
 
     # advimman/lama conda_env.yml: 159 lines with build strings
-    found = read_conda(CORPUS / "advimman__lama", "conda_env.yml")
+    found = read_conda(corpus.repo("advimman__lama"), "conda_env.yml")
     dropped = [f for f in found.fates if f.fate == "dropped" and f.text.endswith("conda packages")]
     assert len(dropped) == 1 and len([f for f in found.fates if f.fate == "dropped"]) <= 2  # and "pip: the image has pip"
     assert "an export of a conda environment (_libgcc_mutex, _openmp_mutex, absl-py" in dropped[0].why
@@ -490,7 +492,7 @@ def test_the_lock_platform_follows_the_base_images_glibc(init, matrix):
 def test_what_the_project_compiles_is_read_from_its_setup_py(name, kinds, cuda, framework, optional):
     from envman.project.package import find_package
 
-    c = find_package(CORPUS / name).compiled
+    c = find_package(corpus.repo(name)).compiled
     assert (c.kinds, c.cuda, c.framework, c.optional) == (kinds, cuda, framework, optional) if kinds else c is None
 
 

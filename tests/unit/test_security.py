@@ -20,6 +20,7 @@ from envman.errors import ToolError, UsageError
 from envman.image.context import context_secrets
 from envman.image.render import render_dockerignore
 from envman.redact import is_credential_file, redact, redact_url
+from tests import corpus
 
 REPOS = Path(__file__).resolve().parent.parent / "fixtures" / "repos"
 TOKEN = "TOKEN"
@@ -382,10 +383,10 @@ def test_tokens_and_token_configs_are_found_by_content_and_refused(tmp_path):
 def test_no_file_of_the_corpus_of_real_repositories_is_taken_for_a_credential():
     from envman.redact import CONTENT_BYTES, holds_credentials
 
-    root = Path(__file__).resolve().parent.parent / "fixtures" / "corpus"
-    files = [p for p in root.rglob("*") if p.is_file()]
+    roots = [corpus.repo(name) for name in corpus.names()]
+    files = [(root, p) for root in roots for p in root.rglob("*") if p.is_file()]
     assert len(files) > 100
-    flagged = [str(p.relative_to(root)) for p in files
+    flagged = [f"{root.name}/{p.relative_to(root)}" for root, p in files
                if is_credential_file(str(p.relative_to(root))) or holds_credentials(p.read_bytes()[:CONTENT_BYTES])]
     assert flagged == []
 
