@@ -218,24 +218,14 @@ def test_every_package_ships_in_the_wheel():
     assert on_disk <= listed, sorted(on_disk - listed)
 
 
-def _top_level_imports(path: Path) -> set[str]:
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            out.add(node.module.split(".")[0])
-    return out
-
-
 def test_the_workshop_stays_out_of_the_product():
     """tools/ (matrix sync, outdated, the source readers) is rank 11, above envman's cli: it imports envman, envman
     never imports it, and the wheel does not carry it — a user's install has no PyPI/GitHub/NVIDIA readers."""
     from envman._compat import tomllib
 
-    assert [m for m, p in MODULES.items() if "tools" in _top_level_imports(p)] == []
+    assert [m for m, p in MODULES.items() if "tools" in third_party(p)] == []
     workshop = [p for p in (ROOT / "tools").rglob("*.py") if "__pycache__" not in p.parts]
-    assert workshop and all(_top_level_imports(p) - {"tools", "envman"} <= set(sys.stdlib_module_names) |
+    assert workshop and all(third_party(p) - {"tools", "envman"} <= set(sys.stdlib_module_names) |
                             {"__future__", "packaging", "yaml", "typer"} for p in workshop)
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     assert [p for p in packages if not p.startswith("envman")] == [] and RANK["tools"] > RANK["__main__"]

@@ -6,6 +6,7 @@ replaced by the chosen variant's, as in a requirements file). Pipenv's documente
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from envman.errors import UsageError
 from envman.project.sources import Fate, Found
@@ -33,17 +34,25 @@ def _text(name: str, value) -> tuple[str | None, str]:
     return f"{name}{extras}{spec}{marker}", ""
 
 
-def read_pipfile(root: Path, wanted: tuple[str, ...] = ()) -> Found | None:
-    path = root / FILE
+def read_toml_file(root: Path, name: str) -> Any:
+    """A TOML dependency file at the repository's top (Pipfile, pixi.toml) as a document (None when absent), one error when it is
+    not TOML."""
+    path = root / name
     if not path.is_file():
         return None
     from envman._compat import tomllib
     from envman.inputs import MAX_SPEC, read_input
 
     try:
-        doc = tomllib.loads(read_input(path, FILE, MAX_SPEC))
+        return tomllib.loads(read_input(path, name, MAX_SPEC))
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{FILE}: invalid TOML: {exc}", hint="fix the file, or write envman.yaml with packages:") from None
+        raise UsageError(f"{name}: invalid TOML: {exc}", hint="fix the file, or write envman.yaml with packages:") from None
+
+
+def read_pipfile(root: Path, wanted: tuple[str, ...] = ()) -> Found | None:
+    doc = read_toml_file(root, FILE)
+    if doc is None:
+        return None
     found = Found(FILE)
     _read_sections(doc, wanted, found)
     requires = doc.get("requires") or {}

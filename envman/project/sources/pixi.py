@@ -8,26 +8,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envman.errors import UsageError
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import read_conda
-from envman.project.sources.pipfile import _text
+from envman.project.sources.pipfile import _text, read_toml_file
 from envman.project.sources.pyproject import add_requirement
 
 FILE = "pixi.toml"
 
 
 def read_pixi(root: Path, wanted: tuple[str, ...] = ()) -> Found | None:
-    path = root / FILE
-    if not path.is_file():
+    doc = read_toml_file(root, FILE)
+    if doc is None:
         return None
-    from envman._compat import tomllib
-    from envman.inputs import MAX_SPEC, read_input
-
-    try:
-        doc = tomllib.loads(read_input(path, FILE, MAX_SPEC))
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{FILE}: invalid TOML: {exc}", hint="fix the file, or write envman.yaml with packages:") from None
     conda = doc.get("dependencies") if isinstance(doc.get("dependencies"), dict) else {}
     lines = [name if str(spec).strip() in ("", "*") else f"{name} {spec}" for name, spec in conda.items()
              if isinstance(spec, str)]
