@@ -1,6 +1,7 @@
 """`envman doctor --dockerfile`: a Dockerfile read statically into the facts its image would have and judged by
-the doctor's checks for target GPUs. Knowledge from the frozen fixture matrix; the real Dockerfiles under
-tests/fixtures/dockerfiles (each with its SOURCE line) are judged as they are, without their requirements files."""
+the doctor's checks for target GPUs. Knowledge from the frozen fixture matrix; tests/fixtures/dockerfiles holds
+envman's own short Dockerfiles, each reproducing the pattern of one real repository's Dockerfile (its first line names
+the repository, commit and path), judged without requirements files."""
 
 from __future__ import annotations
 
@@ -115,14 +116,15 @@ def test_base_image_tags():
     assert read_base("registry.example.com/team/trainer:v3", K)["kind"] == "unknown"
 
 
-# What envman doctor --dockerfile says on real repositories' Dockerfiles, for an H100 (errors and warnings; info
-# lines name what was not read). Reviewed one by one: each line is a true statement about that file.
+# What envman doctor --dockerfile says on the patterns of real repositories' Dockerfiles, for an H100 (errors and
+# warnings; info lines name what was not read). Reviewed one by one: each line is a true statement about that file;
+# each fixture gives the same facts and findings as the repository's file did (compared when they were written).
 REAL = {
     "alpaca-lora": [],  # CUDA 11.8 base + a cu118 torch from the index: one CUDA
     "alphafold": [],  # JAX, which the doctor does not judge yet
     "coqui-tts": [],  # NGC base: not in the matrix (info)
-    # (its DeepSpeed build runs from install.sh, which the reader does not follow: the nvcc 12.2 against torch's 11.7
-    # is said by dockerfile-two-cudas, not as a build that will fail)
+    # (the repository builds DeepSpeed from install.sh, which the reader does not follow, so the fixture leaves it
+    # out: the nvcc 12.2 against torch's 11.7 is said by dockerfile-two-cudas, not as a build that will fail)
     "deepspeed": [("error", "arch-not-covered"), ("warn", "dockerfile-two-cudas")],
     "detectron2": [],  # torch 1.10: not in the matrix (info)
     "faceswap-gpu": [],  # its requirements file is not kept (info)
@@ -131,7 +133,7 @@ REAL = {
     "llama-factory": [],
     "mmdetection": [],  # torch 1.6.0 from the base: not in the matrix (info)
     "text-generation-webui": [],
-    "transformers-pytorch-gpu": [],  # its torch line is shell arithmetic the reader leaves alone
+    "transformers-pytorch-gpu": [],  # its torch requirement is a shell variable the reader leaves alone
     "ultralytics": [],  # pytorch/pytorch:latest: unknown (info)
 }
 
@@ -140,7 +142,7 @@ REAL = {
 def test_real_dockerfiles(name):
     path = FIX / "dockerfiles" / f"{name}.Dockerfile"
     text = path.read_text(encoding="utf-8")
-    assert text.startswith("# SOURCE: https://github.com/")
+    assert text.startswith("# envman's own fixture reproducing the pattern of ")
     _, found = judge(text)
     assert ids(found) == REAL[name]
 

@@ -91,7 +91,7 @@ def test_doctor_with_a_missing_facts_file_is_a_tool_error(tmp_path):
 
 
 def test_diagnose_dockerfile_judges_a_real_dockerfile_for_the_targets():
-    path = FACTS.parent / "dockerfiles" / "deepspeed.Dockerfile"  # microsoft/DeepSpeed's, a torch for CUDA 11.7
+    path = FACTS.parent / "dockerfiles" / "deepspeed.Dockerfile"  # microsoft/DeepSpeed's pattern: a torch for CUDA 11.7
     r = call("diagnose_dockerfile", {"paths": [str(path)], "targets": ["h100"]})
     (rep,) = r.structured_content["dockerfiles"]
     assert not r.is_error and rep["path"] == str(path) and rep["targets"].startswith("h100")
