@@ -174,9 +174,9 @@ def parse_pip(cmd: str) -> dict[str, Any]:
     """`pip install …` -> {packages, requirements, constraints, index_url, extra_index_urls, find_links, upgrade,
     no_deps, editable}."""
     try:
-        words = shlex.split(cmd)
+        words = _uncommented(shlex.split(cmd))
     except ValueError:
-        words = cmd.split()
+        words = _uncommented(cmd.split())
     words = words[words.index("install") + 1:] if "install" in words else []
     out: dict[str, Any] = {"packages": [], "requirements": [], "constraints": [], "index_url": None,
                            "extra_index_urls": [], "find_links": [], "upgrade": False, "no_deps": False,
@@ -205,8 +205,15 @@ def _pip_option(out: dict[str, Any], opt: str, val: str) -> None:
         out[_PIP_KEYS[opt]].append(val)
 
 
+def _uncommented(words: list[str]) -> list[str]:
+    """The words before a shell comment: a word that begins with # ends the command (`pip install cmake  # from
+    apt is too old` installs cmake only); a # inside a word (`pkg.whl#sha256=…`) is part of it, as in sh."""
+    cut = next((i for i, w in enumerate(words) if w.startswith("#")), len(words))
+    return words[:cut]
+
+
 def parse_conda(cmd: str) -> dict[str, Any]:
-    words = cmd.split()
+    words = _uncommented(cmd.split())
     words = words[words.index("install") + 1:] if "install" in words else []
     out: dict[str, Any] = {"packages": [], "channels": []}
     i = 0

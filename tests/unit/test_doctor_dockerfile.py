@@ -161,3 +161,16 @@ def test_a_project_directory_names_its_own_dockerfiles_not_those_envman_wrote(tm
     assert dockerfile_paths([str(tmp_path)]) == [tmp_path / "Dockerfile.dev"]
     (tmp_path / "Dockerfile").write_text("# edited by hand, no longer envman's\nFROM python:3.11\n", encoding="utf-8")
     assert sorted(dockerfile_paths([str(tmp_path)])) == [tmp_path / "Dockerfile", tmp_path / "Dockerfile.dev"]
+
+
+def test_a_shell_comment_after_an_install_is_not_packages():
+    """detectron2's Dockerfile pattern (`pip install --user tensorboard cmake   # cmake from apt-get is too old`): sh
+    ends the command at a word that begins with #, so `from`, `apt-get`, `is` … are no packages; a # inside a word
+    (a wheel URL's #sha256=) stays part of it."""
+    from envman.portable.dockerfile import parse_conda, parse_pip
+
+    assert parse_pip("pip install --user tensorboard cmake   # cmake from apt-get is too old")["packages"] == \
+        ["tensorboard", "cmake"]
+    assert parse_pip("pip install https://h/p-1-py3-none-any.whl#sha256=ab torch#x")["packages"] == \
+        ["https://h/p-1-py3-none-any.whl#sha256=ab", "torch#x"]
+    assert parse_conda("conda install -c pytorch pytorch  # the GPU build")["packages"] == ["pytorch"]
