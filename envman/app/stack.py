@@ -112,7 +112,7 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
     locked = python.locked
     libs, lib_notes = system_libraries([p.name for p in locked.packages] if locked else [r.name for r in lines.reqs],
                                        tables.system_libraries)
-    notes += lib_notes
+    notes += [*lib_notes, *_import_notes(inputs.root, spec, locked)]
     apt = tuple(sorted(set(spec.system_packages) | set(libs)))
     date = lock_date(python)
     pins, snapshot, apt_notes = apt_choice(last, apt, base, base_digest, date[0], opts)
@@ -149,6 +149,17 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         devel_image=_devel_image(inputs.matrix, res), offline_image=opts.offline_image, version=__version__)
     return stack, last, notes
 
+
+
+def _import_notes(root: Path, spec: ProjectSpec, locked) -> list[str]:
+    """What the project's code imports that nothing locked provides (project/lockedimports.py). Nothing without a
+    lock (--no-lock: nothing to hold the imports against), nor on a base image of the user's own (it may hold them)."""
+    if locked is None or spec.base_image:
+        return []
+    from envman.project.lockedimports import missing_imports
+
+    add_to = spec.requirements[0] if spec.requirements else f"packages: in {spec.source}"
+    return missing_imports(root, {p.name: p.version for p in locked.packages}, add_to)
 
 def lock_date(python: PythonFiles) -> tuple[int, str]:
     """The lock's date (lock/epoch.py): the newest upload among the framework's locked files."""

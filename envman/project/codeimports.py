@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,15 @@ _DOMINANT = 4
 def module_files(root: Path, modules: set[str]) -> dict[str, int]:
     """How many of the project's ``.py`` files import each of ``modules`` (top-level names)."""
     counts: dict[str, int] = {}
+    for _, text in project_sources(root):
+        for m in module_names(text) & modules:
+            counts[m] = counts.get(m, 0) + 1
+    return counts
+
+
+def project_sources(root: Path) -> Iterator[tuple[Path, str]]:
+    """The project's own ``.py`` files and their text, in a stable order: at most ``_MAX_FILES`` of them, none over
+    ``_MAX_BYTES``, none in an environment, build output or vendored tree."""
     seen = 0
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP and not d.startswith("."))
@@ -36,7 +46,7 @@ def module_files(root: Path, modules: set[str]) -> dict[str, int]:
                 continue
             seen += 1
             if seen > _MAX_FILES:
-                return counts
+                return
             p = Path(dirpath) / fn
             try:
                 if p.stat().st_size > _MAX_BYTES:
@@ -44,12 +54,10 @@ def module_files(root: Path, modules: set[str]) -> dict[str, int]:
                 text = p.read_text(errors="replace")
             except OSError:
                 continue
-            for m in _module_names(text) & modules:
-                counts[m] = counts.get(m, 0) + 1
-    return counts
+            yield p, text
 
 
-def _module_names(text: str) -> set[str]:
+def module_names(text: str) -> set[str]:
     names: set[str] = set()
     for frm, imp in _IMPORT.findall(text):
         if frm:
@@ -57,6 +65,9 @@ def _module_names(text: str) -> set[str]:
         else:
             names.update(part.strip().split(".")[0].split(" ")[0] for part in imp.split(","))
     return names
+
+
+_module_names = module_names  # the name tests/unit/test_repo_rules.py knows it by
 
 
 @dataclass
