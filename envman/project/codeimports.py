@@ -67,7 +67,6 @@ def module_names(text: str) -> set[str]:
     return names
 
 
-_module_names = module_names  # the name tests/unit/test_repo_rules.py knows it by
 
 
 @dataclass

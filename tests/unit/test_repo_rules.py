@@ -10,7 +10,7 @@ import yaml
 
 from envman.app.init import InitOptions, init_project
 from envman.errors import ResolutionError, UsageError
-from envman.project.codeimports import _module_names
+from envman.project.codeimports import module_names
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -69,7 +69,7 @@ def test_a_framework_module_nothing_provides_is_named_in_a_warning(tmp_path):
 
 def test_the_import_reader_takes_top_level_names_of_every_import_form():
     text = "import os, torch.nn as nn\nfrom jax import numpy\n  import flax  # x\nfrom .local import y\nx = 'import keras'\n"
-    assert _module_names(text) == {"os", "torch", "jax", "flax"}
+    assert module_names(text) == {"os", "torch", "jax", "flax"}
 
 
 # optional/dev files are not merged — seen in open-mmlab/mmpose@759b39c and NVlabs/SegFormer@65fa8cf (requirements.txt
