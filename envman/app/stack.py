@@ -153,8 +153,9 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
 
 def _import_notes(root: Path, spec: ProjectSpec, locked) -> list[str]:
     """What the project's code imports that nothing locked provides (project/lockedimports.py). Nothing without a
-    lock (--no-lock: nothing to hold the imports against), nor on a base image of the user's own (it may hold them)."""
-    if locked is None or spec.base_image:
+    lock (--no-lock: nothing to hold the imports against). A base image of the user's own is no excuse: the project
+    runs in the image's own venv (image/plan.py), which sees none of the base's packages."""
+    if locked is None:
         return []
     from envman.project.lockedimports import missing_imports
 

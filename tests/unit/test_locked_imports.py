@@ -126,3 +126,18 @@ def test_lock_warns_and_no_lock_is_silent(tmp_path, monkeypatch):
 def test_a_distribution_spelled_around_its_module_and_private_modules_are_not_warned_about(tmp_path):
     (tmp_path / "run.py").write_text("import markdown_it\nimport _ext_cuda\nfrom ext import _C\n")
     assert missing_imports(tmp_path, {"markdown-it-py": "3.0.0", "ext": "1"}, "requirements.txt") == []
+
+
+def test_a_base_image_of_ones_own_is_held_to_the_lock_too(tmp_path, monkeypatch):
+    """The project runs in the image's own venv, which sees none of the base image's packages: a mirror of
+    python:3.11-slim (the README's --base-image use) must not switch the check off."""
+    install_fake_uv(monkeypatch, tmp_path, numpy_pylock())
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "envman.yaml").write_text("name: imports\ncpu: true\npython: '3.11'\npackages: [numpy]\n"
+                                      "base_image: mirror.example.com/python:3.11-slim-bookworm\n")
+    (proj / "train.py").write_text("import numpy\nimport requests\n")
+    out = lock_project(proj, force=True)
+    assert [n for n in out.notes if "imports" in n] == [
+        "warning: train.py:2 imports requests, which nothing in the lock provides: add `requests` to packages: in "
+        "envman.yaml"]
