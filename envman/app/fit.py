@@ -13,10 +13,11 @@ from envman.fit.architectures import Arch, params_from_count
 from envman.fit.catalog import GpuSpec, allocator_rules, find_model, gpu_specs, load_config, perf_constants
 from envman.fit.cost import RunCost, fmt_duration, price_for, run_cost
 from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
-from envman.fit.reserve import Reserve, fits_verdict, reserve
+from envman.fit.reserve import Reserve, reserve
 from envman.fit.runspec import LOSS_FLAGS, Estimate, Setup, SetupError, default_seq
 from envman.fit.speed import precision_key, step_time
 from envman.fit.stacks import default_stack, find_stack
+from envman.portable.doctor.checks_workload import fits_verdict  # the doctor judges with the same rule
 
 DEFAULT_COMPARE = ("h100", "a100", "rtx-4090", "l4")
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from envman.app.fit import FitOptions, FitResult, estimate_run, fmt_bytes, run_fit
 from envman.errors import EnvmanError
-from envman.fit.catalog import gpu_specs
+from envman.fit.catalog import allocator_rules, gpu_specs
+from envman.fit.reserve import reserve
 
 
 def workload_options(workload: tuple[tuple[str, object], ...] | dict, targets: tuple[str, ...] = (),
@@ -84,11 +85,14 @@ def _verdict(res: FitResult, notes: list[str], warnings: list[str]) -> None:
 
 
 def workload_fact(workload, path: str = ".") -> dict:
-    """For `envman doctor`: the workload's per-GPU peak as a fact its pure check compares with each GPU's
-    memory (the doctor runs in images too, where no estimator is)."""
+    """For `envman doctor`: the workload's per-GPU estimate (allocated, and on the card with the allocator's
+    reserve and the CUDA context) as a fact its pure check judges on each GPU (the doctor runs in images too,
+    where no estimator is)."""
+    opts = workload_options(workload, (), path)
     try:
-        name, _src, _arch, _entry, setup, est = estimate_run(workload_options(workload, (), path))
+        name, _src, arch, _entry, setup, est = estimate_run(opts)
     except EnvmanError as exc:
         return {"error": exc.message}
     return {"model": name, "method": setup.method, "precision": setup.precision,
-            "peak_mib": round(est.peak_bytes / 2**20), "margin_pct": 10}
+            "peak_mib": round(est.peak_bytes / 2**20),
+            "on_card_mib": round(reserve(arch, est, allocator_rules()).on_card / 2**20), "margin_pct": opts.margin_pct}

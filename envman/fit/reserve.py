@@ -141,10 +141,3 @@ def reserve(arch: Arch, est: Estimate, rules: AllocatorRules) -> Reserve:
         held = 0
     placed = segments(parts, rules) + held
     return Reserve(est.peak_bytes, max(0, placed - est.peak_bytes), rules.context_bytes)
-
-
-def fits_verdict(on_card: int, usable: int, card: int) -> str:
-    """fits: inside the card with the margin kept; tight: inside the card, within the margin; else does not fit."""
-    if on_card <= usable:
-        return "fits"
-    return "tight" if on_card <= card else "does not fit"

@@ -284,11 +284,13 @@ def test_doctor_finds_a_workload_that_does_not_fit_this_gpu():
     from envman.portable.doctor.checks import run_checks
 
     gpus = [{"index": 0, "name": "NVIDIA GeForce RTX 4090", "cc": "8.9", "mem_total_mib": 24564}]
-    big = {"model": "Llama 3.1 8B", "method": "full", "precision": "bf16-mixed", "peak_mib": 153170, "margin_pct": 10}
+    big = {"model": "Llama 3.1 8B", "method": "full", "precision": "bf16-mixed", "peak_mib": 153170,
+           "on_card_mib": 153500, "margin_pct": 10}
     [f] = [f for f in run_checks({"gpus": gpus, "workload_fit": big}) if f.check == "workload-does-not-fit"]
-    assert f.severity == "error" and "needs about 153,170 MiB per GPU; GPU 0 NVIDIA GeForce RTX 4090 has 24,564 MiB" in f.verdict
+    assert f.severity == "error" and ("needs about 153,500 MiB per GPU on the card (reserved + the CUDA context); "
+                                      "GPU 0 NVIDIA GeForce RTX 4090 has 24,564 MiB (short by 128,936 MiB)") in f.verdict
     assert "envman fit" in f.remedy
-    small = {**big, "model": "GPT-2", "peak_mib": 9000}  # near miss: fits with the margin
+    small = {**big, "model": "GPT-2", "peak_mib": 9000, "on_card_mib": 9300}  # near miss: fits with the margin
     assert not [f for f in run_checks({"gpus": gpus, "workload_fit": small}) if f.check.startswith("workload")]
     assert not [f for f in run_checks({"gpus": gpus}) if f.check.startswith("workload")]  # no workload: quiet
 
@@ -299,7 +301,7 @@ def test_doctor_gathers_the_workload_fit_on_the_host(tmp_path):
     assert _workload_fit(str(tmp_path)) is None
     (tmp_path / "envman.yaml").write_text("name: w\ncpu: true\nworkload: {model: gpt2, batch: 2, seq: 512}\n")
     fit = _workload_fit(str(tmp_path))
-    assert fit["model"] == "GPT-2 (124M)" and fit["peak_mib"] > 0 and fit["margin_pct"] == 10
+    assert fit["model"] == "GPT-2 (124M)" and 0 < fit["peak_mib"] < fit["on_card_mib"] and fit["margin_pct"] == 10
 
 
 def test_resolve_judges_a_projects_workload_on_its_targets(tmp_path):

@@ -1,7 +1,8 @@
 """Will the project's training run fit this machine's GPUs? (issue #15's planner, judged by the doctor)
 
-The host computes the workload's per-GPU peak with `envman fit` (fact ``workload_fit``, from envman.yaml's
-``workload:``); this check compares it with each GPU's memory, keeping the same margin `envman fit` keeps.
+The host computes the workload's estimate with `envman fit` (fact ``workload_fit``, from envman.yaml's
+``workload:``): what the process holds on the card (reserved + the CUDA context, as nvidia-smi shows it). This
+check judges it on each GPU's memory with ``fits_verdict``, the rule `envman fit` itself uses.
 Inside an image there is no estimator and no such fact: the check stays quiet.
 """
 
@@ -11,6 +12,16 @@ from .findings import Finding, error, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_num, as_str
 
+_REMEDY = ("run `envman fit` in the project for the levers ranked by what they save here (a smaller micro-batch with "
+           "gradient accumulation, gradient checkpointing, pure bf16, an 8-bit optimizer, LoRA/QLoRA, sharding)")
+
+
+def fits_verdict(on_card: float, usable: float, card: float) -> str:
+    """fits: inside the card with the margin kept; tight: inside the card, within the margin; else does not fit."""
+    if on_card <= usable:
+        return "fits"
+    return "tight" if on_card <= card else "does not fit"
+
 
 def check_workload_fit(v: FactsView, k: Knowledge) -> list[Finding]:
     fit = as_dict(v.f.get("workload_fit"))
@@ -19,26 +30,27 @@ def check_workload_fit(v: FactsView, k: Knowledge) -> list[Finding]:
     if as_str(fit.get("error")):
         return [warn("workload-unjudged", f"envman.yaml's workload cannot be estimated: {as_str(fit.get('error'))}",
                      "fix workload: in envman.yaml (its keys are `envman fit`'s options)")]
-    peak = as_num(fit.get("peak_mib"))
+    need = as_num(fit.get("on_card_mib")) or as_num(fit.get("peak_mib"))  # peak_mib: a facts file recorded before on_card_mib
     margin = as_num(fit.get("margin_pct"))
-    if peak is None or not v.gpus:
+    margin = 10 if margin is None else margin
+    if need is None or not v.gpus:
         return []
-    keep = 1 - (margin if margin is not None else 10) / 100
-    what = f"{as_str(fit.get('model')) or 'the model'} ({as_str(fit.get('method'))}, {as_str(fit.get('precision'))})"
-    short = [(g, peak - g.mem_total_mib * keep) for g in v.gpus
-             if g.mem_total_mib and peak > g.mem_total_mib * keep]
-    if not short:
+    judged = [(g, fits_verdict(need, g.mem_total_mib * (1 - margin / 100), g.mem_total_mib))
+              for g in v.gpus if g.mem_total_mib]
+    worst = next((x for x in ("does not fit", "tight") if any(j == x for _, j in judged)), None)
+    if worst is None:
         return []
-    g, miss = max(short, key=lambda x: x[1])
-    names = ", ".join(sorted({x.label for x, _ in short}))
-    return [error(
-        "workload-does-not-fit",
-        f"envman.yaml's workload {what} needs about {peak:,.0f} MiB per GPU; {names} has {g.mem_total_mib:,.0f} MiB "
-        f"(short by {miss:,.0f} MiB with a {margin if margin is not None else 10:g}% margin): training will stop with "
-        "'CUDA out of memory'",
-        "run `envman fit` in the project for the levers ranked by what they save here (a smaller micro-batch with "
-        "gradient accumulation, gradient checkpointing, pure bf16, an 8-bit optimizer, LoRA/QLoRA, sharding)",
-    )]
+    gpus = [g for g, j in judged if j == worst]
+    g = min(gpus, key=lambda x: x.mem_total_mib)
+    names = ", ".join(sorted({x.label for x in gpus}))
+    what = (f"envman.yaml's workload {as_str(fit.get('model')) or 'the model'} ({as_str(fit.get('method'))}, "
+            f"{as_str(fit.get('precision'))}) needs about {need:,.0f} MiB per GPU on the card (reserved + the CUDA "
+            f"context); {names} has {g.mem_total_mib:,.0f} MiB")
+    if worst == "tight":
+        return [warn("workload-tight", f"{what}: inside the card but within the {margin:g}% margin (fragmentation, "
+                     "kernel workspaces): it runs if they stay small", _REMEDY)]
+    return [error("workload-does-not-fit", f"{what} (short by {need - g.mem_total_mib:,.0f} MiB): training will stop "
+                  "with 'CUDA out of memory'", _REMEDY)]
 
 
 CHECKS = (check_workload_fit,)
