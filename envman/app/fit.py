@@ -337,11 +337,12 @@ def _framework_fraction(path: str) -> tuple[float, str | None]:
 
 def run_fit(opts: FitOptions) -> FitResult:
     name, source, arch, entry, setup, est = estimate_run(opts)
-    if opts.prices:  # the GPU names as typed (h100, an alias) → gpus.yaml ids; an unknown one is refused
-        opts = replace(opts, prices=tuple((n if n == "*" else gpu_specs((n,))[0].id, p) for n, p in opts.prices))
+    from envman.app.workload import with_prices
+
+    opts, pnote = with_prices(opts)  # --price-per-gpu-hour, else envman.yaml's price_per_gpu_hour
     target_names, tnote = _targets(opts)
     fraction, fnote = _framework_fraction(opts.path)
-    notes = list(est.notes) + ([tnote] if tnote else []) + ([fnote] if fnote else [])
+    notes = list(est.notes) + [n for n in (tnote, fnote, pnote) if n]
     if not arch.validated and arch.family != "params" and not any("not validated" in n for n in notes):
         notes.append(f"{arch.family}: the activation model is not validated against a traced step (docs/fit.md)")
     fits = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)

@@ -38,7 +38,8 @@ def spec_yaml(spec: ProjectSpec) -> str:
 
 # what a re-initialisation (init --force with new options) keeps of the envman.yaml it replaces: what the
 # repository's files cannot say, so discovery would lose it
-KEPT_ON_REINIT = ("name", "system_packages", "cuda_devel", "command", "env", "workload", "profiles", "cluster", "ci")
+KEPT_ON_REINIT = ("name", "system_packages", "cuda_devel", "command", "env", "workload", "price_per_gpu_hour", "profiles",
+                  "cluster", "ci")
 
 
 def project_name(root: Path) -> str:

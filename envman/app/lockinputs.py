@@ -90,8 +90,8 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: Project
     """What a lock depends on: the spec, the data, and every file read (``includes``: what the requirement
     files pull in with -r/-c; files init copied packages from, an edit there is an input change too, which
     `lock --check` names)."""
-    # the workload says what is trained, not what is built: editing it does not make the lock stale
-    image_spec = {k: v for k, v in spec.to_data().items() if k != "workload"}
+    # the workload says what is trained, and a price what it costs, not what is built: no edit of them makes the lock stale
+    image_spec = {k: v for k, v in spec.to_data().items() if k not in ("workload", "price_per_gpu_hour")}
     h = {"spec": sha256(canonical_json(image_spec)), "matrices": matrix.digest,
          "image_tables": tables.digest}
     files = list(spec.requirements)

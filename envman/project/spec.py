@@ -9,6 +9,7 @@ here, at the boundary; every problem of a file is reported at once, the first in
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import shlex
 import textwrap
@@ -90,6 +91,7 @@ class ProjectSpec:
     index_urls: tuple[str, ...] = ()  # extra indexes the repository names, for its non-framework packages
     find_links: tuple[str, ...] = ()
     workload: tuple[tuple[str, Any], ...] = ()  # the training run `envman fit` judges (model, method, precision …)
+    price_per_gpu_hour: tuple[tuple[str, float], ...] = ()  # the user's prices by GPU name ("*": every GPU)
     sources: tuple[str, ...] = ()  # files init copied packages from (pyproject.toml, setup.py …): lock inputs
     cluster: dict[str, Any] | None = None  # `envman cluster`'s site settings, as written (envman/cluster/site.py)
     ci: dict[str, Any] | None = None  # `envman ci`'s settings, as written (envman/ci/install.py checks them)
@@ -352,6 +354,16 @@ def _urls(p: Problems, v: Any, path: str) -> tuple[str, ...]:
     return items
 
 
+def _misread(v: Any) -> bool:
+    """A number YAML 1.1 read as another than its decimal text says: 010 (octal 8), 0x10, 0b10, 1:30 (base 60)."""
+    if not hasattr(v, "written") or not math.isfinite(v):  # .inf and .nan are refused as values, not as text
+        return False
+    try:
+        return float(v.written.replace("_", "")) != v
+    except ValueError:
+        return True
+
+
 def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
     """Sorted (key, value) pairs; their values are judged by `envman fit` (which names them)."""
     if v is None:
@@ -362,9 +374,9 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
         return ()
     out = []
     for k, val in v.items():
-        if re.fullmatch(r"[-+]?0[0-7]+|[-+]?\d+(?::[0-5]?\d)+", getattr(val, "written", "")):
-            # YAML 1.1 reads 010 as 8 (octal) and 1:30 as 90 (base 60): never what a batch size meant
-            p.bad(f"{path}.{k}", f"YAML reads {val.written} as {int(val)}", f"write the number you mean: {k}: {int(val)}")
+        if _misread(val):  # never what a batch size meant
+            p.bad(f"{path}.{k}", f"YAML reads {val.written} as {plain_numbers(val)}",
+                  f"write the number you mean: {k}: {plain_numbers(val)}")
             continue
         val = plain_numbers(val)
         want = WORKLOAD_KEYS.get(k)
@@ -382,6 +394,28 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
         else:
             out.append((k, _strings(p, val, f"{path}.lora_targets") if k == "lora_targets" else val))
     return tuple(sorted(out))
+
+
+def _prices(p: Problems, v: Any, path: str) -> tuple[tuple[str, float], ...]:
+    """One price per GPU-hour for every GPU (``2.5``, kept as ``*``) or one per GPU name (``{h100: 2.49}``); the
+    names are resolved by `envman fit`. A number YAML reads as another (``010``, ``0x10``, ``1:30``) is refused."""
+    if v is None:
+        return ()
+    out = []
+    for name, price in v.items() if isinstance(v, dict) else [("*", v)]:
+        at = path if name == "*" and not isinstance(v, dict) else f"{path}.{name}"
+        name = str(name) if isinstance(name, int) and not isinstance(name, bool) else name  # `4090: 0.4`
+        if not isinstance(name, str) or not name.strip() or _CTRL.search(name) or len(name) > 100:
+            p.bad(at, f"{name!r} is not a GPU name", "a name or alias from matrices/gpus.yaml, e.g. h100, rtx-4090")
+        elif isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 < price < math.inf:
+            p.bad(at, f"expected a positive price per GPU-hour, got {plain_numbers(price)!r}",
+                  "e.g. price_per_gpu_hour: {h100: 2.49, l4: 0.8} (a decimal point, not a comma): your provider's "
+                  "price; envman assumes none")
+        elif _misread(price):
+            p.bad(at, f"YAML reads {price.written} as {plain_numbers(price)!r}", "write the price in decimal digits, e.g. 2.49")
+        else:
+            out.append((name.strip(), float(price)))
+    return tuple(out)
 
 
 def _profiles(p: Problems, v: Any, path: str) -> tuple[Profile, ...]:
@@ -492,6 +526,11 @@ KEYS: tuple[Key, ...] = (
         write=lambda s: True if s.framework_wins else _OMIT),
     Key("workload", _workload, "The training run `envman fit` judges: " + ", ".join(WORKLOAD_KEYS) + ".",
         "{model: llama-3.1-8b, method: lora}", write=_pairs("workload")),
+    Key("price_per_gpu_hour", _prices, "Your price per GPU-hour, for every GPU (`2.5`) or per GPU name: `envman fit "
+        "--tokens N` prices the whole run with it (`--price-per-gpu-hour` overrides it); envman assumes none.",
+        "{h100: 2.49, l4: 0.8}",
+        write=lambda s: _OMIT if not s.price_per_gpu_hour else dict(s.price_per_gpu_hour).get("*")
+        or dict(s.price_per_gpu_hour)),
     Key("sources", _each(_strings, lambda f: bool(_REL_PATH.match(f)) and not f.startswith("/")
                          and ".." not in f.split("/"), "a file in the project", None),
         "The files init copied packages from (they are lock inputs: editing one makes the lock stale).",
