@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from envman.app.prices import run_prices
 from envman.errors import UsageError
 from envman.fit.advice import Lever, combine, rank_levers
 from envman.fit.architectures import Arch, params_from_count
@@ -17,7 +18,7 @@ from envman.fit.reserve import Reserve, reserve
 from envman.fit.runspec import LOSS_FLAGS, Estimate, Setup, SetupError, default_seq
 from envman.fit.speed import precision_key, step_time
 from envman.fit.stacks import default_stack, find_stack
-from envman.portable.doctor.checks_workload import fits_verdict  # the doctor judges with the same rule
+from envman.portable.doctor.fitverdict import fits_verdict  # the doctor judges with the same rule
 
 DEFAULT_COMPARE = ("h100", "a100", "rtx-4090", "l4")
 
@@ -337,9 +338,10 @@ def _framework_fraction(path: str) -> tuple[float, str | None]:
 
 def run_fit(opts: FitOptions) -> FitResult:
     name, source, arch, entry, setup, est = estimate_run(opts)
-    from envman.app.workload import with_prices
-
-    opts, pnote = with_prices(opts)  # --price-per-gpu-hour, else envman.yaml's price_per_gpu_hour
+    pnote = None
+    if opts.tokens is not None or opts.samples is not None:  # --price-per-gpu-hour, else envman.yaml's
+        prices, pnote = run_prices(opts.prices, opts.path)
+        opts = replace(opts, prices=prices)
     target_names, tnote = _targets(opts)
     fraction, fnote = _framework_fraction(opts.path)
     notes = list(est.notes) + [n for n in (tnote, fnote, pnote) if n]

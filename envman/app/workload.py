@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from envman.app.fit import FitOptions, FitResult, estimate_run, fmt_bytes, run_fit
-from envman.errors import EnvmanError, UsageError
+from envman.errors import EnvmanError
 from envman.fit.catalog import allocator_rules, gpu_specs
 from envman.fit.reserve import reserve
 
@@ -39,34 +39,6 @@ def with_workload(opts: FitOptions, given: frozenset[str]) -> tuple[FitOptions, 
                      **{k: getattr(opts, k) for k in given if k != "path"})
     over = sorted(k for k, _ in spec.workload if k in given)
     return merged, "run: envman.yaml workload" + (f" (the command line overrides {', '.join(over)})" if over else "")
-
-
-def with_prices(opts: FitOptions) -> tuple[FitOptions, str | None]:
-    """The prices a whole run (--tokens/--samples) is costed at: --price-per-gpu-hour, else envman.yaml's
-    ``price_per_gpu_hour``; each GPU name as gpus.yaml's id (an unknown one is refused). (options, a note)."""
-    if opts.tokens is None and opts.samples is None:
-        return opts, None
-    from pathlib import Path
-
-    from envman.matrix.load import load_matrix
-    from envman.project.spec import load_spec
-    from envman.resolve.targets import parse_target
-
-    prices, where = opts.prices, "--price-per-gpu-hour "
-    spec = None if prices else load_spec(Path(opts.path))
-    if spec is not None:
-        prices, where = spec.price_per_gpu_hour, f"{spec.source}: price_per_gpu_hour."
-    ids = []
-    for name, price in prices:
-        try:
-            gpu = None if name == "*" else parse_target(load_matrix(), name).gpu
-        except UsageError as exc:
-            raise UsageError(f"{where}{name}: {exc.message}", hint=exc.hint) from None
-        if gpu is None and name != "*":
-            raise UsageError(f"{where}{name}: a compute capability, not a GPU", hint="price a GPU by its name, e.g. h100")
-        ids.append((gpu.id if gpu else name, price))
-    note = f"prices: {spec.source}'s price_per_gpu_hour (--price-per-gpu-hour overrides it)" if spec and ids else None
-    return replace(opts, prices=tuple(ids)), note
 
 
 def workload_verdicts(workload, targets: tuple[str, ...], path: str = ".") -> tuple[list[str], list[str]]:

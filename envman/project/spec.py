@@ -412,7 +412,8 @@ def _prices(p: Problems, v: Any, path: str) -> tuple[tuple[str, float], ...]:
                   "e.g. price_per_gpu_hour: {h100: 2.49, l4: 0.8} (a decimal point, not a comma): your provider's "
                   "price; envman assumes none")
         elif _misread(price):
-            p.bad(at, f"YAML reads {price.written} as {plain_numbers(price)!r}", "write the price in decimal digits, e.g. 2.49")
+            p.bad(at, f"YAML reads {getattr(price, 'written', '')} as {plain_numbers(price)!r}",
+                  "write the price in decimal digits, e.g. 2.49")
         else:
             out.append((name.strip(), float(price)))
     return tuple(out)

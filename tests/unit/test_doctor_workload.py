@@ -40,7 +40,7 @@ def test_the_allocator_reserve_and_the_context_count_against_the_card():
 
 @given(on_card=st.integers(1, 200_000), card=st.integers(1, 200_000), margin=st.integers(0, 99))
 def test_the_doctor_and_fit_give_the_same_verdict(on_card, card, margin):
-    from envman.portable.doctor.checks_workload import fits_verdict  # app/fit.py's verdict too
+    from envman.portable.doctor.fitverdict import fits_verdict  # app/fit.py's verdict too
 
     gpu = {**RTX_4090, "mem_total_mib": card}
     found = _workload({"gpus": [gpu], "workload_fit": {**FACT, "peak_mib": 1, "on_card_mib": on_card,

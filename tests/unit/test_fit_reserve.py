@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from envman.fit.catalog import allocator_rules
 from envman.fit.reserve import AllocatorRules, segments
-from envman.portable.doctor.checks_workload import fits_verdict
+from envman.portable.doctor.fitverdict import fits_verdict
 from tests.unit.test_fit_cli import app, run  # noqa: F401 - the fixture
 
 MiB = 2**20

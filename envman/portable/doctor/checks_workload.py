@@ -2,25 +2,19 @@
 
 The host computes the workload's estimate with `envman fit` (fact ``workload_fit``, from envman.yaml's
 ``workload:``): what the process holds on the card (reserved + the CUDA context, as nvidia-smi shows it). This
-check judges it on each GPU's memory with ``fits_verdict``, the rule `envman fit` itself uses.
+check judges it on each GPU's memory with ``fits_verdict`` (fitverdict.py), the rule `envman fit` itself uses.
 Inside an image there is no estimator and no such fact: the check stays quiet.
 """
 
 from __future__ import annotations
 
 from .findings import Finding, error, warn
+from .fitverdict import fits_verdict
 from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_num, as_str
 
 _REMEDY = ("run `envman fit` in the project for the levers ranked by what they save here (a smaller micro-batch with "
            "gradient accumulation, gradient checkpointing, pure bf16, an 8-bit optimizer, LoRA/QLoRA, sharding)")
-
-
-def fits_verdict(on_card: float, usable: float, card: float) -> str:
-    """fits: inside the card with the margin kept; tight: inside the card, within the margin; else does not fit."""
-    if on_card <= usable:
-        return "fits"
-    return "tight" if on_card <= card else "does not fit"
 
 
 def check_workload_fit(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -35,21 +29,20 @@ def check_workload_fit(v: FactsView, k: Knowledge) -> list[Finding]:
     margin = 10 if margin is None else margin
     if need is None or not v.gpus:
         return []
-    judged = [(g, fits_verdict(need, g.mem_total_mib * (1 - margin / 100), g.mem_total_mib))
-              for g in v.gpus if g.mem_total_mib]
-    worst = next((x for x in ("does not fit", "tight") if any(j == x for _, j in judged)), None)
+    judged = [(g, mem, fits_verdict(need, mem * (1 - margin / 100), mem)) for g in v.gpus if (mem := g.mem_total_mib)]
+    worst = next((x for x in ("does not fit", "tight") if any(j == x for *_, j in judged)), None)
     if worst is None:
         return []
-    gpus = [g for g, j in judged if j == worst]
-    g = min(gpus, key=lambda x: x.mem_total_mib)
-    names = ", ".join(sorted({x.label for x in gpus}))
+    hit = [(g, mem) for g, mem, j in judged if j == worst]
+    mem = min(m for _, m in hit)
+    names = ", ".join(sorted({g.label for g, _ in hit}))
     what = (f"envman.yaml's workload {as_str(fit.get('model')) or 'the model'} ({as_str(fit.get('method'))}, "
             f"{as_str(fit.get('precision'))}) needs about {need:,.0f} MiB per GPU on the card (reserved + the CUDA "
-            f"context); {names} has {g.mem_total_mib:,.0f} MiB")
+            f"context); {names} has {mem:,.0f} MiB")
     if worst == "tight":
         return [warn("workload-tight", f"{what}: inside the card but within the {margin:g}% margin (fragmentation, "
                      "kernel workspaces): it runs if they stay small", _REMEDY)]
-    return [error("workload-does-not-fit", f"{what} (short by {need - g.mem_total_mib:,.0f} MiB): training will stop "
+    return [error("workload-does-not-fit", f"{what} (short by {need - mem:,.0f} MiB): training will stop "
                   "with 'CUDA out of memory'", _REMEDY)]
 
 
