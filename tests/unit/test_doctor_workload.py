@@ -22,7 +22,7 @@ def _workload(facts: dict) -> list:
 
 def test_a_run_inside_the_card_but_within_the_margin_is_tight_not_refused():
     # 22,600 MiB allocated, 23,100 MiB on the card: past the 22,108 MiB the 10% margin keeps on a 24,564 MiB card,
-    # inside the card (issue 41: ViT-L/14 at batch 48 ran on an RTX 3090 the doctor said it did not fit)
+    # inside the card (issue 41: such runs ran, e.g. ViT-L/14 at batch 48 on a 24 GB RTX 3090)
     [f] = _workload({"gpus": [RTX_4090], "workload_fit": {**FACT, "peak_mib": 22600, "on_card_mib": 23100}})
     assert (f.severity, f.check) == ("warn", "workload-tight")
     assert f.verdict == ("envman.yaml's workload ViT-L/14 (full, bf16-mixed) needs about 23,100 MiB per GPU on the "
