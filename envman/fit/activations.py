@@ -267,7 +267,8 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         extra = extra - 3 * T * h * c - T * h * c + 2 * b * h * c
     loss_saved, loss_transient, loss_forward = _loss_terms(arch, setup, T, b, c)
     saved = L * layer + extra + loss_saved
-    attn_flops = 4 * s * hq * L  # per token: QKᵀ and probs·V
+    # per token: QKᵀ and probs·V; a packed row attends within each document (flash_attn_varlen_func's cu_seqlens)
+    attn_flops = 4 * min(s, setup.packed or s) * hq * L
     fwd = T * (2 * arch.flop_params + attn_flops)  # ViT: counts patch embedding and head per token (< 2%)
     ffn_t = T * (arch.experts_per_tok * arch.expert_ffn + arch.shared_ffn) if arch.experts else T * f
     layer_transient = 2 * max(ffn_t * e, S * c if setup.attention == "eager" else 0)

@@ -94,6 +94,7 @@ class Setup:
     optimizer_in_backward: bool = False  # each parameter's step runs in its AccumulateGrad hook, then its grad is freed
     activation_offload: bool = False  # torchtune's OffloadActivations: saved tensors copied to CPU, brought back in backward
     load: str = "to-device"  # how the checkpoint reaches the GPU (LOADS)
+    packed: int = 0  # each row of seq tokens packed from documents of this many tokens, attended apart (varlen)
 
 
 @dataclass(frozen=True)

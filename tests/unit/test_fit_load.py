@@ -176,3 +176,42 @@ def test_deepspeed_fp16_without_zero_holds_24_bytes_a_parameter_at_its_step(app)
                               "temporaries": 8 * P}
     assert (d["targets"][0]["verdict"], res.exit_code) == ("does not fit", 8)
     assert any(n.startswith("DeepSpeed without ZeRO (FP16_Optimizer): fp16 weights and gradients") for n in d["notes"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(LLMS), batch=st.integers(1, 4), docs=st.integers(1, 16), doc=st.integers(16, 1024),
+       ckpt=st.booleans())
+def test_a_packed_row_costs_the_memory_of_its_tokens_and_the_attention_of_its_documents(model, batch, docs, doc, ckpt):
+    a = arch(model)
+    doc = min(doc, (a.max_positions or doc * docs) // docs)
+    base = Setup(attention="flash", grad_checkpointing=ckpt)
+    packed = estimate(a, replace(base, batch=batch, seq=docs * doc, packed=doc))
+    row = estimate(a, replace(base, batch=batch, seq=docs * doc))  # one long sequence of the same tokens
+    apart = estimate(a, replace(base, batch=batch * docs, seq=doc))  # the documents as samples
+    assert packed.peak_bytes == row.peak_bytes and packed.samples_tokens == row.samples_tokens
+    assert packed.train_flops == apart.train_flops <= row.train_flops
+
+
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (("--attention", "eager"), "--packed needs flash attention, not --attention eager",
+     "--attention flash (flash_attn_varlen_func keeps each document's attention apart)"),
+    (("--seq", "4096", "--packed", "8192"), "--packed 8192: expected a document length from 1 to the packed row's "
+     "--seq 4096", "--seq the packed length (e.g. 4096) and --packed the documents' mean length (e.g. 512)"),
+])
+def test_a_packed_run_it_cannot_model_is_one_error_line(app, args, message, hint):
+    res, err = run(app, "--model", "llama-3.1-8b", "--packed", "512", *args, "--target", "h100")
+    assert (err.message, err.hint, err.exit_code) == (message, hint, 2)
+
+
+def test_packing_an_image_model_is_refused(app):
+    res, err = run(app, "--model", "vit-base", "--packed", "16", "--target", "h100")
+    assert (err.message, err.exit_code) == ("--packed packs token sequences; image-classification inputs are not", 2)
+
+
+def test_a_packed_run_says_so_in_text_and_json(app):
+    args = ("--model", "llama-3.1-8b", "--seq", "8192", "--packed", "512", "--grad-checkpointing", "--target", "h100")
+    res, err = run(app, *args)
+    assert err is None and ("setup    hf-trainer: bf16-mixed, adamw, micro-batch 1 × 8192 tokens packed from "
+                            "512-token documents, gradient checkpointing, flash attention") in res.output
+    d = json.loads(run(app, *args, "--json")[0].stdout)
+    assert d["setup"]["packed"] == 512
