@@ -153,9 +153,10 @@ def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, 
     if setup.loss == "fp32-chunked":
         # torchtune's LinearCrossEntropyLoss (pytorch/torchtune@bd2a0fc7c314 torchtune/modules/loss/
         # cross_entropy_loss.py): per chunk of tokens the output projection, logits.float() and cross_entropy; every
-        # chunk's fp32 log_softmax output is saved, the backward (and the forward's copies) one chunk at a time
+        # chunk's fp32 log_softmax output is saved; the backward's two fp32 gradients (and the forward's 16-bit
+        # logits and their fp32 copy) exist for one chunk at a time
         chunk = -(-T // TORCHTUNE_LOSS_CHUNKS) * V
-        return T * V * 4, 2 * chunk * 4 + chunk * c, chunk * (c + 4)
+        return T * V * 4, 2 * chunk * 4, chunk * (c + 4)
     if setup.loss == "compute":
         # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy);
         # the log-softmax output (+ the logits the loop holds through backward)

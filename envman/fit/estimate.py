@@ -136,9 +136,9 @@ def _load(arch: Arch, setup: Setup, weights: int) -> Breakdown:
     """The checkpoint loading, before the first step (max_memory_allocated counts it): the weights the step
     holds and, while a 4-bit stack quantises, the largest linear in 16 bits (LitGPT: its clone and the fp16 copy
     quantised from it); quantize-after (Lightning 2.1.0) first holds every 4-bit linear in 16 bits."""
-    lins = quantised_linears(arch, setup)
     if setup.load not in ("quantize-while-loading", "quantize-after"):
         return Breakdown(weights, 0, 0, 0, 0)
+    lins = quantised_linears(arch, setup)
     if setup.load == "quantize-after":  # every 4-bit linear still in 16 bits when the first is converted
         per = QLORA_BYTES_PER_PARAM if setup.nf4_double_quant else NF4_BYTES_PER_PARAM
         weights += int(sum(lin.fan_in * lin.fan_out * lin.count for lin in lins) * (2 - per)) // setup.tp
