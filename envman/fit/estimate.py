@@ -134,8 +134,9 @@ def _one_tensor(arch: Arch, setup: Setup) -> int:
 
 def _load(arch: Arch, setup: Setup, weights: int) -> Breakdown:
     """The checkpoint loading, before the first step (max_memory_allocated counts it): the weights the step
-    holds and, while a 4-bit stack quantises, the largest linear in 16 bits (LitGPT: its clone and the fp16 copy
-    quantised from it); quantize-after (Lightning 2.1.0) first holds every 4-bit linear in 16 bits."""
+    holds and, while a 4-bit stack quantises, the largest linear's 16-bit copies as its dequantisation counts
+    them (transformers: the bf16 weight; LitGPT: it and the fp16 copy quantised from it; torchao's to_nf4 needs
+    less than its dequantisation); quantize-after (Lightning 2.1.0) first holds every 4-bit linear in 16 bits."""
     if setup.load not in ("quantize-while-loading", "quantize-after"):
         return Breakdown(weights, 0, 0, 0, 0)
     lins = quantised_linears(arch, setup)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import typer
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -114,6 +114,7 @@ def test_the_verdict_uses_the_load_when_it_is_the_larger(app):
        rank=st.sampled_from([4, 8, 16, 64]), ckpt=st.booleans(),
        stack=st.sampled_from(["peft-qlora", "qlora-paper", "litgpt", "litgpt-2023", "torchao-qlora",
                               "litgpt-lightning-2.1.0"]))
+@example(model="gemma-7b", batch=1, seq=1, rank=4, ckpt=True, stack="qlora-paper")  # the least a step adds
 def test_the_peak_is_the_larger_of_the_load_and_the_step(model, batch, seq, rank, ckpt, stack):
     a = arch(model)
     seq = min(seq, a.max_positions or seq)
@@ -150,6 +151,10 @@ def test_torchao_qlora_stores_nf4_with_double_quantised_scalers_and_keeps_the_re
     assert q == a.matmul_params - a.vocab * a.hidden  # the output projection stays bf16
     assert e.weights_bytes == int(q * QLORA_BYTES_PER_PARAM + (a.params - q) * 2 + e.trainable_params * 2)
     assert (s.precision, s.optimizer, s.kbit_fp32_extras, s.grad_checkpointing) == ("bf16", "adamw", False, True)
+    # get_original_weight: two int64 index tensors of half the weights, two bf16 half-lookups, two scaled halves
+    # and the stacked result — 14 bytes per weight of the largest block linear, in forward and backward alike
+    one = max(lin.fan_in * lin.fan_out for lin in quantised_linears(a, s))
+    assert e.breakdown.temporaries - estimate(a, replace(s, dequant_copies=1)).breakdown.temporaries == 12 * one
     # to_nf4: 4 bits, an int8 scaler per 64 weights and an fp32 factor per 256 scalers = 0.51587 B (bnb's double
     # quantisation, 0.515875 B, within 0.01%)
     assert abs((4 + 8 / 64 + 32 / (64 * 256)) / 8 - QLORA_BYTES_PER_PARAM) < 1e-4
