@@ -155,9 +155,9 @@ def test_torchao_qlora_stores_nf4_with_double_quantised_scalers_and_keeps_the_re
     # and the stacked result — 14 bytes per weight of the largest block linear, in forward and backward alike
     one = max(lin.fan_in * lin.fan_out for lin in quantised_linears(a, s))
     assert e.breakdown.temporaries - estimate(a, replace(s, dequant_copies=1)).breakdown.temporaries == 12 * one
-    # to_nf4: 4 bits, an int8 scaler per 64 weights and an fp32 factor per 256 scalers = 0.51587 B (bnb's double
-    # quantisation, 0.515875 B, within 0.01%)
-    assert abs((4 + 8 / 64 + 32 / (64 * 256)) / 8 - QLORA_BYTES_PER_PARAM) < 1e-4
+    # to_nf4: 4 bits, an int8 scaler per 64 weights and a 16-bit factor per 256 scalers (double_quantize_scalers
+    # computes it in the weight's dtype) = 0.51575 B: bnb's double quantisation, 0.515875 B, within 0.03%
+    assert abs((4 + 8 / 64 + 16 / (64 * 256)) / 8 - QLORA_BYTES_PER_PARAM) < 2e-4
 
 
 def test_torchtunes_chunked_loss_saves_fp32_log_probs_and_frees_the_gradient_a_chunk_at_a_time():
