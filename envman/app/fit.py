@@ -15,7 +15,7 @@ from envman.fit.catalog import GpuSpec, allocator_rules, find_model, gpu_specs, 
 from envman.fit.cost import RunCost, fmt_duration, price_for, run_cost
 from envman.fit.estimate import accumulation_steps, estimate, max_micro_batch
 from envman.fit.reserve import Reserve, reserve
-from envman.fit.runspec import LOSS_FLAGS, Estimate, Setup, SetupError, default_seq
+from envman.fit.runspec import LOADS, LOSS_FLAGS, Estimate, Setup, SetupError, default_seq
 from envman.fit.speed import precision_key, step_time
 from envman.fit.stacks import default_stack, find_stack
 from envman.portable.doctor.fitverdict import fits_verdict  # the doctor judges with the same rule
@@ -59,6 +59,7 @@ class FitOptions:
     loss: str | None = None  # None: the stack's; hf | chunked | fused (runspec.LOSS_FLAGS: what the loss keeps)
     optimizer_in_backward: bool = False  # each parameter stepped in its AccumulateGrad hook (torchtune optimizer_in_bwd)
     activation_offload: bool = False  # torchtune's OffloadActivations (saved tensors on the CPU)
+    packed: int | None = None  # rows of --seq tokens packed from documents of this many tokens (flash-attn varlen)
     compile: bool = False  # torch.compile: said in a note (the partitioner decides what is saved: not modelled)
     tokens: int | None = None  # the whole run's training tokens: its wall time (and cost) per GPU type
     samples: int | None = None  # or its samples (× epochs)
@@ -212,6 +213,21 @@ def _check_options(opts: FitOptions) -> None:
                              hint=f"e.g. {flag} {example}; without {flag}: {default}")
 
 
+def _check_packed(doc: int, setup: Setup, arch: Arch) -> None:
+    """A packed row keeps its documents apart only with flash-attn's varlen kernel (transformers' FA2 path for
+    DataCollatorWithFlattening's position_ids); the math path would attend across them or need an s×s mask."""
+    if arch.task not in ("causal-lm", "masked-lm"):
+        raise UsageError(f"--packed packs token sequences; {arch.task} inputs are not",
+                         hint="drop --packed: a batch of images or samples has no documents to pack")
+    if setup.attention != "flash":
+        raise UsageError(f"--packed needs flash attention, not --attention {setup.attention}",
+                         hint="--attention flash (flash_attn_varlen_func keeps each document's attention apart)")
+    seq = default_seq(arch, setup)
+    if not 1 <= doc <= seq:
+        raise UsageError(f"--packed {doc}: expected a document length from 1 to the packed row's --seq {seq}",
+                         hint="--seq the packed length (e.g. 4096) and --packed the documents' mean length (e.g. 512)")
+
+
 def _check_global_batch(global_batch: int, batch: int, dp: int) -> None:
     """A global batch is whole micro-steps of every data-parallel GPU: batch × dp × accumulation steps."""
     step = batch * dp
@@ -261,11 +277,17 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
         if opts.loss not in LOSS_FLAGS:
             raise UsageError(f"--loss {opts.loss!r} is not one of {', '.join(LOSS_FLAGS)}",
                              hint="hf (transformers: fp32 logits), chunked (LitGPT: chunks in the compute dtype), "
-                                  "fused (flash-attention's in-place cross-entropy, as Liger/Unsloth-style kernels)")
+                                  "fused (flash-attention's in-place cross-entropy, as Liger/Unsloth-style kernels), "
+                                  "chunked-fp32 (torchtune: each chunk upcast)")
         setup = replace(setup, loss=LOSS_FLAGS[opts.loss])
     if opts.optimizer_in_backward or opts.activation_offload:
         setup = replace(setup, optimizer_in_backward=opts.optimizer_in_backward,
                         activation_offload=opts.activation_offload)
+    if opts.packed is not None:
+        _check_packed(opts.packed, setup, arch)
+        setup = replace(setup, packed=opts.packed)
+    if setup.method != "qlora" and setup.load.startswith("quantize"):
+        setup = replace(setup, load="to-device")  # a 4-bit stack's loading path quantises only for --method qlora
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
     return setup, notes
@@ -277,7 +299,7 @@ _STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "de
                  "bnb_keeps_input": False, "nf4_double_quant": True, "quant_head": False, "dequant_copies": 1,
                  "untied_head": False, "prev_graph_held": False, "fused_qkv": False, "norm_upcast": True,
                  "fsdp_no_sync": False, "loss_shift_copy": False, "reduce_bucket": 0,
-                 "sub_group": 0}
+                 "sub_group": 0, "load": "to-device"}
 
 
 def estimate_run(opts: FitOptions, model: tuple[str, str, Arch, dict | None] | None = None
@@ -526,8 +548,9 @@ def result_dict(res: FitResult) -> dict:
                   "tp": s.tp, "pp": s.pp, "offload": s.offload, "ema": s.ema, "zero_grad": s.zero_grad,
                   "loss": {v: k for k, v in LOSS_FLAGS.items()}.get(s.loss, s.loss),
                   "optimizer_impl": s.optimizer_impl, "optimizer_in_backward": s.optimizer_in_backward,
-                  "activation_offload": s.activation_offload},
+                  "activation_offload": s.activation_offload, "load": s.load, "packed": s.packed or None},
         "peak_bytes": e.peak_bytes,
+        "load_bytes": e.load_bytes,
         "peak_phase": e.phase,
         "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,
                       "optimizer": e.breakdown.optimizer, "activations": e.breakdown.activations,
@@ -556,7 +579,7 @@ def result_dict(res: FitResult) -> dict:
     }
 
 
-__all__ = ["fmt_duration"]  # for cli/fit.py, which talks to the use case only
+__all__ = ["LOADS", "fmt_duration"]  # for cli/fit.py, which talks to the use case only
 
 
 def fmt_bytes(n: float) -> str:

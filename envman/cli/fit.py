@@ -106,8 +106,9 @@ def register(app: typer.Typer) -> None:
         mfu: Optional[float] = typer.Option(None, "--mfu", help="Utilisation for the time estimate (default: the GPU generation's published figure)"),
         compare: Optional[str] = typer.Option(None, "--compare", help="One row per GPU, e.g. h100,a100,rtx-4090,l4"),
         zero_grad: Optional[str] = typer.Option(None, "--zero-grad", help="When the loop frees the gradients: before-forward (zero_grad() after step(), PyTorch >= 2.0's set_to_none) | before-backward (zero_grad() between the loss and backward: the last step's gradients live through the forward) | keep (set_to_none=False, PyTorch < 2.0). Default: the stack's"),
-        loss: Optional[str] = typer.Option(None, "--loss", help="What the loss keeps: hf (transformers: the logits upcast to fp32) | chunked (LitGPT: chunks in the compute dtype) | fused (flash-attention's in-place cross-entropy: the logits in their dtype + a log-sum-exp per row). Default: the stack's"),
+        loss: Optional[str] = typer.Option(None, "--loss", help="What the loss keeps: hf (transformers: the logits upcast to fp32) | chunked (LitGPT: chunks in the compute dtype) | fused (flash-attention's in-place cross-entropy: the logits in their dtype + a log-sum-exp per row) | chunked-fp32 (torchtune: fp32 log-probabilities, gradients a chunk at a time). Default: the stack's"),
         activation_offload: bool = typer.Option(False, "--activation-offload", help="torchtune's OffloadActivations: saved tensors go to pinned CPU memory and come back in backward"),
+        packed: Optional[int] = typer.Option(None, "--packed", help="Rows of --seq tokens packed from documents of this many tokens, attended apart (flash-attn varlen)"),
         compile: bool = typer.Option(False, "--compile", help="torch.compile: said in a note; the estimate stays eager PyTorch's (the partitioner decides what is saved)"),
         fused_optimizer: bool = typer.Option(False, "--fused-optimizer", help="torch.optim.AdamW(..., fused=True): no parameter-sized temporary in step()"),
         optimizer_in_backward: bool = typer.Option(False, "--optimizer-in-backward", help="Step each parameter in its gradient hook and free its gradient (torchtune optimizer_in_bwd): one gradient alive at a time"),
@@ -139,7 +140,7 @@ def register(app: typer.Typer) -> None:
                               optimizer_impl="fused" if fused_optimizer else "foreach",
                               tokens=_params(tokens, "--tokens"), samples=samples, epochs=epochs,
                               prices=_prices(price_per_gpu_hour), compile=compile,
-                              activation_offload=activation_offload)
+                              activation_offload=activation_offload, packed=packed)
             opts, note = with_workload(opts, given)
             res = run_fit(opts)
             if note:
@@ -164,12 +165,13 @@ def _rate(x: Optional[float], unit: str) -> str:
 
 
 def _setup_lines(res) -> list[str]:
-    from envman.app.fit import fmt_bytes
+    from envman.app.fit import LOADS, fmt_bytes
     from envman.cli.output import table
 
     e = res.estimate
     s = e.setup
     size = (f"{s.batch} × {s.seq} tokens" if s.seq else f"{s.batch}") if e.unit == "tokens" else f"{s.batch} images"
+    size += f" packed from {s.packed}-token documents" if s.packed else ""
     method = s.method + (f" r={s.lora_rank} on {','.join(s.lora_targets)}" if s.method in ("lora", "qlora") else "")
     shard = "" if s.shard == "none" else f", {s.shard} over {s.gpus} GPUs"
     shard += f", TP {s.tp} × PP {s.pp}" if s.tp * s.pp > 1 else ""
@@ -180,6 +182,8 @@ def _setup_lines(res) -> list[str]:
         f"setup    {s.stack}: {s.precision}, {s.optimizer}, micro-batch {size}"
         f"{', gradient checkpointing' if s.grad_checkpointing else ''}, {s.attention} attention{shard}",
         f"peak     {fmt_bytes(e.peak_bytes)} per GPU allocated (max_memory_allocated, at {e.phase})",
+        f"load     {fmt_bytes(e.load_bytes)} while the checkpoint loads ({LOADS[s.load]}): "
+        + ("the run's peak" if e.phase == "load" else "below the step's peak"),
         *_reserve_line(res),
         table([["  weights", fmt_bytes(b.weights)], ["  gradients", fmt_bytes(b.gradients)],
                ["  optimizer", fmt_bytes(b.optimizer)], ["  activations", fmt_bytes(b.activations)],

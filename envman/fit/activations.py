@@ -133,6 +133,9 @@ def _attention_terms(arch: Arch, setup: Setup, kind: str, T: int, S: int, r: int
     return 3 * T * hq * c, probs * S  # q, kᵀ, v as the batched matmuls keep them (GQA: after repeat_kv)
 
 
+TORCHTUNE_LOSS_CHUNKS = 8  # LinearCrossEntropyLoss(num_output_chunks=8), torchtune's default
+
+
 def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, int, int]:
     """(saved until the loss backward, extra alive at its start, extra alive during its forward) for a
     vocabulary-sized head."""
@@ -147,6 +150,13 @@ def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, 
         # no gradient-sized temporary. The forward's temporaries are per row (losses, lse, z_losses: fp32)
         kept = T * V * c + T * 4
         return kept, 0, 3 * T * 4
+    if setup.loss == "fp32-chunked":
+        # torchtune's LinearCrossEntropyLoss (pytorch/torchtune@bd2a0fc7c314 torchtune/modules/loss/
+        # cross_entropy_loss.py): per chunk of tokens the output projection, logits.float() and cross_entropy; every
+        # chunk's fp32 log_softmax output is saved; the backward's two fp32 gradients (and the forward's 16-bit
+        # logits and their fp32 copy) exist for one chunk at a time
+        chunk = -(-T // TORCHTUNE_LOSS_CHUNKS) * V
+        return T * V * 4, 2 * chunk * 4, chunk * (c + 4)
     if setup.loss == "compute":
         # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy);
         # the log-softmax output (+ the logits the loop holds through backward)
@@ -258,7 +268,8 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         extra = extra - 3 * T * h * c - T * h * c + 2 * b * h * c
     loss_saved, loss_transient, loss_forward = _loss_terms(arch, setup, T, b, c)
     saved = L * layer + extra + loss_saved
-    attn_flops = 4 * s * hq * L  # per token: QKᵀ and probs·V
+    # per token: QKᵀ and probs·V; a packed row attends within each document (flash_attn_varlen_func's cu_seqlens)
+    attn_flops = 4 * min(s, setup.packed or s) * hq * L
     fwd = T * (2 * arch.flop_params + attn_flops)  # ViT: counts patch embedding and head per token (< 2%)
     ffn_t = T * (arch.experts_per_tok * arch.expert_ffn + arch.shared_ffn) if arch.experts else T * f
     layer_transient = 2 * max(ffn_t * e, S * c if setup.attention == "eager" else 0)

@@ -22,6 +22,8 @@ from dataclasses import replace
 from envman.fit.activations import Acts, act_bytes, activations
 from envman.fit.architectures import Arch
 from envman.fit.runspec import (
+    NF4_BYTES_PER_PARAM,
+    QLORA_BYTES_PER_PARAM,
     Breakdown,
     Estimate,
     Setup,
@@ -130,6 +132,21 @@ def _one_tensor(arch: Arch, setup: Setup) -> int:
     return largest_trained(arch, setup) or arch.largest_param or arch.params
 
 
+def _load(arch: Arch, setup: Setup, weights: int) -> Breakdown:
+    """The checkpoint loading, before the first step (max_memory_allocated counts it): the weights the step
+    holds and, while a 4-bit stack quantises, the largest linear's 16-bit copies as its dequantisation counts
+    them (transformers: the bf16 weight; LitGPT: it and the fp16 copy quantised from it; torchao's to_nf4 needs
+    less than its dequantisation); quantize-after (Lightning 2.1.0) first holds every 4-bit linear in 16 bits."""
+    if setup.load not in ("quantize-while-loading", "quantize-after"):
+        return Breakdown(weights, 0, 0, 0, 0)
+    lins = quantised_linears(arch, setup)
+    if setup.load == "quantize-after":  # every 4-bit linear still in 16 bits when the first is converted
+        per = QLORA_BYTES_PER_PARAM if setup.nf4_double_quant else NF4_BYTES_PER_PARAM
+        weights += int(sum(lin.fan_in * lin.fan_out * lin.count for lin in lins) * (2 - per)) // setup.tp
+    one = max((lin.fan_in * lin.fan_out for lin in lins), default=0)
+    return Breakdown(weights, 0, 0, 0, 2 * setup.dequant_copies * one // setup.tp)
+
+
 def stack_arch(arch: Arch, setup: Setup) -> Arch:
     """The model as the stack builds it: LitGPT never ties lm_head to the embedding (its conversion script
     copies the embedding into a separate lm_head), so a tied config gains a vocabulary × hidden matrix."""
@@ -194,6 +211,7 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
         notes.append("zero_grad() after the forward: the last step's gradients stay allocated through the forward")
     elif setup.zero_grad == "keep":
         notes.append("zero_grad(set_to_none=False) (PyTorch < 2.0's default): the gradients stay allocated all step")
+    phases["load"] = _load(arch, setup, weights)
     phase, peak = max(phases.items(), key=lambda kv: kv[1].total)
     # time: forward + backward (2× forward for weight and input gradients; frozen weights: input only)
     bwd = 2.0 if setup.method == "full" else 1.0
@@ -202,7 +220,7 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     ckpt = int(trainable * r + trainable * state_bytes(setup.optimizer, state_dtype)) if setup.method != "full" else \
         int(P * r + P * state_bytes(setup.optimizer, state_dtype))
     return Estimate(setup, P, trainable, peak.total, peak, phase, weights, ckpt, flops, acts.tokens, acts.unit,
-                    tuple(notes), acts.elementwise_bytes)
+                    tuple(notes), acts.elementwise_bytes, phases["load"].total)
 
 
 def max_micro_batch(arch: Arch, setup: Setup, budget_bytes: int, limit: int = 1 << 16) -> int:

@@ -18,10 +18,16 @@ OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw", "sgd", "sgd-momentum", "adaf
 METHODS = ("full", "lora", "qlora", "freeze")
 SHARDS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp")
 ATTENTION = ("eager", "flash")
-LOSSES = ("fp32", "compute", "fused")
+LOSSES = ("fp32", "compute", "fused", "fp32-chunked")
 # --loss: what the loss keeps, named as users know it → Setup.loss (hf: transformers upcasts the logits to fp32;
-# chunked: LitGPT's chunked cross-entropy in the compute dtype; fused: flash-attention's in-place Triton kernel)
-LOSS_FLAGS = {"hf": "fp32", "chunked": "compute", "fused": "fused"}
+# chunked: LitGPT's chunked cross-entropy in the compute dtype; fused: flash-attention's in-place Triton kernel;
+# chunked-fp32: torchtune's LinearCrossEntropyLoss, each chunk's logits upcast to fp32)
+LOSS_FLAGS = {"hf": "fp32", "chunked": "compute", "fused": "fused", "chunked-fp32": "fp32-chunked"}
+# how a stack's checkpoint reaches the GPU (matrices/fit_stacks.yaml `load:`, each with its source)
+LOADS = {"to-device": "the model moved to the GPU as the step stores it",
+         "quantize-while-loading": "each 16-bit weight quantised on the GPU as it is loaded, one at a time",
+         "quantize-after": "the whole 16-bit model on the GPU, then each linear replaced by its 4-bit copy",
+         "meta": "built on the meta device, each GPU loading only its shards"}
 OFFLOAD = ("none", "optimizer", "params")
 # when the training loop frees the last step's gradients (docs/fit-allocator.md): before the next forward
 # (optimizer.zero_grad() after step(), set_to_none=True: PyTorch >= 2.0's default); after the next forward,
@@ -59,7 +65,7 @@ class Setup:
     kbit_fp32_extras: bool = False  # PEFT prepare_model_for_kbit_training: non-quantised params upcast to fp32
     loss: str = "fp32"  # fp32: transformers upcasts the logits; compute: LitGPT's chunked loss in the compute dtype;
     # fused: flash-attention's in-place cross-entropy (the logits in their dtype + an fp32 log-sum-exp per row)
-    deepspeed: bool = False  # DeepSpeed ZeRO: a 16-bit module, fp32 master + moments (+ fp32 grads) partitioned
+    deepspeed: bool = False  # DeepSpeed: a 16-bit module, fp32 master + moments (+ fp32 grads), partitioned by ZeRO
     accumulation: int = 1  # gradient accumulation steps: gradients stay alive across micro-steps
     offload: str = "none"  # none | optimizer (ZeRO-Offload, FSDP CPU offload) | params (ZeRO-3 offload_param)
     selective_ckpt: bool = False  # Megatron/torchtitan selective recomputation of the attention core
@@ -87,6 +93,8 @@ class Setup:
     sub_group: int = 0  # DeepSpeed ZeRO-3's sub_group_size (elements): step() upcasts one sub-group's gradients at a time
     optimizer_in_backward: bool = False  # each parameter's step runs in its AccumulateGrad hook, then its grad is freed
     activation_offload: bool = False  # torchtune's OffloadActivations: saved tensors copied to CPU, brought back in backward
+    load: str = "to-device"  # how the checkpoint reaches the GPU (LOADS)
+    packed: int = 0  # each row of seq tokens packed from documents of this many tokens, attended apart (varlen)
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,7 @@ class Estimate:
     trainable_params: int
     peak_bytes: int
     breakdown: Breakdown  # at the peak
-    phase: str  # backward-start | backward | backward-end | optimizer-step | forward-end | encode | loss
+    phase: str  # load | backward-start | backward | backward-end | optimizer-step | forward-end | encode | loss
     weights_bytes: int  # the model's weights as stored for training (per GPU)
     checkpoint_bytes: int  # a resumable checkpoint: trainable weights + optimizer state (all GPUs together)
     train_flops: float  # per step, per GPU
@@ -117,6 +125,7 @@ class Estimate:
     unit: str  # tokens | images
     notes: tuple[str, ...] = field(default=())
     elementwise_bytes: int = 0  # bytes the step's memory-bound kernels (BatchNorm, ReLU, residual adds) move
+    load_bytes: int = 0  # allocated while the checkpoint loads, before the first step
 
 
 class SetupError(ValueError):

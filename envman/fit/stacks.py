@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envman.errors import MatrixError, UsageError
+from envman.fit.runspec import LOADS
 
 KEYS = {"precision": str, "method": str, "shard": str, "deepspeed": bool, "base_bytes": int, "kbit_fp32_extras": bool,
         "grad_checkpointing": bool, "loss": str, "offload": str, "lora_dropout": bool, "logits_held": bool,
@@ -21,7 +22,7 @@ KEYS = {"precision": str, "method": str, "shard": str, "deepspeed": bool, "base_
         "nf4_double_quant": bool, "quant_head": bool, "dequant_copies": int, "untied_head": bool,
         "prev_graph_held": bool, "fused_qkv": bool, "norm_upcast": bool,
         "fsdp_no_sync": bool, "loss_shift_copy": bool, "reduce_bucket": int,
-        "zero_grad": str, "sub_group": int}
+        "zero_grad": str, "sub_group": int, "load": str}
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ def _parse_stack(name: str, e: dict, at: str, problems: list[str]) -> Stack:
             problems.append(f"{at}.{k}: unknown key (keys: {', '.join(KEYS)})")
         elif not isinstance(v, KEYS[k]) or (KEYS[k] is int and isinstance(v, bool)):
             problems.append(f"{at}.{k}: expected {KEYS[k].__name__}, got {v!r}")
+        elif k == "load" and v not in LOADS:
+            problems.append(f"{at}.load: {v!r} is not one of {', '.join(LOADS)}")
         else:
             defaults.append((k, v))
     return Stack(name, tuple(sorted(defaults)), str(e.get("bytes")), str(e.get("source")))

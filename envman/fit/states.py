@@ -146,6 +146,12 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         master, gathered = int(trainable * (4 + k) / mp / n), 0
         note = (f"ZeRO-{setup.shard[-1]} (DeepSpeed): 16-bit weights and gradients replicated, fp32 master, "
                 f"moments and gradient partitions split over {n} GPUs (DeepSpeed's estimator: 4Ψ + 16Ψ/N)")
+    if setup.shard in ("none", "ddp"):
+        # no ZeRO: FP16_Optimizer (fp16/fused_optimizer.py) step() copies every gradient to fp32 and flattens the
+        # copies into one buffer, the fp16 gradients still alive: 8 bytes per parameter beside the states
+        note = ("DeepSpeed without ZeRO (FP16_Optimizer): fp16 weights and gradients, fp32 flat master and moments, "
+                "all replicated; step() flattens fp32 copies of the gradients")
+        return weights, grads, master, gathered, trainable * 8 // mp, note
     if setup.method in ("lora", "qlora"):
         note += "; the frozen base in the 16-bit module, fp32 master and moments for the adapters only"
     # stages 1/2 make the fp32 gradient partition in step() (flat_grad_partition.to(fp32), freed after the
@@ -179,10 +185,12 @@ def model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, in
     head = arch.vocab * arch.hidden if arch.vocab and not arch.tied and arch.task == "causal-lm" else 0
     layer_params = (P - arch.embedding_params - head) // arch.layers // mp if arch.layers else 0
     gathered = 0
-    if setup.shard in _SHARD_NOTES and not (setup.deepspeed and setup.shard != "ddp"):
+    if setup.shard in _SHARD_NOTES and not (setup.deepspeed and setup.shard != "fsdp"):
         notes.append(_SHARD_NOTES[setup.shard].format(n=n))
-    if setup.deepspeed and setup.shard in ("zero1", "zero2", "zero3"):
-        weights, grads, opt, gathered, opt_tmp, note = _deepspeed_states(arch, setup, trainable, mp, n, layer_params)
+    if setup.deepspeed and setup.shard != "fsdp":
+        zero = setup.shard in ("zero1", "zero2", "zero3")
+        weights, grads, opt, gathered, opt_tmp, note = _deepspeed_states(arch, setup, trainable, mp, n if zero else 1,
+                                                                         layer_params)
         notes.append(note)
     elif setup.shard in ("zero1", "zero2", "zero3", "fsdp"):
         opt, opt_tmp = opt // n, opt_tmp // n

@@ -587,9 +587,9 @@ def test_the_loss_names_what_it_keeps(app, tmp_path, loss, peak, phase):
     assert f"peak     {peak} per GPU allocated (max_memory_allocated, at {phase})" in res.output
 
 
-def test_an_unknown_loss_is_refused_with_the_three_it_knows(app):
+def test_an_unknown_loss_is_refused_with_the_four_it_knows(app):
     res, err = run(app, "--model", "gpt2", "--loss", "liger", "--target", "h100")
-    assert (err.message, err.exit_code) == ("--loss 'liger' is not one of hf, chunked, fused", 2)
+    assert (err.message, err.exit_code) == ("--loss 'liger' is not one of hf, chunked, fused, chunked-fp32", 2)
     assert err.hint.startswith("hf (transformers: fp32 logits), chunked (LitGPT")
 
 
