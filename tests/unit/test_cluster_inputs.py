@@ -203,3 +203,13 @@ def test_a_dockerfile_that_cannot_be_read_is_named_not_taken_for_absent(project,
                                                            "hint: save it as UTF-8"]
     df.unlink()  # absent: the lock's own floor
     assert app.load_cluster(project)[0].facts.min_driver == "580.95.05"
+
+
+def test_an_sbatch_in_the_way_that_cannot_be_read_is_named_not_called_someone_elses(project, tmp_path):  # noqa: F811
+    first = app.slurm_files(project, images=tmp_path, runtimes=("oci",))
+    loop = first.written[0]
+    loop.unlink()
+    loop.symlink_to(loop.name)  # a link to itself: ELOOP, which says nothing about whose file it was
+    p = cli("slurm", str(project), "--images", str(tmp_path), "--runtime", "oci")
+    assert p.returncode == 1 and p.stderr.splitlines() == [
+        f"error: {loop}: a symbolic link loop", "hint: point the link at a file, or replace it with the file"]
