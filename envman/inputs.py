@@ -151,8 +151,8 @@ class Yaml11:
     def __init__(self, text: str, value: Any) -> None:
         self.text, self.value = text, value
 
-    def __repr__(self) -> str:
-        return repr(self.text)
+    def __str__(self) -> str:  # a mapping's key shows in a dotted path as written
+        return self.text
 
 
 # what YAML 1.2's core schema reads as the same int, float or bool as YAML 1.1 does (spec 1.2.2, 10.3.2), less

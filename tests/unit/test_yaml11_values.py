@@ -80,3 +80,12 @@ def test_envman_cluster_refuses_a_site_value_yaml_1_1_changed(project, tmp_path,
     p = subprocess.run([sys.executable, "-m", "envman.cli.main", "cluster", "slurm", str(project), "--images",
                         str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert (p.returncode, p.stderr.splitlines()) == (1, [f"error: envman.yaml: {error}", f"hint: {hint}"])
+
+
+def test_a_key_yaml_1_1_changes_is_refused_by_its_text():
+    with pytest.raises(SpecError) as err:
+        _parse("env: {on: x, 1_0: y}")
+    assert err.value.message == "envman.yaml: env.on: YAML reads an unquoted on as true (and 1 more)"
+    assert err.value.hint == ('every problem:\n  envman.yaml: env.on: YAML reads an unquoted on as true (quote it: on: '
+                              '"on", or write true if you mean it)\n  envman.yaml: env.1_0: YAML reads an unquoted 1_0 '
+                              'as 10 (quote it: "1_0", or write 10 if you mean it)')
