@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_cluster import project  # noqa: F401 - the fixture (tests/unit is on the path)
 
 from envman.errors import SpecError
-from envman.inputs import load_yaml
+from envman.inputs import WrittenInt, load_yaml
 from envman.project.spec import parse_spec
 
 _BOOLS = [f(w) for w in ("yes", "no", "on", "off") for f in (str.lower, str.title, str.upper)]
@@ -89,3 +89,16 @@ def test_a_key_yaml_1_1_changes_is_refused_by_its_text():
     assert err.value.hint == ('every problem:\n  envman.yaml: env.on: YAML reads an unquoted on as true (quote it: on: '
                               '"on", or write true if you mean it)\n  envman.yaml: env.1_0: YAML reads an unquoted 1_0 '
                               'as 10 (quote it: "1_0", or write 10 if you mean it)')
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=20), yaml11_only), st.one_of(st.integers(), st.booleans()))
+def test_what_envman_writes_into_envman_yaml_reads_back_as_written(text, number):
+    """init writes envman.yaml with PyYAML's dumper (image/render.py render_yaml), which quotes a string YAML 1.1
+    would read as another type: nothing envman writes trips this rule."""
+    from envman.image.render import render_yaml
+
+    back = load_yaml(render_yaml({"env": {"X": text}, "workload": {"batch": number}}), "envman.yaml",
+                     numbers_as_written=True)
+    assert back == {"env": {"X": text}, "workload": {"batch": number}}
+    assert type(back["env"]["X"]) is str and type(back["workload"]["batch"]) in (bool, int, WrittenInt)
