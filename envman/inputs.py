@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,25 @@ class WrittenInt(int):
         return obj
 
 
+class Yaml11:
+    """A plain scalar YAML 1.1 reads otherwise than YAML 1.2 and the eye: ``1:30`` as 90 (base 60), ``010`` as 8,
+    ``0b11``, ``1_000``, ``no``/``on`` as booleans, ``.inf``, ``2024-01-01`` as a date. ``load_yaml(numbers_as_written=
+    True)`` builds one in its place, ``text`` as written and ``value`` as YAML 1.1 read it, for the reader to refuse."""
+
+    def __init__(self, text: str, value: Any) -> None:
+        self.text, self.value = text, value
+
+    def __str__(self) -> str:  # a mapping's key shows in a dotted path as written
+        return self.text
+
+
+# what YAML 1.2's core schema reads as the same int, float or bool as YAML 1.1 does (spec 1.2.2, 10.3.2), less
+# .inf and .nan (the same in both, and a value no input of envman means); 1.2 has no timestamps
+_SAME_IN_12 = {"int": re.compile(r"[-+]?(?:0|[1-9][0-9]*)|0x[0-9a-fA-F]+"),
+               "float": re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"),
+               "bool": re.compile(r"true|True|TRUE|false|False|FALSE"), "timestamp": re.compile(r"(?!)")}
+
+
 def plain_numbers(v: Any) -> Any:
     """``v`` with every ``WrittenFloat``/``WrittenInt`` a plain number again: for values passed on as they are
     (a YAML dump, a JSON document, another module's checks see only what PyYAML itself builds)."""
@@ -180,17 +200,26 @@ def _loader(numbers_as_written: bool = False):
             return super().construct_mapping(node, deep)
 
     if numbers_as_written:
-        UniqueKeyLoader.add_constructor(
-            "tag:yaml.org,2002:float", lambda ld, node: WrittenFloat(ld.construct_yaml_float(node), node.value))
-        UniqueKeyLoader.add_constructor(
-            "tag:yaml.org,2002:int", lambda ld, node: WrittenInt(ld.construct_yaml_int(node), node.value))
+        for kind, cls in {"int": WrittenInt, "float": WrittenFloat, "bool": None, "timestamp": None}.items():
+            UniqueKeyLoader.add_constructor(f"tag:yaml.org,2002:{kind}", _as_written(kind, cls))
     return UniqueKeyLoader
+
+
+def _as_written(kind: str, cls: Any) -> Any:
+    """A constructor for YAML's ``kind`` scalars: a ``Yaml11`` where YAML 1.2 would read the text otherwise, else
+    the value (a number keeping its text)."""
+    def construct(ld: Any, node: Any) -> Any:
+        value = getattr(ld, f"construct_yaml_{kind}")(node)
+        if not _SAME_IN_12[kind].fullmatch(node.value):
+            return Yaml11(node.value, value)
+        return cls(value, node.value) if cls else value
+    return construct
 
 
 def load_yaml(text: str, label: str, *, error: type[UsageError] = UsageError, hint: str | None = None,
               numbers_as_written: bool = False) -> Any:
     """``numbers_as_written``: every number keeps its text (``WrittenFloat``/``WrittenInt``), for a file whose
-    string fields a user may leave unquoted (envman.yaml)."""
+    string fields a user may leave unquoted (envman.yaml), and a scalar YAML 1.1 changes is a ``Yaml11``."""
     import yaml
 
     try:

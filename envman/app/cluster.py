@@ -235,10 +235,20 @@ def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOut
         commit_files(changed, root if inside else None)
     out.written += [p for p, _ in changed]
     old = root / OLD_FILES_DIR
-    if inside and files and files[0][0].parent != old and any(ownership(f).ours for f in _listed(old)):
+    if inside and files and files[0][0].parent != old and any(_ours(f) for f in _listed(old)):
         out.notes.append(f"envman now writes these files under {_shown(root, files[0][0].parent)}; the old "
                          f"{OLD_FILES_DIR}/ folder is a top-level package to setuptools' flat layout: remove it "
                          f"(rm -r {OLD_FILES_DIR})")
+
+
+def _ours(path: Path) -> bool:
+    """For a note after the files are written: an unreadable old file is not worth an error then."""
+    from envman.cluster.render import ownership
+
+    try:
+        return ownership(path).ours
+    except UsageError:
+        return False
 
 
 def _listed(folder: Path) -> list[Path]:

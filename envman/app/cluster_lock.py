@@ -93,12 +93,10 @@ def driver_floor(root: Path, lock: Lock) -> str | None:
     """The floor the image's own guard states: NVIDIA_REQUIRE_CUDA's ``driver>=`` when the stack runs through
     minor-version compatibility, else the lock's full-compatibility driver."""
     st = lock.stack
-    from envman.inputs import read_regular_text
+    from envman.inputs import MAX_GENERATED, present, read_input
 
-    try:
-        text = read_regular_text(root / str(lock.dockerfile or "Dockerfile"))
-    except (OSError, UnicodeDecodeError):
-        text = ""
+    name = str(lock.dockerfile or "Dockerfile")
+    text = read_input(root / name, name, MAX_GENERATED) if present(root / name) else ""  # a FIFO is named, not absent
     m = _REQUIRE_DRIVER.search(text)
     return m.group(1) if m else (st.get("min_driver") or st.get("min_driver_minor_compat"))
 

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from envman.cli import (
     build,
@@ -151,7 +152,10 @@ def _run(argv: list[str] | None, previous: Any) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     try:
-        _app_for(args)(args=argv, prog_name="envman", standalone_mode=True)
+        run = _app_for(args)
+        if len(args) == 1 and isinstance(getattr(typer.main.get_command(run), "commands", {}).get(args[0]), TyperGroup):
+            argv = [args[0], "--help"]  # a group alone (`envman cluster`): its help and exit 0, as `envman` alone
+        run(args=argv, prog_name="envman", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     except EnvmanError as err:

@@ -8,8 +8,8 @@
                                so it cannot add an init container: the v2.3.0 CRD's runtimePatches list
                                env/name/securityContext/volumeMounts for initContainers)
 
-Both: the image by digest, nvidia.com/gpu limits, /dev/shm as a memory-backed emptyDir, tolerations for the GPU
-nodes' taints, node affinity from the lock (affinity.py), a non-root user (the image's).
+Both: the image by digest, nvidia.com/gpu limits, /dev/shm as a memory-backed emptyDir, cluster.mounts as hostPath
+volumes, tolerations for the GPU nodes' taints, node affinity from the lock (affinity.py), a non-root user (the image's).
 """
 
 from __future__ import annotations
@@ -59,11 +59,25 @@ def _container_security() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False}
 
 
+def volume_mounts(site: Site) -> list[dict[str, Any]]:
+    """The training container's mounts: /dev/shm, then cluster.mounts (SRC[:DST[:ro|rw]], DST defaulting to SRC as
+    Apptainer's --bind and pyxis read it), each the hostPath volume ``data-N`` of ``pod_basics``."""
+    out: list[dict[str, Any]] = [{"name": SHM, "mountPath": "/dev/shm"}]
+    for i, m in enumerate(site.mounts):
+        parts = m.split(":")
+        out.append({"name": f"data-{i}", "mountPath": parts[1] if len(parts) > 1 else parts[0],
+                    **({"readOnly": True} if parts[2:] == ["ro"] else {})})
+    return out
+
+
 def pod_basics(lf: LockFacts, site: Site, shape: Shape) -> dict[str, Any]:
-    """What both manifests put on the pod: security context, shm volume, tolerations, affinity."""
+    """What both manifests put on the pod: security context, shm and data volumes, tolerations, affinity. A data
+    volume is a hostPath of type Directory: a path missing on the node fails the pod, never mounts an empty folder."""
     spec: dict[str, Any] = {
         "securityContext": {"runAsNonRoot": True, "runAsUser": APP_UID, "runAsGroup": APP_UID},
-        "volumes": [{"name": SHM, "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size()}}],
+        "volumes": [{"name": SHM, "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size()}}] + [
+            {"name": f"data-{i}", "hostPath": {"path": m.split(":")[0], "type": "Directory"}}
+            for i, m in enumerate(site.mounts)],
     }
     if lf.gpu:
         spec["tolerations"] = [{"key": t, "operator": "Exists", "effect": "NoSchedule"} for t in site.tolerations]
@@ -83,12 +97,11 @@ def _metadata(lf: LockFacts, site: Site, suffix: str) -> dict[str, Any]:
 def job_manifest(lf: LockFacts, site: Site, shape: Shape) -> dict[str, Any]:
     assert lf.pinned, "the app refuses a lock without a pushed digest"
     one = Shape(1, shape.gpus_per_node, shape.why)
-    mounts = [{"name": SHM, "mountPath": "/dev/shm"}]
     init = {"name": "envman-preflight", "image": lf.pinned, "command": preflight_argv(lf, one),
             "env": _env(True), "resources": _gpu_limits(one), "securityContext": _container_security()}
     train = {"name": "train", "image": lf.pinned, "command": train_argv(lf, one, rendezvous=None),
              "workingDir": WORKDIR, "env": _env(False), "resources": _gpu_limits(one),
-             "volumeMounts": mounts, "securityContext": _container_security()}
+             "volumeMounts": volume_mounts(site), "securityContext": _container_security()}
     pod = {"restartPolicy": "Never", **pod_basics(lf, site, one), "initContainers": [init], "containers": [train]}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(lf, site, ""),
             "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels(lf)}, "spec": pod}}}
@@ -102,7 +115,7 @@ def trainjob_manifest(lf: LockFacts, site: Site, shape: Shape) -> dict[str, Any]
     env_words = " ".join(f"{k}={shlex.quote(v)}" for k, v in image_env(True) if k == "PYTHONPATH")
     script = (f"{env_words} {shlex.join(preflight_argv(lf, shape))} && exec {shlex.join(trainer_argv(lf))}")
     patch_pod = pod_basics(lf, site, shape)
-    patch_pod["containers"] = [{"name": RUNTIME_JOB, "volumeMounts": [{"name": SHM, "mountPath": "/dev/shm"}]}]
+    patch_pod["containers"] = [{"name": RUNTIME_JOB, "volumeMounts": volume_mounts(site)}]
     trainer: dict[str, Any] = {"image": lf.pinned, "command": ["/bin/sh", "-c", script], "numNodes": shape.nodes,
                                "env": _env(False)}
     if shape.gpus_per_node:

@@ -110,15 +110,13 @@ class Owned:
 
 
 def ownership(path: Path) -> Owned:
-    """envman's header on the first line, or on the second after a shebang."""
-    from envman.inputs import read_regular_text
+    """envman's header on the first line, or on the second after a shebang. A FIFO, a folder or binary bytes are not
+    envman's; a link loop or a permission refused is a UsageError naming the file (files.owned_text's rule)."""
+    from envman.files import owned_text
 
-    try:
-        text = read_regular_text(path)  # bounded, and a FIFO in a file's place never blocks
-    except FileNotFoundError:
-        return Owned(False, False, False)
-    except (OSError, UnicodeDecodeError):
-        return Owned(True, False, False)
+    text = owned_text(path)  # bounded, and a FIFO in a file's place never blocks
+    if not isinstance(text, str):
+        return Owned(text.exists, False, False)
     lines = text.split("\n")
     for at in (0, 1):
         m = _HEADER.search(lines[at]) if len(lines) > at else None

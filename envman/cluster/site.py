@@ -113,8 +113,13 @@ def _mounts(v: Any, source: str, where: str) -> tuple[str, ...]:
     if not isinstance(v, list):
         raise SpecError(f"{source}: {where}.mounts: expected a list like [/shared/data:/data:ro]",
                         hint="each SRC[:DST[:ro|rw]], absolute paths on the nodes")
+    taken = {"/dev/shm"}  # the job's own (Kubernetes: a memory-backed emptyDir); a mount path is mounted once
     for i, m in enumerate(v):
         problem = mount(m) if isinstance(m, str) else f"expected a string, got {type(m).__name__}"
+        if not problem:
+            dst = (m.split(":") * 2)[1].rstrip("/") or "/"  # DST, or SRC when there is none
+            problem = f"mounts on {dst}, which another mount or the job's /dev/shm takes" if dst in taken else None
+            taken.add(dst)
         if problem:
             raise SpecError(f"{source}: {where}.mounts[{i}]: {str(m)[:80]!r} {problem}",
                             hint="each SRC[:DST[:ro|rw]], absolute paths on the nodes, e.g. /shared/data:/data:ro")

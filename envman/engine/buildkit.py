@@ -22,6 +22,7 @@ from typing import Any
 
 from envman.engine.errors import CLIENT_HINT, EngineError
 from envman.process import signals_deferred, sigterm_raises
+from envman.redact import TOKEN, redact
 
 # Clients 23+ hand DOCKER_BUILDKIT=1 builds to buildx and fail without it; before 20.10 the built-in
 # Dockerfile frontend only knew RUN --mount behind a `# syntax=` line, which needs a registry.
@@ -257,7 +258,8 @@ def run_build_client(
     tail_lines: int = 40,
 ) -> tuple[int, list[str]]:
     """Run a build client in its own process group; in tty mode it owns the terminal, else each output
-    line goes to ``on_output``. Any exception here (Ctrl-C, Terminated) kills the whole group first."""
+    line goes to ``on_output`` redacted (pip in a RUN step prints its index URLs, a step may echo a token).
+    Any exception here (Ctrl-C, Terminated) kills the whole group first."""
     tail: deque[str] = deque(maxlen=tail_lines)
     tty = progress == "tty"
     with sigterm_raises():
@@ -270,7 +272,7 @@ def run_build_client(
             if not tty:
                 assert proc.stdout is not None
                 for line in proc.stdout:
-                    line = line.rstrip("\n")
+                    line = TOKEN.sub("***", redact(line.rstrip("\n")))
                     tail.append(line)
                     if on_output:
                         on_output(line)

@@ -8,7 +8,6 @@ UsageError naming the file and the key.
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -80,9 +79,10 @@ def _yaml(path: Path) -> Any:
     import hashlib
 
     from envman.diskcache import cached
+    from envman.inputs import read_regular
 
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)  # bounded; a FIFO in its place never blocks
     except OSError as exc:
         raise MatrixError([f"{path.name}: {exc}"]) from None
 
@@ -162,15 +162,11 @@ FROZEN_PARTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
 def load_pipeline(folder: Path) -> Arch:
     """A diffusers pipeline folder, read offline: model_index.json names the components, each has a config.json."""
     from envman.fit import diffusion
+    from envman.inputs import present
 
     def read(sub: str) -> dict | None:
         f = folder / sub / "config.json"
-        if not f.is_file():
-            return None
-        try:
-            return cast(dict, json.loads(f.read_text(encoding="utf-8")))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{f}: cannot be read ({exc})", hint="a diffusers pipeline folder, as downloaded") from None
+        return _json_file(f, "a diffusers pipeline folder, as downloaded") if present(f) else None
 
     den = next(((n, c) for n in DENOISERS if (c := read(n)) is not None), None)
     if den is None:
@@ -204,12 +200,19 @@ def find_model(name: str) -> ModelEntry:
     raise UsageError(f"unknown model {name!r}", hint=hint)
 
 
-def load_config(path: Path) -> Arch:
-    """A Hugging Face config.json, read offline."""
+def _json_file(path: Path, hint: str) -> dict:
+    """A config.json the user named: bounded, a FIFO or a link loop named, bad JSON one error."""
     from envman.inputs import MAX_SPEC, load_json, read_input
 
-    cfg = load_json(read_input(path, str(path), MAX_SPEC, hint="give the path of a config.json"), str(path),
-                    hint="`--model` takes a Hugging Face config.json")
+    doc = load_json(read_input(path, str(path), MAX_SPEC, hint=hint), str(path), hint=hint)
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a JSON object", hint=hint)
+    return doc
+
+
+def load_config(path: Path) -> Arch:
+    """A Hugging Face config.json, read offline."""
+    cfg = _json_file(path, "`--model` takes a Hugging Face config.json")
     try:
         return arch_from_config(cfg)
     except ArchError as exc:
@@ -346,7 +349,7 @@ def raw_config(ref: str) -> tuple[dict, str]:
     p = Path(ref)
     if ref.endswith(".json") or p.exists():
         cfg_path = p / "config.json" if p.is_dir() else p
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        cfg = _json_file(cfg_path, "`--model` takes a Hugging Face config.json")
         arch = arch_from_config(cfg)
         return cfg, arch.task
     path = Path(_data_dir()) / "models.yaml"

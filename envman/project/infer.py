@@ -33,10 +33,15 @@ class Dependent:
 def load_dependents() -> tuple[Dependent, ...]:
     import yaml
 
+    from envman.errors import MatrixError
+    from envman.inputs import read_regular_text
     from envman.resources import matrix_dir
 
     path = matrix_dir() / "framework_dependents.yaml"
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        doc = yaml.safe_load(read_regular_text(path)) or {}  # bounded; a FIFO in its place never blocks
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise MatrixError([f"{path.name}: {exc}"]) from None
     out = []
     for i, row in enumerate(doc.get("dependents") or []):
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("package", "framework", "source")):

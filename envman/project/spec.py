@@ -22,7 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from envman import frameworks
 from envman.errors import SpecError
-from envman.inputs import MAX_VALUE, plain_numbers
+from envman.inputs import MAX_VALUE, Yaml11, plain_numbers
 from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
@@ -148,8 +148,8 @@ _VERSION_KEYS = ("python", "cuda", "driver")
 
 def _number_text(p: Problems, v: float | int, path: str) -> str | None:
     """A number where a string goes, as text: the text it was written as when the number reads back as that
-    (3.11, 8.0, 570); else refused with the quoted form, never turned into another value silently (YAML reads
-    3.10 as 3.1, 010 as 8, 1_000 as 1000, 1e3 as 1000.0)."""
+    (3.11, 8.0, 570); else refused with the quoted form, never turned into another value silently (YAML and
+    TOML read 3.10 as 3.1; what only YAML 1.1 changes, ``_yaml11`` refuses first)."""
     text = str(v)
     written = getattr(v, "written", text)
     if written == text:
@@ -160,6 +160,28 @@ def _number_text(p: Problems, v: float | int, path: str) -> str | None:
     p.bad(path, f"{text} is a number: {lang} reads an unquoted {written} as {text}",
           f"quote the version: {quoted}" if key in _VERSION_KEYS else f"quote it: {quoted}")
     return None
+
+
+def _yaml11(p: Problems, v: Any, path: str) -> Any:
+    """``v`` without the ``Yaml11`` scalars (``1:30``, ``010``, ``no``, a date …), each refused with its quoted
+    form: a value YAML 1.1 read otherwise than it reads is never used, in any key (cluster: and ci: included)."""
+    if isinstance(v, dict):
+        return {k: _yaml11(p, x, f"{path}.{k}".lstrip(".")) for k, x in v.items()
+                if not _refused(p, k, f"{path}.{k}".lstrip(".")) and not _refused(p, x, f"{path}.{k}".lstrip("."))}
+    if isinstance(v, list):
+        return [_yaml11(p, x, f"{path}[{i}]") for i, x in enumerate(v) if not _refused(p, x, f"{path}[{i}]")]
+    return v
+
+
+def _refused(p: Problems, v: Any, path: str) -> bool:
+    if not isinstance(v, Yaml11):
+        return False
+    key = path.rsplit(".", 1)[-1]
+    quoted = f'{key}: "{v.text}"' if re.fullmatch(r"[A-Za-z_][\w-]*", key) else f'"{v.text}"'
+    value = str(v.value).lower() if isinstance(v.value, (bool, float, int)) else "a date"
+    p.bad(path, f"YAML reads an unquoted {v.text} as {value}",
+          f"quote it: {quoted}" + ("" if value == "a date" else f", or write {value} if you mean it"))
+    return True
 
 
 def _text(p: Problems, v: Any, path: str) -> str | None:
@@ -374,10 +396,6 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
         return ()
     out = []
     for k, val in v.items():
-        if _misread(val):  # never what a batch size meant
-            p.bad(f"{path}.{k}", f"YAML reads {val.written} as {plain_numbers(val)}",
-                  f"write the number you mean: {k}: {plain_numbers(val)}")
-            continue
         val = plain_numbers(val)
         want = WORKLOAD_KEYS.get(k)
         if want is None:
@@ -570,7 +588,7 @@ def parse_spec(data: Any, source: str = SPEC_FILE) -> ProjectSpec:
     if not isinstance(data, dict):
         p.bad("(top)", "expected a mapping of keys", f"keys: {', '.join(k.name for k in KEYS)}")
         p.raise_any()
-    values = _read(p, data, KEYS)
+    values = _read(p, _yaml11(p, data, ""), KEYS)
     if values["cpu"] and values["targets"]:
         p.bad("cpu", "cpu: true and targets exclude each other", "drop one of them")
     p.raise_any()

@@ -1,5 +1,6 @@
-"""Conventions users of uv, pixi and docker expect (issue 36): `envman` alone prints the help and exits 0,
-`-h` is `--help`, `-V` is `--version`, and shell completion works for bash, zsh and fish."""
+"""Conventions users of uv, pixi and docker expect (issue 36): `envman` alone prints the help and exits 0, and so
+does a group alone (`envman cluster`), `-h` is `--help`, `-V` is `--version`, and shell completion works for bash,
+zsh and fish."""
 
 from __future__ import annotations
 
@@ -23,6 +24,26 @@ def test_envman_alone_prints_the_help_and_exits_0(capsys):
     out = capsys.readouterr().out
     assert out.startswith("Usage: envman [OPTIONS] COMMAND [ARGS]...\n")
     assert re.search(r"^  lock +Resolve and hash-lock the whole stack \(uv for the Python set\)\.$", out, re.M)
+
+
+def _groups() -> list[str]:
+    import typer
+    from typer.core import TyperGroup
+
+    from envman.cli.main import app
+
+    return sorted(n for n, c in typer.main.get_command(app).commands.items() if isinstance(c, TyperGroup))
+
+
+def test_every_group_alone_prints_its_help_and_exits_0_as_envman_alone_does(capsys):
+    assert _groups() == ["ci", "cluster", "matrix", "uv"]
+    for group in _groups():
+        assert main([group]) == 0
+        alone = capsys.readouterr()
+        assert main([group, "--help"]) == 0
+        assert alone.err == "" and alone.out == capsys.readouterr().out
+        assert alone.out.startswith(f"Usage: envman {group} [OPTIONS] COMMAND [ARGS]...\n")
+    assert subprocess.run([str(ENVMAN), "cluster"], capture_output=True, timeout=60).returncode == 0  # the console script
 
 
 @pytest.mark.parametrize("argv", [["-h"], ["lock", "-h"], ["ci", "github", "-h"], ["cluster", "slurm", "-h"]])

@@ -238,6 +238,35 @@ def test_any_namespace_or_digest_gives_valid_manifests_or_an_error(project, tmp_
             assert kubernetes_validate.validate(doc, "1.33.0", strict=True)
 
 
+@settings(SETTINGS, max_examples=40)
+@given(mounts=st.lists(st.tuples(NASTY, st.one_of(st.just(""), NASTY), st.sampled_from(["", ":ro", ":rw"])),
+                       min_size=1, max_size=3))
+def test_any_mounts_are_refused_or_reach_the_manifests_as_written(project, tmp_path, mounts):  # noqa: F811
+    written = [f"/data/{src}" + (f":/mnt/{dst}{mode}" if dst else "") for src, dst, mode in mounts]
+    d = fresh(project, tmp_path, abs(hash(tuple(mounts))))
+    with_cluster(d, mounts=written)
+    try:
+        out = app.k8s_files(d, force=True)
+    except SpecError as e:
+        assert e.message.startswith("envman.yaml: cluster.mounts[") and e.hint
+        return
+    event("manifests were written")
+    for f in out.written:
+        doc = yaml.safe_load(f.read_text())
+        if doc["kind"] == "Job":
+            assert kubernetes_validate.validate(doc, "1.33.0", strict=True)
+            pod = doc["spec"]["template"]["spec"]
+        else:
+            pod = doc["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+                "template"]["spec"]["template"]["spec"]
+        hosts = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+        data = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] != "dshm"]
+        paths = [m["mountPath"].rstrip("/") for m in pod["containers"][0]["volumeMounts"]]
+        assert len(set(paths)) == len(paths)  # Kubernetes: a mountPath is unique
+        assert [(hosts[m["name"]], m["mountPath"], m.get("readOnly", False)) for m in data] == [
+            (w.split(":")[0], (w.split(":") * 2)[1], w.endswith(":ro")) for w in written]
+
+
 # --- the examples of the issue, exactly ---------------------------------------------------------------------
 def test_a_planted_command_in_images_never_runs(project, tmp_path):  # noqa: F811
     images = tmp_path / "x$(touch PWNED)"

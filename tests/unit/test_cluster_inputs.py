@@ -186,3 +186,30 @@ def test_no_move_note_when_the_user_names_the_old_folder(project, tmp_path):  # 
     app.slurm_files(project, images=tmp_path, runtimes=("oci",), out=project / "cluster")
     again = app.slurm_files(project, images=tmp_path, runtimes=("oci",), out=project / "cluster", force=True)
     assert not any("envman now writes" in n for n in again.notes)
+
+
+# --- the project's Dockerfile (the image's driver floor is read from it) -------------------------------------
+def test_a_dockerfile_that_cannot_be_read_is_named_not_taken_for_absent(project, tmp_path):  # noqa: F811
+    df = project / "Dockerfile"
+    df.unlink()
+    os.mkfifo(df)
+    p = cli("slurm", str(project), "--images", str(tmp_path), "--runtime", "oci")
+    assert p.returncode == 1 and p.stderr.splitlines() == [
+        "error: Dockerfile: not a regular file (a FIFO, socket or device)", "hint: point it at a regular file"]
+    df.unlink()
+    df.write_bytes(b"\xff\xfeFROM x\n")
+    p = cli("k8s", str(project))
+    assert p.returncode == 1 and p.stderr.splitlines() == ["error: Dockerfile: not UTF-8 text (byte 0)",
+                                                           "hint: save it as UTF-8"]
+    df.unlink()  # absent: the lock's own floor
+    assert app.load_cluster(project)[0].facts.min_driver == "580.95.05"
+
+
+def test_an_sbatch_in_the_way_that_cannot_be_read_is_named_not_called_someone_elses(project, tmp_path):  # noqa: F811
+    first = app.slurm_files(project, images=tmp_path, runtimes=("oci",))
+    loop = first.written[0]
+    loop.unlink()
+    loop.symlink_to(loop.name)  # a link to itself: ELOOP, which says nothing about whose file it was
+    p = cli("slurm", str(project), "--images", str(tmp_path), "--runtime", "oci")
+    assert p.returncode == 1 and p.stderr.splitlines() == [
+        f"error: {loop}: a symbolic link loop", "hint: point the link at a file, or replace it with the file"]

@@ -128,3 +128,47 @@ def test_an_unpushed_image_is_refused(project):  # noqa: F811
         app.k8s_files(project)
     assert "envman build --push REGISTRY" in e.value.hint
     assert not (project / "cluster").exists()
+
+
+def _with_mounts(project, mounts):  # noqa: F811
+    spec = yaml.safe_load((project / "envman.yaml").read_text())
+    spec["cluster"]["mounts"] = mounts
+    (project / "envman.yaml").write_text(yaml.safe_dump(spec))
+
+
+def test_cluster_mounts_reach_both_manifests_as_hostpath_volumes(project):  # noqa: F811
+    _with_mounts(project, ["/shared/data:/data:ro", "/scratch", "/shared/ckpt:/ckpt:rw"])
+    volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+               {"name": "data-0", "hostPath": {"path": "/shared/data", "type": "Directory"}},
+               {"name": "data-1", "hostPath": {"path": "/scratch", "type": "Directory"}},
+               {"name": "data-2", "hostPath": {"path": "/shared/ckpt", "type": "Directory"}}]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "data-0", "mountPath": "/data", "readOnly": True},
+              {"name": "data-1", "mountPath": "/scratch"}, {"name": "data-2", "mountPath": "/ckpt"}]
+    job = docs(project, "job")
+    assert kubernetes_validate.validate(job, K8S, strict=True) == "1.33"
+    pod = job["spec"]["template"]["spec"]
+    assert (pod["volumes"], pod["containers"][0]["volumeMounts"]) == (volumes, mounts)
+    assert "volumeMounts" not in pod["initContainers"][0]  # the preflight reads no data
+    tj = docs(project, "trainjob")
+    jsonschema.validate(tj, TRAINJOB)
+    patch = tj["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    pod_spec = patch["template"]["spec"]["template"]["spec"]
+    assert (pod_spec["volumes"], pod_spec["containers"][0]["volumeMounts"]) == (volumes, mounts)
+
+
+@pytest.mark.parametrize("mounts, error", [
+    (["/a:/data", "/b:/data/"], "cluster.mounts[1]: '/b:/data/' mounts on /data, which another mount or the job's "
+                                "/dev/shm takes"),
+    (["/fast:/dev/shm"], "cluster.mounts[0]: '/fast:/dev/shm' mounts on /dev/shm, which another mount or the job's "
+                         "/dev/shm takes"),
+    (["/shared/../etc:/data"], "cluster.mounts[0]: '/shared/../etc:/data' is not SRC[:DST[:ro|rw]] with absolute "
+                               "paths (no ',', no '..' and no blanks around them)"),
+])
+def test_a_mount_kubernetes_would_refuse_is_refused_first(project, mounts, error):  # noqa: F811
+    from envman.errors import SpecError
+
+    _with_mounts(project, mounts)
+    with pytest.raises(SpecError) as err:
+        app.k8s_files(project)
+    assert (err.value.message, err.value.hint) == (
+        f"envman.yaml: {error}", "each SRC[:DST[:ro|rw]], absolute paths on the nodes, e.g. /shared/data:/data:ro")

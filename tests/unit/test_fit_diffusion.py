@@ -117,3 +117,30 @@ def test_the_diffusers_stack_is_the_default_for_a_diffusion_model_and_rates_are_
     res = run_fit(FitOptions(model="sd15", batch=1, targets=("a100",)))
     assert res.estimate.setup.stack == "diffusers" and res.estimate.unit == "images"
     assert res.estimate.setup.image_size == 512 and res.targets[0].throughput > 0
+
+
+def test_a_pipeline_part_that_cannot_be_read_is_named_never_skipped(tmp_path):
+    import os
+    import shutil
+
+    from envman.errors import UsageError
+    from envman.fit.catalog import load_pipeline, raw_config
+
+    folder = tmp_path / "sd"
+    shutil.copytree(PIPELINE, folder)
+    hint = "a diffusers pipeline folder, as downloaded"
+    vae = folder / "vae" / "config.json"
+    vae.unlink()
+    os.mkfifo(vae)  # was read as "no vae" by is_file()
+    with pytest.raises(UsageError) as err:
+        load_pipeline(folder)
+    assert (err.value.message, err.value.hint) == (f"{vae}: not a regular file (a FIFO, socket or device)", hint)
+    vae.unlink()
+    vae.write_text("[1, 2]")
+    with pytest.raises(UsageError) as err:
+        load_pipeline(folder)
+    assert (err.value.message, err.value.hint) == (f"{vae}: not a JSON object", hint)
+    vae.write_text("{")
+    with pytest.raises(UsageError) as err:  # --trace's reader, a traceback before
+        raw_config(str(vae))
+    assert err.value.message == f"{vae}: not valid JSON (line 1, column 2: Expecting property name enclosed in double quotes)"

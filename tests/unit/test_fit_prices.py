@@ -31,17 +31,20 @@ def test_one_price_for_every_gpu_or_one_per_gpu_name_and_written_back_as_given()
 
 
 @pytest.mark.parametrize("value, message, hint", [
-    ("{h100: 010}", "price_per_gpu_hour.h100: YAML reads 010 as 8", "write the price in decimal digits, e.g. 2.49"),
+    ("{h100: 010}", "price_per_gpu_hour.h100: YAML reads an unquoted 010 as 8",
+     'quote it: h100: "010", or write 8 if you mean it'),  # the one YAML 1.1 rule (test_yaml11_values.py)
     ("{h100: 0x1A}", "price_per_gpu_hour.h100: YAML reads 0x1A as 26", "write the price in decimal digits, e.g. 2.49"),
-    ("{h100: 1:30}", "price_per_gpu_hour.h100: YAML reads 1:30 as 90", "write the price in decimal digits, e.g. 2.49"),
+    ("{h100: 1:30}", "price_per_gpu_hour.h100: YAML reads an unquoted 1:30 as 90",
+     'quote it: h100: "1:30", or write 90 if you mean it'),
     ('{h100: "2.5"}', "price_per_gpu_hour.h100: expected a positive price per GPU-hour, got '2.5'", HINT),
     ("{h100: 2,49}", "price_per_gpu_hour.49: expected a positive price per GPU-hour, got None", HINT),  # flow: 2 keys
     ("\n  h100: 2,49", "price_per_gpu_hour.h100: expected a positive price per GPU-hour, got '2,49'", HINT),
-    ("{h100: .inf}", "price_per_gpu_hour.h100: expected a positive price per GPU-hour, got inf", HINT),
+    ("{h100: .inf}", "price_per_gpu_hour.h100: YAML reads an unquoted .inf as inf",
+     'quote it: h100: ".inf", or write inf if you mean it'),
     ("0", "price_per_gpu_hour: expected a positive price per GPU-hour, got 0", HINT),
     ("[1]", "price_per_gpu_hour: expected a positive price per GPU-hour, got [1]", HINT),
-    ("{yes: 1}", "price_per_gpu_hour.True: True is not a GPU name",
-     "a name or alias from matrices/gpus.yaml, e.g. h100, rtx-4090"),
+    ("{yes: 1}", "price_per_gpu_hour.yes: YAML reads an unquoted yes as true",
+     'quote it: yes: "yes", or write true if you mean it'),
 ])
 def test_a_bad_price_is_one_error_naming_the_key_and_a_hint(value, message, hint):
     with pytest.raises(SpecError) as e:
@@ -106,8 +109,8 @@ def test_prices_are_read_only_for_a_run_and_do_not_make_the_lock_stale(app, tmp_
 
 
 @pytest.mark.parametrize("text, message, hint", [
-    ("{batch: 0x10}", "workload.batch: YAML reads 0x10 as 16", "write the number you mean: batch: 16"),
-    ("{batch: 010}", "workload.batch: YAML reads 010 as 8", "write the number you mean: batch: 8"),
+    ("{batch: 010}", "workload.batch: YAML reads an unquoted 010 as 8",
+     'quote it: batch: "010", or write 8 if you mean it'),
 ])
 def test_the_workload_refuses_the_same_misread_numbers(text, message, hint):
     with pytest.raises(SpecError) as e:

@@ -125,8 +125,8 @@ def test_what_is_not_envmans_stays_not_envmans(tmp_path):
     ("python: 3.100", "python: 3.1 is a number: YAML reads an unquoted 3.100 as 3.1",
      'quote the version: python: "3.100"'),
     ("cuda: 12.10", "cuda: 12.1 is a number: YAML reads an unquoted 12.10 as 12.1", 'quote the version: cuda: "12.10"'),
-    ("env: {UMASK: 022}", "env.UMASK: 18 is a number: YAML reads an unquoted 022 as 18", 'quote it: UMASK: "022"'),
-    ("sources: [setup.py, 1_0]", "sources[1]: 10 is a number: YAML reads an unquoted 1_0 as 10", 'quote it: "1_0"'),
+    ("env: {UMASK: 022}", "env.UMASK: YAML reads an unquoted 022 as 18", 'quote it: UMASK: "022", or write 18 if you mean it'),
+    ("sources: [setup.py, 1_0]", "sources[1]: YAML reads an unquoted 1_0 as 10", 'quote it: "1_0", or write 10 if you mean it'),
 ])
 def test_a_number_that_yaml_changed_is_refused_with_the_quoted_form(tmp_path, capsys, line, error, hint):
     (tmp_path / "envman.yaml").write_text(SPEC.replace("python: '3.11'\n", "") + line + "\n")
@@ -286,8 +286,8 @@ def test_a_toml_number_in_tool_envman_is_held_to_the_same_rule(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("value, error, hint", [
-    ("010", "workload.batch: YAML reads 010 as 8", "write the number you mean: batch: 8"),
-    ("1:04", "workload.batch: YAML reads 1:04 as 64", "write the number you mean: batch: 64"),
+    ("010", "workload.batch: YAML reads an unquoted 010 as 8", 'quote it: batch: "010", or write 8 if you mean it'),
+    ("1:04", "workload.batch: YAML reads an unquoted 1:04 as 64", 'quote it: batch: "1:04", or write 64 if you mean it'),
 ])
 def test_a_workload_number_yaml_reads_as_another_is_refused(tmp_path, capsys, value, error, hint):
     (tmp_path / "envman.yaml").write_text(SPEC + f"workload: {{model: llama-3.1-8b, batch: {value}}}\n")
