@@ -113,7 +113,7 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
     locked = python.locked
     libs, lib_notes = system_libraries([p.name for p in locked.packages] if locked else [r.name for r in lines.reqs],
                                        tables.system_libraries)
-    tools, tool_notes = runtime_toolchain(inputs.root)  # the code runs make or g++ as it starts
+    tools, tool_notes = runtime_toolchain(inputs.root, spec.command)  # the code runs make or g++ as it starts
     notes += [*lib_notes, *tool_notes, *_import_notes(inputs.root, spec, locked)]
     apt = tuple(sorted(set(spec.system_packages) | set(libs) | set(tools)))
     date = lock_date(python)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
+from envman.portable.smoke import entry_imports, entry_script
 from envman.project.codeimports import project_sources
 
 # Debian's and Ubuntu's build-essential depends on gcc, g++, make and libc6-dev
@@ -18,10 +20,15 @@ _RUNNERS = frozenset({"system", "popen", "run", "call", "check_call", "check_out
                       "getstatusoutput", "spawnlp", "execvp"})
 
 
-def runtime_toolchain(root: Path) -> tuple[tuple[str, ...], list[str]]:
-    """(the apt packages the code's own compiler runs need in the image, the note saying where the code runs them)."""
+def runtime_toolchain(root: Path, command: Sequence[str] = ()) -> tuple[tuple[str, ...], list[str]]:
+    """(the apt packages the code's own compiler runs need in the image, the note saying where the code runs them):
+    the files the entry point reaches (portable/smoke.py's entry_script and entry_imports), else all the code."""
+    entry, reached = entry_script(command, str(root)), set()  # type: str | None, set[str]
+    if entry is not None:
+        entry_imports(entry, str(root), reached)
     found = [f"{path.relative_to(root).as_posix()}:{line} runs {tool}" for path, text in project_sources(root)
-             if path.name != "setup.py" and any(t in text for t in _TOOLS) for line, tool in _runs(text)]
+             if path.name != "setup.py" and (not reached or os.path.normpath(path) in reached)
+             and any(t in text for t in _TOOLS) for line, tool in _runs(text)]
     if not found:
         return (), []
     said = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")

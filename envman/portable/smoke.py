@@ -445,11 +445,12 @@ def _catches(node: Any) -> bool:
     return any(getattr(n, "attr", getattr(n, "id", "")) in _CATCHES for n in names)
 
 
-def entry_imports(entry: str, cwd: str) -> list[tuple[str, str]]:
+def entry_imports(entry: str, cwd: str, seen: set[str] | None = None) -> list[tuple[str, str]]:
     """(module, "file:line" of its first import) of every module from outside the project that the entry script
-    imports at top level, following the project's own modules it imports (at most MAX_ENTRY_FILES files)."""
+    imports at top level, following the project's own modules it imports (at most MAX_ENTRY_FILES files: ``seen``)."""
     roots = [os.path.dirname(os.path.join(cwd, entry)) or cwd, cwd]
-    todo, seen, out = [os.path.join(cwd, entry)], set(), {}  # type: list[str], set[str], dict[str, str]
+    todo, out = [os.path.join(cwd, entry)], {}  # type: list[str], dict[str, str]
+    seen = set() if seen is None else seen
     while todo and len(seen) < MAX_ENTRY_FILES:
         path = os.path.normpath(todo.pop(0))
         if path in seen:

@@ -76,3 +76,18 @@ def test_envmans_own_kit_is_not_the_projects_code(tmp_path):
                                   ".envman/kit.py": "'torch.utils.cpp_extension' ; load_inline(x)\n"})
     compiled = compiled_code(root)
     assert compiled is None or not compiled.at_runtime
+
+
+def test_with_an_entry_point_only_the_code_it_reaches_counts(tmp_path):
+    # an installer script beside the training code (seen in a JAX repository's scripts/install_*_deps.py running gcc)
+    # is not what the image runs as it starts
+    root = _tree(tmp_path / "p", {"train.py": "import ops.build\n", "ops/__init__.py": "",
+                                  "ops/build.py": "import subprocess\ndef build():\n    subprocess.run(['make'])\n",
+                                  "scripts/install_deps.py": "import os\nos.system('gcc -v')\n"})
+    assert runtime_toolchain(root)[1] == ["the code compiles when it runs (ops/build.py:3 runs make): the image keeps "
+                                          "build-essential (gcc, g++, make)"]
+    assert runtime_toolchain(root, ["python", "scripts/install_deps.py"])[1] == [
+        "the code compiles when it runs (scripts/install_deps.py:2 runs gcc): the image keeps build-essential (gcc, "
+        "g++, make)"]
+    (root / "ops" / "build.py").write_text("")
+    assert runtime_toolchain(root) == ((), [])
