@@ -21,6 +21,7 @@ from envman.lock.epoch import source_date_epoch
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, build_lock, try_read_lock
 from envman.lock.sbom import stack_sbom
+from envman.lock.toolchain import runtime_toolchain
 from envman.lockedstack import BaseImage, LockedBodies, LockedStack, ProjectFacts
 from envman.model import Matrix, Resolution
 from envman.project.spec import ProjectSpec
@@ -112,8 +113,9 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
     locked = python.locked
     libs, lib_notes = system_libraries([p.name for p in locked.packages] if locked else [r.name for r in lines.reqs],
                                        tables.system_libraries)
-    notes += [*lib_notes, *_import_notes(inputs.root, spec, locked)]
-    apt = tuple(sorted(set(spec.system_packages) | set(libs)))
+    tools, tool_notes = runtime_toolchain(inputs.root, spec.command)  # the code runs make or g++ as it starts
+    notes += [*lib_notes, *tool_notes, *_import_notes(inputs.root, spec, locked)]
+    apt = tuple(sorted(set(spec.system_packages) | set(libs) | set(tools)))
     date = lock_date(python)
     pins, snapshot, apt_notes = apt_choice(last, apt, base, base_digest, date[0], opts)
     notes += apt_notes

@@ -15,7 +15,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from envman.resources import matrix_dir, portable_dir
+from envman.resources import matrix_dir, portable_dir, shipped_matrix_dir
 
 PACKAGE = "envman_portable"
 SMOKE_MODULE = f"{PACKAGE}.smoke"
@@ -61,8 +61,19 @@ def kit_module(knowledge_text: str) -> str:
     out.append("}\n")
     out.append("PACKAGES = frozenset({" + ", ".join(repr(p) for p in sorted(packages)) + "})\n")
     out.append(f"KIT_KNOWLEDGE = {_literal(knowledge_text, '')}\n")
+    out.append(f"KIT_IMPORT_NAMES = {import_names()!r}\n")
     out.append("\ninstall(globals(), SOURCES, PACKAGES)\n")
     return "".join(out)
+
+
+def import_names() -> dict[str, str]:
+    """matrices/import_names.yaml as the smoke test names the distribution of a module the image cannot import: module
+    → its usual distribution (the shipped table where a matrix copy predates it)."""
+    import yaml
+
+    path = matrix_dir() / "import_names.yaml"
+    doc = yaml.safe_load((path if path.is_file() else shipped_matrix_dir() / path.name).read_text(encoding="utf-8"))
+    return {str(k): v["distributions"][0] for k, v in sorted(doc["modules"].items()) if v.get("distributions")}
 
 
 def knowledge_json(knowledge: dict) -> str:

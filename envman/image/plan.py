@@ -470,9 +470,10 @@ def stack_summary(res: Resolution) -> str:
 
 
 def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
-                      lock_hash: str, scripts: Sequence[str] = ()) -> dict[str, Any]:
+                      lock_hash: str, scripts: Sequence[str] = (), command: Sequence[str] = ()) -> dict[str, Any]:
     """The stack the smoke script checks the image against (baked in as JSON). ``imports``: [distribution, module
-    or None] pairs, each once; ``scripts``: the project's console scripts, run with --help."""
+    or None] pairs, each once; ``scripts``: the project's console scripts, run with --help; ``command``: the image's
+    command, whose entry point's imports the smoke test imports."""
     unique = list(dict.fromkeys(tuple(i) for i in imports))
     return {
         "schema": 1,
@@ -485,12 +486,13 @@ def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
         "imports": [list(i) for i in unique],
         "lock_hash": lock_hash,
         **({"scripts": sorted(set(scripts))} if scripts else {}),
+        **({"command": list(command)} if command else {}),
     }
 
 
 def stack_expectation(stack: LockedStack, lock_hash: str) -> dict[str, Any]:
     """stack.json: the stack the smoke test checks the image of ``stack`` against."""
-    return smoke_expectation(stack.res, stack.project.imports, lock_hash, stack.project.scripts)
+    return smoke_expectation(stack.res, stack.project.imports, lock_hash, stack.project.scripts, stack.project.command)
 
 
 def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -> dict[str, Any]:

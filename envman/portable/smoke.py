@@ -19,6 +19,7 @@ in frameworks/ (torch.py, tensorflow.py), found by the expected stack's framewor
 from __future__ import annotations
 
 import argparse
+import ast
 import glob
 import json
 import os
@@ -97,22 +98,24 @@ def load_expect(data: object) -> dict[str, Any]:
             isinstance(i, (list, tuple)) and len(i) == 2 and isinstance(i[0], str) and (i[1] is None or isinstance(i[1], str))
             for i in imports):
         problems.append("imports: must be a list of [distribution, module or null] pairs")
-    problems += _scripts_problems(data.get("scripts", []))
+    problems += _strings_problems("scripts", data.get("scripts", []), "console script names")
+    problems += _strings_problems("command", data.get("command", []), "the image's command words")
     if problems:
         raise ValueError("; ".join(problems))
     out = dict(data)
     out.setdefault("arch_list", [])
     out.setdefault("imports", [])
     out.setdefault("scripts", [])
+    out.setdefault("command", [])
     for k in ("framework", "cuda", "cudnn", "nccl", "lock_hash"):
         out.setdefault(k, None)
     return out
 
 
-def _scripts_problems(scripts: object) -> list[str]:
-    if isinstance(scripts, list) and all(isinstance(x, str) and x for x in scripts):
+def _strings_problems(key: str, value: object, what: str) -> list[str]:
+    if isinstance(value, list) and all(isinstance(x, str) and x for x in value):
         return []
-    return ["scripts: must be a list of console script names"]
+    return ["%s: must be a list of %s" % (key, what)]
 
 
 def stack_is_cpu_only(expect: dict[str, Any]) -> bool:
@@ -207,7 +210,8 @@ def evaluate_scripts(expect: dict[str, Any], observed: dict[str, str | None]) ->
 
 def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, Any], import_obs: dict[str, Any],
              require_gpu: bool = False, doctor: list[dict[str, Any]] | None = None,
-             script_obs: dict[str, str | None] | None = None) -> dict[str, Any]:
+             script_obs: dict[str, str | None] | None = None, entry_obs: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
     """Every check from the observations, and the verdict. Pure."""
     checks = [evaluate_python(expect, env_obs["python"])]
     fw = expect["framework"]
@@ -219,6 +223,7 @@ def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, 
         checks.append(check("framework", False, fw["name"], None, "the smoke test knows " + ", ".join(frameworks.names())))
     checks += evaluate_imports(expect, import_obs)
     checks += evaluate_scripts(expect, script_obs or {})
+    checks += evaluate_entry(entry_obs or {})
     checks += evaluate_doctor(doctor)
     if visible and plugin is not None and not stack_is_cpu_only(expect):
         checks += plugin.evaluate_gpu(expect, fw_obs)
@@ -381,6 +386,142 @@ def observe_scripts(expect: dict[str, Any], timeout: float = 120) -> dict[str, s
     return out
 
 
+# ============================================================================ the entry point's imports
+ENTRY_DEFAULTS = ("train.py", "main.py")  # no command: the script a user of the repository runs first
+MAX_ENTRY_FILES = 200  # of the project's own files followed from the entry point
+_CATCHES = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def entry_script(command: Sequence[str], cwd: str) -> str | None:
+    """The project's script the image's command runs (relative to ``cwd``): its first ``*.py`` word, else the module
+    after ``-m`` when it is the project's; with no command, the first of ENTRY_DEFAULTS that exists."""
+    for i, word in enumerate(command):
+        if word.endswith(".py"):
+            return word
+        if word == "-m" and i + 1 < len(command):
+            files = _module_files(cwd, command[i + 1].split("."))
+            if files:
+                return os.path.relpath(files[-1], cwd)
+    return None if command else next((n for n in ENTRY_DEFAULTS if os.path.isfile(os.path.join(cwd, n))), None)
+
+
+def _module_files(base: str, parts: Sequence[str]) -> list[str]:
+    """The project's files importing ``parts`` from ``base`` runs: each package's __init__.py, then the module."""
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        d = os.path.join(base, part)
+        if os.path.isfile(os.path.join(d, "__init__.py")):
+            out.append(os.path.join(d, "__init__.py"))
+        elif os.path.isfile(d + ".py") and i == len(parts) - 1:
+            return out + [d + ".py"]
+        elif not os.path.isdir(d):
+            break
+        base = d
+    return out
+
+
+def top_imports(body: list[Any]) -> Iterator[tuple[str, int, tuple[str, ...], int]]:
+    """(module, level, names, line) of each import a module runs when it is imported: not in a function, nor made
+    optional by a handler of ImportError, by TYPE_CHECKING or by a Python-version or platform test."""
+    for s in body:
+        if isinstance(s, ast.Import):
+            yield from ((a.name, 0, (), s.lineno) for a in s.names)
+        elif isinstance(s, ast.ImportFrom):
+            yield s.module or "", s.level or 0, tuple(a.name for a in s.names), s.lineno
+        elif isinstance(s, ast.If) and not {getattr(n, "id", getattr(n, "attr", "")) for n in ast.walk(s.test)} & {
+                "TYPE_CHECKING", "version_info", "platform", "system"}:
+            yield from top_imports(s.body + s.orelse)
+        elif hasattr(s, "handlers"):  # try (and except*): the handler's imports run only on an error
+            optional = any(_catches(h.type) for h in s.handlers)
+            yield from top_imports(([] if optional else s.body) + s.orelse + s.finalbody)
+        elif isinstance(s, (ast.With, ast.For, ast.While, ast.ClassDef)):
+            yield from top_imports(s.body + getattr(s, "orelse", []))
+
+
+def _catches(node: Any) -> bool:
+    if node is None:
+        return True
+    names = node.elts if isinstance(node, ast.Tuple) else [node]
+    return any(getattr(n, "attr", getattr(n, "id", "")) in _CATCHES for n in names)
+
+
+def entry_imports(entry: str, cwd: str, seen: set[str] | None = None) -> list[tuple[str, str]]:
+    """(module, "file:line" of its first import) of every module from outside the project that the entry script
+    imports at top level, following the project's own modules it imports (at most MAX_ENTRY_FILES files: ``seen``)."""
+    roots = [os.path.dirname(os.path.join(cwd, entry)) or cwd, cwd]
+    todo, out = [os.path.join(cwd, entry)], {}  # type: list[str], dict[str, str]
+    seen = set() if seen is None else seen
+    while todo and len(seen) < MAX_ENTRY_FILES:
+        path = os.path.normpath(todo.pop(0))
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            with open(path, "rb") as fh:
+                body = ast.parse(fh.read(1_000_000), path).body
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for module, level, names, line in top_imports(body):
+            parts = module.split(".") if module else []
+            base = os.path.dirname(path) if level else next(
+                (r for r in roots if _module_files(r, parts[:1]) or os.path.isdir(os.path.join(r, parts[0]))), None)
+            for _ in range(max(level - 1, 0)):
+                base = os.path.dirname(base or "")
+            if base is None:
+                out.setdefault(module, "%s:%d" % (os.path.relpath(path, cwd), line))
+                continue
+            todo += _module_files(base, parts) + [f for n in names for f in _module_files(base, parts + [n])[-1:]]
+    return sorted(out.items(), key=lambda kv: kv[0])
+
+
+def distribution_of(module: str, names: dict[str, str]) -> str | None:
+    """The distribution that provides ``module`` (matrices/import_names.yaml, as the kit carries it; else the one of
+    its top-level name); None for the standard library's."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in names:
+            return names[".".join(parts[:n])]
+    if parts[0] in getattr(sys, "stdlib_module_names", ()) or parts[0] in sys.builtin_module_names:
+        return None
+    return _canonical(parts[0])
+
+
+def observe_entry(expect: dict[str, Any], cwd: str) -> dict[str, Any]:
+    """The entry script (found: whether it is there), and each module it imports (entry_imports) with where, its
+    distribution and what importing it gave (None: it imported)."""
+    entry = entry_script(expect.get("command") or [], cwd)
+    if entry is None or not os.path.isfile(os.path.join(cwd, entry)):
+        return {"entry": entry, "found": False, "modules": [], "where": cwd}
+    top = sys.modules.get((__package__ or "").split(".")[0])
+    names = getattr(top, "KIT_IMPORT_NAMES", None) or {}
+    found = entry_imports(entry, cwd)
+    errors = observe_imports({"imports": [(m, m) for m, _ in found]})
+    return {"entry": entry, "found": True, "where": cwd,
+            "modules": [(m, where, distribution_of(m, names), errors.get(m)) for m, where in found]}
+
+
+def evaluate_entry(obs: dict[str, Any]) -> list[dict[str, Any]]:
+    """One check for the entry point, and one for each module it imports that does not import."""
+    entry = obs.get("entry")
+    if entry is None:
+        return []
+    if not obs.get("found"):
+        return [dict(check("entry point " + entry, False, "a file", "not found in " + str(obs.get("where")),
+                           "its imports were not checked"), status="warn")]
+    modules = obs["modules"]
+    bad = [m for m in modules if m[3] is not None]
+    out = [check("entry point " + entry, not bad, "its imports import",
+                 "%d of %d modules import" % (len(modules) - len(bad), len(modules)))]
+    for module, where, dist, err in bad:
+        said = "from the standard library" if dist is None else "from distribution " + dist
+        if dist and "No module named '%s'" % module.split(".")[0] in err:
+            said = "distribution %s provides it, and the image does not hold it: add %s to the project's " \
+                "requirements (or packages: in envman.yaml) and lock again" % (dist, dist)
+        out.append(check("import " + module, False, "imports", err, "%s imports it; %s" % (
+            where, _remedy(err)[2:] or said)))
+    return out
+
+
 @contextmanager
 def stdout_to_stderr() -> Iterator[None]:
     """Frameworks print (at the C level too); the report must be the only thing on stdout."""
@@ -417,8 +558,9 @@ def run_smoke(expect_path: str, require_gpu: bool = False) -> dict[str, Any]:
             fw_obs = plugin.observe(env_obs["gpu_visible"], env_obs["gpu_evidence"])
         import_obs = observe_imports(expand_imports(expect))
         script_obs = observe_scripts(expect)
+        entry_obs = observe_entry(expect, os.getcwd())
         doctor = observe_doctor()
-    report.update(evaluate(expect, env_obs, fw_obs, import_obs, require_gpu, doctor, script_obs))
+    report.update(evaluate(expect, env_obs, fw_obs, import_obs, require_gpu, doctor, script_obs, entry_obs))
     if doctor is not None:
         report["doctor"] = doctor
     report["gpu"] = {"visible": env_obs["gpu_visible"], "evidence": env_obs["gpu_evidence"],

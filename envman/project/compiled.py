@@ -95,7 +95,7 @@ def _loads_at_runtime(root: Path, limit: int = 400) -> bool:
     for i, path in enumerate(sorted(root.rglob("*.py"))):
         if i >= limit:
             break
-        if path.name == "setup.py" or any(part in (".venv", "venv", "node_modules", ".git") for part in path.parts):
+        if path.name == "setup.py" or any(part in (".venv", "venv", "node_modules", ".git", ".envman") for part in path.parts):
             continue
         try:
             text = read_regular(path, MAX_SPEC).decode("utf-8", errors="replace")

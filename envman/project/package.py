@@ -163,5 +163,9 @@ def find_package(root: Path, extras: tuple[str, ...] = ()) -> ProjectPackage | N
                              hint="extras there: " + (", ".join(sorted(optional)) or "none"))
         extra_reqs.extend(optional[e])
     asked, where = backend_requires(root, doc or {}, _backend(root, doc or {}), _backends())
-    return ProjectPackage(kind, tuple(reqs), tuple(extras), tuple(extra_reqs), files, compiled_code(root, tuple(reqs)),
+    build = tuple(reqs)
+    if any(r.get("builder_only") and _backend(root, doc or {}) in r.get("backends", []) for r in _backends().values()
+           if isinstance(r, dict)):  # a whole tool as the backend (poetry): the builder stage only, never the image
+        build, asked, where = (), (*reqs, *asked), "its build backend, a whole tool (matrices/build_backends.yaml)"
+    return ProjectPackage(kind, build, tuple(extras), tuple(extra_reqs), files, compiled_code(root, tuple(reqs)),
                           asked, where)
