@@ -20,7 +20,7 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.project.codeimports import dominant, read_code_frameworks
-from envman.project.infer import Inference, infer_framework, load_dependents
+from envman.project.infer import NOT_APPLIED, Inference, infer_framework, load_dependents
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
@@ -127,10 +127,14 @@ def _optional_lines(fates: list[Fate]) -> list[str]:
 
 
 def requirement_candidates(root: Path) -> list[str]:
-    """Top-level ``requir*.txt`` (``requirement.txt`` and ``requirments_cu128.txt`` are requirement files too)
-    and ``requirements/*.txt``; never envman's own lock files."""
-    files = [p.name for p in root.glob("requir*.txt") if p.is_file()]
+    """Top-level ``*requir*.txt`` (``requirments_cu128.txt``, ``docker_requirements.txt`` are requirement files
+    too) and ``requirements/*.txt``; never envman's own lock files. With no dependency file at the top, one in the
+    repository's own package folder (``big_vision/requirements.txt``, installed from the top: an ``__init__.py``
+    beside it) is the repository's."""
+    files = [p.name for p in root.glob("*requir*.txt") if p.is_file()]
     files += [f"requirements/{p.name}" for p in (root / "requirements").glob("*.txt") if p.is_file()]
+    if not files and not any((root / f).is_file() for f in DEP_FILES):
+        files = [f"{p.parent.name}/{p.name}" for p in root.glob("*/requir*.txt") if (p.parent / "__init__.py").is_file()]
     return sorted(f for f in files if f not in OWN_FILES and Path(f).name not in OWN_FILES
                   and not re.fullmatch(r"requirements\.[\w-]+\.(framework\.)?lock\.txt", f))
 
@@ -369,8 +373,11 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
             basis = optional
             # nothing required names a framework: an extra that does (train = ["torch"]) is the best evidence left
             d.inference = infer_framework(optional, variants, releases, dependents, fw_name, keep, py, code)
-            if d.inference.name:
-                d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
+            if d.inference.name:  # extras not installed: their lines for other Pythons are counted, not listed
+                other = [n for n in d.inference.notes if n.endswith(NOT_APPLIED)]
+                d.inference.notes = [n for n in d.inference.notes if n not in other] + [
+                    f"framework {d.inference.name} inferred from optional extras only"
+                    + (f" ({len(other)} of their lines are for another Python: not applied)" if other else "")]
         _keep_beside(d, extra)
         _narrow_to_locks(d, root, basis, variants, releases, dependents, fw_name, keep)
     except UsageError as err:

@@ -1,0 +1,105 @@
+"""Rules from the round on repositories nobody here had seen (issue 38, docs/repos.md "unseen repositories"), each
+on a few lines written here that reproduce the pattern; the comment names the repository and commit that showed it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from envman.app.init import InitOptions, init_project
+from envman.errors import ResolutionError, UsageError
+from envman.project.discover import requirement_candidates
+from envman.project.reqfiles import key_of
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def _init(root: Path, **opts):
+    opts.setdefault("targets", ("h100",))
+    out = init_project(root, InitOptions(no_lock=True, **opts))
+    return out, yaml.safe_load((root / "envman.yaml").read_text())
+
+
+# seen in google-deepmind/dqn_zoo@45061f4: its only dependency file is docker_requirements.txt (the pip freeze its
+# Dockerfile installs); envman said "no dependency file found" and its hint led to an image without any of it
+def test_a_requirements_file_named_with_a_prefix_is_read(tmp_path):
+    root = _tree(tmp_path / "zoo", {"docker_requirements.txt": "torch==2.5.1\nrlax==0.1.6\n", "run.py": "import torch\n"})
+    out, spec = _init(root)
+    assert spec["requirements"] == ["docker_requirements.txt"]
+    assert str(out.resolution.version) == "2.5.1"
+
+
+def test_a_prefixed_dev_file_beside_the_core_is_skipped_said(tmp_path):
+    root = _tree(tmp_path / "p", {"requirements.txt": "torch\n", "dev-requirements.txt": "pytest\n",
+                                  "floyd_requirements.txt": "tensorboard\n"})
+    out, spec = _init(root)
+    assert spec["requirements"] == ["requirements.txt"]
+    assert "skipped dev-requirements.txt: a dev/test/docs/hardware variant; name it under requirements: in envman.yaml to use it" in out.notes
+    assert ("skipped floyd_requirements.txt: an optional feature set beside the core (requirements.txt); name it under "
+            "requirements: in envman.yaml to use it") in out.notes
+
+
+@given(role=st.sampled_from(["docker", "dev", "test", "gpu", "floyd", "install", "cu121", "torch-cuda"]),
+       sep=st.sampled_from(["-", "_", "."]), word=st.sampled_from(["requirements", "requirement", "requirments"]))
+def test_a_role_before_the_word_means_what_it_means_after_it(role, sep, word):
+    assert key_of(f"{role}{sep}{word}.txt") == key_of(f"requirements{sep}{role}.txt") == role
+    assert key_of(f"{word}.txt") == ""
+
+
+# seen in google-research/big_vision@0127fb6: nothing at the top, big_vision/requirements.txt beside the package's
+# __init__.py (its README: `pip install -r big_vision/requirements.txt` from the top); envman called it a collection
+# and its hint made the package folder the image's root, where `import big_vision` fails
+def test_the_requirements_of_the_repositorys_own_package_are_the_repositorys(tmp_path):
+    root = _tree(tmp_path / "bv", {"bv/__init__.py": "", "bv/train.py": "import torch\nfrom bv import models\n",
+                                   "bv/requirements.txt": "torch>=2.4\neinops\n"})
+    out, spec = _init(root)
+    assert spec["requirements"] == ["bv/requirements.txt"] and out.resolution.framework == "torch"
+    assert "found dependencies in: bv/requirements.txt" in out.notes
+
+
+def test_a_sub_folder_that_is_no_package_is_still_a_collection(tmp_path):
+    root = _tree(tmp_path / "mono", {"sub/requirements.txt": "torch\n"})
+    assert requirement_candidates(root) == []
+    with pytest.raises(UsageError) as ei:
+        _init(root)
+    assert ei.value.message == "mono: no dependency file at the top; it is a collection of 1 projects: sub"
+
+
+def test_a_package_folders_file_is_not_read_beside_a_top_level_one(tmp_path):
+    root = _tree(tmp_path / "r", {"setup.py": "from setuptools import setup\nsetup(name='r', install_requires=['torch'])\n",
+                                  "r/__init__.py": "", "r/requirements.txt": "tensorflow\n"})
+    assert requirement_candidates(root) == []
+
+
+# class 7 — seen in jaywalnut310/vits@2e561ba (torch==1.6.0), CompVis/latent-diffusion@a506df5 (pytorch=1.7.0) and
+# pdebench/PDEBench@9754b4c (torch~=1.13.0) on an H100: the hint "torch>=2.0 (2.0.0 cu118)", typed as
+# --framework 'torch>=2.0', gave torch 2.14.1, not the 2.0 it named
+def test_a_refusals_nearest_release_is_named_as_the_option_that_takes_it(tmp_path):
+    root = _tree(tmp_path / "old", {"requirements.txt": "torch==1.13.1\nnumpy<2\n"})
+    with pytest.raises(ResolutionError) as ei:
+        _init(root)
+    assert ei.value.hint == "nearest working alternative: torch>=2.0 (2.0.0 cu118): pass --framework 'torch==2.0.*'"
+    out, _ = _init(root, framework="torch==2.0.*")  # the hint, followed as typed
+    assert str(out.resolution.version).startswith("2.0.")
+
+
+# seen in unslothai/unsloth@015bdef: the core names no framework, 172 extras do, and every extra's line for another
+# Python was said on a line of its own (44 lines about extras that are not installed)
+def test_lines_for_other_pythons_in_extras_not_installed_are_counted_not_listed(tmp_path):
+    extras = "\n".join(f'x{i} = ["torch @ https://example.org/torch-2.6.0-cp3{i}-linux.whl ; python_version == \'3.{i}\'"]'
+                       for i in (9, 10, 11))
+    root = _tree(tmp_path / "u", {"pyproject.toml": f'[project]\nname = "u"\nversion = "1"\ndependencies = ["rich"]\n'
+                                                    f'[project.optional-dependencies]\nhf = ["torch"]\n{extras}\n'})
+    out, _ = _init(root)
+    assert "framework torch inferred from optional extras only (3 of their lines are for another Python: not applied)" in out.notes
+    assert not any(n.endswith("the image's: not applied") for n in out.notes)
