@@ -103,3 +103,30 @@ def test_lines_for_other_pythons_in_extras_not_installed_are_counted_not_listed(
     out, _ = _init(root)
     assert "framework torch inferred from optional extras only (3 of their lines are for another Python: not applied)" in out.notes
     assert not any(n.endswith("the image's: not applied") for n in out.notes)
+
+
+# class 7 — seen in experiencor/keras-yolo3@768c524 (after its hint --framework 'tensorflow==2.10.*': uv refused
+# tensorflow-estimator==1.15.1) and google-deepmind/dqn_zoo@45061f4 (after 'jax==0.4.*': scipy==1.8.1): uv names
+# the pin, not the file that holds it
+_UV_SAYS = ("  x No solution found when resolving dependencies:\n  `-> Because tensorflow==2.10.1 depends on "
+            "tensorflow-estimator>=2.10.0,<2.11 and you require tensorflow==2.10.1, we can conclude that you require "
+            "tensorflow-estimator>=2.10.0,<2.11.\n      And because you require tensorflow-estimator==1.15.1, we can "
+            "conclude that your requirements are unsatisfiable.\n")
+
+
+def test_a_pin_uv_refuses_is_named_with_the_line_that_holds_it(tmp_path, monkeypatch):
+    import sys
+
+    from envman.errors import ToolError
+
+    exe = tmp_path / "fake-uv"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nsys.stderr.write({_UV_SAYS!r})\nsys.exit(1)\n")
+    exe.chmod(0o755)
+    monkeypatch.setattr("envman.lock.uv.uv_binary", lambda: str(exe))
+    monkeypatch.setattr("envman.lock.uvproc.uv_binary", lambda: str(exe))
+    monkeypatch.setenv("ENVMAN_CACHE_DIR", str(tmp_path / "cache"))
+    root = _tree(tmp_path / "k", {"requirements.txt": "tensorflow==2.10.1\nKeras==2.3.1\ntensorflow-estimator==1.15.1\n"})
+    with pytest.raises(ToolError) as ei:
+        init_project(root, InitOptions(targets=("h100",)))
+    assert ei.value.hint.split("\n")[:2] == [
+        "pinned in requirements.txt:3: tensorflow-estimator==1.15.1: relax or drop it", "uv says:"]
