@@ -140,12 +140,31 @@ def requirement_candidates(root: Path) -> list[str]:
 
 
 def dynamic_files(doc: dict | None) -> list[str]:
-    """The files ``[tool.setuptools.dynamic] dependencies = {file = [...]}`` names: the build backend reads
-    the project's dependencies from them."""
-    dyn = ((((doc or {}).get("tool") or {}).get("setuptools") or {}).get("dynamic") or {}).get("dependencies")
-    files = dyn.get("file") if isinstance(dyn, dict) else None
+    """The files ``[tool.setuptools.dynamic] dependencies = {file = [...]}`` or hatch-requirements-txt's
+    ``[tool.hatch.metadata.hooks.requirements_txt] files`` names: the build backend reads the project's
+    dependencies from them."""
+    tool = (doc or {}).get("tool") or {}
+    dyn = ((tool.get("setuptools") or {}).get("dynamic") or {}).get("dependencies")
+    hook = (((tool.get("hatch") or {}).get("metadata") or {}).get("hooks") or {}).get("requirements_txt") or {}
+    files = dyn.get("file") if isinstance(dyn, dict) else hook.get("files") if isinstance(hook, dict) else None
     files = [files] if isinstance(files, str) else files if isinstance(files, list) else []
     return [f.removeprefix("./") for f in files if isinstance(f, str) and f.strip()]
+
+
+def _gpu_extra(doc: dict | None, root: Path, asked: Asked) -> tuple[str | None, list[str]]:
+    """A project whose core is empty installs with an extra (maxtext: ``pip install -e .[cuda12]``): for a GPU
+    image, the one extra named for a CUDA GPU (``cuda12``, ``gpu``), with the files hatch-requirements-txt reads
+    for it."""
+    proj = (doc or {}).get("project") or {}
+    tool = (doc or {}).get("tool") or {}
+    hook = ((((tool.get("hatch") or {}).get("metadata") or {}).get("hooks") or {}).get("requirements_txt") or {})
+    hook = hook.get("optional-dependencies") if isinstance(hook, dict) else None
+    hook = hook if isinstance(hook, dict) else {}
+    names = [n for n in {*hook, *(proj.get("optional-dependencies") or {})} if re.fullmatch(r"cuda\d*|gpu", n.lower())]
+    if proj.get("dependencies") or dynamic_files(doc) or asked.cpu or len(names) != 1:
+        return None, []
+    files = hook.get(names[0]) or []
+    return names[0], [f for f in files if isinstance(f, str) and (root / f).is_file()]
 
 
 def _core_elsewhere(root: Path, doc: dict | None, files: list[str], dynamic: list[str]) -> str | None:
@@ -180,7 +199,7 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
             d.named_cuda = f"{cu[0][:-1]}.{cu[0][-1]}"
         founds.append(fd)
         d.requirement_files.append(f)
-        named = " named by pyproject.toml [tool.setuptools.dynamic]" if f in dynamic else ""
+        named = " named by pyproject.toml as its dependencies" if f in dynamic else ""
         d.read.append(f + (f" (with {', '.join(fd.includes)})" if fd.includes else "") + named)
     d.skipped += choice.skipped
     d.warnings += choice.notes
@@ -281,6 +300,12 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     d = Discovery()
     doc = read_pyproject(root)
     dynamic = [f for f in dynamic_files(doc) if (root / f).is_file()]
+    gpu, gpu_files = _gpu_extra(doc, root, asked)
+    if gpu:
+        wanted, dynamic = (*wanted, gpu), dynamic + gpu_files
+        d.named_cuda = gpu[4:] or None if not asked.cuda else None  # cuda12: CUDA 12
+        d.warnings.append(f"pyproject.toml: the core is empty; the {gpu} extra is its install for a CUDA GPU "
+                          f"(pip install .[{gpu}]): read as the core")
     files = requirement_candidates(root)
     files += [f for f in dynamic if f not in files]
     core = _core_elsewhere(root, doc, files, dynamic) if any(f.startswith("requirements/") for f in files) else None

@@ -130,3 +130,42 @@ def test_a_pin_uv_refuses_is_named_with_the_line_that_holds_it(tmp_path, monkeyp
         init_project(root, InitOptions(targets=("h100",)))
     assert ei.value.hint.split("\n")[:2] == [
         "pinned in requirements.txt:3: tensorflow-estimator==1.15.1: relax or drop it", "uv says:"]
+
+
+# seen in chaidiscovery/chai-lab@(corpus) and AI-Hypercomputer/maxdiffusion (corpus): hatch-requirements-txt reads
+# the dependencies from the files its hook names; envman read none of them
+def test_the_files_hatch_requirements_txt_names_are_the_core(tmp_path):
+    root = _tree(tmp_path / "h", {"pyproject.toml": '[project]\nname = "h"\nversion = "1"\ndynamic = ["dependencies"]\n'
+                                                    '[build-system]\nrequires = ["hatchling", "hatch-requirements-txt"]\n'
+                                                    'build-backend = "hatchling.build"\n'
+                                                    '[tool.hatch.metadata.hooks.requirements_txt]\nfiles = ["deps.in"]\n',
+                                  "deps.in": "torch==2.5.1\neinops\n"})
+    out, spec = _init(root)
+    assert str(out.resolution.version) == "2.5.1" and spec["requirements"] == ["deps.in"]
+    assert "found dependencies in: deps.in named by pyproject.toml as its dependencies" in out.notes
+
+
+# seen in AI-Hypercomputer/maxtext@e591f30: `dependencies = []`, the install is `pip install -e .[cuda12]` (its extras
+# read by hatch-requirements-txt: tpu, cuda12, runner, docs); envman took jax from the code and nothing else
+_EMPTY_CORE = ('[project]\nname = "m"\nversion = "1"\ndependencies = []\ndynamic = ["optional-dependencies"]\n'
+               '[tool.hatch.metadata.hooks.requirements_txt.optional-dependencies]\n'
+               'tpu = ["reqs/tpu.txt"]\ncuda12 = ["reqs/cuda12.txt"]\n')
+
+
+def test_an_empty_core_installs_with_the_extra_named_for_a_cuda_gpu(tmp_path):
+    root = _tree(tmp_path / "m", {"pyproject.toml": _EMPTY_CORE, "reqs/tpu.txt": "jax[tpu]\n",
+                                  "reqs/cuda12.txt": "jax>=0.4.30\nflax\ntensorflow\n"})
+    out, spec = _init(root)
+    assert (out.resolution.framework, out.resolution.variant, spec["cuda"]) == ("jax", "cuda12", "12")
+    assert spec["requirements"] == ["reqs/cuda12.txt"]
+    assert ("pyproject.toml: the core is empty; the cuda12 extra is its install for a CUDA GPU (pip install .[cuda12]): "
+            "read as the core") in out.notes
+
+
+def test_a_core_of_its_own_keeps_its_gpu_extra_optional(tmp_path):
+    root = _tree(tmp_path / "c", {"pyproject.toml": '[project]\nname = "c"\nversion = "1"\ndependencies = ["torch"]\n'
+                                                    '[project.optional-dependencies]\ngpu = ["cupy-cuda12x"]\n'})
+    out, spec = _init(root)
+    assert "packages" not in spec or "cupy-cuda12x" not in spec["packages"]
+    assert "pyproject.toml project.optional-dependencies.gpu: not installed, 1 line (cupy-cuda12x): an optional extra or " \
+           "group; name it under packages: in envman.yaml to install it" in out.notes
