@@ -143,12 +143,17 @@ def dynamic_files(doc: dict | None) -> list[str]:
     """The files ``[tool.setuptools.dynamic] dependencies = {file = [...]}`` or hatch-requirements-txt's
     ``[tool.hatch.metadata.hooks.requirements_txt] files`` names: the build backend reads the project's
     dependencies from them."""
-    tool = (doc or {}).get("tool") or {}
-    dyn = ((tool.get("setuptools") or {}).get("dynamic") or {}).get("dependencies")
-    hook = (((tool.get("hatch") or {}).get("metadata") or {}).get("hooks") or {}).get("requirements_txt") or {}
-    files = dyn.get("file") if isinstance(dyn, dict) else hook.get("files") if isinstance(hook, dict) else None
+    dyn = ((((doc or {}).get("tool") or {}).get("setuptools") or {}).get("dynamic") or {}).get("dependencies")
+    files = dyn.get("file") if isinstance(dyn, dict) else _hatch_hook(doc).get("files")
     files = [files] if isinstance(files, str) else files if isinstance(files, list) else []
     return [f.removeprefix("./") for f in files if isinstance(f, str) and f.strip()]
+
+
+def _hatch_hook(doc: dict | None) -> dict:
+    """hatch-requirements-txt's table: ``[tool.hatch.metadata.hooks.requirements_txt]``."""
+    hook = (((((doc or {}).get("tool") or {}).get("hatch") or {}).get("metadata") or {}).get("hooks") or {})
+    table = hook.get("requirements_txt")
+    return table if isinstance(table, dict) else {}
 
 
 def _gpu_extra(doc: dict | None, root: Path, asked: Asked) -> tuple[str | None, list[str]]:
@@ -156,9 +161,7 @@ def _gpu_extra(doc: dict | None, root: Path, asked: Asked) -> tuple[str | None, 
     image, the one extra named for a CUDA GPU (``cuda12``, ``gpu``), with the files hatch-requirements-txt reads
     for it."""
     proj = (doc or {}).get("project") or {}
-    tool = (doc or {}).get("tool") or {}
-    hook = ((((tool.get("hatch") or {}).get("metadata") or {}).get("hooks") or {}).get("requirements_txt") or {})
-    hook = hook.get("optional-dependencies") if isinstance(hook, dict) else None
+    hook = _hatch_hook(doc).get("optional-dependencies")
     hook = hook if isinstance(hook, dict) else {}
     names = [n for n in {*hook, *(proj.get("optional-dependencies") or {})} if re.fullmatch(r"cuda\d*|gpu", n.lower())]
     if proj.get("dependencies") or dynamic_files(doc) or asked.cpu or len(names) != 1:
@@ -303,7 +306,7 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     gpu, gpu_files = _gpu_extra(doc, root, asked)
     if gpu:
         wanted, dynamic = (*wanted, gpu), dynamic + gpu_files
-        d.named_cuda = gpu[4:] or None if not asked.cuda else None  # cuda12: CUDA 12
+        d.named_cuda = None if asked.cuda else gpu[4:] or None  # cuda12: CUDA 12
         d.warnings.append(f"pyproject.toml: the core is empty; the {gpu} extra is its install for a CUDA GPU "
                           f"(pip install .[{gpu}]): read as the core")
     files = requirement_candidates(root)
