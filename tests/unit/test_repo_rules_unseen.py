@@ -169,3 +169,18 @@ def test_a_core_of_its_own_keeps_its_gpu_extra_optional(tmp_path):
     assert "packages" not in spec or "cupy-cuda12x" not in spec["packages"]
     assert "pyproject.toml project.optional-dependencies.gpu: not installed, 1 line (cupy-cuda12x): an optional extra or " \
            "group; name it under packages: in envman.yaml to install it" in out.notes
+
+
+@given(name=st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,8}([-_.][A-Za-z0-9]{1,6}){0,2}", fullmatch=True),
+       version=st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,3}", fullmatch=True), upper=st.booleans())
+def test_the_pin_is_found_however_uv_and_the_file_spell_its_name(name, version, upper):
+    from packaging.requirements import Requirement
+
+    from envman.project.req import Req, pinned_in
+
+    spelled = name.upper() if upper else name.replace("-", "_")
+    line = Req(Requirement(f"{spelled}=={version}"), "requirements.txt:7")
+    other = Req(Requirement("zzz-unrelated==1.0"), "requirements.txt:8")
+    said = f"And because you require {name}=={version}, we can conclude that your requirements are unsatisfiable."
+    assert pinned_in(said, [line, other]) == f"pinned in requirements.txt:7: {line.req}: relax or drop it"
+    assert pinned_in("No solution found when resolving dependencies", [line]) is None
