@@ -314,6 +314,7 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     core = _core_elsewhere(root, doc, files, dynamic) if any(f.startswith("requirements/") for f in files) else None
     founds, choice = _read_requirement_files(d, root, files, wanted, dynamic, core, asked)
     extra = _read_project_files(d, root, doc, wanted, dynamic, founds)
+    founds += _files_setup_reads(d, root, extra)
     copied = ("pyproject.toml", *reader_files())
     d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied or _CONDA.match(r)
                                       or _CONDA_NESTED.match(Path(r.split(" ")[0]).name)))
@@ -339,6 +340,27 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     if problems:
         raise _together(problems)
     return d
+
+
+def _files_setup_reads(d: Discovery, root: Path, extra: list[Found]) -> list[Found]:
+    """A setup.py whose install_requires reads a file when it runs (``open(HERE / 'requirements.txt')``,
+    ``_fetch_requirements('requirements.txt')``: audiocraft, OpenRLHF, TTS) has that file for its core: read, or
+    said to be read already, instead of "list these packages under packages:"."""
+    from envman.project.sources.requirements_txt import read_requirements
+
+    out: list[Found] = []
+    for fd in extra:
+        for i, f in enumerate(fd.fates):
+            m = re.search(r"""['"]([\w./-]+\.(?:txt|in))['"]""", f.text)
+            if f.origin != "setup.py install_requires" or f.fate != "dropped" or not m or not (root / m[1]).is_file():
+                continue
+            name = m[1].removeprefix("./")
+            if name not in d.requirement_files:
+                out.append(read_requirements(root, name))
+                d.requirement_files.append(name)
+                d.read.append(f"{name} read by setup.py")
+            fd.fates[i] = Fate(f.origin, f.text, "kept", f"setup.py reads {name} when it runs: read as the core")
+    return out
 
 
 def _say_layout(d: Discovery, root: Path, doc: dict | None) -> None:

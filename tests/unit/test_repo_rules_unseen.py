@@ -184,3 +184,25 @@ def test_the_pin_is_found_however_uv_and_the_file_spell_its_name(name, version, 
     said = f"And because you require {name}=={version}, we can conclude that your requirements are unsatisfiable."
     assert pinned_in(said, [line, other]) == f"pinned in requirements.txt:7: {line.req}: relax or drop it"
     assert pinned_in("No solution found when resolving dependencies", [line]) is None
+
+
+# seen in facebookresearch/audiocraft@896ec7c, OpenRLHF/OpenRLHF@3c3be62 and coqui-ai/TTS@dbf1a08: install_requires is
+# a file setup.py reads when it runs; envman said "list these packages under packages:" of a file it had read
+_READS = ("from pathlib import Path\nfrom setuptools import setup\nHERE = Path(__file__).parent\n"
+          "setup(name='s', install_requires=[ln.strip() for ln in open(HERE / '{f}') if not ln.startswith('#')])\n")
+
+
+def test_the_file_setup_py_reads_for_install_requires_is_the_core(tmp_path):
+    root = _tree(tmp_path / "s", {"setup.py": _READS.format(f="deps/base.txt"), "deps/base.txt": "torch==2.5.1\nfire\n"})
+    out, spec = _init(root)
+    assert str(out.resolution.version) == "2.5.1" and spec["requirements"] == ["deps/base.txt"]
+    assert "found dependencies in: setup.py, deps/base.txt read by setup.py" in out.notes
+    assert ("setup.py install_requires: kept \"HERE / 'deps/base.txt'\" (setup.py reads deps/base.txt when it runs: "
+            "read as the core)") in out.notes
+
+
+def test_a_file_setup_py_reads_and_envman_read_already_is_read_once(tmp_path):
+    root = _tree(tmp_path / "s", {"setup.py": _READS.format(f="requirements.txt"), "requirements.txt": "torch\n"})
+    out, spec = _init(root)
+    assert spec["requirements"] == ["requirements.txt"]
+    assert not any("list these packages under packages:" in n for n in out.notes)
