@@ -24,6 +24,7 @@ from envman.lock.sbom import stack_sbom
 from envman.lock.toolchain import runtime_toolchain
 from envman.lockedstack import BaseImage, LockedBodies, LockedStack, ProjectFacts
 from envman.model import Matrix, Resolution
+from envman.project.req import pinned_in
 from envman.project.spec import ProjectSpec
 from envman.resolve.request import build_request
 from envman.resolve.resolver import resolve_stack
@@ -100,6 +101,8 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         python = python_locks(inputs, spec, res, lines, files, last, opts, digest)
     except ToolError as err:  # an index or uv failed: init still shows the stack it was locking
         err.stack, err.base_image = res, base  # type: ignore[attr-defined]
+        where = pinned_in(f"{err.message}\n{err.hint}", lines.reqs + lines.constraints)
+        err.hint = f"{where}\n{err.hint}" if where else err.hint
         raise
     notes = list(inputs.warnings) + lines.notes + python.notes
     if digest is not None:

@@ -20,7 +20,7 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.project.codeimports import dominant, read_code_frameworks
-from envman.project.infer import Inference, infer_framework, load_dependents
+from envman.project.infer import NOT_APPLIED, Inference, infer_framework, load_dependents
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
@@ -127,21 +127,47 @@ def _optional_lines(fates: list[Fate]) -> list[str]:
 
 
 def requirement_candidates(root: Path) -> list[str]:
-    """Top-level ``requir*.txt`` (``requirement.txt`` and ``requirments_cu128.txt`` are requirement files too)
-    and ``requirements/*.txt``; never envman's own lock files."""
-    files = [p.name for p in root.glob("requir*.txt") if p.is_file()]
+    """Top-level ``*requir*.txt`` (``requirments_cu128.txt``, ``docker_requirements.txt`` are requirement files
+    too) and ``requirements/*.txt``; never envman's own lock files. With no dependency file at the top, one in the
+    repository's own package folder (``big_vision/requirements.txt``, installed from the top: an ``__init__.py``
+    beside it) is the repository's."""
+    files = [p.name for p in root.glob("*requir*.txt") if p.is_file()]
     files += [f"requirements/{p.name}" for p in (root / "requirements").glob("*.txt") if p.is_file()]
+    if not files and not any((root / f).is_file() for f in DEP_FILES):
+        files = [f"{p.parent.name}/{p.name}" for p in root.glob("*/requir*.txt") if (p.parent / "__init__.py").is_file()]
     return sorted(f for f in files if f not in OWN_FILES and Path(f).name not in OWN_FILES
                   and not re.fullmatch(r"requirements\.[\w-]+\.(framework\.)?lock\.txt", f))
 
 
 def dynamic_files(doc: dict | None) -> list[str]:
-    """The files ``[tool.setuptools.dynamic] dependencies = {file = [...]}`` names: the build backend reads
-    the project's dependencies from them."""
+    """The files ``[tool.setuptools.dynamic] dependencies = {file = [...]}`` or hatch-requirements-txt's
+    ``[tool.hatch.metadata.hooks.requirements_txt] files`` names: the build backend reads the project's
+    dependencies from them."""
     dyn = ((((doc or {}).get("tool") or {}).get("setuptools") or {}).get("dynamic") or {}).get("dependencies")
-    files = dyn.get("file") if isinstance(dyn, dict) else None
+    files = dyn.get("file") if isinstance(dyn, dict) else _hatch_hook(doc).get("files")
     files = [files] if isinstance(files, str) else files if isinstance(files, list) else []
     return [f.removeprefix("./") for f in files if isinstance(f, str) and f.strip()]
+
+
+def _hatch_hook(doc: dict | None) -> dict:
+    """hatch-requirements-txt's table: ``[tool.hatch.metadata.hooks.requirements_txt]``."""
+    hook = (((((doc or {}).get("tool") or {}).get("hatch") or {}).get("metadata") or {}).get("hooks") or {})
+    table = hook.get("requirements_txt")
+    return table if isinstance(table, dict) else {}
+
+
+def _gpu_extra(doc: dict | None, root: Path, asked: Asked) -> tuple[str | None, list[str]]:
+    """A project whose core is empty installs with an extra (maxtext: ``pip install -e .[cuda12]``): for a GPU
+    image, the one extra named for a CUDA GPU (``cuda12``, ``gpu``), with the files hatch-requirements-txt reads
+    for it."""
+    proj = (doc or {}).get("project") or {}
+    hook = _hatch_hook(doc).get("optional-dependencies")
+    hook = hook if isinstance(hook, dict) else {}
+    names = [n for n in {*hook, *(proj.get("optional-dependencies") or {})} if re.fullmatch(r"cuda\d*|gpu", n.lower())]
+    if proj.get("dependencies") or dynamic_files(doc) or asked.cpu or len(names) != 1:
+        return None, []
+    files = hook.get(names[0]) or []
+    return names[0], [f for f in files if isinstance(f, str) and (root / f).is_file()]
 
 
 def _core_elsewhere(root: Path, doc: dict | None, files: list[str], dynamic: list[str]) -> str | None:
@@ -176,7 +202,7 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
             d.named_cuda = f"{cu[0][:-1]}.{cu[0][-1]}"
         founds.append(fd)
         d.requirement_files.append(f)
-        named = " named by pyproject.toml [tool.setuptools.dynamic]" if f in dynamic else ""
+        named = " named by pyproject.toml as its dependencies" if f in dynamic else ""
         d.read.append(f + (f" (with {', '.join(fd.includes)})" if fd.includes else "") + named)
     d.skipped += choice.skipped
     d.warnings += choice.notes
@@ -277,11 +303,18 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     d = Discovery()
     doc = read_pyproject(root)
     dynamic = [f for f in dynamic_files(doc) if (root / f).is_file()]
+    gpu, gpu_files = _gpu_extra(doc, root, asked)
+    if gpu:
+        wanted, dynamic = (*wanted, gpu), dynamic + gpu_files
+        d.named_cuda = None if asked.cuda else gpu[4:] or None  # cuda12: CUDA 12
+        d.warnings.append(f"pyproject.toml: the core is empty; the {gpu} extra is its install for a CUDA GPU "
+                          f"(pip install .[{gpu}]): read as the core")
     files = requirement_candidates(root)
     files += [f for f in dynamic if f not in files]
     core = _core_elsewhere(root, doc, files, dynamic) if any(f.startswith("requirements/") for f in files) else None
     founds, choice = _read_requirement_files(d, root, files, wanted, dynamic, core, asked)
     extra = _read_project_files(d, root, doc, wanted, dynamic, founds)
+    founds += _files_setup_reads(d, root, extra)
     copied = ("pyproject.toml", *reader_files())
     d.copied_from = list(dict.fromkeys(r.split(" ")[0] for r in d.read if r.split(" ")[0] in copied or _CONDA.match(r)
                                       or _CONDA_NESTED.match(Path(r.split(" ")[0]).name)))
@@ -307,6 +340,27 @@ def discover_repo(root: Path, releases: dict[str, list], wanted: tuple[str, ...]
     if problems:
         raise _together(problems)
     return d
+
+
+def _files_setup_reads(d: Discovery, root: Path, extra: list[Found]) -> list[Found]:
+    """A setup.py whose install_requires reads a file when it runs (``open(HERE / 'requirements.txt')``,
+    ``_fetch_requirements('requirements.txt')``: audiocraft, OpenRLHF, TTS) has that file for its core: read, or
+    said to be read already, instead of "list these packages under packages:"."""
+    from envman.project.sources.requirements_txt import read_requirements
+
+    out: list[Found] = []
+    for fd in extra:
+        for i, f in enumerate(fd.fates):
+            m = re.search(r"""['"]([\w./-]+\.(?:txt|in))['"]""", f.text)
+            if f.origin != "setup.py install_requires" or f.fate != "dropped" or not m or not (root / m[1]).is_file():
+                continue
+            name = m[1].removeprefix("./")
+            if name not in d.requirement_files:
+                out.append(read_requirements(root, name))
+                d.requirement_files.append(name)
+                d.read.append(f"{name} read by setup.py")
+            fd.fates[i] = Fate(f.origin, f.text, "kept", f"setup.py reads {name} when it runs: read as the core")
+    return out
 
 
 def _say_layout(d: Discovery, root: Path, doc: dict | None) -> None:
@@ -369,8 +423,11 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
             basis = optional
             # nothing required names a framework: an extra that does (train = ["torch"]) is the best evidence left
             d.inference = infer_framework(optional, variants, releases, dependents, fw_name, keep, py, code)
-            if d.inference.name:
-                d.inference.notes.append(f"framework {d.inference.name} inferred from optional extras only")
+            if d.inference.name:  # extras not installed: their lines for other Pythons are counted, not listed
+                other = [n for n in d.inference.notes if n.endswith(NOT_APPLIED)]
+                d.inference.notes = [n for n in d.inference.notes if n not in other] + [
+                    f"framework {d.inference.name} inferred from optional extras only"
+                    + (f" ({len(other)} of their lines are for another Python: not applied)" if other else "")]
         _keep_beside(d, extra)
         _narrow_to_locks(d, root, basis, variants, releases, dependents, fw_name, keep)
     except UsageError as err:

@@ -137,6 +137,9 @@ def on_linux(r: Req) -> bool:
     return False
 
 
+NOT_APPLIED = "the image's: not applied"
+
+
 def _for_python(r: Req, python: str | None, inf: Inference) -> bool:
     """A framework line behind a python_version marker counts only under the image's Python:
     ``torch==2.6.0; python_version < "3.14"`` beside ``torch>=2.9.0; python_version >= "3.14"`` is one pin per
@@ -152,7 +155,7 @@ def _for_python(r: Req, python: str | None, inf: Inference) -> bool:
             return True
     except Exception:  # a marker packaging cannot evaluate: keep the line
         return True
-    inf.notes.append(f"{r.origin}: {r.req} is not for Python {python}, the image's: not applied")
+    inf.notes.append(f"{r.origin}: {r.req} is not for Python {python}, {NOT_APPLIED}")
     return False
 
 

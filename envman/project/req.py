@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
@@ -23,3 +24,11 @@ class Req:
     def line(self) -> str:
         """The line handed to uv."""
         return self.raw or str(self.req)
+
+
+def pinned_in(said: str, reqs: list[Req]) -> str | None:
+    """The project's lines behind the pins uv's refusal names (``you require scipy==1.8.1``): uv names the pin,
+    not the file (issue 38, class 7: a hint followed ended in a pin nobody could find)."""
+    named = {canonicalize_name(n) for n in re.findall(r"you require ([A-Za-z0-9][\w.-]*)", said)}
+    hits = [f"{r.origin}: {r.req}" for r in reqs if r.name in named]
+    return f"pinned in {'; '.join(hits)}: relax or drop it" if hits else None

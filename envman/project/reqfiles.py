@@ -52,7 +52,7 @@ def key_of(f: str) -> str:
     stem = Path(f).stem
     if f.startswith("requirements/"):
         return "" if stem.lower() == "requirements" else re.sub(r"^requir[a-z]*[-_.]?", "", stem.lower())
-    return re.sub(r"^requir[a-z]*[-_.]?", "", stem.lower())
+    return re.sub(r"^requir[a-z]*[-_.]?|[-_.]?requir[a-z]*\Z", "", stem.lower())  # docker_requirements.txt → docker
 
 
 def tokens(f: str) -> list[str]:

@@ -64,6 +64,9 @@ def refusal(matrix: Matrix, req: Request, cands: list[Candidate], driver: Versio
     hint = None
     if alternatives:
         hint = "nearest working alternative: " + alternatives[0]["change"]
+        if alternatives[0]["kind"] == "framework":  # as typed: '>=2.0' would take the newest, not 2.0 (issue 38)
+            v = Version(alternatives[0]["framework"]["version"])
+            hint += f": pass --framework '{fw}=={v.major}.{v.minor}.*'"
     elif fw:  # nothing moved by one step works: the pin itself is what blocks (torch==1.13.1+cu117 on an H100)
         hint = f"loosen the pin '{spec_text}' to '{fw}' (`--framework {fw}`) for the newest {fw} that serves {target_text}"
     return ResolutionError(msg, conflicts=conflicts, alternatives=alternatives, hint=hint)

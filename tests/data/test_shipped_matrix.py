@@ -121,3 +121,20 @@ def test_no_floor_nvidia_lists_is_uncertain(matrix):
     for g in listed:
         assert not g.min_driver_prov.uncertain, g.id
         assert g.min_driver_prov.source.startswith("https://github.com/NVIDIA/open-gpu-kernel-modules/blob/"), g.id
+
+
+# seen on unseen repositories (docs/repos.md, 2026-12-07): coqui-ai/TTS@dbf1a08 imports umap (umap-learn locked),
+# neuraloperator/neuraloperator@93d3f06 tltorch (tensorly-torch locked) and mpl_toolkits (matplotlib locked); the
+# warning proposed `umap`, `tltorch`, `mpl-toolkits`: another project on PyPI, or none
+@pytest.mark.parametrize("module,dist", [("umap", "umap-learn"), ("tltorch", "tensorly-torch"),
+                                         ("mpl_toolkits.mplot3d", "matplotlib")])
+def test_a_module_whose_distribution_has_another_name_is_provided_by_it(tmp_path, module, dist):
+    from envman.project.lockedimports import load_table, missing_imports
+    from envman.resources import shipped_matrix_dir
+
+    (tmp_path / "train.py").write_text(f"import {module}\n")
+    table = load_table(shipped_matrix_dir())
+    assert missing_imports(tmp_path, {dist: "1.0"}, "requirements.txt", table) == []
+    assert missing_imports(tmp_path, {}, "requirements.txt", table) == [
+        f"warning: train.py:1 imports {module.split('.')[0]}, which nothing in the lock provides: add `{dist}` to "
+        "requirements.txt"]

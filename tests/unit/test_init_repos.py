@@ -293,7 +293,7 @@ def test_stale_uv_lock_contradicting_pyproject_is_refused(tmp_path):
 def test_setuptools_dynamic_dependencies_files_are_read(init):
     d, out, spec = init("dynamic-deps")
     assert spec["requirements"] == ["requirements/runtime-core.txt"] and spec["framework"] == "torch<2.5,>=2.2"
-    assert "found dependencies in: requirements/runtime-core.txt named by pyproject.toml [tool.setuptools.dynamic]" in out.notes
+    assert "found dependencies in: requirements/runtime-core.txt named by pyproject.toml as its dependencies" in out.notes
     assert not any("dynamic (computed by the build backend)" in n for n in out.notes)
     assert ("skipped requirements/logging.txt: an optional feature set beside the core (requirements/runtime-core.txt); "
             "name it under requirements: in envman.yaml to use it") in out.notes
