@@ -1,13 +1,4 @@
-"""Reading a Dockerfile someone wrote, statically: its stages' base images, its ENV and ARG values, and what its
-RUN lines install with pip, uv, conda and apt. Standard library only (the facts probe records a project's
-Dockerfiles with it; `envman doctor --dockerfile` judges one), nothing executed, nothing fetched.
-
-Covers what real repositories write: line continuations, `# comments`, `FROM image AS name`, `FROM ${ARG}` with an
-ARG default, `ENV K=V K2="v 2"` and the legacy `ENV K V`, `RUN a && b; c`, JSON-form RUN, `pip`/`pip3`/`python -m
-pip`/`uv pip install`, `-r file`, `--index-url`, `--extra-index-url`, `-f`/`--find-links`, `-U`, `--no-deps`,
-`conda`/`mamba install -c channel`, `apt-get install`. What it cannot read (a shell variable it has no value for, a
-heredoc) is left out, never guessed.
-"""
+"""Reading a Dockerfile statically: stages, ENV/ARG, pip/uv/conda/apt installs; nothing executed."""
 
 from __future__ import annotations
 

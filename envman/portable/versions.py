@@ -1,13 +1,4 @@
-"""Version and compute-capability arithmetic for the checks, on the standard library alone.
-
-Part of the portable island (copied whole into every image), so it cannot lean on ``packaging`` or
-``envman.model``. Versions here are tuples of ints ("570.124.06" -> (570, 124, 6)).
-
-This module holds THE rule for which compiled GPU code runs on which device (``runs_sass``/``runs_ptx``);
-the resolver (``envman.model.sass_covers``), the doctor and the smoke program all delegate to it.
-An architecture is ``(major, minor)`` or, for arch-specific and family builds, ``(major, minor, suffix)``
-with suffix ``"a"`` or ``"f"``.
-"""
+"""Version and compute-capability arithmetic on the stdlib alone, with THE SASS/PTX rule (runs_sass/runs_ptx)."""
 
 from __future__ import annotations
 

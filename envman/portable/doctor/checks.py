@@ -1,9 +1,4 @@
-"""PURE checks: facts (docs/facts.md) + knowledge (from the matrix) -> findings.
-
-No IO, no environment, no yaml or packaging: only the standard library and envman.doctor modules, so
-the same checks judge this machine, a facts file from a bug report, and a built image (the smoke test
-copies envman/doctor/ into it together with ``Knowledge.to_dict()`` as JSON).
-"""
+"""PURE checks: facts (docs/facts.md) + knowledge (from the matrix) -> findings; no IO."""
 
 from __future__ import annotations
 
@@ -59,8 +54,7 @@ CHECKS = (
 
 
 def run_checks(facts: dict[str, Any], knowledge: Knowledge | None = None) -> list[Finding]:
-    """Every check over the facts, errors first. A check that trips over malformed facts becomes a
-    ``check-failed`` warning, never an exception: facts may come from anywhere."""
+    """Every check over the facts, errors first; a check that raises becomes a ``check-failed`` warning."""
     k = knowledge if knowledge is not None else Knowledge()
     v = FactsView(facts)
     out: list[Finding] = []

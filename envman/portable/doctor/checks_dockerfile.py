@@ -1,9 +1,4 @@
-"""Checks on a Dockerfile itself (facts ``dockerfile``, written by envman/portable/doctor/dockerfile_facts.py for
-`envman doctor --dockerfile`): a framework wheel that brings a second CUDA beside the base image's, a base image's
-framework replaced by a later install, no NVIDIA_* environment for the container toolkit, a framework no release of
-which has wheels for the image's Python, a base image's CUDA newer than the driver. The other checks judge the same
-facts as they judge a machine (arch list against the target GPUs, Python wheels, the libraries a framework loads,
-nvcc against torch's CUDA, source builds without a toolkit)."""
+"""Checks on a Dockerfile itself (facts ``dockerfile``, from dockerfile_facts.py)."""
 
 from __future__ import annotations
 

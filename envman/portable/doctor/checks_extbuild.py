@@ -1,10 +1,4 @@
-"""Compiled torch extensions judged by what their own loader checks before their ops load: torch's release, the
-CUDA/CPU build, the exact CUDA build where the package compares it (xformers), and the C++ ABI.
-
-Facts: ``extensions`` (``requires_torch``, the version's local label, ``built_for`` from a package's own build
-record, ``cxx11_abi`` from the ``__cxx11`` names its library asks for) and ``torch.cxx11_abi``; knowledge:
-matrices/extensions.yaml ``loaders`` (per-package rules: what it compares beyond these, torch releases of one ABI).
-"""
+"""Compiled torch extensions judged by what their own loader checks: release, CUDA build, C++ ABI."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Checks on compiled GPU extensions (flash-attn, xformers, bitsandbytes, onnxruntime-gpu, …) and on GPU
-features with a hardware floor (bf16, FlashAttention-2, Triton, FP8).
-
-Facts: ``extensions`` (the kernels and sonames each ``.so`` carries, read by envman.portable.fatbin),
-``workload``; knowledge: matrices/extensions.yaml.
-"""
+"""Checks on compiled GPU extensions and GPU features with a hardware floor (matrices/extensions.yaml)."""
 
 from __future__ import annotations
 

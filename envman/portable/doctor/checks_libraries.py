@@ -1,11 +1,4 @@
-"""A framework that loads the CUDA libraries it finds by soname (TensorFlow's dso_loader): every library it opens
-must be there in the soname its CUDA release gives it (libcufft.so.10 for CUDA 11, .so.11 for CUDA 12), and its
-cuDNN of the same major and at least the minor it was built with — counting the cuDNN another framework's wheels
-pin in the same environment (torch's nvidia-cudnn-cu12==9.1.0.70 beside a TensorFlow built with 9.3).
-
-Facts: the framework's record, ``pip`` (nvidia-* wheels), ``cuda_libs``; knowledge: the release's build,
-matrices/extensions.yaml ``cuda_sonames``.
-"""
+"""A framework that dlopens CUDA libraries by soname (TensorFlow) needs each one, and its cuDNN, here."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Checks on what installed wheels and the project's pins can load here: a framework without the wheels its
-own METADATA pins, a pinned release with no wheel for this glibc, a Linux-only wheel on native Windows, a
-package installed without its compiled ops.
-
-Facts: a framework's ``requires``/``apart`` (its plug-in's record), ``pins`` and ``lock``, ``glibc``, ``os``,
-``extensions``; knowledge: matrices/extensions.yaml ``wheel_glibc`` and ``windows_native``.
-"""
+"""Checks on what installed wheels and the project's pins can load here (glibc, Windows, METADATA pins)."""
 
 from __future__ import annotations
 

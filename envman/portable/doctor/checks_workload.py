@@ -1,9 +1,4 @@
-"""Will the project's training run fit this machine's GPUs? (issue #15's planner, judged by the doctor)
-
-The host computes the workload's per-GPU peak with `envman fit` (fact ``workload_fit``, from envman.yaml's
-``workload:``); this check compares it with each GPU's memory, keeping the same margin `envman fit` keeps.
-Inside an image there is no estimator and no such fact: the check stays quiet.
-"""
+"""Will the project's training fit this machine's GPUs? (fact ``workload_fit`` from `envman fit`)."""
 
 from __future__ import annotations
 

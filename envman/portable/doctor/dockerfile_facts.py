@@ -1,12 +1,4 @@
-"""A Dockerfile someone wrote, read as the facts its image would have (docs/facts.md), for the same checks that
-judge a machine: the base image's CUDA, cuDNN and Python (its tag, and matrices/base_images.yaml for the Python of
-NVIDIA's Ubuntu images), what its pip/conda lines install (the release a specifier picks, the variant its index or
-the PyPI default gives, the nvidia-* wheels that come along), the compiler a devel image has, the source builds it
-starts — and a ``dockerfile`` record for the checks about the file itself (envman/portable/doctor/checks_dockerfile.py).
-
-PURE: the parsed Dockerfile (envman/portable/dockerfile.py), knowledge, the target GPUs and a reader for files
-the Dockerfile copies in (its requirements) come in; a facts dict goes out. Nothing here runs a build.
-"""
+"""PURE: a parsed Dockerfile read as the facts its image would have, for the same checks as a machine."""
 
 from __future__ import annotations
 

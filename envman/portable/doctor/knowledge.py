@@ -1,10 +1,4 @@
-"""What the checks know about the world, derived from the matrix: plain values and small queries.
-
-The adapter from ``envman.model.Matrix`` lives on the host (``envman.matrix.knowledge``); this module is
-standard-library only, so the checks can run inside an image from a JSON copy
-(``Knowledge.to_dict`` / ``Knowledge.from_dict``) without yaml, packaging or the matrix files.
-Every version a remedy names comes from here, never from a literal in the checks.
-"""
+"""What the checks know about the world, derived from the matrix; stdlib only (a JSON copy in images)."""
 
 from __future__ import annotations
 
@@ -211,10 +205,7 @@ class Knowledge:
         return self.minor_floor.get(m) if m is not None else None
 
     def driver_mode(self, driver: str | None, cuda: str | None) -> str | None:
-        """'full' | 'minor' (minor-version compatibility) | 'too-old' | None when either is unknown.
-
-        Both floors are inclusive: a driver equal to the floor runs the runtime.
-        """
+        """'full' | 'minor' (minor-version compatibility) | 'too-old' | None; floors are inclusive."""
         full, floor = self.full_driver(cuda), self.floor_driver(cuda)
         if not driver or not cuda or (full is None and floor is None):
             return None

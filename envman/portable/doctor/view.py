@@ -1,9 +1,4 @@
-"""A read-only, defensive view of a facts dict (docs/facts.md) for the checks.
-
-Facts may come from another machine, another envman version or a hand-edited bug report: a key may be
-missing (unknown — the check that needs it stays quiet), null, or of the wrong type. Every accessor here
-answers None / empty for those instead of raising.
-"""
+"""A read-only, defensive view of a facts dict: missing or mistyped keys answer None / empty."""
 
 from __future__ import annotations
 

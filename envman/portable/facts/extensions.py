@@ -1,11 +1,4 @@
-"""Compiled GPU extensions of the environment: which kernels each ``.so`` carries and which CUDA
-libraries it will ask the loader for, read from the files (nothing imported).
-
-Bounded: only the distributions in ``EXTENSION_DISTS``, only the ``*.so`` files their RECORD lists, at
-most ``MAX_FILES_PER_DIST`` per distribution and ``MAX_FILES`` in all, and a time budget after which the
-rest is marked ``truncated``. Reading a library costs a few header reads (envman.portable.fatbin), not a
-read of its bulk.
-"""
+"""Compiled GPU extensions: the kernels and CUDA sonames of each ``.so``, read from the files, bounded."""
 
 from __future__ import annotations
 

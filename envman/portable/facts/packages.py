@@ -1,11 +1,4 @@
-"""Installed Python packages of the environment under diagnosis, WITHOUT importing any of them.
-
-Importing torch costs seconds; its version, CUDA and variant sit in torch/version.py and its
-``*.dist-info`` directory name. TensorFlow's build info is a generated literal in
-tensorflow/python/platform/build_info.py. Each framework's plug-in (envman/portable/frameworks) reads its
-own such files. Everything else comes from the ``name-version.dist-info`` directory names on the
-environment's path: one ``listdir`` per directory, no file opened.
-"""
+"""Installed Python packages of the environment under diagnosis, read without importing any of them."""
 
 from __future__ import annotations
 

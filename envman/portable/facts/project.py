@@ -1,8 +1,4 @@
-"""The project's envman.lock, read defensively for the drift check (plain json: no lock.py, no packaging).
-
-What the lock does not say (an older or newer layout) is left out; an unreadable lock is recorded as
-``{"path", "error"}`` and the drift check reports that instead of guessing.
-"""
+"""The project's envman.lock, read defensively for the drift check (plain json)."""
 
 from __future__ import annotations
 

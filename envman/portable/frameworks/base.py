@@ -1,6 +1,4 @@
-"""What every framework plug-in of the smoke program shares: the check records, version comparison, the
-tolerances of GPU-against-CPU comparisons. Standard library only, Python 3.8+ (this package is copied whole
-into images as envman_portable)."""
+"""What every framework plug-in shares: check records, version comparison, tolerances. Stdlib only."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""JAX in the smoke program: the four wheels that must agree (jax, jaxlib, jax-cudaNN-plugin, jax-cudaNN-pjrt),
-the cuDNN and CUDA libraries the plugin loads, the SASS the plugin carries; on a visible GPU, the devices JAX
-lists with ``JAX_PLATFORMS=cuda`` (so a broken CUDA backend is an error, not a silent CPU fallback), a
-jit-compiled matmul, a ``jax.grad`` step and a bf16 matmul against numpy. ``observe_jax`` records; the
-``evaluate_*`` functions are pure."""
+"""JAX in the smoke program: ``observe_jax`` records; the ``evaluate_*`` functions are pure."""
 
 from __future__ import annotations
 

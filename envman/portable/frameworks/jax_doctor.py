@@ -1,11 +1,4 @@
-"""JAX in the doctor: what the package probe records (docs/facts.md ``jax``), how the generic checks read it
-(``installed_jax`` -> ``Installed``: the driver, arch, CPU-only, cuDNN and LD_LIBRARY_PATH checks then judge JAX
-like torch), and the checks only JAX needs: jax/jaxlib/plugin/pjrt of one release, one CUDA plugin, JAX and
-TensorFlow sharing one GPU's memory, XLA_FLAGS and JAX_PLATFORMS that defeat the GPU.
-
-Standard library only, nothing imported from jax: versions from the ``*.dist-info`` names, the plugin's SASS from
-the headers of its kernel libraries' fat binaries. The checks take the doctor's FactsView and Knowledge (typed
-``Any`` here: ``doctor.view`` imports this registry)."""
+"""JAX in the doctor: its probe record, ``installed_jax`` and the checks only JAX needs. Stdlib only."""
 
 from __future__ import annotations
 
