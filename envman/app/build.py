@@ -1,12 +1,4 @@
-"""``envman build``: the locked stack, built with BuildKit on the local engine, smoke-tested, tagged by
-lock hash — and, with ``--push``, pushed and pinned by digest in envman.lock.
-
-The image gets its good tag ``<name>:<lock hash 12>`` only after the smoke test passed, on the image ID this
-run tested; until then it carries this run's own candidate tag (app/buildruns.py: builds at once never touch
-each other's images, and a second build of one lock hash waits for the first). The CA bundle and the private
-indexes' URLs reach the build as BuildKit secrets and proxy settings as Docker's predefined proxy build args:
-none of them lands in a layer or in the image history.
-"""
+"""``envman build``: build the locked stack, smoke-test it, tag it by lock hash; ``--push`` pins its digest."""
 
 from __future__ import annotations
 

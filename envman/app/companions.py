@@ -1,6 +1,4 @@
-"""The companions a lock really holds. The resolver knows every companion of the framework build (torchvision
-0.29.1 for torch 2.14.1), but only those the project names are pinned and installed: init and lock report those,
-not "companions torchvision 0.29.1" for a project that has no torchvision."""
+"""The companions a lock really holds: those the project pins, not every companion of the build."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""A lock's files for a whole project: every stack (the project's, or one per profile: app/stack.py), then
-what the stacks share (.dockerignore, compose.yaml, devcontainer.json, the kit), checked against the project
-and written all or nothing, envman.lock last (``plan_stacks`` → ``commit``)."""
+"""A lock's files for a whole project, checked and written all or nothing, envman.lock last."""
 
 from __future__ import annotations
 

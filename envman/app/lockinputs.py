@@ -1,6 +1,4 @@
-"""What a lock reads from the project, read once per run: the spec's requirement files (and the ``-c``
-constraints they include), its packages, the project as a package, and the digest of every input, one by one
-so that `lock --check` can say which input changed; and the run's options (``LockOptions``)."""
+"""What a lock reads from the project, read once per run, with the digest of every input; ``LockOptions``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""``envman resolve`` as a use case: this machine's GPUs as targets, the request, the resolver, the notes.
-
-Returns values (a Resolution, or raises ResolutionError with its alternatives); the CLI prints them.
-"""
+"""``envman resolve`` as a use case: this machine's GPUs as targets, the request, the resolver, the notes."""
 
 from __future__ import annotations
 

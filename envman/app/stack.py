@@ -1,6 +1,4 @@
-"""One stack's files, in named steps over values: resolve the stack, the requirement lines and the Python lock
-(app/pythonlocks.py), the source builds (app/sourcebuilds.py), envman.lock, then the Dockerfile and the expected
-stack rendered from them. Nothing is written here (app/generate.py)."""
+"""One stack's files, in named steps over values; nothing is written here (app/generate.py)."""
 
 from __future__ import annotations
 
