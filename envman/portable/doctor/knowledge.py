@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 from ..versions import major, major_minor, ptx_for, sass_for, split_arch_list, vcmp, vge, vt
@@ -259,47 +260,9 @@ class Knowledge:
     # --- (de)serialisation: the image's smoke test carries knowledge as JSON ------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "min_driver": dict(self.min_driver),
-            "minor_floor": {str(k): v for k, v in self.minor_floor.items()},
-            "releases": {
-                fw: [
-                    {
-                        "framework": r.framework, "version": r.version, "package": r.package,
-                        "python": list(r.python), "numpy_abi": r.numpy_abi, "pypi_default": r.pypi_default,
-                        "companions": [list(c) for c in r.companions], "extras": list(r.extras),
-                        "builds": [
-                            {"variant": b.variant, "cuda": b.cuda, "cudnn": b.cudnn, "nccl": b.nccl,
-                             "archs": list(b.archs), "ptx": list(b.ptx), "index_url": b.index_url,
-                             "cudnn_min_cc": list(b.cudnn_min_cc) if b.cudnn_min_cc else None, "extra": b.extra}
-                            for b in r.builds
-                        ],
-                    }
-                    for r in rels
-                ]
-                for fw, rels in self.releases.items()
-            },
-            "digest": self.digest,
-            "legacy": [[list(mc), br, last] for mc, br, last in self.legacy],
-            "features": [
-                {"id": f.id, "name": f.name, "min_cc": list(f.min_cc), "precisions": list(f.precisions),
-                 "packages": [list(p) for p in f.packages], "fails": f.fails, "instead": f.instead}
-                for f in self.features
-            ],
-            "ptx_isa": dict(self.ptx_isa),
-            "ext_builds": [[b.package, b.since, b.cuda, b.cudnn] for b in self.ext_builds],
-            "tf_windows_gpu_last": self.tf_windows_gpu_last,
-            "toolkit_wheels": list(self.toolkit_wheels),
-            "gpu_floors": {k: list(v) for k, v in self.gpu_floors.items()},
-            "cuda_sonames": [[c, [list(x) for x in libs]] for c, libs in self.cuda_sonames],
-            "wheel_glibc": [list(x) for x in self.wheel_glibc],
-            "windows_native": [list(x) for x in self.windows_native],
-            "cuda_images": [list(x) for x in self.cuda_images],
-            "triton_lcuda_before": self.triton_lcuda_before,
-            "loaders": [[p, list(c), [list(g) for g in s]] for p, c, s in self.loaders],
-            "cudnn_built": [list(x) for x in self.cudnn_built],
-            "quirks": [[*q[:2], list(q[2]), *q[3:7], [list(u) for u in q[7]]] for q in self.quirks],
-        }
+        d: dict[str, Any] = json.loads(json.dumps(asdict(self)))  # as JSON carries it: lists, string keys
+        d["ext_builds"] = [[b.package, b.since, b.cuda, b.cudnn] for b in self.ext_builds]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Knowledge:
