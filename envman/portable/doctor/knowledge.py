@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
 from ..versions import major, major_minor, ptx_for, sass_for, split_arch_list, vcmp, vge, vt
@@ -266,52 +266,20 @@ class Knowledge:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Knowledge:
-        rels = {}
-        for fw, lst in (d.get("releases") or {}).items():
-            rels[fw] = tuple(
-                Release(
-                    r["framework"], r["version"], r.get("package", fw), tuple(r.get("python", ())),
-                    r.get("numpy_abi"), r.get("pypi_default"), tuple(tuple(c) for c in r.get("companions", ())),
-                    tuple(
-                        Build(b["variant"], b.get("cuda"), b.get("cudnn"), b.get("nccl"), tuple(b.get("archs", ())),
-                              tuple(b.get("ptx", ())), b.get("index_url"),
-                              tuple(b["cudnn_min_cc"]) if b.get("cudnn_min_cc") else None, b.get("extra"))
-                        for b in r.get("builds", ())
-                    ),
-                    tuple(r.get("extras", ())),
-                )
-                for r in lst
-            )
-        return cls(
-            dict(d.get("min_driver") or {}),
-            {int(k): v for k, v in (d.get("minor_floor") or {}).items()},
-            rels,
-            d.get("digest"),
-            tuple((tuple(mc), br, last) for mc, br, last in (d.get("legacy") or ())),
-            tuple(
-                Feature(f["id"], f.get("name", f["id"]), tuple(f["min_cc"]), tuple(f.get("precisions", ())),
-                        tuple(tuple(p) for p in f.get("packages", ())), f.get("fails", ""), f.get("instead", ""))
-                for f in d.get("features") or ()
-            ),
-            dict(d.get("ptx_isa") or {}),
-            tuple(ExtBuild(*b) for b in d.get("ext_builds") or ()),
-            d.get("tf_windows_gpu_last"),
-            tuple(d.get("toolkit_wheels") or ()),
-            {k: (v[0], v[1]) for k, v in (d.get("gpu_floors") or {}).items()},
-            tuple((c, tuple((str(a), str(b)) for a, b in libs)) for c, libs in d.get("cuda_sonames") or ()),
-            tuple((str(p), str(f), str(g)) for p, f, g in d.get("wheel_glibc") or ()),
-            tuple((str(p), str(f)) for p, f in d.get("windows_native") or ()),
-            tuple((str(c), dn, str(u), str(py)) for c, dn, u, py in d.get("cuda_images") or ()),
-            d.get("triton_lcuda_before"),
-            tuple((str(p), tuple(c), tuple(tuple(g) for g in s)) for p, c, s in d.get("loaders") or ()),
-            tuple((str(p), str(v), str(c)) for p, v, c in d.get("cudnn_built") or ()),
-            tuple(_quirk(q) for q in d.get("quirks") or ()),
-        )
+        t = {f.name: _tuples(d[f.name]) for f in fields(cls) if d.get(f.name) is not None}
+        t["minor_floor"] = {int(k): v for k, v in t.get("minor_floor", {}).items()}
+        t["releases"] = {fw: tuple(Release(**dict(r, builds=tuple(Build(**b) for b in r["builds"]))) for r in rels)
+                         for fw, rels in t.get("releases", {}).items()}
+        t["features"] = tuple(Feature(**f) for f in t.get("features", ()))
+        t["ext_builds"] = tuple(ExtBuild(*b) for b in t.get("ext_builds", ()))
+        return cls(**t)
 
 
-def _quirk(q: list[Any]) -> tuple[str, str, tuple[str, ...], str, str, str, str, tuple[tuple[str, str], ...]]:
-    return (str(q[0]), str(q[1]), tuple(str(v) for v in q[2]), str(q[3]), str(q[4]), str(q[5]), str(q[6]),
-            tuple((str(a), str(b)) for a, b in q[7]))
+def _tuples(x: Any) -> Any:
+    """JSON's lists as the tuples the dataclasses hold, all the way down."""
+    if isinstance(x, dict):
+        return {k: _tuples(v) for k, v in x.items()}
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
 
 
 def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] | list[str],
