@@ -9,7 +9,7 @@ from pathlib import Path
 from envman import __version__
 from envman.app.basedigest import start_digest
 from envman.app.lockinputs import LockOptions, ProjectInputs
-from envman.app.pythonlocks import PythonFiles, python_locks, requirement_lines
+from envman.app.pythonlocks import python_locks, requirement_lines
 from envman.app.sourcebuilds import Builds, source_builds
 from envman.errors import ToolError
 from envman.files import sha256, with_header
@@ -112,7 +112,7 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
                                        tables.system_libraries)
     notes += [*lib_notes, *_import_notes(inputs.root, spec, locked)]
     apt = tuple(sorted(set(spec.system_packages) | set(libs)))
-    date = lock_date(python)
+    date = source_date_epoch(python.pylock, python.framework_names)  # the newest upload of the framework's files
     pins, snapshot, apt_notes = apt_choice(last, apt, base, base_digest, date[0], opts)
     notes += apt_notes
     builds = source_builds(inputs, res, lines, python, base_kind, opts)
@@ -159,11 +159,6 @@ def _import_notes(root: Path, spec: ProjectSpec, locked) -> list[str]:
 
     add_to = spec.requirements[0] if spec.requirements else f"packages: in {spec.source}"
     return missing_imports(root, {p.name: p.version for p in locked.packages}, add_to)
-
-def lock_date(python: PythonFiles) -> tuple[int, str]:
-    """The lock's date (lock/epoch.py): the newest upload among the framework's locked files."""
-    return source_date_epoch(python.pylock, python.framework_names)
-
 
 def apt_choice(last: Lock | None, apt: tuple[str, ...], base: str, digest: str | None, sde: int,
                opts: LockOptions) -> tuple[dict[str, str], str | None, list[str]]:

@@ -51,11 +51,6 @@ def _forced(v: FactsView, dist: str) -> bool:
     return dist == "bitsandbytes" and bool(v.env.get("BNB_CUDA_VERSION"))
 
 
-def _loads(v: FactsView) -> Any:
-    """file -> whether every CUDA library it names is (as far as the facts tell) available here."""
-    return lambda f: not _missing_sonames(v, f)
-
-
 def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
@@ -73,7 +68,7 @@ def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
     if not ccs:
         return out
     for dist, ver, files in _dists(v):
-        used = [f for f in variants.loaded(files, _env_cuda(v), _loads(v), forced=_forced(v, dist))
+        used = [f for f in variants.loaded(files, _env_cuda(v), lambda f: not _missing_sonames(v, f), forced=_forced(v, dist))
                 if variants.archs(f)]
         floor = k.package_floor(dist, ver)
         for c in ccs:

@@ -30,11 +30,6 @@ def _cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
     return None
 
 
-def _cuda_framework(v: FactsView) -> Installed | None:
-    """The first installed framework that says which CUDA it was built with."""
-    return next((fw for fw in v.frameworks if fw.cuda), None)
-
-
 def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
     """nvidia-* wheels of two CUDA majors, or two NCCLs, in one environment."""
     out: list[Finding] = []
@@ -47,7 +42,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
             m = _cuda_major_of(name, ver, k)
             if m is not None:
                 by_major.setdefault(m, []).append(name)
-    cfw = _cuda_framework(v)
+    cfw = next((fw for fw in v.frameworks if fw.cuda), None)  # the first that says its CUDA
     want = major(cfw.cuda) if cfw else None
     if len(by_major) > 1:
         keep = want if want in by_major else max(by_major, key=lambda m: len(by_major[m]))

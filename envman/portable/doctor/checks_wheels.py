@@ -42,7 +42,7 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
                 f"pip install {reqs} (or reinstall {fw.name} without --no-deps)",
             ))
         else:
-            loc = as_str(fw_location(v, fw.name)) or f"{fw.name}'s site-packages"
+            loc = as_str(as_dict(v.f.get(fw.name)).get("location")) or f"{fw.name}'s site-packages"
             out.append(error(
                 "torch-wheels-missing" if fw.name == "torch" else f"{fw.tag or fw.name}-wheels-missing",
                 f"{', '.join(apart[:3])}{' …' if len(apart) > 3 else ''} {'are' if len(apart) != 1 else 'is'} installed "
@@ -53,10 +53,6 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
                 + " ".join(f"'{n}{pins[n]}'" for n in apart),
             ))
     return out
-
-
-def fw_location(v: FactsView, name: str) -> str | None:
-    return as_str(as_dict(v.f.get(name)).get("location"))
 
 
 def _lib(names: list[str], pins: dict[str, str]) -> str:

@@ -245,7 +245,7 @@ def _nvml_facts() -> tuple[dict[str, Any] | None, str | None, bool]:
             for p in _try(pynvml.nvmlDeviceGetComputeRunningProcesses, h) or []:
                 used = getattr(p, "usedGpuMemory", None)
                 procs.append({"gpu": i, "pid": p.pid, "used_mib": used // MIB if isinstance(used, int) else None,
-                              "name": _proc_name(p.pid)})
+                              "name": (_read(f"/proc/{p.pid}/comm") or "").strip() or None})
         f["gpus"] = gpus
         f["gpu_processes"] = procs
         return f, None, False
@@ -301,11 +301,6 @@ def _try(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except Exception:
         return None
-
-
-def _proc_name(pid: int) -> str | None:
-    t = _read(f"/proc/{pid}/comm")
-    return t.strip() if t else None
 
 
 def _smi_facts(exe: str, timeout: float) -> tuple[dict[str, Any] | None, str | None]:

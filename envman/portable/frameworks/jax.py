@@ -165,10 +165,6 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def _first_version(names: tuple[str, ...]) -> str | None:
-    return next((v for v in (_dist_version(n) for n in names) if v), None)
-
-
 def _package_dir(module: str) -> str | None:
     try:
         import importlib.util
@@ -212,7 +208,7 @@ def _observe_libraries(obs: dict[str, Any], build: str) -> None:
         if n is not None:
             break
     obs["cuda_runtime"], obs["cuda_error"] = cuda_text(n), err
-    obs["nccl"] = _first_version(("nvidia-nccl-cu%s" % major, "nvidia-nccl"))
+    obs["nccl"] = _dist_version("nvidia-nccl-cu%s" % major) or _dist_version("nvidia-nccl")
 
 
 def _observe_build(obs: dict[str, Any], jax: Any) -> None:
