@@ -62,7 +62,7 @@ def run_doctor(path: str = ".", *, facts_file: str | None = None, python: str | 
     facts = collect_facts(path, facts_file=facts_file, python=python, deep=deep)
     if dump_facts:
         try:
-            write_facts_file(dump_facts, facts)
+            write_atomic(dump_facts, json.dumps(facts, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         except OSError as exc:
             raise UsageError(f"cannot write {dump_facts}: {exc.strerror or exc}",
                              hint="choose a writable path for --dump-facts") from None
@@ -211,5 +211,3 @@ def _validate_facts(data: dict, label: str, hint: str) -> None:
             raise bad(f"gpus[{i}].name", g.get("name"), "a string")
 
 
-def write_facts_file(path: str, facts: dict) -> None:
-    write_atomic(path, json.dumps(facts, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

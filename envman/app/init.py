@@ -41,11 +41,6 @@ def spec_yaml(spec: ProjectSpec) -> str:
 KEPT_ON_REINIT = ("name", "system_packages", "cuda_devel", "command", "env", "workload", "profiles", "cluster", "ci")
 
 
-def project_name(root: Path) -> str:
-    n = re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-")
-    return n or "envman-project"
-
-
 def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None) -> Outcome:
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory", hint="pass the path of your training repository")
@@ -126,7 +121,7 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
         notes.append("the requirements install the repository itself (-e . / .), but it is not a package "
                      "(no pyproject.toml [build-system], no setup.py): its source is copied to the image's work "
                      "directory and not installed")
-    data = {"name": project_name(root), "python": opts.python or _python_from(found.python),
+    data = {"name": re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-") or "envman-project", "python": opts.python or _python_from(found.python),
             "framework": opts.framework or inf.framework or code.framework, "companions": list(inf.companions),
             "requirements": list(found.requirement_files), "packages": list(found.packages), "cpu": cpu,
             "targets": [] if cpu else targets, "driver": driver,

@@ -69,10 +69,6 @@ def _ext_abi(e: dict[str, Any]) -> bool | None:
     return (m.group(1) == "true") if m else None
 
 
-def _same_abi(groups: tuple[tuple[str, ...], ...], a: str, b: str) -> bool:
-    return any(a in g and b in g for g in groups)
-
-
 def _abi_word(flag: bool) -> str:
     return f"_GLIBCXX_USE_CXX11_ABI={int(flag)}"
 
@@ -105,7 +101,7 @@ def _judge(v: FactsView, k: Knowledge, dist: str, e: dict[str, Any], have: str) 
     ver = as_str(e.get("version")) or "?"
     compares, same = k.loader(dist)
     want = _torch_wanted(e)
-    if want is not None and vcmp(want, have) != 0 and not _same_abi(same, want, have):
+    if want is not None and vcmp(want, have) != 0 and not any(want in g and have in g for g in same):
         return error(
             "ext-torch-mismatch",
             f"{dist} {ver} was built for torch {want}, but {t.label} is installed: importing it fails with "
