@@ -12,6 +12,10 @@ SUBJECTS = ("torch", "tensorflow", "jax", "gpus", "cuda", "cudnn", "base-images"
 
 def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of one subject of ``matrix`` (default: the shipped one)."""
+    return _rows(_matrix_for(subject, matrix), subject)
+
+
+def _matrix_for(subject: str, matrix):
     if subject not in SUBJECTS:
         import difflib
 
@@ -21,7 +25,7 @@ def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
         from envman.matrix.load import load_matrix
 
         matrix = load_matrix()
-    return _rows(matrix, subject)
+    return matrix
 
 
 def _flag(prov) -> str:
@@ -91,8 +95,7 @@ def check_matrix(directory: Path | None = None) -> list[str]:
 def show_matrix_data(subject: str, matrix=None) -> list[dict]:
     """One typed object per entry of ``subject``: the contract of ``envman matrix show --json``
     (docs/matrix.md lists the keys)."""
-    show_matrix(subject, matrix if matrix is not None else _loaded())  # validates the subject name
-    m = matrix if matrix is not None else _loaded()
+    m = _matrix_for(subject, matrix)
 
     def prov(p) -> dict:
         return {"source": p.source, "uncertain": p.uncertain, "note": p.note}
@@ -141,9 +144,3 @@ def show_matrix_data(subject: str, matrix=None) -> list[dict]:
         out.append({"kind": "cuda", "image": None, "cuda": str(i.cuda), "update": i.update, "runtime": i.runtime,
                     "devel": i.devel, "python": i.python, "ubuntu": i.ubuntu, "cudnn": i.cudnn, **prov(i.prov)})
     return out
-
-
-def _loaded():
-    from envman.matrix.load import load_matrix
-
-    return load_matrix()
