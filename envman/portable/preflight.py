@@ -83,10 +83,8 @@ def observe_node() -> dict[str, Any]:
 
 
 def observe_network() -> dict[str, Any] | None:
-    try:
-        from .facts.network import probe_network
-    except ImportError:  # a kit without the network probe
-        return None
+    from .facts.network import probe_network
+
     try:
         return probe_network()
     except Exception as exc:  # a probe failure is a fact, not a crash
