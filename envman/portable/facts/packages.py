@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import struct
 import sys
 from typing import Any, cast
@@ -92,7 +93,7 @@ def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, A
         if not venv or _same(venv, sys.prefix):
             return here
         python = os.path.join(venv, "bin", "python")
-    exe = python if os.sep in python else (_which(python) or python)
+    exe = python if os.sep in python else (shutil.which(python) or python)
     # A venv's python is a symlink to the base interpreter: compare environments (prefixes), not binaries.
     if _same(_prefix_of(exe), sys.prefix) and _same(os.path.dirname(os.path.abspath(exe)),
                                                     os.path.dirname(os.path.abspath(sys.executable))):
@@ -107,12 +108,6 @@ def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, A
         return cast("dict[str, Any]", json.loads(ran.out.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         return {"executable": exe, "error": f"{exe}: unexpected output"}
-
-
-def _which(name: str) -> str | None:
-    import shutil
-
-    return shutil.which(name)
 
 
 def _same(a: str, b: str) -> bool:
@@ -156,7 +151,7 @@ def _elf_bits(exe: str) -> int | None:
 
 
 def scan_dists(paths: list[str]) -> dict[str, tuple[str, str, str]]:
-    """normalised name -> (directory, metadata dir name, version); the first on the path wins, as in Python."""
+    """normalised name -> (directory, version, metadata dir name); the first on the path wins, as in Python."""
     found: dict[str, tuple[str, str, str]] = {}
     for d in paths:
         try:
@@ -177,8 +172,8 @@ def scan_dists(paths: list[str]) -> dict[str, tuple[str, str, str]]:
                 continue
             n = norm(name)
             if n not in found:
-                found[n] = (d, e, ver)
-    return {n: (d, ver, e) for n, (d, e, ver) in found.items()}
+                found[n] = (d, ver, e)
+    return found
 
 
 def _pkg_info_version(path: str) -> str | None:
