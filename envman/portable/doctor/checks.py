@@ -30,27 +30,10 @@ from .findings import SEVERITIES, Finding, info, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict
 
-CHECKS = (
-    checks_gpu.CHECKS
-    + checks_driver.CHECKS
-    + checks_env.CHECKS
-    + checks_container.CHECKS
-    + checks_packages.CHECKS
-    + checks_quirks.CHECKS
-    + checks_libraries.CHECKS
-    + checks_loader.CHECKS
-    + checks_toolchain.CHECKS
-    + checks_deep.CHECKS
-    + checks_drift.CHECKS
-    + checks_extensions.CHECKS
-    + checks_extbuild.CHECKS
-    + checks_host.CHECKS
-    + checks_workload.CHECKS
-    + checks_jupyter.CHECKS
-    + checks_wheels.CHECKS
-    + checks_dockerfile.CHECKS
-    + checks_nccl.CHECKS
-)
+CHECKS = tuple(c for m in (checks_gpu, checks_driver, checks_env, checks_container, checks_packages, checks_quirks,
+                           checks_libraries, checks_loader, checks_toolchain, checks_deep, checks_drift,
+                           checks_extensions, checks_extbuild, checks_host, checks_workload, checks_jupyter,
+                           checks_wheels, checks_dockerfile, checks_nccl) for c in m.CHECKS)  # in run order
 
 
 def run_checks(facts: dict[str, Any], knowledge: Knowledge | None = None) -> list[Finding]:
