@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from ..frameworks import registered as plugins
@@ -124,10 +125,7 @@ class FactsView:
     def gpu_summary(self) -> str:
         if not self.gpus:
             return "no NVIDIA GPU"
-        names: dict[str, int] = {}
-        for g in self.gpus:
-            names[g.name] = names.get(g.name, 0) + 1
-        return ", ".join(f"{n}× {name}" for name, n in names.items())
+        return ", ".join(f"{n}× {name}" for name, n in Counter(g.name for g in self.gpus).items())
 
     def stack_summary(self) -> str:
         parts = [fw.label for fw in self.frameworks]
