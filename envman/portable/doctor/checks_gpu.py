@@ -13,7 +13,7 @@ from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release, covers
 from .remedies import build_for, capability, fmt_archs, install, mib
-from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
+from .view import FactsView, as_dict, as_list, as_num, as_str, group_label
 
 # Policy, not compatibility data: memory other processes may hold before we call the GPU "busy".
 HELD_FRACTION = 0.10
@@ -389,7 +389,8 @@ def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
             continue
         mine = procs.get(g.index, [])
         held = sum(as_num(p.get("used_mib")) or 0 for p in mine)
-        other = _elsewhere(free, g)
+        idle = [i for i in free if i != g.index]
+        other = f", or use an idle GPU: export CUDA_VISIBLE_DEVICES={idle[0]}" if idle else ""
         used = max(g.mem_used_mib or 0, held)  # NVML's used memory and the processes' sum can disagree
         room = f"{mib(max(total - used, 0))} free of {mib(total)}"
         if mine and held >= HELD_FRACTION * total:
@@ -432,11 +433,6 @@ def check_gpu_floor(v: FactsView, k: Knowledge) -> list[Finding]:
                              f"driver {floor[0]} (R{floor[0].split('.')[0]}) on ({floor[1]})",
                              f"install NVIDIA driver ≥ {floor[0]}"))
     return out
-
-
-def _elsewhere(free: list[int], g: Gpu) -> str:
-    others = [i for i in free if i != g.index]
-    return f", or use an idle GPU: export CUDA_VISIBLE_DEVICES={others[0]}" if others else ""
 
 
 CHECKS = (check_nvml, check_driver, check_gpu_floor, check_arch, check_cpu_build, check_no_driver,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from .findings import Finding, warn
 from .knowledge import Knowledge
@@ -12,11 +11,6 @@ from .view import FactsView, as_dict, as_list, as_str
 # argv[0] of a kernel that is itself a Python (python, python3, python3.12, python.exe, pythonw); wrappers
 # (conda run, env, a shell script) start an interpreter envman cannot name, so they are not judged.
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?w?(\.exe)?\Z", re.I)
-
-
-def _has_gpu_build(frameworks: dict[str, Any], fw: str) -> bool:
-    ver = as_str(frameworks.get(fw))
-    return bool(ver) and not str(ver).endswith("+cpu")
 
 
 def check_jupyter_kernels(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -39,7 +33,7 @@ def check_jupyter_kernels(v: FactsView, k: Knowledge) -> list[Finding]:
         if kprefix == prefix or interp == exe:
             continue
         fws = as_dict(kern.get("frameworks"))
-        missing = [(fw, label) for fw, label in stack if not _has_gpu_build(fws, fw)]
+        missing = [(fw, label) for fw, label in stack if not (ver := as_str(fws.get(fw))) or ver.endswith("+cpu")]
         if not missing:
             continue  # its own environment has the framework too: a choice, not a mistake
         fw, label = missing[0]

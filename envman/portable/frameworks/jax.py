@@ -275,11 +275,6 @@ def _jax_ops(jax: Any, dev: Any) -> dict[str, Any]:
     return res
 
 
-def _capability(dev: Any) -> list[int] | None:
-    m = re.match(r"(\d+)\.(\d+)", str(getattr(dev, "compute_capability", "") or ""))
-    return [int(m.group(1)), int(m.group(2))] if m else None
-
-
 def _observe_devices(obs: dict[str, Any], jax: Any) -> None:
     try:
         devs = jax.devices("cuda")
@@ -289,7 +284,8 @@ def _observe_devices(obs: dict[str, Any], jax: Any) -> None:
     obs["devices"], obs["ops"] = [], []
     seen = set()
     for d in devs:
-        cc = _capability(d)
+        m = re.match(r"(\d+)\.(\d+)", str(getattr(d, "compute_capability", "") or ""))
+        cc = [int(m.group(1)), int(m.group(2))] if m else None
         obs["devices"].append({"index": d.id, "name": getattr(d, "device_kind", str(d)), "capability": cc})
         if cc is not None and tuple(cc) not in seen:  # one set of ops per distinct capability
             seen.add(tuple(cc))
