@@ -66,8 +66,7 @@ def _outcome(project, opts, written, backend=None) -> CiOutcome:
 
 def write_pipeline(kind: str, path: Path, registry: str | None = None, gpu_runners=(), envman_spec: str | None = None,
                    force: bool = False, envman_index: str | None = None, origin=None) -> CiOutcome:
-    """``kind`` github or gitlab: the pipeline file (and docker-bake.json with profiles). ``origin``: how envman
-    was installed (envman.ci.install.Origin; default: this envman's)."""
+    """``kind`` github or gitlab: the pipeline file (and docker-bake.json with profiles)."""
     from dataclasses import replace
 
     from envman import ci as ci_mod

@@ -1,5 +1,4 @@
-"""``envman doctor``: this machine's facts (or a facts file from another), judged by the island's pure checks
-against the matrix's Knowledge (envman/matrix/knowledge.py). ``doctor --dockerfile`` is app/dockerfile_doctor.py."""
+"""``envman doctor``: this machine's facts (or a facts file) judged by the island's pure checks."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ def collect_facts(path: str = ".", *, facts_file: str | None = None, python: str
 
 
 def project_spec(path: str) -> ProjectSpec | None:
-    """The project's envman.yaml, or None when it has none or a broken one (the lock checks' finding, not the
-    doctor's)."""
+    """The project's envman.yaml, or None when it has none or a broken one (not the doctor's finding)."""
     from envman.errors import EnvmanError
     from envman.project.spec import load_spec
 

@@ -1,5 +1,4 @@
-"""``envman init``: a training repository → envman.yaml (what discovery found, validated like a typed file),
-then its lock (app/generate.py), written together. An envman.yaml that exists is the single source of truth."""
+"""``envman init``: a training repository -> envman.yaml (validated like a typed file), then its lock."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``envman matrix show|check`` as use cases: one subject of the matrix as rows or typed data, and the loader's
-cross-checks on demand. Deriving the data from its sources is the repository's workshop (tools/matrix/)."""
+"""``envman matrix show|check`` as use cases (deriving the data is tools/matrix/'s work)."""
 
 from __future__ import annotations
 
@@ -93,8 +92,7 @@ def check_matrix(directory: Path | None = None) -> list[str]:
 
 
 def show_matrix_data(subject: str, matrix=None) -> list[dict]:
-    """One typed object per entry of ``subject``: the contract of ``envman matrix show --json``
-    (docs/matrix.md lists the keys)."""
+    """One typed object per entry of ``subject``: ``envman matrix show --json`` (docs/matrix.md)."""
     m = _matrix_for(subject, matrix)
 
     def prov(p) -> dict:

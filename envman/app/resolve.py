@@ -11,8 +11,7 @@ from envman.model import Matrix, Resolution
 
 
 def detected_targets(matrix: Matrix | None = None) -> tuple[list[str], str | None, str]:
-    """This machine's GPUs as targets (the matrix id when envman knows the GPU, else its sm_XY), the
-    driver, and a note on where they came from. NVML first, nvidia-smi as the fallback."""
+    """This machine's GPUs as targets (matrix id, else sm_XY), the driver, and where they came from."""
     from envman.portable.facts.nvidia import scan_gpus
     from envman.resolve.targets import find_gpu
 
@@ -38,8 +37,7 @@ def resolve_request(framework: str | None = None, python: str | None = None, tar
                     driver: str | None = None, cuda: str | None = None, cpu: bool = False,
                     cuda_devel: bool = False, matrix: Matrix | None = None,
                     workload_from: Path | None = None) -> Resolution:
-    """The newest consistent stack for these constraints; without targets (and not ``cpu``), for this
-    machine's GPUs and driver. ``matrix`` defaults to the shipped one. Raises ResolutionError."""
+    """The newest consistent stack; without targets (and not ``cpu``), for this machine. ResolutionError."""
     from envman.resolve.request import build_request
     from envman.resolve.resolver import resolve_stack
 

@@ -33,8 +33,7 @@ def input_digest(root: Path, name: str, digest: str) -> str:
 
 
 def record_write(root: Path, name: str, before: str, after: str) -> None:
-    """After `uv write` replaced ``name``'s text ``before`` with ``after``: the new file stands for what the old
-    one stood for."""
+    """After `uv write` replaced ``before`` with ``after``: the new file stands for what the old one did."""
     from envman.files import sha256, write_atomic
 
     if before == after:

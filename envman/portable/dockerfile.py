@@ -162,8 +162,7 @@ _PIP_KEYS = {"-r": "requirements", "--requirement": "requirements", "-c": "const
 
 
 def parse_pip(cmd: str) -> dict[str, Any]:
-    """`pip install …` -> {packages, requirements, constraints, index_url, extra_index_urls, find_links, upgrade,
-    no_deps, editable}."""
+    """`pip install …` -> {packages, requirements, constraints, index URLs, find_links, flags}."""
     try:
         words = _uncommented(shlex.split(cmd))
     except ValueError:

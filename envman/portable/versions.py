@@ -121,8 +121,7 @@ def runs_sass(arch: tuple[int, ...], device: tuple[int, ...]) -> bool:
 
 
 def runs_ptx(arch: tuple[int, ...], device: tuple[int, ...]) -> bool:
-    """PTX for compute_X.Y is JIT-compiled for any device >= X.Y; arch-specific PTX (compute_90a) only
-    for exactly X.Y."""
+    """PTX for compute_X.Y JITs for any device >= X.Y; arch-specific PTX (compute_90a) only for X.Y."""
     suffix = arch[2] if len(arch) > 2 else ""
     base, dev = (arch[0], arch[1]), (device[0], device[1])
     return base == dev if suffix == "a" else base <= dev
@@ -144,8 +143,7 @@ def arch_name(a: tuple[int, ...], kind: str = "sm") -> str:
 
 
 def arch_covers(capability: Sequence[int], arch_list: Sequence[str]) -> tuple[bool, str]:
-    """Can a device of compute capability (major, minor) run code built for ``arch_list``?
-    Returns (covered, explanation) in the words users search for."""
+    """(covered, explanation) of a device of compute capability (major, minor) by ``arch_list``."""
     device = (int(capability[0]), int(capability[1]))
     label = "%d.%d" % device
     sass, ptx = split_arch_list(arch_list)

@@ -20,8 +20,7 @@ def gpu_lost(v: FactsView) -> str | None:
 
 
 def check_gpu_lost(v: FactsView, k: Knowledge) -> list[Finding]:
-    """NVML's 'Unknown Error' in a container that has its device nodes and driver library: the container's device
-    cgroup lost the GPUs (systemd reloaded its units; NVIDIA's notice nvidia-container-toolkit#48)."""
+    """NVML's 'Unknown Error' beside the device nodes: the cgroup lost the GPUs (nvidia-container-toolkit#48)."""
     first = gpu_lost(v)
     if first is None:
         return []

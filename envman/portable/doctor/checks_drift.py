@@ -39,8 +39,7 @@ def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def _not_locked(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
-    """A project with nothing locked is not ready to build, whatever the machine says (an image's work directory
-    carries its envman.lock, so the in-image doctor never says this)."""
+    """A project with nothing locked is not ready to build (an image always carries its envman.lock)."""
     if lock.get("unlocked"):
         return [warn("lock-missing", f"{path} has no Python lock (written by `envman init --no-lock`): the image "
                                      "cannot be built", "run `envman lock`")]

@@ -1,5 +1,4 @@
-"""The driver against CUDA libraries installed without a framework of their CUDA major: cuda-python 13, a -cu13
-wheel set, CUDA 13's toolkit wheels on a 570 driver (cudaErrorInsufficientDriver)."""
+"""The driver against CUDA libraries installed without a framework of their CUDA major."""
 
 from __future__ import annotations
 

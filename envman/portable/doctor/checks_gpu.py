@@ -24,8 +24,7 @@ _HW_SLOW = ("hw_slowdown", "hw_power_brake_slowdown")
 
 
 def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[Installed, str, Release | None]]:
-    """(framework, CUDA X.Y, release) for each installed CUDA build (a build that does not say its CUDA: the
-    matrix's GPU build of its release)."""
+    """(framework, CUDA X.Y, release) of each installed CUDA build (untold CUDA: the matrix's)."""
     out = []
     for fw in v.cuda_frameworks():
         rel = k.release(fw.name, fw.base)
@@ -102,8 +101,7 @@ def _fatbin_archs(v: FactsView, name: str) -> tuple[list[Any], list[str], str] |
 
 
 def _archs(v: FactsView, fw: Installed, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
-    """(SASS list, PTX list, where they were read) of an installed build: recorded (--deep), else its library's fat
-    binary, else the matrix's."""
+    """(SASS, PTX, where read) of a build: recorded (--deep), else its fat binary, else the matrix's."""
     if fw.arch_list:
         ptx = split_arch_list(fw.arch_list)[1]
         return list(fw.arch_list), [f"compute_{a[0]}{a[1]}" for a in ptx], fw.arch_source
@@ -239,8 +237,7 @@ def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_no_driver(v: FactsView, k: Knowledge) -> list[Finding]:
-    """No GPU answered on a host: an error when one sits on the PCI bus, else a note for a CUDA build
-    (containers and WSL1 have their own checks)."""
+    """No GPU answered on a host: an error when one sits on the PCI bus, else a note for a CUDA build."""
     if v.gpus or not v.gpus_known or v.in_container or v.wsl == 1 or v.f.get("nvidia_smi_error"):
         return []
     fws = _cuda_frameworks(v, k)

@@ -141,8 +141,7 @@ def _unloaded_driver(v: FactsView) -> str | None:
 
 
 def kernel_module_missing(v: FactsView) -> bool:
-    """No nvidia.ko for the running kernel while the driver's libraries are installed: check_kernel_module
-    names that cause, so the generic nvidia-smi failure stays quiet."""
+    """No nvidia.ko for the running kernel while the driver's libraries are installed."""
     return _unloaded_driver(v) is not None and v.f.get("nvidia_ko") == []
 
 

@@ -35,8 +35,7 @@ def _framework_files(v: FactsView) -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 
 def _torch_loads(v: FactsView) -> set[str]:
-    """Sonames torch's own libraries resolve: loaded into the process by `import torch`, reused by whatever asks
-    for them afterwards."""
+    """Sonames torch's own libraries resolve (loaded by `import torch`, reused by what asks later)."""
     return {so for _n, _v, f in _framework_files(v) if _n == "torch"
             for so, hit in as_dict(f.get("resolved")).items() if hit}
 
@@ -108,8 +107,7 @@ def check_shadowed_libs(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def loader_explains(v: FactsView) -> bool:
-    """Whether the probe read what the loader resolves for torch's own libraries (then check_shadowed_libs, not
-    the LD_LIBRARY_PATH heuristic, says what LD_LIBRARY_PATH shadows for torch)."""
+    """Whether the probe read what the loader resolves for torch's own libraries."""
     return any(as_dict(f.get("resolved")) for n, _v, f in _framework_files(v) if n == "torch")
 
 

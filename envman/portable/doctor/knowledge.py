@@ -137,8 +137,7 @@ class Knowledge:
         return next((f for p, f in self.windows_native if p == package), None)
 
     def max_ptx_isa(self, cuda: str | None) -> str | None:
-        """The newest PTX ISA a driver supporting CUDA ``cuda`` can JIT: its own, or that of the newest
-        CUDA in the table not above it."""
+        """The newest PTX ISA a driver supporting CUDA ``cuda`` can JIT (the newest row not above it)."""
         known = [c for c in self.ptx_isa if vcmp(c, cuda) <= 0] if cuda else []
         return self.ptx_isa[max(known, key=vt)] if known else None
 
@@ -295,7 +294,6 @@ def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] 
 
 
 def gpu_key(name: str) -> str:
-    """A GPU product name compared as NVML and NVIDIA's supported-GPU list spell it: case, spacing and a
-    leading 'NVIDIA ' ignored."""
+    """A GPU product name as NVML and NVIDIA's list spell it: case, spacing and 'NVIDIA ' ignored."""
     s = " ".join(name.lower().split())
     return s[7:] if s.startswith("nvidia ") else s

@@ -139,8 +139,7 @@ class FactsView:
 
 
 def driver_cuda_text(value: Any) -> str | None:
-    """The driver's CUDA as X.Y: "12.8" as NVML/nvidia-smi print it, or the integer CUDA itself prints
-    (cudaDriverGetVersion, NCCL's "cudaDriverVersion 12080", "found version 12080") -> "12.8"."""
+    """The driver's CUDA as X.Y, from '12.8' or the integer CUDA prints (12080 -> '12.8')."""
     if isinstance(value, bool):
         return None
     text = str(value) if isinstance(value, int) else as_str(value)

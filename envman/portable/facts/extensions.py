@@ -157,8 +157,7 @@ def probe_framework_libs(dists: dict[str, tuple[str, str, str]], where: LoaderVi
 
 
 class LoaderView:
-    """What the loader needs to be asked, read once per probe: ld.so.cache, LD_LIBRARY_PATH, the places CUDA
-    libraries lie off its path."""
+    """What the loader needs to be asked, read once per probe (ld.so.cache, LD_LIBRARY_PATH, …)."""
 
     def __init__(self, site_dirs: list[str], environ: dict[str, str] | None = None,
                  cache: list[tuple[str, str]] | None = None, defaults: tuple[str, ...] = loader.DEFAULT_DIRS,

@@ -74,8 +74,7 @@ def env_frameworks(prefix: str) -> dict[str, str]:
 
 
 def probe_kernels(prefix: str | None, budget_s: float = BUDGET_S) -> list[dict[str, Any]]:
-    """Facts ``jupyter_kernels`` (docs/facts.md): one entry per kernelspec, the first of a name winning
-    as in Jupyter's own search order."""
+    """Facts ``jupyter_kernels``: one entry per kernelspec, the first of a name winning, as Jupyter's."""
     end = time.monotonic() + budget_s
     prefixes = [prefix or "", sys.prefix]
     found: list[dict[str, Any]] = []

@@ -28,8 +28,7 @@ def norm(name: str) -> str:
 
 
 def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
-    """Facts: python, pip, each installed framework (torch, tensorflow: its plug-in's probe), numpy, wheel_tags,
-    extensions, conda, jupyter_kernels (see docs/facts.md)."""
+    """Facts: python, pip, each framework's record, numpy, wheel_tags, extensions, conda, kernels."""
     env = target_environment(python, timeout)
     f: dict[str, Any] = {"python": {k: env[k] for k in ("version", "bits", "executable") if env.get(k) is not None}}
     if env.get("error"):

@@ -132,8 +132,7 @@ MAX_DIRS = 64
 
 
 def _dockerfile_dirs(project_dir: str) -> list[str]:
-    """Relative directories to look in: the top level, each first-level directory, and the subdirectories of
-    docker-ish ones (bounded: MAX_DIRS)."""
+    """Relative directories to look in: the top level, first-level ones, docker-ish subdirectories."""
     out = [""]
     try:
         top = sorted(n for n in os.listdir(project_dir) if os.path.isdir(os.path.join(project_dir, n)))

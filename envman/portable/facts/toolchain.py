@@ -1,5 +1,4 @@
-"""What building CUDA extensions and loading CUDA libraries depend on: nvcc, the CUDA home, gcc, the
-relevant environment variables, and the CUDA/cuDNN libraries on the library search path."""
+"""What building CUDA extensions depends on: nvcc, the CUDA home, gcc, variables, CUDA libraries."""
 
 from __future__ import annotations
 
@@ -136,8 +135,7 @@ def _toolkit_version(home: str) -> str | None:
 
 
 def cuda_libs(ld_library_path: str) -> list[dict[str, Any]]:
-    """Directories on LD_LIBRARY_PATH and the system library path that hold CUDA/cuDNN libraries:
-    [{dir, from, libs: {stem: version from the file name}}]."""
+    """[{dir, from, libs: {stem: version}}] of CUDA/cuDNN library directories on the search path."""
     out = []
     seen: set[str] = set()
     ld = [p for p in ld_library_path.split(":") if p]

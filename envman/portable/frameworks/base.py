@@ -66,8 +66,7 @@ def variant_label(name: str, version: str, variant: Optional[str]) -> str:
 
 
 class Plugin(NamedTuple):
-    """One framework in the smoke program, found by the expected stack's ``framework.name``, and in the
-    doctor: what its probe records about an installed copy and how the checks read that record."""
+    """One framework's plug-in: the smoke program's observer and checks, the doctor's probe and reader."""
 
     name: str
     # (gpu_visible, gpu_evidence) -> observations: imports the framework, records errors, never raises

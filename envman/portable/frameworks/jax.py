@@ -318,8 +318,7 @@ def observe_jax(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
 
 
 def jax_label(name: str, version: str, variant: str | None) -> str:
-    """A JAX build is jax plus the CUDA plugin beside it, not a local version: 'jax 0.7.2 (cuda13 plugin)',
-    'jax 0.7.2 (no CUDA plugin)'."""
+    """'jax 0.7.2 (cuda13 plugin)', 'jax 0.7.2 (no CUDA plugin)': the plugin names the build."""
     base = split_local(version)[0]
     if not variant:
         return "%s %s" % (name, version)
