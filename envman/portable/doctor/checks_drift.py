@@ -28,14 +28,8 @@ def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
     if not fw and not as_str(lock.get("python")):
         return [info("lock-unreadable", f"{path} has no stack this envman understands: drift not checked",
                      "regenerate it with `envman lock`")]
-    out: list[Finding] = []
-    out += _framework(v, k, fw, path)
-    out += _python(v, lock, path)
-    out += _cudnn(v, lock, path)
-    out += _packages(v, lock, path, skip=as_str(fw.get("name")))
-    out += _archs(v, lock, path)
-    out += _driver(v, lock, path)
-    return out
+    return (_framework(v, k, fw, path) + _python(v, lock, path) + _cudnn(v, lock, path)
+            + _packages(v, lock, path, skip=as_str(fw.get("name"))) + _archs(v, lock, path) + _driver(v, lock, path))
 
 
 def _not_locked(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:

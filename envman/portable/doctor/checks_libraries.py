@@ -17,11 +17,7 @@ def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     """A framework that loads the CUDA libraries it finds (TensorFlow): missing, or of the wrong version."""
     if v.gpus_known and not v.gpus:
         return []  # (GPUs unknown — NVML down, a partial facts file — the packages still tell)
-    out = []
-    for fw in v.cuda_frameworks():
-        if not fw.pins_cuda_wheels:
-            out += _loaded_libs(v, k, fw)
-    return out
+    return [f for fw in v.cuda_frameworks() if not fw.pins_cuda_wheels for f in _loaded_libs(v, k, fw)]
 
 
 def _available(v: FactsView, stem: str) -> dict[int, list[str]]:

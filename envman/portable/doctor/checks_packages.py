@@ -75,10 +75,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
 
 def check_companions(v: FactsView, k: Knowledge) -> list[Finding]:
     """A companion (torchvision, torchaudio) of another release or another variant than its framework."""
-    out = []
-    for fw in v.frameworks:
-        out += _companions(v, k, fw)
-    return out
+    return [f for fw in v.frameworks for f in _companions(v, k, fw)]
 
 
 def _companions(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
