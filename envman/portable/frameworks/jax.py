@@ -22,10 +22,7 @@ from .base import (
     skip,
     split_local,
 )
-from .jax_doctor import CHECKS, installed_jax, probe_jax
-
-BUILDS = ("cuda12", "cuda13")
-KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")  # the plugin's libraries with CUDA kernels
+from .jax_doctor import BUILDS, CHECKS, installed_jax, plugin_archs, probe_jax
 
 
 def cudnn_text(number: object) -> str | None:
@@ -223,21 +220,6 @@ def _observe_build(obs: dict[str, Any], jax: Any) -> None:
         obs["build_error"] = error(exc)
 
 
-def _observe_archs(build: str) -> list[str]:
-    from ..fatbin import read_fatbin
-
-    found: set[str] = set()
-    where = _package_dir("jax_%s_plugin" % build)
-    for name in KERNEL_LIBS:
-        path = os.path.join(where or "", name)
-        if where and os.path.isfile(path):
-            try:
-                found.update(read_fatbin(path)["sass"])
-            except (OSError, ValueError):
-                continue
-    return sorted(found, key=lambda a: int(re.sub(r"\D", "", a)))
-
-
 def _rel_err(np: Any, got: Any, ref: Any) -> float:
     got, ref = np.asarray(got, dtype="float64"), np.asarray(ref, dtype="float64")
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-12))
@@ -311,7 +293,7 @@ def observe_jax(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
     if build in BUILDS:
         _observe_libraries(obs, build)
         _observe_build(obs, jax)
-        obs["arch_list"] = _observe_archs(build)
+        obs["arch_list"] = plugin_archs(_package_dir("jax_%s_plugin" % build))
     if gpu_visible:
         _observe_devices(obs, jax)
     return obs

@@ -12,7 +12,7 @@ from ..versions import major_minor, vcmp
 from .base import Installed
 
 BUILDS = ("cuda12", "cuda13")
-KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")
+KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")  # the plugin's libraries with CUDA kernels
 # what TensorFlow installs as (its GPU-capable wheels; tensorflow-cpu never touches the GPU)
 TF_GPU_DISTS = ("tensorflow", "tensorflow-gpu", "tf-nightly")
 # XLA_FLAGS entries that quietly cost a run: (flag, what it does)
@@ -33,17 +33,14 @@ def _first(dists: Mapping[str, Any], names: tuple[str, ...]) -> Optional[str]:
     return next((v for v in (_ver(dists, n) for n in names) if v), None)
 
 
-def _archs(dists: Mapping[str, Any], build: str) -> list[str]:
+def plugin_archs(where: Optional[str]) -> list[str]:
+    """The SASS of a CUDA plugin's kernel libraries, read from their fat binaries (``where``: its package folder)."""
     from ..fatbin import read_fatbin
 
-    d = dists.get("jax-%s-plugin" % build)
-    if not d:
-        return []
-    where = os.path.join(d[0], "jax_%s_plugin" % build)
     found: set[str] = set()
-    for name in KERNEL_LIBS:
+    for name in KERNEL_LIBS if where else ():
         try:
-            found.update(read_fatbin(os.path.join(where, name))["sass"])
+            found.update(read_fatbin(os.path.join(where or "", name))["sass"])
         except (OSError, ValueError):
             continue
     return sorted(found, key=lambda a: int(re.sub(r"\D", "", a)))
@@ -57,7 +54,8 @@ def probe_jax(dists: Mapping[str, Any], read: Callable[[str, int], Optional[str]
     for b in BUILDS:
         plugin = _ver(dists, "jax-%s-plugin" % b)
         if plugin:
-            rec["plugins"][b] = {"plugin": plugin, "pjrt": _ver(dists, "jax-%s-pjrt" % b), "arch_list": _archs(dists, b)}
+            where = os.path.join(dists["jax-%s-plugin" % b][0], "jax_%s_plugin" % b)
+            rec["plugins"][b] = {"plugin": plugin, "pjrt": _ver(dists, "jax-%s-pjrt" % b), "arch_list": plugin_archs(where)}
     build = next(iter(rec["plugins"]), None)
     if build is not None:
         m = build[4:]
