@@ -23,16 +23,12 @@ from .base import (
     split_local,
 )
 from .jax_doctor import BUILDS, CHECKS, installed_jax, plugin_archs, probe_jax
+from .torch import cudnn_text as torch_cudnn_text
 
 
 def cudnn_text(number: object) -> str | None:
-    """cudnnGetVersion(): 91200 -> '9.12.0' (cuDNN >= 9: major*10000 + minor*100 + patch); 8907 -> '8.9.7'."""
-    if number is None:
-        return None
-    n = int(str(number))
-    if n >= 90000:
-        return "%d.%d.%d" % (n // 10000, n % 10000 // 100, n % 100)
-    return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
+    """cudnnGetVersion(): 91200 -> '9.12.0'; 8907 -> '8.9.7'; None -> None (as torch's, which packs it alike)."""
+    return None if number is None else torch_cudnn_text(str(number))
 
 
 def cuda_text(number: object) -> str | None:
