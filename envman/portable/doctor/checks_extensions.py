@@ -8,18 +8,14 @@ from typing import Any
 
 from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
 from . import variants
+from .checks_env import LIB_PACKAGES
 from .findings import Finding, error, info
 from .knowledge import Feature, Knowledge
 from .remedies import capability
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
 
-# Which pip package ships which CUDA library (soname stem -> distribution prefix).
-_LIB_DIST = {
-    "libcudart": "nvidia-cuda-runtime", "libcublas": "nvidia-cublas", "libcublasLt": "nvidia-cublas",
-    "libcudnn": "nvidia-cudnn", "libcufft": "nvidia-cufft", "libcurand": "nvidia-curand",
-    "libcusparse": "nvidia-cusparse", "libcusolver": "nvidia-cusolver", "libnccl": "nvidia-nccl",
-    "libnvrtc": "nvidia-cuda-nvrtc", "libnvJitLink": "nvidia-nvjitlink",
-}
+# Which pip package ships which CUDA library an extension may link (all but CUPTI, a profiler's).
+_LIB_DIST = {stem: dist for stem, dist in LIB_PACKAGES.items() if stem != "libcupti"}
 _BNB_LIB = re.compile(r"libbitsandbytes_cuda(\d+)\w*\.(?:so|dll)\Z", re.I)
 _SONAME = re.compile(r"^(lib[A-Za-z]+)\.so\.(\d+)(?:\.\d+)*\Z")
 # What the loader failing means for each package, in the words of its users' bug reports.
