@@ -39,10 +39,6 @@ def _cstr(data: bytes, at: int) -> str:
 
 def cache_list(path: str = CACHE) -> list[tuple[str, str]]:
     """The entries of this machine's ld.so.cache ([] when there is none)."""
-    return _cache(path)
-
-
-def _cache(path: str = CACHE) -> list[tuple[str, str]]:
     try:
         with open(path, "rb") as fh:
             return cache_entries(fh.read(8 << 20))
@@ -87,7 +83,7 @@ def resolve(soname: str, environ: dict[str, str] | None = None, cache: list[tupl
                     m = _VER.search(os.path.realpath(own))
                     e["own_version"] = m.group(1) if m else None
             return e
-    for name, p in (_cache() if cache is None else cache):
+    for name, p in (cache_list() if cache is None else cache):
         if name == soname and os.path.exists(p):
             return _entry(soname, p, "ld.so.cache")
     for d in defaults:
