@@ -6,8 +6,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from envman.errors import ResolutionError, UsageError
+from envman.errors import UsageError
 from envman.model import Matrix, Resolution
+from envman.resolve.summary import refusal_dict as refusal_json  # noqa: F401 - the CLI's and MCP's names
+from envman.resolve.summary import resolution_dict as resolution_json  # noqa: F401 - envman resolve --json
 
 
 def detected_targets(matrix: Matrix | None = None) -> tuple[list[str], str | None, str]:
@@ -77,16 +79,3 @@ def _with_workload(res: Resolution, project: Path, targets: tuple[str, ...]) -> 
                          "(the keys of `envman fit`), or leave --workload-from out")
     notes, warnings = workload_verdicts(spec.workload, targets, str(project))
     return replace(res, notes=res.notes + tuple(Note("workload", n) for n in notes), warnings=res.warnings + tuple(warnings))
-
-
-def resolution_json(res: Resolution) -> dict:
-    """The stable JSON contract of ``envman resolve --json``."""
-    from envman.resolve.summary import resolution_dict
-
-    return resolution_dict(res)
-
-
-def refusal_json(err: ResolutionError) -> dict:
-    from envman.resolve.summary import refusal_dict
-
-    return refusal_dict(err)
