@@ -6,14 +6,12 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name as _canonical
+
 from envman.app.generate import Outcome
 from envman.project.spec import ProjectSpec
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def locked_companions(root: Path, spec: ProjectSpec, out: Outcome) -> Outcome:
