@@ -8,6 +8,7 @@ from typing import Any
 
 from ..versions import major, major_minor, vcmp, vt
 from .knowledge import Knowledge, Release
+from .view import norm_name as norm
 
 _CUDA_IMG = re.compile(r"(?:^|/)nvidia/cuda:(\d+\.\d+)(?:\.\d+)?(?:-cudnn(\d*))?-(base|runtime|devel)-([a-z]+)(\d+(?:\.\d+)?)")
 _TORCH_IMG = re.compile(r"(?:^|/)pytorch/pytorch:(\d+\.\d+\.\d+)-cuda(\d+\.\d+)-cudnn(\d+)-(runtime|devel)")
@@ -24,10 +25,6 @@ _INDEX_VARIANT = re.compile(r"/whl/(?:nightly/|test/)?(cu\d+|cpu|rocm[\d.]+)(?:/
 SOURCE_BUILDS = ("flash-attn", "apex", "mamba-ssm", "causal-conv1d", "deepspeed")
 # NVIDIA's images (and those built FROM them) set these, so the container toolkit injects the GPUs
 _NVIDIA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
-
-
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def satisfies(version: str, spec: str) -> bool:
