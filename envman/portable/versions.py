@@ -80,10 +80,6 @@ def cc(text: object) -> tuple[int, int] | None:
     return None
 
 
-def sm(c: tuple[int, ...]) -> str:
-    return arch_name(c)
-
-
 def parse_arch(arch: object) -> tuple[str, int, int, str] | None:
     """'sm_86' -> ('sm', 8, 6, ''); 'sm_90a' -> ('sm', 9, 0, 'a'); 'compute_120' -> ('compute', 12, 0, '')."""
     m = _ARCH.match(str(arch or "").strip().lower())
@@ -140,6 +136,9 @@ def ptx_for(ptx: list[tuple[int, ...]], device: tuple[int, ...]) -> tuple[int, .
 
 def arch_name(a: tuple[int, ...], kind: str = "sm") -> str:
     return "%s_%d%d%s" % (kind, a[0], a[1], a[2] if len(a) > 2 else "")
+
+
+sm = arch_name  # (8, 6) -> 'sm_86'
 
 
 def arch_covers(capability: Sequence[int], arch_list: Sequence[str]) -> tuple[bool, str]:
