@@ -51,7 +51,10 @@ class ProjectInputs:
     @classmethod
     def read(cls, root: Path, spec: ProjectSpec, matrix: Matrix) -> ProjectInputs:
         reqs, constraints, warnings, includes, unreadable, indexes = _read_requirements(root, spec)
-        reqs, own = _without_own(root, reqs)
+        from envman.project.ownname import without_own
+        from envman.project.requirements import read_pyproject
+
+        reqs, own = without_own(root, read_pyproject(root), reqs)
         warnings += own
         package = project_package(root, spec)
         tables = load_image_tables()
@@ -120,13 +123,6 @@ def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
                          hint="add a [build-system] table to pyproject.toml (and configure its packages), or set "
                               "install_project: false")
     return pkg
-
-
-def _without_own(root: Path, reqs: list[Req]) -> tuple[list[Req], list[str]]:
-    from envman.project.ownname import without_own
-    from envman.project.requirements import read_pyproject
-
-    return without_own(root, read_pyproject(root), reqs)
 
 
 def _read_requirements(root: Path, spec: ProjectSpec):
