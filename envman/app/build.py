@@ -126,9 +126,7 @@ def private_index_values(root: Path, names: StackFiles, lock: Lock, env: dict[st
 
 
 def wheelhouse_image(directory: Path) -> str:
-    """A name for the wheelhouse's content: its wheels' and sdists' names and sizes (each file was hash-checked
-    by fetch); an sdist counts, or a wheelhouse whose only change is a source-only package's sdist would reuse
-    an imported image without it."""
+    """A name for the wheelhouse's content: its wheels' and sdists' names and sizes."""
     h = hashlib.sha256()
     for p in sorted(f for f in directory.iterdir() if f.is_file() and f.name.endswith((".whl", ".tar.gz", ".zip"))):
         h.update(f"{p.name}\0{p.stat().st_size}\n".encode())

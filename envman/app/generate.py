@@ -151,9 +151,7 @@ def require_spec(root: Path) -> ProjectSpec:
 
 
 def offline_dockerfile(root: Path, profile: str | None, offline_image: str | None) -> str:
-    """The project's Dockerfile as this envman renders it now; with ``offline_image``, every pip install
-    reads that wheelhouse image, bind-mounted, with --no-index. Rendered from the same plan as the
-    Dockerfile, so the two never drift apart."""
+    """The project's Dockerfile rendered now; with ``offline_image``, pip reads that wheelhouse with --no-index."""
     return offline_built(root, profile, offline_image).writes[0][1]
 
 

@@ -88,9 +88,7 @@ class ProjectInputs:
 
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: ProjectPackage | None,
                  includes: list[str], tables: ImageTables) -> dict[str, str]:
-    """What a lock depends on: the spec, the data, and every file read (``includes``: what the requirement
-    files pull in with -r/-c; files init copied packages from, an edit there is an input change too, which
-    `lock --check` names)."""
+    """What a lock depends on: the spec, the data, and every file read (``includes``: -r/-c files)."""
     # the workload says what is trained, not what is built: editing it does not make the lock stale
     image_spec = {k: v for k, v in spec.to_data().items() if k != "workload"}
     h = {"spec": sha256(canonical_json(image_spec)), "matrices": matrix.digest,

@@ -69,9 +69,7 @@ def _rows(m, subject: str) -> tuple[list[str], list[list[str]]]:
 
 
 def check_matrix(directory: Path | None = None) -> list[str]:
-    """Every problem the loader (and its cross-checks) finds, read fresh from the files, and every alias of
-    models.yaml that names another model than its entry (envman/fit/aliases.py); [] when all agree. Holding
-    the data to its primary sources' snapshots is the repository's own check (python -m tools.matrix check --sources)."""
+    """Every problem the loader finds, read fresh, and every models.yaml alias naming another model; [] when none."""
     from envman.errors import MatrixError
     from envman.matrix.load import _load_cached, default_matrix_dir, load_matrix
 
