@@ -179,20 +179,16 @@ def parse_pip(cmd: str) -> dict[str, Any]:
             if not eq:
                 i += 1
                 val = words[i] if i < len(words) else ""
-            _pip_option(out, opt, val)
+            if opt in ("-i", "--index-url"):
+                out["index_url"] = val
+            elif opt in _PIP_KEYS:
+                out[_PIP_KEYS[opt]].append(val)
         elif w in ("-U", "--upgrade", "--no-deps"):
             out["upgrade" if w != "--no-deps" else "no_deps"] = True
         elif w and not w.startswith("-"):  # (a flag without a value: --no-cache-dir, --user, --pre, -q)
             out["packages"].append(w)
         i += 1
     return out
-
-
-def _pip_option(out: dict[str, Any], opt: str, val: str) -> None:
-    if opt in ("-i", "--index-url"):
-        out["index_url"] = val
-    elif opt in _PIP_KEYS:
-        out[_PIP_KEYS[opt]].append(val)
 
 
 def _uncommented(words: list[str]) -> list[str]:
