@@ -157,10 +157,7 @@ class Knowledge:
     def driver_ceiling(self, cc: tuple[int, int]) -> tuple[str, str] | None:
         """(branch, last driver) that ends support for a GPU of this capability, or None."""
         hits = [(mc, br, last) for mc, br, last in self.legacy if tuple(cc) <= tuple(mc) and last]
-        if not hits:
-            return None
-        _, br, last = min(hits)
-        return br, last
+        return min(hits)[1:] if hits else None
 
     # --- lookups -----------------------------------------------------------------------------
 
