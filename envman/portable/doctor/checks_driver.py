@@ -14,8 +14,7 @@ _CUDA_PYTHON = ("cuda-python", "cuda-bindings")
 
 
 def check_driver_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
-    """CUDA libraries installed as wheels (any -cuNN set, the toolkit's own wheels, cuda-python) of a CUDA major the
-    driver does not run, where no framework of that major is installed (check_driver names those)."""
+    """CUDA library wheels of a major the driver does not run, with no framework of that major."""
     if not v.driver and not v.driver_cuda:
         return []
     majors: dict[int, list[str]] = {}

@@ -79,9 +79,7 @@ def _reinstall(dist: str, ver: str) -> str:
 
 
 def check_ext_torch(v: FactsView, k: Knowledge) -> list[Finding]:
-    """An extension wheel its loader refuses beside this torch: another release (unless its maintainers call the
-    two ABI-compatible), a CUDA build beside a CPU torch, another CUDA build where the loader compares it, or the
-    other C++ ABI. One finding per extension: the first of these that holds."""
+    """An extension its loader refuses beside this torch (release, CUDA/CPU build, C++ ABI); one finding each."""
     t = v.torch
     have = major_minor(t.base) if t else None
     if not t or not have:

@@ -57,8 +57,7 @@ def _short(name: str) -> str:
 
 
 def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
-    """An extension with neither SASS for the GPU nor PTX it can JIT; PTX newer than the driver JITs. Only the
-    libraries that load here are judged (envman/portable/doctor/variants.py)."""
+    """An extension with neither SASS for the GPU nor PTX it can JIT; only the libraries that load."""
     out: list[Finding] = []
     ccs = v.gpu_ccs()
     if not ccs:
@@ -156,9 +155,7 @@ def _missing_sonames(v: FactsView, f: dict[str, Any]) -> list[str]:
 
 
 def check_ext_cuda_libs(v: FactsView, k: Knowledge) -> list[Finding]:
-    """An extension linked against CUDA libraries of a major this environment does not have
-    (onnxruntime-gpu's CUDA 11 build next to a CUDA 12 torch). Of a package that ships one build per CUDA
-    release, only the one it loads counts: none loading is the finding."""
+    """An extension linked against CUDA libraries of a major this environment does not have."""
     out = []
     for dist, ver, files in _dists(v):
         missing: dict[str, str] = {}

@@ -36,8 +36,7 @@ def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[Installed, str, R
 
 
 def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
-    """The driver must be at least the runtime's minor-version-compat floor (inclusive). With only the driver's CUDA
-    known (a report that quotes "found version 12080"), that CUDA must reach the runtime's."""
+    """The driver below the runtime's minor-version-compat floor (or, told only its CUDA, below that)."""
     if not v.driver and not v.driver_cuda:
         return []
     out = []

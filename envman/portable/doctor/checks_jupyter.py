@@ -14,8 +14,7 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?w?(\.exe)?\Z", re.I)
 
 
 def check_jupyter_kernels(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A notebook kernel whose interpreter belongs to another environment than the one holding the CUDA
-    framework: the notebook imports nothing (ModuleNotFoundError) or another build than the shell does."""
+    """A notebook kernel of another environment than the one holding the CUDA framework."""
     stack = [(fw.name, fw.label) for fw in v.frameworks if fw.gpu is True]  # the CUDA builds examined
     py = as_dict(v.f.get("python"))
     exe, prefix = as_str(py.get("executable")), as_str(py.get("prefix"))

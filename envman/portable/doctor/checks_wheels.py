@@ -18,9 +18,7 @@ _NEEDS_OPS = ("mmdet", "mmsegmentation", "mmdet3d", "mmpose", "mmocr", "mmrotate
 
 
 def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A framework whose METADATA pins nvidia-* wheels that are missing (--no-deps, an installer that ignored
-    them) or installed in another site-packages than the framework (lib vs lib64): its libraries find them
-    through RPATHs relative to itself, so import fails with 'libcudnn.so.9: cannot open shared object file'."""
+    """A framework's METADATA-pinned nvidia-* wheels missing, or in another site-packages than it."""
     out = []
     for fw in v.frameworks:
         pins = {n: spec for n, spec in fw.requires if n.startswith(("nvidia-", "cuda-"))}

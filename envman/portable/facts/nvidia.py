@@ -91,8 +91,7 @@ def reason_names(mask: int) -> list[str]:
 
 
 def probe_nvidia(timeout: float = 5.0) -> dict[str, Any]:
-    """Driver and GPU facts: NVML first, ``nvidia-smi`` when NVML fails (recording its error text, e.g.
-    'Failed to initialize NVML: Driver/library version mismatch'), the kernel module's version last."""
+    """Driver and GPU facts: NVML, else ``nvidia-smi`` (recording NVML's error), the kernel module last."""
     f: dict[str, Any] = {}
     mod = kernel_module_version()
     if mod:

@@ -83,8 +83,7 @@ def _libraries(dists: dict[str, Any]) -> dict[str, Any]:
 
 
 def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, Any]:
-    """Which Python's packages to read: ``--python``, else the active virtualenv ($VIRTUAL_ENV, the one a
-    user activated before running an envman installed elsewhere), else the interpreter running envman."""
+    """Which Python's packages to read: ``--python``, else $VIRTUAL_ENV, else the one running envman."""
     here = {"version": sys.version.split()[0], "bits": struct.calcsize("P") * 8, "executable": sys.executable,
             "prefix": sys.prefix, "path": [p for p in sys.path if p]}
     if python is None:

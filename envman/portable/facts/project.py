@@ -152,8 +152,7 @@ def _dockerfile_dirs(project_dir: str) -> list[str]:
 
 
 def read_dockerfiles(project_dir: str, limit: int = 16) -> list[dict[str, Any]]:
-    """``[{path, from}]``: the project's Dockerfiles (its top level, its first-level directories and the
-    subdirectories of docker/, dockerfiles/, deploy/, .devcontainer/ …) and the images their stages start FROM."""
+    """``[{path, from}]``: the project's Dockerfiles (bounded search) and the images their stages start FROM."""
     from ..dockerfile import DockerfileTooLarge, base_images
 
     out: list[dict[str, Any]] = []

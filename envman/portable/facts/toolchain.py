@@ -94,8 +94,7 @@ def max_gcc(toolkit: str) -> int | None:
 
 def cuda_home(env: dict[str, str], path_nvcc: str | None, nvcc: dict[str, Any] | None,
               timeout: float) -> dict[str, Any] | None:
-    """The CUDA home torch.utils.cpp_extension would pick: CUDA_HOME, CUDA_PATH, the nvcc on PATH
-    (two directories up, as torch does it), else /usr/local/cuda when it exists. None: no toolkit."""
+    """The CUDA home torch.utils.cpp_extension would pick (CUDA_HOME, CUDA_PATH, nvcc, /usr/local/cuda)."""
     if env.get("CUDA_HOME"):
         home, source = env["CUDA_HOME"], "CUDA_HOME"
     elif env.get("CUDA_PATH"):

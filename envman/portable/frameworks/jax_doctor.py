@@ -107,9 +107,7 @@ def installed_jax(facts: Mapping[str, Any]) -> Optional[Installed]:
 
 # ============================================================================ checks only JAX needs (pure)
 def check_jax_parts(v: Any, k: Any) -> list[Finding]:
-    """jaxlib, jax-cudaNN-plugin and jax-cudaNN-pjrt are one release. Against a release the matrix knows, the
-    companion check pairs jaxlib and the plugin with jax; the pjrt wheel (pinned by the plugin) is judged here,
-    and so is everything for a release the matrix does not know."""
+    """jaxlib, jax-cudaNN-plugin and -pjrt of one release (the companion check pairs what the matrix knows)."""
     rec = v.f.get("jax")
     if not isinstance(rec, dict) or not rec.get("version"):
         return []
@@ -225,8 +223,7 @@ def _cudnn_wanted(v: Any, k: Any, rec: Mapping[str, Any]) -> Optional[tuple[str,
 
 
 def check_jax_cudnn(v: Any, k: Any) -> list[Finding]:
-    """The cuDNN here against the one this JAX was compiled with: XLA refuses another major, and an older minor
-    ('Loaded runtime CuDNN library: 9.0.0 but source was compiled with: 9.1.1'), and JAX falls back to the CPU."""
+    """The cuDNN here against the one this JAX was compiled with: another major or an older minor."""
     rec = v.f.get("jax")
     if not isinstance(rec, dict):
         return []
