@@ -33,11 +33,7 @@ def ifname_matches(spec: str, names: list[str]) -> list[str]:
     body = spec[1:] if exclude else spec
     exact = body.startswith("=")
     parts = [p for p in (body[1:] if exact else body).split(",") if p]
-
-    def hit(n: str) -> bool:
-        return any(n == p if exact else n.startswith(p) for p in parts)
-
-    return [n for n in names if hit(n) != exclude]
+    return [n for n in names if any(n == p if exact else n.startswith(p) for p in parts) != exclude]
 
 
 def check_socket_ifname(v: FactsView, k: Knowledge) -> list[Finding]:
