@@ -83,15 +83,6 @@ def default_ca_bundle(env: dict[str, str] | None = None) -> Path | None:
     return None
 
 
-def index_secret(root: Path, names: StackFiles, lock: Lock, env: dict[str, str] | None = None) -> str | None:
-    """The text of the ``envman_indexes`` build secret (``export NAME=URL`` lines), or None when the lock's
-    files name no private index (lock/indexes.py)."""
-    from envman.lock.indexes import secret_text
-
-    found = private_index_values(root, names, lock, env)
-    return secret_text(found) if found else None
-
-
 def private_index_values(root: Path, names: StackFiles, lock: Lock, env: dict[str, str] | None = None):
     """The private indexes the lock's files name (``${ENVMAN_INDEX_…}``), with their URLs found where the lock
     found them, or in a variable of their name. An index nobody supplies is refused, naming its variable."""
@@ -246,7 +237,7 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
     from envman.app import smoke as smoke_runner
     from envman.app.buildruns import candidate_tag
     from envman.image.context import context_warning
-    from envman.lock.indexes import SECRET
+    from envman.lock.indexes import SECRET, secret_text
     from envman.process import Owner
 
     label = f"[{names.profile}] " if names.profile else ""
@@ -259,7 +250,8 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
     if ca is not None:
         secrets[CA_SECRET] = ca
         echo(f"{label}CA bundle {ca} goes to the build as a BuildKit secret (never a layer)")
-    indexes = index_secret(root, names, lock)
+    found = private_index_values(root, names, lock)
+    indexes = secret_text(found) if found else None  # the envman_indexes secret: `export NAME=URL` lines
     args = {k: os.environ[k] for k in PROXY_VARS if os.environ.get(k)}
     if args:
         echo(f"{label}proxy settings passed as build args: {', '.join(sorted(args))} (not kept in the image)")
