@@ -144,7 +144,8 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         source_lock=files.source if builds.plan is not None else None,
         tools_lock=files.build if builds.build is not None else None,
         project=ProjectFacts(pkg is not None, tuple(order), tuple(own.scripts), spec.env + own.env, spec.command),
-        devel_image=_devel_image(inputs.matrix, res), offline_image=opts.offline_image, version=__version__)
+        devel_image=next((i.devel for i in inputs.matrix.base_images.cuda if str(i.cuda) == res.cuda), None),
+        offline_image=opts.offline_image, version=__version__)
     return stack, last, notes
 
 
@@ -265,20 +266,11 @@ def _package_notes(pkg, builds: Builds, no_lock: bool) -> list[str]:
     return notes
 
 
-def _devel_image(matrix: Matrix, res: Resolution) -> str | None:
-    if res.cuda is None:
-        return None
-    return next((img.devel for img in matrix.base_images.cuda if str(img.cuda) == res.cuda), None)
-
-
 def _kept_digest(last: Lock | None, base: str, inputs_hash: str) -> str | None:
     """--no-lock asks no registry: keep the digest the current lock pinned, if it is for the same inputs."""
-    if last is None:
+    if last is None or last.inputs_hash != inputs_hash or last.base_image.get("ref") != base:
         return None
-    b = last.base_image
-    if last.inputs_hash == inputs_hash and b.get("ref") == base:
-        return b.get("digest")
-    return None
+    return last.base_image.get("digest")
 
 
 def _in_image(marker, res: Resolution) -> bool:
