@@ -23,12 +23,8 @@ def candidate_tag(short: str, owner: Owner) -> str:
 def stale_candidates(tags: list[str], now: float | None = None) -> list[str]:
     """The candidate tags (of any lock hash) whose run is provably gone. A ``<hash>-unverified`` tag without an
     owner is a failed smoke test's image, kept for inspection: never swept."""
-    out = []
-    for tag in tags:
-        m = _CANDIDATE.match(tag)
-        if m and Owner(m.group("host"), int(m.group("pid")), int(m.group("started"))).stale(now):
-            out.append(tag)
-    return out
+    return [tag for tag in tags if (m := _CANDIDATE.match(tag))
+            and Owner(m.group("host"), int(m.group("pid")), int(m.group("started"))).stale(now)]
 
 
 def sweep(engine, repository: str, echo: Callable[[str], None]) -> list[str]:
