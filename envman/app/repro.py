@@ -41,7 +41,6 @@ def _read(engine: ContainerEngine, ref: str, skip: set[str]) -> ImageArchive:
 @dataclass(frozen=True)
 class ReproBuild:
     result: BuildResult  # the second build, tagged as asked
-    first_seconds: float
     record: dict
 
 
@@ -68,7 +67,7 @@ def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *
     if second.image_id == first.image_id:
         echo(f"{label}reproducible: both builds gave {second.image_id} "
              f"({first.seconds:.1f} s and {second.seconds:.1f} s)")
-        return ReproBuild(second, first.seconds, {"image_id": second.image_id})
+        return ReproBuild(second, {"image_id": second.image_id})
     echo(f"{label}the two builds differ ({first.image_id} vs {second.image_id}): reading the second's layers")
     second_files = _read(engine, tag, base_layers | set(first_files.diff_ids))
     lines = differences(first_files, second_files)
