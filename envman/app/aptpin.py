@@ -1,5 +1,4 @@
-"""``envman lock --pin-apt``: the versions apt in the base image installs now, for the whole closure of the
-image's apt packages, found by running apt itself there (``apt-get install --simulate``, lock/apt.py)."""
+"""``envman lock --pin-apt``: the versions apt in the base image installs now (lock/apt.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_prox
 
 def apt_pinner(engine_name: str | None = None, engine: ContainerEngine | None = None,
                echo: Callable[[str], None] | None = None) -> Callable[[str, tuple[str, ...]], dict[str, str]]:
-    """``envman lock --pin-apt``: the versions apt in the base image would install now, for the whole closure
-    of the apt packages (``apt-get install --simulate``; the archive is reached as the build reaches it)."""
+    """The apt pinner for ``envman lock --pin-apt``."""
     from envman.lock.apt import check_pins, parse_simulation, simulate_command
 
     def pin(base: str, packages: tuple[str, ...]) -> dict[str, str]:

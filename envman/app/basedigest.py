@@ -1,8 +1,4 @@
-"""The base image's digest for a lock, as a re-lock treats package pins: the digest the last lock pinned for
-the same base image is kept; otherwise its registry is asked, in a thread, while uv resolves. ``--upgrade``
-asks the registry again. A registry that could not be reached is not asked again for ten minutes (an
-air-gapped machine would otherwise wait for it on every lock); the note says so, and --upgrade asks anyway.
-"""
+"""The base image's digest for a lock: kept from the last lock, else asked of its registry in a thread."""
 
 from __future__ import annotations
 

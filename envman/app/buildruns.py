@@ -1,16 +1,4 @@
-"""Builds that run at once, and what a killed one leaves behind.
-
-Each build run has its own candidate tag, ``<name>:<hash>-unverified-<host>-<pid>-<start>-<random>``, and each container
-envman starts carries an owner label (engine/docker.py): no run can delete, retag or promote another run's
-image. The good tag ``<name>:<hash>`` is put on the image ID the run smoke-tested, nothing else.
-
-A second build of the same lock hash on this machine waits for the first (a lock file beside envman's cache,
-``builds/<name>-<hash>.lock``) and says so; when the first made the good image, the second reuses it.
-
-What a run killed with SIGKILL left (its candidate tag, its smoke container, a wheelhouse's ``.partial-*`` folder)
-is removed by the next run, when it is provably stale: made on this machine by a process that is gone, or
-older than a day whatever made it (another machine sharing the engine).
-"""
+"""Builds that run at once (own candidate tags, one build per lock hash), and sweeping what a killed one left."""
 
 from __future__ import annotations
 
@@ -35,12 +23,8 @@ def candidate_tag(short: str, owner: Owner) -> str:
 def stale_candidates(tags: list[str], now: float | None = None) -> list[str]:
     """The candidate tags (of any lock hash) whose run is provably gone. A ``<hash>-unverified`` tag without an
     owner is a failed smoke test's image, kept for inspection: never swept."""
-    out = []
-    for tag in tags:
-        m = _CANDIDATE.match(tag)
-        if m and Owner(m.group("host"), int(m.group("pid")), int(m.group("started"))).stale(now):
-            out.append(tag)
-    return out
+    return [tag for tag in tags if (m := _CANDIDATE.match(tag))
+            and Owner(m.group("host"), int(m.group("pid")), int(m.group("started"))).stale(now)]
 
 
 def sweep(engine, repository: str, echo: Callable[[str], None]) -> list[str]:

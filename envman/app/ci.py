@@ -1,7 +1,4 @@
-"""``envman ci …`` as use cases: load the locked project, write its CI files, check them; values back.
-
-Also the reminder ``envman lock`` gives when a re-lock left generated CI files naming old images.
-"""
+"""``envman ci …`` as use cases, and the reminder ``envman lock`` gives about stale generated CI files."""
 
 from __future__ import annotations
 
@@ -69,8 +66,7 @@ def _outcome(project, opts, written, backend=None) -> CiOutcome:
 
 def write_pipeline(kind: str, path: Path, registry: str | None = None, gpu_runners=(), envman_spec: str | None = None,
                    force: bool = False, envman_index: str | None = None, origin=None) -> CiOutcome:
-    """``kind`` github or gitlab: the pipeline file (and docker-bake.json with profiles). ``origin``: how envman
-    was installed (envman.ci.install.Origin; default: this envman's)."""
+    """``kind`` github or gitlab: the pipeline file (and docker-bake.json with profiles)."""
     from dataclasses import replace
 
     from envman import ci as ci_mod
@@ -111,8 +107,7 @@ def has_ci_files(root: Path) -> bool:
 
 
 def stale_ci_files(root: Path) -> list[str]:
-    """After a re-lock: generated CI files name images by lock hash, so they must be regenerated too.
-    Nothing (and no CI project loaded) when the project has none of them."""
+    """After a re-lock: generated CI files that name images by lock hash (none: nothing loaded)."""
     if not has_ci_files(root):
         return []
     from envman.ci import check_ci_files, load_ci_project

@@ -1,6 +1,4 @@
-"""The companions a lock really holds. The resolver knows every companion of the framework build (torchvision
-0.29.1 for torch 2.14.1), but only those the project names are pinned and installed: init and lock report those,
-not "companions torchvision 0.29.1" for a project that has no torchvision."""
+"""The companions a lock really holds: those the project pins, not every companion of the build."""
 
 from __future__ import annotations
 
@@ -8,14 +6,12 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name as _canonical
+
 from envman.app.generate import Outcome
 from envman.project.spec import ProjectSpec
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def locked_companions(root: Path, spec: ProjectSpec, out: Outcome) -> Outcome:

@@ -1,5 +1,4 @@
-"""``envman doctor --dockerfile PATH``: a Dockerfile someone wrote, read statically into the facts its image would
-have (portable/doctor/dockerfile_facts.py) and judged by the doctor's checks for the target GPUs, before it is built."""
+"""``envman doctor --dockerfile PATH``: a Dockerfile read statically and judged before it is built."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ class DockerfileReport:
 
 
 def run_dockerfile_doctor(paths: list[str], *, project: str = ".", targets: list[str] | None = None) -> list[DockerfileReport]:
-    """Each Dockerfile read statically into the facts its image would have, judged by the doctor's checks for the
-    target GPUs. Raises UsageError for a file that cannot be read."""
+    """Each Dockerfile's facts judged for the target GPUs; UsageError for one that cannot be read."""
     from envman.inputs import MAX_SPEC, read_input
     from envman.matrix.knowledge import load_knowledge
     from envman.portable.dockerfile import DockerfileTooLarge, parse_dockerfile

@@ -1,5 +1,4 @@
-"""``envman doctor``: this machine's facts (or a facts file from another), judged by the island's pure checks
-against the matrix's Knowledge (envman/matrix/knowledge.py). ``doctor --dockerfile`` is app/dockerfile_doctor.py."""
+"""``envman doctor``: this machine's facts (or a facts file) judged by the island's pure checks."""
 
 from __future__ import annotations
 
@@ -62,7 +61,7 @@ def run_doctor(path: str = ".", *, facts_file: str | None = None, python: str | 
     facts = collect_facts(path, facts_file=facts_file, python=python, deep=deep)
     if dump_facts:
         try:
-            write_facts_file(dump_facts, facts)
+            write_atomic(dump_facts, json.dumps(facts, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         except OSError as exc:
             raise UsageError(f"cannot write {dump_facts}: {exc.strerror or exc}",
                              hint="choose a writable path for --dump-facts") from None
@@ -104,8 +103,7 @@ def collect_facts(path: str = ".", *, facts_file: str | None = None, python: str
 
 
 def project_spec(path: str) -> ProjectSpec | None:
-    """The project's envman.yaml, or None when it has none or a broken one (the lock checks' finding, not the
-    doctor's)."""
+    """The project's envman.yaml, or None when it has none or a broken one (not the doctor's finding)."""
     from envman.errors import EnvmanError
     from envman.project.spec import load_spec
 
@@ -211,5 +209,3 @@ def _validate_facts(data: dict, label: str, hint: str) -> None:
             raise bad(f"gpus[{i}].name", g.get("name"), "a string")
 
 
-def write_facts_file(path: str, facts: dict) -> None:
-    write_atomic(path, json.dumps(facts, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -1,5 +1,4 @@
-"""``envman fetch`` as a use case: every wheel of a hashed lock, hash-checked, into a wheelhouse (with the
-sdists and build tools a builder stage reads, so that `envman build --offline` needs no index)."""
+"""``envman fetch``: every wheel and sdist of a hashed lock, hash-checked, into a wheelhouse."""
 
 from __future__ import annotations
 
@@ -153,8 +152,7 @@ def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[H
 
 
 def fetch_sdists(sdists: dict[str, tuple[str, str]], dest: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Each sdist, hash-checked, beside the wheels (the offline builder finds it with --find-links):
-    (downloaded, kept)."""
+    """Each sdist, hash-checked, beside the wheels: (downloaded, kept)."""
     from envman.files import write_atomic
     from envman.lock.build_deps import fetch_sdist
     from envman.lock.wheelhouse import FULL_WHEELHOUSE, sha256_file

@@ -1,6 +1,4 @@
-"""A lock's files for a whole project: every stack (the project's, or one per profile: app/stack.py), then
-what the stacks share (.dockerignore, compose.yaml, devcontainer.json, the kit), checked against the project
-and written all or nothing, envman.lock last (``plan_stacks`` → ``commit``)."""
+"""A lock's files for a whole project, checked and written all or nothing, envman.lock last."""
 
 from __future__ import annotations
 
@@ -153,9 +151,7 @@ def require_spec(root: Path) -> ProjectSpec:
 
 
 def offline_dockerfile(root: Path, profile: str | None, offline_image: str | None) -> str:
-    """The project's Dockerfile as this envman renders it now; with ``offline_image``, every pip install
-    reads that wheelhouse image, bind-mounted, with --no-index. Rendered from the same plan as the
-    Dockerfile, so the two never drift apart."""
+    """The project's Dockerfile rendered now; with ``offline_image``, pip reads that wheelhouse with --no-index."""
     return offline_built(root, profile, offline_image).writes[0][1]
 
 

@@ -1,5 +1,4 @@
-"""``envman init``: a training repository → envman.yaml (what discovery found, validated like a typed file),
-then its lock (app/generate.py), written together. An envman.yaml that exists is the single source of truth."""
+"""``envman init``: a training repository -> envman.yaml (validated like a typed file), then its lock."""
 
 from __future__ import annotations
 
@@ -40,11 +39,6 @@ def spec_yaml(spec: ProjectSpec) -> str:
 # repository's files cannot say, so discovery would lose it
 KEPT_ON_REINIT = ("name", "system_packages", "cuda_devel", "command", "env", "workload", "price_per_gpu_hour", "profiles",
                   "cluster", "ci")
-
-
-def project_name(root: Path) -> str:
-    n = re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-")
-    return n or "envman-project"
 
 
 def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None) -> Outcome:
@@ -127,7 +121,7 @@ def discovered_spec(root: Path, opts: InitOptions, notes: list[str], detect_gpus
         notes.append("the requirements install the repository itself (-e . / .), but it is not a package "
                      "(no pyproject.toml [build-system], no setup.py): its source is copied to the image's work "
                      "directory and not installed")
-    data = {"name": project_name(root), "python": opts.python or _python_from(found.python),
+    data = {"name": re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-") or "envman-project", "python": opts.python or _python_from(found.python),
             "framework": opts.framework or inf.framework or code.framework, "companions": list(inf.companions),
             "requirements": list(found.requirement_files), "packages": list(found.packages), "cpu": cpu,
             "targets": [] if cpu else targets, "driver": driver,

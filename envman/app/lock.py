@@ -1,5 +1,4 @@
-"""``envman lock``: the lock and its staleness in one place. ``lock_project`` makes every file a lock needs
-(app/generate.py); ``check_lock`` says why the lock on disk no longer matches the project, without uv."""
+"""``envman lock``: ``lock_project`` makes every file a lock needs; ``check_lock`` says why it is stale."""
 
 from __future__ import annotations
 
@@ -87,8 +86,7 @@ def _changed_inputs(spec: ProjectSpec, now: dict[str, str], then: Mapping[str, A
 
 
 def _changed_lock_files(root: Path, files: StackFiles, lock: Lock) -> list[str]:
-    """The Python locks the lock names (sha256 of their bodies) and the files it records (Dockerfile,
-    .envman/stack.json, pylock.toml …) against what is on disk."""
+    """The Python locks and the files the lock records, against what is on disk."""
     out = []
     pl = lock.python_lock
     recorded = lock.get("files")

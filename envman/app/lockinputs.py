@@ -1,6 +1,4 @@
-"""What a lock reads from the project, read once per run: the spec's requirement files (and the ``-c``
-constraints they include), its packages, the project as a package, and the digest of every input, one by one
-so that `lock --check` can say which input changed; and the run's options (``LockOptions``)."""
+"""What a lock reads from the project, read once per run, with the digest of every input; ``LockOptions``."""
 
 from __future__ import annotations
 
@@ -53,7 +51,10 @@ class ProjectInputs:
     @classmethod
     def read(cls, root: Path, spec: ProjectSpec, matrix: Matrix) -> ProjectInputs:
         reqs, constraints, warnings, includes, unreadable, indexes = _read_requirements(root, spec)
-        reqs, own = _without_own(root, reqs)
+        from envman.project.ownname import without_own
+        from envman.project.requirements import read_pyproject
+
+        reqs, own = without_own(root, read_pyproject(root), reqs)
         warnings += own
         package = project_package(root, spec)
         tables = load_image_tables()
@@ -87,9 +88,7 @@ class ProjectInputs:
 
 def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: ProjectPackage | None,
                  includes: list[str], tables: ImageTables) -> dict[str, str]:
-    """What a lock depends on: the spec, the data, and every file read (``includes``: what the requirement
-    files pull in with -r/-c; files init copied packages from, an edit there is an input change too, which
-    `lock --check` names)."""
+    """What a lock depends on: the spec, the data, and every file read (``includes``: -r/-c files)."""
     # the workload says what is trained, and a price what it costs, not what is built: no edit of them makes the lock stale
     image_spec = {k: v for k, v in spec.to_data().items() if k not in ("workload", "price_per_gpu_hour")}
     h = {"spec": sha256(canonical_json(image_spec)), "matrices": matrix.digest,
@@ -122,13 +121,6 @@ def project_package(root: Path, spec: ProjectSpec) -> ProjectPackage | None:
                          hint="add a [build-system] table to pyproject.toml (and configure its packages), or set "
                               "install_project: false")
     return pkg
-
-
-def _without_own(root: Path, reqs: list[Req]) -> tuple[list[Req], list[str]]:
-    from envman.project.ownname import without_own
-    from envman.project.requirements import read_pyproject
-
-    return without_own(root, read_pyproject(root), reqs)
 
 
 def _read_requirements(root: Path, spec: ProjectSpec):

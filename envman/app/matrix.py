@@ -1,5 +1,4 @@
-"""``envman matrix show|check`` as use cases: one subject of the matrix as rows or typed data, and the loader's
-cross-checks on demand. Deriving the data from its sources is the repository's workshop (tools/matrix/)."""
+"""``envman matrix show|check`` as use cases (deriving the data is tools/matrix/'s work)."""
 
 from __future__ import annotations
 
@@ -12,6 +11,10 @@ SUBJECTS = ("torch", "tensorflow", "jax", "gpus", "cuda", "cudnn", "base-images"
 
 def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of one subject of ``matrix`` (default: the shipped one)."""
+    return _rows(_matrix_for(subject, matrix), subject)
+
+
+def _matrix_for(subject: str, matrix):
     if subject not in SUBJECTS:
         import difflib
 
@@ -21,7 +24,7 @@ def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
         from envman.matrix.load import load_matrix
 
         matrix = load_matrix()
-    return _rows(matrix, subject)
+    return matrix
 
 
 def _flag(prov) -> str:
@@ -66,9 +69,7 @@ def _rows(m, subject: str) -> tuple[list[str], list[list[str]]]:
 
 
 def check_matrix(directory: Path | None = None) -> list[str]:
-    """Every problem the loader (and its cross-checks) finds, read fresh from the files, and every alias of
-    models.yaml that names another model than its entry (envman/fit/aliases.py); [] when all agree. Holding
-    the data to its primary sources' snapshots is the repository's own check (python -m tools.matrix check --sources)."""
+    """Every problem the loader finds, read fresh, and every models.yaml alias naming another model; [] when none."""
     from envman.errors import MatrixError
     from envman.matrix.load import _load_cached, default_matrix_dir, load_matrix
 
@@ -89,10 +90,8 @@ def check_matrix(directory: Path | None = None) -> list[str]:
 
 
 def show_matrix_data(subject: str, matrix=None) -> list[dict]:
-    """One typed object per entry of ``subject``: the contract of ``envman matrix show --json``
-    (docs/matrix.md lists the keys)."""
-    show_matrix(subject, matrix if matrix is not None else _loaded())  # validates the subject name
-    m = matrix if matrix is not None else _loaded()
+    """One typed object per entry of ``subject``: ``envman matrix show --json`` (docs/matrix.md)."""
+    m = _matrix_for(subject, matrix)
 
     def prov(p) -> dict:
         return {"source": p.source, "uncertain": p.uncertain, "note": p.note}
@@ -141,9 +140,3 @@ def show_matrix_data(subject: str, matrix=None) -> list[dict]:
         out.append({"kind": "cuda", "image": None, "cuda": str(i.cuda), "update": i.update, "runtime": i.runtime,
                     "devel": i.devel, "python": i.python, "ubuntu": i.ubuntu, "cudnn": i.cudnn, **prov(i.prov)})
     return out
-
-
-def _loaded():
-    from envman.matrix.load import load_matrix
-
-    return load_matrix()

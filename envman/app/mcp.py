@@ -1,12 +1,4 @@
-"""The questions a coding agent may ask envman, as use cases that return JSON-able dicts: the stack for some
-GPUs, why a stack is refused and what to change, the doctor's verdict, whether a training run fits, the
-install command for a framework on this machine, and what `envman uv write` would change. ``envman mcp``
-(cli/mcp.py) serves them as MCP tools; each answer is the same contract the CLI's ``--json`` prints where there
-is one (resolve, doctor, fit).
-
-Only ``write_uv_project`` writes a file, and its name says so. Errors are raised as EnvmanError, as everywhere
-in app/: the server turns them into tool errors carrying the ``error:`` and ``hint:`` lines.
-"""
+"""The questions a coding agent may ask envman (served by cli/mcp.py), as use cases returning JSON-able dicts."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""init's Python when the repository leaves it open: the newest one for which the lock needs no source build.
-
-A repository's old pins often have wheels for the Pythons of their day only (``numpy<1.24`` has cp311 wheels but
-none for cp312, ``tokenizers==0.13.3`` the same): on the newest Python the framework supports, uv locks their
-sdists and the image would compile them — or cannot (a Rust or CUDA toolchain, an old setuptools). Building is
-the last resort: when the lock for the chosen Python builds packages from source (or is refused because a
-package the framework needs has no wheel), init tries the next older Pythons the framework has wheels for and
-takes the newest one whose lock builds fewer packages, and says so. Only when nobody chose the Python
-(``--python``, a single version in the repository's files) and only at init."""
+"""init's Python when the repository leaves it open: the newest whose lock builds the fewest sdists."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""A stack's Python locks: the requirement lines uv is asked for (the framework's pins, the user's requirements
-checked against the stack, the project's build backend and extras), then the locks — kept when uv's request is
-the last lock's (uv lock's rule: ``--upgrade`` asks the index again), else one uv run, corrected where the image
-would fail on uv's answer (``_settled``); with --no-lock, the existing ones when their inputs are unchanged."""
+"""A stack's Python locks: the requirement lines uv is asked for, then the locks (kept, or one uv run)."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ KEPT = "Python lock kept: uv's request is the last lock's (`envman lock --upgrad
 
 @dataclass
 class Lines:
-    """What uv is asked for: the framework's pins, the user's requirements and -c constraints, the project's
-    build backend and extras."""
+    """What uv is asked for: the framework's pins, the user's requirements and -c constraints, the project's."""
 
     pins: list[str]
     reqs: list[Req]
@@ -98,8 +94,7 @@ def requirement_lines(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution)
 
 def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, lines: Lines, files: StackFiles,
                  last: Lock | None, opts: LockOptions, digest: Callable[[], Any] | None = None) -> PythonFiles:
-    """The stack's Python locks: kept when uv's request is the last lock's (uv lock's rule: ``--upgrade`` asks
-    the index again), else one uv run; with --no-lock, the existing ones when their inputs are unchanged."""
+    """The stack's Python locks: kept when uv's request is the last lock's, else one uv run."""
     if not lines.all:
         return PythonFiles()
     root = inputs.root

@@ -1,14 +1,4 @@
-"""Reproducible as bits: ``envman build --verify-repro`` and ``envman verify IMAGE``.
-
-``--verify-repro`` builds the lock twice from scratch (no cache) on an engine that clamps every date to the
-lock's SOURCE_DATE_EPOCH, and compares the two image IDs. An image ID is the digest of the image's config,
-which names every layer by the digest of its uncompressed content, so equal IDs mean the same bits. Between
-the two builds the first image's files are read into memory (kind, mode, owner, time, size, content digest)
-and the image is removed: the disk holds one build at a time (a torch image is ~6 GB). When the IDs differ,
-the second image is read too and every file that differs is named, with its layer's step. When they agree,
-the ID is recorded in envman.lock (outside its identity), and ``envman verify IMAGE`` can say later that an
-image is exactly the one this lock builds.
-"""
+"""Reproducible as bits: ``envman build --verify-repro`` and ``envman verify IMAGE`` (docs/reproducible.md)."""
 
 from __future__ import annotations
 
@@ -51,17 +41,13 @@ def _read(engine: ContainerEngine, ref: str, skip: set[str]) -> ImageArchive:
 @dataclass(frozen=True)
 class ReproBuild:
     result: BuildResult  # the second build, tagged as asked
-    first_seconds: float
     record: dict
 
 
 def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *, tag: str, base: str,
                  echo: Callable[[str], None], label: str = "", first_tag: str | None = None,
                  keep_as: str | None = None) -> ReproBuild:
-    """Two builds from scratch (``build(tag)`` builds without cache and tags ``tag``), compared. The second is
-    left tagged ``tag``; on a difference it is kept for inspection as ``keep_as`` (``tag`` is removed) and
-    ReproError names what differs. The first is tagged ``first_tag`` (a candidate tag of this run, which a
-    later run sweeps if this one is killed)."""
+    """Two builds from scratch compared; on a difference the second is kept as ``keep_as`` (ReproError)."""
     require_clamping(engine)
     first_tag = first_tag or f"{tag}-repro-1"
     base_layers = set(engine.diff_ids(base) or ())
@@ -81,7 +67,7 @@ def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *
     if second.image_id == first.image_id:
         echo(f"{label}reproducible: both builds gave {second.image_id} "
              f"({first.seconds:.1f} s and {second.seconds:.1f} s)")
-        return ReproBuild(second, first.seconds, {"image_id": second.image_id})
+        return ReproBuild(second, {"image_id": second.image_id})
     echo(f"{label}the two builds differ ({first.image_id} vs {second.image_id}): reading the second's layers")
     second_files = _read(engine, tag, base_layers | set(first_files.diff_ids))
     lines = differences(first_files, second_files)

@@ -1,7 +1,4 @@
-"""``envman resolve`` as a use case: this machine's GPUs as targets, the request, the resolver, the notes.
-
-Returns values (a Resolution, or raises ResolutionError with its alternatives); the CLI prints them.
-"""
+"""``envman resolve`` as a use case: this machine's GPUs as targets, the request, the resolver, the notes."""
 
 from __future__ import annotations
 
@@ -9,13 +6,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from envman.errors import ResolutionError, UsageError
+from envman.errors import UsageError
 from envman.model import Matrix, Resolution
+from envman.resolve.summary import refusal_dict as refusal_json  # noqa: F401 - the CLI's and MCP's names
+from envman.resolve.summary import resolution_dict as resolution_json  # noqa: F401 - envman resolve --json
 
 
 def detected_targets(matrix: Matrix | None = None) -> tuple[list[str], str | None, str]:
-    """This machine's GPUs as targets (the matrix id when envman knows the GPU, else its sm_XY), the
-    driver, and a note on where they came from. NVML first, nvidia-smi as the fallback."""
+    """This machine's GPUs as targets (matrix id, else sm_XY), the driver, and where they came from."""
     from envman.portable.facts.nvidia import scan_gpus
     from envman.resolve.targets import find_gpu
 
@@ -41,8 +39,7 @@ def resolve_request(framework: str | None = None, python: str | None = None, tar
                     driver: str | None = None, cuda: str | None = None, cpu: bool = False,
                     cuda_devel: bool = False, matrix: Matrix | None = None,
                     workload_from: Path | None = None) -> Resolution:
-    """The newest consistent stack for these constraints; without targets (and not ``cpu``), for this
-    machine's GPUs and driver. ``matrix`` defaults to the shipped one. Raises ResolutionError."""
+    """The newest consistent stack; without targets (and not ``cpu``), for this machine. ResolutionError."""
     from envman.resolve.request import build_request
     from envman.resolve.resolver import resolve_stack
 
@@ -82,16 +79,3 @@ def _with_workload(res: Resolution, project: Path, targets: tuple[str, ...]) -> 
                          "(the keys of `envman fit`), or leave --workload-from out")
     notes, warnings = workload_verdicts(spec.workload, targets, str(project))
     return replace(res, notes=res.notes + tuple(Note("workload", n) for n in notes), warnings=res.warnings + tuple(warnings))
-
-
-def resolution_json(res: Resolution) -> dict:
-    """The stable JSON contract of ``envman resolve --json``."""
-    from envman.resolve.summary import resolution_dict
-
-    return resolution_dict(res)
-
-
-def refusal_json(err: ResolutionError) -> dict:
-    from envman.resolve.summary import refusal_dict
-
-    return refusal_dict(err)

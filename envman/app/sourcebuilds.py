@@ -1,5 +1,4 @@
-"""The packages a stack's lock pins without a wheel: refused when the image could not build them, else the
-builder stage's plan and its locks (the build requirements locked by a second uv run, unless kept)."""
+"""The packages a stack's lock pins without a wheel, and the builder stage that builds them."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ class Builds:
 
 def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: PythonFiles, base_kind: str,
                   opts: LockOptions) -> Builds:
-    """The packages the lock pins without a wheel: refused when the image could not build them, else the
-    builder stage's plan and locks (its build requirements locked by a second uv run, unless kept)."""
+    """The packages the lock pins without a wheel: refused, or the builder stage's plan and locks."""
     locked, py_text = python.locked, python.pylock
     if py_text is None or locked is None:
         return Builds()

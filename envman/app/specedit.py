@@ -1,7 +1,4 @@
-"""Options that change the lock are kept in envman.yaml, so that the next plain ``envman lock`` makes the same
-lock: ``lock --base-image X`` writes ``base_image: X`` there (and says so). The file is the user's: one line is
-replaced or added, comments and order stay, and the result is parsed back before it is written — a file whose
-shape one line cannot change safely is left alone, with a note saying what to write."""
+"""``lock --base-image X`` kept in envman.yaml: one line replaced or added, the result parsed back."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""One stack's files, in named steps over values: resolve the stack, the requirement lines and the Python lock
-(app/pythonlocks.py), the source builds (app/sourcebuilds.py), envman.lock, then the Dockerfile and the expected
-stack rendered from them. Nothing is written here (app/generate.py)."""
+"""One stack's files, in named steps over values; nothing is written here (app/generate.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ from pathlib import Path
 from envman import __version__
 from envman.app.basedigest import start_digest
 from envman.app.lockinputs import LockOptions, ProjectInputs
-from envman.app.pythonlocks import PythonFiles, python_locks, requirement_lines
+from envman.app.pythonlocks import python_locks, requirement_lines
 from envman.app.sourcebuilds import Builds, source_builds
 from envman.errors import ToolError
 from envman.files import sha256, with_header
@@ -119,7 +117,7 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
     tools, tool_notes = runtime_toolchain(inputs.root, spec.command)  # the code runs make or g++ as it starts
     notes += [*lib_notes, *tool_notes, *_import_notes(inputs.root, spec, locked)]
     apt = tuple(sorted(set(spec.system_packages) | set(libs) | set(tools)))
-    date = lock_date(python)
+    date = source_date_epoch(python.pylock, python.framework_names)  # the newest upload of the framework's files
     pins, snapshot, apt_notes = apt_choice(last, apt, base, base_digest, date[0], opts)
     notes += apt_notes
     builds = source_builds(inputs, res, lines, python, base_kind, opts)
@@ -151,7 +149,8 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         source_lock=files.source if builds.plan is not None else None,
         tools_lock=files.build if builds.build is not None else None,
         project=ProjectFacts(pkg is not None, tuple(order), tuple(own.scripts), spec.env + own.env, spec.command),
-        devel_image=_devel_image(inputs.matrix, res), offline_image=opts.offline_image, version=__version__)
+        devel_image=next((i.devel for i in inputs.matrix.base_images.cuda if str(i.cuda) == res.cuda), None),
+        offline_image=opts.offline_image, version=__version__)
     return stack, last, notes
 
 
@@ -166,11 +165,6 @@ def _import_notes(root: Path, spec: ProjectSpec, locked) -> list[str]:
 
     add_to = spec.requirements[0] if spec.requirements else f"packages: in {spec.source}"
     return missing_imports(root, {p.name: p.version for p in locked.packages}, add_to)
-
-def lock_date(python: PythonFiles) -> tuple[int, str]:
-    """The lock's date (lock/epoch.py): the newest upload among the framework's locked files."""
-    return source_date_epoch(python.pylock, python.framework_names)
-
 
 def apt_choice(last: Lock | None, apt: tuple[str, ...], base: str, digest: str | None, sde: int,
                opts: LockOptions) -> tuple[dict[str, str], str | None, list[str]]:
@@ -277,20 +271,11 @@ def _package_notes(pkg, builds: Builds, no_lock: bool) -> list[str]:
     return notes
 
 
-def _devel_image(matrix: Matrix, res: Resolution) -> str | None:
-    if res.cuda is None:
-        return None
-    return next((img.devel for img in matrix.base_images.cuda if str(img.cuda) == res.cuda), None)
-
-
 def _kept_digest(last: Lock | None, base: str, inputs_hash: str) -> str | None:
     """--no-lock asks no registry: keep the digest the current lock pinned, if it is for the same inputs."""
-    if last is None:
+    if last is None or last.inputs_hash != inputs_hash or last.base_image.get("ref") != base:
         return None
-    b = last.base_image
-    if last.inputs_hash == inputs_hash and b.get("ref") == base:
-        return b.get("digest")
-    return None
+    return last.base_image.get("digest")
 
 
 def _in_image(marker, res: Resolution) -> bool:

@@ -1,14 +1,4 @@
-"""`envman uv write`'s own edit does not make the lock stale.
-
-pyproject.toml is a lock input (init copied packages from it; the project is installed as a package). `uv write`
-changes only what mirrors the lock itself — the framework's `[tool.uv]` constraints, sources and index, and the
-`requires-python` floor its wheels need — so the file it leaves stands for the file the lock was made from.
-It records that here, as a pair of digests (written → stands for); a lock input whose digest is the written one
-counts as the one it stands for. Any other edit gives another digest: the lock is stale, as before.
-
-The record is a file users can edit, so it is read bounded and checked; anything odd is ignored, which leaves the
-lock stale (it never makes a changed input look current).
-"""
+"""`envman uv write`'s own edit of pyproject.toml does not make the lock stale (docs/uv.md)."""
 
 from __future__ import annotations
 
@@ -43,8 +33,7 @@ def input_digest(root: Path, name: str, digest: str) -> str:
 
 
 def record_write(root: Path, name: str, before: str, after: str) -> None:
-    """After `uv write` replaced ``name``'s text ``before`` with ``after``: the new file stands for what the old
-    one stood for."""
+    """After `uv write` replaced ``before`` with ``after``: the new file stands for what the old one did."""
     from envman.files import sha256, write_atomic
 
     if before == after:

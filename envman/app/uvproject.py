@@ -1,10 +1,4 @@
-"""``envman uv write`` as a use case: envman's stack, from envman.lock (or the resolver when there is no lock
-yet), written into the uv project's own pyproject.toml, so that the user's ``uv lock`` / ``uv sync`` installs
-the same framework build as the image.
-
-Returns a plan (before, after, what changed, where the stack came from); writing is a second call, so the CLI
-can show the diff and ask first. Nothing here prints or exits.
-"""
+"""``envman uv write`` as a use case: envman's stack written into the uv project's pyproject.toml."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The project's `workload:` (envman.yaml) judged for init, lock, doctor and cluster export: does it fit each
-target GPU? The same estimate as `envman fit` (envman.app.fit), said as notes and warnings."""
+"""The project's `workload:` judged for init, lock, doctor and cluster export, as `envman fit` does."""
 
 from __future__ import annotations
 

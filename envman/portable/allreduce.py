@@ -1,15 +1,4 @@
-"""envman all-reduce: do the job's GPUs talk through NCCL — within a node, and across nodes?
-
-    torchrun --standalone --nproc-per-node=2 -m envman_portable.allreduce          # the GPUs of one node
-    torchrun --nnodes=N --nproc-per-node=G --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT \\
-        -m envman_portable.allreduce                                                # every GPU of the job
-
-Each rank all-reduces (sums) a buffer of ones; every element must then equal the world size. Rank 0 prints one
-JSON line: the world size, backend, bytes, the best time of the timed iterations, and the bandwidths as
-nccl-tests defines them (algbw = bytes / time; busbw = algbw × 2(n−1)/n for all-reduce). Exit 0 when the sum is
-right on every rank, 1 otherwise. --backend gloo runs it on CPUs (how envman tests it without a GPU).
-Part of the portable island: standard library plus the torch it tests, Python 3.8+.
-"""
+"""envman all-reduce under torchrun: every rank sums ones through NCCL; rank 0 prints one JSON line."""
 
 from __future__ import annotations
 

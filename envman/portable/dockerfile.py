@@ -1,13 +1,4 @@
-"""Reading a Dockerfile someone wrote, statically: its stages' base images, its ENV and ARG values, and what its
-RUN lines install with pip, uv, conda and apt. Standard library only (the facts probe records a project's
-Dockerfiles with it; `envman doctor --dockerfile` judges one), nothing executed, nothing fetched.
-
-Covers what real repositories write: line continuations, `# comments`, `FROM image AS name`, `FROM ${ARG}` with an
-ARG default, `ENV K=V K2="v 2"` and the legacy `ENV K V`, `RUN a && b; c`, JSON-form RUN, `pip`/`pip3`/`python -m
-pip`/`uv pip install`, `-r file`, `--index-url`, `--extra-index-url`, `-f`/`--find-links`, `-U`, `--no-deps`,
-`conda`/`mamba install -c channel`, `apt-get install`. What it cannot read (a shell variable it has no value for, a
-heredoc) is left out, never guessed.
-"""
+"""Reading a Dockerfile statically: stages, ENV/ARG, pip/uv/conda/apt installs; nothing executed."""
 
 from __future__ import annotations
 
@@ -171,8 +162,7 @@ _PIP_KEYS = {"-r": "requirements", "--requirement": "requirements", "-c": "const
 
 
 def parse_pip(cmd: str) -> dict[str, Any]:
-    """`pip install …` -> {packages, requirements, constraints, index_url, extra_index_urls, find_links, upgrade,
-    no_deps, editable}."""
+    """`pip install …` -> {packages, requirements, constraints, index URLs, find_links, flags}."""
     try:
         words = _uncommented(shlex.split(cmd))
     except ValueError:
@@ -189,20 +179,16 @@ def parse_pip(cmd: str) -> dict[str, Any]:
             if not eq:
                 i += 1
                 val = words[i] if i < len(words) else ""
-            _pip_option(out, opt, val)
+            if opt in ("-i", "--index-url"):
+                out["index_url"] = val
+            elif opt in _PIP_KEYS:
+                out[_PIP_KEYS[opt]].append(val)
         elif w in ("-U", "--upgrade", "--no-deps"):
             out["upgrade" if w != "--no-deps" else "no_deps"] = True
         elif w and not w.startswith("-"):  # (a flag without a value: --no-cache-dir, --user, --pre, -q)
             out["packages"].append(w)
         i += 1
     return out
-
-
-def _pip_option(out: dict[str, Any], opt: str, val: str) -> None:
-    if opt in ("-i", "--index-url"):
-        out["index_url"] = val
-    elif opt in _PIP_KEYS:
-        out[_PIP_KEYS[opt]].append(val)
 
 
 def _uncommented(words: list[str]) -> list[str]:

@@ -16,10 +16,7 @@ decoded by cuda-fatbin-decompression (RWTH, Apache-2.0) and checked here against
 
 Only headers are read (a few seeks per entry), so a 500 MB flash-attn library costs microseconds, not a
 read of its bulk. Arch-specific SASS (``sm_90a``) is reported as its base arch; the fat binary does not mark
-it in the fields decoded here.
-
-Also ``needed_libs``: the DT_NEEDED sonames of the object (``libcudart.so.11.0``), what the dynamic loader
-will look for.
+it in the fields decoded here. ``dynamic_entries`` reads what the dynamic loader will look for (DT_NEEDED).
 """
 
 from __future__ import annotations
@@ -46,12 +43,8 @@ def _elf_layout(fh: BinaryIO) -> tuple[str, bool, list[tuple[str, int, int, int,
         raise NotElf("not an ELF file")
     is64 = ident[4] == 2
     e = "<" if ident[5] == 1 else ">"
-    if is64:
-        hdr = struct.unpack(e + "HHIQQQIHHHHHH", fh.read(48))
-        shoff, shentsize, shnum, shstrndx = hdr[5], hdr[10], hdr[11], hdr[12]
-    else:
-        hdr = struct.unpack(e + "HHIIIIIHHHHHH", fh.read(36))
-        shoff, shentsize, shnum, shstrndx = hdr[5], hdr[10], hdr[11], hdr[12]
+    hdr = struct.unpack(e + ("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"), fh.read(48 if is64 else 36))
+    shoff, shentsize, shnum, shstrndx = hdr[5], hdr[10], hdr[11], hdr[12]
     if not shoff or not shnum or shnum > 65000:
         return e, is64, []
     fh.seek(shoff)

@@ -1,11 +1,4 @@
-"""The one-file kit's loader. envman/image/kit.py writes this module's text, then every other module of the island as
-text (``SOURCES``), the matrix knowledge (``KIT_KNOWLEDGE``) and a call of ``install``, into ONE file: .envman/kit.py
-in a project, ``/opt/envman/kit/envman_portable.py`` in its image. Imported as ``envman_portable``, that file makes
-itself a package whose submodules a meta-path finder serves from ``SOURCES``, so that
-``PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke`` (and ``.preflight``, ``.allreduce``, the doctor's
-imports) runs exactly as it did from the 56 files the kit used to be; ``__file__`` and the lines a traceback names
-are those of the folder kit. Standard library only, Python 3.8+.
-"""
+"""The one-file kit's loader: a meta-path finder serving the island's modules from their text."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""envman preflight: is THIS node ready for the lock's image? Run once per node before training starts.
-
-The smoke test (smoke.py) plus what a cluster runtime may not check for us: Apptainer ignores
-NVIDIA_REQUIRE_CUDA (it reads NVIDIA_* variables from the host environment only), and Slurm's OCI support and
-Kubernetes pods started without the NVIDIA runtime hook do too, so the image's driver guard is inert there.
-The driver floor is therefore checked here, explicitly, against the value the lock gave (--min-driver), as is
-the number of GPUs the job was given (--min-gpus).
-
-    env PYTHONPATH=/opt/envman/kit /opt/venv/bin/python -s -m envman_portable.preflight \\
-        --expect /opt/envman/stack.json [--min-driver 580.65.06] [--min-gpus 8] [--require-gpu] [--json]
-
-Exit codes: 0 the node is ready; 1 it is not (a failed check, a driver below the floor, fewer GPUs, no GPU with
---require-gpu). A smoke result of 6 ("passed without a GPU") is 0 here when no GPU is required (a CPU stack)
-and 1 otherwise. One line per verdict goes to stderr, prefixed with the node's name (Slurm interleaves nodes);
---json prints the report (the smoke report, the node, the driver and the network facts) to stdout.
-Standard library only, Python 3.8+.
-"""
+"""envman preflight: is THIS node ready for the lock's image? (docs/cluster.md, the preflight)"""
 
 from __future__ import annotations
 
@@ -99,10 +83,8 @@ def observe_node() -> dict[str, Any]:
 
 
 def observe_network() -> dict[str, Any] | None:
-    try:
-        from .facts.network import probe_network
-    except ImportError:  # a kit without the network probe
-        return None
+    from .facts.network import probe_network
+
     try:
         return probe_network()
     except Exception as exc:  # a probe failure is a fact, not a crash

@@ -1,13 +1,4 @@
-"""Version and compute-capability arithmetic for the checks, on the standard library alone.
-
-Part of the portable island (copied whole into every image), so it cannot lean on ``packaging`` or
-``envman.model``. Versions here are tuples of ints ("570.124.06" -> (570, 124, 6)).
-
-This module holds THE rule for which compiled GPU code runs on which device (``runs_sass``/``runs_ptx``);
-the resolver (``envman.model.sass_covers``), the doctor and the smoke program all delegate to it.
-An architecture is ``(major, minor)`` or, for arch-specific and family builds, ``(major, minor, suffix)``
-with suffix ``"a"`` or ``"f"``.
-"""
+"""Version and compute-capability arithmetic on the stdlib alone, with THE SASS/PTX rule (runs_sass/runs_ptx)."""
 
 from __future__ import annotations
 
@@ -89,10 +80,6 @@ def cc(text: object) -> tuple[int, int] | None:
     return None
 
 
-def sm(c: tuple[int, ...]) -> str:
-    return arch_name(c)
-
-
 def parse_arch(arch: object) -> tuple[str, int, int, str] | None:
     """'sm_86' -> ('sm', 8, 6, ''); 'sm_90a' -> ('sm', 9, 0, 'a'); 'compute_120' -> ('compute', 12, 0, '')."""
     m = _ARCH.match(str(arch or "").strip().lower())
@@ -130,8 +117,7 @@ def runs_sass(arch: tuple[int, ...], device: tuple[int, ...]) -> bool:
 
 
 def runs_ptx(arch: tuple[int, ...], device: tuple[int, ...]) -> bool:
-    """PTX for compute_X.Y is JIT-compiled for any device >= X.Y; arch-specific PTX (compute_90a) only
-    for exactly X.Y."""
+    """PTX for compute_X.Y JITs for any device >= X.Y; arch-specific PTX (compute_90a) only for X.Y."""
     suffix = arch[2] if len(arch) > 2 else ""
     base, dev = (arch[0], arch[1]), (device[0], device[1])
     return base == dev if suffix == "a" else base <= dev
@@ -152,9 +138,11 @@ def arch_name(a: tuple[int, ...], kind: str = "sm") -> str:
     return "%s_%d%d%s" % (kind, a[0], a[1], a[2] if len(a) > 2 else "")
 
 
+sm = arch_name  # (8, 6) -> 'sm_86'
+
+
 def arch_covers(capability: Sequence[int], arch_list: Sequence[str]) -> tuple[bool, str]:
-    """Can a device of compute capability (major, minor) run code built for ``arch_list``?
-    Returns (covered, explanation) in the words users search for."""
+    """(covered, explanation) of a device of compute capability (major, minor) by ``arch_list``."""
     device = (int(capability[0]), int(capability[1]))
     label = "%d.%d" % device
     sass, ptx = split_arch_list(arch_list)

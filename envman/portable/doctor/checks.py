@@ -1,9 +1,4 @@
-"""PURE checks: facts (docs/facts.md) + knowledge (from the matrix) -> findings.
-
-No IO, no environment, no yaml or packaging: only the standard library and envman.doctor modules, so
-the same checks judge this machine, a facts file from a bug report, and a built image (the smoke test
-copies envman/doctor/ into it together with ``Knowledge.to_dict()`` as JSON).
-"""
+"""PURE checks: facts (docs/facts.md) + knowledge (from the matrix) -> findings; no IO."""
 
 from __future__ import annotations
 
@@ -35,32 +30,14 @@ from .findings import SEVERITIES, Finding, info, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict
 
-CHECKS = (
-    checks_gpu.CHECKS
-    + checks_driver.CHECKS
-    + checks_env.CHECKS
-    + checks_container.CHECKS
-    + checks_packages.CHECKS
-    + checks_quirks.CHECKS
-    + checks_libraries.CHECKS
-    + checks_loader.CHECKS
-    + checks_toolchain.CHECKS
-    + checks_deep.CHECKS
-    + checks_drift.CHECKS
-    + checks_extensions.CHECKS
-    + checks_extbuild.CHECKS
-    + checks_host.CHECKS
-    + checks_workload.CHECKS
-    + checks_jupyter.CHECKS
-    + checks_wheels.CHECKS
-    + checks_dockerfile.CHECKS
-    + checks_nccl.CHECKS
-)
+CHECKS = tuple(c for m in (checks_gpu, checks_driver, checks_env, checks_container, checks_packages, checks_quirks,
+                           checks_libraries, checks_loader, checks_toolchain, checks_deep, checks_drift,
+                           checks_extensions, checks_extbuild, checks_host, checks_workload, checks_jupyter,
+                           checks_wheels, checks_dockerfile, checks_nccl) for c in m.CHECKS)  # in run order
 
 
 def run_checks(facts: dict[str, Any], knowledge: Knowledge | None = None) -> list[Finding]:
-    """Every check over the facts, errors first. A check that trips over malformed facts becomes a
-    ``check-failed`` warning, never an exception: facts may come from anywhere."""
+    """Every check over the facts, errors first; a check that raises becomes a ``check-failed`` warning."""
     k = knowledge if knowledge is not None else Knowledge()
     v = FactsView(facts)
     out: list[Finding] = []

@@ -1,9 +1,4 @@
-"""Checks on a container's view of the GPU: one that lost its GPUs while running, and one started from a CUDA
-image newer than the host driver runs.
-
-Facts: ``in_container``, ``nvml_error``/``nvidia_smi_error``, ``device_nodes``, ``libcuda``, ``container_cuda``
-(the CUDA_VERSION and NVIDIA_REQUIRE_CUDA of the image, docs/facts.md), ``driver``/``driver_cuda``.
-"""
+"""Checks on a container's view of the GPU: GPUs lost while running, an image's CUDA above the driver."""
 
 from __future__ import annotations
 
@@ -17,8 +12,7 @@ from .view import FactsView, as_dict, as_list, as_str
 
 
 def gpu_lost(v: FactsView) -> str | None:
-    """The first GPU device node of a container whose NVML answers 'Unknown Error' (None otherwise): the other
-    checks leave that cause to check_gpu_lost."""
+    """The first GPU device node of a container whose NVML answers 'Unknown Error', else None."""
     msg = " ".join(x for x in (as_str(v.f.get("nvml_error")), as_str(v.f.get("nvidia_smi_error"))) if x)
     if not v.in_container or v.gpus or "unknown error" not in msg.lower():
         return None
@@ -26,8 +20,7 @@ def gpu_lost(v: FactsView) -> str | None:
 
 
 def check_gpu_lost(v: FactsView, k: Knowledge) -> list[Finding]:
-    """NVML's 'Unknown Error' in a container that has its device nodes and driver library: the container's device
-    cgroup lost the GPUs (systemd reloaded its units; NVIDIA's notice nvidia-container-toolkit#48)."""
+    """NVML's 'Unknown Error' beside the device nodes: the cgroup lost the GPUs (nvidia-container-toolkit#48)."""
     first = gpu_lost(v)
     if first is None:
         return []

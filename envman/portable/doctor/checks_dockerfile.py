@@ -1,9 +1,4 @@
-"""Checks on a Dockerfile itself (facts ``dockerfile``, written by envman/portable/doctor/dockerfile_facts.py for
-`envman doctor --dockerfile`): a framework wheel that brings a second CUDA beside the base image's, a base image's
-framework replaced by a later install, no NVIDIA_* environment for the container toolkit, a framework no release of
-which has wheels for the image's Python, a base image's CUDA newer than the driver. The other checks judge the same
-facts as they judge a machine (arch list against the target GPUs, Python wheels, the libraries a framework loads,
-nvcc against torch's CUDA, source builds without a toolkit)."""
+"""Checks on a Dockerfile itself (facts ``dockerfile``, from dockerfile_facts.py)."""
 
 from __future__ import annotations
 
@@ -105,8 +100,7 @@ def check_replaced(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_nvidia_env(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A CUDA framework in an image whose environment has no NVIDIA_VISIBLE_DEVICES: started with the nvidia runtime
-    but without --gpus (docker compose `runtime: nvidia`, older Kubernetes setups) the toolkit injects no GPU."""
+    """A CUDA framework in an image without NVIDIA_VISIBLE_DEVICES: the bare nvidia runtime injects no GPU."""
     d = _df(v)
     if not d or "NVIDIA_VISIBLE_DEVICES" in as_dict(d.get("env")):
         return []
@@ -159,8 +153,7 @@ def check_unresolved(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_base_driver(v: FactsView, k: Knowledge) -> list[Finding]:
-    """FROM nvidia/cuda:12.4 on a host whose driver runs CUDA ≤ 12.2 without the image's own compat path: the NVIDIA
-    toolkit refuses to start it ('unsatisfied condition: cuda>=12.4')."""
+    """FROM nvidia/cuda:12.4 on a driver below it: the toolkit refuses it ('unsatisfied condition')."""
     d = _df(v)
     base = as_dict(d.get("base"))
     cuda = as_str(base.get("cuda"))

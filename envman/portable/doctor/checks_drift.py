@@ -28,19 +28,12 @@ def check_lock(v: FactsView, k: Knowledge) -> list[Finding]:
     if not fw and not as_str(lock.get("python")):
         return [info("lock-unreadable", f"{path} has no stack this envman understands: drift not checked",
                      "regenerate it with `envman lock`")]
-    out: list[Finding] = []
-    out += _framework(v, k, fw, path)
-    out += _python(v, lock, path)
-    out += _cudnn(v, lock, path)
-    out += _packages(v, lock, path, skip=as_str(fw.get("name")))
-    out += _archs(v, lock, path)
-    out += _driver(v, lock, path)
-    return out
+    return (_framework(v, k, fw, path) + _python(v, lock, path) + _cudnn(v, lock, path)
+            + _packages(v, lock, path, skip=as_str(fw.get("name"))) + _archs(v, lock, path) + _driver(v, lock, path))
 
 
 def _not_locked(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
-    """A project with nothing locked is not ready to build, whatever the machine says (an image's work directory
-    carries its envman.lock, so the in-image doctor never says this)."""
+    """A project with nothing locked is not ready to build (an image always carries its envman.lock)."""
     if lock.get("unlocked"):
         return [warn("lock-missing", f"{path} has no Python lock (written by `envman init --no-lock`): the image "
                                      "cannot be built", "run `envman lock`")]

@@ -1,5 +1,4 @@
-"""The driver against CUDA libraries installed without a framework of their CUDA major: cuda-python 13, a -cu13
-wheel set, CUDA 13's toolkit wheels on a 570 driver (cudaErrorInsufficientDriver)."""
+"""The driver against CUDA libraries installed without a framework of their CUDA major."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ _CUDA_PYTHON = ("cuda-python", "cuda-bindings")
 
 
 def check_driver_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
-    """CUDA libraries installed as wheels (any -cuNN set, the toolkit's own wheels, cuda-python) of a CUDA major the
-    driver does not run, where no framework of that major is installed (check_driver names those)."""
+    """CUDA library wheels of a major the driver does not run, with no framework of that major."""
     if not v.driver and not v.driver_cuda:
         return []
     majors: dict[int, list[str]] = {}

@@ -118,8 +118,7 @@ def gpu_project(v: FactsView) -> str | None:
 
 
 def check_docker_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A Docker engine on a GPU host that cannot hand GPUs to containers: an error for a project whose containers
-    want them. Docker from snap cannot use the toolkit apt installs, whatever else is there."""
+    """A Docker engine (or snap's Docker) on a GPU host that cannot hand GPUs to containers."""
     d = as_dict(v.f.get("docker"))
     if d.get("reachable") is not True or not v.gpus:
         return []
@@ -150,8 +149,7 @@ def check_docker_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_docker_daemon(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A project locked for an image, on a host where Docker is installed but its daemon does not answer: the
-    image cannot be built or run here, so the host is not ready (whatever else is right)."""
+    """A project locked for an image where Docker is installed but its daemon does not answer."""
     d = as_dict(v.f.get("docker"))
     if v.in_container or d.get("reachable") is not False or d.get("installed") is not True:
         return []

@@ -1,10 +1,4 @@
-"""Compiled torch extensions judged by what their own loader checks before their ops load: torch's release, the
-CUDA/CPU build, the exact CUDA build where the package compares it (xformers), and the C++ ABI.
-
-Facts: ``extensions`` (``requires_torch``, the version's local label, ``built_for`` from a package's own build
-record, ``cxx11_abi`` from the ``__cxx11`` names its library asks for) and ``torch.cxx11_abi``; knowledge:
-matrices/extensions.yaml ``loaders`` (per-package rules: what it compares beyond these, torch releases of one ABI).
-"""
+"""Compiled torch extensions judged by what their own loader checks: release, CUDA build, C++ ABI."""
 
 from __future__ import annotations
 
@@ -75,10 +69,6 @@ def _ext_abi(e: dict[str, Any]) -> bool | None:
     return (m.group(1) == "true") if m else None
 
 
-def _same_abi(groups: tuple[tuple[str, ...], ...], a: str, b: str) -> bool:
-    return any(a in g and b in g for g in groups)
-
-
 def _abi_word(flag: bool) -> str:
     return f"_GLIBCXX_USE_CXX11_ABI={int(flag)}"
 
@@ -89,9 +79,7 @@ def _reinstall(dist: str, ver: str) -> str:
 
 
 def check_ext_torch(v: FactsView, k: Knowledge) -> list[Finding]:
-    """An extension wheel its loader refuses beside this torch: another release (unless its maintainers call the
-    two ABI-compatible), a CUDA build beside a CPU torch, another CUDA build where the loader compares it, or the
-    other C++ ABI. One finding per extension: the first of these that holds."""
+    """An extension its loader refuses beside this torch (release, CUDA/CPU build, C++ ABI); one finding each."""
     t = v.torch
     have = major_minor(t.base) if t else None
     if not t or not have:
@@ -111,7 +99,7 @@ def _judge(v: FactsView, k: Knowledge, dist: str, e: dict[str, Any], have: str) 
     ver = as_str(e.get("version")) or "?"
     compares, same = k.loader(dist)
     want = _torch_wanted(e)
-    if want is not None and vcmp(want, have) != 0 and not _same_abi(same, want, have):
+    if want is not None and vcmp(want, have) != 0 and not any(want in g and have in g for g in same):
         return error(
             "ext-torch-mismatch",
             f"{dist} {ver} was built for torch {want}, but {t.label} is installed: importing it fails with "

@@ -1,9 +1,4 @@
-"""Checks on compiled GPU extensions (flash-attn, xformers, bitsandbytes, onnxruntime-gpu, …) and on GPU
-features with a hardware floor (bf16, FlashAttention-2, Triton, FP8).
-
-Facts: ``extensions`` (the kernels and sonames each ``.so`` carries, read by envman.portable.fatbin),
-``workload``; knowledge: matrices/extensions.yaml.
-"""
+"""Checks on compiled GPU extensions and GPU features with a hardware floor (matrices/extensions.yaml)."""
 
 from __future__ import annotations
 
@@ -13,18 +8,14 @@ from typing import Any
 
 from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
 from . import variants
+from .checks_env import LIB_PACKAGES
 from .findings import Finding, error, info
 from .knowledge import Feature, Knowledge
 from .remedies import capability
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
 
-# Which pip package ships which CUDA library (soname stem -> distribution prefix).
-_LIB_DIST = {
-    "libcudart": "nvidia-cuda-runtime", "libcublas": "nvidia-cublas", "libcublasLt": "nvidia-cublas",
-    "libcudnn": "nvidia-cudnn", "libcufft": "nvidia-cufft", "libcurand": "nvidia-curand",
-    "libcusparse": "nvidia-cusparse", "libcusolver": "nvidia-cusolver", "libnccl": "nvidia-nccl",
-    "libnvrtc": "nvidia-cuda-nvrtc", "libnvJitLink": "nvidia-nvjitlink",
-}
+# Which pip package ships which CUDA library an extension may link (all but CUPTI, a profiler's).
+_LIB_DIST = {stem: dist for stem, dist in LIB_PACKAGES.items() if stem != "libcupti"}
 _BNB_LIB = re.compile(r"libbitsandbytes_cuda(\d+)\w*\.(?:so|dll)\Z", re.I)
 _SONAME = re.compile(r"^(lib[A-Za-z]+)\.so\.(\d+)(?:\.\d+)*\Z")
 # What the loader failing means for each package, in the words of its users' bug reports.
@@ -56,11 +47,6 @@ def _forced(v: FactsView, dist: str) -> bool:
     return dist == "bitsandbytes" and bool(v.env.get("BNB_CUDA_VERSION"))
 
 
-def _loads(v: FactsView) -> Any:
-    """file -> whether every CUDA library it names is (as far as the facts tell) available here."""
-    return lambda f: not _missing_sonames(v, f)
-
-
 def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
@@ -71,14 +57,13 @@ def _short(name: str) -> str:
 
 
 def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
-    """An extension with neither SASS for the GPU nor PTX it can JIT; PTX newer than the driver JITs. Only the
-    libraries that load here are judged (envman/portable/doctor/variants.py)."""
+    """An extension with neither SASS for the GPU nor PTX it can JIT; only the libraries that load."""
     out: list[Finding] = []
     ccs = v.gpu_ccs()
     if not ccs:
         return out
     for dist, ver, files in _dists(v):
-        used = [f for f in variants.loaded(files, _env_cuda(v), _loads(v), forced=_forced(v, dist))
+        used = [f for f in variants.loaded(files, _env_cuda(v), lambda f: not _missing_sonames(v, f), forced=_forced(v, dist))
                 if variants.archs(f)]
         floor = k.package_floor(dist, ver)
         for c in ccs:
@@ -170,9 +155,7 @@ def _missing_sonames(v: FactsView, f: dict[str, Any]) -> list[str]:
 
 
 def check_ext_cuda_libs(v: FactsView, k: Knowledge) -> list[Finding]:
-    """An extension linked against CUDA libraries of a major this environment does not have
-    (onnxruntime-gpu's CUDA 11 build next to a CUDA 12 torch). Of a package that ships one build per CUDA
-    release, only the one it loads counts: none loading is the finding."""
+    """An extension linked against CUDA libraries of a major this environment does not have."""
     out = []
     for dist, ver, files in _dists(v):
         missing: dict[str, str] = {}

@@ -13,7 +13,7 @@ from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release, covers
 from .remedies import build_for, capability, fmt_archs, install, mib
-from .view import FactsView, Gpu, as_dict, as_list, as_num, as_str, group_label
+from .view import FactsView, as_dict, as_list, as_num, as_str, group_label
 
 # Policy, not compatibility data: memory other processes may hold before we call the GPU "busy".
 HELD_FRACTION = 0.10
@@ -24,8 +24,7 @@ _HW_SLOW = ("hw_slowdown", "hw_power_brake_slowdown")
 
 
 def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[Installed, str, Release | None]]:
-    """(framework, CUDA X.Y, release) for each installed CUDA build (a build that does not say its CUDA: the
-    matrix's GPU build of its release)."""
+    """(framework, CUDA X.Y, release) of each installed CUDA build (untold CUDA: the matrix's)."""
     out = []
     for fw in v.cuda_frameworks():
         rel = k.release(fw.name, fw.base)
@@ -37,8 +36,7 @@ def _cuda_frameworks(v: FactsView, k: Knowledge) -> list[tuple[Installed, str, R
 
 
 def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
-    """The driver must be at least the runtime's minor-version-compat floor (inclusive). With only the driver's CUDA
-    known (a report that quotes "found version 12080"), that CUDA must reach the runtime's."""
+    """The driver below the runtime's minor-version-compat floor (or, told only its CUDA, below that)."""
     if not v.driver and not v.driver_cuda:
         return []
     out = []
@@ -102,8 +100,7 @@ def _fatbin_archs(v: FactsView, name: str) -> tuple[list[Any], list[str], str] |
 
 
 def _archs(v: FactsView, fw: Installed, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
-    """(SASS list, PTX list, where they were read) of an installed build: recorded (--deep), else its library's fat
-    binary, else the matrix's."""
+    """(SASS, PTX, where read) of a build: recorded (--deep), else its fat binary, else the matrix's."""
     if fw.arch_list:
         ptx = split_arch_list(fw.arch_list)[1]
         return list(fw.arch_list), [f"compute_{a[0]}{a[1]}" for a in ptx], fw.arch_source
@@ -239,8 +236,7 @@ def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_no_driver(v: FactsView, k: Knowledge) -> list[Finding]:
-    """No GPU answered on a host: an error when one sits on the PCI bus, else a note for a CUDA build
-    (containers and WSL1 have their own checks)."""
+    """No GPU answered on a host: an error when one sits on the PCI bus, else a note for a CUDA build."""
     if v.gpus or not v.gpus_known or v.in_container or v.wsl == 1 or v.f.get("nvidia_smi_error"):
         return []
     fws = _cuda_frameworks(v, k)
@@ -389,7 +385,8 @@ def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
             continue
         mine = procs.get(g.index, [])
         held = sum(as_num(p.get("used_mib")) or 0 for p in mine)
-        other = _elsewhere(free, g)
+        idle = [i for i in free if i != g.index]
+        other = f", or use an idle GPU: export CUDA_VISIBLE_DEVICES={idle[0]}" if idle else ""
         used = max(g.mem_used_mib or 0, held)  # NVML's used memory and the processes' sum can disagree
         room = f"{mib(max(total - used, 0))} free of {mib(total)}"
         if mine and held >= HELD_FRACTION * total:
@@ -432,11 +429,6 @@ def check_gpu_floor(v: FactsView, k: Knowledge) -> list[Finding]:
                              f"driver {floor[0]} (R{floor[0].split('.')[0]}) on ({floor[1]})",
                              f"install NVIDIA driver ≥ {floor[0]}"))
     return out
-
-
-def _elsewhere(free: list[int], g: Gpu) -> str:
-    others = [i for i in free if i != g.index]
-    return f", or use an idle GPU: export CUDA_VISIBLE_DEVICES={others[0]}" if others else ""
 
 
 CHECKS = (check_nvml, check_driver, check_gpu_floor, check_arch, check_cpu_build, check_no_driver,

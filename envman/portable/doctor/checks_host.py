@@ -1,5 +1,4 @@
-"""Checks on the machine under the driver: NVSwitch without Fabric Manager, the cuda-compat package on
-the wrong GPU or under a newer driver, a kernel module missing for the running kernel, Secure Boot."""
+"""Checks on the machine under the driver: Fabric Manager, cuda-compat, kernel module, Secure Boot."""
 
 from __future__ import annotations
 
@@ -43,9 +42,7 @@ def _loaded_libcuda(v: FactsView, name: str = "libcuda.so.1") -> dict[str, objec
 
 
 def check_cuda_compat(v: FactsView, k: Knowledge) -> list[Finding]:
-    """The forward-compatibility libcuda on a GPU that cannot use it (GeForce/TITAN: error 804 — an installed compat
-    package is injected into containers by the NVIDIA toolkit whenever the image's CUDA is newer than the driver,
-    so it is an error wherever it is), or under a driver newer than itself (error 803)."""
+    """The forward-compatibility libcuda on a GeForce-class GPU (error 804) or under a newer driver (803)."""
     out = []
     path_dirs = [e.rstrip("/") for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e]
     resolved = as_str(_loaded_libcuda(v).get("path")) or ""
@@ -102,9 +99,7 @@ def check_libcuda_stub(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def check_libcuda_unversioned(v: FactsView, k: Knowledge) -> list[Finding]:
-    """Triton builds its launcher with `-lcuda` against the directories of libcuda.so.1 (its libcuda_dirs()): the
-    link needs a file named libcuda.so there, which a driver installed without its development link (a run file, an
-    image given only libcuda.so.1) lacks."""
+    """Triton links `-lcuda` beside libcuda.so.1: no unversioned libcuda.so there fails the link."""
     triton = v.pkg("triton") or v.pkg("pytorch-triton")
     before = k.triton_lcuda_before
     if not triton or not before or vcmp(triton, before) >= 0 or as_str(v.f.get("os")) not in (None, "Linux"):
@@ -141,14 +136,12 @@ def _unloaded_driver(v: FactsView) -> str | None:
 
 
 def kernel_module_missing(v: FactsView) -> bool:
-    """No nvidia.ko for the running kernel while the driver's libraries are installed: check_kernel_module
-    names that cause, so the generic nvidia-smi failure stays quiet."""
+    """No nvidia.ko for the running kernel while the driver's libraries are installed."""
     return _unloaded_driver(v) is not None and v.f.get("nvidia_ko") == []
 
 
 def check_kernel_module(v: FactsView, k: Knowledge) -> list[Finding]:
-    """Driver libraries installed, no module loaded, none built for the running kernel (DKMS after an
-    upgrade), or Secure Boot refusing an unsigned one."""
+    """Driver libraries but no module for the running kernel (DKMS), or Secure Boot refusing it."""
     lib = _unloaded_driver(v)
     if not lib:
         return []  # a module is loaded, or no driver is installed (the no-driver check speaks)

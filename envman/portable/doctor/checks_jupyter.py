@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from .findings import Finding, warn
 from .knowledge import Knowledge
@@ -14,20 +13,9 @@ from .view import FactsView, as_dict, as_list, as_str
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?w?(\.exe)?\Z", re.I)
 
 
-def _cuda_stack(v: FactsView) -> list[tuple[str, str]]:
-    """(framework, label) of the CUDA builds in the environment examined."""
-    return [(fw.name, fw.label) for fw in v.frameworks if fw.gpu is True]
-
-
-def _has_gpu_build(frameworks: dict[str, Any], fw: str) -> bool:
-    ver = as_str(frameworks.get(fw))
-    return bool(ver) and not str(ver).endswith("+cpu")
-
-
 def check_jupyter_kernels(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A notebook kernel whose interpreter belongs to another environment than the one holding the CUDA
-    framework: the notebook imports nothing (ModuleNotFoundError) or another build than the shell does."""
-    stack = _cuda_stack(v)
+    """A notebook kernel of another environment than the one holding the CUDA framework."""
+    stack = [(fw.name, fw.label) for fw in v.frameworks if fw.gpu is True]  # the CUDA builds examined
     py = as_dict(v.f.get("python"))
     exe, prefix = as_str(py.get("executable")), as_str(py.get("prefix"))
     if not stack or not exe or not prefix:
@@ -44,7 +32,7 @@ def check_jupyter_kernels(v: FactsView, k: Knowledge) -> list[Finding]:
         if kprefix == prefix or interp == exe:
             continue
         fws = as_dict(kern.get("frameworks"))
-        missing = [(fw, label) for fw, label in stack if not _has_gpu_build(fws, fw)]
+        missing = [(fw, label) for fw, label in stack if not (ver := as_str(fws.get(fw))) or ver.endswith("+cpu")]
         if not missing:
             continue  # its own environment has the framework too: a choice, not a mistake
         fw, label = missing[0]

@@ -1,11 +1,4 @@
-"""A framework that loads the CUDA libraries it finds by soname (TensorFlow's dso_loader): every library it opens
-must be there in the soname its CUDA release gives it (libcufft.so.10 for CUDA 11, .so.11 for CUDA 12), and its
-cuDNN of the same major and at least the minor it was built with — counting the cuDNN another framework's wheels
-pin in the same environment (torch's nvidia-cudnn-cu12==9.1.0.70 beside a TensorFlow built with 9.3).
-
-Facts: the framework's record, ``pip`` (nvidia-* wheels), ``cuda_libs``; knowledge: the release's build,
-matrices/extensions.yaml ``cuda_sonames``.
-"""
+"""A framework that dlopens CUDA libraries by soname (TensorFlow) needs each one, and its cuDNN, here."""
 
 from __future__ import annotations
 
@@ -24,11 +17,7 @@ def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     """A framework that loads the CUDA libraries it finds (TensorFlow): missing, or of the wrong version."""
     if v.gpus_known and not v.gpus:
         return []  # (GPUs unknown — NVML down, a partial facts file — the packages still tell)
-    out = []
-    for fw in v.cuda_frameworks():
-        if not fw.pins_cuda_wheels:
-            out += _loaded_libs(v, k, fw)
-    return out
+    return [f for fw in v.cuda_frameworks() if not fw.pins_cuda_wheels for f in _loaded_libs(v, k, fw)]
 
 
 def _available(v: FactsView, stem: str) -> dict[int, list[str]]:

@@ -1,15 +1,4 @@
-"""What the dynamic loader does with the CUDA libraries a package links against (facts: each extension file's and
-``framework_libs``' ``resolved``/``elsewhere``, read from its DT_NEEDED and DT_RPATH/DT_RUNPATH by the probe).
-
-Two failures the versions alone do not show:
-- the library is installed (pip's nvidia-* wheels, a conda environment's lib, /usr/local/cuda-X/lib64) but nowhere
-  the loader looks: the package has no RUNPATH to it and LD_LIBRARY_PATH does not name it (onnxruntime-gpu and
-  llama-cpp-python beside nvidia-cudnn-cu12 / nvidia-cublas-cu12: "libcudnn.so.9: cannot open shared object
-  file"). torch's RPATH finds its own wheels, so an `import torch` first can satisfy the same soname;
-- LD_LIBRARY_PATH puts another copy before the one a library's RUNPATH names (RUNPATH is searched after
-  LD_LIBRARY_PATH, RPATH before it): torch 1.12's cu113 wheels carried cuDNN 8.3.2 in torch/lib and loaded a
-  cluster's cuDNN 8.0.3 instead.
-"""
+"""What the dynamic loader does with the CUDA libraries a package links: found nowhere, or shadowed."""
 
 from __future__ import annotations
 
@@ -46,8 +35,7 @@ def _framework_files(v: FactsView) -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 
 def _torch_loads(v: FactsView) -> set[str]:
-    """Sonames torch's own libraries resolve: loaded into the process by `import torch`, reused by whatever asks
-    for them afterwards."""
+    """Sonames torch's own libraries resolve (loaded by `import torch`, reused by what asks later)."""
     return {so for _n, _v, f in _framework_files(v) if _n == "torch"
             for so, hit in as_dict(f.get("resolved")).items() if hit}
 
@@ -119,8 +107,7 @@ def check_shadowed_libs(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def loader_explains(v: FactsView) -> bool:
-    """Whether the probe read what the loader resolves for torch's own libraries (then check_shadowed_libs, not
-    the LD_LIBRARY_PATH heuristic, says what LD_LIBRARY_PATH shadows for torch)."""
+    """Whether the probe read what the loader resolves for torch's own libraries."""
     return any(as_dict(f.get("resolved")) for n, _v, f in _framework_files(v) if n == "torch")
 
 

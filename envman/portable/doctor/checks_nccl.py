@@ -1,11 +1,4 @@
-"""Checks on what multi-node NCCL needs from a node (facts/network.py): the socket interface it is told to
-use, InfiniBand inside the container, its ports, locked memory, GPUDirect RDMA, and the net plugin.
-
-Sources for the rules: NCCL's environment-variable documentation (NCCL_SOCKET_IFNAME: a comma-separated list
-of interface-name prefixes, `^` excludes, `=` matches exactly; NCCL_IB_DISABLE; NCCL_NET_PLUGIN loads
-libnccl-net-<name>.so), the ibverbs requirement of an unlimited RLIMIT_MEMLOCK for pinned buffers, and NVIDIA's
-GPUDirect RDMA guide (the nvidia-peermem kernel module, driver 470 and later).
-"""
+"""Checks on what multi-node NCCL needs from a node (NCCL's env-variable docs, GPUDirect RDMA guide)."""
 
 from __future__ import annotations
 
@@ -40,11 +33,7 @@ def ifname_matches(spec: str, names: list[str]) -> list[str]:
     body = spec[1:] if exclude else spec
     exact = body.startswith("=")
     parts = [p for p in (body[1:] if exact else body).split(",") if p]
-
-    def hit(n: str) -> bool:
-        return any(n == p if exact else n.startswith(p) for p in parts)
-
-    return [n for n in names if hit(n) != exclude]
+    return [n for n in names if any(n == p if exact else n.startswith(p) for p in parts) != exclude]
 
 
 def check_socket_ifname(v: FactsView, k: Knowledge) -> list[Finding]:

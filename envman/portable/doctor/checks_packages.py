@@ -7,7 +7,7 @@ import re
 from ..frameworks.base import Installed
 from ..versions import major, major_minor, split_local, variant_cuda, vcmp, vt
 from .findings import Finding, error, info, warn
-from .knowledge import Knowledge, Release
+from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_list, as_str
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+\Z")
@@ -30,11 +30,6 @@ def _cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
     return None
 
 
-def _cuda_framework(v: FactsView) -> Installed | None:
-    """The first installed framework that says which CUDA it was built with."""
-    return next((fw for fw in v.frameworks if fw.cuda), None)
-
-
 def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
     """nvidia-* wheels of two CUDA majors, or two NCCLs, in one environment."""
     out: list[Finding] = []
@@ -47,7 +42,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
             m = _cuda_major_of(name, ver, k)
             if m is not None:
                 by_major.setdefault(m, []).append(name)
-    cfw = _cuda_framework(v)
+    cfw = next((fw for fw in v.frameworks if fw.cuda), None)  # the first that says its CUDA
     want = major(cfw.cuda) if cfw else None
     if len(by_major) > 1:
         keep = want if want in by_major else max(by_major, key=lambda m: len(by_major[m]))
@@ -78,17 +73,9 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
-def _companion_release(k: Knowledge, fw: str, comp: str, comp_base: str) -> Release | None:
-    rels = k.releases.get(fw, ())
-    return next((r for r in rels if r.companion(comp) and vcmp(r.companion(comp), comp_base) == 0), None)
-
-
 def check_companions(v: FactsView, k: Knowledge) -> list[Finding]:
     """A companion (torchvision, torchaudio) of another release or another variant than its framework."""
-    out = []
-    for fw in v.frameworks:
-        out += _companions(v, k, fw)
-    return out
+    return [f for fw in v.frameworks for f in _companions(v, k, fw)]
 
 
 def _companions(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
@@ -111,7 +98,8 @@ def _companions(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
                 f"pip install {comp}=={expected}{index}",
             ))
             continue
-        own = _companion_release(k, fw.name, comp, base)
+        own = next((r for r in k.releases.get(fw.name, ())
+                    if r.companion(comp) and vcmp(r.companion(comp), base) == 0), None)
         # a companion's build is told by its local label, or by the index it came from; a release whose builds are
         # chosen otherwise (jax[cuda13] and one jaxlib for every build) has no companion variant to compare
         by_index = own is not None and any(b.index_url for b in own.builds)

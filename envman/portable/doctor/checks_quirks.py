@@ -1,5 +1,4 @@
-"""Per-release defects no version rule predicts (matrices/extensions.yaml ``quirks``): TensorFlow 2.16.1 does not
-load the nvidia-* wheels pip installed beside it and runs on the CPU."""
+"""Per-release defects no version rule predicts (matrices/extensions.yaml ``quirks``)."""
 
 from __future__ import annotations
 

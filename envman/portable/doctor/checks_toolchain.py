@@ -51,11 +51,7 @@ def _rebuild_helps(v: FactsView, k: Knowledge, dist: str) -> bool:
 
 
 def _about_to_build(v: FactsView, extras: bool = False) -> list[tuple[str, str]]:
-    """(package, where) the project's requirements name that compile CUDA code when installed and are not installed
-    yet (facts ``build_intent``): `pip install -r` will run nvcc. ``extras``: those only an optional extra or group
-    names instead (installed only when asked for). Where a lock says what is installed, it decides, not the
-    project's files: a package it holds is required (its extra was asked for), one it does not hold is not about
-    to be built (an image built from that lock)."""
+    """(package, where) of uninstalled requirements that compile CUDA code, and ``extras`` only an extra names."""
     locked = as_dict(as_dict(v.f.get("lock")).get("packages"))
     out = []
     for e in as_list(v.f.get("build_intent")):

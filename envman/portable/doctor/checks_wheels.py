@@ -1,10 +1,4 @@
-"""Checks on what installed wheels and the project's pins can load here: a framework without the wheels its
-own METADATA pins, a pinned release with no wheel for this glibc, a Linux-only wheel on native Windows, a
-package installed without its compiled ops.
-
-Facts: a framework's ``requires``/``apart`` (its plug-in's record), ``pins`` and ``lock``, ``glibc``, ``os``,
-``extensions``; knowledge: matrices/extensions.yaml ``wheel_glibc`` and ``windows_native``.
-"""
+"""Checks on what installed wheels and the project's pins can load here (glibc, Windows, METADATA pins)."""
 
 from __future__ import annotations
 
@@ -24,9 +18,7 @@ _NEEDS_OPS = ("mmdet", "mmsegmentation", "mmdet3d", "mmpose", "mmocr", "mmrotate
 
 
 def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
-    """A framework whose METADATA pins nvidia-* wheels that are missing (--no-deps, an installer that ignored
-    them) or installed in another site-packages than the framework (lib vs lib64): its libraries find them
-    through RPATHs relative to itself, so import fails with 'libcudnn.so.9: cannot open shared object file'."""
+    """A framework's METADATA-pinned nvidia-* wheels missing, or in another site-packages than it."""
     out = []
     for fw in v.frameworks:
         pins = {n: spec for n, spec in fw.requires if n.startswith(("nvidia-", "cuda-"))}
@@ -48,7 +40,7 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
                 f"pip install {reqs} (or reinstall {fw.name} without --no-deps)",
             ))
         else:
-            loc = as_str(fw_location(v, fw.name)) or f"{fw.name}'s site-packages"
+            loc = as_str(as_dict(v.f.get(fw.name)).get("location")) or f"{fw.name}'s site-packages"
             out.append(error(
                 "torch-wheels-missing" if fw.name == "torch" else f"{fw.tag or fw.name}-wheels-missing",
                 f"{', '.join(apart[:3])}{' …' if len(apart) > 3 else ''} {'are' if len(apart) != 1 else 'is'} installed "
@@ -59,10 +51,6 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
                 + " ".join(f"'{n}{pins[n]}'" for n in apart),
             ))
     return out
-
-
-def fw_location(v: FactsView, name: str) -> str | None:
-    return as_str(as_dict(v.f.get(name)).get("location"))
 
 
 def _lib(names: list[str], pins: dict[str, str]) -> str:

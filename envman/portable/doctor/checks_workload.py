@@ -1,10 +1,5 @@
-"""Will the project's training run fit this machine's GPUs? (issue #15's planner, judged by the doctor)
-
-The host computes the workload's estimate with `envman fit` (fact ``workload_fit``, from envman.yaml's
-``workload:``): what the process holds on the card (reserved + the CUDA context, as nvidia-smi shows it). This
-check judges it on each GPU's memory with ``fits_verdict`` (fitverdict.py), the rule `envman fit` itself uses.
-Inside an image there is no estimator and no such fact: the check stays quiet.
-"""
+"""Will the project's training fit this machine's GPUs? (fact ``workload_fit`` from `envman fit`: reserved + the
+CUDA context, judged with ``fits_verdict``, the rule `envman fit` uses; inside an image there is no such fact)."""
 
 from __future__ import annotations
 

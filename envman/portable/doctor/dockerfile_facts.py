@@ -1,12 +1,4 @@
-"""A Dockerfile someone wrote, read as the facts its image would have (docs/facts.md), for the same checks that
-judge a machine: the base image's CUDA, cuDNN and Python (its tag, and matrices/base_images.yaml for the Python of
-NVIDIA's Ubuntu images), what its pip/conda lines install (the release a specifier picks, the variant its index or
-the PyPI default gives, the nvidia-* wheels that come along), the compiler a devel image has, the source builds it
-starts — and a ``dockerfile`` record for the checks about the file itself (envman/portable/doctor/checks_dockerfile.py).
-
-PURE: the parsed Dockerfile (envman/portable/dockerfile.py), knowledge, the target GPUs and a reader for files
-the Dockerfile copies in (its requirements) come in; a facts dict goes out. Nothing here runs a build.
-"""
+"""PURE: a parsed Dockerfile read as the facts its image would have, for the same checks as a machine."""
 
 from __future__ import annotations
 
@@ -16,6 +8,7 @@ from typing import Any
 
 from ..versions import major, major_minor, vcmp, vt
 from .knowledge import Knowledge, Release
+from .view import norm_name as norm
 
 _CUDA_IMG = re.compile(r"(?:^|/)nvidia/cuda:(\d+\.\d+)(?:\.\d+)?(?:-cudnn(\d*))?-(base|runtime|devel)-([a-z]+)(\d+(?:\.\d+)?)")
 _TORCH_IMG = re.compile(r"(?:^|/)pytorch/pytorch:(\d+\.\d+\.\d+)-cuda(\d+\.\d+)-cudnn(\d+)-(runtime|devel)")
@@ -32,10 +25,6 @@ _INDEX_VARIANT = re.compile(r"/whl/(?:nightly/|test/)?(cu\d+|cpu|rocm[\d.]+)(?:/
 SOURCE_BUILDS = ("flash-attn", "apex", "mamba-ssm", "causal-conv1d", "deepspeed")
 # NVIDIA's images (and those built FROM them) set these, so the container toolkit injects the GPUs
 _NVIDIA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
-
-
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def satisfies(version: str, spec: str) -> bool:

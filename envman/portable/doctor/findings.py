@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 ERROR = "error"
@@ -22,13 +23,6 @@ class Finding:
         return {"severity": self.severity, "check": self.check, "verdict": self.verdict, "remedy": self.remedy}
 
 
-def error(check: str, verdict: str, remedy: str | None = None) -> Finding:
-    return Finding(ERROR, check, verdict, remedy)
-
-
-def warn(check: str, verdict: str, remedy: str | None = None) -> Finding:
-    return Finding(WARN, check, verdict, remedy)
-
-
-def info(check: str, verdict: str, remedy: str | None = None) -> Finding:
-    return Finding(INFO, check, verdict, remedy)
+error = partial(Finding, ERROR)  # error(check, verdict, remedy=None)
+warn = partial(Finding, WARN)
+info = partial(Finding, INFO)

@@ -1,15 +1,10 @@
-"""What the checks know about the world, derived from the matrix: plain values and small queries.
-
-The adapter from ``envman.model.Matrix`` lives on the host (``envman.matrix.knowledge``); this module is
-standard-library only, so the checks can run inside an image from a JSON copy
-(``Knowledge.to_dict`` / ``Knowledge.from_dict``) without yaml, packaging or the matrix files.
-Every version a remedy names comes from here, never from a literal in the checks.
-"""
+"""What the checks know about the world, derived from the matrix; stdlib only (a JSON copy in images)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
 from ..versions import major, major_minor, ptx_for, sass_for, split_arch_list, vcmp, vge, vt
@@ -142,8 +137,7 @@ class Knowledge:
         return next((f for p, f in self.windows_native if p == package), None)
 
     def max_ptx_isa(self, cuda: str | None) -> str | None:
-        """The newest PTX ISA a driver supporting CUDA ``cuda`` can JIT: its own, or that of the newest
-        CUDA in the table not above it."""
+        """The newest PTX ISA a driver supporting CUDA ``cuda`` can JIT (the newest row not above it)."""
         known = [c for c in self.ptx_isa if vcmp(c, cuda) <= 0] if cuda else []
         return self.ptx_isa[max(known, key=vt)] if known else None
 
@@ -163,10 +157,7 @@ class Knowledge:
     def driver_ceiling(self, cc: tuple[int, int]) -> tuple[str, str] | None:
         """(branch, last driver) that ends support for a GPU of this capability, or None."""
         hits = [(mc, br, last) for mc, br, last in self.legacy if tuple(cc) <= tuple(mc) and last]
-        if not hits:
-            return None
-        _, br, last = min(hits)
-        return br, last
+        return min(hits)[1:] if hits else None
 
     # --- lookups -----------------------------------------------------------------------------
 
@@ -211,10 +202,7 @@ class Knowledge:
         return self.minor_floor.get(m) if m is not None else None
 
     def driver_mode(self, driver: str | None, cuda: str | None) -> str | None:
-        """'full' | 'minor' (minor-version compatibility) | 'too-old' | None when either is unknown.
-
-        Both floors are inclusive: a driver equal to the floor runs the runtime.
-        """
+        """'full' | 'minor' (minor-version compatibility) | 'too-old' | None; floors are inclusive."""
         full, floor = self.full_driver(cuda), self.floor_driver(cuda)
         if not driver or not cuda or (full is None and floor is None):
             return None
@@ -268,96 +256,26 @@ class Knowledge:
     # --- (de)serialisation: the image's smoke test carries knowledge as JSON ------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "min_driver": dict(self.min_driver),
-            "minor_floor": {str(k): v for k, v in self.minor_floor.items()},
-            "releases": {
-                fw: [
-                    {
-                        "framework": r.framework, "version": r.version, "package": r.package,
-                        "python": list(r.python), "numpy_abi": r.numpy_abi, "pypi_default": r.pypi_default,
-                        "companions": [list(c) for c in r.companions], "extras": list(r.extras),
-                        "builds": [
-                            {"variant": b.variant, "cuda": b.cuda, "cudnn": b.cudnn, "nccl": b.nccl,
-                             "archs": list(b.archs), "ptx": list(b.ptx), "index_url": b.index_url,
-                             "cudnn_min_cc": list(b.cudnn_min_cc) if b.cudnn_min_cc else None, "extra": b.extra}
-                            for b in r.builds
-                        ],
-                    }
-                    for r in rels
-                ]
-                for fw, rels in self.releases.items()
-            },
-            "digest": self.digest,
-            "legacy": [[list(mc), br, last] for mc, br, last in self.legacy],
-            "features": [
-                {"id": f.id, "name": f.name, "min_cc": list(f.min_cc), "precisions": list(f.precisions),
-                 "packages": [list(p) for p in f.packages], "fails": f.fails, "instead": f.instead}
-                for f in self.features
-            ],
-            "ptx_isa": dict(self.ptx_isa),
-            "ext_builds": [[b.package, b.since, b.cuda, b.cudnn] for b in self.ext_builds],
-            "tf_windows_gpu_last": self.tf_windows_gpu_last,
-            "toolkit_wheels": list(self.toolkit_wheels),
-            "gpu_floors": {k: list(v) for k, v in self.gpu_floors.items()},
-            "cuda_sonames": [[c, [list(x) for x in libs]] for c, libs in self.cuda_sonames],
-            "wheel_glibc": [list(x) for x in self.wheel_glibc],
-            "windows_native": [list(x) for x in self.windows_native],
-            "cuda_images": [list(x) for x in self.cuda_images],
-            "triton_lcuda_before": self.triton_lcuda_before,
-            "loaders": [[p, list(c), [list(g) for g in s]] for p, c, s in self.loaders],
-            "cudnn_built": [list(x) for x in self.cudnn_built],
-            "quirks": [[*q[:2], list(q[2]), *q[3:7], [list(u) for u in q[7]]] for q in self.quirks],
-        }
+        d: dict[str, Any] = json.loads(json.dumps(asdict(self)))  # as JSON carries it: lists, string keys
+        d["ext_builds"] = [[b.package, b.since, b.cuda, b.cudnn] for b in self.ext_builds]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Knowledge:
-        rels = {}
-        for fw, lst in (d.get("releases") or {}).items():
-            rels[fw] = tuple(
-                Release(
-                    r["framework"], r["version"], r.get("package", fw), tuple(r.get("python", ())),
-                    r.get("numpy_abi"), r.get("pypi_default"), tuple(tuple(c) for c in r.get("companions", ())),
-                    tuple(
-                        Build(b["variant"], b.get("cuda"), b.get("cudnn"), b.get("nccl"), tuple(b.get("archs", ())),
-                              tuple(b.get("ptx", ())), b.get("index_url"),
-                              tuple(b["cudnn_min_cc"]) if b.get("cudnn_min_cc") else None, b.get("extra"))
-                        for b in r.get("builds", ())
-                    ),
-                    tuple(r.get("extras", ())),
-                )
-                for r in lst
-            )
-        return cls(
-            dict(d.get("min_driver") or {}),
-            {int(k): v for k, v in (d.get("minor_floor") or {}).items()},
-            rels,
-            d.get("digest"),
-            tuple((tuple(mc), br, last) for mc, br, last in (d.get("legacy") or ())),
-            tuple(
-                Feature(f["id"], f.get("name", f["id"]), tuple(f["min_cc"]), tuple(f.get("precisions", ())),
-                        tuple(tuple(p) for p in f.get("packages", ())), f.get("fails", ""), f.get("instead", ""))
-                for f in d.get("features") or ()
-            ),
-            dict(d.get("ptx_isa") or {}),
-            tuple(ExtBuild(*b) for b in d.get("ext_builds") or ()),
-            d.get("tf_windows_gpu_last"),
-            tuple(d.get("toolkit_wheels") or ()),
-            {k: (v[0], v[1]) for k, v in (d.get("gpu_floors") or {}).items()},
-            tuple((c, tuple((str(a), str(b)) for a, b in libs)) for c, libs in d.get("cuda_sonames") or ()),
-            tuple((str(p), str(f), str(g)) for p, f, g in d.get("wheel_glibc") or ()),
-            tuple((str(p), str(f)) for p, f in d.get("windows_native") or ()),
-            tuple((str(c), dn, str(u), str(py)) for c, dn, u, py in d.get("cuda_images") or ()),
-            d.get("triton_lcuda_before"),
-            tuple((str(p), tuple(c), tuple(tuple(g) for g in s)) for p, c, s in d.get("loaders") or ()),
-            tuple((str(p), str(v), str(c)) for p, v, c in d.get("cudnn_built") or ()),
-            tuple(_quirk(q) for q in d.get("quirks") or ()),
-        )
+        t = {f.name: _tuples(d[f.name]) for f in fields(cls) if d.get(f.name) is not None}
+        t["minor_floor"] = {int(k): v for k, v in t.get("minor_floor", {}).items()}
+        t["releases"] = {fw: tuple(Release(**dict(r, builds=tuple(Build(**b) for b in r["builds"]))) for r in rels)
+                         for fw, rels in t.get("releases", {}).items()}
+        t["features"] = tuple(Feature(**f) for f in t.get("features", ()))
+        t["ext_builds"] = tuple(ExtBuild(*b) for b in t.get("ext_builds", ()))
+        return cls(**t)
 
 
-def _quirk(q: list[Any]) -> tuple[str, str, tuple[str, ...], str, str, str, str, tuple[tuple[str, str], ...]]:
-    return (str(q[0]), str(q[1]), tuple(str(v) for v in q[2]), str(q[3]), str(q[4]), str(q[5]), str(q[6]),
-            tuple((str(a), str(b)) for a, b in q[7]))
+def _tuples(x: Any) -> Any:
+    """JSON's lists as the tuples the dataclasses hold, all the way down."""
+    if isinstance(x, dict):
+        return {k: _tuples(v) for k, v in x.items()}
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
 
 
 def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] | list[str],
@@ -373,7 +291,6 @@ def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] 
 
 
 def gpu_key(name: str) -> str:
-    """A GPU product name compared as NVML and NVIDIA's supported-GPU list spell it: case, spacing and a
-    leading 'NVIDIA ' ignored."""
+    """A GPU product name as NVML and NVIDIA's list spell it: case, spacing and 'NVIDIA ' ignored."""
     s = " ".join(name.lower().split())
     return s[7:] if s.startswith("nvidia ") else s

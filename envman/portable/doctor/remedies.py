@@ -10,16 +10,9 @@ from .knowledge import Build, Knowledge, Release
 from .view import FactsView
 
 
-def gpu_build(rel: Release) -> Build | None:
-    return next((b for b in rel.builds if not b.is_cpu), None)
-
-
 def install(rel: Release, build: Build | None = None, v: FactsView | None = None) -> str:
-    """The install command of a release's build, from knowledge alone: ``pip install torch==2.7.1
-    torchvision==0.22.1 --index-url …/cu128`` where the build has its own index (companions that are installed
-    move along, or they would stop pairing), ``pip install 'tensorflow[and-cuda]==2.15.1'`` where an extra pulls
-    the CUDA wheels, else the release and the CUDA and cuDNN it needs beside it."""
-    b = build or gpu_build(rel)
+    """The install command of a release's build (its index, extra, or the CUDA and cuDNN it needs)."""
+    b = build or next((b for b in rel.builds if not b.is_cpu), None)
     extras = rel.extras or ((b.extra,) if b is not None and b.extra else ())
     if extras:  # the extra pulls the CUDA wheels (tensorflow[and-cuda]) or the build itself (jax[cuda13])
         return f"pip install '{rel.package}[{','.join(extras)}]=={rel.version}'"

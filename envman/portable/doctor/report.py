@@ -25,8 +25,7 @@ def status(findings: list[Finding]) -> str:
 
 
 def verdict_line(findings: list[Finding], facts: dict[str, Any]) -> str:
-    """One line: can training work here (in the image a Dockerfile builds, for ``facts["dockerfile"]``), how many
-    problems, and on what stack."""
+    """One line: can training work here (or in a Dockerfile's image), how many problems, on what stack."""
     c = counts(findings)
     v = FactsView(facts)
     stack = v.stack_summary() or "nothing detected"

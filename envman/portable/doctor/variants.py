@@ -1,12 +1,4 @@
-"""Which of a package's compiled libraries load here.
-
-Some wheels ship one build of their library per CUDA release and load the one that matches (bitsandbytes'
-``libbitsandbytes_cuda118.so`` … ``libbitsandbytes_cuda128.so``, chosen by torch's CUDA or BNB_CUDA_VERSION;
-``lib/cuda11/`` beside ``lib/cuda12/``), or builds for different GPU generations beside each other (vLLM's
-FlashAttention libraries for 8.0+ beside kernels that run on 7.0; bitsandbytes' ``_nocublaslt`` builds for GPUs
-below 7.5). The others never load, so their sonames and arch lists are not this machine's problem: judging each
-file alone says "needs libcudart.so.11.0" of a healthy CUDA 12 environment (issue #20, pattern 7).
-"""
+"""Which of a package's per-CUDA or per-GPU-generation compiled libraries load here (issue #20)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""A read-only, defensive view of a facts dict (docs/facts.md) for the checks.
-
-Facts may come from another machine, another envman version or a hand-edited bug report: a key may be
-missing (unknown — the check that needs it stays quiet), null, or of the wrong type. Every accessor here
-answers None / empty for those instead of raising.
-"""
+"""A read-only, defensive view of a facts dict: missing or mistyped keys answer None / empty."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from ..frameworks import registered as plugins
@@ -129,10 +125,7 @@ class FactsView:
     def gpu_summary(self) -> str:
         if not self.gpus:
             return "no NVIDIA GPU"
-        names: dict[str, int] = {}
-        for g in self.gpus:
-            names[g.name] = names.get(g.name, 0) + 1
-        return ", ".join(f"{n}× {name}" for name, n in names.items())
+        return ", ".join(f"{n}× {name}" for name, n in Counter(g.name for g in self.gpus).items())
 
     def stack_summary(self) -> str:
         parts = [fw.label for fw in self.frameworks]
@@ -146,8 +139,7 @@ class FactsView:
 
 
 def driver_cuda_text(value: Any) -> str | None:
-    """The driver's CUDA as X.Y: "12.8" as NVML/nvidia-smi print it, or the integer CUDA itself prints
-    (cudaDriverGetVersion, NCCL's "cudaDriverVersion 12080", "found version 12080") -> "12.8"."""
+    """The driver's CUDA as X.Y, from '12.8' or the integer CUDA prints (12080 -> '12.8')."""
     if isinstance(value, bool):
         return None
     text = str(value) if isinstance(value, int) else as_str(value)

@@ -1,6 +1,4 @@
-"""``envman doctor --deep``: import the framework in a child process, with a timeout, for what only it
-knows: the arch list compiled in, the cuDNN actually loaded, whether CUDA initialises, whether a tiny op
-runs. A hang or crash there (a broken driver can do either) is recorded, never inherited."""
+"""``envman doctor --deep``: import the framework in a child process with a timeout (a hang is recorded)."""
 
 from __future__ import annotations
 

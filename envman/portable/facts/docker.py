@@ -1,8 +1,4 @@
-"""Docker: is an engine reachable, and can it hand GPUs to containers (NVIDIA runtime, toolkit, CDI)?
-
-Asks the engine's API socket directly (GET /info): no ``docker`` client process, no docker SDK import.
-This is a read-only probe; everything that drives Docker lives in envman/engine.py.
-"""
+"""Docker: is an engine reachable (its API socket, GET /info), and can it hand GPUs to containers?"""
 
 from __future__ import annotations
 

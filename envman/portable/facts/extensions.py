@@ -1,11 +1,4 @@
-"""Compiled GPU extensions of the environment: which kernels each ``.so`` carries and which CUDA
-libraries it will ask the loader for, read from the files (nothing imported).
-
-Bounded: only the distributions in ``EXTENSION_DISTS``, only the ``*.so`` files their RECORD lists, at
-most ``MAX_FILES_PER_DIST`` per distribution and ``MAX_FILES`` in all, and a time budget after which the
-rest is marked ``truncated``. Reading a library costs a few header reads (envman.portable.fatbin), not a
-read of its bulk.
-"""
+"""Compiled GPU extensions: the kernels and CUDA sonames of each ``.so``, read from the files, bounded."""
 
 from __future__ import annotations
 
@@ -164,8 +157,7 @@ def probe_framework_libs(dists: dict[str, tuple[str, str, str]], where: LoaderVi
 
 
 class LoaderView:
-    """What the loader needs to be asked, read once per probe: ld.so.cache, LD_LIBRARY_PATH, the places CUDA
-    libraries lie off its path."""
+    """What the loader needs to be asked, read once per probe (ld.so.cache, LD_LIBRARY_PATH, …)."""
 
     def __init__(self, site_dirs: list[str], environ: dict[str, str] | None = None,
                  cache: list[tuple[str, str]] | None = None, defaults: tuple[str, ...] = loader.DEFAULT_DIRS,

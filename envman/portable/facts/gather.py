@@ -1,9 +1,4 @@
-"""``gather_facts``: every probe at once, merged into one facts dict (schema: docs/facts.md).
-
-Probes run in threads (most of their time is spent waiting on subprocesses, sockets and the kernel),
-each bounded by its own timeouts and all by one deadline. A probe that raises or overruns becomes an
-entry in ``probe_errors``; the others' facts still arrive.
-"""
+"""``gather_facts``: every probe in threads under one deadline, merged into one facts dict (docs/facts.md)."""
 
 from __future__ import annotations
 

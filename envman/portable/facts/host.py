@@ -1,6 +1,4 @@
-"""The machine under the driver: libcuda, the forward-compatibility package, NVSwitch and Fabric Manager,
-the kernel module for the running kernel, Secure Boot. Files and /sys only, plus `systemctl is-active` and
-`nv-fabricmanager --version` (2 s each) on NVSwitch systems alone."""
+"""The machine under the driver: libcuda, cuda-compat, NVSwitch and Fabric Manager, kernel module, Secure Boot."""
 
 from __future__ import annotations
 

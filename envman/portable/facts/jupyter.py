@@ -1,11 +1,4 @@
-"""Jupyter kernelspecs: which interpreter each notebook kernel starts, and whether that environment has a
-framework. Files only (kernel.json and directory names), bounded in count, size and time.
-
-A notebook runs ``argv[0]`` of its kernel.json, not the Python a user just installed torch into; the
-environment that interpreter belongs to is decided the way CPython decides it (pyvenv.cfg beside the
-unresolved executable or one directory up, else the prefix of the resolved binary), so a venv's
-``bin/python3`` and its ``bin/python`` are one environment while /usr/bin/python3 is another.
-"""
+"""Jupyter kernelspecs: which interpreter each notebook kernel starts, and whether it has a framework."""
 
 from __future__ import annotations
 
@@ -81,8 +74,7 @@ def env_frameworks(prefix: str) -> dict[str, str]:
 
 
 def probe_kernels(prefix: str | None, budget_s: float = BUDGET_S) -> list[dict[str, Any]]:
-    """Facts ``jupyter_kernels`` (docs/facts.md): one entry per kernelspec, the first of a name winning
-    as in Jupyter's own search order."""
+    """Facts ``jupyter_kernels``: one entry per kernelspec, the first of a name winning, as Jupyter's."""
     end = time.monotonic() + budget_s
     prefixes = [prefix or "", sys.prefix]
     found: list[dict[str, Any]] = []

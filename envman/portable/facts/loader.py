@@ -1,13 +1,4 @@
-"""Which file the dynamic loader would open for a soname, found the way glibc's ld.so looks (without loading
-anything): LD_LIBRARY_PATH, then /etc/ld.so.cache (what ldconfig wrote from ld.so.conf), then the default
-directories. So a toolkit's stub libcuda (…/lib64/stubs/libcuda.so) or the forward-compatibility one
-(/usr/local/cuda/compat/libcuda.so.1) that comes first is seen for what it is.
-
-With an object's DT_RPATH / DT_RUNPATH (``$ORIGIN`` its own directory) the order is ld.so's for that object's
-DT_NEEDED: RPATH (only when it has no RUNPATH), then LD_LIBRARY_PATH, then RUNPATH, then the cache and the
-defaults. What is not modelled: libraries an earlier import already loaded (a soname already in the process is
-reused, so `import torch` first can satisfy an extension), and the RPATH of the objects that loaded this one.
-"""
+"""Which file glibc's ld.so would open for a soname (RPATH, LD_LIBRARY_PATH, RUNPATH, cache, defaults)."""
 
 from __future__ import annotations
 
@@ -48,10 +39,6 @@ def _cstr(data: bytes, at: int) -> str:
 
 def cache_list(path: str = CACHE) -> list[tuple[str, str]]:
     """The entries of this machine's ld.so.cache ([] when there is none)."""
-    return _cache(path)
-
-
-def _cache(path: str = CACHE) -> list[tuple[str, str]]:
     try:
         with open(path, "rb") as fh:
             return cache_entries(fh.read(8 << 20))
@@ -96,7 +83,7 @@ def resolve(soname: str, environ: dict[str, str] | None = None, cache: list[tupl
                     m = _VER.search(os.path.realpath(own))
                     e["own_version"] = m.group(1) if m else None
             return e
-    for name, p in (_cache() if cache is None else cache):
+    for name, p in (cache_list() if cache is None else cache):
         if name == soname and os.path.exists(p):
             return _entry(soname, p, "ld.so.cache")
     for d in defaults:

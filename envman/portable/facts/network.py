@@ -1,12 +1,4 @@
-"""What NCCL sees of the network on this node: interfaces, InfiniBand/RoCE devices and their ports, the
-device nodes a container needs for them, GPUDirect RDMA modules, a net plugin, the locked-memory limit and
-the NCCL_* variables. Files under /sys, /proc and /dev only, plus getrlimit: no subprocess, ~1 ms.
-
-Multi-node training fails in three common ways that this makes visible: NCCL_SOCKET_IFNAME names an
-interface the node does not have (NCCL: "Bootstrap : no socket interface found"); InfiniBand is in the
-machine but not in the container (no /dev/infiniband, so NCCL falls back to TCP sockets, silently slower);
-and a small memlock limit (ibverbs cannot pin its buffers: "ibv_reg_mr failed" / "Cannot allocate memory").
-"""
+"""What NCCL sees of the network on this node (/sys, /proc, /dev and getrlimit only)."""
 
 from __future__ import annotations
 

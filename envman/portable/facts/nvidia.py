@@ -33,39 +33,6 @@ def _text(v: object) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def scan_nvml() -> GpuScan:
-    try:
-        import pynvml  # nvidia-ml-py
-    except ImportError:
-        return GpuScan(error="nvidia-ml-py is not installed")
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, version mismatch …
-        return GpuScan(error=f"NVML: {exc}")
-    try:
-        scan = GpuScan(driver=_text(pynvml.nvmlSystemGetDriverVersion()), source="nvml")
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            try:
-                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-                cc = f"{major}.{minor}"
-            except Exception:
-                cc = None
-            try:
-                mem = int(pynvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024))
-            except Exception:
-                mem = None
-            scan.gpus.append(LocalGpu(i, _text(pynvml.nvmlDeviceGetName(h)), cc, mem))
-        return scan
-    except Exception as exc:
-        return GpuScan(error=f"NVML: {exc}")
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
-
-
 def scan_nvidia_smi(timeout: float = 5.0) -> GpuScan:
     exe = shutil.which("nvidia-smi")
     if exe is None:
@@ -84,28 +51,22 @@ def scan_nvidia_smi(timeout: float = 5.0) -> GpuScan:
 
 
 def parse_nvidia_smi_csv(text: str) -> GpuScan:
-    scan = GpuScan(source="nvidia-smi")
-    for line in text.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 5:
-            continue
-        idx, name, cc, drv, mem = parts[:5]
-        scan.driver = drv
-        scan.gpus.append(
-            LocalGpu(int(idx) if idx.isdigit() else len(scan.gpus), name, cc if cc not in ("", "[N/A]") else None,
-                     int(float(mem)) if mem.replace(".", "").isdigit() else None)
-        )
-    return scan
+    gpus = parse_smi_query(text, ["index", "name", "compute_cap", "driver_version", "memory.total"])
+    return _scan(gpus[-1].get("driver_version") if gpus else None, gpus, "nvidia-smi")
+
+
+def _scan(driver: str | None, gpus: list[dict[str, Any]], source: str) -> GpuScan:
+    return GpuScan(driver, [LocalGpu(g["index"], g["name"], g.get("cc"), g.get("mem_total_mib")) for g in gpus], source)
 
 
 def scan_gpus() -> GpuScan:
-    scan = scan_nvml()
-    if scan.source:
-        return scan
+    """The driver and GPUs: NVML (the doctor's query), else nvidia-smi."""
+    nvml, err, _ = _nvml_facts()
+    if nvml is not None:
+        return _scan(nvml["driver"], nvml["gpus"], "nvml")
     smi = scan_nvidia_smi()
-    if smi.source:
-        return smi
-    smi.error = f"{scan.error}; {smi.error}"
+    if not smi.source:
+        smi.error = f"{err}; {smi.error}"
     return smi
 
 
@@ -130,8 +91,7 @@ def reason_names(mask: int) -> list[str]:
 
 
 def probe_nvidia(timeout: float = 5.0) -> dict[str, Any]:
-    """Driver and GPU facts: NVML first, ``nvidia-smi`` when NVML fails (recording its error text, e.g.
-    'Failed to initialize NVML: Driver/library version mismatch'), the kernel module's version last."""
+    """Driver and GPU facts: NVML, else ``nvidia-smi`` (recording NVML's error), the kernel module last."""
     f: dict[str, Any] = {}
     mod = kernel_module_version()
     if mod:
@@ -245,7 +205,7 @@ def _nvml_facts() -> tuple[dict[str, Any] | None, str | None, bool]:
             for p in _try(pynvml.nvmlDeviceGetComputeRunningProcesses, h) or []:
                 used = getattr(p, "usedGpuMemory", None)
                 procs.append({"gpu": i, "pid": p.pid, "used_mib": used // MIB if isinstance(used, int) else None,
-                              "name": _proc_name(p.pid)})
+                              "name": (_read(f"/proc/{p.pid}/comm") or "").strip() or None})
         f["gpus"] = gpus
         f["gpu_processes"] = procs
         return f, None, False
@@ -301,11 +261,6 @@ def _try(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except Exception:
         return None
-
-
-def _proc_name(pid: int) -> str | None:
-    t = _read(f"/proc/{pid}/comm")
-    return t.strip() if t else None
 
 
 def _smi_facts(exe: str, timeout: float) -> tuple[dict[str, Any] | None, str | None]:

@@ -1,11 +1,4 @@
-"""Installed Python packages of the environment under diagnosis, WITHOUT importing any of them.
-
-Importing torch costs seconds; its version, CUDA and variant sit in torch/version.py and its
-``*.dist-info`` directory name. TensorFlow's build info is a generated literal in
-tensorflow/python/platform/build_info.py. Each framework's plug-in (envman/portable/frameworks) reads its
-own such files. Everything else comes from the ``name-version.dist-info`` directory names on the
-environment's path: one ``listdir`` per directory, no file opened.
-"""
+"""Installed Python packages of the environment under diagnosis, read without importing any of them."""
 
 from __future__ import annotations
 
@@ -13,6 +6,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import struct
 import sys
 from typing import Any, cast
@@ -34,8 +28,7 @@ def norm(name: str) -> str:
 
 
 def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str, Any]:
-    """Facts: python, pip, each installed framework (torch, tensorflow: its plug-in's probe), numpy, wheel_tags,
-    extensions, conda, jupyter_kernels (see docs/facts.md)."""
+    """Facts: python, pip, each framework's record, numpy, wheel_tags, extensions, conda, kernels."""
     env = target_environment(python, timeout)
     f: dict[str, Any] = {"python": {k: env[k] for k in ("version", "bits", "executable") if env.get(k) is not None}}
     if env.get("error"):
@@ -90,8 +83,7 @@ def _libraries(dists: dict[str, Any]) -> dict[str, Any]:
 
 
 def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, Any]:
-    """Which Python's packages to read: ``--python``, else the active virtualenv ($VIRTUAL_ENV, the one a
-    user activated before running an envman installed elsewhere), else the interpreter running envman."""
+    """Which Python's packages to read: ``--python``, else $VIRTUAL_ENV, else the one running envman."""
     here = {"version": sys.version.split()[0], "bits": struct.calcsize("P") * 8, "executable": sys.executable,
             "prefix": sys.prefix, "path": [p for p in sys.path if p]}
     if python is None:
@@ -99,7 +91,7 @@ def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, A
         if not venv or _same(venv, sys.prefix):
             return here
         python = os.path.join(venv, "bin", "python")
-    exe = python if os.sep in python else (_which(python) or python)
+    exe = python if os.sep in python else (shutil.which(python) or python)
     # A venv's python is a symlink to the base interpreter: compare environments (prefixes), not binaries.
     if _same(_prefix_of(exe), sys.prefix) and _same(os.path.dirname(os.path.abspath(exe)),
                                                     os.path.dirname(os.path.abspath(sys.executable))):
@@ -114,12 +106,6 @@ def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, A
         return cast("dict[str, Any]", json.loads(ran.out.strip().splitlines()[-1]))
     except (ValueError, IndexError):
         return {"executable": exe, "error": f"{exe}: unexpected output"}
-
-
-def _which(name: str) -> str | None:
-    import shutil
-
-    return shutil.which(name)
 
 
 def _same(a: str, b: str) -> bool:
@@ -163,7 +149,7 @@ def _elf_bits(exe: str) -> int | None:
 
 
 def scan_dists(paths: list[str]) -> dict[str, tuple[str, str, str]]:
-    """normalised name -> (directory, metadata dir name, version); the first on the path wins, as in Python."""
+    """normalised name -> (directory, version, metadata dir name); the first on the path wins, as in Python."""
     found: dict[str, tuple[str, str, str]] = {}
     for d in paths:
         try:
@@ -184,8 +170,8 @@ def scan_dists(paths: list[str]) -> dict[str, tuple[str, str, str]]:
                 continue
             n = norm(name)
             if n not in found:
-                found[n] = (d, e, ver)
-    return {n: (d, ver, e) for n, (d, e, ver) in found.items()}
+                found[n] = (d, ver, e)
+    return found
 
 
 def _pkg_info_version(path: str) -> str | None:

@@ -1,8 +1,4 @@
-"""The project's envman.lock, read defensively for the drift check (plain json: no lock.py, no packaging).
-
-What the lock does not say (an older or newer layout) is left out; an unreadable lock is recorded as
-``{"path", "error"}`` and the drift check reports that instead of guessing.
-"""
+"""The project's envman.lock, read defensively for the drift check (plain json)."""
 
 from __future__ import annotations
 
@@ -136,8 +132,7 @@ MAX_DIRS = 64
 
 
 def _dockerfile_dirs(project_dir: str) -> list[str]:
-    """Relative directories to look in: the top level, each first-level directory, and the subdirectories of
-    docker-ish ones (bounded: MAX_DIRS)."""
+    """Relative directories to look in: the top level, first-level ones, docker-ish subdirectories."""
     out = [""]
     try:
         top = sorted(n for n in os.listdir(project_dir) if os.path.isdir(os.path.join(project_dir, n)))
@@ -157,8 +152,7 @@ def _dockerfile_dirs(project_dir: str) -> list[str]:
 
 
 def read_dockerfiles(project_dir: str, limit: int = 16) -> list[dict[str, Any]]:
-    """``[{path, from}]``: the project's Dockerfiles (its top level, its first-level directories and the
-    subdirectories of docker/, dockerfiles/, deploy/, .devcontainer/ …) and the images their stages start FROM."""
+    """``[{path, from}]``: the project's Dockerfiles (bounded search) and the images their stages start FROM."""
     from ..dockerfile import DockerfileTooLarge, base_images
 
     out: list[dict[str, Any]] = []

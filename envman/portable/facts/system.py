@@ -1,7 +1,4 @@
-"""The machine itself: OS, distro, kernel, glibc, container, WSL, CPUs, memory, /dev/shm, disks.
-
-Only files under /proc, /sys and /etc and a few syscalls: no subprocess, so it costs about a millisecond.
-"""
+"""The machine itself: OS, distro, kernel, glibc, container, WSL, CPUs, memory, /dev/shm, disks."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What building CUDA extensions and loading CUDA libraries depend on: nvcc, the CUDA home, gcc, the
-relevant environment variables, and the CUDA/cuDNN libraries on the library search path."""
+"""What building CUDA extensions depends on: nvcc, the CUDA home, gcc, variables, CUDA libraries."""
 
 from __future__ import annotations
 
@@ -95,8 +94,7 @@ def max_gcc(toolkit: str) -> int | None:
 
 def cuda_home(env: dict[str, str], path_nvcc: str | None, nvcc: dict[str, Any] | None,
               timeout: float) -> dict[str, Any] | None:
-    """The CUDA home torch.utils.cpp_extension would pick: CUDA_HOME, CUDA_PATH, the nvcc on PATH
-    (two directories up, as torch does it), else /usr/local/cuda when it exists. None: no toolkit."""
+    """The CUDA home torch.utils.cpp_extension would pick (CUDA_HOME, CUDA_PATH, nvcc, /usr/local/cuda)."""
     if env.get("CUDA_HOME"):
         home, source = env["CUDA_HOME"], "CUDA_HOME"
     elif env.get("CUDA_PATH"):
@@ -136,8 +134,7 @@ def _toolkit_version(home: str) -> str | None:
 
 
 def cuda_libs(ld_library_path: str) -> list[dict[str, Any]]:
-    """Directories on LD_LIBRARY_PATH and the system library path that hold CUDA/cuDNN libraries:
-    [{dir, from, libs: {stem: version from the file name}}]."""
+    """[{dir, from, libs: {stem: version}}] of CUDA/cuDNN library directories on the search path."""
     out = []
     seen: set[str] = set()
     ld = [p for p in ld_library_path.split(":") if p]

@@ -1,10 +1,4 @@
-"""The frameworks of the smoke program and the doctor, one module each, and the registry ``smoke.py``
-dispatches on by the expected stack's framework name, the package probe asks for each framework's record and
-the doctor's ``FactsView.frameworks`` reads installed frameworks through. Standard library only; the
-observers import their framework lazily.
-
-``register`` adds a plug-in at run time (a test, a framework envman does not ship yet).
-"""
+"""The registry of framework plug-ins the smoke program, the package probe and the doctor read."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""What every framework plug-in of the smoke program shares: the check records, version comparison, the
-tolerances of GPU-against-CPU comparisons. Standard library only, Python 3.8+ (this package is copied whole
-into images as envman_portable)."""
+"""What every framework plug-in shares: check records, version comparison, tolerances. Stdlib only."""
 
 from __future__ import annotations
 
@@ -67,17 +65,8 @@ def variant_label(name: str, version: str, variant: Optional[str]) -> str:
     return f"{name} {split_local(version)[0]}+{variant}" if variant else f"{name} {version}"
 
 
-def not_installed(facts: Mapping[str, Any]) -> Optional[Installed]:
-    return None
-
-
-def no_probe(dists: Mapping[str, Any], read: Callable[[str, int], Optional[str]]) -> Optional[dict[str, Any]]:
-    return None
-
-
 class Plugin(NamedTuple):
-    """One framework in the smoke program, found by the expected stack's ``framework.name``, and in the
-    doctor: what its probe records about an installed copy and how the checks read that record."""
+    """One framework's plug-in: the smoke program's observer and checks, the doctor's probe and reader."""
 
     name: str
     # (gpu_visible, gpu_evidence) -> observations: imports the framework, records errors, never raises
@@ -87,10 +76,10 @@ class Plugin(NamedTuple):
     # PURE (expect, observations) -> checks run only when a GPU is visible
     evaluate_gpu: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
     # PURE facts -> the installed framework (None: not installed), read from facts[name] and the rest
-    installed: Callable[[Mapping[str, Any]], Optional[Installed]] = not_installed
+    installed: Callable[[Mapping[str, Any]], Optional[Installed]] = lambda facts: None
     # the probe, without importing anything: (distributions {name: (dir, version, dist-info)}, read(path, limit))
     # -> facts[name], or None when it is not installed
-    probe: Callable[[Mapping[str, Any], Callable[[str, int], Optional[str]]], Optional[dict[str, Any]]] = no_probe
+    probe: Callable[[Mapping[str, Any], Callable[[str, int], Optional[str]]], Optional[dict[str, Any]]] = lambda dists, read: None
     # pip names that install it (a project's `name==X` pin of one of them pins this framework)
     distributions: Tuple[str, ...] = ()
     # PURE (FactsView, Knowledge) -> findings: the doctor's checks about this framework alone (JAX: its four wheels

@@ -1,8 +1,4 @@
-"""JAX in the smoke program: the four wheels that must agree (jax, jaxlib, jax-cudaNN-plugin, jax-cudaNN-pjrt),
-the cuDNN and CUDA libraries the plugin loads, the SASS the plugin carries; on a visible GPU, the devices JAX
-lists with ``JAX_PLATFORMS=cuda`` (so a broken CUDA backend is an error, not a silent CPU fallback), a
-jit-compiled matmul, a ``jax.grad`` step and a bf16 matmul against numpy. ``observe_jax`` records; the
-``evaluate_*`` functions are pure."""
+"""JAX in the smoke program: ``observe_jax`` records; the ``evaluate_*`` functions are pure."""
 
 from __future__ import annotations
 
@@ -26,20 +22,13 @@ from .base import (
     skip,
     split_local,
 )
-from .jax_doctor import CHECKS, installed_jax, probe_jax
-
-BUILDS = ("cuda12", "cuda13")
-KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")  # the plugin's libraries with CUDA kernels
+from .jax_doctor import BUILDS, CHECKS, installed_jax, plugin_archs, probe_jax
+from .torch import cudnn_text as torch_cudnn_text
 
 
 def cudnn_text(number: object) -> str | None:
-    """cudnnGetVersion(): 91200 -> '9.12.0' (cuDNN >= 9: major*10000 + minor*100 + patch); 8907 -> '8.9.7'."""
-    if number is None:
-        return None
-    n = int(str(number))
-    if n >= 90000:
-        return "%d.%d.%d" % (n // 10000, n % 10000 // 100, n % 100)
-    return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
+    """cudnnGetVersion(): 91200 -> '9.12.0'; 8907 -> '8.9.7'; None -> None (as torch's, which packs it alike)."""
+    return None if number is None else torch_cudnn_text(str(number))
 
 
 def cuda_text(number: object) -> str | None:
@@ -169,10 +158,6 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def _first_version(names: tuple[str, ...]) -> str | None:
-    return next((v for v in (_dist_version(n) for n in names) if v), None)
-
-
 def _package_dir(module: str) -> str | None:
     try:
         import importlib.util
@@ -216,7 +201,7 @@ def _observe_libraries(obs: dict[str, Any], build: str) -> None:
         if n is not None:
             break
     obs["cuda_runtime"], obs["cuda_error"] = cuda_text(n), err
-    obs["nccl"] = _first_version(("nvidia-nccl-cu%s" % major, "nvidia-nccl"))
+    obs["nccl"] = _dist_version("nvidia-nccl-cu%s" % major) or _dist_version("nvidia-nccl")
 
 
 def _observe_build(obs: dict[str, Any], jax: Any) -> None:
@@ -229,21 +214,6 @@ def _observe_build(obs: dict[str, Any], jax: Any) -> None:
             obs["build_cuda"] = cuda_text(cuda_versions.cuda_runtime_build_version())
     except Exception as exc:
         obs["build_error"] = error(exc)
-
-
-def _observe_archs(build: str) -> list[str]:
-    from ..fatbin import read_fatbin
-
-    found: set[str] = set()
-    where = _package_dir("jax_%s_plugin" % build)
-    for name in KERNEL_LIBS:
-        path = os.path.join(where or "", name)
-        if where and os.path.isfile(path):
-            try:
-                found.update(read_fatbin(path)["sass"])
-            except (OSError, ValueError):
-                continue
-    return sorted(found, key=lambda a: int(re.sub(r"\D", "", a)))
 
 
 def _rel_err(np: Any, got: Any, ref: Any) -> float:
@@ -283,11 +253,6 @@ def _jax_ops(jax: Any, dev: Any) -> dict[str, Any]:
     return res
 
 
-def _capability(dev: Any) -> list[int] | None:
-    m = re.match(r"(\d+)\.(\d+)", str(getattr(dev, "compute_capability", "") or ""))
-    return [int(m.group(1)), int(m.group(2))] if m else None
-
-
 def _observe_devices(obs: dict[str, Any], jax: Any) -> None:
     try:
         devs = jax.devices("cuda")
@@ -297,7 +262,8 @@ def _observe_devices(obs: dict[str, Any], jax: Any) -> None:
     obs["devices"], obs["ops"] = [], []
     seen = set()
     for d in devs:
-        cc = _capability(d)
+        m = re.match(r"(\d+)\.(\d+)", str(getattr(d, "compute_capability", "") or ""))
+        cc = [int(m.group(1)), int(m.group(2))] if m else None
         obs["devices"].append({"index": d.id, "name": getattr(d, "device_kind", str(d)), "capability": cc})
         if cc is not None and tuple(cc) not in seen:  # one set of ops per distinct capability
             seen.add(tuple(cc))
@@ -323,15 +289,14 @@ def observe_jax(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
     if build in BUILDS:
         _observe_libraries(obs, build)
         _observe_build(obs, jax)
-        obs["arch_list"] = _observe_archs(build)
+        obs["arch_list"] = plugin_archs(_package_dir("jax_%s_plugin" % build))
     if gpu_visible:
         _observe_devices(obs, jax)
     return obs
 
 
 def jax_label(name: str, version: str, variant: str | None) -> str:
-    """A JAX build is jax plus the CUDA plugin beside it, not a local version: 'jax 0.7.2 (cuda13 plugin)',
-    'jax 0.7.2 (no CUDA plugin)'."""
+    """'jax 0.7.2 (cuda13 plugin)', 'jax 0.7.2 (no CUDA plugin)': the plugin names the build."""
     base = split_local(version)[0]
     if not variant:
         return "%s %s" % (name, version)

@@ -1,11 +1,4 @@
-"""JAX in the doctor: what the package probe records (docs/facts.md ``jax``), how the generic checks read it
-(``installed_jax`` -> ``Installed``: the driver, arch, CPU-only, cuDNN and LD_LIBRARY_PATH checks then judge JAX
-like torch), and the checks only JAX needs: jax/jaxlib/plugin/pjrt of one release, one CUDA plugin, JAX and
-TensorFlow sharing one GPU's memory, XLA_FLAGS and JAX_PLATFORMS that defeat the GPU.
-
-Standard library only, nothing imported from jax: versions from the ``*.dist-info`` names, the plugin's SASS from
-the headers of its kernel libraries' fat binaries. The checks take the doctor's FactsView and Knowledge (typed
-``Any`` here: ``doctor.view`` imports this registry)."""
+"""JAX in the doctor: its probe record, ``installed_jax`` and the checks only JAX needs. Stdlib only."""
 
 from __future__ import annotations
 
@@ -19,7 +12,7 @@ from ..versions import major_minor, vcmp
 from .base import Installed
 
 BUILDS = ("cuda12", "cuda13")
-KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")
+KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")  # the plugin's libraries with CUDA kernels
 # what TensorFlow installs as (its GPU-capable wheels; tensorflow-cpu never touches the GPU)
 TF_GPU_DISTS = ("tensorflow", "tensorflow-gpu", "tf-nightly")
 # XLA_FLAGS entries that quietly cost a run: (flag, what it does)
@@ -40,17 +33,14 @@ def _first(dists: Mapping[str, Any], names: tuple[str, ...]) -> Optional[str]:
     return next((v for v in (_ver(dists, n) for n in names) if v), None)
 
 
-def _archs(dists: Mapping[str, Any], build: str) -> list[str]:
+def plugin_archs(where: Optional[str]) -> list[str]:
+    """The SASS of a CUDA plugin's kernel libraries, read from their fat binaries (``where``: its package folder)."""
     from ..fatbin import read_fatbin
 
-    d = dists.get("jax-%s-plugin" % build)
-    if not d:
-        return []
-    where = os.path.join(d[0], "jax_%s_plugin" % build)
     found: set[str] = set()
-    for name in KERNEL_LIBS:
+    for name in KERNEL_LIBS if where else ():
         try:
-            found.update(read_fatbin(os.path.join(where, name))["sass"])
+            found.update(read_fatbin(os.path.join(where or "", name))["sass"])
         except (OSError, ValueError):
             continue
     return sorted(found, key=lambda a: int(re.sub(r"\D", "", a)))
@@ -64,7 +54,8 @@ def probe_jax(dists: Mapping[str, Any], read: Callable[[str, int], Optional[str]
     for b in BUILDS:
         plugin = _ver(dists, "jax-%s-plugin" % b)
         if plugin:
-            rec["plugins"][b] = {"plugin": plugin, "pjrt": _ver(dists, "jax-%s-pjrt" % b), "arch_list": _archs(dists, b)}
+            where = os.path.join(dists["jax-%s-plugin" % b][0], "jax_%s_plugin" % b)
+            rec["plugins"][b] = {"plugin": plugin, "pjrt": _ver(dists, "jax-%s-pjrt" % b), "arch_list": plugin_archs(where)}
     build = next(iter(rec["plugins"]), None)
     if build is not None:
         m = build[4:]
@@ -116,9 +107,7 @@ def installed_jax(facts: Mapping[str, Any]) -> Optional[Installed]:
 
 # ============================================================================ checks only JAX needs (pure)
 def check_jax_parts(v: Any, k: Any) -> list[Finding]:
-    """jaxlib, jax-cudaNN-plugin and jax-cudaNN-pjrt are one release. Against a release the matrix knows, the
-    companion check pairs jaxlib and the plugin with jax; the pjrt wheel (pinned by the plugin) is judged here,
-    and so is everything for a release the matrix does not know."""
+    """jaxlib, jax-cudaNN-plugin and -pjrt of one release (the companion check pairs what the matrix knows)."""
     rec = v.f.get("jax")
     if not isinstance(rec, dict) or not rec.get("version"):
         return []
@@ -234,8 +223,7 @@ def _cudnn_wanted(v: Any, k: Any, rec: Mapping[str, Any]) -> Optional[tuple[str,
 
 
 def check_jax_cudnn(v: Any, k: Any) -> list[Finding]:
-    """The cuDNN here against the one this JAX was compiled with: XLA refuses another major, and an older minor
-    ('Loaded runtime CuDNN library: 9.0.0 but source was compiled with: 9.1.1'), and JAX falls back to the CPU."""
+    """The cuDNN here against the one this JAX was compiled with: another major or an older minor."""
     rec = v.f.get("jax")
     if not isinstance(rec, dict):
         return []

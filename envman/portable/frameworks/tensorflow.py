@@ -1,5 +1,4 @@
-"""TensorFlow in the smoke program: its build info and GPU list inside the image (on a visible GPU, a matmul
-against numpy) and the pure checks on those observations."""
+"""TensorFlow in the smoke program: its build info and GPU list, and the pure checks on them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""PyTorch in the smoke program: what ``observe_torch`` records inside the image (versions, cuDNN, NCCL,
-arch list; on a visible GPU, a matmul, a cuDNN conv and a bf16 matmul against the CPU) and the pure
-checks on those observations."""
+"""PyTorch in the smoke program: ``observe_torch`` records; the checks on its observations are pure."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ from .base import (
 
 
 def torch_variant(version: object, cuda: object) -> str:
-    """The local version names the variant (2.14.1+cu130); PyPI's default wheels carry none, so the
-    CUDA torch was built with decides."""
+    """The variant from the local version (2.14.1+cu130), else from the CUDA torch was built with."""
     local = split_local(version)[1]
     if local and re.match(r"(cu\d+|cpu|rocm[\d.]+|xpu)\Z", local):
         return local
@@ -38,8 +35,7 @@ def torch_variant(version: object, cuda: object) -> str:
 
 
 def cudnn_number(version: object) -> int:
-    """'9.24.0.43' -> 92400 (cuDNN >= 9: major*10000 + minor*100 + patch); '8.9.7' -> 8907 (cuDNN 8:
-    major*1000 + minor*100 + patch), the form torch.backends.cudnn.version() returns."""
+    """'9.24.0.43' -> 92400, '8.9.7' -> 8907: the number torch.backends.cudnn.version() returns."""
     r = release(version) + (0, 0, 0)
     major, minor, patch = r[0], r[1], r[2]
     return major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch
