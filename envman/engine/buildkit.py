@@ -14,13 +14,15 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envman.engine.errors import CLIENT_HINT, EngineError
+from envman.engine.errors import CLIENT_HINT, BuildError, EngineError
 from envman.process import signals_deferred, sigterm_raises
 
 # Clients 23+ hand DOCKER_BUILDKIT=1 builds to buildx and fail without it; before 20.10 the built-in
@@ -283,3 +285,24 @@ def run_build_client(
             if proc.stdout:
                 proc.stdout.close()
     return rc, list(tail)
+
+
+def run_build(client: BuildClient, command: Callable[[str], tuple[list[str], dict[str, str]]], tags: Sequence[str],
+              progress: str, on_output: Callable[[str], None] | None) -> BuildResult:
+    """Run the build ``command(iidfile)`` gives; the image it wrote, or BuildError with the output's last lines."""
+    fd, iid = tempfile.mkstemp(prefix="envman-iid-")
+    os.close(fd)
+    started = time.monotonic()
+    try:
+        rc, tail = run_build_client(*command(iid), progress=progress, on_output=on_output)
+        if rc != 0:
+            shown = "\n  ".join(tail[-15:])
+            raise BuildError(f"the build failed (exit {rc}) using {client.describe()}", tail,
+                             hint=("last lines of its output:\n  " + shown) if shown else "see the build output above")
+        image_id = Path(iid).read_text().strip()
+    finally:
+        Path(iid).unlink(missing_ok=True)
+    if not image_id:
+        raise BuildError(f"the build using {client.describe()} reported no image id")
+    image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
+    return BuildResult(image_id, tuple(tags), client, time.monotonic() - started)

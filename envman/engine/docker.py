@@ -32,10 +32,11 @@ from envman.engine.buildkit import (
     classify_client,
     default_progress,
     find_build_client,
+    run_build,
     run_build_client,
 )
 from envman.engine.errors import CLIENT_HINT, NOT_FOUND_HINT, START_HINT, BuildError, EngineError, RunTimeout
-from envman.engine.protocol import ReproSupport
+from envman.engine.protocol import OWNER_LABEL, RUN_LABEL, ReproSupport, volume_specs
 from envman.process import Owner, Terminated, signals_deferred, sigterm_raises
 
 __all__ = [
@@ -44,8 +45,6 @@ __all__ = [
     "default_progress", "find_build_client", "run_build_client", "sigterm_raises",
 ]
 
-RUN_LABEL = "org.envman.run"  # on every container Engine.run starts: `docker ps -a --filter label=…` finds leftovers
-OWNER_LABEL = "org.envman.run.owner"  # <host>-<pid>-<start> of the run that started it (envman/process.py Owner)
 
 
 class Engine:
@@ -370,13 +369,8 @@ class Engine:
         import requests
 
         name = f"envman-run-{uuid.uuid4().hex[:12]}"
-        volumes = []
-        for host, target in (binds or {}).items():
-            mode = "rw" if target.endswith(":rw") else "ro"
-            target = target.removesuffix(":rw").removesuffix(":ro")
-            volumes.append(f"{Path(host).resolve()}:{target}:{mode}")
         kwargs: dict[str, Any] = dict(
-            command=list(command), name=name, environment=dict(env or {}), volumes=volumes, detach=True,
+            command=list(command), name=name, environment=dict(env or {}), volumes=volume_specs(binds), detach=True,
             labels={RUN_LABEL: "1", OWNER_LABEL: Owner.me().label, **(labels or {})}, user=user,
         )
         if gpus:
@@ -456,26 +450,9 @@ class Engine:
         if source_date_epoch is not None:
             build_args = {**(build_args or {}), "SOURCE_DATE_EPOCH": str(source_date_epoch)}
             rewrite = self.repro_support().clamps
-        progress = progress or default_progress()
-        fd, iid = tempfile.mkstemp(prefix="envman-iid-")
-        os.close(fd)
-        started = time.monotonic()
-        try:
-            argv, env = build_command(
-                client, context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
-                extra_contexts=extra_contexts, progress=progress, iidfile=iid, labels=labels, target=target,
-                no_cache=no_cache, platform=platform, rewrite_timestamp=rewrite,
-            )
-            rc, tail = run_build_client(argv, env, progress=progress, on_output=on_output)
-            if rc != 0:
-                shown = "\n  ".join(tail[-15:])
-                raise BuildError(
-                    f"the build failed (exit {rc}) using {client.describe()}", tail,
-                    hint=("last lines of its output:\n  " + shown) if shown else "see the build output above",
-                )
-            image_id = Path(iid).read_text().strip()
-        finally:
-            Path(iid).unlink(missing_ok=True)
-        if not image_id:
-            raise BuildError(f"the build using {client.describe()} reported no image id")
-        return BuildResult(image_id, tuple(tags), client, time.monotonic() - started)
+        shown = progress or default_progress()
+        return run_build(client, lambda iid: build_command(
+            client, context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
+            extra_contexts=extra_contexts, progress=shown, iidfile=iid, labels=labels, target=target,
+            no_cache=no_cache, platform=platform, rewrite_timestamp=rewrite,
+        ), tags, shown, on_output)
