@@ -168,7 +168,7 @@ def lock_arch(project: Path | str, lock_name: str = "envman.lock") -> str | None
 
 # ------------------------------------------------------------------------------------------------ target
 @dataclass(frozen=True)
-class Target:
+class WheelTarget:
     python: str  # "3.11"
     glibc: str = DEFAULT_GLIBC
     arch: str = "x86_64"
@@ -233,7 +233,7 @@ def wheel_for(filename: str, lock: HashedLock) -> LockedWheel | None:
     return None
 
 
-def fits_target(filename: str, target: Target) -> bool:
+def fits_target(filename: str, target: WheelTarget) -> bool:
     try:
         return bool(set(parse_wheel_filename(filename)[3]) & target.tags())
     except (InvalidWheelFilename, InvalidVersion):
@@ -248,7 +248,7 @@ class WheelhouseState:
     extra: list[str] = field(default_factory=list)  # files no locked package claims
 
 
-def scan_wheelhouse(directory: Path | str, lock: HashedLock, target: Target) -> WheelhouseState:
+def scan_wheelhouse(directory: Path | str, lock: HashedLock, target: WheelTarget) -> WheelhouseState:
     """Which locked wheels the wheelhouse already holds with a hash from the lock, for the target."""
     directory = Path(directory)
     state = WheelhouseState()
@@ -267,7 +267,7 @@ def scan_wheelhouse(directory: Path | str, lock: HashedLock, target: Target) -> 
     return state
 
 
-def verify_wheelhouse(directory: Path | str, lock: HashedLock, target: Target) -> WheelhouseState:
+def verify_wheelhouse(directory: Path | str, lock: HashedLock, target: WheelTarget) -> WheelhouseState:
     """Every wheel the target needs is there and hash-checked; WheelhouseError otherwise."""
     state = scan_wheelhouse(directory, lock, target)
     if state.bad or state.missing:
@@ -290,7 +290,7 @@ def requirements_text(lock: HashedLock, wheels: Iterable[LockedWheel]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pip_download_command(requirements: Path | str, dest: Path | str, target: Target,
+def pip_download_command(requirements: Path | str, dest: Path | str, target: WheelTarget,
                          python_exe: str | None = None) -> list[str]:
     argv = [python_exe or sys.executable, "-m", "pip", "download", "--require-hashes", "--no-deps",
             "--only-binary=:all:", "--progress-bar", "off", "--disable-pip-version-check"]
@@ -368,7 +368,7 @@ def _run_pip(argv: list[str], on_output: Callable[[str], None] | None,
         proc.stdout.close() if proc.stdout else None
 
 
-def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: Target, *, python_exe: str | None = None,
+def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: WheelTarget, *, python_exe: str | None = None,
                  on_output: Callable[[str], None] | None = None, env: dict[str, str] | None = None) -> FetchResult:
     """Download what the wheelhouse lacks, check each file against the lock, then move it into place."""
     from envman.process import sigterm_raises
