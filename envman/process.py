@@ -66,8 +66,8 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True  # another user's live process
+    except (PermissionError, OverflowError):
+        return True  # another user's live process, or a number no process has: treated as alive
     return True
 
 
