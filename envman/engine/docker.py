@@ -98,6 +98,23 @@ class Engine:
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         return EngineError(f"the Docker engine stopped answering while {what} ({reason})", hint=START_HINT)
 
+    def _ask(self, what: str, call: Callable[[], Any], refused: str | None = None, missing: Any = None) -> Any:
+        """``call()`` on the engine. With ``refused`` (what was asked), an object the engine lacks (404) gives
+        ``missing`` and another refusal an EngineError; an engine that stops answering, one naming ``what``."""
+        import docker
+        import requests
+
+        try:
+            return call()
+        except docker.errors.APIError as exc:
+            if refused is None:
+                raise self._gone(what, exc) from None
+            if isinstance(exc, docker.errors.ImageNotFound) or exc.status_code == 404:
+                return missing
+            raise EngineError(f"cannot {refused}: {exc.explanation or exc}") from None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._gone(what, exc) from None
+
     def describe(self) -> str:
         return f"Docker {self.ping()}; builds through {self.build_client.describe()}"
 
@@ -122,44 +139,21 @@ class Engine:
     # -- images
     def tags_of(self, repository: str) -> list[str]:
         """The tags ``repository`` has on this engine."""
-        import docker
-        import requests
-
-        try:
-            images = self.client.api.images(name=repository)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone(f"listing the images of {repository}", exc) from None
+        images = self._ask(f"listing the images of {repository}", lambda: self.client.api.images(name=repository))
         return sorted(t.rsplit(":", 1)[1] for img in images for t in (img.get("RepoTags") or [])
                       if t.rsplit(":", 1)[0] == repository)
 
     def run_containers(self) -> list[tuple[str, str]]:
         """(name, owner label) of every container envman's ``run`` started that is still there."""
-        import docker
-        import requests
-
-        try:
-            found = self.client.api.containers(all=True, filters={"label": RUN_LABEL})
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone("listing envman's containers", exc) from None
+        found = self._ask("listing envman's containers",
+                          lambda: self.client.api.containers(all=True, filters={"label": RUN_LABEL}))
         return [((c.get("Names") or ["?"])[0].lstrip("/"), (c.get("Labels") or {}).get(OWNER_LABEL, "")) for c in found]
 
     def remove_container(self, name: str) -> None:
         self._remove_container(name)
 
     def inspect_image(self, ref: str) -> dict | None:
-        import docker
-        import requests
-
-        try:
-            return self.client.api.inspect_image(ref)
-        except docker.errors.ImageNotFound:
-            return None
-        except docker.errors.APIError as exc:
-            if exc.status_code == 404:
-                return None
-            raise EngineError(f"cannot inspect image {ref}: {exc.explanation or exc}") from None
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone(f"inspecting {ref}", exc) from None
+        return self._ask(f"inspecting {ref}", lambda: self.client.api.inspect_image(ref), f"inspect image {ref}")
 
     def image_exists(self, ref: str) -> bool:
         return self.inspect_image(ref) is not None
@@ -173,17 +167,12 @@ class Engine:
         return list((info.get("RootFS") or {}).get("Layers") or []) if info else None
 
     def tag(self, src: str, dst: str) -> None:
-        import docker
-        import requests
         from docker.utils import parse_repository_tag
 
         repo, tag = parse_repository_tag(dst)
         if not self.image_exists(src):
             raise EngineError(f"cannot tag {src} as {dst}: no such image")
-        try:
-            done = self.client.api.tag(src, repo, tag or "latest", force=True)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone(f"tagging {dst}", exc) from None
+        done = self._ask(f"tagging {dst}", lambda: self.client.api.tag(src, repo, tag or "latest", force=True))
         if not done:
             raise EngineError(f"the engine refused to tag {src} as {dst}")
 
@@ -219,20 +208,11 @@ class Engine:
 
     def remove_image(self, ref: str, force: bool = False) -> bool:
         """True if removed, False if there was no such image."""
-        import docker
-        import requests
-
-        try:
+        def remove() -> bool:
             self.client.api.remove_image(ref, force=force)
             return True
-        except docker.errors.ImageNotFound:
-            return False
-        except docker.errors.APIError as exc:
-            if exc.status_code == 404:
-                return False
-            raise EngineError(f"cannot remove image {ref}: {exc.explanation or exc}") from None
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone(f"removing {ref}", exc) from None
+
+        return self._ask(f"removing {ref}", remove, f"remove image {ref}", False)
 
     @contextmanager
     def export_image(self, ref: str) -> Iterator[IO[bytes]]:
