@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -239,20 +238,6 @@ class Engine:
 
         with io.BufferedReader(_Raw(), buffer_size=1 << 20) as stream:
             yield stream
-
-    def save_image(self, ref: str, dest: Path | str) -> Path:
-        """``docker save`` into ``dest`` (written under a temporary name, then renamed)."""
-        dest = Path(dest)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                for chunk in self.client.api.get_image(ref):
-                    fh.write(chunk)
-            os.replace(tmp, dest)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return dest
 
     def import_dir(self, directory: Path | str, ref: str) -> str:
         """A directory's files as a one-layer image (``docker import``), streamed as a tar in sorted order.
