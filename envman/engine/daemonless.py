@@ -365,8 +365,6 @@ class DaemonlessEngine:
         labels: Mapping[str, str] | None = None,
         user: str | None = None,
     ) -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) of ``command`` in a new container of ``image``, removed in every case
-        (exit, timeout, Ctrl-C, SIGTERM). ``binds`` as in docker.Engine.run."""
         owner = Owner.me().label
         name = f"{RUN_PREFIX}{owner}-{uuid.uuid4().hex[:8]}"
         volumes = [a for spec in volume_specs(binds) for a in ("--volume", spec)]

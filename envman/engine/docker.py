@@ -76,7 +76,6 @@ class Engine:
         return EngineError(f"no Docker engine answers at {where} ({reason})", hint=START_HINT)
 
     def ping(self) -> str:
-        """The engine's version; EngineError (exit 4, with how to start one) when none answers."""
         import docker
         import requests
 
@@ -137,13 +136,11 @@ class Engine:
 
     # -- images
     def tags_of(self, repository: str) -> list[str]:
-        """The tags ``repository`` has on this engine."""
         images = self._ask(f"listing the images of {repository}", lambda: self.client.api.images(name=repository))
         return sorted(t.rsplit(":", 1)[1] for img in images for t in (img.get("RepoTags") or [])
                       if t.rsplit(":", 1)[0] == repository)
 
     def run_containers(self) -> list[tuple[str, str]]:
-        """(name, owner label) of every container envman's ``run`` started that is still there."""
         found = self._ask("listing envman's containers",
                           lambda: self.client.api.containers(all=True, filters={"label": RUN_LABEL}))
         return [((c.get("Names") or ["?"])[0].lstrip("/"), (c.get("Labels") or {}).get(OWNER_LABEL, "")) for c in found]
@@ -176,8 +173,6 @@ class Engine:
             raise EngineError(f"the engine refused to tag {src} as {dst}")
 
     def push(self, ref: str, progress: Callable[[str], None] | None = None) -> str:
-        """Push ``ref``; returns the manifest digest the registry reported. ``progress``: a line now and then
-        (layers done, bytes sent)."""
         import docker
         import requests
         from docker.utils import parse_repository_tag
@@ -206,7 +201,6 @@ class Engine:
         return digest
 
     def remove_image(self, ref: str, force: bool = False) -> bool:
-        """True if removed, False if there was no such image."""
         def remove() -> bool:
             self.client.api.remove_image(ref, force=force)
             return True
@@ -290,8 +284,6 @@ class Engine:
         return out.decode().strip()
 
     def registry_digest(self, ref: str) -> str | None:
-        """The manifest digest a registry holds for ``ref`` (through the engine), or None when the registry
-        has no such tag or does not answer."""
         try:
             data = self.client.api.inspect_distribution(ref)
         except Exception:
@@ -325,11 +317,6 @@ class Engine:
         labels: Mapping[str, str] | None = None,
         user: str | None = None,
     ) -> tuple[int, str, str]:
-        """Run ``command`` in a new container of ``image`` and return (exit code, stdout, stderr).
-
-        ``binds`` maps host paths to container paths, read-only unless the container path ends in ``:rw``.
-        The container is removed in every case: exit, timeout (RunTimeout), Ctrl-C and SIGTERM.
-        """
         import docker
         import requests
 

@@ -133,6 +133,7 @@ class ContainerEngine(Protocol):
         labels: Mapping[str, str] | None = None,
         user: str | None = None,
     ) -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) of ``command`` in a new container, removed afterwards; ``labels`` on the
-        container (its owner: docs/security.md "Builds at once"), ``user`` to run as."""
+        """(exit code, stdout, stderr) of ``command`` in a new container, removed in every case (exit, timeout,
+        Ctrl-C, SIGTERM); ``binds``: host path → container path, read-only unless it ends in ``:rw``; ``labels``
+        on the container (its owner: docs/security.md "Builds at once"), ``user`` to run as."""
         ...
