@@ -79,8 +79,7 @@ def _load_cuda(ctx: _Ctx, doc: Any) -> tuple:
     drv = ctx.version(drv_doc, "version", "assumed_current_driver") or Version("0")
     drv_prov = ctx.prov(drv_doc, "assumed_current_driver")
     legacy = []
-    for p, e in ([(f"legacy_driver_branches[{i}]", x) for i, x in enumerate(doc.get("legacy_driver_branches") or [])]
-                 if isinstance(doc, dict) else []):
+    for p, e in _items(ctx, doc, "legacy_driver_branches", optional=True):
         cc_raw = ctx.req(e, "max_cc", p, str)
         branch = ctx.req(e, "branch", p, str)
         last = ctx.version(e, "last_driver", p, optional=True)
@@ -169,14 +168,7 @@ def _cc_field(ctx: _Ctx, raw: Any, path: str) -> Cc | None:
 def _load_driver_floors(ctx: _Ctx, doc: Any) -> dict[Cc, tuple[str, Version, Provenance]]:
     """driver_floors: compute capability -> (family, first driver branch, provenance)."""
     floors: dict[Cc, tuple[str, Version, Provenance]] = {}
-    raw = doc.get("driver_floors") if isinstance(doc, dict) else None
-    if raw is None:
-        return floors
-    if not isinstance(raw, list):
-        ctx.bad("driver_floors", "expected a list")
-        return floors
-    for i, e in enumerate(raw):
-        p = f"driver_floors[{i}]"
+    for p, e in _items(ctx, doc, "driver_floors", optional=True):
         cc_raw = ctx.req(e, "cc", p, str)
         family = ctx.req(e, "family", p, str)
         floor = ctx.version(e, "min_driver", p)
@@ -193,14 +185,7 @@ def _load_driver_floors(ctx: _Ctx, doc: Any) -> dict[Cc, tuple[str, Version, Pro
 def _load_other_accelerators(ctx: _Ctx, doc: Any) -> tuple[OtherAccelerator, ...]:
     """other_accelerators: vendors whose accelerators envman does not build for, with the names that mean them."""
     out: list[OtherAccelerator] = []
-    raw = doc.get("other_accelerators") if isinstance(doc, dict) else None
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        ctx.bad("other_accelerators", "expected a list")
-        return ()
-    for i, e in enumerate(raw):
-        p = f"other_accelerators[{i}]"
+    for p, e in _items(ctx, doc, "other_accelerators", optional=True):
         vendor, stack = ctx.req(e, "vendor", p, str), ctx.req(e, "stack", p, str)
         pats = e.get("names") if isinstance(e, dict) else None
         if not isinstance(pats, list) or not pats or not all(isinstance(x, str) for x in pats):
