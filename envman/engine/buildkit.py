@@ -12,18 +12,16 @@ import io
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envman.engine.errors import CLIENT_HINT, BuildError, EngineError
-from envman.process import signals_deferred, sigterm_raises
+from envman.process import run_teed
 
 # Clients 23+ hand DOCKER_BUILDKIT=1 builds to buildx and fail without it; before 20.10 the built-in
 # Dockerfile frontend only knew RUN --mount behind a `# syntax=` line, which needs a registry.
@@ -241,50 +239,10 @@ class BuildResult:
     seconds: float
 
 
-def _kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def run_build_client(
-    argv: Sequence[str], env: Mapping[str, str], *, progress: str, on_output: Callable[[str], None] | None,
-    tail_lines: int = 40,
-) -> tuple[int, list[str]]:
-    """Run a build client in its own process group; in tty mode it owns the terminal, else each output
-    line goes to ``on_output``. Any exception here (Ctrl-C, Terminated) kills the whole group first."""
-    tail: deque[str] = deque(maxlen=tail_lines)
-    tty = progress == "tty"
-    with sigterm_raises():
-        proc = subprocess.Popen(
-            list(argv), env={**os.environ, **env}, start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=None if tty else subprocess.PIPE, stderr=None if tty else subprocess.STDOUT,
-            text=not tty, errors="replace" if not tty else None, bufsize=1 if not tty else -1,
-        )
-        try:
-            if not tty:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    line = line.rstrip("\n")
-                    tail.append(line)
-                    if on_output:
-                        on_output(line)
-            rc = proc.wait()
-        except BaseException:
-            with signals_deferred():
-                _kill_group(proc)
-            raise
-        finally:
-            if proc.stdout:
-                proc.stdout.close()
-    return rc, list(tail)
+def run_build_client(argv: Sequence[str], env: Mapping[str, str], *, progress: str,
+                     on_output: Callable[[str], None] | None) -> tuple[int, list[str]]:
+    """A build client: in tty mode it owns the terminal, else each output line goes to ``on_output``."""
+    return run_teed(argv, env, on_output=on_output, tty=progress == "tty")
 
 
 def run_build(client: BuildClient, command: Callable[[str], tuple[list[str], dict[str, str]]], tags: Sequence[str],

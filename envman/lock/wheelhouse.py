@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -341,31 +339,12 @@ FULL_WHEELHOUSE = ("free space on that disk (pip also writes to TMPDIR), or pass
 
 def _run_pip(argv: list[str], on_output: Callable[[str], None] | None,
              extra_env: dict[str, str] | None = None) -> tuple[int, list[str]]:
-    from collections import deque
+    from envman.process import run_teed
 
-    tail: deque[str] = deque(maxlen=30)
     # The constraint file some hosts configure for pip (PIP_CONSTRAINT, pip.conf) pins *this* host's
     # choices; a lock already pins everything, and a constraint can only make a hashed fetch fail. An empty
-    # PIP_CONSTRAINT does not override pip.conf; an empty file does.
-    env = {**os.environ, **(extra_env or {}), "PIP_CONSTRAINT": os.devnull}  # extra: the lock's private indexes
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            start_new_session=True, env=env, stdin=subprocess.DEVNULL)
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            tail.append(line.rstrip())
-            if on_output:
-                on_output(line.rstrip())
-        return proc.wait(), list(tail)
-    except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        raise
-    finally:
-        proc.stdout.close() if proc.stdout else None
+    # PIP_CONSTRAINT does not override pip.conf; an empty file does. extra_env: the lock's private indexes.
+    return run_teed(argv, {**(extra_env or {}), "PIP_CONSTRAINT": os.devnull}, on_output=on_output, tail_lines=30)
 
 
 def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: WheelTarget, *, python_exe: str | None = None,
