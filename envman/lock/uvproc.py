@@ -421,6 +421,20 @@ def clean_orphans(temp_dir: str | None = None, now: float | None = None) -> list
     return removed
 
 
+def uv_answer(binary: str, request: UvRequest, timeout: float | None = None, progress=None,
+              while_waiting=None) -> str:
+    """uv's answer to ``request`` (its output file's text); ToolError when uv fails. ``while_waiting``: work to do
+    while uv waits on the network."""
+    run = start_request(binary, request, timeout, progress)
+    try:
+        if while_waiting is not None:
+            while_waiting()
+        run.wait()
+        return run.output()
+    finally:
+        run.cancel()
+
+
 def start_request(binary: str, request: UvRequest, timeout: float | None = None, progress=None) -> UvRun:
     """uv on ``request``, in a fresh private folder (``envman-lock-<pid>-…``, mode 0700) holding its files."""
     clean_orphans()
