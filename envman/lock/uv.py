@@ -270,8 +270,12 @@ def index_lines(index_url: str | None, extra: list[str], find_links: list[str] |
 
 
 def target_environment(python: str, platform: str) -> dict[str, str]:
-    """The PEP 508 marker environment of the image: Linux, the stack's CPU architecture and Python."""
-    return {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+    """The PEP 508 marker environment of the image: Linux, the stack's CPU architecture and Python (the names no
+    lock decides, platform_release and the like, as on this host)."""
+    from packaging.markers import default_environment
+
+    return {**{k: str(v) for k, v in default_environment().items()},
+            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
             "platform_machine": platform.split("-")[0], "python_version": python, "python_full_version": f"{python}.0",
             "implementation_name": "cpython", "platform_python_implementation": "CPython"}
 
