@@ -194,18 +194,13 @@ class WheelTarget:
         plats = self.platforms()
         return set(cpython_tags(self.py, platforms=plats)) | set(compatible_tags(self.py, platforms=plats))
 
-    def marker_env(self) -> dict[str, str]:
-        major, minor = self.py
-        return {"python_version": f"{major}.{minor}", "python_full_version": f"{major}.{minor}.0",
-                "implementation_name": "cpython", "platform_python_implementation": "CPython",
-                "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-                "platform_machine": self.arch}
-
     def wants(self, wheel: LockedWheel) -> bool:
+        from envman.lock.uv import target_environment
+
         if not wheel.marker:
             return True
         try:
-            return Marker(wheel.marker).evaluate(self.marker_env())
+            return Marker(wheel.marker).evaluate(target_environment("%d.%d" % self.py, self.arch))
         except InvalidMarker:
             return True
 
