@@ -220,7 +220,7 @@ def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: st
                         timeout: float) -> Graph:
     from concurrent.futures import ThreadPoolExecutor
 
-    from envman.lock.uv import target_environment
+    from envman.model import target_environment
 
     locked = {p.name: p for p in pkgs}
     ctx = _ssl_context()

@@ -24,7 +24,7 @@ from envman.lock.indexes import (
     private_indexes,
 )
 from envman.lock.uvproc import UvRequest, uv_answer, uv_binary
-from envman.model import Resolution
+from envman.model import Resolution, target_environment
 from envman.redact import redact_userinfo
 
 PLATFORM = "x86_64-manylinux_2_28"  # uv's --python-platform of an x86_64 stack; python_platform() for any stack
@@ -267,17 +267,6 @@ def index_lines(index_url: str | None, extra: list[str], find_links: list[str] |
     out += [f"--find-links {u}" for u in find_links]
     # credentials reach pip and uv from the environment, the build secret or netrc only
     return [name_indexes(redact_userinfo(line), private) for line in out]
-
-
-def target_environment(python: str, platform: str) -> dict[str, str]:
-    """The PEP 508 marker environment of the image: Linux, the stack's CPU architecture and Python (the names no
-    lock decides, platform_release and the like, as on this host)."""
-    from packaging.markers import default_environment
-
-    return {**{k: str(v) for k, v in default_environment().items()},
-            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-            "platform_machine": platform.split("-")[0], "python_version": python, "python_full_version": f"{python}.0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
 
 
 def _check_output_covers_inputs(pkgs: list, lines: list[str], env: dict[str, str] | None = None) -> None:

@@ -195,7 +195,7 @@ class WheelTarget:
         return set(cpython_tags(self.py, platforms=plats)) | set(compatible_tags(self.py, platforms=plats))
 
     def wants(self, wheel: LockedWheel) -> bool:
-        from envman.lock.uv import target_environment
+        from envman.model import target_environment
 
         if not wheel.marker:
             return True

@@ -6,7 +6,6 @@ maintainer fixing a refresh wants the whole list, not one error per run.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +19,7 @@ from envman._validate import Ctx as _Ctx
 from envman._validate import dupes as _dupes
 from envman._validate import items as _items
 from envman._validate import opt_str as _opt_str
-from envman.diskcache import cached
+from envman.diskcache import cached, files_digest
 from envman.errors import MatrixError
 from envman.model import (
     BaseImages,
@@ -364,13 +363,6 @@ def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework
             problems.append(f"base_images.yaml: cuda {img.cuda}: not a CUDA release in cuda.yaml")
 
 
-def _digest(texts: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(texts):
-        h.update(name.encode() + b"\0" + texts[name] + b"\0")
-    return h.hexdigest()
-
-
 def load_matrix(directory: Path | str | None = None) -> Matrix:
     """Read and validate every matrix file; raise MatrixError listing all problems."""
     d = Path(directory) if directory is not None else default_matrix_dir()
@@ -391,7 +383,7 @@ def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
     if problems:
         return _parse(raw, problems, fws)  # raises, naming every problem
     # parsing the YAML costs ~20 ms a run; building and validating the matrix from JSON data ~7 ms
-    digest = _digest(raw)
+    digest = files_digest(raw)
     # (the cache holds the files' documents, not objects built by this code: a change to the loader needs no new key)
     return cached(f"matrix-documents-{SCHEMA}", digest, lambda: _documents(raw, fws),
                   lambda docs: _build(docs, digest, fws))
@@ -400,7 +392,7 @@ def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
 def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Framework, ...]) -> Matrix:
     """The matrix from the files' bytes, every problem in one MatrixError."""
     docs = _documents(raw, fws, problems)
-    return _build(docs, _digest(raw), fws, problems)
+    return _build(docs, files_digest(raw), fws, problems)
 
 
 def _documents(raw: dict[str, bytes], fws: tuple[frameworks.Framework, ...],
@@ -419,7 +411,7 @@ def _documents(raw: dict[str, bytes], fws: tuple[frameworks.Framework, ...],
             where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(parse)"
             own.append(f"{name}: {where}: invalid YAML: {getattr(exc, 'problem', None) or exc}")
     if problems is None and own:
-        _build(docs, _digest(raw), fws, own)  # raises, with every other file's problems too
+        _build(docs, files_digest(raw), fws, own)  # raises, with every other file's problems too
     return docs
 
 
