@@ -11,7 +11,7 @@ import pytest
 
 from envman.errors import ToolError, UsageError
 from envman.lock import wheelhouse as wh
-from envman.lock.wheelhouse import WheelTarget, WheelhouseError
+from envman.lock.wheelhouse import WheelhouseError, WheelTarget
 
 A_WHEEL = b"not really a zip, but the hash is what counts"
 A_SHA = hashlib.sha256(A_WHEEL).hexdigest()
