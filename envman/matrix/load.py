@@ -425,22 +425,17 @@ def _build(docs: dict[str, Any], digest: str, fws: tuple[frameworks.Framework, .
         raise MatrixError(["(cache): expected the matrix files' documents"])
     ctxs = {n: _Ctx(n, problems) for n in files}
     ok = {n: n in docs and _check_schema(ctxs[n], docs[n]) for n in files}
-    if ok["cuda.yaml"]:
-        drv, drv_prov, majors, cuda, legacy, wheels = _load_cuda(ctxs["cuda.yaml"], docs["cuda.yaml"])
-    else:
-        drv, drv_prov, majors, cuda, legacy, wheels = Version("0"), Provenance(""), (), (), (), ToolkitWheels((), 99, Provenance(""))
-    gpus = _load_gpus(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
-    others = _load_other_accelerators(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
-    releases = {
-        fw.name: fw.load_releases(docs[fw.matrix_file], ctxs[fw.matrix_file]) if ok[fw.matrix_file] else ()
-        for fw in fws
-    }
-    cudnn = _load_cudnn(ctxs["cudnn.yaml"], docs["cudnn.yaml"]) if ok["cudnn.yaml"] else ()
-    base = (
-        _load_base_images(ctxs["base_images.yaml"], docs["base_images.yaml"])
-        if ok["base_images.yaml"]
-        else BaseImages("", Provenance(""), "3.12", ())
-    )
+
+    def part(name: str, load: Any, default: Any) -> Any:  # a file missing or of another schema: empty
+        return load(ctxs[name], docs[name]) if ok[name] else default
+
+    drv, drv_prov, majors, cuda, legacy, wheels = part("cuda.yaml", _load_cuda, (
+        Version("0"), Provenance(""), (), (), (), ToolkitWheels((), 99, Provenance(""))))
+    gpus = part("gpus.yaml", _load_gpus, ())
+    others = part("gpus.yaml", _load_other_accelerators, ())
+    releases = {fw.name: part(fw.matrix_file, lambda c, d, fw=fw: fw.load_releases(d, c), ()) for fw in fws}
+    cudnn = part("cudnn.yaml", _load_cudnn, ())
+    base = part("base_images.yaml", _load_base_images, BaseImages("", Provenance(""), "3.12", ()))
     m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, digest, legacy, wheels, others)
     _cross_check(m, problems, fws)
     if problems:
