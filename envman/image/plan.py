@@ -276,17 +276,16 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     system = _apt_step("build tools (this stage only)", sorted(set(apt)), source_date_epoch is not None) if apt else None
     tools = list(sb.build_requires)
     env: list[tuple[str, str]] = []
+    link = ""
     if sb.nvcc and image == base_image:
         tools.append(sb.nvcc[0])
         # the nvcc wheel's folder under site-packages is a CUDA_HOME; torch.utils.cpp_extension reads CUDA_HOME
         env.append(("CUDA_HOME", f"{VENV}/cuda"))
+        link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import site, sys; "
+                f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
     if sb.cuda and cuda_archs:
         # no GPU in a build: without this, torch's extension builder compiles for every arch torch knows
         env.append(("TORCH_CUDA_ARCH_LIST", ";".join(cuda_archs)))
-    link = ""
-    if sb.nvcc and image == base_image:
-        link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import site, sys; "
-                f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
     tools_step = None
     if build_lock:
         tools_step = _locked_tools_step(build_lock, offline_image, link)
