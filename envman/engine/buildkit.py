@@ -161,8 +161,13 @@ def _csv_field(text: str) -> str:
     return buf.getvalue()
 
 
-def _option(name: str, value: str | None) -> list[str]:
-    return [name, value] if value else []
+def build_tail(context_dir: Path | str, labels: Mapping[str, str] | None, target: str | None, platform: str | None,
+               no_cache: bool, iidfile: Path | str | None) -> list[str]:
+    """What every build client (buildx, docker, podman, buildah) takes alike, ending with the context."""
+    return ([a for k, v in sorted((labels or {}).items()) for a in ("--label", f"{k}={v}")]
+            + (["--target", target] if target else []) + (["--platform", platform] if platform else [])
+            + (["--no-cache"] if no_cache else []) + (["--iidfile", str(iidfile)] if iidfile is not None else [])
+            + [str(context_dir)])
 
 
 def build_command(
@@ -220,15 +225,7 @@ def build_command(
             )
         for name, path in sorted(extra_contexts.items()):
             argv += ["--build-context", f"{name}={Path(path).resolve()}"]
-    for k, v in sorted((labels or {}).items()):
-        argv += ["--label", f"{k}={v}"]
-    argv += _option("--target", target) + _option("--platform", platform)
-    if no_cache:
-        argv.append("--no-cache")
-    if iidfile is not None:
-        argv += ["--iidfile", str(iidfile)]
-    argv.append(str(context_dir))
-    return argv, env
+    return argv + build_tail(context_dir, labels, target, platform, no_cache, iidfile), env
 
 
 @dataclass(frozen=True)

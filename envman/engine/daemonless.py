@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from envman.engine.buildkit import BuildClient, BuildResult, default_progress, run_build
+from envman.engine.buildkit import BuildClient, BuildResult, build_tail, default_progress, run_build
 from envman.engine.errors import NOT_FOUND_HINT, EngineError, RunTimeout
 from envman.engine.protocol import OWNER_LABEL, RUN_LABEL, ReproSupport, volume_specs
 from envman.engine.runtime import RuntimeChoice, machine_runtime, machine_ulimits
@@ -319,10 +319,7 @@ class DaemonlessEngine:
         argv += self._secret_args(secrets or {})
         argv += [a for name, where in sorted((extra_contexts or {}).items())
                  for a in ("--build-context", f"{name}={Path(where).resolve()}")]
-        argv += [a for k, v in sorted((labels or {}).items()) for a in ("--label", f"{k}={v}")]
-        argv += (["--target", target] if target else []) + (["--platform", platform] if platform else [])
-        argv += (["--no-cache"] if no_cache else []) + (["--iidfile", str(iidfile)] if iidfile is not None else [])
-        return [*argv, str(context_dir)], env
+        return argv + build_tail(context_dir, labels, target, platform, no_cache, iidfile), env
 
     def _secret_args(self, secrets: Mapping[str, Path | str]) -> list[str]:
         out = []
