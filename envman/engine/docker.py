@@ -16,7 +16,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -247,31 +247,24 @@ class Engine:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all three piped
         errors: list[BaseException] = []
-
-        def feed() -> None:
-            assert proc.stdin is not None  # piped above (a closure does not keep the narrowing)
-            try:
-                with tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                    for p in sorted(directory.rglob("*")):
-                        if p.is_file() and not p.name.startswith("."):
-                            info = tar.gettarinfo(str(p), arcname=str(p.relative_to(directory)))
-                            info.uid = info.gid = 0
-                            info.uname = info.gname = "root"
-                            info.mtime = 0
-                            info.mode = 0o644
-                            with open(p, "rb") as fh:
-                                tar.addfile(info, fh)
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-            finally:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-
         try:
             with sigterm_raises():
-                feed()  # docker import prints only the image id: no risk of filling its pipes meanwhile
+                try:  # docker import prints only the image id: no risk of filling its pipes meanwhile
+                    with tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                        for p in sorted(directory.rglob("*")):
+                            if p.is_file() and not p.name.startswith("."):
+                                info = tar.gettarinfo(str(p), arcname=str(p.relative_to(directory)))
+                                info.uid = info.gid = 0
+                                info.uname = info.gname = "root"
+                                info.mtime = 0
+                                info.mode = 0o644
+                                with open(p, "rb") as fh:
+                                    tar.addfile(info, fh)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+                finally:
+                    with suppress(OSError):
+                        proc.stdin.close()
                 out, err = proc.stdout.read(), proc.stderr.read()
                 proc.wait()
         except BaseException:
