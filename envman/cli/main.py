@@ -166,12 +166,12 @@ def _run(argv: list[str] | None, previous: Any) -> int:
         from envman.redact import redact
 
         # an OSError is the machine's fault (a full disk, a read-only folder), not envman's: exit 1; else a bug
-        err = os_error(exc) if isinstance(exc, OSError) else EnvmanError(
+        said = os_error(exc) if isinstance(exc, OSError) else EnvmanError(
             f"internal error: {type(exc).__name__}: {redact(str(exc))}",
             hint="this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it",
             exit_code=EXIT_INTERNAL)
-        _json_error(args, err)
-        return report_error(err)
+        _json_error(args, said)
+        return report_error(said)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
