@@ -69,8 +69,10 @@ def _kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
 def run_teed(argv: Sequence[str], env: Mapping[str, str], *, on_output: Callable[[str], None] | None,
              tty: bool = False, tail_lines: int = 40) -> tuple[int, list[str]]:
     """A tool (a build client, pip) in its own process group: on a tty it owns the terminal, else each output line
-    goes to ``on_output``; its exit code and last lines. Any exception here (Ctrl-C, Terminated) kills the whole
-    group first."""
+    goes to ``on_output`` redacted (pip prints its index URLs, a RUN step may echo a token); its exit code and last
+    lines. Any exception here (Ctrl-C, Terminated) kills the whole group first."""
+    from envman.redact import TOKEN, redact
+
     tail: deque[str] = deque(maxlen=tail_lines)
     with sigterm_raises():
         proc = subprocess.Popen(
@@ -82,7 +84,7 @@ def run_teed(argv: Sequence[str], env: Mapping[str, str], *, on_output: Callable
             if not tty:
                 assert proc.stdout is not None
                 for line in proc.stdout:
-                    line = line.rstrip()
+                    line = TOKEN.sub("***", redact(line.rstrip()))
                     tail.append(line)
                     if on_output:
                         on_output(line)
