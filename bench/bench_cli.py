@@ -95,7 +95,7 @@ def uv_replay(proj: Path, where: Path):
     """The uv command a lock of ``proj`` runs now (seeded with its pylock.toml when envman would seed it), and
     a setup that lays out its inputs as envman does. Found by running envman's lock in this process up to the
     moment it would start uv, on a copy of the project without envman.lock (so the Python lock is not kept)."""
-    import envman.lock.uv as uv
+    import envman.lock.uvproc as uv
     from envman.app.lock import lock_project
 
     copy = where.with_name(where.name + "-project")

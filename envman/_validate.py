@@ -98,8 +98,14 @@ def _kind_name(kind: Any) -> str:
     return names.get(kind, getattr(kind, "__name__", str(kind)))
 
 
-def items(ctx: Ctx, doc: Any, key: str) -> list[tuple[str, Any]]:
-    lst = ctx.req(doc, key, "", list)
+def items(ctx: Ctx, doc: Any, key: str, *, optional: bool = False) -> list[tuple[str, Any]]:
+    if optional:  # absent: no items
+        lst = doc.get(key) if isinstance(doc, dict) else None
+        if lst is not None and not isinstance(lst, list):
+            ctx.bad(key, "expected a list")
+            lst = None
+    else:
+        lst = ctx.req(doc, key, "", list)
     return [(f"{key}[{i}]", e) for i, e in enumerate(lst or [])]
 
 

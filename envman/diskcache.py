@@ -14,11 +14,12 @@ matrix from cached JSON costs ~7 ms against ~22 ms from the YAML (unpickling cos
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +27,14 @@ T = TypeVar("T")
 MAX_ENTRY = 16 * 1024 * 1024  # the matrix's documents are ~120 KB; anything far bigger is not ours
 _KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,80}\Z")
 _DIGEST = re.compile(r"[0-9a-f]{16,128}\Z")
+
+
+def files_digest(files: Mapping[str, bytes]) -> str:
+    """The digest of named files' bytes, the key of what is derived from them."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name] + b"\0")
+    return h.hexdigest()
 
 
 def cache_path(kind: str, digest: str) -> Path:

@@ -388,3 +388,14 @@ def normalize_gpu_name(text: str) -> str:
     """``NVIDIA GeForce RTX 4090`` and ``rtx-4090`` both become ``rtx4090``."""
     t = _GPU_DROP.sub(" ", str(text).lower())
     return _GPU_NON_ALNUM.sub("", t)
+
+
+def target_environment(python: str, platform: str) -> dict[str, str]:
+    """The PEP 508 marker environment of the image: Linux, the stack's CPU architecture and Python (the names no
+    lock decides, platform_release and the like, as on this host)."""
+    from packaging.markers import default_environment
+
+    return {**{k: str(v) for k, v in default_environment().items()},
+            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+            "platform_machine": platform.split("-")[0], "python_version": python, "python_full_version": f"{python}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython"}

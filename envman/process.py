@@ -9,9 +9,11 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -51,6 +53,52 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def _kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_teed(argv: Sequence[str], env: Mapping[str, str], *, on_output: Callable[[str], None] | None,
+             tty: bool = False, tail_lines: int = 40) -> tuple[int, list[str]]:
+    """A tool (a build client, pip) in its own process group: on a tty it owns the terminal, else each output line
+    goes to ``on_output`` redacted (pip prints its index URLs, a RUN step may echo a token); its exit code and last
+    lines. Any exception here (Ctrl-C, Terminated) kills the whole group first."""
+    from envman.redact import TOKEN, redact
+
+    tail: deque[str] = deque(maxlen=tail_lines)
+    with sigterm_raises():
+        proc = subprocess.Popen(
+            list(argv), env={**os.environ, **env}, start_new_session=True, stdin=subprocess.DEVNULL,
+            stdout=None if tty else subprocess.PIPE, stderr=None if tty else subprocess.STDOUT,
+            text=not tty, errors="replace" if not tty else None, bufsize=1 if not tty else -1,
+        )
+        try:
+            if not tty:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    line = TOKEN.sub("***", redact(line.rstrip()))
+                    tail.append(line)
+                    if on_output:
+                        on_output(line)
+            rc = proc.wait()
+        except BaseException:
+            with signals_deferred():
+                _kill_group(proc)
+            raise
+        finally:
+            if proc.stdout:
+                proc.stdout.close()
+    return rc, list(tail)
+
+
 STALE_AFTER = 24 * 3600.0  # seconds: no build or smoke test runs this long
 
 
@@ -66,8 +114,8 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True  # another user's live process
+    except (PermissionError, OverflowError):
+        return True  # another user's live process, or a number no process has: treated as alive
     return True
 
 

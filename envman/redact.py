@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from urllib.parse import urlsplit, urlunsplit
 
 # scheme://userinfo@ — userinfo runs to the last '@' before the path, query, fragment or a blank; a password with
 # a raw '@' (not %40) is still cut whole. git+https, sftp … are schemes too.
@@ -19,17 +18,6 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/?#@\"'<>]*(?:@[^\s/?#
 def _keeps(scheme: str, userinfo: str) -> bool:
     """An ssh login name (git+ssh://git@github.com/…) is an address, not a secret: it stays."""
     return scheme.lower().rstrip(":/").endswith("ssh") and ":" not in userinfo
-
-
-def redact_url(url: str) -> str:
-    """One URL without its userinfo; anything that is not a URL with a host comes back unchanged."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return redact(url)
-    if not parts.netloc or "@" not in parts.netloc or _keeps(parts.scheme, parts.netloc.rpartition("@")[0]):
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def redact_userinfo(text: str) -> str:

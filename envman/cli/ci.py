@@ -45,40 +45,31 @@ def _report(out, kind: str | None) -> None:
         typer.echo(note)
 
 
-def _pipeline(kind: str, path: Path, registry, gpu_runner, envman_spec, envman_index, force: bool) -> None:
-    from envman.app.ci import write_pipeline
+def _pipeline(kind: str, registry_help: str, runner: str, runner_help: str):
+    """The command that writes ``kind``'s pipeline (github and gitlab take the same options)."""
+    def command(
+        path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)"),
+        registry: Optional[str] = typer.Option(None, "--registry", metavar="REGISTRY", help=registry_help),
+        gpu_runner: Optional[list[str]] = typer.Option(None, "--gpu-runner", metavar=runner, help=runner_help),
+        envman_spec: Optional[str] = typer.Option(None, "--envman-spec", metavar="SPEC", help=_SPEC),
+        envman_index: Optional[str] = typer.Option(None, "--envman-index", metavar="URL", help=_INDEX),
+        force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
+    ) -> None:
+        from envman.app.ci import write_pipeline
 
-    _report(write_pipeline(kind, path, registry, gpu_runner, envman_spec, force, envman_index), kind)
+        _report(write_pipeline(kind, path, registry, gpu_runner, envman_spec, force, envman_index), kind)
+
+    return command
 
 
 def register(app: typer.Typer) -> None:
     ci = typer.Typer(help="Generate CI pipelines (GitHub Actions, GitLab CI) and a docker-bake.json from the locks.",
                      no_args_is_help=True, add_completion=False, rich_markup_mode=None)
     app.add_typer(ci, name="ci")
-
-    @ci.command("github")
-    def github_cmd(
-        path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)"),
-        registry: Optional[str] = typer.Option(None, "--registry", metavar="REGISTRY", help=_REGISTRY),
-        gpu_runner: Optional[list[str]] = typer.Option(None, "--gpu-runner", metavar="LABEL", help=_RUNNER),
-        envman_spec: Optional[str] = typer.Option(None, "--envman-spec", metavar="SPEC", help=_SPEC),
-        envman_index: Optional[str] = typer.Option(None, "--envman-index", metavar="URL", help=_INDEX),
-        force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
-    ) -> None:
-        """Write .github/workflows/envman.yml (and docker-bake.json with profiles): check, build, smoke."""
-        _pipeline("github", path, registry, gpu_runner, envman_spec, envman_index, force)
-
-    @ci.command("gitlab")
-    def gitlab_cmd(
-        path: Path = typer.Argument(Path("."), metavar="PATH", help="The project (default: here)"),
-        registry: Optional[str] = typer.Option(None, "--registry", metavar="REGISTRY", help=_REGISTRY_GITLAB),
-        gpu_runner: Optional[list[str]] = typer.Option(None, "--gpu-runner", metavar="TAG", help=_RUNNER_GITLAB),
-        envman_spec: Optional[str] = typer.Option(None, "--envman-spec", metavar="SPEC", help=_SPEC),
-        envman_index: Optional[str] = typer.Option(None, "--envman-index", metavar="URL", help=_INDEX),
-        force: bool = typer.Option(False, "--force", help="Overwrite files that were edited by hand"),
-    ) -> None:
-        """Write .gitlab-ci.yml (and docker-bake.json with profiles): stages check, build, smoke."""
-        _pipeline("gitlab", path, registry, gpu_runner, envman_spec, envman_index, force)
+    ci.command("github", help="Write .github/workflows/envman.yml (and docker-bake.json with profiles): check, build, "
+               "smoke.")(_pipeline("github", _REGISTRY, "LABEL", _RUNNER))
+    ci.command("gitlab", help="Write .gitlab-ci.yml (and docker-bake.json with profiles): stages check, build, "
+               "smoke.")(_pipeline("gitlab", _REGISTRY_GITLAB, "TAG", _RUNNER_GITLAB))
 
     @ci.command("bake")
     def bake_cmd(

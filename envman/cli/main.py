@@ -164,21 +164,18 @@ def _run(argv: list[str] | None, previous: Any) -> int:
     except (KeyboardInterrupt, Interrupted):
         print("error: interrupted", file=sys.stderr)
         return 130
-    except OSError as exc:  # the machine's fault (a full disk, a read-only folder), not envman's: exit 1
-        if os.environ.get("ENVMAN_DEBUG"):
-            raise
-        _json_error(args, os_error(exc))
-        return report_error(os_error(exc))
-    except Exception as exc:  # a bug: still one line, the traceback only on request
+    except Exception as exc:  # still one line, the traceback only on request
         if os.environ.get("ENVMAN_DEBUG"):
             raise
         from envman.redact import redact
 
-        bug = EnvmanError(f"internal error: {type(exc).__name__}: {redact(str(exc))}",
-                          hint="this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it",
-                          exit_code=EXIT_INTERNAL)
-        _json_error(args, bug)
-        return report_error(bug)
+        # an OSError is the machine's fault (a full disk, a read-only folder), not envman's: exit 1; else a bug
+        said = os_error(exc) if isinstance(exc, OSError) else EnvmanError(
+            f"internal error: {type(exc).__name__}: {redact(str(exc))}",
+            hint="this is a bug in envman; re-run with ENVMAN_DEBUG=1 for the traceback and report it",
+            exit_code=EXIT_INTERNAL)
+        _json_error(args, said)
+        return report_error(said)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

@@ -12,17 +12,16 @@ import io
 import os
 import re
 import shutil
-import signal
 import subprocess
-from collections import deque
+import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envman.engine.errors import CLIENT_HINT, EngineError
-from envman.process import signals_deferred, sigterm_raises
-from envman.redact import TOKEN, redact
+from envman.engine.errors import CLIENT_HINT, BuildError, EngineError
+from envman.process import run_teed
 
 # Clients 23+ hand DOCKER_BUILDKIT=1 builds to buildx and fail without it; before 20.10 the built-in
 # Dockerfile frontend only knew RUN --mount behind a `# syntax=` line, which needs a registry.
@@ -162,8 +161,13 @@ def _csv_field(text: str) -> str:
     return buf.getvalue()
 
 
-def _option(name: str, value: str | None) -> list[str]:
-    return [name, value] if value else []
+def build_tail(context_dir: Path | str, labels: Mapping[str, str] | None, target: str | None, platform: str | None,
+               no_cache: bool, iidfile: Path | str | None) -> list[str]:
+    """What every build client (buildx, docker, podman, buildah) takes alike, ending with the context."""
+    return ([a for k, v in sorted((labels or {}).items()) for a in ("--label", f"{k}={v}")]
+            + (["--target", target] if target else []) + (["--platform", platform] if platform else [])
+            + (["--no-cache"] if no_cache else []) + (["--iidfile", str(iidfile)] if iidfile is not None else [])
+            + [str(context_dir)])
 
 
 def build_command(
@@ -221,15 +225,7 @@ def build_command(
             )
         for name, path in sorted(extra_contexts.items()):
             argv += ["--build-context", f"{name}={Path(path).resolve()}"]
-    for k, v in sorted((labels or {}).items()):
-        argv += ["--label", f"{k}={v}"]
-    argv += _option("--target", target) + _option("--platform", platform)
-    if no_cache:
-        argv.append("--no-cache")
-    if iidfile is not None:
-        argv += ["--iidfile", str(iidfile)]
-    argv.append(str(context_dir))
-    return argv, env
+    return argv + build_tail(context_dir, labels, target, platform, no_cache, iidfile), env
 
 
 @dataclass(frozen=True)
@@ -240,48 +236,28 @@ class BuildResult:
     seconds: float
 
 
-def _kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def run_build_client(argv: Sequence[str], env: Mapping[str, str], *, progress: str,
+                     on_output: Callable[[str], None] | None) -> tuple[int, list[str]]:
+    """A build client: in tty mode it owns the terminal, else each output line goes to ``on_output``."""
+    return run_teed(argv, env, on_output=on_output, tty=progress == "tty")
 
 
-def run_build_client(
-    argv: Sequence[str], env: Mapping[str, str], *, progress: str, on_output: Callable[[str], None] | None,
-    tail_lines: int = 40,
-) -> tuple[int, list[str]]:
-    """Run a build client in its own process group; in tty mode it owns the terminal, else each output
-    line goes to ``on_output`` redacted (pip in a RUN step prints its index URLs, a step may echo a token).
-    Any exception here (Ctrl-C, Terminated) kills the whole group first."""
-    tail: deque[str] = deque(maxlen=tail_lines)
-    tty = progress == "tty"
-    with sigterm_raises():
-        proc = subprocess.Popen(
-            list(argv), env={**os.environ, **env}, start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=None if tty else subprocess.PIPE, stderr=None if tty else subprocess.STDOUT,
-            text=not tty, errors="replace" if not tty else None, bufsize=1 if not tty else -1,
-        )
-        try:
-            if not tty:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    line = TOKEN.sub("***", redact(line.rstrip("\n")))
-                    tail.append(line)
-                    if on_output:
-                        on_output(line)
-            rc = proc.wait()
-        except BaseException:
-            with signals_deferred():
-                _kill_group(proc)
-            raise
-        finally:
-            if proc.stdout:
-                proc.stdout.close()
-    return rc, list(tail)
+def run_build(client: BuildClient, command: Callable[[str], tuple[list[str], dict[str, str]]], tags: Sequence[str],
+              progress: str, on_output: Callable[[str], None] | None) -> BuildResult:
+    """Run the build ``command(iidfile)`` gives; the image it wrote, or BuildError with the output's last lines."""
+    fd, iid = tempfile.mkstemp(prefix="envman-iid-")
+    os.close(fd)
+    started = time.monotonic()
+    try:
+        rc, tail = run_build_client(*command(iid), progress=progress, on_output=on_output)
+        if rc != 0:
+            shown = "\n  ".join(tail[-15:])
+            raise BuildError(f"the build failed (exit {rc}) using {client.describe()}", tail,
+                             hint=("last lines of its output:\n  " + shown) if shown else "see the build output above")
+        image_id = Path(iid).read_text().strip()
+    finally:
+        Path(iid).unlink(missing_ok=True)
+    if not image_id:
+        raise BuildError(f"the build using {client.describe()} reported no image id")
+    image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
+    return BuildResult(image_id, tuple(tags), client, time.monotonic() - started)

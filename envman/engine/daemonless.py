@@ -25,22 +25,19 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from envman.engine.buildkit import BuildClient, BuildResult, default_progress, run_build_client
-from envman.engine.errors import NOT_FOUND_HINT, BuildError, EngineError, RunTimeout
-from envman.engine.protocol import ReproSupport
+from envman.engine.buildkit import BuildClient, BuildResult, build_tail, default_progress, run_build
+from envman.engine.errors import NOT_FOUND_HINT, EngineError, RunTimeout
+from envman.engine.protocol import OWNER_LABEL, RUN_LABEL, ReproSupport, volume_specs
 from envman.engine.runtime import RuntimeChoice, machine_runtime, machine_ulimits
 from envman.process import Owner, signals_deferred, sigterm_raises
 
 TOOLS = ("podman", "buildah")
-RUN_LABEL = "org.envman.run"  # as docker.py: on every container `run` starts
-OWNER_LABEL = "org.envman.run.owner"  # <host>-<pid>-<start> (envman/process.py Owner); buildah: in the name
 RUN_PREFIX = "envman-run-"
 INSTALL_HINT = "install it (`apt-get install -y podman buildah`, or run .ci/podman-up.sh), or choose another --engine"
 _NOT_FOUND = ("image not known", "not known", "no such image", "image not found", "unknown image")
@@ -295,29 +292,11 @@ class DaemonlessEngine:
         """``build --layers`` with the engine's own Dockerfile support. Build-arg values travel in the
         environment (``--build-arg NAME``), so a proxy URL with credentials is not in ``ps`` output; secrets
         are files the RUN steps see under /run/secrets and no layer keeps."""
-        client = self.build_client
-        progress = progress or default_progress()
-        fd, iid = tempfile.mkstemp(prefix="envman-iid-")
-        os.close(fd)
-        started = time.monotonic()
-        try:
-            argv, env = self.build_command(
-                context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
-                extra_contexts={**self._contexts, **(extra_contexts or {})}, labels=labels, target=target,
-                platform=platform, no_cache=no_cache, source_date_epoch=source_date_epoch, iidfile=iid)
-            rc, tail = run_build_client(argv, env, progress="tty" if progress == "tty" else "plain", on_output=on_output)
-            if rc != 0:
-                shown = "\n  ".join(tail[-15:])
-                raise BuildError(f"the build failed (exit {rc}) using {client.describe()}", tail,
-                                 hint=("last lines of its output:\n  " + shown) if shown else "see the build output above")
-            image_id = Path(iid).read_text().strip()
-        finally:
-            Path(iid).unlink(missing_ok=True)
-        if not image_id:
-            raise BuildError(f"the build using {client.describe()} reported no image id")
-        if not image_id.startswith("sha256:"):
-            image_id = f"sha256:{image_id}"
-        return BuildResult(image_id, tuple(tags), client, time.monotonic() - started)
+        return run_build(self.build_client, lambda iid: self.build_command(
+            context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
+            extra_contexts={**self._contexts, **(extra_contexts or {})}, labels=labels, target=target,
+            platform=platform, no_cache=no_cache, source_date_epoch=source_date_epoch, iidfile=iid),
+            tags, progress or default_progress(), on_output)
 
     def build_command(
         self, context_dir: Path | str, *, dockerfile: Path | str | None = None, tags: Sequence[str] = (),
@@ -340,10 +319,7 @@ class DaemonlessEngine:
         argv += self._secret_args(secrets or {})
         argv += [a for name, where in sorted((extra_contexts or {}).items())
                  for a in ("--build-context", f"{name}={Path(where).resolve()}")]
-        argv += [a for k, v in sorted((labels or {}).items()) for a in ("--label", f"{k}={v}")]
-        argv += (["--target", target] if target else []) + (["--platform", platform] if platform else [])
-        argv += (["--no-cache"] if no_cache else []) + (["--iidfile", str(iidfile)] if iidfile is not None else [])
-        return [*argv, str(context_dir)], env
+        return argv + build_tail(context_dir, labels, target, platform, no_cache, iidfile), env
 
     def _secret_args(self, secrets: Mapping[str, Path | str]) -> list[str]:
         out = []
@@ -386,14 +362,9 @@ class DaemonlessEngine:
         labels: Mapping[str, str] | None = None,
         user: str | None = None,
     ) -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) of ``command`` in a new container of ``image``, removed in every case
-        (exit, timeout, Ctrl-C, SIGTERM). ``binds`` as in docker.Engine.run."""
         owner = Owner.me().label
         name = f"{RUN_PREFIX}{owner}-{uuid.uuid4().hex[:8]}"
-        volumes = []
-        for host, target in (binds or {}).items():
-            mode = "rw" if target.endswith(":rw") else "ro"
-            volumes += ["--volume", f"{Path(host).resolve()}:{target.removesuffix(':rw').removesuffix(':ro')}:{mode}"]
+        volumes = [a for spec in volume_specs(binds) for a in ("--volume", spec)]
         if self.tool == "podman":
             argv = self._argv(*self.runtime.args(), "run", "--rm", "--name", name, "--pull", "never",
                               *machine_ulimits(), *volumes)

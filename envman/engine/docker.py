@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,10 +31,11 @@ from envman.engine.buildkit import (
     classify_client,
     default_progress,
     find_build_client,
+    run_build,
     run_build_client,
 )
 from envman.engine.errors import CLIENT_HINT, NOT_FOUND_HINT, START_HINT, BuildError, EngineError, RunTimeout
-from envman.engine.protocol import ReproSupport
+from envman.engine.protocol import OWNER_LABEL, RUN_LABEL, ReproSupport, volume_specs
 from envman.process import Owner, Terminated, signals_deferred, sigterm_raises
 
 __all__ = [
@@ -44,8 +44,6 @@ __all__ = [
     "default_progress", "find_build_client", "run_build_client", "sigterm_raises",
 ]
 
-RUN_LABEL = "org.envman.run"  # on every container Engine.run starts: `docker ps -a --filter label=…` finds leftovers
-OWNER_LABEL = "org.envman.run.owner"  # <host>-<pid>-<start> of the run that started it (envman/process.py Owner)
 
 
 class Engine:
@@ -78,7 +76,6 @@ class Engine:
         return EngineError(f"no Docker engine answers at {where} ({reason})", hint=START_HINT)
 
     def ping(self) -> str:
-        """The engine's version; EngineError (exit 4, with how to start one) when none answers."""
         import docker
         import requests
 
@@ -98,6 +95,23 @@ class Engine:
         """The engine stopped answering in the middle of ``what`` (restarted, killed, its socket gone)."""
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         return EngineError(f"the Docker engine stopped answering while {what} ({reason})", hint=START_HINT)
+
+    def _ask(self, what: str, call: Callable[[], Any], refused: str | None = None, missing: Any = None) -> Any:
+        """``call()`` on the engine. With ``refused`` (what was asked), an object the engine lacks (404) gives
+        ``missing`` and another refusal an EngineError; an engine that stops answering, one naming ``what``."""
+        import docker
+        import requests
+
+        try:
+            return call()
+        except docker.errors.APIError as exc:
+            if refused is None:
+                raise self._gone(what, exc) from None
+            if isinstance(exc, docker.errors.ImageNotFound) or exc.status_code == 404:
+                return missing
+            raise EngineError(f"cannot {refused}: {exc.explanation or exc}") from None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise self._gone(what, exc) from None
 
     def describe(self) -> str:
         return f"Docker {self.ping()}; builds through {self.build_client.describe()}"
@@ -122,45 +136,20 @@ class Engine:
 
     # -- images
     def tags_of(self, repository: str) -> list[str]:
-        """The tags ``repository`` has on this engine."""
-        import docker
-        import requests
-
-        try:
-            images = self.client.api.images(name=repository)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone(f"listing the images of {repository}", exc) from None
+        images = self._ask(f"listing the images of {repository}", lambda: self.client.api.images(name=repository))
         return sorted(t.rsplit(":", 1)[1] for img in images for t in (img.get("RepoTags") or [])
                       if t.rsplit(":", 1)[0] == repository)
 
     def run_containers(self) -> list[tuple[str, str]]:
-        """(name, owner label) of every container envman's ``run`` started that is still there."""
-        import docker
-        import requests
-
-        try:
-            found = self.client.api.containers(all=True, filters={"label": RUN_LABEL})
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone("listing envman's containers", exc) from None
+        found = self._ask("listing envman's containers",
+                          lambda: self.client.api.containers(all=True, filters={"label": RUN_LABEL}))
         return [((c.get("Names") or ["?"])[0].lstrip("/"), (c.get("Labels") or {}).get(OWNER_LABEL, "")) for c in found]
 
     def remove_container(self, name: str) -> None:
         self._remove_container(name)
 
     def inspect_image(self, ref: str) -> dict | None:
-        import docker
-        import requests
-
-        try:
-            return self.client.api.inspect_image(ref)
-        except docker.errors.ImageNotFound:
-            return None
-        except docker.errors.APIError as exc:
-            if exc.status_code == 404:
-                return None
-            raise EngineError(f"cannot inspect image {ref}: {exc.explanation or exc}") from None
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone(f"inspecting {ref}", exc) from None
+        return self._ask(f"inspecting {ref}", lambda: self.client.api.inspect_image(ref), f"inspect image {ref}")
 
     def image_exists(self, ref: str) -> bool:
         return self.inspect_image(ref) is not None
@@ -174,23 +163,16 @@ class Engine:
         return list((info.get("RootFS") or {}).get("Layers") or []) if info else None
 
     def tag(self, src: str, dst: str) -> None:
-        import docker
-        import requests
         from docker.utils import parse_repository_tag
 
         repo, tag = parse_repository_tag(dst)
         if not self.image_exists(src):
             raise EngineError(f"cannot tag {src} as {dst}: no such image")
-        try:
-            done = self.client.api.tag(src, repo, tag or "latest", force=True)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone(f"tagging {dst}", exc) from None
+        done = self._ask(f"tagging {dst}", lambda: self.client.api.tag(src, repo, tag or "latest", force=True))
         if not done:
             raise EngineError(f"the engine refused to tag {src} as {dst}")
 
     def push(self, ref: str, progress: Callable[[str], None] | None = None) -> str:
-        """Push ``ref``; returns the manifest digest the registry reported. ``progress``: a line now and then
-        (layers done, bytes sent)."""
         import docker
         import requests
         from docker.utils import parse_repository_tag
@@ -219,21 +201,11 @@ class Engine:
         return digest
 
     def remove_image(self, ref: str, force: bool = False) -> bool:
-        """True if removed, False if there was no such image."""
-        import docker
-        import requests
-
-        try:
+        def remove() -> bool:
             self.client.api.remove_image(ref, force=force)
             return True
-        except docker.errors.ImageNotFound:
-            return False
-        except docker.errors.APIError as exc:
-            if exc.status_code == 404:
-                return False
-            raise EngineError(f"cannot remove image {ref}: {exc.explanation or exc}") from None
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._gone(f"removing {ref}", exc) from None
+
+        return self._ask(f"removing {ref}", remove, f"remove image {ref}", False)
 
     @contextmanager
     def export_image(self, ref: str) -> Iterator[IO[bytes]]:
@@ -261,20 +233,6 @@ class Engine:
         with io.BufferedReader(_Raw(), buffer_size=1 << 20) as stream:
             yield stream
 
-    def save_image(self, ref: str, dest: Path | str) -> Path:
-        """``docker save`` into ``dest`` (written under a temporary name, then renamed)."""
-        dest = Path(dest)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                for chunk in self.client.api.get_image(ref):
-                    fh.write(chunk)
-            os.replace(tmp, dest)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return dest
-
     def import_dir(self, directory: Path | str, ref: str) -> str:
         """A directory's files as a one-layer image (``docker import``), streamed as a tar in sorted order.
 
@@ -289,31 +247,24 @@ class Engine:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all three piped
         errors: list[BaseException] = []
-
-        def feed() -> None:
-            assert proc.stdin is not None  # piped above (a closure does not keep the narrowing)
-            try:
-                with tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                    for p in sorted(directory.rglob("*")):
-                        if p.is_file() and not p.name.startswith("."):
-                            info = tar.gettarinfo(str(p), arcname=str(p.relative_to(directory)))
-                            info.uid = info.gid = 0
-                            info.uname = info.gname = "root"
-                            info.mtime = 0
-                            info.mode = 0o644
-                            with open(p, "rb") as fh:
-                                tar.addfile(info, fh)
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-            finally:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-
         try:
             with sigterm_raises():
-                feed()  # docker import prints only the image id: no risk of filling its pipes meanwhile
+                try:  # docker import prints only the image id: no risk of filling its pipes meanwhile
+                    with tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                        for p in sorted(directory.rglob("*")):
+                            if p.is_file() and not p.name.startswith("."):
+                                info = tar.gettarinfo(str(p), arcname=str(p.relative_to(directory)))
+                                info.uid = info.gid = 0
+                                info.uname = info.gname = "root"
+                                info.mtime = 0
+                                info.mode = 0o644
+                                with open(p, "rb") as fh:
+                                    tar.addfile(info, fh)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+                finally:
+                    with suppress(OSError):
+                        proc.stdin.close()
                 out, err = proc.stdout.read(), proc.stderr.read()
                 proc.wait()
         except BaseException:
@@ -326,8 +277,6 @@ class Engine:
         return out.decode().strip()
 
     def registry_digest(self, ref: str) -> str | None:
-        """The manifest digest a registry holds for ``ref`` (through the engine), or None when the registry
-        has no such tag or does not answer."""
         try:
             data = self.client.api.inspect_distribution(ref)
         except Exception:
@@ -361,22 +310,12 @@ class Engine:
         labels: Mapping[str, str] | None = None,
         user: str | None = None,
     ) -> tuple[int, str, str]:
-        """Run ``command`` in a new container of ``image`` and return (exit code, stdout, stderr).
-
-        ``binds`` maps host paths to container paths, read-only unless the container path ends in ``:rw``.
-        The container is removed in every case: exit, timeout (RunTimeout), Ctrl-C and SIGTERM.
-        """
         import docker
         import requests
 
         name = f"envman-run-{uuid.uuid4().hex[:12]}"
-        volumes = []
-        for host, target in (binds or {}).items():
-            mode = "rw" if target.endswith(":rw") else "ro"
-            target = target.removesuffix(":rw").removesuffix(":ro")
-            volumes.append(f"{Path(host).resolve()}:{target}:{mode}")
         kwargs: dict[str, Any] = dict(
-            command=list(command), name=name, environment=dict(env or {}), volumes=volumes, detach=True,
+            command=list(command), name=name, environment=dict(env or {}), volumes=volume_specs(binds), detach=True,
             labels={RUN_LABEL: "1", OWNER_LABEL: Owner.me().label, **(labels or {})}, user=user,
         )
         if gpus:
@@ -456,26 +395,9 @@ class Engine:
         if source_date_epoch is not None:
             build_args = {**(build_args or {}), "SOURCE_DATE_EPOCH": str(source_date_epoch)}
             rewrite = self.repro_support().clamps
-        progress = progress or default_progress()
-        fd, iid = tempfile.mkstemp(prefix="envman-iid-")
-        os.close(fd)
-        started = time.monotonic()
-        try:
-            argv, env = build_command(
-                client, context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
-                extra_contexts=extra_contexts, progress=progress, iidfile=iid, labels=labels, target=target,
-                no_cache=no_cache, platform=platform, rewrite_timestamp=rewrite,
-            )
-            rc, tail = run_build_client(argv, env, progress=progress, on_output=on_output)
-            if rc != 0:
-                shown = "\n  ".join(tail[-15:])
-                raise BuildError(
-                    f"the build failed (exit {rc}) using {client.describe()}", tail,
-                    hint=("last lines of its output:\n  " + shown) if shown else "see the build output above",
-                )
-            image_id = Path(iid).read_text().strip()
-        finally:
-            Path(iid).unlink(missing_ok=True)
-        if not image_id:
-            raise BuildError(f"the build using {client.describe()} reported no image id")
-        return BuildResult(image_id, tuple(tags), client, time.monotonic() - started)
+        shown = progress or default_progress()
+        return run_build(client, lambda iid: build_command(
+            client, context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
+            extra_contexts=extra_contexts, progress=shown, iidfile=iid, labels=labels, target=target,
+            no_cache=no_cache, platform=platform, rewrite_timestamp=rewrite,
+        ), tags, shown, on_output)

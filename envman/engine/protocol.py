@@ -16,6 +16,15 @@ from typing import IO, Protocol
 
 from envman.engine.buildkit import BuildResult
 
+RUN_LABEL = "org.envman.run"  # on every container `run` starts: `docker ps -a --filter label=…` finds leftovers
+OWNER_LABEL = "org.envman.run.owner"  # <host>-<pid>-<start> of the run that started it (envman/process.py Owner)
+
+
+def volume_specs(binds: Mapping[str | Path, str] | None) -> list[str]:
+    """``run``'s binds as ``HOST:TARGET:MODE``: read-only unless the container path ends in ``:rw``."""
+    return [f"{Path(host).resolve()}:{target.removesuffix(':rw').removesuffix(':ro')}:"
+            f"{'rw' if target.endswith(':rw') else 'ro'}" for host, target in (binds or {}).items()]
+
 
 @dataclass(frozen=True)
 class ReproSupport:
@@ -124,6 +133,7 @@ class ContainerEngine(Protocol):
         labels: Mapping[str, str] | None = None,
         user: str | None = None,
     ) -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) of ``command`` in a new container, removed afterwards; ``labels`` on the
-        container (its owner: docs/security.md "Builds at once"), ``user`` to run as."""
+        """(exit code, stdout, stderr) of ``command`` in a new container, removed in every case (exit, timeout,
+        Ctrl-C, SIGTERM); ``binds``: host path → container path, read-only unless it ends in ``:rw``; ``labels``
+        on the container (its owner: docs/security.md "Builds at once"), ``user`` to run as."""
         ...

@@ -168,21 +168,24 @@ def _user_command(reproducible: bool = False) -> str:
     return cmd
 
 
-def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
+def _lock_mounts(lock_name: str, offline_image: str | None, wheels: str = "/wheels-in") -> tuple[list[str], str]:
+    """A pip step's mounts for ``lock_name`` (pip's cache, the lock, the CA secret; offline, the wheelhouse at
+    ``wheels``) and the pip options an offline step adds."""
     mounts = [
         "--mount=type=cache,target=/root/.cache/pip",
         f"--mount=type=bind,source={lock_name},target=/tmp/envman/{lock_name}",
         f"--mount=type=secret,id={CA_SECRET}",
     ]
-    if offline_image:
-        mounts.append(f"--mount=type=bind,from={offline_image},target=/wheels")
-        src = "--no-index --find-links /wheels"
-    else:
-        src = ""
+    if not offline_image:
+        return mounts, ""
+    return [*mounts, f"--mount=type=bind,from={offline_image},target={wheels}"], f"--no-index --find-links {wheels}"
+
+
+def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
+    mounts, src = _lock_mounts(lock_name, offline_image, "/wheels")
     # The CA bundle (a TLS-intercepting proxy) exists only while this RUN runs, as a secret file.
     cmd = (
-        f"if [ -s /run/secrets/{CA_SECRET} ]; then export PIP_CERT=/run/secrets/{CA_SECRET}; fi && "
-        f"{VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: {src}".rstrip()
+        f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: {src}".rstrip()
         + f" -r /tmp/envman/{lock_name}"
     )
     return Step(comment, tuple(mounts), cmd)
@@ -234,17 +237,11 @@ def _apt_step(comment: str, apt: list[str], reproducible: bool = False, pins: Ma
 def _locked_tools_step(build_lock: str, offline_image: str | None, link: str) -> Step:
     """Every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked with
     hashes: the builds then run without isolation and download nothing unpinned."""
-    tool_mounts = ["--mount=type=cache,target=/root/.cache/pip",
-                   f"--mount=type=bind,source={build_lock},target=/tmp/envman/{build_lock}",
-                   f"--mount=type=secret,id={CA_SECRET}"]
-    tool_src = ""
-    if offline_image:
-        # offline, the build tools come from the wheelhouse too (envman fetch adds the build lock's wheels)
-        tool_mounts.append(f"--mount=type=bind,from={offline_image},target=/wheels-in")
-        tool_src = "--no-index --find-links /wheels-in "
+    # offline, the build tools come from the wheelhouse too (envman fetch adds the build lock's wheels)
+    tool_mounts, tool_src = _lock_mounts(build_lock, offline_image)
     return Step("what the builds need, locked with hashes (this stage only)", tuple(tool_mounts),
                 f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: "
-                f"{tool_src}-r /tmp/envman/{build_lock}{link}")
+                f"{tool_src + ' ' if tool_src else ''}-r /tmp/envman/{build_lock}{link}")
 
 
 def venv_command(python_exe: str, python: str) -> str:
@@ -279,17 +276,16 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
     system = _apt_step("build tools (this stage only)", sorted(set(apt)), source_date_epoch is not None) if apt else None
     tools = list(sb.build_requires)
     env: list[tuple[str, str]] = []
+    link = ""
     if sb.nvcc and image == base_image:
         tools.append(sb.nvcc[0])
         # the nvcc wheel's folder under site-packages is a CUDA_HOME; torch.utils.cpp_extension reads CUDA_HOME
         env.append(("CUDA_HOME", f"{VENV}/cuda"))
+        link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import site, sys; "
+                f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
     if sb.cuda and cuda_archs:
         # no GPU in a build: without this, torch's extension builder compiles for every arch torch knows
         env.append(("TORCH_CUDA_ARCH_LIST", ";".join(cuda_archs)))
-    link = ""
-    if sb.nvcc and image == base_image:
-        link = (f" && ln -sfn \"$({VENV}/bin/python -c 'import site, sys; "
-                f"sys.stdout.write(site.getsitepackages()[0])')/{sb.nvcc[1]}\" {VENV}/cuda")
     tools_step = None
     if build_lock:
         tools_step = _locked_tools_step(build_lock, offline_image, link)
@@ -297,22 +293,14 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         tools_step = Step("what the builds import (this stage only; not part of the lock)",
                           ("--mount=type=cache,target=/root/.cache/pip", f"--mount=type=secret,id={CA_SECRET}"),
                           f"{_ca_export()} && {VENV}/bin/pip install " + " ".join(sorted(tools)) + link)
-    mounts = [
-        "--mount=type=cache,target=/root/.cache/pip",
-        f"--mount=type=bind,source={source_lock},target=/tmp/envman/{source_lock}",
-        f"--mount=type=secret,id={CA_SECRET}",
-    ]
-    src = ""
-    if offline_image:
-        mounts.append(f"--mount=type=bind,from={offline_image},target=/wheels-in")
-        src = " --no-index --find-links /wheels-in"
+    mounts, src = _lock_mounts(source_lock, offline_image)
     # --use-pep517: an sdist without pyproject.toml (promise) must not fall back to `setup.py bdist_wheel`,
     # which older pips (Debian's 23.0) run without the wheel package
     isolation = " --use-pep517" + (" --no-build-isolation" if sb.framework or build_lock else "")
     wheel = Step(
         "source-only packages → wheels, from their hash-checked sdists: " + " ".join(f"{n}=={v}" for n, v in sb.packages),
         tuple(mounts),
-        f"{_ca_export()} && {VENV}/bin/pip wheel --require-hashes --no-deps{isolation}{src} "
+        f"{_ca_export()} && {VENV}/bin/pip wheel --require-hashes --no-deps{isolation}{' ' + src if src else ''} "
         f"--wheel-dir {WHEELS_DIR} -r /tmp/envman/{source_lock}",
     ) if sb.packages else None
     project = Step(

@@ -91,6 +91,8 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
     notes = [f"{names}: no wheel for the target platform on the index; built from the hash-checked sdist "
              f"into a wheel in the builder stage {BUILDER} (the image installs wheels only)"] if pkgs else []
     notes += _row_notes(rows)
+    nvcc = None
+    also: tuple[str, ...] = ()
     if wants_cuda:
         who = ", ".join(r.name for r in rows if r.cuda)
         if cuda is None:
@@ -105,16 +107,12 @@ def plan_source_builds(source_only: Iterable[tuple[str, str]], needs: Mapping[st
             notes.append(f"{who} compiles CUDA code: the builder stage installs nvcc {cuda} from NVIDIA's "
                          f"{where} wheel (smaller than a devel base image, and in the builder only: "
                          "the final image gets only the wheel)")
+            if row:
+                nvcc = (f"{row.wheel}=={cuda}.*", row.home)
+                also = tuple(f"{a}=={cuda}.*" for a in row.also)
     elif not compiler:
         notes.append(("they are" if pkgs else "the project is") + " pure Python (matrices/build_needs.yaml): "
                      "no compiler in the builder")
-    nvcc = None
-    also: tuple[str, ...] = ()
-    if wants_cuda and cuda is not None and not cuda_base:
-        row = (nvcc_wheels or {}).get(cuda.split(".")[0])
-        if row:
-            nvcc = (f"{row.wheel}=={cuda}.*", row.home)
-            also = tuple(f"{a}=={cuda}.*" for a in row.also)
     apt = tuple(sorted({a for r in rows for a in r.apt}))
     return SourceBuilds(pkgs, framework, wants_cuda, compiler, tuple(tools), tuple(notes), nvcc, also, project is not None,
                         apt)

@@ -6,7 +6,6 @@ cite a source, like every other matrix entry.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -15,7 +14,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from envman.diskcache import cached
+from envman.diskcache import cached, files_digest
 from envman.errors import DataError
 from envman.image.stages import BuildNeed, NvccWheel, SystemLibraries
 from envman.resources import matrix_dir
@@ -85,10 +84,7 @@ def load_image_tables(directory: Path | None = None) -> ImageTables:
 def _load(build_needs: bytes, system_libraries: bytes) -> ImageTables:
     """The tables for the files' bytes: memoized (a lock asks more than once) and kept on disk by digest
     (parsing the YAML costs ~8 ms a run)."""
-    h = hashlib.sha256()
-    for f, data in sorted({BUILD_NEEDS: build_needs, SYSTEM_LIBRARIES: system_libraries}.items()):
-        h.update(f.encode() + b"\0" + data + b"\0")
-    digest = h.hexdigest()
+    digest = files_digest({BUILD_NEEDS: build_needs, SYSTEM_LIBRARIES: system_libraries})
     return cached("image-tables-documents", digest, lambda: _documents(build_needs, system_libraries),
                   lambda docs: _tables(docs, digest))
 

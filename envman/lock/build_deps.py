@@ -14,14 +14,12 @@ import hashlib
 import io
 import ssl
 import tarfile
-import tempfile
 import zipfile
-from dataclasses import replace
 from pathlib import Path
 
 from envman.errors import LockError, ToolError
 from envman.hostenv import ca_bundle
-from envman.lock.uv import PLATFORM, parse_uv_output, run_uv, uv_compile_command
+from envman.lock.uv import PLATFORM, UvRequest, parse_uv_output, uv_answer, uv_compile_command
 from envman.project.backend_requires import setup_requires
 
 # PEP 517/518: a source tree without [build-system] builds as if it required setuptools and wheel (setuptools
@@ -88,14 +86,10 @@ def fetch_sdist(url: str, sha256: str, timeout: float = 120) -> bytes:
 def compile_build_lock(requirements: list[str], constraints: dict[str, str], python: str,
                        index_urls: list[str], platform: str | None = None) -> str:
     """uv, with hashes, constrained to the main lock's pins; returns the requirements-format body."""
-    with tempfile.TemporaryDirectory(prefix="envman-build-lock-") as td:
-        tdp = Path(td)
-        inp = tdp / "build.in"
-        inp.write_text("\n".join(sorted(set(requirements))) + "\n", encoding="utf-8")
-        (tdp / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in sorted(constraints.items())),
-                                             encoding="utf-8")
-        cmd = uv_compile_command(inp, tdp / "build.txt", python, index_urls, platform=platform or PLATFORM)
-        run_uv(replace(cmd, args=[*cmd.args, "-c", "constraints.txt"]))
-        text = (tdp / "build.txt").read_text(encoding="utf-8")
+    cmd = uv_compile_command(Path("build.in"), Path("build.txt"), python, index_urls, platform=platform or PLATFORM,
+                             constraints=Path("constraints.txt"))
+    files = (("build.in", "\n".join(sorted(set(requirements))) + "\n"),
+             ("constraints.txt", "".join(f"{n}=={v}\n" for n, v in sorted(constraints.items()))))
+    text = uv_answer(cmd.args[0], UvRequest(files, tuple(cmd.args[1:]), "build.txt", tuple(cmd.secret_env.items())))
     parse_uv_output(text)  # the same shape as every other lock envman writes
     return text

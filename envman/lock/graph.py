@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -162,15 +161,6 @@ def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
         return None
 
 
-def target_environment(python: str, platform: str) -> dict[str, str]:
-    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
-    machine = platform.split("-")[0]
-    env.update(python_version=python, python_full_version=f"{python}.0", sys_platform="linux", os_name="posix",
-               platform_system="Linux", platform_machine=machine, implementation_name="cpython",
-               platform_python_implementation="CPython")
-    return env
-
-
 Graph = tuple[dict[str, list[str]], list[str], list[tuple[str, str, str]]]
 
 
@@ -229,6 +219,8 @@ def _graph(raw: bytes | None) -> Graph | None:
 def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str, platform: str,
                         timeout: float) -> Graph:
     from concurrent.futures import ThreadPoolExecutor
+
+    from envman.model import target_environment
 
     locked = {p.name: p for p in pkgs}
     ctx = _ssl_context()

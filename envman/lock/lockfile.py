@@ -14,7 +14,6 @@ a lock from an older, incompatible layout, or from a newer envman, is refused wi
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Mapping
 
 from envman import __version__
 from envman.errors import LockError
+from envman.files import sha256
 from envman.lock.layout import LOCK_FILE, StackFiles
 from envman.lockedstack import LockedStack
 
@@ -35,10 +35,6 @@ REGENERATE = "regenerate it with `envman lock`"
 
 def canonical_json(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def lock_digest(data: Mapping[str, Any]) -> str:

@@ -23,8 +23,8 @@ from envman.lock.indexes import (
     name_indexes,
     private_indexes,
 )
-from envman.lock.uvproc import UvRequest, UvRun, index_of, start_request, uv_binary, uv_env  # noqa: F401
-from envman.model import Resolution
+from envman.lock.uvproc import UvRequest, uv_answer, uv_binary
+from envman.model import Resolution, target_environment
 from envman.redact import redact_userinfo
 
 PLATFORM = "x86_64-manylinux_2_28"  # uv's --python-platform of an x86_64 stack; python_platform() for any stack
@@ -140,9 +140,7 @@ def check_cuda_majors(lock: PythonLock, res: Resolution) -> None:
 @dataclass(frozen=True)
 class UvCommand:
     args: list[str]
-    env: dict[str, str]
-    cwd: str | None = None
-    secret_env: dict[str, str] = field(default_factory=dict)  # index URLs with credentials (already in ``env``)
+    secret_env: dict[str, str] = field(default_factory=dict)  # index URLs with credentials: uv's environment
 
 
 # The index options whose values may carry credentials, each with the environment variable uv also reads it
@@ -239,12 +237,7 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
         args.append("--offline")
     if upgrade:
         args.append("--upgrade")
-    return UvCommand(args, {**uv_env(), **secret}, str(input_file.parent), secret)
-
-
-def run_uv(cmd: UvCommand, timeout: float | None = None, progress=None) -> None:
-    """uv in its own process group, with progress and a wall-clock limit (lock/uvproc.py)."""
-    UvRun(cmd.args, cmd.env, cmd.cwd, timeout, progress).wait()
+    return UvCommand(args, secret)
 
 
 @dataclass
@@ -274,13 +267,6 @@ def index_lines(index_url: str | None, extra: list[str], find_links: list[str] |
     out += [f"--find-links {u}" for u in find_links]
     # credentials reach pip and uv from the environment, the build secret or netrc only
     return [name_indexes(redact_userinfo(line), private) for line in out]
-
-
-def target_environment(python: str, platform: str) -> dict[str, str]:
-    """The PEP 508 marker environment of the image: Linux, the stack's CPU architecture and Python."""
-    return {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-            "platform_machine": platform.split("-")[0], "python_version": python, "python_full_version": f"{python}.0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
 
 
 def _check_output_covers_inputs(pkgs: list, lines: list[str], env: dict[str, str] | None = None) -> None:
@@ -362,15 +348,8 @@ class PythonLockJob:
 
     def compile(self, progress=None, while_waiting=None) -> LockResult:
         """One uv run on ``request``, and the lock made of its answer."""
-        run = start_request(uv_binary(), self.request, self.timeout, progress)
-        try:
-            if while_waiting is not None:
-                while_waiting()  # uv waits on the network: use the time (imports, template compile)
-            run.wait()
-            answer = redact_userinfo(run.output())  # an index token (UV_INDEX_URL …) never lands in a lock file
-        finally:
-            run.cancel()
-        return self.finish(answer)
+        # an index token (UV_INDEX_URL …) never lands in a lock file
+        return self.finish(redact_userinfo(uv_answer(uv_binary(), self.request, self.timeout, progress, while_waiting)))
 
     def finish(self, py_text: str) -> LockResult:
         """The lock made of uv's pylock.toml: requirements.lock.txt derived from it, the ``# via`` graph (and

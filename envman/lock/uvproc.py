@@ -25,6 +25,7 @@ from pathlib import Path
 
 from envman.errors import ToolError
 from envman.hostenv import ca_bundle
+from envman.process import pid_alive
 from envman.redact import redact, redact_userinfo
 
 _REQUEST = re.compile(r"(?:Sending (?:fresh GET|revalidation) request for|No cache entry for):? (\S+)")
@@ -413,21 +414,25 @@ def clean_orphans(temp_dir: str | None = None, now: float | None = None) -> list
         if not e.is_dir(follow_symlinks=False) or st.st_uid != os.getuid() or now - st.st_mtime < _ORPHAN_AGE:
             continue
         m = re.match(re.escape(TEMP_PREFIX) + r"(\d+)-", e.name)
-        if m and _alive(int(m.group(1))):
+        if m and pid_alive(int(m.group(1))):
             continue
         shutil.rmtree(e.path, ignore_errors=True)
         removed.append(e.name)
     return removed
 
 
-def _alive(pid: int) -> bool:
+def uv_answer(binary: str, request: UvRequest, timeout: float | None = None, progress=None,
+              while_waiting=None) -> str:
+    """uv's answer to ``request`` (its output file's text); ToolError when uv fails. ``while_waiting``: work to do
+    while uv waits on the network."""
+    run = start_request(binary, request, timeout, progress)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True  # another user's process, or a number no process has: keep the folder
-    return True
+        if while_waiting is not None:
+            while_waiting()
+        run.wait()
+        return run.output()
+    finally:
+        run.cancel()
 
 
 def start_request(binary: str, request: UvRequest, timeout: float | None = None, progress=None) -> UvRun:

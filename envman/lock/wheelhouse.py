@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -168,7 +166,7 @@ def lock_arch(project: Path | str, lock_name: str = "envman.lock") -> str | None
 
 # ------------------------------------------------------------------------------------------------ target
 @dataclass(frozen=True)
-class Target:
+class WheelTarget:
     python: str  # "3.11"
     glibc: str = DEFAULT_GLIBC
     arch: str = "x86_64"
@@ -196,18 +194,13 @@ class Target:
         plats = self.platforms()
         return set(cpython_tags(self.py, platforms=plats)) | set(compatible_tags(self.py, platforms=plats))
 
-    def marker_env(self) -> dict[str, str]:
-        major, minor = self.py
-        return {"python_version": f"{major}.{minor}", "python_full_version": f"{major}.{minor}.0",
-                "implementation_name": "cpython", "platform_python_implementation": "CPython",
-                "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-                "platform_machine": self.arch}
-
     def wants(self, wheel: LockedWheel) -> bool:
+        from envman.model import target_environment
+
         if not wheel.marker:
             return True
         try:
-            return Marker(wheel.marker).evaluate(self.marker_env())
+            return Marker(wheel.marker).evaluate(target_environment("%d.%d" % self.py, self.arch))
         except InvalidMarker:
             return True
 
@@ -233,7 +226,7 @@ def wheel_for(filename: str, lock: HashedLock) -> LockedWheel | None:
     return None
 
 
-def fits_target(filename: str, target: Target) -> bool:
+def fits_target(filename: str, target: WheelTarget) -> bool:
     try:
         return bool(set(parse_wheel_filename(filename)[3]) & target.tags())
     except (InvalidWheelFilename, InvalidVersion):
@@ -248,7 +241,7 @@ class WheelhouseState:
     extra: list[str] = field(default_factory=list)  # files no locked package claims
 
 
-def scan_wheelhouse(directory: Path | str, lock: HashedLock, target: Target) -> WheelhouseState:
+def scan_wheelhouse(directory: Path | str, lock: HashedLock, target: WheelTarget) -> WheelhouseState:
     """Which locked wheels the wheelhouse already holds with a hash from the lock, for the target."""
     directory = Path(directory)
     state = WheelhouseState()
@@ -267,7 +260,7 @@ def scan_wheelhouse(directory: Path | str, lock: HashedLock, target: Target) -> 
     return state
 
 
-def verify_wheelhouse(directory: Path | str, lock: HashedLock, target: Target) -> WheelhouseState:
+def verify_wheelhouse(directory: Path | str, lock: HashedLock, target: WheelTarget) -> WheelhouseState:
     """Every wheel the target needs is there and hash-checked; WheelhouseError otherwise."""
     state = scan_wheelhouse(directory, lock, target)
     if state.bad or state.missing:
@@ -290,7 +283,7 @@ def requirements_text(lock: HashedLock, wheels: Iterable[LockedWheel]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pip_download_command(requirements: Path | str, dest: Path | str, target: Target,
+def pip_download_command(requirements: Path | str, dest: Path | str, target: WheelTarget,
                          python_exe: str | None = None) -> list[str]:
     argv = [python_exe or sys.executable, "-m", "pip", "download", "--require-hashes", "--no-deps",
             "--only-binary=:all:", "--progress-bar", "off", "--disable-pip-version-check"]
@@ -341,34 +334,15 @@ FULL_WHEELHOUSE = ("free space on that disk (pip also writes to TMPDIR), or pass
 
 def _run_pip(argv: list[str], on_output: Callable[[str], None] | None,
              extra_env: dict[str, str] | None = None) -> tuple[int, list[str]]:
-    from collections import deque
+    from envman.process import run_teed
 
-    tail: deque[str] = deque(maxlen=30)
     # The constraint file some hosts configure for pip (PIP_CONSTRAINT, pip.conf) pins *this* host's
     # choices; a lock already pins everything, and a constraint can only make a hashed fetch fail. An empty
-    # PIP_CONSTRAINT does not override pip.conf; an empty file does.
-    env = {**os.environ, **(extra_env or {}), "PIP_CONSTRAINT": os.devnull}  # extra: the lock's private indexes
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            start_new_session=True, env=env, stdin=subprocess.DEVNULL)
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            tail.append(line.rstrip())
-            if on_output:
-                on_output(line.rstrip())
-        return proc.wait(), list(tail)
-    except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        raise
-    finally:
-        proc.stdout.close() if proc.stdout else None
+    # PIP_CONSTRAINT does not override pip.conf; an empty file does. extra_env: the lock's private indexes.
+    return run_teed(argv, {**(extra_env or {}), "PIP_CONSTRAINT": os.devnull}, on_output=on_output, tail_lines=30)
 
 
-def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: Target, *, python_exe: str | None = None,
+def fetch_wheels(lock: HashedLock, wheelhouse: Path | str, target: WheelTarget, *, python_exe: str | None = None,
                  on_output: Callable[[str], None] | None = None, env: dict[str, str] | None = None) -> FetchResult:
     """Download what the wheelhouse lacks, check each file against the lock, then move it into place."""
     from envman.process import sigterm_raises

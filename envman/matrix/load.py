@@ -6,7 +6,6 @@ maintainer fixing a refresh wants the whole list, not one error per run.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +19,7 @@ from envman._validate import Ctx as _Ctx
 from envman._validate import dupes as _dupes
 from envman._validate import items as _items
 from envman._validate import opt_str as _opt_str
-from envman.diskcache import cached
+from envman.diskcache import cached, files_digest
 from envman.errors import MatrixError
 from envman.model import (
     BaseImages,
@@ -79,8 +78,7 @@ def _load_cuda(ctx: _Ctx, doc: Any) -> tuple:
     drv = ctx.version(drv_doc, "version", "assumed_current_driver") or Version("0")
     drv_prov = ctx.prov(drv_doc, "assumed_current_driver")
     legacy = []
-    for p, e in ([(f"legacy_driver_branches[{i}]", x) for i, x in enumerate(doc.get("legacy_driver_branches") or [])]
-                 if isinstance(doc, dict) else []):
+    for p, e in _items(ctx, doc, "legacy_driver_branches", optional=True):
         cc_raw = ctx.req(e, "max_cc", p, str)
         branch = ctx.req(e, "branch", p, str)
         last = ctx.version(e, "last_driver", p, optional=True)
@@ -169,14 +167,7 @@ def _cc_field(ctx: _Ctx, raw: Any, path: str) -> Cc | None:
 def _load_driver_floors(ctx: _Ctx, doc: Any) -> dict[Cc, tuple[str, Version, Provenance]]:
     """driver_floors: compute capability -> (family, first driver branch, provenance)."""
     floors: dict[Cc, tuple[str, Version, Provenance]] = {}
-    raw = doc.get("driver_floors") if isinstance(doc, dict) else None
-    if raw is None:
-        return floors
-    if not isinstance(raw, list):
-        ctx.bad("driver_floors", "expected a list")
-        return floors
-    for i, e in enumerate(raw):
-        p = f"driver_floors[{i}]"
+    for p, e in _items(ctx, doc, "driver_floors", optional=True):
         cc_raw = ctx.req(e, "cc", p, str)
         family = ctx.req(e, "family", p, str)
         floor = ctx.version(e, "min_driver", p)
@@ -193,14 +184,7 @@ def _load_driver_floors(ctx: _Ctx, doc: Any) -> dict[Cc, tuple[str, Version, Pro
 def _load_other_accelerators(ctx: _Ctx, doc: Any) -> tuple[OtherAccelerator, ...]:
     """other_accelerators: vendors whose accelerators envman does not build for, with the names that mean them."""
     out: list[OtherAccelerator] = []
-    raw = doc.get("other_accelerators") if isinstance(doc, dict) else None
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        ctx.bad("other_accelerators", "expected a list")
-        return ()
-    for i, e in enumerate(raw):
-        p = f"other_accelerators[{i}]"
+    for p, e in _items(ctx, doc, "other_accelerators", optional=True):
         vendor, stack = ctx.req(e, "vendor", p, str), ctx.req(e, "stack", p, str)
         pats = e.get("names") if isinstance(e, dict) else None
         if not isinstance(pats, list) or not pats or not all(isinstance(x, str) for x in pats):
@@ -379,13 +363,6 @@ def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework
             problems.append(f"base_images.yaml: cuda {img.cuda}: not a CUDA release in cuda.yaml")
 
 
-def _digest(texts: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(texts):
-        h.update(name.encode() + b"\0" + texts[name] + b"\0")
-    return h.hexdigest()
-
-
 def load_matrix(directory: Path | str | None = None) -> Matrix:
     """Read and validate every matrix file; raise MatrixError listing all problems."""
     d = Path(directory) if directory is not None else default_matrix_dir()
@@ -406,7 +383,7 @@ def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
     if problems:
         return _parse(raw, problems, fws)  # raises, naming every problem
     # parsing the YAML costs ~20 ms a run; building and validating the matrix from JSON data ~7 ms
-    digest = _digest(raw)
+    digest = files_digest(raw)
     # (the cache holds the files' documents, not objects built by this code: a change to the loader needs no new key)
     return cached(f"matrix-documents-{SCHEMA}", digest, lambda: _documents(raw, fws),
                   lambda docs: _build(docs, digest, fws))
@@ -415,7 +392,7 @@ def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
 def _parse(raw: dict[str, bytes], problems: list[str], fws: tuple[frameworks.Framework, ...]) -> Matrix:
     """The matrix from the files' bytes, every problem in one MatrixError."""
     docs = _documents(raw, fws, problems)
-    return _build(docs, _digest(raw), fws, problems)
+    return _build(docs, files_digest(raw), fws, problems)
 
 
 def _documents(raw: dict[str, bytes], fws: tuple[frameworks.Framework, ...],
@@ -434,7 +411,7 @@ def _documents(raw: dict[str, bytes], fws: tuple[frameworks.Framework, ...],
             where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(parse)"
             own.append(f"{name}: {where}: invalid YAML: {getattr(exc, 'problem', None) or exc}")
     if problems is None and own:
-        _build(docs, _digest(raw), fws, own)  # raises, with every other file's problems too
+        _build(docs, files_digest(raw), fws, own)  # raises, with every other file's problems too
     return docs
 
 
@@ -448,22 +425,17 @@ def _build(docs: dict[str, Any], digest: str, fws: tuple[frameworks.Framework, .
         raise MatrixError(["(cache): expected the matrix files' documents"])
     ctxs = {n: _Ctx(n, problems) for n in files}
     ok = {n: n in docs and _check_schema(ctxs[n], docs[n]) for n in files}
-    if ok["cuda.yaml"]:
-        drv, drv_prov, majors, cuda, legacy, wheels = _load_cuda(ctxs["cuda.yaml"], docs["cuda.yaml"])
-    else:
-        drv, drv_prov, majors, cuda, legacy, wheels = Version("0"), Provenance(""), (), (), (), ToolkitWheels((), 99, Provenance(""))
-    gpus = _load_gpus(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
-    others = _load_other_accelerators(ctxs["gpus.yaml"], docs["gpus.yaml"]) if ok["gpus.yaml"] else ()
-    releases = {
-        fw.name: fw.load_releases(docs[fw.matrix_file], ctxs[fw.matrix_file]) if ok[fw.matrix_file] else ()
-        for fw in fws
-    }
-    cudnn = _load_cudnn(ctxs["cudnn.yaml"], docs["cudnn.yaml"]) if ok["cudnn.yaml"] else ()
-    base = (
-        _load_base_images(ctxs["base_images.yaml"], docs["base_images.yaml"])
-        if ok["base_images.yaml"]
-        else BaseImages("", Provenance(""), "3.12", ())
-    )
+
+    def part(name: str, load: Any, default: Any) -> Any:  # a file missing or of another schema: empty
+        return load(ctxs[name], docs[name]) if ok[name] else default
+
+    drv, drv_prov, majors, cuda, legacy, wheels = part("cuda.yaml", _load_cuda, (
+        Version("0"), Provenance(""), (), (), (), ToolkitWheels((), 99, Provenance(""))))
+    gpus = part("gpus.yaml", _load_gpus, ())
+    others = part("gpus.yaml", _load_other_accelerators, ())
+    releases = {fw.name: part(fw.matrix_file, lambda c, d, fw=fw: fw.load_releases(d, c), ()) for fw in fws}
+    cudnn = part("cudnn.yaml", _load_cudnn, ())
+    base = part("base_images.yaml", _load_base_images, BaseImages("", Provenance(""), "3.12", ()))
     m = Matrix(drv, drv_prov, majors, cuda, gpus, releases, cudnn, base, digest, legacy, wheels, others)
     _cross_check(m, problems, fws)
     if problems:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -36,7 +37,9 @@ def image_members_containing(engine, ref: str, needle: bytes, workdir: Path) -> 
     """Export ``ref`` (docker save) and return every member — each layer tar and the image config with its
     history — whose bytes contain ``needle``. Layers in a save are uncompressed tars, so file contents are
     there verbatim."""
-    tar_path = engine.save_image(ref, workdir / "image.tar")
+    tar_path = workdir / "image.tar"
+    with engine.export_image(ref) as stream, open(tar_path, "wb") as fh:
+        shutil.copyfileobj(stream, fh)
     hits, layers = [], 0
     try:
         with tarfile.open(tar_path) as tar:

@@ -162,7 +162,7 @@ def test_wheelhouse_target_follows_the_locks_arch(tmp_path):
         '{"lock_version": 1, "name": "p", "stack": {"python": "3.12"}, '
         '"python_lock": {"platform": "aarch64-manylinux_2_28"}}')
     assert wh.lock_arch(tmp_path) == "aarch64"
-    plats = wh.Target("3.12", arch="aarch64").platforms()
+    plats = wh.WheelTarget("3.12", arch="aarch64").platforms()
     assert plats[0] == "manylinux_2_28_aarch64" and "manylinux2014_aarch64" in plats
     assert not [p for p in plats if p.startswith(("manylinux1", "manylinux2010"))]
 

@@ -11,7 +11,7 @@ import pytest
 
 from envman.errors import ToolError, UsageError
 from envman.lock import wheelhouse as wh
-from envman.lock.wheelhouse import Target, WheelhouseError
+from envman.lock.wheelhouse import WheelhouseError, WheelTarget
 
 A_WHEEL = b"not really a zip, but the hash is what counts"
 A_SHA = hashlib.sha256(A_WHEEL).hexdigest()
@@ -37,7 +37,7 @@ winonly==1.0 ; sys_platform == "win32" --hash=sha256:{OTHER_SHA}
 old-py==1.0 ; python_version < "3.8" --hash=sha256:{OTHER_SHA}
 """
 
-T311 = Target("3.11")
+T311 = WheelTarget("3.11")
 
 
 def test_parse_lock():
@@ -82,7 +82,7 @@ def test_target_platforms_cover_older_manylinux():
     plats = T311.platforms()
     assert plats[0] == "manylinux_2_28_x86_64" and plats[11] == "manylinux_2_17_x86_64"
     assert plats[-3:] == ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
-    assert "manylinux_2_34_x86_64" in Target("3.11", glibc="2.35").platforms()
+    assert "manylinux_2_34_x86_64" in WheelTarget("3.11", glibc="2.35").platforms()
 
 
 def test_target_tags():
@@ -96,7 +96,7 @@ def test_target_tags():
 
 def test_bad_python_version():
     with pytest.raises(UsageError, match="not a Python version: 'py3'"):
-        Target("py3").tags()
+        WheelTarget("py3").tags()
 
 
 def test_pip_command(tmp_path):
