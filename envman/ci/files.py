@@ -9,6 +9,7 @@ from envman.ci.bake import BAKE_FILE, bake_ownership
 from envman.ci.project import CiProject
 from envman.errors import UsageError
 from envman.files import Ownership, WritePlan, ownership, sha256
+from envman.inputs import read_regular_text
 
 GITHUB_FILE = ".github/workflows/envman.yml"
 GITLAB_FILE = ".gitlab-ci.yml"
@@ -47,7 +48,7 @@ def write_ci_files(root: Path, files: list[tuple[str, str]], force: bool) -> lis
         if force or not o.exists or (o.ours and not o.edited):
             continue
         try:
-            if (root / rel).read_text(encoding="utf-8") == text:
+            if read_regular_text(root / rel) == text:  # a FIFO in its place never blocks
                 continue
         except (OSError, UnicodeDecodeError):
             pass
