@@ -91,7 +91,7 @@ class FakeEngine:
         self.log.append(("build", tuple(tags)))
         self.platforms.append(platform)
         self.secrets.append({k: Path(v).read_text() for k, v in (secrets or {}).items()})
-        self.builds.append({"no_cache": no_cache, "source_date_epoch": source_date_epoch})
+        self.builds.append({"no_cache": no_cache, "source_date_epoch": source_date_epoch, "progress": progress})
         if self.build_exc is not None:
             raise self.build_exc
         image_id = self.image_ids.pop(0) if self.image_ids else self.built_id

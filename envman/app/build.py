@@ -7,7 +7,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -252,6 +252,9 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
         echo(f"{label}CA bundle {ca} goes to the build as a BuildKit secret (never a layer)")
     found = private_index_values(root, names, lock)
     indexes = secret_text(found) if found else None  # the envman_indexes secret: `export NAME=URL` lines
+    if found and opts.progress is None:  # a tty build client draws pip's index lines itself, past `redact`
+        opts = replace(opts, progress="plain")
+        echo(f"{label}the lock names a private index: the build's log is plain, so envman redacts every line of it")
     args = {k: os.environ[k] for k in PROXY_VARS if os.environ.get(k)}
     if args:
         echo(f"{label}proxy settings passed as build args: {', '.join(sorted(args))} (not kept in the image)")

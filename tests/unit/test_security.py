@@ -200,6 +200,11 @@ def test_the_build_gets_the_private_index_as_a_secret_and_refuses_without_it(fur
     assert secrets["envman_indexes"] == f"export ENVMAN_INDEX_PYPI_FURY_IO=https://pypi.fury.io/{PATH_TOKEN}/acme\n"
     assert not [ln for ln in lines if PATH_TOKEN in ln]
     assert "the private indexes the lock names go to the build as a BuildKit secret (never a layer)" in lines
+    # a tty build client draws pip's `Looking in indexes:` past redact: with a private index the log is plain
+    assert engine.builds[-1]["progress"] == "plain"
+    assert "the lock names a private index: the build's log is plain, so envman redacts every line of it" in lines
+    build_project(d, BuildOptions(smoke=False, rebuild=True, progress="tty"), lines.append, engine=engine)
+    assert engine.builds[-1]["progress"] == "tty"  # what the user asked for by name stands
     # without the variable the lock was made with, the build is refused before it starts, naming it
     monkeypatch.delenv("UV_INDEX_URL")
     assert main(["build", str(d), "--rebuild", "--no-smoke"]) == 1
