@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from . import frameworks
+from .facts.commands import read_text
 from .frameworks.base import check, release, release_matches
 from .frameworks.base import error as _error
 from .versions import arch_covers, parse_arch  # noqa: F401 - arch_covers re-exported
@@ -456,10 +457,10 @@ def entry_imports(entry: str, cwd: str, seen: set[str] | None = None) -> list[tu
         if path in seen:
             continue
         seen.add(path)
+        text = read_text(path)  # a FIFO in a module's place would block: None, as an unreadable file
         try:
-            with open(path, "rb") as fh:
-                body = ast.parse(fh.read(1_000_000), path).body
-        except (OSError, SyntaxError, ValueError):
+            body = ast.parse(text, path).body if text is not None else []
+        except (SyntaxError, ValueError):
             continue
         for module, level, names, line in top_imports(body):
             parts = module.split(".") if module else []

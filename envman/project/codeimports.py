@@ -15,6 +15,7 @@ from pathlib import Path
 
 from envman import frameworks
 from envman.errors import UsageError
+from envman.inputs import read_regular
 
 # folders that are not the project's code: environments, build output, vendored trees, envman's own kit
 _SKIP = {".git", ".hg", ".venv", "venv", "env", ".tox", ".nox", "node_modules", "site-packages", "__pycache__",
@@ -48,10 +49,8 @@ def project_sources(root: Path) -> Iterator[tuple[Path, str]]:
             if seen > _MAX_FILES:
                 return
             p = Path(dirpath) / fn
-            try:
-                if p.stat().st_size > _MAX_BYTES:
-                    continue
-                text = p.read_text(errors="replace")
+            try:  # a FIFO in a .py file's place is an OSError here, never a read that blocks
+                text = read_regular(p, _MAX_BYTES).decode("utf-8", errors="replace")
             except OSError:
                 continue
             yield p, text

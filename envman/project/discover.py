@@ -19,6 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
+from envman.inputs import MAX_SPEC, read_regular
 from envman.project.codeimports import dominant, read_code_frameworks
 from envman.project.infer import NOT_APPLIED, Inference, infer_framework, load_dependents
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
@@ -227,7 +228,7 @@ def _nested_conda(root: Path) -> list[str]:
         if set(rel.parts[:-1]) & _NESTED_SKIP or not _CONDA_NESTED.match(p.name) or not p.is_file():
             continue
         try:
-            if re.search(r"^dependencies:", p.read_text(errors="replace")[:100_000], re.M):
+            if re.search(r"^dependencies:", read_regular(p, MAX_SPEC).decode("utf-8", "replace")[:100_000], re.M):
                 out.append(rel.as_posix())
         except OSError:
             continue
