@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from envman.fit.architectures import Arch
-from envman.fit.runspec import Estimate, trainable_linears
+from envman.fit.runspec import Estimate, dtype_bytes, trainable_linears
+from envman.fit.states import gathered_layers, unit_params
 
 # states per trainable parameter tensor (torch.optim / bitsandbytes keep one tensor per state)
 _STATES = {"adamw": 2, "adamw-8bit": 2, "paged-adamw": 2, "sgd": 0, "sgd-momentum": 1, "adafactor": 2, "lion": 1}
@@ -124,6 +125,21 @@ def _activation_tensors(arch: Arch, est: Estimate) -> list[tuple[int, int]]:
     return [(unit, whole)] + ([(rest, 1)] if rest else [])
 
 
+def copy_in_pool(arch: Arch, est: Estimate) -> int:
+    """FSDP: the largest unit's all-gather output, cached in the copy-in stream's pool, which no tensor of the
+    default stream can reuse. FSDP2 allocates it on that stream (torch/distributed/_composable/fsdp/
+    _fsdp_collectives.py foreach_all_gather: all_gather_copy_in under all_gather_copy_in_stream), copies it
+    out into the parameters on the default stream and frees it when the next all-gather is issued
+    (AllGatherState), whose output then takes the same block. A root unit kept gathered all step is
+    allocated (states.py), not cached."""
+    s = est.setup
+    if s.shard != "fsdp" or s.deepspeed or s.gpus <= s.tp * s.pp or not arch.layers:
+        return 0
+    c, layer = dtype_bytes(s.precision)[1], unit_params(arch, s)
+    root = 0 if s.fsdp_root_unsharded else (arch.params // (s.tp * s.pp) - arch.layers * layer) * c
+    return max(gathered_layers(arch, s, 0, layer, c, 0) // 2, root)
+
+
 def reserve(arch: Arch, est: Estimate, rules: AllocatorRules) -> Reserve:
     """The reserved estimate of ``est``'s peak: each category's tensors packed by the allocator's rules."""
     b = est.breakdown
@@ -136,7 +152,7 @@ def reserve(arch: Arch, est: Estimate, rules: AllocatorRules) -> Reserve:
         # sharded and flattened states: DeepSpeed keeps them in a few flat buffers, FSDP2 one shard per
         # parameter; the rounding per tensor is then at most one block each: count the bytes as allocated
         parts = _activation_tensors(arch, est) + [(b.temporaries, 1)]
-        held = b.weights + b.gradients + b.optimizer
+        held = b.weights + b.gradients + b.optimizer + copy_in_pool(arch, est)
     else:
         held = 0
     placed = segments(parts, rules) + held

@@ -86,8 +86,18 @@ def elementwise_bytes(arch: Arch, est: Estimate) -> int:
     return int(per * tokens * arch.layers / max(1, s.tp * s.pp))
 
 
+def optimizer_bytes(est: Estimate) -> float:
+    """Bytes the optimizer's step moves: its passes over a state-sized tensor (gpu_perf.yaml optimizer_passes,
+    read from torch.optim), each ``optimizer / states`` bytes on this GPU; 0 for optimizers not read."""
+    s = est.setup
+    passes = (perf_constants().get("optimizer_passes") or {}).get(s.optimizer, {}).get(s.optimizer_impl, 0)
+    states = {"adamw": 2, "sgd-momentum": 1}.get(s.optimizer, 0)
+    return passes * est.breakdown.optimizer / states if states else 0.0
+
+
 def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tuple[float | None, float | None, str]:
-    """(seconds per step per GPU, the utilisation used, what bounds it)."""
+    """(seconds per step per GPU, the utilisation used, what bounds it). The optimizer's step follows the
+    backward on the same stream: its memory-bound time adds."""
     key = precision_key(est.setup.precision, arch)
     if key == "tf32" and not gpu.peak_tflops("tf32"):
         key = "fp32"  # no TF32 before Ampere: cuDNN runs fp32 convolutions on the CUDA cores
@@ -100,6 +110,8 @@ def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tup
     if not ew and gpu.bandwidth and (ew := elementwise_bytes(arch, est)):
         # the measured run's own memory-bound share is inside the utilisation: the matmuls took the rest
         compute *= max(0.0, 1 - _source_share(gpu, key, util, *_dtypes(est.setup.precision)))
+    if gpu.bandwidth:
+        compute += optimizer_bytes(est) / gpu.bandwidth
     if ew and gpu.bandwidth:
         # a CNN's convolutions and its BatchNorm/ReLU/add kernels run one after another on one stream (eager
         # PyTorch: kernels on a stream execute in order), so their times add: convolutions at the compute

@@ -64,7 +64,14 @@ def _base_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, in
     return weights, grads, opt, opt_tmp, fp32_stored
 
 
-def _gathered_layers(arch: Arch, setup: Setup, trainable: int, layer_params: int, c: int, gb: int) -> int:
+def unit_params(arch: Arch, setup: Setup) -> int:
+    """One transformer block's parameters per model-parallel GPU: not the embedding, and not an untied lm_head
+    (the root unit's)."""
+    head = arch.vocab * arch.hidden if arch.vocab and not arch.tied and arch.task == "causal-lm" else 0
+    return (arch.params - arch.embedding_params - head) // arch.layers // (setup.tp * setup.pp) if arch.layers else 0
+
+
+def gathered_layers(arch: Arch, setup: Setup, trainable: int, layer_params: int, c: int, gb: int) -> int:
     """ZeRO-3/FSDP: the layer computing and the one prefetched, unsharded as the layer stores them, and the
     computing layer's unsharded gradients before their reduce-scatter. A LoRA/QLoRA layer's frozen weights
     have no gradient (requires_grad=False: FSDP and ZeRO-3 make none), and a QLoRA layer gathers its packed
@@ -123,7 +130,7 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         # a parameter whose next use is within stage3_max_reuse_distance (1e9 elements), so the head gathered for
         # its forward stays gathered into its backward, and its 16-bit gradient — larger than the reduce bucket
         # (h² elements) — waits whole for its own reduce-scatter (stage3.py __add_grad_to_ipg_bucket)
-        gathered = max(_gathered_layers(arch, setup, trainable, layer_params, 2, 0),
+        gathered = max(gathered_layers(arch, setup, trainable, layer_params, 2, 0),
                        2 * 2 * largest_trained(arch, setup) // mp)
         note = (f"ZeRO-3 (DeepSpeed): 16-bit weights and gradients, fp32 master and moments split over {n} GPUs; "
                 "the layer in use and the prefetched one gathered")
@@ -181,9 +188,7 @@ def model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, in
     mp = setup.tp * setup.pp  # model parallel: each GPU holds 1/(tp·pp) of every model state
     n = setup.gpus // mp  # data-parallel degree
     weights, grads, opt, opt_tmp = weights // mp, grads // mp, opt // mp, opt_tmp // mp
-    # one transformer block's parameters: not the embedding, and not an untied lm_head (the root unit's)
-    head = arch.vocab * arch.hidden if arch.vocab and not arch.tied and arch.task == "causal-lm" else 0
-    layer_params = (P - arch.embedding_params - head) // arch.layers // mp if arch.layers else 0
+    layer_params = unit_params(arch, setup)
     gathered = 0
     if setup.shard in _SHARD_NOTES and not (setup.deepspeed and setup.shard != "fsdp"):
         notes.append(_SHARD_NOTES[setup.shard].format(n=n))
@@ -199,7 +204,7 @@ def model_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, in
             weights = weights // n
             # the layer computing and the one prefetched, unsharded in the compute dtype, and one layer's
             # unsharded gradients before its reduce-scatter
-            gathered = _gathered_layers(arch, setup, trainable, layer_params, c, gb)
+            gathered = gathered_layers(arch, setup, trainable, layer_params, c, gb)
             if setup.fsdp_root_unsharded:  # the root unit (embeddings, head, final norm) is gathered with its grads
                 gathered += (P - arch.layers * layer_params * mp) * (c + gb) // mp
             fp32_stored = 0

@@ -213,15 +213,15 @@ def test_deepspeed_lora_keeps_the_frozen_base_in_16_bit_and_masters_only_the_ada
 
 def test_sharded_lora_gathers_no_gradient_for_frozen_weights_and_qlora_gathers_packed_nf4():
     from envman.fit.runspec import QLORA_BYTES_PER_PARAM
-    from envman.fit.states import _gathered_layers
+    from envman.fit.states import gathered_layers
 
     arch = llama8b()
     layer = (arch.params - arch.embedding_params - arch.vocab * arch.hidden) // arch.layers
     full = Setup(precision="bf16-mixed", shard="fsdp", gpus=8)
-    assert _gathered_layers(arch, full, arch.params, layer, 2, 4) == 2 * layer * 2 + layer * 4
+    assert gathered_layers(arch, full, arch.params, layer, 2, 4) == 2 * layer * 2 + layer * 4
     lora = replace(full, method="lora")
-    assert _gathered_layers(arch, lora, 32 * 10**6, layer, 2, 4) == 2 * layer * 2 + 10**6 * 4  # adapters' grads only
-    qlora = _gathered_layers(arch, replace(full, method="qlora"), 0, layer, 2, 4)
+    assert gathered_layers(arch, lora, 32 * 10**6, layer, 2, 4) == 2 * layer * 2 + 10**6 * 4  # adapters' grads only
+    qlora = gathered_layers(arch, replace(full, method="qlora"), 0, layer, 2, 4)
     assert 2 * layer * QLORA_BYTES_PER_PARAM < qlora < 2 * layer * 0.6  # the NF4 storage, not a 16-bit copy
 
 

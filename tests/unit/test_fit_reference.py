@@ -27,8 +27,9 @@ RUNS = yaml.safe_load((ROOT / "tests" / "reference" / "runs.yaml").read_text())[
 # ms-swift `reserved` peaks outside 10% (−14%, −10.3%): 40 of 64 (0.625), no earlier peak row moved; the
 # rows' loops' zero_grad (rasbt: before backward; HF BERT, PyTorch 1.x: kept in place) brought fp16 BERT in: 41 of 64.
 # The sixth round added 241 throughput rows from 3 sources (llm-foundry's MPT tables 178 of 209 within 25%,
-# NVIDIA's BERT SQuAD tables 8 of 30, NeMo AutoModel 1 of 2): 197 of 256 (0.77, was 11 of 15); no peak share moved
-FLOOR = {"peak_within_10": 0.64, "peak_within_25": 0.95, "throughput_within_25": 0.76, "allocated_within_10": 1.0}
+# NVIDIA's BERT SQuAD tables 8 of 30, NeMo AutoModel 1 of 2): 197 of 256 (0.77, was 11 of 15); no peak share moved.
+# Issue 41's fitacc round: the optimizer's step time (gpu_perf.yaml optimizer_passes) 203 → 209 of 262 (0.798)
+FLOOR = {"peak_within_10": 0.64, "peak_within_25": 0.95, "throughput_within_25": 0.79, "allocated_within_10": 1.0}
 RESERVED_UNITS = ("GiB-reserved", "GB-reserved", "GB-monitor", "MB-nvidia-smi")
 UNITS = {"GB": 1e9, "GiB": 2**30, "GiB-reserved": 2**30, "GB-reserved": 1e9, "GB-monitor": 1e9, "GB-unstated": 1e9, "MB-nvidia-smi": 2**20}
 
@@ -170,8 +171,9 @@ def test_the_table_is_big_and_spread_as_the_issue_asks():
 
 
 # verdicts envman gets wrong today, each explained in docs/fit.md ("What stays off, and why"); the test fails
-# when another goes wrong, and when one of these comes right (then drop it here and in the docs)
-KNOWN_WRONG: set[str] = {"litgpt-rt-llama2-7b-lora-b4-oom"}
+# when another goes wrong, and when one of these comes right (then drop it here and in the docs). None since the
+# A100 40GB is judged against the 40,536 MiB a process is given with ECC on (gpu_perf.yaml driver_total_mib)
+KNOWN_WRONG: set[str] = set()
 
 
 def test_every_fits_or_oom_verdict_is_right(answers):

@@ -80,3 +80,23 @@ def test_a_tight_compare_row_says_so_rather_than_that_nothing_makes_it_fit(app):
     res, _ = run(app, "--params", "20e9", "--precision", "bf16", "--optimizer", "sgd", "--compare", "a100-80gb")
     assert res.exit_code == 0
     assert "  → NVIDIA A100 SXM4 80GB: tight, and no lever envman knows leaves the margin free" in res.output
+
+
+def test_fsdp_caches_the_largest_units_all_gather_output_in_its_own_streams_pool():
+    # torchtitan's Llama 3.1 8B over 8 GPUs (FSDP2): the root unit — embedding and untied output, 2 × 128,256 ×
+    # 4,096 — is the largest all-gather output, 2.1 GB in bf16, cached on the copy-in stream; one GPU has none
+    from dataclasses import replace
+
+    from envman.app.fit import FitOptions, estimate_run
+    from envman.fit.estimate import estimate
+    from envman.fit.reserve import copy_in_pool
+    from tests.unit.test_fit_reference import shipped_data
+
+    opts = FitOptions(model="llama-3.1-8b", stack="fsdp2", gpus=8, batch=2, seq=8192, selective_checkpointing=True)
+    with shipped_data():
+        _, _, arch, _, setup, _ = estimate_run(opts)
+        assert copy_in_pool(arch, estimate(arch, setup)) == 2 * 2 * 128256 * 4096
+        assert copy_in_pool(arch, estimate(arch, replace(setup, gpus=1, shard="none"))) == 0
+        # a LoRA run's blocks gather as stored: the root unit (frozen, bf16) is still the largest
+        lora = replace(setup, method="lora", lora_rank=8, lora_targets=("q_proj", "v_proj"))
+        assert copy_in_pool(arch, estimate(arch, lora)) == 2 * 2 * 128256 * 4096
