@@ -284,21 +284,36 @@ def test_a_new_format_is_one_reader_and_one_registry_line(tmp_path, monkeypatch)
     assert "found dependencies in: deps.lst" in out.notes and spec["framework"] == "torch>=2.3"
 
 
-# class 6 — age-blind choices: a TF1-era codebase (google-research/bert@eedf571-style `tensorflow >= 1.11`, issue 38's
-# `tensorflow>=1.15` with tensorflow-probability==0.7.0) got the newest TensorFlow; the matrices hold no release dates
-# to prefer a contemporary one by, so the choice is said plainly
-def test_a_floor_of_an_older_major_says_the_code_predates_the_release(tmp_path):
-    root = _tree(tmp_path / "tf1", {"requirements.txt": "torch>=1.13\n"})
+# class 6 — age-blind choices, from the dates the versions named came out (matrices/release_dates.yaml, PyPI's upload
+# times). coqui-ai/TTS@dbf1a08: `torch>=2.1` beside 2023 pins (numba==0.58.1) got torch 2.14 (2.6 breaks its
+# checkpoints); the release of the pins' time is proposed
+def test_a_range_beside_pins_years_older_than_its_newest_release_names_the_release_of_their_time(tmp_path):
+    root = _tree(tmp_path / "tts", {"requirements.txt": "numpy>=1.24.3\ntorch>=2.1\nnumba==0.58.1\nmutagen==1.47.0\n"})
     out, _ = _init(root)
-    assert any(n.startswith("warning: requirements.txt:1: torch>=1.13 was written for torch 1.x; the newest release it "
-                            "admits is torch 2.") and "pass --framework 'torch==1.13.*' for the oldest envman knows" in n
-               for n in out.notes)
+    assert ("warning: the newest release these files name is requirements.txt:2: torch>=2.1 (2023-10); the torch "
+            "releases up to 2.14.1 (2026-09) that the range admits came 3 years later: the code predates them. Pass "
+            "--framework 'torch==2.4.*' for the release of its time (2024-07), or pin the one it was tested with") in out.notes
 
 
-def test_a_floor_of_the_same_major_says_nothing(tmp_path):
-    root = _tree(tmp_path / "t2", {"requirements.txt": "torch>=2.1\n"})
+# issue 38's TF1-era codebase (google-research/bert@eedf571 floors `tensorflow >= 1.11` alone): nothing envman knows
+# is of its time, the oldest is named
+def test_an_older_majors_floor_beside_an_old_pin_names_the_oldest_release_envman_knows(tmp_path):
+    root = _tree(tmp_path / "tf1", {"requirements.txt": "tensorflow>=1.15\ntensorflow-probability==0.7.0\n"})
     out, _ = _init(root)
-    assert not any("a major release the code predates" in n for n in out.notes)
+    said = [n for n in out.notes if "the code predates them" in n]
+    assert said == ["warning: the newest release these files name is requirements.txt:1: tensorflow>=1.15 (2019-10); "
+                    "the tensorflow releases up to 2.21.0 (2026-03) that the range admits came 6 years later: the code "
+                    "predates them. Pass --framework 'tensorflow==2.10.*' for the oldest envman knows (2022-09), or pin "
+                    "the one it was tested with"]
+
+
+# ultralytics/yolov5@5081342 (committed 2026-08): an old floor `torch>=1.8.0` beside floors of this year's releases;
+# and a floor alone (detectron2-style `pillow>=7.1`, no pin) is no date: neither is warned about
+@pytest.mark.parametrize("text", ["numpy>=1.23.5\ntorch>=1.8.0\nultralytics>=8.4.118\n",
+                                  "pillow>=7.1\ntorch\n", "torch>=2.1\n", "torch>=2.1\nnumpy==2.3.0\n"])
+def test_new_pins_or_old_floors_alone_say_nothing_of_age(tmp_path, text):
+    out, _ = _init(_tree(tmp_path / "y", {"requirements.txt": text}))
+    assert not any("the code predates" in n for n in out.notes)
 
 
 # a project's own name in its requirements (seen on earlier rounds' repositories, issue 38 "also"): not locked from PyPI
