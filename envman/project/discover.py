@@ -21,6 +21,7 @@ from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.project.codeimports import dominant, read_code_frameworks
 from envman.project.infer import NOT_APPLIED, Inference, infer_framework, load_dependents
+from envman.project.lockstep import refuse_stale
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
@@ -436,6 +437,15 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
         else:  # the command line's framework decides: what the files say about it is only said
             d.inference = Inference(name=fw_name, notes=[f"--framework {asked.framework} decides over the repository's "
                                                          f"framework lines ({err.message})"])
+    chosen = asked.framework or d.inference.framework
+    if d.inference.name and chosen:  # lines the framework's own release rules out, all at once
+        try:
+            refuse_stale(d.inference.name, Requirement(chosen).specifier,
+                         [rel.version for rel in releases.get(d.inference.name, [])], all_reqs)
+        except UsageError as err:
+            problems.append(err)
+        except InvalidRequirement:
+            pass  # the command line's spelling is refused where it is resolved
     fw_lines = [r for fd in founds for r in fd.reqs + fd.constraints
                 if r.name in frameworks.by_distribution() or r.name in frameworks.companions()]
     d.framework_wins = bool((asked.framework or asked.cuda) and fw_lines or d.inference.others)

@@ -316,6 +316,30 @@ def test_new_pins_or_old_floors_alone_say_nothing_of_age(tmp_path, text):
     assert not any("the code predates" in n for n in out.notes)
 
 
+# experiencor/keras-yolo3@768c524: `--framework` moved a TF 1 project to TF 2 and the lock refused its 1.x
+# tensorboard / tensorflow-estimator / keras pins one at a time: each TF release requires its own series of them
+# (matrices/lockstep.yaml), so every stale line is named at init, at once
+def test_pins_the_chosen_tensorflow_rules_out_are_named_together(tmp_path):
+    root = _tree(tmp_path / "ky", {"requirements.txt": "tensorflow==1.15.0\nkeras==2.3.1\ntensorboard==1.15.0\n"
+                                                        "tensorflow-estimator==1.15.1\nnumpy==1.18.1\n"})
+    with pytest.raises(UsageError) as e:
+        _init(root, framework="tensorflow==2.10.*")
+    assert e.value.message == ("requirements.txt:2: keras==2.3.1; requirements.txt:3: tensorboard==1.15.0; "
+                               "requirements.txt:4: tensorflow-estimator==1.15.1: tensorflow==2.10.* requires other "
+                               "releases of these (each tensorflow release pins its own series)")
+    assert e.value.hint == ("drop these lines and let tensorflow bring the matching ones, or choose a tensorflow of "
+                            "their series with --framework")
+    assert sorted(p.name for p in root.iterdir()) == ["requirements.txt"]
+
+
+@pytest.mark.parametrize("text", ["tensorflow>=2.10\ntensorboard==2.12.0\nkeras==2.12.0\n",
+                                  "tensorflow==2.21.0\ntensorboard==1.15.0\ntensorflow-estimator==1.15.1\n",
+                                  "tensorflow>=2.16\nkeras>=3.5\n"])
+def test_pins_some_admitted_tensorflow_takes_are_kept(tmp_path, text):
+    _, spec = _init(_tree(tmp_path / "tf2", {"requirements.txt": text}))
+    assert spec["framework"].startswith("tensorflow")
+
+
 # a project's own name in its requirements (seen on earlier rounds' repositories, issue 38 "also"): not locked from PyPI
 def test_the_projects_own_name_in_its_requirements_is_not_locked(tmp_path):
     from envman.app.lockinputs import ProjectInputs
