@@ -46,17 +46,16 @@ def _named(r: Req) -> list[tuple[Version, bool]]:
 def say_age(name: str, reqs: list[Req], total: SpecifierSet, allowed: list, notes: list[str]) -> None:
     """Warn, naming the dates, when the newest ``name`` release the range admits came out years after the newest
     version the files name, and the files pin a release exactly (a floor alone is no date: it is rarely raised) or
-    floor ``name`` at an older major; propose the release of the pins' time."""
+    name nothing newer than a floor of ``name`` at an older major; propose the release of the pins' time."""
     path = matrix_dir() / FILE
     dates = _dates(path if path.is_file() else shipped_matrix_dir() / FILE)
     fits = sorted(Version(str(v)) for v in allowed if total.contains(v, prereleases=True))
     newest_day = _of(dates, name, fits[-1]) if fits else None
     seen = [(day, r, v, pin) for r in reqs for v, pin in _named(r) if (day := _of(dates, r.name, v))]
-    if not newest_day or not seen or not any(pin or (r.name == name and v.major < fits[-1].major)
-                                             for _, r, v, pin in seen):
+    if not newest_day or not seen:
         return
-    day, r, _, _ = max(seen, key=lambda s: s[0])
-    if newest_day - day <= GAP:
+    day, r, v, _ = max(seen, key=lambda s: s[0])
+    if newest_day - day <= GAP or not (any(s[3] for s in seen) or (r.name == name and v.major < fits[-1].major)):
         return
     then = [v for v in fits if (d := _of(dates, name, v)) and d <= day + OF_ITS_TIME]
     pick = (then or fits)[-1 if then else 0]

@@ -308,8 +308,10 @@ def test_an_older_majors_floor_beside_an_old_pin_names_the_oldest_release_envman
 
 
 # ultralytics/yolov5@5081342 (committed 2026-08): an old floor `torch>=1.8.0` beside floors of this year's releases;
-# and a floor alone (detectron2-style `pillow>=7.1`, no pin) is no date: neither is warned about
+# lucidrains/DALLE-pytorch@58c1e1a: `torch>=1.6` beside a newer floor (`einops>=0.3.2`) and no pin; a floor alone
+# (detectron2-style `pillow>=7.1`, no pin) is no date: none is warned about
 @pytest.mark.parametrize("text", ["numpy>=1.23.5\ntorch>=1.8.0\nultralytics>=8.4.118\n",
+                                  "pillow>=8.0\ntorch>=1.6\ntorchvision\n",
                                   "pillow>=7.1\ntorch\n", "torch>=2.1\n", "torch>=2.1\nnumpy==2.3.0\n"])
 def test_new_pins_or_old_floors_alone_say_nothing_of_age(tmp_path, text):
     out, _ = _init(_tree(tmp_path / "y", {"requirements.txt": text}))
