@@ -307,11 +307,23 @@ def test_an_older_majors_floor_beside_an_old_pin_names_the_oldest_release_envman
                     "the one it was tested with"]
 
 
+# google-research/bert@eedf571: `tensorflow >= 1.11.0` alone, TF1 code; TF 2.0 broke its API (release_dates.yaml
+# api_breaks), torch 2.0 did not (the floors of Megvii-BaseDetection/YOLOX@6ddff48, `torch>=1.7`, say nothing)
+def test_a_lone_floor_below_an_api_break_says_the_code_predates_it(tmp_path):
+    out, _ = _init(_tree(tmp_path / "bert", {"requirements.txt": "tensorflow >= 1.11.0\n"}))
+    assert [n for n in out.notes if "the code predates" in n] == [
+        "warning: the newest release these files name is requirements.txt:1: tensorflow>=1.11.0 (2018-09); the "
+        "tensorflow releases up to 2.21.0 (2026-03) that the range admits came 7 years later: the code predates them. "
+        "Pass --framework 'tensorflow==2.10.*' for the oldest envman knows (2022-09), or pin the one it was tested with"]
+
+
 # ultralytics/yolov5@5081342 (committed 2026-08): an old floor `torch>=1.8.0` beside floors of this year's releases;
 # lucidrains/DALLE-pytorch@58c1e1a: `torch>=1.6` beside a newer floor (`einops>=0.3.2`) and no pin; a floor alone
-# (detectron2-style `pillow>=7.1`, no pin) is no date: none is warned about
+# (detectron2-style `pillow>=7.1`, no pin) is no date; chaidiscovery/chai-lab@66c38d1 pins `einops~=0.8`, a series
+# still current (a pin is old once a newer series is out): none is warned about
 @pytest.mark.parametrize("text", ["numpy>=1.23.5\ntorch>=1.8.0\nultralytics>=8.4.118\n",
-                                  "pillow>=8.0\ntorch>=1.6\ntorchvision\n",
+                                  "pillow>=8.0\ntorch>=1.6\ntorchvision\n", "torch>=1.7\nopencv-python\n",
+                                  "torch>=2.1\neinops~=0.8\nnumpy==1.24.0\n",
                                   "pillow>=7.1\ntorch\n", "torch>=2.1\n", "torch>=2.1\nnumpy==2.3.0\n"])
 def test_new_pins_or_old_floors_alone_say_nothing_of_age(tmp_path, text):
     out, _ = _init(_tree(tmp_path / "y", {"requirements.txt": text}))

@@ -17,6 +17,11 @@ NAMES = ("torch", "tensorflow", "jax", "numpy", "scipy", "pandas", "transformers
          "requests", "opencv-python", "accelerate", "diffusers", "datasets", "timm", "numba", "keras",
          "tensorflow-probability", "pytorch-lightning", "lightning", "flax", "optax", "ultralytics", "librosa",
          "gymnasium", "fsspec", "einops", "wandb")
+# the release whose API broke code written for the ones before (a floor below it, nothing newer named: old code)
+API_BREAKS = """\
+api_breaks:  # source: https://www.tensorflow.org/guide/migrate (TF 2.0 removed tf.contrib and the 1.x session API)
+  tensorflow: "2.0"
+""".rstrip()
 HEADER = """\
 # First upload date on PyPI of each release series (major.minor) of the frameworks and of the distributions
 # training repositories pin most: what `envman init` reads to tell a repository's age from the versions its files
@@ -42,7 +47,7 @@ def series_dates(name: str) -> dict[str, str]:
 
 
 def main(path: Path = Path("matrices/release_dates.yaml")) -> int:
-    lines = [HEADER, f"read: \"{__import__('datetime').date.today()}\"", "schema: 1", "series:"]
+    lines = [HEADER, f"read: \"{__import__('datetime').date.today()}\"", "schema: 1", API_BREAKS, "series:"]
     for name in sorted(NAMES):
         dates = series_dates(name)
         lines.append(f"  {name}: {{" + ", ".join(f'"{k}": "{d}"' for k, d in dates.items()) + "}")
