@@ -335,8 +335,9 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     inf.framework = f"{name}{text}"
     if inf.variant:
         asked = next(o for o, v in variants if v == inf.variant)
-        if text.startswith("==") and "*" not in text and "," not in text:
-            inf.framework += f"+{inf.variant}"  # the local label pins the variant itself
+        if text.startswith("==") and "*" not in text and "," not in text \
+                and any(v.name == inf.variant for rel in rels for v in rel.variants):
+            inf.framework += f"+{inf.variant}"  # the local label pins the variant itself (not torch's cu121 on jax)
         elif inf.variant.startswith("cu"):
             inf.cuda = _cuda_of(inf.variant)
         inf.notes.append(f"CUDA variant {inf.variant} from {asked}")

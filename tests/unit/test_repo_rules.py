@@ -354,6 +354,25 @@ def test_pins_some_admitted_tensorflow_takes_are_kept(tmp_path, text):
     assert spec["framework"].startswith("tensorflow")
 
 
+# young-geng/EasyLM@fe5b2c3: scripts/gpu_environment.yml pins `pytorch-cuda=12.1` (torch's CUDA build) beside
+# `jax[cuda12]==0.4.28`, and the code imports jax: cu121 is no JAX build, so it is the CUDA the jax stack runs on, not
+# a local label (`jax==0.4.28+cu121` was refused, its hint "allow CUDA 12.1" naming no option)
+def test_another_frameworks_cuda_pin_is_the_cuda_not_the_build_label(tmp_path):
+    root = _tree(tmp_path / "lm", {"envs/gpu_environment.yml": "dependencies:\n  - python=3.10\n  - pytorch=2.3.0\n"
+                                   "  - pytorch-cuda=12.1\n  - pip:\n    - jax[cuda12]==0.4.30\n    - torch==2.3.0\n",
+                                   "lm/train.py": "import jax\n", "lm/model.py": "import flax\nimport jax\n"})
+    out, spec = _init(root)
+    assert spec["framework"] == "jax==0.4.30" and spec["cuda"] == "12.1"
+    assert (out.resolution.framework, str(out.resolution.version), out.resolution.variant) == ("jax", "0.4.30", "cuda12")
+
+
+def test_a_refusal_that_a_cuda_would_lift_names_the_option(tmp_path):
+    root = _tree(tmp_path / "v", {"requirements.txt": "torch==2.14.1+cu130\n"})
+    with pytest.raises(ResolutionError) as e:
+        _init(root, targets=("v100",))
+    assert e.value.hint == "nearest working alternative: allow CUDA 12.6 (torch 2.14.1 cu126): pass --cuda 12.6"
+
+
 # a project's own name in its requirements (seen on earlier rounds' repositories, issue 38 "also"): not locked from PyPI
 def test_the_projects_own_name_in_its_requirements_is_not_locked(tmp_path):
     from envman.app.lockinputs import ProjectInputs
