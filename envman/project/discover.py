@@ -471,6 +471,9 @@ def _keep_beside(d: Discovery, extra: list[Found]) -> None:
         line = str(on_cpu(r.req, cpu)) if cpu else r.line
         if id(r) in copied and line not in d.packages:
             d.packages.append(line)
+    for r in d.inference.others:  # another framework's lines, installed as written (EasyLM's torch beside jax)
+        if id(r) in copied and r.line not in d.packages:
+            d.packages.append(r.line)
 
 
 def _narrow_to_locks(d: Discovery, root: Path, reqs: list, variants: list, releases: dict[str, list], dependents,

@@ -356,13 +356,15 @@ def test_pins_some_admitted_tensorflow_takes_are_kept(tmp_path, text):
 
 # young-geng/EasyLM@fe5b2c3: scripts/gpu_environment.yml pins `pytorch-cuda=12.1` (torch's CUDA build) beside
 # `jax[cuda12]==0.4.28`, and the code imports jax: cu121 is no JAX build, so it is the CUDA the jax stack runs on, not
-# a local label (`jax==0.4.28+cu121` was refused, its hint "allow CUDA 12.1" naming no option)
+# a local label (`jax==0.4.28+cu121` was refused, its hint "allow CUDA 12.1" naming no option); its torch lines, said
+# to be "installed from PyPI as written", were dropped from envman.yaml (the lock then missed the code's torch)
 def test_another_frameworks_cuda_pin_is_the_cuda_not_the_build_label(tmp_path):
     root = _tree(tmp_path / "lm", {"envs/gpu_environment.yml": "dependencies:\n  - python=3.10\n  - pytorch=2.3.0\n"
                                    "  - pytorch-cuda=12.1\n  - pip:\n    - jax[cuda12]==0.4.30\n    - torch==2.3.0\n",
                                    "lm/train.py": "import jax\n", "lm/model.py": "import flax\nimport jax\n"})
     out, spec = _init(root)
     assert spec["framework"] == "jax==0.4.30" and spec["cuda"] == "12.1"
+    assert [p for p in spec["packages"] if p.startswith("torch")] == ["torch==2.3.0.*", "torch==2.3.0"]  # as said
     assert (out.resolution.framework, str(out.resolution.version), out.resolution.variant) == ("jax", "0.4.30", "cuda12")
 
 
