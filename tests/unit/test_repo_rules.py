@@ -285,8 +285,9 @@ def test_a_new_format_is_one_reader_and_one_registry_line(tmp_path, monkeypatch)
 
 
 # class 6 — age-blind choices, from the dates the versions named came out (matrices/release_dates.yaml, PyPI's upload
-# times). coqui-ai/TTS@dbf1a08: `torch>=2.1` beside 2023 pins (numba==0.58.1) got torch 2.14 (2.6 breaks its
-# checkpoints); the release of the pins' time is proposed
+# times). coqui-ai/TTS@dbf1a08's pattern: `torch>=2.1` beside 2023 pins got torch 2.14 (2.6 breaks its checkpoints);
+# the release of the pins' time is proposed. (TTS's own file pins, under Python 3.11, only distributions the table
+# does not hold — mutagen==1.47.0, gruut==2.2.3 —, so TTS itself is not warned: docs/repos.md)
 def test_a_range_beside_pins_years_older_than_its_newest_release_names_the_release_of_their_time(tmp_path):
     root = _tree(tmp_path / "tts", {"requirements.txt": "numpy>=1.24.3\ntorch>=2.1\nnumba==0.58.1\nmutagen==1.47.0\n"})
     out, _ = _init(root)
