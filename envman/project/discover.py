@@ -22,6 +22,7 @@ from envman.frameworks.base import on_cpu
 from envman.inputs import MAX_SPEC, read_regular
 from envman.project.codeimports import dominant, read_code_frameworks
 from envman.project.infer import NOT_APPLIED, Inference, infer_framework, load_dependents
+from envman.project.lockstep import refuse_stale
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
 from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
@@ -437,6 +438,15 @@ def _infer(d: Discovery, root: Path, founds: list[Found], extra: list[Found], re
         else:  # the command line's framework decides: what the files say about it is only said
             d.inference = Inference(name=fw_name, notes=[f"--framework {asked.framework} decides over the repository's "
                                                          f"framework lines ({err.message})"])
+    chosen = asked.framework or d.inference.framework
+    if d.inference.name and chosen:  # lines the framework's own release rules out, all at once
+        try:
+            refuse_stale(d.inference.name, Requirement(chosen).specifier,
+                         [rel.version for rel in releases.get(d.inference.name, [])], all_reqs)
+        except UsageError as err:
+            problems.append(err)
+        except InvalidRequirement:
+            pass  # the command line's spelling is refused where it is resolved
     fw_lines = [r for fd in founds for r in fd.reqs + fd.constraints
                 if r.name in frameworks.by_distribution() or r.name in frameworks.companions()]
     d.framework_wins = bool((asked.framework or asked.cuda) and fw_lines or d.inference.others)
@@ -462,6 +472,9 @@ def _keep_beside(d: Discovery, extra: list[Found]) -> None:
         line = str(on_cpu(r.req, cpu)) if cpu else r.line
         if id(r) in copied and line not in d.packages:
             d.packages.append(line)
+    for r in d.inference.others:  # another framework's lines, installed as written (EasyLM's torch beside jax)
+        if id(r) in copied and r.line not in d.packages:
+            d.packages.append(r.line)
 
 
 def _narrow_to_locks(d: Discovery, root: Path, reqs: list, variants: list, releases: dict[str, list], dependents,

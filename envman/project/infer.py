@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from envman import frameworks
 from envman.errors import UsageError
+from envman.project.age import say_age
 from envman.project.requirements import Req
 
 _LOCAL = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)\Z")
@@ -330,33 +331,17 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
                          hint=f"pass --cuda {_cuda_of(vs[0])} or --cuda {_cuda_of(vs[1])} to choose, or keep one CUDA pin")
     inf.variant = vs[0] if vs else None
     text = _spec_text(total, allowed)
-    _say_older_major(name, constraints, total, allowed, inf)
+    say_age(name, reqs, total, allowed, inf.notes)
     inf.framework = f"{name}{text}"
     if inf.variant:
         asked = next(o for o, v in variants if v == inf.variant)
-        if text.startswith("==") and "*" not in text and "," not in text:
-            inf.framework += f"+{inf.variant}"  # the local label pins the variant itself
+        if text.startswith("==") and "*" not in text and "," not in text \
+                and any(v.name == inf.variant for rel in rels for v in rel.variants):
+            inf.framework += f"+{inf.variant}"  # the local label pins the variant itself (not torch's cu121 on jax)
         elif inf.variant.startswith("cu"):
             inf.cuda = _cuda_of(inf.variant)
         inf.notes.append(f"CUDA variant {inf.variant} from {asked}")
     return inf
-
-
-def _say_older_major(name: str, constraints: list, total: SpecifierSet, allowed: list, inf: Inference) -> None:
-    """A floor of an older major (``tensorflow>=1.15``) admits the newest release, which the code predates (issue 38,
-    class 6: a TF1-era codebase got TensorFlow 2.21 with Keras 3): said, with the oldest release that fits."""
-    fits = sorted(v for v in allowed if total.contains(v, prereleases=True))
-    floors = [(o, ln, Version(sp.version)) for o, ln, spec in constraints for sp in spec
-              if sp.operator in (">=", ">") and sp.version[:1].isdigit()]
-    if not fits or not floors:
-        return
-    origin, line, floor = max(floors, key=lambda f: f[2])
-    newest = Version(str(fits[-1]))
-    if newest.major > floor.major:
-        inf.notes.append(f"warning: {origin}: {line} was written for {name} {floor.major}.x; the newest release it admits "
-                         f"is {name} {newest}, a major release the code predates: pass --framework "
-                         f"'{name}=={fits[0].major}.{fits[0].minor}.*' for the oldest envman knows, or pin the one it "
-                         "was tested with")
 
 
 def _nearest(spec: SpecifierSet, allowed: list[Version]) -> Version:

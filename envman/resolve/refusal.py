@@ -67,6 +67,8 @@ def refusal(matrix: Matrix, req: Request, cands: list[Candidate], driver: Versio
         if alternatives[0]["kind"] == "framework":  # as typed: '>=2.0' would take the newest, not 2.0 (issue 38)
             v = Version(alternatives[0]["framework"]["version"])
             hint += f": pass --framework '{fw}=={v.major}.{v.minor}.*'"
+        elif alternatives[0]["kind"] == "cuda":  # as typed (EasyLM: "allow CUDA 12.1" named no option)
+            hint += f": pass --cuda {alternatives[0]['cuda']}"
     elif fw:  # nothing moved by one step works: the pin itself is what blocks (torch==1.13.1+cu117 on an H100)
         hint = f"loosen the pin '{spec_text}' to '{fw}' (`--framework {fw}`) for the newest {fw} that serves {target_text}"
     return ResolutionError(msg, conflicts=conflicts, alternatives=alternatives, hint=hint)

@@ -284,21 +284,96 @@ def test_a_new_format_is_one_reader_and_one_registry_line(tmp_path, monkeypatch)
     assert "found dependencies in: deps.lst" in out.notes and spec["framework"] == "torch>=2.3"
 
 
-# class 6 — age-blind choices: a TF1-era codebase (google-research/bert@eedf571-style `tensorflow >= 1.11`, issue 38's
-# `tensorflow>=1.15` with tensorflow-probability==0.7.0) got the newest TensorFlow; the matrices hold no release dates
-# to prefer a contemporary one by, so the choice is said plainly
-def test_a_floor_of_an_older_major_says_the_code_predates_the_release(tmp_path):
-    root = _tree(tmp_path / "tf1", {"requirements.txt": "torch>=1.13\n"})
+# class 6 — age-blind choices, from the dates the versions named came out (matrices/release_dates.yaml, PyPI's upload
+# times). coqui-ai/TTS@dbf1a08's pattern: `torch>=2.1` beside 2023 pins got torch 2.14 (2.6 breaks its checkpoints);
+# the release of the pins' time is proposed. (TTS's own file pins, under Python 3.11, only distributions the table
+# does not hold — mutagen==1.47.0, gruut==2.2.3 —, so TTS itself is not warned: docs/repos.md)
+def test_a_range_beside_pins_years_older_than_its_newest_release_names_the_release_of_their_time(tmp_path):
+    root = _tree(tmp_path / "tts", {"requirements.txt": "numpy>=1.24.3\ntorch>=2.1\nnumba==0.58.1\nmutagen==1.47.0\n"})
     out, _ = _init(root)
-    assert any(n.startswith("warning: requirements.txt:1: torch>=1.13 was written for torch 1.x; the newest release it "
-                            "admits is torch 2.") and "pass --framework 'torch==1.13.*' for the oldest envman knows" in n
-               for n in out.notes)
+    assert ("warning: the newest release these files name is requirements.txt:2: torch>=2.1 (2023-10); the torch "
+            "releases up to 2.14.1 (2026-09) that the range admits came 3 years later: the code predates them. Pass "
+            "--framework 'torch==2.4.*' for the release of its time (2024-07), or pin the one it was tested with") in out.notes
 
 
-def test_a_floor_of_the_same_major_says_nothing(tmp_path):
-    root = _tree(tmp_path / "t2", {"requirements.txt": "torch>=2.1\n"})
+# issue 38's TF1-era codebase (google-research/bert@eedf571 floors `tensorflow >= 1.11` alone): nothing envman knows
+# is of its time, the oldest is named
+def test_an_older_majors_floor_beside_an_old_pin_names_the_oldest_release_envman_knows(tmp_path):
+    root = _tree(tmp_path / "tf1", {"requirements.txt": "tensorflow>=1.15\ntensorflow-probability==0.7.0\n"})
     out, _ = _init(root)
-    assert not any("a major release the code predates" in n for n in out.notes)
+    said = [n for n in out.notes if "the code predates them" in n]
+    assert said == ["warning: the newest release these files name is requirements.txt:1: tensorflow>=1.15 (2019-10); "
+                    "the tensorflow releases up to 2.21.0 (2026-03) that the range admits came 6 years later: the code "
+                    "predates them. Pass --framework 'tensorflow==2.10.*' for the oldest envman knows (2022-09), or pin "
+                    "the one it was tested with"]
+
+
+# google-research/bert@eedf571: `tensorflow >= 1.11.0` alone, TF1 code; TF 2.0 broke its API (release_dates.yaml
+# api_breaks), torch 2.0 did not (the floors of Megvii-BaseDetection/YOLOX@6ddff48, `torch>=1.7`, say nothing)
+def test_a_lone_floor_below_an_api_break_says_the_code_predates_it(tmp_path):
+    out, _ = _init(_tree(tmp_path / "bert", {"requirements.txt": "tensorflow >= 1.11.0\n"}))
+    assert [n for n in out.notes if "the code predates" in n] == [
+        "warning: the newest release these files name is requirements.txt:1: tensorflow>=1.11.0 (2018-09); the "
+        "tensorflow releases up to 2.21.0 (2026-03) that the range admits came 7 years later: the code predates them. "
+        "Pass --framework 'tensorflow==2.10.*' for the oldest envman knows (2022-09), or pin the one it was tested with"]
+
+
+# ultralytics/yolov5@5081342 (committed 2026-08): an old floor `torch>=1.8.0` beside floors of this year's releases;
+# lucidrains/DALLE-pytorch@58c1e1a: `torch>=1.6` beside a newer floor (`einops>=0.3.2`) and no pin; a floor alone
+# (detectron2-style `pillow>=7.1`, no pin) is no date; chaidiscovery/chai-lab@66c38d1 pins `einops~=0.8`, a series
+# still current (a pin is old once a newer series is out): none is warned about
+@pytest.mark.parametrize("text", ["numpy>=1.23.5\ntorch>=1.8.0\nultralytics>=8.4.118\n",
+                                  "pillow>=8.0\ntorch>=1.6\ntorchvision\n", "torch>=1.7\nopencv-python\n",
+                                  "torch>=2.1\neinops~=0.8\nnumpy==1.24.0\n",
+                                  "pillow>=7.1\ntorch\n", "torch>=2.1\n", "torch>=2.1\nnumpy==2.3.0\n"])
+def test_new_pins_or_old_floors_alone_say_nothing_of_age(tmp_path, text):
+    out, _ = _init(_tree(tmp_path / "y", {"requirements.txt": text}))
+    assert not any("the code predates" in n for n in out.notes)
+
+
+# experiencor/keras-yolo3@768c524: `--framework` moved a TF 1 project to TF 2 and the lock refused its 1.x
+# tensorboard / tensorflow-estimator / keras pins one at a time: each TF release requires its own series of them
+# (matrices/lockstep.yaml), so every stale line is named at init, at once
+def test_pins_the_chosen_tensorflow_rules_out_are_named_together(tmp_path):
+    root = _tree(tmp_path / "ky", {"requirements.txt": "tensorflow==1.15.0\nkeras==2.3.1\ntensorboard==1.15.0\n"
+                                                        "tensorflow-estimator==1.15.1\nnumpy==1.18.1\n"})
+    with pytest.raises(UsageError) as e:
+        _init(root, framework="tensorflow==2.10.*")
+    assert e.value.message == ("requirements.txt:2: keras==2.3.1; requirements.txt:3: tensorboard==1.15.0; "
+                               "requirements.txt:4: tensorflow-estimator==1.15.1: tensorflow==2.10.* requires other "
+                               "releases of these (each tensorflow release pins its own series)")
+    assert e.value.hint == ("drop these lines and let tensorflow bring the matching ones, or choose a tensorflow of "
+                            "their series with --framework")
+    assert sorted(p.name for p in root.iterdir()) == ["requirements.txt"]
+
+
+@pytest.mark.parametrize("text", ["tensorflow>=2.10\ntensorboard==2.12.0\nkeras==2.12.0\n",
+                                  "tensorflow==2.21.0\ntensorboard==1.15.0\ntensorflow-estimator==1.15.1\n",
+                                  "tensorflow>=2.16\nkeras>=3.5\n"])
+def test_pins_some_admitted_tensorflow_takes_are_kept(tmp_path, text):
+    _, spec = _init(_tree(tmp_path / "tf2", {"requirements.txt": text}))
+    assert spec["framework"].startswith("tensorflow")
+
+
+# young-geng/EasyLM@fe5b2c3: scripts/gpu_environment.yml pins `pytorch-cuda=12.1` (torch's CUDA build) beside
+# `jax[cuda12]==0.4.28`, and the code imports jax: cu121 is no JAX build, so it is the CUDA the jax stack runs on, not
+# a local label (`jax==0.4.28+cu121` was refused, its hint "allow CUDA 12.1" naming no option); its torch lines, said
+# to be "installed from PyPI as written", were dropped from envman.yaml (the lock then missed the code's torch)
+def test_another_frameworks_cuda_pin_is_the_cuda_not_the_build_label(tmp_path):
+    root = _tree(tmp_path / "lm", {"envs/gpu_environment.yml": "dependencies:\n  - python=3.10\n  - pytorch=2.3.0\n"
+                                   "  - pytorch-cuda=12.1\n  - pip:\n    - jax[cuda12]==0.4.30\n    - torch==2.3.0\n",
+                                   "lm/train.py": "import jax\n", "lm/model.py": "import flax\nimport jax\n"})
+    out, spec = _init(root)
+    assert spec["framework"] == "jax==0.4.30" and spec["cuda"] == "12.1"
+    assert [p for p in spec["packages"] if p.startswith("torch")] == ["torch==2.3.0.*", "torch==2.3.0"]  # as said
+    assert (out.resolution.framework, str(out.resolution.version), out.resolution.variant) == ("jax", "0.4.30", "cuda12")
+
+
+def test_a_refusal_that_a_cuda_would_lift_names_the_option(tmp_path):
+    root = _tree(tmp_path / "v", {"requirements.txt": "torch==2.14.1+cu130\n"})
+    with pytest.raises(ResolutionError) as e:
+        _init(root, targets=("v100",))
+    assert e.value.hint == "nearest working alternative: allow CUDA 12.6 (torch 2.14.1 cu126): pass --cuda 12.6"
 
 
 # a project's own name in its requirements (seen on earlier rounds' repositories, issue 38 "also"): not locked from PyPI
