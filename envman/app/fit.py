@@ -359,17 +359,15 @@ def run_fit(opts: FitOptions) -> FitResult:
     notes = list(est.notes) + [n for n in (tnote, fnote, pnote) if n]
     if not arch.validated and arch.family != "params" and not any("not validated" in n for n in notes):
         notes.append(f"{arch.family}: the activation model is not validated against a traced step (docs/fit.md)")
-    fits = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)
-                 for g in gpu_specs(target_names)) if target_names else ()
-    compare = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)
-                    for g in gpu_specs(opts.compare)) if opts.compare else ()
+    fits, compare = (tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)
+                           for g in gpu_specs(names)) if names else () for names in (target_names, opts.compare))
     first = (fits or compare)[0] if (fits or compare) else None
     advice: tuple[Lever, ...] = ()
     if first is not None and not first.fits:
-        over = _allocated_budget(first) - first.usable_bytes
-        card = int(first.gpu.card_bytes * fraction) + over
-        advice = _keep_promises(opts, rank_levers(arch, setup, est, _allocated_budget(first), first.gpu.bf16, card),
-                                est.peak_bytes, _allocated_budget(first), card, (name, source, arch, entry))
+        budget = _allocated_budget(first)
+        card = int(first.gpu.card_bytes * fraction) + budget - first.usable_bytes
+        advice = _keep_promises(opts, rank_levers(arch, setup, est, budget, first.gpu.bf16, card),
+                                est.peak_bytes, budget, card, (name, source, arch, entry))
     compare = tuple(_with_lever(opts, (name, source, arch, entry), setup, est, t) for t in compare)
     band = float(perf_constants().get("band_pct", 35))
     fits, compare = (tuple(_with_run(opts, est, t, band) for t in ts) for ts in (fits, compare))
@@ -394,8 +392,7 @@ def run_fit(opts: FitOptions) -> FitResult:
                                       optimizer_impl=TRACE_KERNELS["optimizer_impl"], autocast="cpu"))
         trace_analytic = same.peak_bytes
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
-                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic,
-                     float(perf_constants().get("band_pct", 35)))
+                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic, band)
 
 
 # what envman can say of torch.compile (docs/fit.md): AOTAutograd's partitioner for Inductor,
