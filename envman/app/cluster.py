@@ -169,7 +169,9 @@ def backend_files(root: Path, backends: list, *, images: Path, extra: object, pr
     files: list[tuple[Path, str]] = []
     result = FilesOutcome()
     for cl in load_cluster(root, profile):
-        _need_command(cl)
+        if not cl.facts.command:
+            raise UsageError("envman.yaml has no `command:` to train with",
+                             hint="add one, e.g. command: [python, train.py] (the image's CMD uses it too)")
         ih = _inputs_hash(cl, extra)
         for b in backends:
             if b.needs_pinned and not cl.facts.pinned:
@@ -196,12 +198,6 @@ def _shown(root: Path, path: Path) -> str:
         return shlex.quote(str(path.relative_to(root)))
     except ValueError:
         return shlex.quote(str(path))
-
-
-def _need_command(cl: ClusterLock) -> None:
-    if not cl.facts.command:
-        raise UsageError("envman.yaml has no `command:` to train with",
-                         hint="add one, e.g. command: [python, train.py] (the image's CMD uses it too)")
 
 
 def _current(path: Path) -> str | None:

@@ -11,6 +11,7 @@ from typing import Any
 from envman.cluster.plan import LockFacts, Target
 from envman.errors import LockError
 from envman.lock.lockfile import Lock
+from envman.model import Gpu
 
 _REQUIRE_DRIVER = re.compile(r'NVIDIA_REQUIRE_CUDA="[^"]*driver>=([0-9.]+)')
 
@@ -25,13 +26,14 @@ def lock_facts(root: Path, lock: Lock, command: tuple[str, ...]) -> LockFacts:
     targets = tuple(Target(str(t.get("id")), str(t.get("name")), str(t.get("compute_capability")))
                     for t in st.get("targets") or [] if isinstance(t, dict))
     pushed = lock.get("pushed") or {}
+    gpus = _matrix_gpus(targets) if gpu or lock.profile else []
     return LockFacts(
         name=str(lock.name), profile=lock.profile, lock_hash=lock.lock_hash, framework=fw.get("name"),
         framework_version=fw.get("version"), gpu=gpu, min_driver=driver_floor(root, lock) if gpu else None,
         arch_list=tuple(st.get("arch_list") or ()) + tuple(f"compute_{p.split('_')[-1]}" for p in st.get("ptx") or ()),
         targets=targets, command=tuple(command), pinned=pushed.get("pinned"),
-        products=_products(targets) if lock.profile else (), summary=_summary(st),
-        gpu_mem_gib=_gpu_memory(targets) if gpu else None,
+        products=_products(gpus) if lock.profile else (), summary=_summary(st),
+        gpu_mem_gib=max((g.memory_gib for g in gpus if g.memory_gib), default=None) if gpu else None,
     )
 
 
@@ -111,26 +113,18 @@ def _summary(st: Any) -> str:
     return ", ".join(parts)
 
 
-def _products(targets: tuple[Target, ...]) -> tuple[str, ...]:
+def _matrix_gpus(targets: tuple[Target, ...]) -> list[Gpu]:
+    """The lock's target GPUs as matrices/gpus.yaml describes them (host memory is sized for the biggest)."""
+    from envman.matrix.load import load_matrix
+
+    by_id = {g.id: g for g in load_matrix().gpus}
+    return [by_id[t.id] for t in targets if t.id in by_id]
+
+
+def _products(gpus: list[Gpu]) -> tuple[str, ...]:
     """GFD product labels of a profile's GPUs: their NVML-style names in matrices/gpus.yaml (name and aliases
     that begin with the vendor word, as NVML reports them), spaces as '-'."""
     from envman.cluster.affinity import product_label
-    from envman.matrix.load import load_matrix
 
-    by_id = {g.id: g for g in load_matrix().gpus}
-    out: set[str] = set()
-    for t in targets:
-        g = by_id.get(t.id)
-        if g is None:
-            continue
-        out |= {product_label(n) for n in (g.name, *g.aliases) if re.match(r"^(NVIDIA|Tesla|Quadro) \S", n)}
-    return tuple(sorted(out))
-
-
-def _gpu_memory(targets: tuple[Target, ...]) -> float | None:
-    """The largest memory of the lock's GPUs: host memory is sized for the biggest card the image targets."""
-    from envman.matrix.load import load_matrix
-
-    by_id = {g.id: g for g in load_matrix().gpus}
-    mems = [by_id[t.id].memory_gib for t in targets if t.id in by_id and by_id[t.id].memory_gib]
-    return max(mems) if mems else None  # type: ignore[type-var]
+    return tuple(sorted({product_label(n) for g in gpus for n in (g.name, *g.aliases)
+                         if re.match(r"^(NVIDIA|Tesla|Quadro) \S", n)}))

@@ -262,15 +262,14 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                          hint="drop --method, or pick the stack of that method (docs/fit.md: stacks)")
     attention, notes = _attention(opts, arch)
     ckpt = stack.get("grad_checkpointing", False) if opts.grad_checkpointing is None else opts.grad_checkpointing
-    setup = Setup(method=opts.method or stack.get("method", "full"),
-                  precision=opts.precision or stack.get("precision", "bf16-mixed"),
-                  optimizer=opts.optimizer or stack.get("optimizer", "adamw"), batch=opts.batch, seq=opts.seq,
-                  image_size=opts.image_size, grad_checkpointing=ckpt, lora_rank=opts.lora_rank, gpus=opts.gpus,
-                  shard=opts.shard or stack.get("shard", "none"), attention=attention, stack=stack.name,
-                  offload=opts.offload or stack.get("offload", "none"), selective_ckpt=opts.selective_checkpointing,
-                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema,
-                  zero_grad=opts.zero_grad or stack.get("zero_grad", "before-forward"),
-                  **{k: stack.get(k, d) for k, d in _STACK_FIELDS.items()})
+    # the stack's values (matrices/fit_stacks.yaml), then the options given (Setup's defaults where neither says)
+    given = {"method": opts.method, "precision": opts.precision, "optimizer": opts.optimizer, "shard": opts.shard,
+             "offload": opts.offload, "zero_grad": opts.zero_grad}
+    given = {k: v for k, v in given.items() if v}
+    setup = Setup(**{**dict(stack.defaults), **given, "grad_checkpointing": ckpt}, batch=opts.batch, seq=opts.seq,
+                  image_size=opts.image_size, lora_rank=opts.lora_rank, gpus=opts.gpus,
+                  attention=attention, stack=stack.name, selective_ckpt=opts.selective_checkpointing,
+                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema)
     if opts.double_quant is not None:
         setup = replace(setup, nf4_double_quant=opts.double_quant)
     if opts.loss is not None:
@@ -291,15 +290,6 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
     if setup.precision in ("bf16", "fp16") and setup.method == "lora" and not opts.stack:
         setup = replace(setup, base_bytes=0)  # a pure 16-bit run: the base in the parameter dtype
     return setup, notes
-
-
-# Setup fields a stack sets and no option overrides (matrices/fit_stacks.yaml), with their defaults
-_STACK_FIELDS = {"base_bytes": 0, "kbit_fp32_extras": False, "loss": "fp32", "deepspeed": False,
-                 "lora_dropout": False, "logits_held": False, "fsdp_root_unsharded": False, "adapter_bytes": 0,
-                 "bnb_keeps_input": False, "nf4_double_quant": True, "quant_head": False, "dequant_copies": 1,
-                 "untied_head": False, "prev_graph_held": False, "fused_qkv": False, "norm_upcast": True,
-                 "fsdp_no_sync": False, "loss_shift_copy": False, "reduce_bucket": 0,
-                 "sub_group": 0, "load": "to-device"}
 
 
 def estimate_run(opts: FitOptions, model: tuple[str, str, Arch, dict | None] | None = None
@@ -369,17 +359,15 @@ def run_fit(opts: FitOptions) -> FitResult:
     notes = list(est.notes) + [n for n in (tnote, fnote, pnote) if n]
     if not arch.validated and arch.family != "params" and not any("not validated" in n for n in notes):
         notes.append(f"{arch.family}: the activation model is not validated against a traced step (docs/fit.md)")
-    fits = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)
-                 for g in gpu_specs(target_names)) if target_names else ()
-    compare = tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)
-                    for g in gpu_specs(opts.compare)) if opts.compare else ()
+    fits, compare = (tuple(_fit_on(arch, setup, est, g, opts.margin_pct, opts.mfu, opts.global_batch, fraction)
+                           for g in gpu_specs(names)) if names else () for names in (target_names, opts.compare))
     first = (fits or compare)[0] if (fits or compare) else None
     advice: tuple[Lever, ...] = ()
     if first is not None and not first.fits:
-        over = _allocated_budget(first) - first.usable_bytes
-        card = int(first.gpu.card_bytes * fraction) + over
-        advice = _keep_promises(opts, rank_levers(arch, setup, est, _allocated_budget(first), first.gpu.bf16, card),
-                                est.peak_bytes, _allocated_budget(first), card, (name, source, arch, entry))
+        budget = _allocated_budget(first)
+        card = int(first.gpu.card_bytes * fraction) + budget - first.usable_bytes
+        advice = _keep_promises(opts, rank_levers(arch, setup, est, budget, first.gpu.bf16, card),
+                                est.peak_bytes, budget, card, (name, source, arch, entry))
     compare = tuple(_with_lever(opts, (name, source, arch, entry), setup, est, t) for t in compare)
     band = float(perf_constants().get("band_pct", 35))
     fits, compare = (tuple(_with_run(opts, est, t, band) for t in ts) for ts in (fits, compare))
@@ -404,8 +392,7 @@ def run_fit(opts: FitOptions) -> FitResult:
                                       optimizer_impl=TRACE_KERNELS["optimizer_impl"], autocast="cpu"))
         trace_analytic = same.peak_bytes
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
-                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic,
-                     float(perf_constants().get("band_pct", 35)))
+                     opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic, band)
 
 
 # what envman can say of torch.compile (docs/fit.md): AOTAutograd's partitioner for Inductor,

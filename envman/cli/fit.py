@@ -26,8 +26,6 @@ def _params(text: Optional[str], flag: str = "--params") -> Optional[int]:
         return None
     import math
 
-    from envman.errors import UsageError
-
     t = text.strip().lower().replace("_", "").replace(",", "")
     mult = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}.get(t[-1:], 1)
     try:
@@ -129,18 +127,11 @@ def register(app: typer.Typer) -> None:
 
         note, given = None, _given(ctx)
         try:
-            opts = FitOptions(path=path, model=model, params=_params(params), method=method, precision=precision,
-                              optimizer=optimizer, batch=batch, seq=seq, image_size=image_size,
-                              grad_checkpointing=grad_checkpointing, lora_rank=lora_rank,
-                              lora_targets=_split([lora_targets]) if lora_targets else None, gpus=gpus, shard=shard,
-                              global_batch=global_batch, targets=_split(target), margin_pct=margin,
-                              compare=_split([compare]) if compare else (), attention=attention, mfu=mfu, trace=trace,
-                              stack=stack, tp=tp, pp=pp, offload=offload, selective_checkpointing=selective, ema=ema,
-                              zero_grad=zero_grad, loss=loss, optimizer_in_backward=optimizer_in_backward,
-                              optimizer_impl="fused" if fused_optimizer else "foreach",
-                              tokens=_params(tokens, "--tokens"), samples=samples, epochs=epochs,
-                              prices=_prices(price_per_gpu_hour), compile=compile,
-                              activation_offload=activation_offload, packed=packed)
+            parsed = {"params": _params(params), "lora_targets": _split([lora_targets]) if lora_targets else None,
+                      "targets": _split(target), "compare": _split([compare]) if compare else (),
+                      "optimizer_impl": "fused" if fused_optimizer else "foreach",
+                      "tokens": _params(tokens, "--tokens"), "prices": _prices(price_per_gpu_hour)}
+            opts = FitOptions(**{_FIELD.get(n, n): v for n, v in ctx.params.items() if n != "as_json"} | parsed)
             opts, note = with_workload(opts, given)
             res = run_fit(opts)
             if note:

@@ -49,15 +49,7 @@ def capability_terms(arch_list: tuple[str, ...]) -> list[list[dict[str, Any]]]:
     for p in sorted({(a[0], a[1]) for a in ptx if len(a) <= 2 or a[2] != "a"}):
         terms.append([_expr(CC_MAJOR, "Gt", [p[0]])])
         terms.append([_expr(CC_MAJOR, "In", [p[0]])] + ([_expr(CC_MINOR, "Gt", [p[1] - 1])] if p[1] else []))
-    return _dedupe(terms)
-
-
-def _dedupe(terms: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
-    seen: list[list[dict[str, Any]]] = []
-    for t in terms:
-        if t not in seen:
-            seen.append(t)
-    return seen
+    return [t for i, t in enumerate(terms) if t not in terms[:i]]  # the first of equal terms (lists: unhashable)
 
 
 def node_affinity(arch_list: tuple[str, ...], min_driver: str | None,

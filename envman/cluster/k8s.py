@@ -43,10 +43,6 @@ def labels(lf: LockFacts) -> dict[str, str]:
     return out
 
 
-def _shm_size() -> str:
-    return SHM_SIZE.lower().replace("gb", "Gi")  # Docker's "16gb" as a Kubernetes quantity
-
-
 def _gpu_limits(shape: Shape) -> dict[str, Any]:
     return {"limits": {"nvidia.com/gpu": shape.gpus_per_node}} if shape.gpus_per_node else {}
 
@@ -75,9 +71,10 @@ def pod_basics(lf: LockFacts, site: Site, shape: Shape) -> dict[str, Any]:
     volume is a hostPath of type Directory: a path missing on the node fails the pod, never mounts an empty folder."""
     spec: dict[str, Any] = {
         "securityContext": {"runAsNonRoot": True, "runAsUser": APP_UID, "runAsGroup": APP_UID},
-        "volumes": [{"name": SHM, "emptyDir": {"medium": "Memory", "sizeLimit": _shm_size()}}] + [
-            {"name": f"data-{i}", "hostPath": {"path": m.split(":")[0], "type": "Directory"}}
-            for i, m in enumerate(site.mounts)],
+        # /dev/shm: Docker's "16gb" as a Kubernetes quantity
+        "volumes": [{"name": SHM, "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE.lower().replace("gb", "Gi")}},
+                    *({"name": f"data-{i}", "hostPath": {"path": m.split(":")[0], "type": "Directory"}}
+                      for i, m in enumerate(site.mounts))],
     }
     if lf.gpu:
         spec["tolerations"] = [{"key": t, "operator": "Exists", "effect": "NoSchedule"} for t in site.tolerations]
@@ -87,8 +84,8 @@ def pod_basics(lf: LockFacts, site: Site, shape: Shape) -> dict[str, Any]:
     return spec
 
 
-def _metadata(lf: LockFacts, site: Site, suffix: str) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": k8s_name(lf, suffix), "labels": labels(lf)}
+def _metadata(lf: LockFacts, site: Site) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": k8s_name(lf), "labels": labels(lf)}
     if site.namespace:
         meta["namespace"] = site.namespace
     return meta
@@ -103,7 +100,7 @@ def job_manifest(lf: LockFacts, site: Site, shape: Shape) -> dict[str, Any]:
              "workingDir": WORKDIR, "env": _env(False), "resources": _gpu_limits(one),
              "volumeMounts": volume_mounts(site), "securityContext": _container_security()}
     pod = {"restartPolicy": "Never", **pod_basics(lf, site, one), "initContainers": [init], "containers": [train]}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(lf, site, ""),
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(lf, site),
             "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels(lf)}, "spec": pod}}}
 
 
@@ -122,7 +119,7 @@ def trainjob_manifest(lf: LockFacts, site: Site, shape: Shape) -> dict[str, Any]
         trainer["numProcPerNode"] = shape.gpus_per_node
         trainer["resourcesPerNode"] = _gpu_limits(shape)
     return {
-        "apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": _metadata(lf, site, ""),
+        "apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": _metadata(lf, site),
         "spec": {
             "runtimeRef": {"name": TORCH_RUNTIME},
             "trainer": trainer,

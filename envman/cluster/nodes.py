@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,20 +26,12 @@ def printable(value: Any) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
-def _int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _is(*kinds: type) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, kinds) and not isinstance(v, bool)  # a bool is no count
 
 
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _opt(kind: Any) -> Any:
-    return lambda v: v is None or kind(v)
-
-
-def _str(v: Any) -> bool:
-    return isinstance(v, str)
+def _opt(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: v is None or check(v)
 
 
 def _dicts(v: Any) -> bool:
@@ -46,14 +39,14 @@ def _dicts(v: Any) -> bool:
 
 
 # field → the check its value must pass, as envman_portable.preflight and .allreduce write them
-PREFLIGHT_FIELDS = {"node": _str, "exit_code": _int, "gpu_count": _opt(_int), "gpus": _opt(_dicts),
-                    "driver": _opt(_str), "shm_mib": _opt(_int), "checks": _opt(_dicts),
-                    "network": _opt(lambda v: isinstance(v, dict))}
-ALLREDUCE_FIELDS = {"ok": lambda v: isinstance(v, bool), "node": _opt(_str), "world_size": _opt(_int),
-                    "busbw_gbps": _opt(_num), "bytes": _opt(_int), "backend": _opt(_str), "error": _opt(_str)}
-NETWORK_FIELDS = {"nccl_env": _opt(lambda v: isinstance(v, dict)), "ib_devices": _opt(_dicts),
-                  "dev_infiniband": _opt(lambda v: isinstance(v, list)), "net_plugins": _opt(lambda v: isinstance(v, list)),
-                  "memlock_kib": _opt(_int), "peermem_modules": _opt(lambda v: isinstance(v, list))}
+PREFLIGHT_FIELDS = {"node": _is(str), "exit_code": _is(int), "gpu_count": _opt(_is(int)), "gpus": _opt(_dicts),
+                    "driver": _opt(_is(str)), "shm_mib": _opt(_is(int)), "checks": _opt(_dicts),
+                    "network": _opt(_is(dict))}
+ALLREDUCE_FIELDS = {"ok": lambda v: isinstance(v, bool), "node": _opt(_is(str)), "world_size": _opt(_is(int)),
+                    "busbw_gbps": _opt(_is(int, float)), "bytes": _opt(_is(int)), "backend": _opt(_is(str)),
+                    "error": _opt(_is(str))}
+NETWORK_FIELDS = {"nccl_env": _opt(_is(dict)), "ib_devices": _opt(_dicts), "dev_infiniband": _opt(_is(list)),
+                  "net_plugins": _opt(_is(list)), "memlock_kib": _opt(_is(int)), "peermem_modules": _opt(_is(list))}
 
 
 def report_problem(doc: Any) -> str | None:

@@ -59,6 +59,11 @@ def _env_words(preflight: bool, step: Step) -> list[str]:
     return ["/usr/bin/env", *(f"{k}={v}" for k, v in image_env(preflight)), *map(Raw, step.env)]
 
 
+def _srun(st: Step, *options: str) -> list[str]:
+    """One task per node of the job, inside the image: srun's own options, then the runtime's."""
+    return ["srun", Raw('--nodes="$SLURM_JOB_NUM_NODES"'), "--ntasks-per-node=1", *options, *st.options, *st.prefix]
+
+
 def container(runtime: str, images: ImageFiles, gpu: bool, mounts: tuple[str, ...] = ()) -> Step:
     """How one srun step of ``runtime`` enters the image (runtimes.py's registry)."""
     if runtime not in RUNTIMES:
@@ -103,17 +108,15 @@ def _hint(runtime: str, lf: LockFacts) -> str:
 
 def sbatch_plan(lf: LockFacts, site: Site, shape: Shape, runtime: str, images: ImageFiles) -> SbatchPlan:
     st = container(runtime, images, lf.gpu, site.mounts)
-    opts, prefix, path = st.options, st.prefix, st.image
-    step = ["srun", Raw('--nodes="$SLURM_JOB_NUM_NODES"'), "--ntasks-per-node=1", *opts, *prefix]
-    preflight = shell_join(step + _env_words(True, st) + preflight_argv(lf, shape))
+    preflight = shell_join(_srun(st) + _env_words(True, st) + preflight_argv(lf, shape))
     train = train_argv(lf, shape, rendezvous=RENDEZVOUS, nodes_expr="$SLURM_JOB_NUM_NODES")
-    train_line = shell_join(step[:3] + ["--kill-on-bad-exit=1", *opts, *prefix] + _env_words(False, st) + train)
+    train_line = shell_join(_srun(st, "--kill-on-bad-exit=1") + _env_words(False, st) + train)
     what = ("torchrun on every node, rendezvous at $MASTER_ADDR:$MASTER_PORT" if launches_torchrun(lf)
             else "the project's command, once per node")
     return SbatchPlan(
         runtime=runtime, file=f"{lf.stem}.{runtime}.sbatch", title=f"envman: train {lf.job_name} on Slurm with {runtime}",
         about=about_lines(lf, site, shape, runtime, st), directives=directives(lf, site, shape), master_port=MASTER_PORT_EXPR,
-        image_path=shlex.quote(path), image_hint=_hint(runtime, lf), preflight=preflight, train=train_line,
+        image_path=shlex.quote(st.image), image_hint=_hint(runtime, lf), preflight=preflight, train=train_line,
         train_about=what,
     )
 
@@ -122,20 +125,18 @@ def nodes_plan(lf: LockFacts, site: Site, shape: Shape, runtime: str, images: Im
     """The readiness run: the preflight on every node with --json, one report per node in the reports folder
     (`envman cluster nodes FOLDER` makes the table); the job itself does not fail on a node that is not ready."""
     st = container(runtime, images, lf.gpu, site.mounts)
-    opts, prefix, path = st.options, st.prefix, st.image
-    step = ["srun", Raw('--nodes="$SLURM_JOB_NUM_NODES"'), "--ntasks-per-node=1",
-            Raw('--output="$REPORTS/%N.json"'), Raw('--error="$REPORTS/%N.log"'), *opts, *prefix]
+    step = _srun(st, Raw('--output="$REPORTS/%N.json"'), Raw('--error="$REPORTS/%N.log"'))
     line = shell_join(step + _env_words(True, st) + preflight_argv(lf, shape, json_report=True))
     return SbatchPlan(
         runtime=runtime, file=f"{lf.stem}.nodes.{runtime}.sbatch",
         title=f"envman: is every node ready for {lf.job_name}? (preflight reports, {runtime})",
         about=about_lines(lf, site, shape, runtime, st), directives=directives(lf, site, shape, suffix="-nodes"),
-        master_port=MASTER_PORT_EXPR, image_path=shlex.quote(path), image_hint=_hint(runtime, lf), preflight=line,
-        train="", train_about="", reports=True, allreduce=allreduce_lines(lf, shape, opts, prefix, st),
+        master_port=MASTER_PORT_EXPR, image_path=shlex.quote(st.image), image_hint=_hint(runtime, lf), preflight=line,
+        train="", train_about="", reports=True, allreduce=allreduce_lines(lf, shape, st),
     )
 
 
-def allreduce_lines(lf: LockFacts, shape: Shape, opts: list[str], prefix: list[str], st: Step) -> tuple[str, ...]:
+def allreduce_lines(lf: LockFacts, shape: Shape, st: Step) -> tuple[str, ...]:
     """NCCL between the job's GPUs, when torch and GPUs are there: within each node (two GPUs or more), then
     across all nodes (two nodes or more). Each writes the rank-0 JSON line of envman_portable.allreduce."""
     g = shape.gpus_per_node
@@ -145,13 +146,11 @@ def allreduce_lines(lf: LockFacts, shape: Shape, opts: list[str], prefix: list[s
     torchrun = f"{VENV}/bin/torchrun"
     out = []
     if g >= 2:
-        step = ["srun", Raw('--nodes="$SLURM_JOB_NUM_NODES"'), "--ntasks-per-node=1",
-                Raw('--output="$REPORTS/%N.allreduce.json"'), *opts, *prefix]
+        step = _srun(st, Raw('--output="$REPORTS/%N.allreduce.json"'))
         out.append(shell_join(step + _env_words(True, st) + [torchrun, "--standalone", "--nnodes=1",
                                                          f"--nproc-per-node={g}", *run]) + " || true")
     if shape.nodes >= 2:
-        step = ["srun", Raw('--nodes="$SLURM_JOB_NUM_NODES"'), "--ntasks-per-node=1",
-                Raw('--output="$REPORTS/job.allreduce.json"'), *opts, *prefix]
+        step = _srun(st, Raw('--output="$REPORTS/job.allreduce.json"'))
         out.append(shell_join(step + _env_words(True, st) + [
             torchrun, Raw('--nnodes="$SLURM_JOB_NUM_NODES"'), f"--nproc-per-node={g}", "--rdzv-backend=c10d",
             Raw(f'--rdzv-endpoint="{RENDEZVOUS}"'), Raw('--rdzv-id="$SLURM_JOB_ID"'), *run]) + " || true")

@@ -56,11 +56,7 @@ def path(value: str) -> str | None:
     absolute, without surrounding blanks (Apptainer trims the `From:` value)."""
     if len(value) > MAX_PATH:
         return f"is {len(value)} characters long, over {MAX_PATH}"
-    if control(value):
-        return control(value)
-    if value != value.strip():
-        return "begins or ends with a blank"
-    return None
+    return control(value) or ("begins or ends with a blank" if value != value.strip() else None)
 
 
 def mount(value: str) -> str | None:

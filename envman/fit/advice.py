@@ -7,6 +7,7 @@ not a rule of thumb. Costs are stated from the sources in docs/fit.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 
 from envman.fit.architectures import Arch
 from envman.fit.estimate import estimate, max_micro_batch
@@ -138,26 +139,14 @@ def _apply(arch: Arch, setup: Setup, budget: int, bf16_ok: bool, names: tuple[st
     return current, changes
 
 
-class _Peaks:
-    """The peak of each stack of levers, estimated once (combine() asks for the same stacks again and again)."""
-
-    def __init__(self, arch: Arch, setup: Setup, budget: int, bf16_ok: bool):
-        self.args = (arch, setup, budget, bf16_ok)
-        self.seen: dict[tuple[str, ...], int] = {}
-
-    def __call__(self, names: tuple[str, ...]) -> int:
-        if names not in self.seen:
-            arch = self.args[0]
-            self.seen[names] = estimate(arch, _apply(*self.args, names)[0]).peak_bytes
-        return self.seen[names]
-
-
 def combine(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> Lever | None:
     """No single lever is enough: stack them cheapest first until the run fits, then drop every lever the
     fit does not need (most costly first). None: even all of them together do not fit."""
     chosen: tuple[str, ...] = ()
-    fitted = False
-    peak_of = _Peaks(arch, setup, budget, bf16_ok)
+
+    @cache  # the peak of each stack of levers, estimated once (the same stacks are asked for again and again)
+    def peak_of(names: tuple[str, ...]) -> int:
+        return estimate(arch, _apply(arch, setup, budget, bf16_ok, names)[0]).peak_bytes
 
     for wanted in _ORDER:
         trial = chosen + (wanted,)
@@ -168,9 +157,8 @@ def combine(arch: Arch, setup: Setup, budget: int, bf16_ok: bool) -> Lever | Non
         if peak < before:
             chosen = trial
             if peak <= budget:
-                fitted = True
                 break
-    if not fitted:
+    else:  # even all of them together do not fit
         return None
     for name in reversed(chosen):
         fewer = tuple(n for n in chosen if n != name)

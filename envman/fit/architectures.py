@@ -30,17 +30,9 @@ def arch_from_config(cfg: dict, task: str | None = None) -> Arch:
         return special
     if mtype in DECODERS:
         return _decoder(cfg, mtype)
-    if mtype == "bert":
-        return _bert(cfg)
-    if mtype == "vit":
-        return _vit(cfg)
-    if mtype == "resnet":
-        return _resnet(cfg)
-    if mtype == "clip":
-        return _clip(cfg)
-    if mtype == "whisper":
-        return _whisper(cfg)
-    known = ", ".join((*DECODERS, *families.MOE, *families.SSM, "bert", "vit", "resnet", "clip", "whisper"))
+    if isinstance(mtype, str) and mtype in _OTHERS:
+        return _OTHERS[mtype](cfg)
+    known = ", ".join((*DECODERS, *families.MOE, *families.SSM, *_OTHERS))
     raise ArchError([f"model_type: {mtype!r} is not supported (supported: {known}); for another "
                      "architecture use --params N (model states only)"])
 
@@ -77,11 +69,9 @@ def _decoder(cfg: dict, mtype: str) -> Arch:
         return Arch("gpt2", "causal-lm", params, V * h + npos * h, V * h, linears, hidden=h, layers=L, heads=a,
                     kv_heads=a, head_dim=h // a, ffn=f, vocab=V, max_positions=npos, tied=True,
                     dropout_attn=d_attn, dropout_hidden=d_hid)
-    h = _get(cfg, p, "hidden_size")
-    L = _get(cfg, p, "num_hidden_layers")
-    a = _get(cfg, p, "num_attention_heads")
-    V = _get(cfg, p, "vocab_size")
-    f = _get(cfg, p, "intermediate_size")
+    h, L, a, V, f = (_get(cfg, p, k)
+                     for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+                               "intermediate_size"))
     g = _get(cfg, p, "num_key_value_heads", default=a)
     d = _get(cfg, p, "head_dim", default=max(h // max(a, 1), 1))
     npos = _get(cfg, p, "max_position_embeddings", default=4096)
@@ -106,11 +96,9 @@ def _decoder(cfg: dict, mtype: str) -> Arch:
 
 def _bert(cfg: dict) -> Arch:
     p: list[str] = []
-    h = _get(cfg, p, "hidden_size")
-    L = _get(cfg, p, "num_hidden_layers")
-    a = _get(cfg, p, "num_attention_heads")
-    f = _get(cfg, p, "intermediate_size")
-    V = _get(cfg, p, "vocab_size")
+    h, L, a, f, V = (_get(cfg, p, k)
+                     for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                               "vocab_size"))
     npos = _get(cfg, p, "max_position_embeddings", default=512)
     types = _get(cfg, p, "type_vocab_size", default=2)
     d_hid = _get(cfg, p, "hidden_dropout_prob", default=0.1, kind=float)
@@ -155,15 +143,13 @@ def _labels(cfg: dict, default: int) -> int:
     return n if isinstance(n, int) and n > 0 else default
 
 
-def _vit(cfg: dict, path: str = "") -> Arch:
+def _vit(cfg: dict) -> Arch:
     p: list[str] = []
-    h = _get(cfg, p, "hidden_size", path=path)
-    L = _get(cfg, p, "num_hidden_layers", path=path)
-    a = _get(cfg, p, "num_attention_heads", path=path)
-    f = _get(cfg, p, "intermediate_size", default=4 * h if isinstance(h, int) else 1, path=path)
-    img = _get(cfg, p, "image_size", default=224, path=path)
-    patch = _get(cfg, p, "patch_size", default=16, path=path)
-    ch = _get(cfg, p, "num_channels", default=3, path=path)
+    h, L, a = (_get(cfg, p, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads"))
+    f = _get(cfg, p, "intermediate_size", default=4 * h if isinstance(h, int) else 1)
+    img = _get(cfg, p, "image_size", default=224)
+    patch = _get(cfg, p, "patch_size", default=16)
+    ch = _get(cfg, p, "num_channels", default=3)
     labels = len(cfg["id2label"]) if isinstance(cfg.get("id2label"), dict) else cfg.get("num_labels", 1000)
     if p:
         raise ArchError(p)
@@ -226,27 +212,21 @@ def _resnet(cfg: dict) -> Arch:
                 variant="basic" if kind == "basic" else "")
 
 
-def _text_tower(c: dict, p: list[str], path: str, vocab_default: int) -> tuple[int, int, int, int, int, int]:
-    h = _get(c, p, "hidden_size", "d_model", path=path)
-    L = _get(c, p, "num_hidden_layers", path=path)
-    a = _get(c, p, "num_attention_heads", path=path)
-    f = _get(c, p, "intermediate_size", default=4 * h if isinstance(h, int) else 1, path=path)
-    V = _get(c, p, "vocab_size", default=vocab_default, path=path)
-    npos = _get(c, p, "max_position_embeddings", default=77, path=path)
-    return h, L, a, f, V, npos
-
-
 def _clip(cfg: dict) -> Arch:
     p: list[str] = []
     tc = cfg.get("text_config") or {}
     vc = cfg.get("vision_config") or {}
     proj = _get(cfg, p, "projection_dim", default=512)
-    h, L, a, f, V, npos = _text_tower(tc, p, "text_config.", 49408)
-    vh, vL, va, vf = (_get(vc, p, "hidden_size", path="vision_config."), _get(vc, p, "num_hidden_layers", path="vision_config."),
-                      _get(vc, p, "num_attention_heads", path="vision_config."),
-                      _get(vc, p, "intermediate_size", default=3072, path="vision_config."))
-    img = _get(vc, p, "image_size", default=224, path="vision_config.")
-    patch = _get(vc, p, "patch_size", default=32, path="vision_config.")
+    t, v = "text_config.", "vision_config."
+    h, L, a = (_get(tc, p, *k, path=t)
+               for k in (("hidden_size", "d_model"), ("num_hidden_layers",), ("num_attention_heads",)))
+    f = _get(tc, p, "intermediate_size", default=4 * h if isinstance(h, int) else 1, path=t)
+    V = _get(tc, p, "vocab_size", default=49408, path=t)
+    npos = _get(tc, p, "max_position_embeddings", default=77, path=t)
+    vh, vL, va = (_get(vc, p, k, path=v) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads"))
+    vf = _get(vc, p, "intermediate_size", default=3072, path=v)
+    img = _get(vc, p, "image_size", default=224, path=v)
+    patch = _get(vc, p, "patch_size", default=32, path=v)
     if p:
         raise ArchError(p)
     layer = lambda h_, f_: 4 * h_ + 4 * (h_ * h_ + h_) + (h_ * f_ + f_) + (f_ * h_ + h_)  # noqa: E731
@@ -265,13 +245,9 @@ def _clip(cfg: dict) -> Arch:
 
 def _whisper(cfg: dict) -> Arch:
     p: list[str] = []
-    d = _get(cfg, p, "d_model")
-    el = _get(cfg, p, "encoder_layers")
-    dl = _get(cfg, p, "decoder_layers")
-    ea = _get(cfg, p, "encoder_attention_heads")
-    ef = _get(cfg, p, "encoder_ffn_dim")
-    df = _get(cfg, p, "decoder_ffn_dim")
-    V = _get(cfg, p, "vocab_size")
+    d, el, dl, ea, ef, df, V = (_get(cfg, p, k)
+                                for k in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+                                          "encoder_ffn_dim", "decoder_ffn_dim", "vocab_size"))
     mels = _get(cfg, p, "num_mel_bins", default=80)
     src = _get(cfg, p, "max_source_positions", default=1500)
     tgt = _get(cfg, p, "max_target_positions", default=448)
@@ -290,6 +266,9 @@ def _whisper(cfg: dict) -> Arch:
                layers=dl, heads=ea, kv_heads=ea, head_dim=d // ea, ffn=df, vocab=V, max_positions=tgt, tied=True)
     return Arch("whisper", "speech-seq2seq", params, V * d + tgt * d + src * d, V * d, enc.linears + dec.linears,
                 hidden=d, layers=el + dl, heads=ea, vocab=V, ffn=ef, max_positions=src, tied=True, towers=(enc, dec))
+
+
+_OTHERS = {"bert": _bert, "vit": _vit, "resnet": _resnet, "clip": _clip, "whisper": _whisper}
 
 
 def params_from_count(n: int) -> Arch:

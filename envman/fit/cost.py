@@ -43,10 +43,7 @@ def run_cost(volume: float, rate_per_gpu: float, gpus: int, band_pct: float, pri
 def price_for(prices: tuple[tuple[str, float], ...], gpu_id: str, aliases: tuple[str, ...]) -> float | None:
     """The price the user gave for this GPU (by any of its names), or the one given for every GPU ("*")."""
     given = dict(prices)
-    for name in (gpu_id, *aliases):
-        if name in given:
-            return given[name]
-    return given.get("*")
+    return next((given[n] for n in (gpu_id, *aliases) if n in given), given.get("*"))
 
 
 def fmt_duration(seconds: float) -> str:

@@ -10,13 +10,12 @@ al. 2023, Table 1), FLUX.1 [dev] 12B (its model card).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from envman.fit.shapes import Arch, ArchError, Linear, Stage, UNetShape, _get
 
-UNETS = ("UNet2DConditionModel",)
-CONTROLNETS = ("ControlNetModel",)
-DITS = ("FluxTransformer2DModel",)
 VAE_FACTOR = 8  # AutoencoderKL: three stride-2 down blocks, 512 px → 64 latent
 
 
@@ -123,46 +122,34 @@ def _unet_totals(cfg: dict, stages: tuple[Stage, ...], p: list[str], only: tuple
     return params, linears
 
 
-def unet(cfg: dict, frozen: tuple[Arch, ...] = ()) -> Arch:
+def unet(cfg: dict, frozen: tuple[Arch, ...] = (), control: bool = False) -> Arch:
+    """A UNet2DConditionModel, or (``control``) a ControlNetModel: conditioning embedding, conv_in, time embedding,
+    the down and mid blocks and one zero 1×1 conv per down-path output (diffusers controlnets/controlnet.py)."""
     p: list[str] = []
-    stages = unet_stages(cfg, p)
-    size = _get(cfg, p, "sample_size", default=64)
-    if p:
-        raise ArchError(p)
-    params, linears = _unet_totals(cfg, stages, p, ("down", "mid", "up"))
-    cross = int(cfg.get("cross_attention_dim") or 768)
-    shape = UNetShape(stages, int(cfg.get("in_channels") or 4), cross)
-    return Arch("unet", "diffusion", params, 0, max(lin.fan_in * lin.fan_out for lin in linears), tuple(linears),
-                hidden=stages[0].channels, layers=sum(len(s.resnets) for s in stages), image_size=size * VAE_FACTOR,
-                towers=frozen, variant="unet", unet=shape)
-
-
-def controlnet(cfg: dict, frozen: tuple[Arch, ...] = ()) -> Arch:
-    """ControlNetModel: conditioning embedding, conv_in, time embedding, the down and mid blocks and one zero
-    1×1 conv per down-path output (diffusers controlnets/controlnet.py); the UNet it steers is frozen."""
-    p: list[str] = []
-    ups = ["UpBlock2D"] * len(cfg.get("down_block_types") or [])
+    ups = ["UpBlock2D"] * len(cfg.get("down_block_types") or []) if control else cfg.get("up_block_types")
     stages = unet_stages({**cfg, "up_block_types": ups}, p)
     size = _get(cfg, p, "sample_size", default=64)
     if p:
         raise ArchError(p)
-    params, linears = _unet_totals(cfg, stages, p, ("down", "mid"))
-    cond = tuple(cfg.get("conditioning_embedding_out_channels") or (16, 32, 96, 256))
-    cc = int(cfg.get("conditioning_channels") or 3)
+    params, linears = _unet_totals(cfg, stages, p, ("down", "mid") if control else ("down", "mid", "up"))
+    cond = tuple(cfg.get("conditioning_embedding_out_channels") or (16, 32, 96, 256)) if control else ()
     boc0 = stages[0].channels
-    params += 9 * cc * cond[0] + cond[0] + 9 * cond[-1] * boc0 + boc0
-    for a, b in zip(cond[:-1], cond[1:]):
-        params += 9 * a * a + a + 9 * a * b + b
-    zero = [boc0] + [s.channels for s in stages if s.kind == "down" for _ in range(len(s.resnets) + (1 if s.sample else 0))]
-    params += sum(c * c + c for c in zero)  # zero convs
-    mid = next(s.channels for s in stages if s.kind == "mid")
-    params += mid * mid + mid
-    linears += [Linear("controlnet_block", c, c, 1) for c in zero]
+    if control:
+        cc = int(cfg.get("conditioning_channels") or 3)
+        params += 9 * cc * cond[0] + cond[0] + 9 * cond[-1] * boc0 + boc0
+        for a, b in zip(cond[:-1], cond[1:]):
+            params += 9 * a * a + a + 9 * a * b + b
+        zero = [boc0] + [s.channels for s in stages if s.kind == "down"
+                         for _ in range(len(s.resnets) + (1 if s.sample else 0))]
+        params += sum(c * c + c for c in zero)  # zero convs
+        mid = next(s.channels for s in stages if s.kind == "mid")
+        params += mid * mid + mid
+        linears += [Linear("controlnet_block", c, c, 1) for c in zero]
     shape = UNetShape(stages, int(cfg.get("in_channels") or 4), int(cfg.get("cross_attention_dim") or 768),
-                      controlnet=True, cond_channels=cond)
+                      controlnet=control, cond_channels=cond)
     return Arch("unet", "diffusion", params, 0, max(lin.fan_in * lin.fan_out for lin in linears), tuple(linears),
                 hidden=boc0, layers=sum(len(s.resnets) for s in stages), image_size=size * VAE_FACTOR,
-                towers=frozen, variant="controlnet", unet=shape)
+                towers=frozen, variant="controlnet" if control else "unet", unet=shape)
 
 
 def flux(cfg: dict, frozen: tuple[Arch, ...] = ()) -> Arch:
@@ -200,9 +187,7 @@ def flux(cfg: dict, frozen: tuple[Arch, ...] = ()) -> Arch:
 def clip_text(cfg: dict) -> Arch:
     """CLIPTextModel(WithProjection): token + position embeddings, pre-LN layers, final LayerNorm."""
     p: list[str] = []
-    h = _get(cfg, p, "hidden_size")
-    L = _get(cfg, p, "num_hidden_layers")
-    f = _get(cfg, p, "intermediate_size")
+    h, L, f = (_get(cfg, p, k) for k in ("hidden_size", "num_hidden_layers", "intermediate_size"))
     V = _get(cfg, p, "vocab_size", default=49408)
     npos = _get(cfg, p, "max_position_embeddings", default=77)
     if p:
@@ -216,10 +201,7 @@ def clip_text(cfg: dict) -> Arch:
 def t5_encoder(cfg: dict) -> Arch:
     """T5EncoderModel (gated-GELU feed-forward, no biases, relative position bias in the first layer)."""
     p: list[str] = []
-    d = _get(cfg, p, "d_model")
-    L = _get(cfg, p, "num_layers")
-    ff = _get(cfg, p, "d_ff")
-    heads = _get(cfg, p, "num_heads")
+    d, L, ff, heads = (_get(cfg, p, k) for k in ("d_model", "num_layers", "d_ff", "num_heads"))
     kv = _get(cfg, p, "d_kv", default=64)
     V = _get(cfg, p, "vocab_size", default=32128)
     if p:
@@ -264,27 +246,24 @@ def vae(cfg: dict) -> Arch:
 def frozen_part(cfg: dict) -> Arch:
     """A frozen pipeline component from its config: text encoder (CLIP / T5) or VAE."""
     kind = cfg.get("_class_name") or cfg.get("model_type")
-    if kind in UNETS:  # the UNet a ControlNet steers
-        return unet(cfg)
-    if kind in ("AutoencoderKL",):
-        return vae(cfg)
-    if kind in ("clip_text_model", "CLIPTextModel", "CLIPTextModelWithProjection"):
-        return clip_text(cfg)
-    if kind in ("t5", "T5EncoderModel"):
-        return t5_encoder(cfg)
-    raise ArchError([f"{kind!r}: not a text encoder or VAE envman counts (CLIP text, T5 encoder, AutoencoderKL)"])
+    if not isinstance(kind, str) or kind not in _FROZEN:
+        raise ArchError([f"{kind!r}: not a text encoder or VAE envman counts (CLIP text, T5 encoder, AutoencoderKL)"])
+    return _FROZEN[kind](cfg)
 
 
 def denoiser(cfg: dict, frozen: tuple[Arch, ...] = ()) -> Arch:
     cls = cfg.get("_class_name")
-    if cls in UNETS:
-        return unet(cfg, frozen)
-    if cls in CONTROLNETS:
-        return controlnet(cfg, frozen)
-    if cls in DITS:
-        return flux(cfg, frozen)
-    raise ArchError([f"_class_name: {cls!r} is not a diffusion denoiser envman models "
-                     f"({', '.join(UNETS + CONTROLNETS + DITS)}); use --params N for the model states only"])
+    if not isinstance(cls, str) or cls not in DENOISERS:
+        raise ArchError([f"_class_name: {cls!r} is not a diffusion denoiser envman models "
+                         f"({', '.join(DENOISERS)}); use --params N for the model states only"])
+    return DENOISERS[cls](cfg, frozen)
+
+
+DENOISERS: dict[str, Callable[..., Arch]] = {"UNet2DConditionModel": unet, "ControlNetModel": partial(unet, control=True),
+             "FluxTransformer2DModel": flux}
+_FROZEN = {"UNet2DConditionModel": unet, "AutoencoderKL": vae, "clip_text_model": clip_text,  # the UNet a ControlNet steers
+           "CLIPTextModel": clip_text, "CLIPTextModelWithProjection": clip_text, "t5": t5_encoder,
+           "T5EncoderModel": t5_encoder}
 
 
 # --- activations ---------------------------------------------------------------------------------------------

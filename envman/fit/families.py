@@ -26,10 +26,8 @@ def _experts(cfg: dict, p: list[str]) -> tuple[int, int]:
 
 def _mla(cfg: dict, p: list[str], h: int, a: int) -> tuple[int, tuple[tuple[str, int, int], ...], int, int]:
     """DeepSeek multi-head latent attention: (params per layer, linears, q/k head dim, v head dim)."""
-    kv_r = _get(cfg, p, "kv_lora_rank")
-    rope = _get(cfg, p, "qk_rope_head_dim")
-    nope = _get(cfg, p, "qk_nope_head_dim")
-    vd = _get(cfg, p, "v_head_dim")
+    kv_r, rope, nope, vd = (_get(cfg, p, k)
+                            for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))
     q_r = cfg.get("q_lora_rank")
     qd = nope + rope
     lins: list[tuple[str, int, int]] = []
@@ -45,10 +43,7 @@ def _mla(cfg: dict, p: list[str], h: int, a: int) -> tuple[int, tuple[tuple[str,
 
 def moe(cfg: dict, mtype: str | None) -> Arch:
     p: list[str] = []
-    h = _get(cfg, p, "hidden_size")
-    L = _get(cfg, p, "num_hidden_layers")
-    a = _get(cfg, p, "num_attention_heads")
-    V = _get(cfg, p, "vocab_size")
+    h, L, a, V = (_get(cfg, p, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"))
     g = _get(cfg, p, "num_key_value_heads", default=a)
     npos = _get(cfg, p, "max_position_embeddings", default=4096)
     E, k = _experts(cfg, p)
@@ -107,9 +102,7 @@ def mamba(cfg: dict, mtype: str | None) -> Arch:
     if mtype not in SSM:
         raise ArchError([f"model_type: {mtype!r} has state-space keys ({', '.join(k for k in cfg if 'state' in k)}) "
                          "but only Mamba-1 (model_type mamba) is modelled: use --params N"])
-    h = _get(cfg, p, "hidden_size")
-    L = _get(cfg, p, "num_hidden_layers")
-    V = _get(cfg, p, "vocab_size")
+    h, L, V = (_get(cfg, p, k) for k in ("hidden_size", "num_hidden_layers", "vocab_size"))
     N = _get(cfg, p, "state_size", default=16)
     ex = _get(cfg, p, "expand", default=2)
     kc = _get(cfg, p, "conv_kernel", default=4)

@@ -88,12 +88,8 @@ def find_stack(name: str) -> Stack:
 def default_stack(method: str | None, shard: str | None) -> str:
     """The stack a run most likely uses when nothing names one: PEFT for adapters, DeepSpeed for ZeRO,
     FSDP2 for fsdp, the Hugging Face Trainer otherwise."""
-    if method == "qlora":
-        return "peft-qlora"
-    if method == "lora":
-        return "peft-lora"
+    if method in ("qlora", "lora"):
+        return f"peft-{method}"
     if shard in ("zero1", "zero2", "zero3"):
         return f"deepspeed-{shard}"
-    if shard == "fsdp":
-        return "fsdp2"
-    return "hf-trainer"
+    return "fsdp2" if shard == "fsdp" else "hf-trainer"

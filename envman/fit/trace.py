@@ -22,7 +22,7 @@ from envman.errors import UsageError
 TRACE_KERNELS = {"attention": "eager", "dropout_mask": "input", "optimizer_impl": "foreach"}
 
 
-def _need_torch(task: str):
+def _need_torch():
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -153,7 +153,7 @@ def traceable(setup) -> None:
 def trace_step(config: dict, task: str, setup) -> dict:
     """Peak bytes of two training steps and MemTracker's categories at that peak."""
     traceable(setup)
-    _need_torch(task)
+    _need_torch()
     import warnings
 
     import transformers
