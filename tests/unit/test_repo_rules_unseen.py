@@ -3,31 +3,15 @@ on a few lines written here that reproduce the pattern; the comment names the re
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from test_repo_rules import _init, _tree  # tests/unit is on the path
 
 from envman.app.init import InitOptions, init_project
 from envman.errors import ResolutionError, UsageError
 from envman.project.discover import requirement_candidates
 from envman.project.reqfiles import key_of
-
-
-def _tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return root
-
-
-def _init(root: Path, **opts):
-    opts.setdefault("targets", ("h100",))
-    out = init_project(root, InitOptions(no_lock=True, **opts))
-    return out, yaml.safe_load((root / "envman.yaml").read_text())
 
 
 # seen in google-deepmind/dqn_zoo@45061f4: its only dependency file is docker_requirements.txt (the pip freeze its
