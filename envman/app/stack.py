@@ -103,6 +103,7 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         err.hint = f"{where}\n{err.hint}" if where else err.hint
         raise
     notes = list(inputs.warnings) + lines.notes + python.notes
+    notes += _age_notes(inputs, spec, res, lines.reqs, python.pylock)
     if digest is not None:
         base_digest, digest_note = digest()()
         notes.append(digest_note)
@@ -153,6 +154,25 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         offline_image=opts.offline_image, version=__version__)
     return stack, last, notes
 
+
+
+def _age_notes(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, reqs: list, pylock: str | None) -> list[str]:
+    """init's age rule (project/age.py) once uv has locked: the exact pins dated by their files' upload-time."""
+    if not pylock or res.framework is None:
+        return []
+    from datetime import datetime, timezone
+
+    from envman.lock.pylock import parse_pylock
+    from envman.project.age import say_age
+    from envman.resolve.request import parse_framework
+
+    total = parse_framework(spec.framework, tuple(inputs.matrix.frameworks))[1]
+    days = {p.name: datetime.fromtimestamp(min(t), timezone.utc).date() for p in parse_pylock(pylock)
+            if (t := [f.uploaded for f in p.files if f.uploaded is not None])}
+    notes: list[str] = []
+    say_age(res.framework, reqs, total, [r.version for r in inputs.matrix.frameworks.get(res.framework, ())],
+            notes, days, inputs.root)
+    return notes
 
 
 def _import_notes(root: Path, spec: ProjectSpec, locked) -> list[str]:
