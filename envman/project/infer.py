@@ -109,6 +109,24 @@ def _cuda_from_extras(fw: str, r: Req, inf: Inference, seen: list[tuple[str, str
         inf.notes.append(f"{seen[0][0]}: the CUDA {seen[0][1]} build (cuda: '{seen[0][1]}')")
 
 
+def spec_floor(spec: SpecifierSet) -> str:
+    """The X.Y a CUDA-numbered wheel's line starts at (``>=12.9.79`` -> "12.9"); "" when it sets none."""
+    lows = [Version(s.version.removesuffix(".*")).release[:2] for s in spec
+            if s.operator in (">=", ">", "==", "~=") and "+" not in s.version]
+    return ".".join(map(str, max(lows))) if lows else ""
+
+
+def _cuda_floors(reqs: list[Req], inf: Inference) -> None:
+    """The project's own floors on CUDA-numbered wheels (``nvidia-cuda-runtime-cu12>=12.9``) bound the CUDA the
+    stack installs them at: the cuda becomes ``>=12.9,<13`` where it was none or the major ``12``."""
+    lows = [(r, m[1], spec_floor(r.req.specifier)) for r in reqs if (m := re.fullmatch(r"nvidia-cuda-[a-z]+-cu(\d+)", r.name))]
+    lows = [x for x in lows if x[2].startswith(f"{x[1]}.") and inf.cuda in (None, x[1])]
+    if lows:
+        r, major, low = max(lows, key=lambda x: Version(x[2]))
+        inf.cuda = f">={low},<{int(major) + 1}"
+        inf.notes.append(f"{r.origin}: {r.req}: CUDA {low} or newer (cuda: '{inf.cuda}')")
+
+
 def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:
     variant = None
     parts = []
@@ -255,6 +273,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             inf.notes.append(f"{r.origin}: {r.req} means a CPU stack")
         elif variant and keep_variants:
             variants = variants + [(r.origin, variant)]
+    if keep_variants:
+        _cuda_floors(reqs, inf)
     transitive: list[tuple[Req, Dependent]] = []
     by_pkg = {d.package: d for d in dependents}
     for r in reqs:
