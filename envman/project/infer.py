@@ -273,8 +273,7 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             inf.notes.append(f"{r.origin}: {r.req} means a CPU stack")
         elif variant and keep_variants:
             variants = variants + [(r.origin, variant)]
-    if keep_variants:
-        _cuda_floors(reqs, inf)
+    _cuda_floors(reqs if keep_variants else [], inf)  # --cuda chose: the floors are the lock's to check
     transitive: list[tuple[Req, Dependent]] = []
     by_pkg = {d.package: d for d in dependents}
     for r in reqs:
