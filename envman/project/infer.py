@@ -117,14 +117,15 @@ def spec_floor(spec: SpecifierSet) -> str:
 
 
 def _cuda_floors(reqs: list[Req], inf: Inference) -> None:
-    """The project's own floors on CUDA-numbered wheels (``nvidia-cuda-runtime-cu12>=12.9``) bound the CUDA the
-    stack installs them at: the cuda becomes ``>=12.9,<13`` where it was none or the major ``12``."""
+    """The project's own lines on CUDA-numbered wheels bound the CUDA the stack installs them at, where it was none
+    or their major: ``nvidia-cuda-runtime-cu12>=12.9`` -> ``>=12.9,<13``, ``==12.1.105`` -> ``==12.1.*``."""
     lows = [(r, m[1], spec_floor(r.req.specifier)) for r in reqs if (m := re.fullmatch(r"nvidia-cuda-[a-z]+-cu(\d+)", r.name))]
     lows = [x for x in lows if x[2].startswith(f"{x[1]}.") and inf.cuda in (None, x[1])]
     if lows:
         r, major, low = max(lows, key=lambda x: Version(x[2]))
-        inf.cuda = f">={low},<{int(major) + 1}"
-        inf.notes.append(f"{r.origin}: {r.req}: CUDA {low} or newer (cuda: '{inf.cuda}')")
+        exact = any(s.operator == "==" for s in r.req.specifier)  # a lock's export: that CUDA
+        inf.cuda = f"=={low}.*" if exact else f">={low},<{int(major) + 1}"
+        inf.notes.append(f"{r.origin}: {r.req}: CUDA {low}{'' if exact else ' or newer'} (cuda: '{inf.cuda}')")
 
 
 def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:

@@ -85,6 +85,9 @@ def test_the_projects_cuda_floors_bound_the_cuda_it_infers(m):
     # another major's extra is not bent by a cu12 line; a line that sets no floor says nothing
     assert infer_framework(reqs("jax[cuda13]", "nvidia-cuda-runtime-cu12>=12.9"), [], rel, load_dependents()).cuda == "13"
     assert infer_framework(reqs("jax", "nvidia-cuda-runtime-cu12<13"), [], rel, load_dependents()).cuda is None
+    exported = infer_framework(reqs("torch==2.4.1", "nvidia-cuda-cupti-cu12==12.1.105"), [], rel, load_dependents())
+    assert exported.cuda == "==12.1.*" and ("requirements/cuda12.txt:2: nvidia-cuda-cupti-cu12==12.1.105: CUDA 12.1 "
+                                           "(cuda: '==12.1.*')") in exported.notes
 
 
 series = st.tuples(st.integers(0, 3), st.integers(0, 12)).map(lambda t: f"{t[0] + 10}.{t[1]}")
