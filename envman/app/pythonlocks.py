@@ -109,7 +109,7 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
 
     # the requirement files' own index options reach uv whole (their tokens too), through its environment
     index_urls = lock_index_urls(res.index_url, spec.index_urls, inputs.index_urls)
-    constraints = (cuda_constraints(res, inputs.matrix.toolkit_wheels) + numpy_constraints(res, inputs.matrix)
+    constraints = (cuda_constraints(res, inputs.matrix.toolkit_wheels, lines.reqs + lines.constraints) + numpy_constraints(res, inputs.matrix)
                    + [c.line for c in lines.constraints])
 
     ours = _our_body(root / files.pylock)
@@ -207,7 +207,8 @@ def stack_mismatches(res: Resolution, versions: dict[str, str]) -> list[str]:
         if not want or got is None:
             continue
         parts = len(str(want).split("."))
-        if got[1].split(".")[:min(parts, 2)] != str(want).split(".")[:min(parts, 2)]:
+        g, w = (tuple(map(int, v.split(".")[:min(parts, 2)])) for v in (got[1], str(want)))
+        if g != w and (what == "CUDA" or g[0] != w[0] or g < w):  # cuDNN and NCCL are held to floors (lock/pins.py)
             out.append(f"warning: the lock pins {got[0]}=={got[1]} but the stack expects {what} {want} "
                        f"(smoke test and driver floor follow the stack); pin it with a constraint or choose another stack")
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from packaging.specifiers import SpecifierSet
@@ -11,6 +12,7 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.model import Matrix, Resolution, ToolkitWheels
+from envman.project.infer import spec_floor
 from envman.project.requirements import Req
 
 
@@ -86,12 +88,13 @@ def _contains(spec: SpecifierSet, version: str) -> bool:
     return spec.contains(Version(version), prereleases=True) or spec.contains(version.split("+")[0], prereleases=True)
 
 
-def cuda_constraints(res: Resolution, wheels: ToolkitWheels) -> list[str]:
-    """uv constraints that hold a framework whose wheels only set floors (tensorflow[and-cuda]) to the CUDA,
-    cuDNN and NCCL of the variant's tested configuration — what the smoke test expects and the driver floor
-    is computed for. ``wheels``: the CUDA-numbered NVIDIA wheels (matrices/cuda.yaml); one whose minor is its own
-    in that CUDA major (cuBLAS 11.11 in CUDA 11.8) is left to the framework's own requirement. Constraints add no
-    package: a name the lock does not hold is ignored."""
+def cuda_constraints(res: Resolution, wheels: ToolkitWheels, reqs: Sequence[Req] = ()) -> list[str]:
+    """uv constraints that hold a framework whose wheels only set floors (tensorflow[and-cuda], jax) to the CUDA
+    X.Y the resolution chose (what the driver floor is computed for), and to its cuDNN and NCCL floors within
+    their majors (floors, as the wheels' own: a second framework may need a newer NCCL). ``wheels``: the
+    CUDA-numbered NVIDIA wheels (matrices/cuda.yaml); one whose minor is its own in that CUDA major (cuBLAS 11.11
+    in CUDA 11.8) is left to the framework's own requirement. Constraints add no package. A line of ``reqs`` (the
+    project's, under its markers) that no held version meets is refused, naming it and the matrix fact."""
     if res.framework is None or res.cuda is None or frameworks.get(res.framework).pins_cuda_wheels:
         return []
     major = int(res.cuda.split(".")[0])
@@ -99,12 +102,27 @@ def cuda_constraints(res: Resolution, wheels: ToolkitWheels) -> list[str]:
     def names(base: str) -> list[str]:
         return wheels.for_major(base, major)
 
-    out = [f"{n}=={res.cuda}.*" for base in wheels.minor_numbered(major) for n in names(base)]
-    if res.cudnn:
-        out += [f"{n}=={res.cudnn}.*" for n in names("nvidia-cudnn")]
-    if res.nccl:
-        out += [f"{n}=={res.nccl}.*" for n in names("nvidia-nccl")]
-    return sorted(out)
+    held = {n: (f"=={res.cuda}.*", f"CUDA {res.cuda}") for base in wheels.minor_numbered(major) for n in names(base)}
+    for base, floor, what in (("nvidia-cudnn", res.cudnn, "cuDNN"), ("nvidia-nccl", res.nccl, "NCCL")):
+        if floor:
+            held.update({n: (f">={floor},<{int(floor.split('.')[0]) + 1}", f"{what} >= {floor}") for n in names(base)})
+    for r in reqs:
+        if r.name in held and applies(r, res) and not _meets(SpecifierSet(held[r.name][0]), r.req.specifier):
+            spec, fact = held[r.name]
+            low = spec_floor(r.req.specifier) if fact.startswith("CUDA") else ""
+            raise UsageError(
+                f"{r.origin}: asks for {r.req}, but the stack holds {r.name}{spec}: {fact} of {res.framework} "
+                f"{res.version} {res.variant} (matrices/{res.framework}.yaml, from its wheels' floors on PyPI)",
+                hint=f"re-run `envman init` with --cuda {low} (that build takes any CUDA {major}.x its floors allow), or relax the line"
+                if low.startswith(f"{major}.") else "relax the line, or drop it (the stack brings that wheel)")
+    return sorted(f"{n}{spec}" for n, (spec, _) in held.items())
+
+
+def _meets(hold: SpecifierSet, line: SpecifierSet) -> bool:
+    """Some version satisfies both: probed at every bound either names and the ends of each X.Y.* series."""
+    bounds = [s.version.removesuffix(".*") for s in (*hold, *line) if s.operator != "==="]
+    probes = [p for b in bounds for p in (b, f"{b}.0", f"{b}.99999")]
+    return any(hold.contains(p, prereleases=True) and line.contains(p, prereleases=True) for p in probes)
 
 
 def numpy_constraints(res: Resolution, matrix: Matrix) -> list[str]:

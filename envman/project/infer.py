@@ -109,6 +109,25 @@ def _cuda_from_extras(fw: str, r: Req, inf: Inference, seen: list[tuple[str, str
         inf.notes.append(f"{seen[0][0]}: the CUDA {seen[0][1]} build (cuda: '{seen[0][1]}')")
 
 
+def spec_floor(spec: SpecifierSet) -> str:
+    """The X.Y a CUDA-numbered wheel's line starts at (``>=12.9.79`` -> "12.9"); "" when it sets none."""
+    lows = [Version(s.version.removesuffix(".*")).release[:2] for s in spec
+            if s.operator in (">=", ">", "==", "~=") and "+" not in s.version]
+    return ".".join(map(str, max(lows))) if lows else ""
+
+
+def _cuda_floors(reqs: list[Req], inf: Inference) -> None:
+    """The project's own lines on CUDA-numbered wheels bound the CUDA the stack installs them at, where it was none
+    or their major: ``nvidia-cuda-runtime-cu12>=12.9`` -> ``>=12.9,<13``, ``==12.1.105`` -> ``==12.1.*``."""
+    lows = [(r, m[1], spec_floor(r.req.specifier)) for r in reqs if (m := re.fullmatch(r"nvidia-cuda-[a-z]+-cu(\d+)", r.name))]
+    lows = [x for x in lows if x[2].startswith(f"{x[1]}.") and inf.cuda in (None, x[1])]
+    if lows:
+        r, major, low = max(lows, key=lambda x: Version(x[2]))
+        exact = any(s.operator == "==" for s in r.req.specifier)  # a lock's export: that CUDA
+        inf.cuda = f"=={low}.*" if exact else f">={low},<{int(major) + 1}"
+        inf.notes.append(f"{r.origin}: {r.req}: CUDA {low}{'' if exact else ' or newer'} (cuda: '{inf.cuda}')")
+
+
 def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:
     variant = None
     parts = []
@@ -255,6 +274,7 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
             inf.notes.append(f"{r.origin}: {r.req} means a CPU stack")
         elif variant and keep_variants:
             variants = variants + [(r.origin, variant)]
+    _cuda_floors(reqs if keep_variants else [], inf)  # --cuda chose: the floors are the lock's to check
     transitive: list[tuple[Req, Dependent]] = []
     by_pkg = {d.package: d for d in dependents}
     for r in reqs:

@@ -4,11 +4,12 @@ none fits)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from envman import frameworks
 from envman.model import (
     FrameworkRelease,
     Matrix,
@@ -92,10 +93,20 @@ def _platform_failure(rel: FrameworkRelease, var: Variant, arch: str) -> dict[st
     return {"platform": f"{rel.framework} {rel.version} {var.name} has no Linux {arch} wheels (in the matrix)"}
 
 
+def lifted(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant) -> Variant:
+    """A build whose wheels only set floors (jax, tensorflow[and-cuda]) at a newer CUDA of its major when the
+    request excludes the matrix's (the oldest its floors allow): the oldest cuda.yaml release the request admits."""
+    if var.cuda is None or req.cuda.contains(var.cuda, prereleases=True) or frameworks.get(rel.framework).pins_cuda_wheels:
+        return var
+    up = [c.version for c in matrix.cuda if c.version.major == var.cuda.major and c.version > var.cuda
+          and req.cuda.contains(c.version, prereleases=True)]
+    return replace(var, cuda=min(up)) if up else var
+
+
 def judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, driver: Version,
           arch: str = "x86_64") -> Candidate:
     py = pick_python(rel.python, req.python, matrix.base_images.default_python)
-    c = Candidate(rel, var.on(arch), py, arch=arch)
+    c = Candidate(rel, lifted(matrix, req, rel, var.on(arch)), py, arch=arch)
     var = c.var
     if not req.framework_spec.contains(rel.version, prereleases=True):
         c.failures["framework"] = f"{rel.framework} {rel.version} does not match {req.framework_text}"

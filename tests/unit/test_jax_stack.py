@@ -94,10 +94,10 @@ def test_pins_hold_jax_jaxlib_and_the_plugin_to_one_release(m):
     assert framework_pins(cpu, ()) == ["jax==0.12.0", "jaxlib==0.12.0"] and cuda_constraints(cpu, m.toolkit_wheels) == []
 
 
-def test_the_plugins_nvidia_floors_are_held_to_the_builds_cuda_cudnn_nccl(m):
+def test_the_plugins_nvidia_floors_are_held_to_the_builds_cuda_and_cudnn_nccl_floors(m):
     cons = cuda_constraints(resolve(m, targets=("a100",), driver="535.104.05"), m.toolkit_wheels)
     assert {"nvidia-cuda-runtime-cu12==12.8.*", "nvidia-cublas-cu12==12.8.*", "nvidia-cuda-nvcc-cu12==12.8.*",
-            "nvidia-cudnn-cu12==9.10.*", "nvidia-nccl-cu12==2.18.*"} <= set(cons)
+            "nvidia-cudnn-cu12>=9.10,<10", "nvidia-nccl-cu12>=2.18,<3"} <= set(cons)
 
 
 # ---------------------------------------------------------------------------- the lock's view of the user's lines

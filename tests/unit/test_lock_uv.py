@@ -139,9 +139,11 @@ def test_locked_cuda_libraries_that_differ_from_the_stack_are_named():
         nccl = None
         cuda = "12.5"
 
-    got = stack_mismatches(TF(), {"nvidia-cudnn-cu12": "9.28.0.1", "nvidia-cuda-runtime-cu12": "12.9.79", "numpy": "2"})
+    # cuDNN and NCCL are held to floors (issue 38): a newer one in the major is no mismatch, an older one is
+    got = stack_mismatches(TF(), {"nvidia-cudnn-cu12": "9.2.0.1", "nvidia-cuda-runtime-cu12": "12.9.79", "numpy": "2"})
+    assert stack_mismatches(TF(), {"nvidia-cudnn-cu12": "9.28.0.1"}) == []
     assert got == [
-        "warning: the lock pins nvidia-cudnn-cu12==9.28.0.1 but the stack expects cuDNN 9.3 (smoke test and driver "
+        "warning: the lock pins nvidia-cudnn-cu12==9.2.0.1 but the stack expects cuDNN 9.3 (smoke test and driver "
         "floor follow the stack); pin it with a constraint or choose another stack",
         "warning: the lock pins nvidia-cuda-runtime-cu12==12.9.79 but the stack expects CUDA 12.5 (smoke test and "
         "driver floor follow the stack); pin it with a constraint or choose another stack",
@@ -192,7 +194,7 @@ def test_tensorflow_cuda_wheels_are_held_to_the_tested_configuration(matrix):
 
     res = resolve_stack(matrix, build_request(matrix, framework="tensorflow", targets=["h100"], python="3.11"))
     cons = cuda_constraints(res, matrix.toolkit_wheels)
-    assert f"nvidia-cudnn-cu12=={res.cudnn}.*" in cons and f"nvidia-cuda-runtime-cu12=={res.cuda}.*" in cons
+    assert f"nvidia-cudnn-cu12>={res.cudnn},<{int(res.cudnn.split('.')[0]) + 1}" in cons and f"nvidia-cuda-runtime-cu12=={res.cuda}.*" in cons
     assert f"nvidia-cublas-cu12=={res.cuda}.*" in cons and not any(c.startswith("nvidia-cufft") for c in cons)
     torch = resolve_stack(matrix, build_request(matrix, framework="torch", targets=["h100"], python="3.11"))
     assert cuda_constraints(torch, matrix.toolkit_wheels) == []  # torch's wheels pin their CUDA libraries exactly
@@ -210,7 +212,7 @@ def test_cublas_cu11_is_not_held_to_the_toolkits_minor(matrix):
     cons = cuda_constraints(res, matrix.toolkit_wheels)
     assert not any(c.startswith("nvidia-cublas") for c in cons), cons
     assert {"nvidia-cuda-runtime-cu11==11.8.*", "nvidia-cuda-nvcc-cu11==11.8.*", "nvidia-cuda-cupti-cu11==11.8.*",
-            "nvidia-cudnn-cu11==8.7.*"} <= set(cons)  # the toolkit-numbered ones stay held
+            "nvidia-cudnn-cu11>=8.7,<9"} <= set(cons)  # the toolkit-numbered ones stay held; cuDNN to its floor
 
 
 def test_cli_lock_timeout_is_one_error_line_and_exit_1(tmp_path, monkeypatch, capsys):

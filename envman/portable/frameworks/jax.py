@@ -72,6 +72,12 @@ def _variant_check(want: str, obs: dict[str, Any]) -> dict[str, Any]:
     return check("framework variant", got == want, want, got, "" if got == want else "another CUDA plugin is installed")
 
 
+def _at_least(floor: str, got: object) -> bool:
+    """cuDNN and NCCL are locked to the build's floors within their major (lock/pins.py): a newer one passes."""
+    f, g = release(floor), release(got)
+    return bool(f and g) and g[0] == f[0] and g[:len(f)] >= f
+
+
 def _library_checks(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     if expect["cudnn"]:
@@ -81,7 +87,7 @@ def _library_checks(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[st
         why = obs.get("cudnn_error") or ""
         if older:
             why = "cuDNN %s is older than the %s jaxlib was built with: XLA refuses it at start-up" % (got, built)
-        out.append(check("cudnn", got is not None and release_matches(expect["cudnn"], got) and not older,
+        out.append(check("cudnn", _at_least(expect["cudnn"], got) and not older,
                          expect["cudnn"], got, why or ("jaxlib built with %s" % built if built else "")))
     if expect["cuda"]:
         got = obs.get("cuda_runtime")
@@ -89,7 +95,7 @@ def _library_checks(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[st
                          obs.get("cuda_error") or "the nvidia-cuda-runtime wheel"))
     if expect["nccl"]:
         got = obs.get("nccl")
-        out.append(check("nccl", got is not None and release_matches(expect["nccl"], got), expect["nccl"], got,
+        out.append(check("nccl", _at_least(expect["nccl"], got), expect["nccl"], got,
                          "the nvidia-nccl wheel"))
     return out
 
