@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envman.cluster.plan import LockFacts, Target
+from envman.cluster.plan import LockedTarget, LockFacts
 from envman.errors import LockError
 from envman.lock.lockfile import Lock
 from envman.model import Gpu
@@ -23,7 +23,7 @@ def lock_facts(root: Path, lock: Lock, command: tuple[str, ...]) -> LockFacts:
     st = lock.stack
     fw = st.get("framework") or {}
     gpu = bool(st.get("cuda")) and fw.get("variant") != "cpu"
-    targets = tuple(Target(str(t.get("id")), str(t.get("name")), str(t.get("compute_capability")))
+    targets = tuple(LockedTarget(str(t.get("id")), str(t.get("name")), str(t.get("compute_capability")))
                     for t in st.get("targets") or [] if isinstance(t, dict))
     pushed = lock.get("pushed") or {}
     gpus = _matrix_gpus(targets) if gpu or lock.profile else []
@@ -113,7 +113,7 @@ def _summary(st: Any) -> str:
     return ", ".join(parts)
 
 
-def _matrix_gpus(targets: tuple[Target, ...]) -> list[Gpu]:
+def _matrix_gpus(targets: tuple[LockedTarget, ...]) -> list[Gpu]:
     """The lock's target GPUs as matrices/gpus.yaml describes them (host memory is sized for the biggest)."""
     from envman.matrix.load import load_matrix
 

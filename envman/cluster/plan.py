@@ -28,7 +28,7 @@ _REGISTRY = re.compile(r"localhost|[^/]*[.:][^/]*")  # a first path component th
 
 
 @dataclass(frozen=True)
-class Target:
+class LockedTarget:
     id: str
     name: str
     cc: str  # "9.0"
@@ -46,7 +46,7 @@ class LockFacts:
     gpu: bool  # a CUDA stack: its nodes need a GPU and the driver floor
     min_driver: str | None  # the floor the preflight enforces
     arch_list: tuple[str, ...]
-    targets: tuple[Target, ...]
+    targets: tuple[LockedTarget, ...]
     command: tuple[str, ...]
     pinned: str | None = None  # REGISTRY/NAME@sha256:… once `envman build --push` recorded it
     products: tuple[str, ...] = ()  # GFD nvidia.com/gpu.product values of a profile's GPUs

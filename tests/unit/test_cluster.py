@@ -81,7 +81,7 @@ def test_enroot_uri_puts_the_registry_before_a_hash(pinned, uri):
 
 def lf(**kw):
     base = dict(name="t", profile=None, lock_hash="0" * 64, framework="torch", framework_version="2.14.1", gpu=True,
-                min_driver="580.65.06", arch_list=("sm_80", "sm_90"), targets=(plan.Target("h100-sxm", "H100", "9.0"),),
+                min_driver="580.65.06", arch_list=("sm_80", "sm_90"), targets=(plan.LockedTarget("h100-sxm", "H100", "9.0"),),
                 command=("python", "train.py"))
     return plan.LockFacts(**{**base, **kw})
 
