@@ -165,7 +165,7 @@ def format_outcome(out, root) -> str:
         private = [n for n in names if n.startswith(".envman/")]
         shown = [n for n in names if not n.startswith(".envman/")]
         if private:
-            shown.append(f".envman/ ({len(private)} files: expected stack, smoke script, doctor kit)")
+            shown.append(f".envman/ ({', '.join(n.removeprefix('.envman/') for n in private)})")  # envman's own
         lines.append("wrote: " + ", ".join(shown))
     else:
         lines.append("up to date: nothing changed")

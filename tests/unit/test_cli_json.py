@@ -106,3 +106,11 @@ def test_build_json_error(tmp_path, capsys):
     hint = "write --progress plain for a CI log, --progress tty for a terminal, or leave it out"
     assert (code, doc) == (1, {"error": "--progress 'fancy': expected tty or plain", "hint": hint, "exit_code": 1})
     assert err[0] == "error: --progress 'fancy': expected tty or plain"
+
+
+def test_without_json_the_files_written_under_envman_are_named(project, capsys):
+    """The one-file kit made the fixed "expected stack, smoke script, doctor kit" wrong: the files are named."""
+    assert main(["init", str(project), "--no-lock"]) == 0
+    wrote = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("wrote: ")]
+    assert wrote == ["wrote: Dockerfile, .dockerignore, compose.yaml, .devcontainer/devcontainer.json, "
+                     "envman.lock, .envman/ (stack.json, sbom.cdx.json, kit.py)"]
