@@ -60,7 +60,7 @@ class FitOptions:
     optimizer_in_backward: bool = False  # each parameter stepped in its AccumulateGrad hook (torchtune optimizer_in_bwd)
     activation_offload: bool = False  # torchtune's OffloadActivations (saved tensors on the CPU)
     packed: int | None = None  # rows of --seq tokens packed from documents of this many tokens (flash-attn varlen)
-    compile: bool = False  # torch.compile: said in a note (the partitioner decides what is saved: not modelled)
+    compile: bool = False  # torch.compile (Inductor): what the min-cut partitioner recomputes is not saved
     tokens: int | None = None  # the whole run's training tokens: its wall time (and cost) per GPU type
     samples: int | None = None  # or its samples (× epochs)
     epochs: float = 1.0
@@ -269,7 +269,7 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
     setup = Setup(**{**dict(stack.defaults), **given, "grad_checkpointing": ckpt}, batch=opts.batch, seq=opts.seq,
                   image_size=opts.image_size, lora_rank=opts.lora_rank, gpus=opts.gpus,
                   attention=attention, stack=stack.name, selective_ckpt=opts.selective_checkpointing,
-                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema)
+                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema, compile=opts.compile)
     if opts.double_quant is not None:
         setup = replace(setup, nf4_double_quant=opts.double_quant)
     if opts.loss is not None:
@@ -318,7 +318,7 @@ def estimate_run(opts: FitOptions, model: tuple[str, str, Arch, dict | None] | N
         est = estimate(arch, setup)
     except SetupError as exc:
         raise UsageError(str(exc), hint=exc.hint) from None
-    if opts.compile:
+    if opts.compile and not any(n.startswith("torch.compile") for n in est.notes):
         notes.append(COMPILE_NOTE)
     return name, source, arch, entry, setup, replace(est, notes=tuple(notes) + est.notes)
 
@@ -395,12 +395,8 @@ def run_fit(opts: FitOptions) -> FitResult:
                      opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic, band)
 
 
-# what envman can say of torch.compile (docs/fit.md): AOTAutograd's partitioner for Inductor,
-# torch/_functorch/partitioners.py min_cut_rematerialization_partition (pytorch/pytorch@c28ba8e5893e), "partitions
-# the joint graph such that the backward recomputes the forward", choosing the saved set by a min-cut
-COMPILE_NOTE = ("torch.compile: what the forward saves is chosen by AOTAutograd's min-cut partitioner, which "
-                "recomputes some forward ops in backward instead of saving them; envman counts what eager PyTorch "
-                "saves and runs (the estimate is eager's, not the compiled run's)")
+# the families whose compiled step is not modelled (activations.py _compile_drops covers the transformer blocks)
+COMPILE_NOTE = "torch.compile: not modelled for this model family; the estimate is eager PyTorch's"
 
 
 # the flags a lever's change names (advice.py), as FitOptions fields: (field, how to read its value, or the value)

@@ -157,6 +157,11 @@ def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, 
         # logits and their fp32 copy) exist for one chunk at a time
         chunk = -(-T // TORCHTUNE_LOSS_CHUNKS) * V
         return T * V * 4, 2 * chunk * 4, chunk * (c + 4)
+    if setup.compile and setup.compile_scope == "model" and setup.loss == "fp32":
+        # compiled with the model: logits.float() and log_softmax are pointwise ops and reductions, recomputed in
+        # backward from the logits (a matmul output: saved in their dtype) and the per-row max and sum; one fused
+        # kernel writes the logits' gradient in their dtype
+        return T * V * c + T * 8, T * V * c, 0
     if setup.loss == "compute":
         # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy);
         # the log-softmax output (+ the logits the loop holds through backward)
@@ -184,7 +189,8 @@ def _linear_inputs(setup: Setup, names: tuple[str, ...], width: int, T: int, c: 
     need_x = [n for n in names if not frozen or quant_keeps or (n in tgt and not setup.lora_dropout)]
     if not need_x and not tgt:
         return 0
-    copies = len(need_x) if (mixed or (quant_keeps and r != c)) else min(1, len(need_x))
+    # autocast casts an activation once per consumer; Inductor's graph CSE (fx_graph_cse) leaves one cast
+    copies = len(need_x) if ((mixed and not setup.compile) or (quant_keeps and r != c)) else min(1, len(need_x))
     out = T * width * c * copies + len(tgt) * T * setup.lora_rank * c
     if tgt and setup.lora_dropout:
         out += (1 if setup.fused_qkv and "q_proj" in names else len(tgt)) * T * width * (c + 1)
@@ -215,6 +221,28 @@ def _fused_qkv(arch: Arch, setup: Setup, T: int, c: int, targets: set[str]) -> i
     enabled = [w for name, w in (("q_proj", hq), ("k_proj", kv), ("v_proj", kv)) if name in targets]
     index_copy_source = T * sum(enabled) * c if 0 < len(enabled) < 3 else 0
     return T * hq * c + v_kept - counted + index_copy_source
+
+
+def _compile_drops(arch: Arch, setup: Setup, kind: str, T: int, r: int, e: int, frozen: bool) -> dict[str, int]:
+    """Per layer, the saved tensors eager keeps that a compiled layer recomputes in backward. AOTAutograd's
+    min-cut partitioner for Inductor (pytorch/pytorch@c28ba8e5893e torch/_functorch/partitioners.py
+    get_default_op_list, should_ban_recomputation) may recompute pointwise ops, casts, views and reductions;
+    it never recomputes mm/bmm/convolution/SDPA (compute-intensive) nor random ops (functionalize_rng_ops is
+    False: a dropout's 1-byte mask is saved as in eager), saves a node whose backward user is not fusible
+    (a matmul's input) and a reduction 4× smaller than its input (a norm's statistics). So a layer keeps the
+    matmul outputs and inputs, the norms' input and statistics; the tensors between them are recomputed."""
+    if not setup.compile:
+        return {}
+    h, f = arch.hidden, arch.ffn
+    if kind == "gpt2":  # gelu_new's tanh formula: its input (c_fc's output) and output (c_proj's input) stay
+        return {"gelu_new's intermediates": 3 * T * f * e}
+    if kind != "llama":  # nn.GELU/LayerNorm (BERT, ViT): what eager saves is what backward's matmuls need
+        return {}
+    norms = 4 if arch.variant == "gemma2" else 2
+    eager_norm = _rms_in(setup, T, h, r) + (T * h * r if not frozen else 0)
+    ffn = T * (arch.experts_per_tok * arch.expert_ffn + arch.shared_ffn) if arch.experts else T * f
+    return {"RMSNorm's fp32 copies and normalised outputs": norms * max(0, eager_norm - T * h * r - T * 4),
+            "SiLU's outputs": ffn * e}
 
 
 def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts:
@@ -251,6 +279,8 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         drop = T * h * _mask(setup, c) if p_hid > 0 else 0
         layer = (lin_in(("query", "key", "value")) + attn_core + probs + lin_in(("attention.output.dense",))
                  + drop + ln + lin_in(("intermediate.dense",)) + 2 * T * f * c + drop + ln)
+    drops = _compile_drops(arch, setup, kind, T, r, e, frozen)
+    layer -= sum(drops.values())
     # outside the layers
     extra = 0
     if kind == "llama":
@@ -275,7 +305,27 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
     layer_transient = 2 * max(ffn_t * e, S * c if setup.attention == "eager" else 0)
     quant_in = _quant_inputs(arch, setup, T, r, c) if quant_keeps and kind == "llama" else 0
     return Acts(saved, layer, loss_saved, loss_transient, layer_transient, T, "tokens", float(fwd),
+                _compile_note(arch, setup, b, s, kind, layer, drops, loss_saved),
                 quant_inputs=quant_in, loss_forward=loss_forward)
+
+
+def _compile_note(arch: Arch, setup: Setup, b: int, s: int, kind: str, layer: int, drops: dict[str, int],
+                  loss_saved: int) -> tuple[str, ...]:
+    """Which tensors compiling drops against the same step run eagerly: over all layers, or the one layer
+    recomputed at a time under checkpointing."""
+    if not setup.compile:
+        return ()
+    eager = _transformer(arch, replace(setup, compile=False), b, s, kind=kind)
+    n = 1 if setup.grad_checkpointing else arch.layers
+    parts = {k: n * v for k, v in drops.items()}
+    parts["autocast's repeated casts"] = n * (eager.per_layer - layer - sum(drops.values()))
+    parts["the loss's fp32 log-softmax"] = eager.loss_saved - loss_saved
+    dropped = "; ".join(f"{name} {v / 2**30:.2f} GiB" for name, v in parts.items() if v > 0) or "nothing"
+    scope = "each block" if setup.compile_scope == "blocks" else "the model and its loss"
+    per = " (the checkpointed layer's)" if setup.grad_checkpointing else ""
+    return (f"torch.compile: {scope} compiled; AOTAutograd's min-cut partitioner recomputes pointwise ops in backward; "
+            f"not saved{per}: {dropped}; still saved: matmul and attention inputs and outputs, norm statistics, "
+            "dropout masks (random ops are never recomputed)",)
 
 
 # Passes over each tensor of the memory-bound kernels around a convolution, forward + backward, as PyTorch's
@@ -323,7 +373,13 @@ def _resnet(arch: Arch, setup: Setup, b: int, size: int) -> Acts:
     profile.append((b * cin * c, cin * arch.labels + arch.labels, 0))
     flops += 2 * cin * arch.labels
     saved = sum(p[0] for p in profile)
-    return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), profile=tuple(profile), elementwise_bytes=b * ew * c)
+    return Acts(saved, 0, 0, 0, 0, b, "images", float(b * flops), CNN_COMPILED if setup.compile else (),
+                profile=tuple(profile), elementwise_bytes=b * ew * c)
+
+
+# the min-cut partitioner's rules (_compile_drops) applied to a convolution block
+CNN_COMPILED = ("torch.compile: a convolution block saves what eager saves: BatchNorm's input is a convolution's output "
+                "(never recomputed) and ReLU's output the next convolution's input (read by its backward)",)
 
 
 def _basic_block(b: int, c: int, cin: int, w: int, rout: int) -> tuple[int, int, int, int, int]:
@@ -388,8 +444,8 @@ def activations(arch: Arch, setup: Setup) -> Acts:
     if arch.family in ("gpt2", "llama", "bert"):
         acts = _transformer(arch, setup, b, default_seq(arch, setup), kind=arch.family)
         if arch.variant in ("moe", "mla"):
-            acts = replace(acts, notes=(f"{arch.variant}: expert routing modelled after transformers' eager loop; "
-                                        "not validated against a trace",))
+            acts = replace(acts, notes=acts.notes + (f"{arch.variant}: expert routing modelled after transformers' "
+                                                     "eager loop; not validated against a trace",))
         return acts
     if arch.family == "vit":
         size = setup.image_size or arch.image_size

@@ -95,6 +95,8 @@ class Setup:
     activation_offload: bool = False  # torchtune's OffloadActivations: saved tensors copied to CPU, brought back in backward
     load: str = "to-device"  # how the checkpoint reaches the GPU (LOADS)
     packed: int = 0  # each row of seq tokens packed from documents of this many tokens, attended apart (varlen)
+    compile: bool = False  # torch.compile with Inductor: AOTAutograd's min-cut partitioner picks what is saved
+    compile_scope: str = "model"  # model: the loss inside the graph (HF's torch_compile); blocks: each block only
 
 
 @dataclass(frozen=True)

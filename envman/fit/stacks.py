@@ -22,7 +22,7 @@ KEYS = {"precision": str, "method": str, "shard": str, "deepspeed": bool, "base_
         "nf4_double_quant": bool, "quant_head": bool, "dequant_copies": int, "untied_head": bool,
         "prev_graph_held": bool, "fused_qkv": bool, "norm_upcast": bool,
         "fsdp_no_sync": bool, "loss_shift_copy": bool, "reduce_bucket": int,
-        "zero_grad": str, "sub_group": int, "load": str}
+        "zero_grad": str, "sub_group": int, "load": str, "compile_scope": str}
 
 
 @dataclass(frozen=True)

@@ -658,13 +658,27 @@ def test_an_image_model_counts_samples_not_tokens(app):
     assert err.message == "--tokens: this model counts images, not tokens" and err.hint == "--samples N --epochs E"
 
 
-def test_compile_is_said_not_guessed(app):
-    base, _ = run(app, "--model", "gpt2", "--target", "h100", "--json")
-    res, err = run(app, "--model", "gpt2", "--target", "h100", "--compile", "--json")
+def test_compile_drops_what_the_partitioner_recomputes_and_says_which(app):
+    base, _ = run(app, "--model", "gpt2", "--target", "h100", "--batch", "8", "--json")
+    res, err = run(app, "--model", "gpt2", "--target", "h100", "--batch", "8", "--compile", "--json")
     d, e = json.loads(res.stdout), json.loads(base.stdout)
-    assert err is None and d["peak_bytes"] == e["peak_bytes"]
-    assert any(n.startswith("torch.compile: what the forward saves is chosen by AOTAutograd's min-cut partitioner")
-               for n in d["notes"])
+    assert err is None and d["peak_bytes"] < e["peak_bytes"]
+    assert ("torch.compile: the model and its loss compiled; AOTAutograd's min-cut partitioner recomputes pointwise "
+            "ops in backward; not saved: gelu_new's intermediates 1.69 GiB; the loss's fp32 log-softmax 0.77 GiB; "
+            "still saved: matmul and attention inputs and outputs, norm statistics, dropout masks (random ops are "
+            "never recomputed)") in d["notes"]
+
+
+def test_compile_of_a_cnn_or_an_unmodelled_family_says_so_and_keeps_the_eager_figure(app):
+    for model, note in (("resnet-50", "torch.compile: a convolution block saves what eager saves: BatchNorm's input "
+                                      "is a convolution's output (never recomputed) and ReLU's output the next "
+                                      "convolution's input (read by its backward)"),
+                        ("mamba-2.8b", "torch.compile: not modelled for this model family; the estimate is eager "
+                                       "PyTorch's")):
+        base, _ = run(app, "--model", model, "--target", "h100", "--json")
+        res, err = run(app, "--model", model, "--target", "h100", "--compile", "--json")
+        d = json.loads(res.stdout)
+        assert err is None and d["peak_bytes"] == json.loads(base.stdout)["peak_bytes"] and note in d["notes"]
 
 
 _VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=300),

@@ -309,3 +309,22 @@ def test_activation_offload_is_refused_where_it_is_not_modelled():
     with pytest.raises(UsageError) as e:
         estimate_run(FitOptions(model="resnet-50", activation_offload=True))
     assert e.value.message == "--activation-offload is modelled for transformer blocks, not resnet"
+
+
+def test_a_compiled_llama_layer_keeps_the_matmuls_inputs_and_outputs_and_recomputes_the_rest():
+    # torch/_functorch/partitioners.py (pytorch/pytorch@c28ba8e5893e): pointwise ops and casts are recomputed,
+    # matmul inputs (read by non-fusible backward ops) and norm statistics are saved; autocast's per-linear casts
+    # are one after the graph's CSE. Under bf16 autocast (fp32 residual): each RMSNorm drops its fp32 copy and
+    # normalised output for the residual itself (4·T·h), q/k/v share one cast (2·T·h·2) and gate/up one (T·h·2),
+    # SiLU's output goes (T·f·2)
+    from envman.fit.activations import activations
+
+    arch, setup = llama8b(), Setup(precision="bf16-mixed", batch=1, seq=512, attention="flash")
+    eager, compiled = activations(arch, setup), activations(arch, replace(setup, compile=True))
+    T, h, f = 512, arch.hidden, arch.ffn
+    assert eager.per_layer - compiled.per_layer == 2 * 4 * T * h + 2 * T * h * 2 + T * h * 2 + T * f * 2
+    # the loss in the graph: the bf16 logits and two fp32 numbers per row instead of the fp32 log-softmax
+    V = arch.vocab
+    assert (compiled.loss_saved, compiled.loss_transient) == (T * V * 2 + T * 8, T * V * 2)
+    blocks = activations(arch, replace(setup, compile=True, compile_scope="blocks"))  # torchtitan: blocks only
+    assert (blocks.loss_saved, blocks.per_layer) == (eager.loss_saved, compiled.per_layer)
