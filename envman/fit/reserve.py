@@ -126,16 +126,21 @@ def _activation_tensors(arch: Arch, est: Estimate) -> list[tuple[int, int]]:
 
 
 def copy_in_pool(arch: Arch, est: Estimate) -> int:
-    """FSDP: the largest unit's all-gather output, cached in the copy-in stream's pool, which no tensor of the
-    default stream can reuse. FSDP2 allocates it on that stream (torch/distributed/_composable/fsdp/
-    _fsdp_collectives.py foreach_all_gather: all_gather_copy_in under all_gather_copy_in_stream), copies it
-    out into the parameters on the default stream and frees it when the next all-gather is issued
-    (AllGatherState), whose output then takes the same block. A root unit kept gathered all step is
-    allocated (states.py), not cached."""
+    """What the collectives' stream pool holds beyond the gathered parameters the estimate counts at the peak; no
+    tensor of the default stream can reuse it. FSDP2 allocates each all-gather's output on its copy-in stream
+    (torch/distributed/_composable/fsdp/_fsdp_collectives.py foreach_all_gather), copies it into the parameters
+    and frees it when the next all-gather is issued (AllGatherState): the pool keeps the largest unit's output (a
+    root unit kept gathered all step is allocated, states.py). DeepSpeed ZeRO-3 gathers under its allgather
+    stream (overlap_comm, stage 3's default; deepspeedai/DeepSpeed@00a31c99 partitioned_param_coordinator.py
+    __all_gather_params_), the parameters viewing the gathered buffer: the pool caches the layers' linears (the
+    one computing and the one prefetched) and the vocabulary-sized embedding/head gather, a segment larger than
+    any layer's block; the estimate counts the larger of the two, the pool holds both."""
     s = est.setup
-    if s.shard != "fsdp" or s.deepspeed or s.gpus <= s.tp * s.pp or not arch.layers:
+    if s.shard not in ("fsdp", "zero3") or s.deepspeed != (s.shard == "zero3") or s.gpus <= s.tp * s.pp or not arch.layers:
         return 0
     c, layer = dtype_bytes(s.precision)[1], unit_params(arch, s)
+    if s.deepspeed:
+        return min(gathered_layers(arch, s, 0, layer, 2, 0), 2 * arch.vocab * arch.hidden // (s.tp * s.pp))
     root = 0 if s.fsdp_root_unsharded else (arch.params // (s.tp * s.pp) - arch.layers * layer) * c
     return max(gathered_layers(arch, s, 0, layer, c, 0) // 2, root)
 

@@ -29,7 +29,7 @@ RUNS = yaml.safe_load((ROOT / "tests" / "reference" / "runs.yaml").read_text())[
 # The sixth round added 241 throughput rows from 3 sources (llm-foundry's MPT tables 178 of 209 within 25%,
 # NVIDIA's BERT SQuAD tables 8 of 30, NeMo AutoModel 1 of 2): 197 of 256 (0.77, was 11 of 15); no peak share moved.
 # Issue 41's fitacc round: the optimizer's step time (gpu_perf.yaml optimizer_passes) 203 → 209 of 262 (0.798)
-FLOOR = {"peak_within_10": 0.64, "peak_within_25": 0.95, "throughput_within_25": 0.79, "allocated_within_10": 1.0}
+FLOOR = {"peak_within_10": 0.65, "peak_within_25": 0.95, "throughput_within_25": 0.79, "allocated_within_10": 1.0}
 RESERVED_UNITS = ("GiB-reserved", "GB-reserved", "GB-monitor", "MB-nvidia-smi")
 UNITS = {"GB": 1e9, "GiB": 2**30, "GiB-reserved": 2**30, "GB-reserved": 1e9, "GB-monitor": 1e9, "GB-unstated": 1e9, "MB-nvidia-smi": 2**20}
 

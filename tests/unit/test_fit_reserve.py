@@ -100,3 +100,26 @@ def test_fsdp_caches_the_largest_units_all_gather_output_in_its_own_streams_pool
         # a LoRA run's blocks gather as stored: the root unit (frozen, bf16) is still the largest
         lora = replace(setup, method="lora", lora_rank=8, lora_targets=("q_proj", "v_proj"))
         assert copy_in_pool(arch, estimate(arch, lora)) == 2 * 2 * 128256 * 4096
+
+
+def test_zero3_caches_the_layers_and_the_vocabulary_gather_in_the_allgather_streams_pool():
+    # DeepSpeed ZeRO-3 (overlap_comm: stage 3's default) gathers on its allgather stream: the pool keeps the layers'
+    # linears (two layers, as the estimate counts them) and the embedding/head gather, which no layer block can
+    # hold; the estimate counts the larger at the peak, so the reserve adds the smaller (Qwen2.5-14B: two layers)
+    from dataclasses import replace
+
+    from envman.app.fit import FitOptions, estimate_run
+    from envman.fit.estimate import estimate
+    from envman.fit.reserve import copy_in_pool
+    from envman.fit.states import unit_params
+    from tests.unit.test_fit_reference import shipped_data
+
+    opts = FitOptions(model="qwen2.5-14b", stack="deepspeed-zero3", gpus=8, batch=1, seq=8192, grad_checkpointing=True,
+                      attention="flash")
+    with shipped_data():
+        _, _, arch, _, setup, _ = estimate_run(opts)
+        layers = 2 * 2 * unit_params(arch, setup)
+        assert layers < 2 * arch.vocab * arch.hidden
+        assert copy_in_pool(arch, estimate(arch, setup)) == layers
+        assert copy_in_pool(arch, estimate(arch, replace(setup, gpus=1))) == 0
+        assert copy_in_pool(arch, estimate(arch, replace(setup, shard="zero2", reduce_bucket=0))) == 0
