@@ -270,15 +270,17 @@ def _perf_doc_in(directory: str) -> Any:  # keyed by the folder itself: ENVMAN_M
     return _yaml(Path(directory) / "gpu_perf.yaml")
 
 
+_Perf = tuple[int, tuple[tuple[str, float], ...], str, float, bool, int]
+
+
 @lru_cache(maxsize=2)
-def _load_perf(directory: str | None = None) -> tuple[dict[str, tuple[int, tuple[tuple[str, float], ...], str, float, bool]],
-                                                      dict]:
+def _load_perf(directory: str | None = None) -> tuple[dict[str, _Perf], dict]:
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"
     doc = _perf_doc(directory)
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
         raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
     problems: list[str] = []
-    out: dict[str, tuple[int, tuple[tuple[str, float], ...], str, float, bool]] = {}
+    out: dict[str, _Perf] = {}
     for gid, e in doc["gpus"].items():
         at = f"{path.name}: gpus.{gid}"
         if not isinstance(e, dict):
@@ -293,9 +295,13 @@ def _load_perf(directory: str | None = None) -> tuple[dict[str, tuple[int, tuple
             problems.append(f"{at}.bandwidth: expected the datasheet's memory bandwidth ('3.35TB/s'), got {e.get('bandwidth')!r}")
         if not isinstance(e.get("source"), str) or not e.get("source"):
             problems.append(f"{at}.source: missing")
+        total = e.get("driver_total_mib")  # what nvidia-smi shows as the board's total, where a printout gives it
+        if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total <= 0
+                                  or not e.get("driver_total_source")):
+            problems.append(f"{at}.driver_total_mib: expected a positive integer with driver_total_source, got {total!r}")
         if not problems:
             out[str(gid)] = (int(cast(int, mem)), tuple(sorted(tf.items())), str(e["source"]), float(cast(float, bw)),
-                        bool(e.get("uncertain")))
+                             bool(e.get("uncertain")), int(total or 0) * 2**20)
     util: dict = doc["utilisation"] if isinstance(doc.get("utilisation"), dict) else {}
     if problems:
         raise MatrixError(problems)
@@ -333,8 +339,7 @@ def gpu_specs(names: list[str] | tuple[str, ...]) -> tuple[GpuSpec, ...]:
                              hint="name the GPU: --target h100, --target rtx-4090 …")
         g = t.gpu
         if g.id in perf:
-            mem, tflops, source, bw, unc = perf[g.id]
-            out.append(GpuSpec(g.id, g.name, g.cc, mem, tflops, source, bw, unc, _driver_totals().get(g.id, 0)))
+            out.append(GpuSpec(g.id, g.name, g.cc, *perf[g.id]))
         elif g.memory_gib:  # no datasheet figures read yet: the memory verdict from gpus.yaml, no throughput
             out.append(GpuSpec(g.id, g.name, g.cc, int(g.memory_gib * 2**30), (), MEMORY_ONLY,
                                uncertain=g.prov.uncertain))
@@ -376,21 +381,3 @@ def allocator_rules(directory: str | None = None):
     if bad:
         raise MatrixError(bad)
     return AllocatorRules(**{k: int(doc[k]) for k in _RULES})
-
-
-@lru_cache(maxsize=2)
-def _driver_totals(directory: str | None = None) -> dict[str, int]:
-    """gpu_perf.yaml ``driver_total_mib`` per GPU id, in bytes (validated: a positive whole number of MiB)."""
-    path = Path(directory or _data_dir()) / "gpu_perf.yaml"
-    out, bad = {}, []
-    for gid, e in (_perf_doc(directory).get("gpus") or {}).items():
-        v = e.get("driver_total_mib") if isinstance(e, dict) else None
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or not e.get("driver_total_source"):
-            bad.append(f"{path.name}: gpus.{gid}.driver_total_mib: expected a positive integer with driver_total_source, got {v!r}")
-        else:
-            out[str(gid)] = v * 2**20
-    if bad:
-        raise MatrixError(bad)
-    return out
