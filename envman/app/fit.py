@@ -184,10 +184,9 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
         notes.append("memory verdict only: gpu_perf.yaml has no datasheet figures for it (its memory is gpus.yaml's)")
     elif step_s is None:
         notes.append(f"no {precision_key(setup.precision, arch)} throughput figure for {gpu.name}")
-    verdict = fits_verdict(res.on_card, usable, card)
-    if setup.precision.startswith("bf16") and not gpu.bf16:
-        verdict = "does not fit"
-    elif verdict == "tight":
+    verdict = "does not fit" if setup.precision.startswith("bf16") and not gpu.bf16 else \
+        fits_verdict(res.on_card, usable, card)
+    if verdict == "tight":
         notes.append(f"tight: {fmt_bytes(res.on_card)} with the CUDA context is inside the {fmt_bytes(card)} "
                      f"{'the driver shows' if gpu.driver_total else 'it has'} but within the {margin_pct:g}% margin "
                      "(fragmentation, kernel workspaces): it runs if they stay small")

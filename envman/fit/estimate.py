@@ -162,13 +162,10 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     P = arch.params
     trainable = count_trainable(arch, setup)
     weights, grads, opt, opt_tmp, gathered, cast_copies, notes = model_states(arch, setup, trainable)
-    state_dtype = r
     acts = activations(arch, setup)
     if setup.tp > 1:  # Megatron tensor + sequence parallelism splits every activation over the TP group
-        acts = replace(acts, saved=acts.saved // setup.tp, per_layer=acts.per_layer // setup.tp,
-                       loss_saved=acts.loss_saved // setup.tp, loss_transient=acts.loss_transient // setup.tp,
-                       layer_transient=acts.layer_transient // setup.tp, quant_inputs=acts.quant_inputs // setup.tp,
-                       loss_forward=acts.loss_forward // setup.tp)
+        acts = replace(acts, **{k: getattr(acts, k) // setup.tp for k in (
+            "saved", "per_layer", "loss_saved", "loss_transient", "layer_transient", "quant_inputs", "loss_forward")})
     notes += acts.notes
     acts, kept, recompute = _offloaded(arch, setup, *_recomputation(arch, setup, acts, c))
     # bitsandbytes dequantises the whole weight of each 4-bit linear for its forward and again in backward
@@ -217,8 +214,8 @@ def estimate(arch: Arch, setup: Setup) -> Estimate:
     bwd = 2.0 if setup.method == "full" else 1.0
     # per GPU: tensor parallelism splits every matmul over tp GPUs, pipeline parallelism the layers over pp stages
     flops = acts.fwd_flops * (1 + bwd + (1 if setup.grad_checkpointing else 0)) / (setup.tp * setup.pp)
-    ckpt = int(trainable * r + trainable * state_bytes(setup.optimizer, state_dtype)) if setup.method != "full" else \
-        int(P * r + P * state_bytes(setup.optimizer, state_dtype))
+    kept_params = trainable if setup.method != "full" else P
+    ckpt = int(kept_params * r + kept_params * state_bytes(setup.optimizer, r))
     return Estimate(setup, P, trainable, peak.total, peak, phase, weights, ckpt, flops, acts.tokens, acts.unit,
                     tuple(notes), acts.elementwise_bytes, phases["load"].total)
 
