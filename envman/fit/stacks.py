@@ -23,6 +23,7 @@ KEYS = {"precision": str, "method": str, "shard": str, "deepspeed": bool, "base_
         "prev_graph_held": bool, "fused_qkv": bool, "norm_upcast": bool,
         "fsdp_no_sync": bool, "loss_shift_copy": bool, "reduce_bucket": int,
         "zero_grad": str, "sub_group": int, "load": str, "compile_scope": str}
+CHOICES = {"load": tuple(LOADS), "compile_scope": ("model", "blocks")}
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,8 @@ def _parse_stack(name: str, e: dict, at: str, problems: list[str]) -> Stack:
             problems.append(f"{at}.{k}: unknown key (keys: {', '.join(KEYS)})")
         elif not isinstance(v, KEYS[k]) or (KEYS[k] is int and isinstance(v, bool)):
             problems.append(f"{at}.{k}: expected {KEYS[k].__name__}, got {v!r}")
-        elif k == "load" and v not in LOADS:
-            problems.append(f"{at}.load: {v!r} is not one of {', '.join(LOADS)}")
+        elif k in CHOICES and v not in CHOICES[k]:
+            problems.append(f"{at}.{k}: {v!r} is not one of {', '.join(CHOICES[k])}")
         else:
             defaults.append((k, v))
     return Stack(name, tuple(sorted(defaults)), str(e.get("bytes")), str(e.get("source")))

@@ -142,6 +142,14 @@ def test_an_unknown_load_in_the_stacks_file_names_the_file_stack_and_value(tmp_p
                                   "quantize-while-loading, quantize-after, meta"]
 
 
+def test_an_unknown_compile_scope_in_the_stacks_file_names_the_file_stack_and_value(tmp_path):
+    (tmp_path / "fit_stacks.yaml").write_text(
+        "stacks:\n  mine:\n    compile_scope: layers\n    bytes: b\n    source: s\n")
+    with pytest.raises(MatrixError) as exc:
+        load_stacks(str(tmp_path))
+    assert exc.value.problems == ["fit_stacks.yaml: stacks.mine.compile_scope: 'layers' is not one of model, blocks"]
+
+
 def test_torchao_qlora_stores_nf4_with_double_quantised_scalers_and_keeps_the_rest_in_bf16():
     a = arch("llama-3.1-8b")
     s = stack_setup("torchao-qlora", batch=2, seq=512, lora_rank=8,
