@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         loss: Optional[str] = typer.Option(None, "--loss", help="What the loss keeps: hf (transformers: the logits upcast to fp32) | chunked (LitGPT: chunks in the compute dtype) | fused (flash-attention's in-place cross-entropy: the logits in their dtype + a log-sum-exp per row) | chunked-fp32 (torchtune: fp32 log-probabilities, gradients a chunk at a time). Default: the stack's"),
         activation_offload: bool = typer.Option(False, "--activation-offload", help="torchtune's OffloadActivations: saved tensors go to pinned CPU memory and come back in backward"),
         packed: Optional[int] = typer.Option(None, "--packed", help="Rows of --seq tokens packed from documents of this many tokens, attended apart (flash-attn varlen)"),
-        compile: bool = typer.Option(False, "--compile", help="torch.compile: said in a note; the estimate stays eager PyTorch's (the partitioner decides what is saved)"),
+        compile: bool = typer.Option(False, "--compile", help="torch.compile (Inductor): pointwise ops recomputed in backward, not saved (AOTAutograd's min-cut partitioner); a note names what is dropped"),
         fused_optimizer: bool = typer.Option(False, "--fused-optimizer", help="torch.optim.AdamW(..., fused=True): no parameter-sized temporary in step()"),
         optimizer_in_backward: bool = typer.Option(False, "--optimizer-in-backward", help="Step each parameter in its gradient hook and free its gradient (torchtune optimizer_in_bwd): one gradient alive at a time"),
         tokens: Optional[str] = typer.Option(None, "--tokens", help="The whole run's training tokens (2e9, 300B): its wall time per GPU type"),
