@@ -453,7 +453,8 @@ def activations(arch: Arch, setup: Setup) -> Acts:
         acts = _transformer(arch, setup, b, s, kind="vit")
         return replace(acts, unit="images", tokens=b, positions=b * s)
     if arch.towers:  # clip / whisper: the towers as BERT-style encoders (not validated against a trace)
-        parts = [_transformer(t, setup, b, default_seq(arch, setup) if t.vocab else
+        eager = replace(setup, compile=False)  # not modelled compiled: a note says the estimate is eager's
+        parts = [_transformer(t, eager, b, default_seq(arch, setup) if t.vocab else
                               ((t.image_size // t.patch_size) ** 2 + 1 if t.patch_size else t.max_positions),
                               kind="bert") for t in arch.towers]
         return Acts(sum(p.saved for p in parts), max(p.per_layer for p in parts), sum(p.loss_saved for p in parts),
