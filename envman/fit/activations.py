@@ -158,9 +158,8 @@ def _loss_terms(arch: Arch, setup: Setup, T: int, b: int, c: int) -> tuple[int, 
         chunk = -(-T // TORCHTUNE_LOSS_CHUNKS) * V
         return T * V * 4, 2 * chunk * 4, chunk * (c + 4)
     if setup.compile and setup.compile_scope == "model" and setup.loss == "fp32":
-        # compiled with the model: logits.float() and log_softmax are pointwise ops and reductions, recomputed in
-        # backward from the logits (a matmul output: saved in their dtype) and the per-row max and sum; one fused
-        # kernel writes the logits' gradient in their dtype
+        # compiled with the model: logits.float() and log_softmax are recomputed from the logits (saved in their
+        # dtype) and the per-row max and sum; one fused kernel writes the logits' gradient in their dtype
         return T * V * c + T * 8, T * V * c, 0
     if setup.loss == "compute":
         # LitGPT: lm_head and cross-entropy in 128-token chunks in the compute dtype (chunked_cross_entropy);
@@ -224,13 +223,9 @@ def _fused_qkv(arch: Arch, setup: Setup, T: int, c: int, targets: set[str]) -> i
 
 
 def _compile_drops(arch: Arch, setup: Setup, kind: str, T: int, r: int, e: int, frozen: bool) -> dict[str, int]:
-    """Per layer, the saved tensors eager keeps that a compiled layer recomputes in backward. AOTAutograd's
-    min-cut partitioner for Inductor (pytorch/pytorch@c28ba8e5893e torch/_functorch/partitioners.py
-    get_default_op_list, should_ban_recomputation) may recompute pointwise ops, casts, views and reductions;
-    it never recomputes mm/bmm/convolution/SDPA (compute-intensive) nor random ops (functionalize_rng_ops is
-    False: a dropout's 1-byte mask is saved as in eager), saves a node whose backward user is not fusible
-    (a matmul's input) and a reduction 4× smaller than its input (a norm's statistics). So a layer keeps the
-    matmul outputs and inputs, the norms' input and statistics; the tensors between them are recomputed."""
+    """Per layer, what eager saves and a compiled layer recomputes in backward (AOTAutograd's min-cut partitioner,
+    pytorch/pytorch@c28ba8e5893e torch/_functorch/partitioners.py should_ban_recomputation: pointwise ops and
+    casts recomputed; matmuls, SDPA, random ops, a matmul's input and a norm's statistics saved; docs/fit.md)."""
     if not setup.compile:
         return {}
     h, f = arch.hidden, arch.ffn

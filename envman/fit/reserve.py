@@ -126,15 +126,11 @@ def _activation_tensors(arch: Arch, est: Estimate) -> list[tuple[int, int]]:
 
 
 def copy_in_pool(arch: Arch, est: Estimate) -> int:
-    """What the collectives' stream pool holds beyond the gathered parameters the estimate counts at the peak; no
-    tensor of the default stream can reuse it. FSDP2 allocates each all-gather's output on its copy-in stream
-    (torch/distributed/_composable/fsdp/_fsdp_collectives.py foreach_all_gather), copies it into the parameters
-    and frees it when the next all-gather is issued (AllGatherState): the pool keeps the largest unit's output (a
-    root unit kept gathered all step is allocated, states.py). DeepSpeed ZeRO-3 gathers under its allgather
-    stream (overlap_comm, stage 3's default; deepspeedai/DeepSpeed@00a31c99 partitioned_param_coordinator.py
-    __all_gather_params_), the parameters viewing the gathered buffer: the pool caches the layers' linears (the
-    one computing and the one prefetched) and the vocabulary-sized embedding/head gather, a segment larger than
-    any layer's block; the estimate counts the larger of the two, the pool holds both."""
+    """What the collectives' stream pool holds beyond the gathered parameters counted at the peak; no tensor of the
+    default stream can reuse it. FSDP2 (_fsdp_collectives.py foreach_all_gather): the largest unit's all-gather
+    output (a root unit kept gathered all step is allocated, states.py). DeepSpeed ZeRO-3 gathers on its allgather
+    stream (deepspeedai/DeepSpeed@00a31c99 partitioned_param_coordinator.py __all_gather_params_): the layers'
+    linears and the vocabulary-sized embedding/head gather, cached side by side; the estimate counts the larger."""
     s = est.setup
     if s.shard not in ("fsdp", "zero3") or s.deepspeed != (s.shard == "zero3") or s.gpus <= s.tp * s.pp or not arch.layers:
         return 0
