@@ -131,7 +131,6 @@ def _arch(kind: str, num: int) -> str:
 
 
 DT_NEEDED = 1
-DT_STRTAB = 5
 DT_RPATH = 15
 DT_RUNPATH = 29
 SHT_DYNAMIC = 6
@@ -170,11 +169,6 @@ def dynamic_entries(path: str) -> dict[str, list[str]]:
             else:
                 out[key] += [d for d in text.split(":") if d]
     return out
-
-
-def needed_libs(path: str) -> list[str]:
-    """DT_NEEDED entries of the ELF object at ``path`` (``["libcudart.so.12", "libc10.so", …]``)."""
-    return dynamic_entries(path)["needed"]
 
 
 MAX_DYNSTR = 16 << 20

@@ -36,9 +36,9 @@ from typing import Any, cast
 
 from . import frameworks
 from .facts.commands import read_text
-from .frameworks.base import check, release, release_matches
+from .frameworks.base import check, release_matches
 from .frameworks.base import error as _error
-from .versions import arch_covers, parse_arch  # noqa: F401 - arch_covers re-exported
+from .versions import arch_covers, parse_arch, vt  # noqa: F401 - arch_covers re-exported
 
 SCHEMA = 1
 EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = 0, 1, 6
@@ -127,7 +127,7 @@ def stack_is_cpu_only(expect: dict[str, Any]) -> bool:
 # ============================================================================ pure: evaluation
 def evaluate_python(expect: dict[str, Any], observed_version: str) -> dict[str, Any]:
     ok = release_matches(expect["python"], observed_version) and \
-        len(release(observed_version)) >= len(release(expect["python"]))
+        len(vt(observed_version)) >= len(vt(expect["python"]))
     return check("python", ok, expect["python"], observed_version)
 
 

@@ -42,18 +42,10 @@ def major_minor(text: object) -> str | None:
     return f"{t[0]}.{t[1] if len(t) > 1 else 0}"
 
 
-def split_local(version: str) -> tuple[str, str | None]:
+def split_local(version: object) -> tuple[str, str | None]:
     """'2.7.1+cu128' -> ('2.7.1', 'cu128'); '2.7.1' -> ('2.7.1', None)."""
     base, _, local = str(version).partition("+")
     return base, (local or None)
-
-
-def cuda_variant(cuda: str | None) -> str:
-    """The wheel variant name of a CUDA version: '12.8' -> 'cu128', None -> 'cpu'."""
-    t = vt(cuda)
-    if not t:
-        return "cpu"
-    return f"cu{t[0]}{t[1] if len(t) > 1 else 0}"
 
 
 def variant_cuda(variant: str | None) -> str | None:

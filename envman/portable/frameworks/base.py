@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Optional, Tuple
+
+from ..versions import split_local, vt
 
 # Relative (Frobenius) error allowed against the CPU result: fp32 differs only by summation order;
 # bf16 keeps 8 bits of mantissa.
@@ -99,29 +100,16 @@ def skip(name: str, detail: str, gpu: bool = False) -> dict[str, Any]:
     return {"name": name, "status": "skip", "expected": None, "observed": None, "detail": detail, "gpu": gpu}
 
 
-def release(text: object) -> tuple[int, ...]:
-    """'2.14.1+cu130' -> (2, 14, 1); '13.0' -> (13, 0); None or junk -> ()."""
-    if text is None:
-        return ()
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(text))
-    return tuple(int(p) for p in m.group(1).split(".")) if m else ()
-
-
 def release_matches(expected: object, observed: object) -> bool:
     """Equal on the parts both give: TF reports cuDNN as '9', torch CUDA as '13.0'."""
-    e, o = release(expected), release(observed)
+    e, o = vt(expected), vt(observed)
     n = min(len(e), len(o))
     return n > 0 and e[:n] == o[:n]
 
 
-def split_local(version: object) -> tuple[str, str | None]:
-    public, _, local = str(version).partition("+")
-    return public, (local or None)
-
-
 def cuda_variant(cuda: object) -> str:
     """'13.0' -> 'cu130', '12.6' -> 'cu126', None -> 'cpu' (the wheel-index naming)."""
-    r = release(cuda)
+    r = vt(cuda)
     return "cu%d%d" % (r[0], r[1]) if len(r) >= 2 else "cpu"
 
 

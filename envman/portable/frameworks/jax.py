@@ -8,7 +8,7 @@ import os
 import re
 from typing import Any
 
-from ..versions import arch_covers
+from ..versions import arch_covers, split_local, vt
 from .base import (
     TOL_BF16,
     TOL_FP32,
@@ -17,10 +17,8 @@ from .base import (
     error,
     import_observed,
     op_check,
-    release,
     release_matches,
     skip,
-    split_local,
 )
 from .jax_doctor import BUILDS, CHECKS, installed_jax, plugin_archs, probe_jax
 from .torch import cudnn_text as torch_cudnn_text
@@ -74,7 +72,7 @@ def _variant_check(want: str, obs: dict[str, Any]) -> dict[str, Any]:
 
 def _at_least(floor: str, got: object) -> bool:
     """cuDNN and NCCL are locked to the build's floors within their major (lock/pins.py): a newer one passes."""
-    f, g = release(floor), release(got)
+    f, g = vt(floor), vt(got)
     return bool(f and g) and g[0] == f[0] and g[:len(f)] >= f
 
 
@@ -83,7 +81,7 @@ def _library_checks(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[st
     if expect["cudnn"]:
         got, built = obs.get("cudnn"), obs.get("build_cudnn")
         # XLA compares major.minor: a cuDNN patch is compatible both ways
-        older = built is not None and got is not None and release(got)[:2] < release(built)[:2]
+        older = built is not None and got is not None and vt(got)[:2] < vt(built)[:2]
         why = obs.get("cudnn_error") or ""
         if older:
             why = "cuDNN %s is older than the %s jaxlib was built with: XLA refuses it at start-up" % (got, built)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-from ..versions import arch_covers
+from ..versions import arch_covers, split_local, vt
 from .base import (
     TOL_BF16,
     TOL_FP32,
@@ -19,10 +19,8 @@ from .base import (
     error,
     import_observed,
     op_check,
-    release,
     release_matches,
     skip,
-    split_local,
 )
 
 
@@ -36,7 +34,7 @@ def torch_variant(version: object, cuda: object) -> str:
 
 def cudnn_number(version: object) -> int:
     """'9.24.0.43' -> 92400, '8.9.7' -> 8907: the number torch.backends.cudnn.version() returns."""
-    r = release(version) + (0, 0, 0)
+    r = vt(version) + (0, 0, 0)
     major, minor, patch = r[0], r[1], r[2]
     return major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch
 
@@ -90,7 +88,7 @@ def evaluate_torch(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str
             out.append(skip("nccl", "NCCL version not readable without a GPU: " + obs["nccl_error"]))
         else:
             out.append(check("nccl", got is not None and release_matches(expect["nccl"], got) and
-                             len(release(got)) >= min(3, len(release(expect["nccl"]))), expect["nccl"], got,
+                             len(vt(got)) >= min(3, len(vt(expect["nccl"]))), expect["nccl"], got,
                              obs.get("nccl_error") or ""))
     if expect["arch_list"]:
         got = obs.get("arch_list") or []
@@ -324,7 +322,7 @@ def installed_torch(facts: Mapping[str, Any]) -> Optional[Installed]:
     if not version:
         return None
     cuda = _text(t.get("cuda"))
-    cuda = "%d.%d" % (release(cuda) + (0,))[:2] if cuda and release(cuda) else None
+    cuda = "%d.%d" % (vt(cuda) + (0,))[:2] if cuda and vt(cuda) else None
     label = split_local(version)[1]
     variant = label or _text(t.get("variant")) or ("rocm" if _text(t.get("hip")) else cuda_variant(cuda))
     conda = facts.get("conda")
