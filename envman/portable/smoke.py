@@ -35,7 +35,8 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from . import frameworks
-from .facts.commands import read_text
+from .facts.commands import read_text, run_command
+from .facts.packages import norm
 from .frameworks.base import check, release_matches
 from .frameworks.base import error as _error
 from .versions import arch_covers, parse_arch, vt  # noqa: F401 - arch_covers re-exported
@@ -104,10 +105,8 @@ def load_expect(data: object) -> dict[str, Any]:
     if problems:
         raise ValueError("; ".join(problems))
     out = dict(data)
-    out.setdefault("arch_list", [])
-    out.setdefault("imports", [])
-    out.setdefault("scripts", [])
-    out.setdefault("command", [])
+    for k in ("arch_list", "imports", "scripts", "command"):
+        out.setdefault(k, [])
     for k in ("framework", "cuda", "cudnn", "nccl", "lock_hash"):
         out.setdefault(k, None)
     return out
@@ -236,16 +235,8 @@ def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, 
 def observe_environment() -> dict[str, Any]:
     nodes = glob.glob("/dev/nvidia*")
     smi = shutil.which("nvidia-smi")
-    smi_gpus: int | None = None
-    smi_lines: list[str] = []
-    if smi:
-        try:
-            p = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                               universal_newlines=True, timeout=20, check=False)
-            smi_lines = [ln for ln in p.stdout.splitlines() if ln.startswith("GPU ")]
-            smi_gpus = len(smi_lines)
-        except (OSError, subprocess.SubprocessError):
-            smi_gpus = 0
+    smi_lines = [ln for ln in run_command([smi, "-L"], 20).out.splitlines() if ln.startswith("GPU ")] if smi else []
+    smi_gpus = len(smi_lines) if smi else None
     nvd = os.environ.get("NVIDIA_VISIBLE_DEVICES")
     visible, evidence = gpu_visibility(nodes, smi_gpus, nvd)
     return {"python": platform.python_version(), "gpu_visible": visible, "gpu_evidence": evidence,
@@ -254,10 +245,8 @@ def observe_environment() -> dict[str, Any]:
 
 def top_level_modules(dist: str) -> list[str]:
     """The public top-level modules a distribution installs (top_level.txt, else its RECORD)."""
-    try:
-        from importlib import metadata
-    except ImportError:  # Python < 3.8
-        return []
+    from importlib import metadata
+
     try:
         d = metadata.distribution(dist)
     except Exception:
@@ -295,9 +284,12 @@ def expand_imports(expect: dict[str, Any]) -> dict[str, Any]:
 def kit_knowledge() -> str | None:
     """The matrix knowledge the one-file kit carries (KIT_KNOWLEDGE in its top module, envman/image/kit.py); None
     where this island is not a kit (envman's own package on the host)."""
-    top = sys.modules.get((__package__ or "").split(".")[0])
-    text = getattr(top, "KIT_KNOWLEDGE", None)
+    text = _kit("KIT_KNOWLEDGE")
     return text if isinstance(text, str) else None
+
+
+def _kit(name: str) -> Any:
+    return getattr(sys.modules.get((__package__ or "").split(".")[0]), name, None)
 
 
 def observe_doctor(project_dir: str | None = None) -> list[dict[str, Any]] | None:
@@ -336,10 +328,6 @@ def observe_imports(expect: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def observe_host_refusal(dist: str, exc: BaseException) -> str | None:
     """The distribution ("tensorflow 2.12.1") whose code raised ``exc`` while ``dist`` was imported, when it requires
     ``dist`` and imports itself: a host refusing to load its own plug-in a second time (TensorFlow's built-in
@@ -358,8 +346,8 @@ def observe_host_refusal(dist: str, exc: BaseException) -> str | None:
 
         for d in metadata.distributions():
             name = d.metadata["Name"] or ""
-            requires = {_canonical(re.split(r"[^A-Za-z0-9._-]", r.strip(), maxsplit=1)[0]) for r in d.requires or []}
-            if top and _canonical(name) != _canonical(dist) and _canonical(dist) in requires and top in _dist_modules(d):
+            requires = {norm(re.split(r"[^A-Za-z0-9._-]", r.strip(), maxsplit=1)[0]) for r in d.requires or []}
+            if top and norm(name) != norm(dist) and norm(dist) in requires and top in _dist_modules(d):
                 importlib.import_module(top)  # the host itself imports (else the failure is the host's: loud)
                 return "%s %s" % (name, d.version)
     except BaseException as host_exc:  # the host's own import failing: no excuse, the error stands
@@ -484,7 +472,7 @@ def distribution_of(module: str, names: dict[str, str]) -> str | None:
             return names[".".join(parts[:n])]
     if parts[0] in getattr(sys, "stdlib_module_names", ()) or parts[0] in sys.builtin_module_names:
         return None
-    return _canonical(parts[0])
+    return norm(parts[0])
 
 
 def observe_entry(expect: dict[str, Any], cwd: str) -> dict[str, Any]:
@@ -493,8 +481,7 @@ def observe_entry(expect: dict[str, Any], cwd: str) -> dict[str, Any]:
     entry = entry_script(expect.get("command") or [], cwd)
     if entry is None or not os.path.isfile(os.path.join(cwd, entry)):
         return {"entry": entry, "found": False, "modules": [], "where": cwd}
-    top = sys.modules.get((__package__ or "").split(".")[0])
-    names = getattr(top, "KIT_IMPORT_NAMES", None) or {}
+    names = _kit("KIT_IMPORT_NAMES") or {}
     found = entry_imports(entry, cwd)
     errors = observe_imports({"imports": [(m, m) for m, _ in found]})
     return {"entry": entry, "found": True, "where": cwd,
@@ -552,11 +539,9 @@ def run_smoke(expect_path: str, require_gpu: bool = False) -> dict[str, Any]:
     report["lock_hash"] = expect.get("lock_hash")
     with stdout_to_stderr():
         env_obs = observe_environment()
-        fw_obs: dict[str, Any]
-        fw, fw_obs = expect["framework"], {}
+        fw = expect["framework"]
         plugin = frameworks.get(fw["name"]) if fw else None
-        if plugin is not None:
-            fw_obs = plugin.observe(env_obs["gpu_visible"], env_obs["gpu_evidence"])
+        fw_obs = plugin.observe(env_obs["gpu_visible"], env_obs["gpu_evidence"]) if plugin is not None else {}
         import_obs = observe_imports(expand_imports(expect))
         script_obs = observe_scripts(expect)
         entry_obs = observe_entry(expect, os.getcwd())

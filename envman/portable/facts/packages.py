@@ -46,12 +46,7 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str
             f[plugin.name] = rec
     if "numpy" in dists:
         f["numpy"] = dists["numpy"][1]
-    tags = {}
-    for n in TAGGED:
-        if n in dists:
-            t = _wheel_tags(dists[n])
-            if t:
-                tags[n] = t
+    tags = {n: t for n in TAGGED if n in dists and (t := _wheel_tags(dists[n]))}
     if tags:
         f["wheel_tags"] = tags
     f.update(_libraries(dists))

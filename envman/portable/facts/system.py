@@ -14,12 +14,8 @@ GIB = 1024 * MIB
 
 
 def probe_system(project_dir: str) -> dict[str, Any]:
-    f: dict[str, Any] = {}
     u = os.uname()
-    f["os"] = u.sysname
-    f["arch"] = u.machine
-    f["kernel"] = u.release
-    f["distro"] = _distro()
+    f: dict[str, Any] = {"os": u.sysname, "arch": u.machine, "kernel": u.release, "distro": _distro()}
     try:
         f["glibc"] = (os.confstr("CS_GNU_LIBC_VERSION") or "").split()[-1]  # "glibc 2.36"; unset: IndexError
     except (ValueError, OSError, AttributeError, IndexError):
