@@ -8,17 +8,14 @@ import os
 import re
 from typing import Any
 
-from ..versions import arch_covers, split_local, vt
+from ..versions import split_local, vt
 from .base import (
-    TOL_BF16,
-    TOL_FP32,
     Plugin,
     check,
+    device_checks,
     error,
     import_observed,
-    op_check,
     release_matches,
-    skip,
 )
 from .jax_doctor import BUILDS, CHECKS, installed_jax, plugin_archs, probe_jax
 from .torch import cudnn_text as torch_cudnn_text
@@ -133,23 +130,8 @@ def evaluate_jax_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[s
                       "would silently run on the CPU" % (obs.get("gpu_evidence", "?"), obs.get("devices_error") or
                                                           "no cuda device"), gpu=True)]
     out = [check("jax gpu listed", True, ">= 1 GPU", len(devices), " ".join(d.get("name", "?") for d in devices), gpu=True)]
-    arch = obs.get("arch_list") or []
-    for dev in devices:
-        cc = dev.get("capability")
-        if cc:
-            ok, how = arch_covers(cc, arch)
-            out.append(check("capability %s (%s)" % (".".join(map(str, cc)), dev.get("name", "?")), ok,
-                             "covered by arch list", " ".join(arch), how, gpu=True))
-    for op in obs.get("ops") or []:
-        cc = tuple(op.get("capability") or (0, 0))
-        tag = " on cc %d.%d" % cc
-        out.append(op_check("jit matmul" + tag, op.get("matmul"), TOL_FP32))
-        out.append(op_check("jax.grad step" + tag, op.get("grad"), TOL_FP32))
-        if cc >= (8, 0):
-            out.append(op_check("bf16 matmul" + tag, op.get("bf16"), TOL_BF16))
-        else:
-            out.append(skip("bf16 matmul" + tag, "compute capability %d.%d has no native bf16" % cc, gpu=True))
-    return out
+    return out + device_checks(devices, obs.get("arch_list") or [], obs.get("ops") or [],
+                               (("jit matmul", "matmul"), ("jax.grad step", "grad")))
 
 
 # ============================================================================ observation (impure)

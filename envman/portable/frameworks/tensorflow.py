@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Optional, cast
 
-from ..versions import split_local, vt
+from ..versions import major_minor, split_local, vt
 from .base import (
     TOL_FP32,
     Installed,
@@ -158,7 +158,7 @@ def installed_tensorflow(facts: Mapping[str, Any]) -> Optional[Installed]:
     cuda = str(t.get("cuda") or "").strip()
     arch = t.get("arch_list")
     return Installed(
-        "tensorflow", version, None, "%d.%d" % (vt(cuda) + (0,))[:2] if vt(cuda) else None,
+        "tensorflow", version, None, major_minor(cuda),
         gpu=built if isinstance(built, bool) else None,
         cpu_only=built is False or cpu_dist is not None,
         arch_list=tuple(str(a) for a in arch) if isinstance(arch, list) else (),

@@ -8,17 +8,15 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-from ..versions import arch_covers, split_local, vt
+from ..versions import major_minor, split_local, vt
 from .base import (
-    TOL_BF16,
-    TOL_FP32,
     Installed,
     Plugin,
     check,
     cuda_variant,
+    device_checks,
     error,
     import_observed,
-    op_check,
     release_matches,
     skip,
 )
@@ -41,10 +39,13 @@ def cudnn_number(version: object) -> int:
 
 def cudnn_text(number: int | str) -> str:
     """92400 -> '9.24.0'; 8907 -> '8.9.7'."""
-    n = int(number)
-    if n >= 90000:
-        return "%d.%d.%d" % (n // 10000, n % 10000 // 100, n % 100)
-    return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
+    return _unpacked(int(number), int(number) >= 90000)
+
+
+def _unpacked(n: int, wide: bool) -> str:
+    """major*10000 + minor*100 + patch (``wide``), else major*1000 + minor*100 + patch, as text."""
+    m = 10000 if wide else 1000
+    return "%d.%d.%d" % (n // m, n % m // 100, n % 100)
 
 
 def nccl_text(value: int | tuple[int, ...] | list[int] | None) -> str | None:
@@ -53,10 +54,7 @@ def nccl_text(value: int | tuple[int, ...] | list[int] | None) -> str | None:
         return None
     if isinstance(value, (tuple, list)):
         return ".".join(str(int(p)) for p in value[:3])
-    n = int(value)
-    if n >= 10000:  # NCCL >= 2.9: major*10000 + minor*100 + patch
-        return "%d.%d.%d" % (n // 10000, n % 10000 // 100, n % 100)
-    return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
+    return _unpacked(int(value), int(value) >= 10000)  # NCCL >= 2.9: the wide packing
 
 
 def evaluate_torch(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -111,20 +109,8 @@ def evaluate_torch_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict
                       "a GPU is visible (%s) but torch cannot use it (%s): this stack would silently run on the "
                       "CPU" % (obs.get("gpu_evidence", "?"), why), gpu=True)]
     out.append(check("cuda available", True, True, True, "%d device(s)" % obs.get("device_count", 0), gpu=True))
-    arch = obs.get("arch_list") or []
-    for dev in obs.get("devices", []):
-        ok, how = arch_covers(dev["capability"], arch)
-        out.append(check("capability %s (%s)" % (".".join(map(str, dev["capability"])), dev.get("name", "?")), ok,
-                         "covered by arch list", " ".join(arch), how, gpu=True))
-    for op in obs.get("ops", []):
-        cc = tuple(op["capability"])
-        tag = " on cc %d.%d" % cc
-        out.append(op_check("matmul+backward" + tag, op.get("matmul"), TOL_FP32))
-        out.append(op_check("cudnn conv fwd+bwd" + tag, op.get("conv"), TOL_FP32))
-        if cc >= (8, 0):
-            out.append(op_check("bf16 matmul" + tag, op.get("bf16"), TOL_BF16))
-        else:
-            out.append(skip("bf16 matmul" + tag, "compute capability %d.%d has no native bf16" % cc, gpu=True))
+    out += device_checks(obs.get("devices", []), obs.get("arch_list") or [], obs.get("ops", []),
+                         (("matmul+backward", "matmul"), ("cudnn conv fwd+bwd", "conv")))
     nccl: Any = obs.get("nccl_gpu")  # a dict, or None when torch did not get that far
     if expect["nccl"] or nccl is not None:
         ok = bool(nccl) and nccl.get("available") and nccl.get("version") is not None
@@ -322,7 +308,7 @@ def installed_torch(facts: Mapping[str, Any]) -> Optional[Installed]:
     if not version:
         return None
     cuda = _text(t.get("cuda"))
-    cuda = "%d.%d" % (vt(cuda) + (0,))[:2] if cuda and vt(cuda) else None
+    cuda = major_minor(cuda)
     label = split_local(version)[1]
     variant = label or _text(t.get("variant")) or ("rocm" if _text(t.get("hip")) else cuda_variant(cuda))
     conda = facts.get("conda")
