@@ -26,10 +26,8 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     start = 0
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
-        if not buf and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        if buf and line.lstrip().startswith("#"):
-            continue  # a comment inside a continued instruction
+        if line.lstrip().startswith("#") or not (buf or line.strip()):
+            continue  # a comment (inside a continued instruction too), or a blank line between instructions
         if not buf:
             start = n
         if line.endswith("\\"):

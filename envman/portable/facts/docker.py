@@ -28,9 +28,7 @@ def probe_docker(timeout: float = 1.5, environ: dict[str, str] | None = None) ->
         d["default_runtime"] = info.get("DefaultRuntime")
         d["root_dir"] = info.get("DockerRootDir")  # /var/snap/docker/… for the snap package
         d["nvidia_runtime"] = "nvidia" in runtimes
-        cdi_dirs = info.get("CDISpecDirs") or []
-    else:
-        cdi_dirs = []
+    cdi_dirs = (info or {}).get("CDISpecDirs") or []
     d["toolkit"] = any(shutil.which(b) for b in TOOLKIT_BINARIES)
     d["installed"] = bool(shutil.which("docker") or shutil.which("dockerd"))
     d["cdi"] = any(
