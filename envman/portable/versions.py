@@ -117,13 +117,11 @@ def runs_ptx(arch: tuple[int, ...], device: tuple[int, ...]) -> bool:
 
 def sass_for(archs: list[tuple[int, ...]], device: tuple[int, ...]) -> tuple[int, ...] | None:
     """The best SASS in ``archs`` that runs on ``device``, or None."""
-    usable = [a for a in archs if runs_sass(a, device)]
-    return max(usable, key=lambda a: (a[0], a[1])) if usable else None
+    return max((a for a in archs if runs_sass(a, device)), key=lambda a: (a[0], a[1]), default=None)
 
 
 def ptx_for(ptx: list[tuple[int, ...]], device: tuple[int, ...]) -> tuple[int, ...] | None:
-    usable = [a for a in ptx if runs_ptx(a, device)]
-    return max(usable, key=lambda a: (a[0], a[1])) if usable else None
+    return max((a for a in ptx if runs_ptx(a, device)), key=lambda a: (a[0], a[1]), default=None)
 
 
 def arch_name(a: tuple[int, ...], kind: str = "sm") -> str:

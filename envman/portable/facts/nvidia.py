@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .commands import read_text, run_command
@@ -275,9 +275,7 @@ def _smi_facts(exe: str, timeout: float) -> tuple[dict[str, Any] | None, str | N
             break
     basic = scan_nvidia_smi(timeout)
     if basic.source:
-        return {"driver": basic.driver, "gpus": [
-            {"index": g.index, "name": g.name, "cc": g.cc, "mem_total_mib": g.mem_total_mib} for g in basic.gpus
-        ]}, None
+        return {"driver": basic.driver, "gpus": [asdict(g) for g in basic.gpus]}, None
     return None, (out.error or out.text) if out else basic.error
 
 
