@@ -89,11 +89,7 @@ def pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
     if res.framework is None:
         return []
     comp = dict(res.companions)
-    out = []
-    if res.variant in BUILDS:
-        out.append(f"jax[{res.variant}]=={res.version}")
-    else:
-        out.append(f"jax=={res.version}")
+    out = [f"jax[{res.variant}]=={res.version}" if res.variant in BUILDS else f"jax=={res.version}"]
     if comp.get(JAXLIB):
         out.append(f"{JAXLIB}=={comp[JAXLIB]}")
     plugin = PLUGIN.format(str(res.variant)[4:]) if res.variant in BUILDS else None

@@ -67,14 +67,8 @@ def _libraries(dists: dict[str, Any]) -> dict[str, Any]:
     from .extensions import LoaderView, probe_extensions, probe_framework_libs
 
     where = LoaderView(sorted({d[0] for d in dists.values()}))
-    out: dict[str, Any] = {}
-    exts = probe_extensions(dists, where=where)
-    if exts:
-        out["extensions"] = exts
-    libs = probe_framework_libs(dists, where)
-    if libs:
-        out["framework_libs"] = libs
-    return out
+    out = {"extensions": probe_extensions(dists, where=where), "framework_libs": probe_framework_libs(dists, where)}
+    return {k: v for k, v in out.items() if v}
 
 
 def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, Any]:

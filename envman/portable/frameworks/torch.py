@@ -149,10 +149,8 @@ def _torch_ops(torch: Any, dev: Any) -> dict[str, Any]:
         yd.sum().backward()
         torch.cuda.synchronize(dev)
         ok_grad = xd.grad is not None and conv_d.weight.grad is not None and bool(torch.isfinite(xd.grad).all())
-        res["conv"] = {"rel_err": _rel_err(torch, yd, ref) if ok_grad else None,
-                       "detail": "cudnn %s" % torch.backends.cudnn.version()}
-        if not ok_grad:
-            res["conv"] = {"error": "backward produced no finite gradients"}
+        res["conv"] = {"rel_err": _rel_err(torch, yd, ref), "detail": "cudnn %s" % torch.backends.cudnn.version()} \
+            if ok_grad else {"error": "backward produced no finite gradients"}
     except Exception as exc:
         res["conv"] = {"error": error(exc)}
     finally:
