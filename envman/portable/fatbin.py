@@ -84,7 +84,7 @@ def read_fatbin(path: str) -> dict[str, Any]:
     sass = {a for kind, a, _isa, _c in entries if kind == KIND_ELF}
     ptx = {a for kind, a, _isa, _c in entries if kind == KIND_PTX}
     isas = [isa for kind, _a, isa, _c in entries if kind == KIND_PTX]
-    out: dict[str, Any] = {"sass": [_arch("sm", a) for a in sorted(sass)], "ptx": [_arch("compute", a) for a in sorted(ptx)]}
+    out: dict[str, Any] = {"sass": ["sm_%d" % a for a in sorted(sass)], "ptx": ["compute_%d" % a for a in sorted(ptx)]}
     if isas:
         out["ptx_isa"] = "%d.%d" % max(isas)
     if any(c for _k, _a, _i, c in entries):
@@ -92,7 +92,7 @@ def read_fatbin(path: str) -> dict[str, Any]:
     count = {a: sum(1 for c in containers if any(k == KIND_ELF and x == a for k, x, _i, _c in c)) for a in sass}
     rare = sorted(a for a, n in count.items() if len(containers) >= 8 and 2 * n < len(containers))
     if rare:
-        out["sass_rare"] = [_arch("sm", a) for a in rare]
+        out["sass_rare"] = ["sm_%d" % a for a in rare]
     return out
 
 
@@ -124,10 +124,6 @@ def _containers(fh: BinaryIO, start: int, end: int) -> list[list[tuple[int, int,
         out.append(here)
         pos = max(pos + 16, (pos + hsize + fat_size + 7) & ~7)
     return out
-
-
-def _arch(kind: str, num: int) -> str:
-    return "%s_%d" % (kind, num)
 
 
 DT_NEEDED = 1
