@@ -1,10 +1,8 @@
 """The frameworks envman knows, one module each (``torch.py``, ``tensorflow.py``), and the registry the
 generic code reads: the matrix loader (which files, which schema), the request parser (names, aliases),
 requirement discovery (distributions, companions) and the lock (pins). docs/frameworks.md says how to
-add one.
-
-``FRAMEWORKS`` is the shipped set, in matrix order. ``register`` adds another at run time (a plug-in, a
-test); the generic code asks ``registered()``, so it sees both.
+add one. ``FRAMEWORKS`` is the shipped set, in matrix order; the generic code asks ``registered()``, which
+also sees any ``register``-ed since.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """JAX: matrices/jax.yaml (every jax release with its CUDA plugin builds, read from PyPI by
-envman/matrix/discover_jax.py), its names, and its pin format.
+tools/matrix/discover_jax.py), its names, and its pin format.
 
 A JAX CUDA stack is ``jax[cuda12]==V`` (or ``[cuda13]``): the extra pins ``jaxlib`` and ``jax-cudaNN-plugin``
 exactly, and the plugin pins ``jax-cudaNN-pjrt``. envman pins jaxlib and the plugin itself too, so a jax-only

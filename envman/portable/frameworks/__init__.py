@@ -9,7 +9,6 @@ from .base import Installed, Plugin, variant_label
 PLUGINS = (torch.PLUGIN, tensorflow.PLUGIN, jax.PLUGIN)
 
 _registry = Registry(PLUGINS, "a smoke plug-in")
-# the shipped plug-ins, then any registered since (the doctor reads installed frameworks through these)
 registered = _registry.registered
 get = _registry.find
 register = _registry.register
