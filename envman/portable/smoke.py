@@ -104,12 +104,9 @@ def load_expect(data: object) -> dict[str, Any]:
     problems += _strings_problems("command", data.get("command", []), "the image's command words")
     if problems:
         raise ValueError("; ".join(problems))
-    out = dict(data)
-    for k in ("arch_list", "imports", "scripts", "command"):
-        out.setdefault(k, [])
-    for k in ("framework", "cuda", "cudnn", "nccl", "lock_hash"):
-        out.setdefault(k, None)
-    return out
+    defaults: dict[str, Any] = {"arch_list": [], "imports": [], "scripts": [], "command": [],
+                                **dict.fromkeys(("framework", "cuda", "cudnn", "nccl", "lock_hash"))}
+    return {**data, **{k: v for k, v in defaults.items() if k not in data}}
 
 
 def _strings_problems(key: str, value: object, what: str) -> list[str]:
@@ -172,12 +169,8 @@ def decide(checks: list[dict[str, Any]], gpu_visible: bool, expect: dict[str, An
            require_gpu: bool) -> tuple[int, str, list[str]]:
     """(exit code, status, notes): any failure -> 1; else no GPU visible for a GPU stack -> 6 (1 with
     --require-gpu); else 0."""
-    notes: list[str] = []
     cpu_only = stack_is_cpu_only(expect)
-    if not gpu_visible:
-        notes.append(CPU_STACK_LINE if cpu_only else NO_GPU_LINE)
-    elif cpu_only:
-        notes.append(CPU_STACK_LINE)
+    notes = [CPU_STACK_LINE] if cpu_only else [] if gpu_visible else [NO_GPU_LINE]
     if require_gpu and not gpu_visible:
         checks.append(check("gpu required", False, "a visible GPU", "none", "--require-gpu", gpu=True))
     if any(c["status"] == "fail" for c in checks):

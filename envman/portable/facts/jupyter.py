@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -17,6 +18,7 @@ MAX_KERNEL_JSON = 1 << 16
 BUDGET_S = 0.5
 # Distributions whose presence in a kernel's environment counts as "the framework is there".
 FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-cpu": "tensorflow", "tf-nightly": "tensorflow"}
+_DIST = re.compile(r"^([A-Za-z0-9][\w.]*?)-([^-]+)\.dist-info\Z")
 
 
 def kernel_dirs(prefixes: list[str]) -> list[str]:
@@ -47,14 +49,20 @@ def env_prefix(exe: str) -> str:
 
 def env_frameworks(prefix: str) -> dict[str, str]:
     """``{"torch": "2.7.1+cu128"}`` from the dist-info names in the environment's site-packages."""
-    from .packages import scan_dists
-
+    out: dict[str, str] = {}
     sites = glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages"))
     sites += glob.glob(os.path.join(prefix, "Lib", "site-packages"))
-    out: dict[str, str] = {}
-    for name, (_, version, _) in scan_dists(sorted(sites)).items():
-        if name in FRAMEWORKS and FRAMEWORKS[name] not in out:
-            out[FRAMEWORKS[name]] = version
+    for site in sorted(sites):
+        try:
+            names = os.listdir(site)
+        except OSError:
+            continue
+        for n in names:
+            m = _DIST.match(n)
+            if m:
+                fw = FRAMEWORKS.get(re.sub(r"[-_.]+", "-", m.group(1)).lower())
+                if fw and fw not in out:
+                    out[fw] = m.group(2)
     return out
 
 
