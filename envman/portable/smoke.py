@@ -265,11 +265,8 @@ def expand_imports(expect: dict[str, Any]) -> dict[str, Any]:
     """[dist, null] means "whatever that distribution installs": every public top-level module of it."""
     out: list[list[str]] = []
     for dist, module in expect["imports"]:
-        if module is not None:
-            out.append([dist, module])
-            continue
-        found = top_level_modules(dist)
-        out.extend([dist, m] for m in found) if found else out.append([dist, dist.replace("-", "_")])
+        found = [module] if module is not None else top_level_modules(dist) or [dist.replace("-", "_")]
+        out.extend([dist, m] for m in found)
     expect["imports"] = out
     return expect
 
