@@ -166,12 +166,8 @@ def pci_nvidia_gpus() -> int | None:
         devs = os.listdir(base)
     except OSError:
         return None
-    n = 0
-    for d in devs:
-        nvidia_ = (read_text(f"{base}/{d}/vendor") or "").strip() == "0x10de"
-        if nvidia_ and (read_text(f"{base}/{d}/class") or "").startswith("0x03"):  # display or 3D controller
-            n += 1
-    return n
+    return sum(1 for d in devs if (read_text(f"{base}/{d}/vendor") or "").strip() == "0x10de"
+               and (read_text(f"{base}/{d}/class") or "").startswith("0x03"))  # a display or 3D controller
 
 
 def _nvml_facts() -> tuple[dict[str, Any] | None, str | None, bool]:

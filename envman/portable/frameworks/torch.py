@@ -254,9 +254,7 @@ def probe_torch(dists: Mapping[str, Any], read: Callable[[str, int], Optional[st
     vals = _assignments(read(os.path.join(loc, "torch", "version.py"), 1 << 16) or "")
     if isinstance(vals.get("__version__"), str):
         t["version"] = vals["__version__"]
-    for k in ("cuda", "hip", "git_version", "debug"):
-        if k in vals:
-            t[k] = vals[k]
+    t.update({k: vals[k] for k in ("cuda", "hip", "git_version", "debug") if k in vals})
     abi = _cxx11_abi(loc, read)
     if abi is not None:
         t["cxx11_abi"] = abi
