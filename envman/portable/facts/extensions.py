@@ -194,10 +194,5 @@ def _shared_objects(loc: str, meta: str) -> list[str]:
     text = read_text(os.path.join(loc, meta, "RECORD"), 8 << 20)
     if text is None:
         return []
-    out = []
-    for line in text.splitlines():
-        rel = line.split(",", 1)[0]
-        base = os.path.basename(rel)
-        if (base.endswith((".so", ".dll")) or ".so." in base) and not rel.startswith(".."):
-            out.append(rel)
-    return sorted(set(out))
+    rels = {line.split(",", 1)[0] for line in text.splitlines()}
+    return sorted(r for r in rels if (r.endswith((".so", ".dll")) or ".so." in os.path.basename(r)) and not r.startswith(".."))

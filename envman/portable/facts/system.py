@@ -95,12 +95,9 @@ def wsl_version(release: str) -> int:
 
 def _wsl_linux_driver() -> list[str]:
     """Traces of a Linux NVIDIA driver inside WSL2, where only the Windows driver's libraries belong."""
-    found = []
-    for pat in ("/usr/lib/x86_64-linux-gnu/libcuda.so.*", "/usr/lib64/libcuda.so.*", "/usr/lib/libcuda.so.*"):
-        for p in sorted(glob.glob(pat)):
-            real = os.path.realpath(p)
-            if "/usr/lib/wsl/" not in real and re.search(r"libcuda\.so\.\d+\.\d+", p):
-                found.append(p)
+    pats = ("/usr/lib/x86_64-linux-gnu/libcuda.so.*", "/usr/lib64/libcuda.so.*", "/usr/lib/libcuda.so.*")
+    found = [p for pat in pats for p in sorted(glob.glob(pat))
+             if "/usr/lib/wsl/" not in os.path.realpath(p) and re.search(r"libcuda\.so\.\d+\.\d+", p)]
     found += sorted(glob.glob("/var/lib/dpkg/info/nvidia-driver-*.list"))[:1]
     if os.path.exists("/proc/driver/nvidia/version"):
         found.append("/proc/driver/nvidia/version")
