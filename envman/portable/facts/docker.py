@@ -61,12 +61,7 @@ def engine_info(host: str, timeout: float) -> tuple[dict[str, Any] | None, str |
         return None, f"{host}: {getattr(exc, 'strerror', None) or exc}"
     try:
         s.sendall(b"GET /info HTTP/1.0\r\nHost: docker\r\n\r\n")
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
+        chunks = list(iter(lambda: s.recv(65536), b""))  # until the engine closes (HTTP/1.0)
     except OSError as exc:
         return None, f"{host}: {exc.strerror or exc}"
     finally:

@@ -91,9 +91,8 @@ def observe_tensorflow(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
                 where = c.device
             ref = a.astype("float64") @ a.astype("float64")
             err = float(np.linalg.norm(c.numpy() - ref) / np.linalg.norm(ref))
-            obs["matmul"] = {"rel_err": err, "detail": "ran on " + where}
-            if "GPU" not in where.upper():
-                obs["matmul"] = {"error": "the matmul ran on %s, not the GPU" % where}
+            obs["matmul"] = {"rel_err": err, "detail": "ran on " + where} if "GPU" in where.upper() else \
+                {"error": "the matmul ran on %s, not the GPU" % where}
         except Exception as exc:
             obs["matmul"] = {"error": error(exc)}
     return obs
