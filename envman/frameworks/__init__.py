@@ -49,10 +49,8 @@ def by_distribution() -> dict[str, str]:
 
 
 def index_packages() -> tuple[str, ...]:
-    """Every framework's packages its own wheel index may serve, in registry order."""
     return tuple(p for f in _registry.items for p in f.index_packages)
 
 
 def companions() -> tuple[str, ...]:
-    """Every framework's companions, in registry order."""
     return tuple(c for f in _registry.items for c in f.companions)

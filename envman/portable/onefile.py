@@ -12,8 +12,6 @@ from typing import Any, Dict, FrozenSet, Optional, Sequence
 
 
 class KitFinder(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
-    """Finds and loads ``top.*`` from the text of each module."""
-
     def __init__(self, top: str, where: str, sources: Dict[str, str], packages: FrozenSet[str]) -> None:
         self.top = top
         self.where = where  # the folder holding the kit file: where the island's folder would be

@@ -21,7 +21,6 @@ class Registry(Generic[N]):
         self.what = what  # "a framework": how the error names one
 
     def registered(self) -> tuple[N, ...]:
-        """The shipped ones, then any registered since, in registration order."""
         return tuple(self.items)
 
     def find(self, name: str) -> N | None:

@@ -38,7 +38,6 @@ def _cstr(data: bytes, at: int) -> str:
 
 
 def cache_list(path: str = CACHE) -> list[tuple[str, str]]:
-    """The entries of this machine's ld.so.cache ([] when there is none)."""
     try:
         with open(path, "rb") as fh:
             return cache_entries(fh.read(8 << 20))
@@ -100,7 +99,6 @@ def unsearched_dirs(site_dirs: list[str], environ: dict[str, str] | None = None)
 
 
 def found_elsewhere(soname: str, dirs: list[str]) -> list[str]:
-    """The copies of ``soname`` in ``dirs`` (the loader did not find one on its path)."""
     return [os.path.join(d, soname) for d in dirs if os.path.exists(os.path.join(d, soname))]
 
 

@@ -98,7 +98,6 @@ def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, A
 
 
 def _same(a: str, b: str) -> bool:
-    """Same directory (symlinks in the directories resolved)."""
     try:
         return os.path.realpath(a) == os.path.realpath(b)
     except OSError:

@@ -58,7 +58,6 @@ def nccl_text(value: int | tuple[int, ...] | list[int] | None) -> str | None:
 
 
 def evaluate_torch(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Non-GPU checks for a torch stack. obs: what observe_torch recorded."""
     fw = expect["framework"]
     if obs.get("import_error"):
         return [check("framework", False, "torch " + fw["version"], None,
@@ -99,7 +98,6 @@ def evaluate_torch(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str
 
 
 def evaluate_torch_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
-    """GPU checks for a torch stack on a machine where a GPU is visible."""
     if obs.get("import_error"):
         return []
     out = []
