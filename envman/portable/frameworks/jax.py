@@ -37,7 +37,7 @@ def cuda_text(number: object) -> str | None:
 def _build_of(obs: dict[str, Any]) -> str:
     plugins = obs.get("plugins") or {}
     found = [b for b in BUILDS if plugins.get(b)]
-    return found[0] if len(found) == 1 else ("+".join(found) if found else "cpu")
+    return "+".join(found) or "cpu"
 
 
 def _agreement(obs: dict[str, Any]) -> dict[str, Any]:
