@@ -47,15 +47,10 @@ def probe_host(timeout: float = 2.0) -> dict[str, Any]:
 
 
 def _libcuda() -> dict[str, Any] | None:
-    for d in LIB_DIRS:
-        p = os.path.join(d, "libcuda.so.1")
+    for p in (os.path.join(d, "libcuda.so.1") for d in LIB_DIRS):
         if os.path.exists(p):
-            real = os.path.realpath(p)
-            m = _VER.search(real)
-            out = {"path": p}
-            if m:
-                out["version"] = m.group(1)
-            return out
+            m = _VER.search(os.path.realpath(p))
+            return {"path": p, **({"version": m.group(1)} if m else {})}
     return None
 
 

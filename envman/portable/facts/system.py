@@ -141,13 +141,8 @@ def _disks(project_dir: str) -> list[dict[str, Any]]:
         if st.st_dev in seen:
             continue
         seen.add(st.st_dev)
-        d = {
-            "path": p,
-            "free_gib": round(vfs.f_bavail * vfs.f_frsize / GIB, 1),
-            "total_gib": round(vfs.f_blocks * vfs.f_frsize / GIB, 1),
-        }
-        d.update(_block_device(p, st.st_dev))
-        out.append(d)
+        out.append({"path": p, "free_gib": round(vfs.f_bavail * vfs.f_frsize / GIB, 1),
+                    "total_gib": round(vfs.f_blocks * vfs.f_frsize / GIB, 1), **_block_device(p, st.st_dev)})
     return out
 
 
