@@ -274,12 +274,8 @@ def expand_imports(expect: dict[str, Any]) -> dict[str, Any]:
 def kit_knowledge() -> str | None:
     """The matrix knowledge the one-file kit carries (KIT_KNOWLEDGE in its top module, envman/image/kit.py); None
     where this island is not a kit (envman's own package on the host)."""
-    text = _kit("KIT_KNOWLEDGE")
+    text = getattr(sys.modules.get((__package__ or "").split(".")[0]), "KIT_KNOWLEDGE", None)
     return text if isinstance(text, str) else None
-
-
-def _kit(name: str) -> Any:
-    return getattr(sys.modules.get((__package__ or "").split(".")[0]), name, None)
 
 
 def observe_doctor(project_dir: str | None = None) -> list[dict[str, Any]] | None:
@@ -471,7 +467,7 @@ def observe_entry(expect: dict[str, Any], cwd: str) -> dict[str, Any]:
     entry = entry_script(expect.get("command") or [], cwd)
     if entry is None or not os.path.isfile(os.path.join(cwd, entry)):
         return {"entry": entry, "found": False, "modules": [], "where": cwd}
-    names = _kit("KIT_IMPORT_NAMES") or {}
+    names = getattr(sys.modules.get((__package__ or "").split(".")[0]), "KIT_IMPORT_NAMES", None) or {}
     found = entry_imports(entry, cwd)
     errors = observe_imports({"imports": [(m, m) for m, _ in found]})
     return {"entry": entry, "found": True, "where": cwd,
