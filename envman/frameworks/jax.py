@@ -1,5 +1,5 @@
 """JAX: matrices/jax.yaml (every jax release with its CUDA plugin builds, read from PyPI by
-envman/matrix/discover_jax.py), its names, and its pin format.
+tools/matrix/discover_jax.py), its names, and its pin format.
 
 A JAX CUDA stack is ``jax[cuda12]==V`` (or ``[cuda13]``): the extra pins ``jaxlib`` and ``jax-cudaNN-plugin``
 exactly, and the plugin pins ``jax-cudaNN-pjrt``. envman pins jaxlib and the plugin itself too, so a jax-only
@@ -89,11 +89,7 @@ def pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
     if res.framework is None:
         return []
     comp = dict(res.companions)
-    out = []
-    if res.variant in BUILDS:
-        out.append(f"jax[{res.variant}]=={res.version}")
-    else:
-        out.append(f"jax=={res.version}")
+    out = [f"jax[{res.variant}]=={res.version}" if res.variant in BUILDS else f"jax=={res.version}"]
     if comp.get(JAXLIB):
         out.append(f"{JAXLIB}=={comp[JAXLIB]}")
     plugin = PLUGIN.format(str(res.variant)[4:]) if res.variant in BUILDS else None

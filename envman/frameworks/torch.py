@@ -67,17 +67,13 @@ def load_releases(doc: Any, ctx: Ctx) -> tuple[FrameworkRelease, ...]:
                 continue
             vprov = ctx.prov(ve, vp)
             if vname == "cpu":
-                cpu = Variant("cpu", None, None, None, (), (), index.replace("{variant}", "cpu"), True, vprov)
-                variants.append(_platforms(ctx, ve, vp, cpu) if isinstance(ve, dict) else cpu)
-                continue
-            cuda = ctx.version(ve, "cuda", vp)
-            if cuda is not None and vname != f"cu{cuda.major}{cuda.minor}":
-                ctx.bad(f"{vp}.name", f"'{vname}' does not match cuda '{cuda}' (expected cu{cuda.major}{cuda.minor})")
-            cudnn = opt_str(ctx, ve, "cudnn", vp)
-            nccl = opt_str(ctx, ve, "nccl", vp)
-            archs = ctx.archs(ve, "archs", vp)
-            ptx = ctx.archs(ve, "ptx", vp, optional=True)
-            v = Variant(vname, cuda, cudnn, nccl, archs, ptx, index.replace("{variant}", vname), True, vprov)
+                v = Variant("cpu", None, None, None, (), (), index.replace("{variant}", "cpu"), True, vprov)
+            else:
+                cuda = ctx.version(ve, "cuda", vp)
+                if cuda is not None and vname != f"cu{cuda.major}{cuda.minor}":
+                    ctx.bad(f"{vp}.name", f"'{vname}' does not match cuda '{cuda}' (expected cu{cuda.major}{cuda.minor})")
+                v = Variant(vname, cuda, opt_str(ctx, ve, "cudnn", vp), opt_str(ctx, ve, "nccl", vp), ctx.archs(ve, "archs", vp),
+                            ctx.archs(ve, "ptx", vp, optional=True), index.replace("{variant}", vname), True, vprov)
             variants.append(_platforms(ctx, ve, vp, v) if isinstance(ve, dict) else v)
         dupes(ctx, f"{p}.variants", [v.name for v in variants], "variant")
         names = {v.name for v in variants}

@@ -26,10 +26,8 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     start = 0
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
-        if not buf and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        if buf and line.lstrip().startswith("#"):
-            continue  # a comment inside a continued instruction
+        if line.lstrip().startswith("#") or not (buf or line.strip()):
+            continue  # a comment (inside a continued instruction too), or a blank line between instructions
         if not buf:
             start = n
         if line.endswith("\\"):
@@ -171,14 +169,12 @@ def parse_pip(cmd: str) -> dict[str, Any]:
     out: dict[str, Any] = {"packages": [], "requirements": [], "constraints": [], "index_url": None,
                            "extra_index_urls": [], "find_links": [], "upgrade": False, "no_deps": False,
                            "editable": []}
-    i = 0
-    while i < len(words):
-        w = words[i]
+    it = iter(words)
+    for w in it:
         opt, eq, val = w.partition("=")
         if opt in _PIP_VALUED:
             if not eq:
-                i += 1
-                val = words[i] if i < len(words) else ""
+                val = next(it, "")
             if opt in ("-i", "--index-url"):
                 out["index_url"] = val
             elif opt in _PIP_KEYS:
@@ -187,7 +183,6 @@ def parse_pip(cmd: str) -> dict[str, Any]:
             out["upgrade" if w != "--no-deps" else "no_deps"] = True
         elif w and not w.startswith("-"):  # (a flag without a value: --no-cache-dir, --user, --pre, -q)
             out["packages"].append(w)
-        i += 1
     return out
 
 
@@ -202,20 +197,16 @@ def parse_conda(cmd: str) -> dict[str, Any]:
     words = _uncommented(cmd.split())
     words = words[words.index("install") + 1:] if "install" in words else []
     out: dict[str, Any] = {"packages": [], "channels": []}
-    i = 0
-    while i < len(words):
-        w = words[i]
-        if w in ("-c", "--channel"):
-            i += 1
-            if i < len(words):
-                out["channels"].append(words[i])
+    it = iter(words)
+    for w in it:
+        if w in ("-c", "--channel", "-n", "--name", "-p", "--prefix"):
+            value = next(it, None)  # the option's value, never a package
+            if w in ("-c", "--channel") and value is not None:
+                out["channels"].append(value)
         elif w.startswith("--channel="):
             out["channels"].append(w.split("=", 1)[1])
-        elif w in ("-n", "--name", "-p", "--prefix"):
-            i += 1
         elif not w.startswith("-"):
             out["packages"].append(w.strip("'\""))
-        i += 1
     return out
 
 

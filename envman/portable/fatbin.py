@@ -84,7 +84,7 @@ def read_fatbin(path: str) -> dict[str, Any]:
     sass = {a for kind, a, _isa, _c in entries if kind == KIND_ELF}
     ptx = {a for kind, a, _isa, _c in entries if kind == KIND_PTX}
     isas = [isa for kind, _a, isa, _c in entries if kind == KIND_PTX]
-    out: dict[str, Any] = {"sass": [_arch("sm", a) for a in sorted(sass)], "ptx": [_arch("compute", a) for a in sorted(ptx)]}
+    out: dict[str, Any] = {"sass": ["sm_%d" % a for a in sorted(sass)], "ptx": ["compute_%d" % a for a in sorted(ptx)]}
     if isas:
         out["ptx_isa"] = "%d.%d" % max(isas)
     if any(c for _k, _a, _i, c in entries):
@@ -92,7 +92,7 @@ def read_fatbin(path: str) -> dict[str, Any]:
     count = {a: sum(1 for c in containers if any(k == KIND_ELF and x == a for k, x, _i, _c in c)) for a in sass}
     rare = sorted(a for a, n in count.items() if len(containers) >= 8 and 2 * n < len(containers))
     if rare:
-        out["sass_rare"] = [_arch("sm", a) for a in rare]
+        out["sass_rare"] = ["sm_%d" % a for a in rare]
     return out
 
 
@@ -126,12 +126,7 @@ def _containers(fh: BinaryIO, start: int, end: int) -> list[list[tuple[int, int,
     return out
 
 
-def _arch(kind: str, num: int) -> str:
-    return "%s_%d" % (kind, num)
-
-
 DT_NEEDED = 1
-DT_STRTAB = 5
 DT_RPATH = 15
 DT_RUNPATH = 29
 SHT_DYNAMIC = 6
@@ -170,11 +165,6 @@ def dynamic_entries(path: str) -> dict[str, list[str]]:
             else:
                 out[key] += [d for d in text.split(":") if d]
     return out
-
-
-def needed_libs(path: str) -> list[str]:
-    """DT_NEEDED entries of the ELF object at ``path`` (``["libcudart.so.12", "libc10.so", …]``)."""
-    return dynamic_entries(path)["needed"]
 
 
 MAX_DYNSTR = 16 << 20

@@ -12,8 +12,6 @@ from typing import Any, Dict, FrozenSet, Optional, Sequence
 
 
 class KitFinder(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
-    """Finds and loads ``top.*`` from the text of each module."""
-
     def __init__(self, top: str, where: str, sources: Dict[str, str], packages: FrozenSet[str]) -> None:
         self.top = top
         self.where = where  # the folder holding the kit file: where the island's folder would be
@@ -53,12 +51,7 @@ class KitFinder(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
 
     def get_code(self, fullname: str) -> CodeType:
         return compile(self.sources[fullname], self.origin(fullname), "exec", dont_inherit=True)
-
-    def create_module(self, spec: ModuleSpec) -> None:
-        return None
-
-    def exec_module(self, module: ModuleType) -> None:
-        exec(self.get_code(module.__name__), module.__dict__)
+    # create_module and exec_module: the Loader's and InspectLoader's own (a fresh module, then get_code executed)
 
 
 def install(module_globals: Dict[str, Any], sources: Dict[str, str], packages: FrozenSet[str]) -> None:

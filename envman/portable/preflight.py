@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .frameworks.base import check
+from .smoke import EXIT_NO_GPU, run_smoke
 from .versions import vcmp
 
 EXIT_READY, EXIT_NOT_READY = 0, 1
-SMOKE_NO_GPU = 6
 
 
 # ============================================================================ pure
@@ -41,7 +41,7 @@ def evaluate_gpu_count(count: int, wanted: int) -> dict[str, Any] | None:
 def decide(smoke_code: int, extra: Sequence[dict[str, Any] | None], require_gpu: bool) -> int:
     if any(c is not None and c["status"] == "fail" for c in extra):
         return EXIT_NOT_READY
-    if smoke_code == 0 or (smoke_code == SMOKE_NO_GPU and not require_gpu):
+    if smoke_code == 0 or (smoke_code == EXIT_NO_GPU and not require_gpu):
         return EXIT_READY
     return EXIT_NOT_READY
 
@@ -93,8 +93,6 @@ def observe_network() -> dict[str, Any] | None:
 
 def run_preflight(expect: str, *, min_driver: str | None = None, min_gpus: int = 0,
                   require_gpu: bool = False) -> dict[str, Any]:
-    from .smoke import run_smoke
-
     smoke = run_smoke(expect, require_gpu)
     node = observe_node()
     extra = [evaluate_driver(node["driver"], min_driver), evaluate_gpu_count(node["gpu_count"], min_gpus)]

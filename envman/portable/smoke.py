@@ -35,10 +35,11 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from . import frameworks
-from .facts.commands import read_text
-from .frameworks.base import check, release, release_matches
+from .facts.commands import read_text, run_command
+from .facts.packages import norm
+from .frameworks.base import check, release_matches
 from .frameworks.base import error as _error
-from .versions import arch_covers, parse_arch  # noqa: F401 - arch_covers re-exported
+from .versions import arch_covers, parse_arch, vt  # noqa: F401 - arch_covers re-exported
 
 SCHEMA = 1
 EXIT_PASS, EXIT_FAIL, EXIT_NO_GPU = 0, 1, 6
@@ -103,14 +104,9 @@ def load_expect(data: object) -> dict[str, Any]:
     problems += _strings_problems("command", data.get("command", []), "the image's command words")
     if problems:
         raise ValueError("; ".join(problems))
-    out = dict(data)
-    out.setdefault("arch_list", [])
-    out.setdefault("imports", [])
-    out.setdefault("scripts", [])
-    out.setdefault("command", [])
-    for k in ("framework", "cuda", "cudnn", "nccl", "lock_hash"):
-        out.setdefault(k, None)
-    return out
+    defaults: dict[str, Any] = {"arch_list": [], "imports": [], "scripts": [], "command": [],
+                                **dict.fromkeys(("framework", "cuda", "cudnn", "nccl", "lock_hash"))}
+    return {**data, **{k: v for k, v in defaults.items() if k not in data}}
 
 
 def _strings_problems(key: str, value: object, what: str) -> list[str]:
@@ -127,7 +123,7 @@ def stack_is_cpu_only(expect: dict[str, Any]) -> bool:
 # ============================================================================ pure: evaluation
 def evaluate_python(expect: dict[str, Any], observed_version: str) -> dict[str, Any]:
     ok = release_matches(expect["python"], observed_version) and \
-        len(release(observed_version)) >= len(release(expect["python"]))
+        len(vt(observed_version)) >= len(vt(expect["python"]))
     return check("python", ok, expect["python"], observed_version)
 
 
@@ -173,12 +169,8 @@ def decide(checks: list[dict[str, Any]], gpu_visible: bool, expect: dict[str, An
            require_gpu: bool) -> tuple[int, str, list[str]]:
     """(exit code, status, notes): any failure -> 1; else no GPU visible for a GPU stack -> 6 (1 with
     --require-gpu); else 0."""
-    notes: list[str] = []
     cpu_only = stack_is_cpu_only(expect)
-    if not gpu_visible:
-        notes.append(CPU_STACK_LINE if cpu_only else NO_GPU_LINE)
-    elif cpu_only:
-        notes.append(CPU_STACK_LINE)
+    notes = [CPU_STACK_LINE] if cpu_only else [] if gpu_visible else [NO_GPU_LINE]
     if require_gpu and not gpu_visible:
         checks.append(check("gpu required", False, "a visible GPU", "none", "--require-gpu", gpu=True))
     if any(c["status"] == "fail" for c in checks):
@@ -236,16 +228,8 @@ def evaluate(expect: dict[str, Any], env_obs: dict[str, Any], fw_obs: dict[str, 
 def observe_environment() -> dict[str, Any]:
     nodes = glob.glob("/dev/nvidia*")
     smi = shutil.which("nvidia-smi")
-    smi_gpus: int | None = None
-    smi_lines: list[str] = []
-    if smi:
-        try:
-            p = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                               universal_newlines=True, timeout=20, check=False)
-            smi_lines = [ln for ln in p.stdout.splitlines() if ln.startswith("GPU ")]
-            smi_gpus = len(smi_lines)
-        except (OSError, subprocess.SubprocessError):
-            smi_gpus = 0
+    smi_lines = [ln for ln in run_command([smi, "-L"], 20).out.splitlines() if ln.startswith("GPU ")] if smi else []
+    smi_gpus = len(smi_lines) if smi else None
     nvd = os.environ.get("NVIDIA_VISIBLE_DEVICES")
     visible, evidence = gpu_visibility(nodes, smi_gpus, nvd)
     return {"python": platform.python_version(), "gpu_visible": visible, "gpu_evidence": evidence,
@@ -254,10 +238,8 @@ def observe_environment() -> dict[str, Any]:
 
 def top_level_modules(dist: str) -> list[str]:
     """The public top-level modules a distribution installs (top_level.txt, else its RECORD)."""
-    try:
-        from importlib import metadata
-    except ImportError:  # Python < 3.8
-        return []
+    from importlib import metadata
+
     try:
         d = metadata.distribution(dist)
     except Exception:
@@ -283,11 +265,8 @@ def expand_imports(expect: dict[str, Any]) -> dict[str, Any]:
     """[dist, null] means "whatever that distribution installs": every public top-level module of it."""
     out: list[list[str]] = []
     for dist, module in expect["imports"]:
-        if module is not None:
-            out.append([dist, module])
-            continue
-        found = top_level_modules(dist)
-        out.extend([dist, m] for m in found) if found else out.append([dist, dist.replace("-", "_")])
+        found = [module] if module is not None else top_level_modules(dist) or [dist.replace("-", "_")]
+        out.extend([dist, m] for m in found)
     expect["imports"] = out
     return expect
 
@@ -295,8 +274,7 @@ def expand_imports(expect: dict[str, Any]) -> dict[str, Any]:
 def kit_knowledge() -> str | None:
     """The matrix knowledge the one-file kit carries (KIT_KNOWLEDGE in its top module, envman/image/kit.py); None
     where this island is not a kit (envman's own package on the host)."""
-    top = sys.modules.get((__package__ or "").split(".")[0])
-    text = getattr(top, "KIT_KNOWLEDGE", None)
+    text = getattr(sys.modules.get((__package__ or "").split(".")[0]), "KIT_KNOWLEDGE", None)
     return text if isinstance(text, str) else None
 
 
@@ -336,10 +314,6 @@ def observe_imports(expect: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def observe_host_refusal(dist: str, exc: BaseException) -> str | None:
     """The distribution ("tensorflow 2.12.1") whose code raised ``exc`` while ``dist`` was imported, when it requires
     ``dist`` and imports itself: a host refusing to load its own plug-in a second time (TensorFlow's built-in
@@ -358,8 +332,8 @@ def observe_host_refusal(dist: str, exc: BaseException) -> str | None:
 
         for d in metadata.distributions():
             name = d.metadata["Name"] or ""
-            requires = {_canonical(re.split(r"[^A-Za-z0-9._-]", r.strip(), maxsplit=1)[0]) for r in d.requires or []}
-            if top and _canonical(name) != _canonical(dist) and _canonical(dist) in requires and top in _dist_modules(d):
+            requires = {norm(re.split(r"[^A-Za-z0-9._-]", r.strip(), maxsplit=1)[0]) for r in d.requires or []}
+            if top and norm(name) != norm(dist) and norm(dist) in requires and top in _dist_modules(d):
                 importlib.import_module(top)  # the host itself imports (else the failure is the host's: loud)
                 return "%s %s" % (name, d.version)
     except BaseException as host_exc:  # the host's own import failing: no excuse, the error stands
@@ -484,7 +458,7 @@ def distribution_of(module: str, names: dict[str, str]) -> str | None:
             return names[".".join(parts[:n])]
     if parts[0] in getattr(sys, "stdlib_module_names", ()) or parts[0] in sys.builtin_module_names:
         return None
-    return _canonical(parts[0])
+    return norm(parts[0])
 
 
 def observe_entry(expect: dict[str, Any], cwd: str) -> dict[str, Any]:
@@ -493,8 +467,7 @@ def observe_entry(expect: dict[str, Any], cwd: str) -> dict[str, Any]:
     entry = entry_script(expect.get("command") or [], cwd)
     if entry is None or not os.path.isfile(os.path.join(cwd, entry)):
         return {"entry": entry, "found": False, "modules": [], "where": cwd}
-    top = sys.modules.get((__package__ or "").split(".")[0])
-    names = getattr(top, "KIT_IMPORT_NAMES", None) or {}
+    names = getattr(sys.modules.get((__package__ or "").split(".")[0]), "KIT_IMPORT_NAMES", None) or {}
     found = entry_imports(entry, cwd)
     errors = observe_imports({"imports": [(m, m) for m, _ in found]})
     return {"entry": entry, "found": True, "where": cwd,
@@ -552,11 +525,9 @@ def run_smoke(expect_path: str, require_gpu: bool = False) -> dict[str, Any]:
     report["lock_hash"] = expect.get("lock_hash")
     with stdout_to_stderr():
         env_obs = observe_environment()
-        fw_obs: dict[str, Any]
-        fw, fw_obs = expect["framework"], {}
+        fw = expect["framework"]
         plugin = frameworks.get(fw["name"]) if fw else None
-        if plugin is not None:
-            fw_obs = plugin.observe(env_obs["gpu_visible"], env_obs["gpu_evidence"])
+        fw_obs = plugin.observe(env_obs["gpu_visible"], env_obs["gpu_evidence"]) if plugin is not None else {}
         import_obs = observe_imports(expand_imports(expect))
         script_obs = observe_scripts(expect)
         entry_obs = observe_entry(expect, os.getcwd())

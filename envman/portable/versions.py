@@ -42,18 +42,10 @@ def major_minor(text: object) -> str | None:
     return f"{t[0]}.{t[1] if len(t) > 1 else 0}"
 
 
-def split_local(version: str) -> tuple[str, str | None]:
+def split_local(version: object) -> tuple[str, str | None]:
     """'2.7.1+cu128' -> ('2.7.1', 'cu128'); '2.7.1' -> ('2.7.1', None)."""
     base, _, local = str(version).partition("+")
     return base, (local or None)
-
-
-def cuda_variant(cuda: str | None) -> str:
-    """The wheel variant name of a CUDA version: '12.8' -> 'cu128', None -> 'cpu'."""
-    t = vt(cuda)
-    if not t:
-        return "cpu"
-    return f"cu{t[0]}{t[1] if len(t) > 1 else 0}"
 
 
 def variant_cuda(variant: str | None) -> str | None:
@@ -125,13 +117,11 @@ def runs_ptx(arch: tuple[int, ...], device: tuple[int, ...]) -> bool:
 
 def sass_for(archs: list[tuple[int, ...]], device: tuple[int, ...]) -> tuple[int, ...] | None:
     """The best SASS in ``archs`` that runs on ``device``, or None."""
-    usable = [a for a in archs if runs_sass(a, device)]
-    return max(usable, key=lambda a: (a[0], a[1])) if usable else None
+    return max((a for a in archs if runs_sass(a, device)), key=lambda a: (a[0], a[1]), default=None)
 
 
 def ptx_for(ptx: list[tuple[int, ...]], device: tuple[int, ...]) -> tuple[int, ...] | None:
-    usable = [a for a in ptx if runs_ptx(a, device)]
-    return max(usable, key=lambda a: (a[0], a[1])) if usable else None
+    return max((a for a in ptx if runs_ptx(a, device)), key=lambda a: (a[0], a[1]), default=None)
 
 
 def arch_name(a: tuple[int, ...], kind: str = "sm") -> str:

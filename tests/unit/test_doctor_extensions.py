@@ -15,7 +15,7 @@ from envman.matrix.knowledge import knowledge_from_matrix, with_extensions
 from envman.matrix.load import load_matrix
 from envman.portable.doctor.checks import run_checks
 from envman.portable.facts.extensions import LoaderView, probe_extensions
-from envman.portable.fatbin import needed_libs, read_fatbin
+from envman.portable.fatbin import dynamic_entries, read_fatbin
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "facts"
 K = with_extensions(knowledge_from_matrix(load_matrix(FIX.parent / "matrix")), FIX.parent / "matrix")
@@ -92,7 +92,7 @@ def write_so(tmp_path: Path, name: str, sass=(), ptx=(), needed=(), isa=(8, 4), 
 def test_fatbin_lists_sass_and_ptx_per_arch(tmp_path):
     p = write_so(tmp_path, "flash_attn_2_cuda.so", sass=(80, 90), ptx=(90,), needed=("libcudart.so.12", "libc10.so"))
     assert read_fatbin(str(p)) == {"sass": ["sm_80", "sm_90"], "ptx": ["compute_90"], "ptx_isa": "8.4"}
-    assert needed_libs(str(p)) == ["libcudart.so.12", "libc10.so"]
+    assert dynamic_entries(str(p))["needed"] == ["libcudart.so.12", "libc10.so"]
 
 
 def test_fatbin_of_a_host_only_library_is_empty_and_garbage_raises(tmp_path):
@@ -121,7 +121,7 @@ def test_fatbin_reads_what_nvcc_writes(tmp_path):
         pytest.skip(f"nvcc could not build here: {ran.stderr[-200:]}")
     got = read_fatbin(str(out))
     assert got["sass"] == ["sm_80", "sm_90"] and got["ptx"] == ["compute_90"]
-    assert any(n.startswith("libcudart.so.") for n in needed_libs(str(out)))
+    assert any(n.startswith("libcudart.so.") for n in dynamic_entries(str(out))["needed"])
 
 
 # The entry headers nvcc 13.0.88 (PyPI's nvidia-cuda-nvcc 13.0.88) wrote into .nv_fatbin for this file's kernel,

@@ -58,7 +58,7 @@ def test_old_scanner_still_parses():
     ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16)", "580.95.05"),
 ])
 def test_kernel_module_version(monkeypatch, text, version):
-    monkeypatch.setattr(nvidia, "_read", lambda p: text if p == "/proc/driver/nvidia/version" else None)
+    monkeypatch.setattr(nvidia, "read_text", lambda p, *limit: text if p == "/proc/driver/nvidia/version" else None)
     assert nvidia.kernel_module_version() == version
 
 

@@ -77,5 +77,4 @@ def merge_deep(facts: dict[str, Any], deep: dict[str, Any]) -> None:
     if isinstance(t.get("cxx11_abi"), bool):
         facts["torch"]["cxx11_abi"] = t["cxx11_abi"]
     if t.get("cudnn"):
-        facts["torch"]["cudnn"] = t["cudnn"]
-        facts["torch"]["cudnn_source"] = "loaded"
+        facts["torch"].update(cudnn=t["cudnn"], cudnn_source="loaded")

@@ -28,9 +28,7 @@ def probe_docker(timeout: float = 1.5, environ: dict[str, str] | None = None) ->
         d["default_runtime"] = info.get("DefaultRuntime")
         d["root_dir"] = info.get("DockerRootDir")  # /var/snap/docker/… for the snap package
         d["nvidia_runtime"] = "nvidia" in runtimes
-        cdi_dirs = info.get("CDISpecDirs") or []
-    else:
-        cdi_dirs = []
+    cdi_dirs = (info or {}).get("CDISpecDirs") or []
     d["toolkit"] = any(shutil.which(b) for b in TOOLKIT_BINARIES)
     d["installed"] = bool(shutil.which("docker") or shutil.which("dockerd"))
     d["cdi"] = any(
@@ -63,12 +61,7 @@ def engine_info(host: str, timeout: float) -> tuple[dict[str, Any] | None, str |
         return None, f"{host}: {getattr(exc, 'strerror', None) or exc}"
     try:
         s.sendall(b"GET /info HTTP/1.0\r\nHost: docker\r\n\r\n")
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
+        chunks = list(iter(lambda: s.recv(65536), b""))  # until the engine closes (HTTP/1.0)
     except OSError as exc:
         return None, f"{host}: {exc.strerror or exc}"
     finally:

@@ -88,9 +88,9 @@ def probe_extensions(dists: dict[str, tuple[str, str, str]], budget_s: float = B
     return out
 
 
-def _library(loc: str, rel: str, where: LoaderView, e: dict[str, Any]) -> dict[str, Any]:
-    """One shared library of a distribution: its fat binary and loader record (a Windows .dll: its name only); the
-    first torch-linked one also sets the distribution's C++ ABI (``e["cxx11_abi"]``)."""
+def _library(loc: str, rel: str, where: LoaderView, e: dict[str, Any] | None) -> dict[str, Any]:
+    """One shared library of a distribution: its fat binary and loader record (a Windows .dll: its name only); with
+    ``e``, the first torch-linked one also sets the distribution's C++ ABI (``e["cxx11_abi"]``)."""
     path = os.path.join(loc, rel)
     one: dict[str, Any] = {"file": rel}
     if rel.endswith(".dll"):
@@ -98,7 +98,7 @@ def _library(loc: str, rel: str, where: LoaderView, e: dict[str, Any]) -> dict[s
     try:
         one.update(read_fatbin(path))
         one.update(library_record(path, where))
-        if "libc10.so" in one.get("needed", ()) and "cxx11_abi" not in e:
+        if e is not None and "libc10.so" in one.get("needed", ()) and "cxx11_abi" not in e:
             abi = cxx11_abi(path)
             if abi is not None:
                 e["cxx11_abi"] = abi
@@ -133,24 +133,16 @@ def _built_for(loc: str, name: str) -> dict[str, str] | None:
 FRAMEWORK_LIBS = {"torch": ("torch/lib/libtorch_cuda*.so",)}
 
 
-def probe_framework_libs(dists: dict[str, tuple[str, str, str]], where: LoaderView | None = None) -> dict[str, Any]:
-    """``{framework: [{file, needed, rpath|runpath, resolved, elsewhere}]}`` for FRAMEWORK_LIBS."""
-    where = where or LoaderView(sorted({d[0] for d in dists.values()}))
+def probe_framework_libs(dists: dict[str, tuple[str, str, str]], where: LoaderView) -> dict[str, Any]:
+    """``{framework: [{file, needed, rpath|runpath, resolved, elsewhere}]}`` for FRAMEWORK_LIBS (its arch list too,
+    without importing it: torch.cuda.get_arch_list())."""
     out: dict[str, Any] = {}
     for fw, patterns in FRAMEWORK_LIBS.items():
         if fw not in dists:
             continue
         loc = dists[fw][0]
-        files = []
-        for pat in patterns:
-            for path in sorted(glob.glob(os.path.join(loc, pat))):
-                one: dict[str, Any] = {"file": os.path.relpath(path, loc)}
-                try:
-                    one.update(read_fatbin(path))  # its arch list, without importing it (torch.cuda.get_arch_list())
-                    one.update(library_record(path, where))
-                except (OSError, ValueError, IndexError) as exc:
-                    one["error"] = f"{type(exc).__name__}: {exc}"
-                files.append(one)
+        files = [_library(loc, os.path.relpath(path, loc), where, None)
+                 for pat in patterns for path in sorted(glob.glob(os.path.join(loc, pat)))]
         if files:
             out[fw] = files
     return out
@@ -202,10 +194,5 @@ def _shared_objects(loc: str, meta: str) -> list[str]:
     text = read_text(os.path.join(loc, meta, "RECORD"), 8 << 20)
     if text is None:
         return []
-    out = []
-    for line in text.splitlines():
-        rel = line.split(",", 1)[0]
-        base = os.path.basename(rel)
-        if (base.endswith((".so", ".dll")) or ".so." in base) and not rel.startswith(".."):
-            out.append(rel)
-    return sorted(set(out))
+    rels = {line.split(",", 1)[0] for line in text.splitlines()}
+    return sorted(r for r in rels if (r.endswith((".so", ".dll")) or ".so." in os.path.basename(r)) and not r.startswith(".."))

@@ -25,12 +25,12 @@ def gather_facts(
     from .toolchain import probe_toolchain
 
     project_dir = os.path.abspath(project_dir)
-    jobs: dict[str, Callable[[], dict[str, Any]]] = {
-        "packages": lambda: probe_packages(python),
+    jobs: dict[str, Callable[[], dict[str, Any]]] = {  # in the order their facts are merged
+        "system": lambda: probe_system(project_dir),
         "nvidia": probe_nvidia,
+        "packages": lambda: probe_packages(python),
         "toolchain": probe_toolchain,
         "docker": lambda: {"docker": probe_docker()},
-        "system": lambda: probe_system(project_dir),
         "project": lambda: {"lock": probe_lock(project_dir), "workload": read_workload(project_dir),
                              "pins": read_framework_pins(project_dir), "build_intent": read_build_intent(project_dir),
                              "dockerfiles": read_dockerfiles(project_dir)},
@@ -44,7 +44,7 @@ def gather_facts(
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "project": project_dir,
     }
-    for name in ("system", "nvidia", "packages", "toolchain", "docker", "project", "host", "network"):
+    for name in jobs:
         part = results.get(name) or {}
         err = part.pop("_error", None)
         if err:

@@ -47,15 +47,10 @@ def probe_host(timeout: float = 2.0) -> dict[str, Any]:
 
 
 def _libcuda() -> dict[str, Any] | None:
-    for d in LIB_DIRS:
-        p = os.path.join(d, "libcuda.so.1")
+    for p in (os.path.join(d, "libcuda.so.1") for d in LIB_DIRS):
         if os.path.exists(p):
-            real = os.path.realpath(p)
-            m = _VER.search(real)
-            out = {"path": p}
-            if m:
-                out["version"] = m.group(1)
-            return out
+            m = _VER.search(os.path.realpath(p))
+            return {"path": p, **({"version": m.group(1)} if m else {})}
     return None
 
 
@@ -110,18 +105,13 @@ def read_workload(project_dir: str) -> dict[str, Any] | None:
 PIN_FILES = ("requirements.txt", "requirements-gpu.txt", "requirements/base.txt")
 
 
-def framework_dists() -> dict[str, str]:
-    """pip name -> framework, from the plug-ins (tensorflow-cpu==2.15.1 pins tensorflow)."""
-    from ..frameworks import registered
-
-    return {d: p.name for p in registered() for d in p.distributions}
-
-
 def read_framework_pins(project_dir: str) -> dict[str, Any] | None:
     """``{"torch": {"version": "1.13.1", "file": "requirements.txt"}}``: framework pins of the project's
     envman.lock requirements or requirements files (the first file that pins one wins)."""
+    from ..frameworks import registered
+
     out: dict[str, Any] = {}
-    dists = framework_dists()
+    dists = {d: p.name for p in registered() for d in p.distributions}  # tensorflow-cpu==2.15.1 pins tensorflow
     for name in PIN_FILES:
         text = read_text(os.path.join(project_dir, name), 1 << 20)
         if not text:

@@ -23,10 +23,7 @@ _DIST = re.compile(r"^([A-Za-z0-9][\w.]*?)-([^-]+)\.dist-info\Z")
 
 def kernel_dirs(prefixes: list[str]) -> list[str]:
     """Jupyter's data directories' ``kernels`` folders, in its search order, deduplicated."""
-    dirs: list[str] = []
-    for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep):
-        if p:
-            dirs.append(os.path.join(p, "kernels"))
+    dirs = [os.path.join(p, "kernels") for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p]
     data = os.environ.get("JUPYTER_DATA_DIR")
     if data:
         dirs.append(os.path.join(data, "kernels"))
@@ -37,11 +34,7 @@ def kernel_dirs(prefixes: list[str]) -> list[str]:
         dirs.append(os.path.join(os.environ["APPDATA"], "jupyter", "kernels"))
     dirs += [os.path.join(p, "share", "jupyter", "kernels") for p in prefixes if p]
     dirs += ["/usr/local/share/jupyter/kernels", "/usr/share/jupyter/kernels"]
-    seen: list[str] = []
-    for d in dirs:
-        if d not in seen:
-            seen.append(d)
-    return seen
+    return list(dict.fromkeys(dirs))
 
 
 def env_prefix(exe: str) -> str:

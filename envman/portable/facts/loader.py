@@ -38,7 +38,6 @@ def _cstr(data: bytes, at: int) -> str:
 
 
 def cache_list(path: str = CACHE) -> list[tuple[str, str]]:
-    """The entries of this machine's ld.so.cache ([] when there is none)."""
     try:
         with open(path, "rb") as fh:
             return cache_entries(fh.read(8 << 20))
@@ -52,12 +51,8 @@ def search_dirs(environ: dict[str, str] | None = None, rpath: list[str] | tuple[
     env = os.environ if environ is None else environ
 
     def expand(dirs: list[str] | tuple[str, ...], how: str) -> list[tuple[str, str]]:
-        out = []
-        for d in dirs:
-            if ("$ORIGIN" in d or "${ORIGIN}" in d) and origin is None:
-                continue
-            out.append((os.path.normpath(d.replace("${ORIGIN}", origin or "").replace("$ORIGIN", origin or "")), how))
-        return out
+        return [(os.path.normpath(d.replace("${ORIGIN}", origin or "").replace("$ORIGIN", origin or "")), how)
+                for d in dirs if origin is not None or not ("$ORIGIN" in d or "${ORIGIN}" in d)]
 
     ld = [(p, "LD_LIBRARY_PATH") for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
     if runpath:
@@ -100,16 +95,10 @@ def unsearched_dirs(site_dirs: list[str], environ: dict[str, str] | None = None)
     pats = [os.path.join(s, "nvidia", "*", "lib") for s in site_dirs]
     pats += [os.path.join(env["CONDA_PREFIX"], "lib")] if env.get("CONDA_PREFIX") else []
     pats += ["/usr/local/cuda*/lib64", "/usr/local/cuda*/targets/*/lib"]
-    out: list[str] = []
-    for pat in pats:
-        for d in sorted(glob.glob(pat)):
-            if d not in out and os.path.isdir(d):
-                out.append(d)
-    return out
+    return list(dict.fromkeys(d for pat in pats for d in sorted(glob.glob(pat)) if os.path.isdir(d)))
 
 
 def found_elsewhere(soname: str, dirs: list[str]) -> list[str]:
-    """The copies of ``soname`` in ``dirs`` (the loader did not find one on its path)."""
     return [os.path.join(d, soname) for d in dirs if os.path.exists(os.path.join(d, soname))]
 
 

@@ -7,10 +7,10 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .commands import run_command
+from .commands import read_text, run_command
 
 
 @dataclass(frozen=True)
@@ -137,11 +137,11 @@ def _dev_nodes() -> list[str]:
 
 
 def kernel_module_version() -> str | None:
-    text = _read("/proc/driver/nvidia/version") or ""
+    text = read_text("/proc/driver/nvidia/version") or ""
     m = re.search(r"Kernel Module(?: for [\w-]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
     if m:
         return m.group(1)
-    v = (_read("/sys/module/nvidia/version") or "").strip()
+    v = (read_text("/sys/module/nvidia/version") or "").strip()
     return v or None
 
 
@@ -166,20 +166,8 @@ def pci_nvidia_gpus() -> int | None:
         devs = os.listdir(base)
     except OSError:
         return None
-    n = 0
-    for d in devs:
-        nvidia_ = (_read(f"{base}/{d}/vendor") or "").strip() == "0x10de"
-        if nvidia_ and (_read(f"{base}/{d}/class") or "").startswith("0x03"):  # display or 3D controller
-            n += 1
-    return n
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(4096)
-    except OSError:
-        return None
+    return sum(1 for d in devs if (read_text(f"{base}/{d}/vendor") or "").strip() == "0x10de"
+               and (read_text(f"{base}/{d}/class") or "").startswith("0x03"))  # a display or 3D controller
 
 
 def _nvml_facts() -> tuple[dict[str, Any] | None, str | None, bool]:
@@ -205,7 +193,7 @@ def _nvml_facts() -> tuple[dict[str, Any] | None, str | None, bool]:
             for p in _try(pynvml.nvmlDeviceGetComputeRunningProcesses, h) or []:
                 used = getattr(p, "usedGpuMemory", None)
                 procs.append({"gpu": i, "pid": p.pid, "used_mib": used // MIB if isinstance(used, int) else None,
-                              "name": (_read(f"/proc/{p.pid}/comm") or "").strip() or None})
+                              "name": (read_text(f"/proc/{p.pid}/comm", 4096) or "").strip() or None})
         f["gpus"] = gpus
         f["gpu_processes"] = procs
         return f, None, False
@@ -283,9 +271,7 @@ def _smi_facts(exe: str, timeout: float) -> tuple[dict[str, Any] | None, str | N
             break
     basic = scan_nvidia_smi(timeout)
     if basic.source:
-        return {"driver": basic.driver, "gpus": [
-            {"index": g.index, "name": g.name, "cc": g.cc, "mem_total_mib": g.mem_total_mib} for g in basic.gpus
-        ]}, None
+        return {"driver": basic.driver, "gpus": [asdict(g) for g in basic.gpus]}, None
     return None, (out.error or out.text) if out else basic.error
 
 

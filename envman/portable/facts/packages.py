@@ -46,12 +46,7 @@ def probe_packages(python: str | None = None, timeout: float = 10.0) -> dict[str
             f[plugin.name] = rec
     if "numpy" in dists:
         f["numpy"] = dists["numpy"][1]
-    tags = {}
-    for n in TAGGED:
-        if n in dists:
-            t = _wheel_tags(dists[n])
-            if t:
-                tags[n] = t
+    tags = {n: t for n in TAGGED if n in dists and (t := _wheel_tags(dists[n]))}
     if tags:
         f["wheel_tags"] = tags
     f.update(_libraries(dists))
@@ -72,14 +67,8 @@ def _libraries(dists: dict[str, Any]) -> dict[str, Any]:
     from .extensions import LoaderView, probe_extensions, probe_framework_libs
 
     where = LoaderView(sorted({d[0] for d in dists.values()}))
-    out: dict[str, Any] = {}
-    exts = probe_extensions(dists, where=where)
-    if exts:
-        out["extensions"] = exts
-    libs = probe_framework_libs(dists, where)
-    if libs:
-        out["framework_libs"] = libs
-    return out
+    out = {"extensions": probe_extensions(dists, where=where), "framework_libs": probe_framework_libs(dists, where)}
+    return {k: v for k, v in out.items() if v}
 
 
 def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, Any]:
@@ -109,7 +98,6 @@ def target_environment(python: str | None, timeout: float = 10.0) -> dict[str, A
 
 
 def _same(a: str, b: str) -> bool:
-    """Same directory (symlinks in the directories resolved)."""
     try:
         return os.path.realpath(a) == os.path.realpath(b)
     except OSError:

@@ -38,12 +38,8 @@ def probe_lock(project_dir: str) -> dict[str, Any] | None:
     fw = stack.get("framework")
     if isinstance(fw, dict):
         lock["framework"] = {k: fw.get(k) for k in ("name", "version", "variant", "index_url") if fw.get(k) is not None}
-    for k in STACK_KEYS:
-        if isinstance(stack.get(k), (str, int, float)):
-            lock[k] = str(stack[k])
-    for k in ("arch_list", "ptx"):
-        if isinstance(stack.get(k), list):
-            lock[k] = [str(a) for a in stack[k]]
+    lock.update({k: str(stack[k]) for k in STACK_KEYS if isinstance(stack.get(k), (str, int, float))})
+    lock.update({k: [str(a) for a in stack[k]] for k in ("arch_list", "ptx") if isinstance(stack.get(k), list)})
     if isinstance(stack.get("companions"), dict):
         lock["companions"] = {str(k): v for k, v in stack["companions"].items() if v}
     base = data.get("base_image")

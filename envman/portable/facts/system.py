@@ -14,12 +14,8 @@ GIB = 1024 * MIB
 
 
 def probe_system(project_dir: str) -> dict[str, Any]:
-    f: dict[str, Any] = {}
     u = os.uname()
-    f["os"] = u.sysname
-    f["arch"] = u.machine
-    f["kernel"] = u.release
-    f["distro"] = _distro()
+    f: dict[str, Any] = {"os": u.sysname, "arch": u.machine, "kernel": u.release, "distro": _distro()}
     try:
         f["glibc"] = (os.confstr("CS_GNU_LIBC_VERSION") or "").split()[-1]  # "glibc 2.36"; unset: IndexError
     except (ValueError, OSError, AttributeError, IndexError):
@@ -99,12 +95,9 @@ def wsl_version(release: str) -> int:
 
 def _wsl_linux_driver() -> list[str]:
     """Traces of a Linux NVIDIA driver inside WSL2, where only the Windows driver's libraries belong."""
-    found = []
-    for pat in ("/usr/lib/x86_64-linux-gnu/libcuda.so.*", "/usr/lib64/libcuda.so.*", "/usr/lib/libcuda.so.*"):
-        for p in sorted(glob.glob(pat)):
-            real = os.path.realpath(p)
-            if "/usr/lib/wsl/" not in real and re.search(r"libcuda\.so\.\d+\.\d+", p):
-                found.append(p)
+    pats = ("/usr/lib/x86_64-linux-gnu/libcuda.so.*", "/usr/lib64/libcuda.so.*", "/usr/lib/libcuda.so.*")
+    found = [p for pat in pats for p in sorted(glob.glob(pat))
+             if "/usr/lib/wsl/" not in os.path.realpath(p) and re.search(r"libcuda\.so\.\d+\.\d+", p)]
     found += sorted(glob.glob("/var/lib/dpkg/info/nvidia-driver-*.list"))[:1]
     if os.path.exists("/proc/driver/nvidia/version"):
         found.append("/proc/driver/nvidia/version")
@@ -148,13 +141,8 @@ def _disks(project_dir: str) -> list[dict[str, Any]]:
         if st.st_dev in seen:
             continue
         seen.add(st.st_dev)
-        d = {
-            "path": p,
-            "free_gib": round(vfs.f_bavail * vfs.f_frsize / GIB, 1),
-            "total_gib": round(vfs.f_blocks * vfs.f_frsize / GIB, 1),
-        }
-        d.update(_block_device(p, st.st_dev))
-        out.append(d)
+        out.append({"path": p, "free_gib": round(vfs.f_bavail * vfs.f_frsize / GIB, 1),
+                    "total_gib": round(vfs.f_blocks * vfs.f_frsize / GIB, 1), **_block_device(p, st.st_dev)})
     return out
 
 

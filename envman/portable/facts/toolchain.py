@@ -161,10 +161,6 @@ def cuda_libs(ld_library_path: str) -> list[dict[str, Any]]:
 
 
 def _ld_conf_dirs() -> list[str]:
-    dirs: list[str] = []
-    for conf in ["/etc/ld.so.conf", *sorted(glob.glob("/etc/ld.so.conf.d/*.conf"))]:
-        for line in (read_text(conf, 1 << 14) or "").splitlines():
-            line = line.split("#")[0].strip()
-            if line and not line.startswith("include") and line.startswith("/"):
-                dirs.append(line)
-    return dirs
+    confs = ["/etc/ld.so.conf", *sorted(glob.glob("/etc/ld.so.conf.d/*.conf"))]
+    lines = (ln.split("#")[0].strip() for conf in confs for ln in (read_text(conf, 1 << 14) or "").splitlines())
+    return [ln for ln in lines if ln.startswith("/")]  # (not `include`: it names more files)

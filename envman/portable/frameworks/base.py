@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Optional, Tuple
+
+from ..versions import arch_covers, split_local, vt
 
 # Relative (Frobenius) error allowed against the CPU result: fp32 differs only by summation order;
 # bf16 keeps 8 bits of mantissa.
@@ -99,29 +100,16 @@ def skip(name: str, detail: str, gpu: bool = False) -> dict[str, Any]:
     return {"name": name, "status": "skip", "expected": None, "observed": None, "detail": detail, "gpu": gpu}
 
 
-def release(text: object) -> tuple[int, ...]:
-    """'2.14.1+cu130' -> (2, 14, 1); '13.0' -> (13, 0); None or junk -> ()."""
-    if text is None:
-        return ()
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(text))
-    return tuple(int(p) for p in m.group(1).split(".")) if m else ()
-
-
 def release_matches(expected: object, observed: object) -> bool:
     """Equal on the parts both give: TF reports cuDNN as '9', torch CUDA as '13.0'."""
-    e, o = release(expected), release(observed)
+    e, o = vt(expected), vt(observed)
     n = min(len(e), len(o))
     return n > 0 and e[:n] == o[:n]
 
 
-def split_local(version: object) -> tuple[str, str | None]:
-    public, _, local = str(version).partition("+")
-    return public, (local or None)
-
-
 def cuda_variant(cuda: object) -> str:
     """'13.0' -> 'cu130', '12.6' -> 'cu126', None -> 'cpu' (the wheel-index naming)."""
-    r = release(cuda)
+    r = vt(cuda)
     return "cu%d%d" % (r[0], r[1]) if len(r) >= 2 else "cpu"
 
 
@@ -134,6 +122,28 @@ def op_check(name: str, result: dict[str, Any] | None, tol: float) -> dict[str, 
     ok = err is not None and err <= tol
     return check(name, ok, "rel. error <= %g vs CPU" % tol, None if err is None else "%.2e" % err,
                  result.get("detail", ""), gpu=True)
+
+
+def device_checks(devices: list[dict[str, Any]], arch: list[str], ops: list[dict[str, Any]],
+                  fp32: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
+    """Each GPU's capability against the arch list; each distinct capability's ops (``fp32``: (check name, op key))
+    against the CPU, and its bf16 matmul from compute capability 8.0 on."""
+    out = []
+    for dev in devices:
+        cc = dev.get("capability")
+        if cc:
+            ok, how = arch_covers(cc, arch)
+            out.append(check("capability %s (%s)" % (".".join(map(str, cc)), dev.get("name", "?")), ok,
+                             "covered by arch list", " ".join(arch), how, gpu=True))
+    for op in ops:
+        cc = tuple(op.get("capability") or (0, 0))
+        tag = " on cc %d.%d" % cc
+        out += [op_check(name + tag, op.get(key), TOL_FP32) for name, key in fp32]
+        if cc >= (8, 0):
+            out.append(op_check("bf16 matmul" + tag, op.get("bf16"), TOL_BF16))
+        else:
+            out.append(skip("bf16 matmul" + tag, "compute capability %d.%d has no native bf16" % cc, gpu=True))
+    return out
 
 
 def error(exc: BaseException) -> str:

@@ -8,19 +8,14 @@ import os
 import re
 from typing import Any
 
-from ..versions import arch_covers
+from ..versions import split_local, vt
 from .base import (
-    TOL_BF16,
-    TOL_FP32,
     Plugin,
     check,
+    device_checks,
     error,
     import_observed,
-    op_check,
-    release,
     release_matches,
-    skip,
-    split_local,
 )
 from .jax_doctor import BUILDS, CHECKS, installed_jax, plugin_archs, probe_jax
 from .torch import cudnn_text as torch_cudnn_text
@@ -42,7 +37,7 @@ def cuda_text(number: object) -> str | None:
 def _build_of(obs: dict[str, Any]) -> str:
     plugins = obs.get("plugins") or {}
     found = [b for b in BUILDS if plugins.get(b)]
-    return found[0] if len(found) == 1 else ("+".join(found) if found else "cpu")
+    return "+".join(found) or "cpu"
 
 
 def _agreement(obs: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +69,7 @@ def _variant_check(want: str, obs: dict[str, Any]) -> dict[str, Any]:
 
 def _at_least(floor: str, got: object) -> bool:
     """cuDNN and NCCL are locked to the build's floors within their major (lock/pins.py): a newer one passes."""
-    f, g = release(floor), release(got)
+    f, g = vt(floor), vt(got)
     return bool(f and g) and g[0] == f[0] and g[:len(f)] >= f
 
 
@@ -83,7 +78,7 @@ def _library_checks(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[st
     if expect["cudnn"]:
         got, built = obs.get("cudnn"), obs.get("build_cudnn")
         # XLA compares major.minor: a cuDNN patch is compatible both ways
-        older = built is not None and got is not None and release(got)[:2] < release(built)[:2]
+        older = built is not None and got is not None and vt(got)[:2] < vt(built)[:2]
         why = obs.get("cudnn_error") or ""
         if older:
             why = "cuDNN %s is older than the %s jaxlib was built with: XLA refuses it at start-up" % (got, built)
@@ -135,23 +130,8 @@ def evaluate_jax_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[s
                       "would silently run on the CPU" % (obs.get("gpu_evidence", "?"), obs.get("devices_error") or
                                                           "no cuda device"), gpu=True)]
     out = [check("jax gpu listed", True, ">= 1 GPU", len(devices), " ".join(d.get("name", "?") for d in devices), gpu=True)]
-    arch = obs.get("arch_list") or []
-    for dev in devices:
-        cc = dev.get("capability")
-        if cc:
-            ok, how = arch_covers(cc, arch)
-            out.append(check("capability %s (%s)" % (".".join(map(str, cc)), dev.get("name", "?")), ok,
-                             "covered by arch list", " ".join(arch), how, gpu=True))
-    for op in obs.get("ops") or []:
-        cc = tuple(op.get("capability") or (0, 0))
-        tag = " on cc %d.%d" % cc
-        out.append(op_check("jit matmul" + tag, op.get("matmul"), TOL_FP32))
-        out.append(op_check("jax.grad step" + tag, op.get("grad"), TOL_FP32))
-        if cc >= (8, 0):
-            out.append(op_check("bf16 matmul" + tag, op.get("bf16"), TOL_BF16))
-        else:
-            out.append(skip("bf16 matmul" + tag, "compute capability %d.%d has no native bf16" % cc, gpu=True))
-    return out
+    return out + device_checks(devices, obs.get("arch_list") or [], obs.get("ops") or [],
+                               (("jit matmul", "matmul"), ("jax.grad step", "grad")))
 
 
 # ============================================================================ observation (impure)

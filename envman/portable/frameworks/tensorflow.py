@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Optional, cast
 
+from ..versions import major_minor, split_local, vt
 from .base import (
     TOL_FP32,
     Installed,
@@ -15,9 +16,7 @@ from .base import (
     error,
     import_observed,
     op_check,
-    release,
     release_matches,
-    split_local,
 )
 
 # The distributions that install TensorFlow, the first found wins; the -cpu/-intel ones are CPU-only builds.
@@ -49,7 +48,7 @@ def evaluate_tensorflow(expect: dict[str, Any], obs: dict[str, Any]) -> list[dic
     if expect["cudnn"]:
         got = obs.get("build_cudnn")
         out.append(check("tf build cudnn", release_matches(expect["cudnn"], got), expect["cudnn"], got,
-                         "TensorFlow's build info gives cuDNN's major version only" if len(release(got)) == 1 else ""))
+                         "TensorFlow's build info gives cuDNN's major version only" if len(vt(got)) == 1 else ""))
     return out
 
 
@@ -92,9 +91,8 @@ def observe_tensorflow(gpu_visible: bool, gpu_evidence: str) -> dict[str, Any]:
                 where = c.device
             ref = a.astype("float64") @ a.astype("float64")
             err = float(np.linalg.norm(c.numpy() - ref) / np.linalg.norm(ref))
-            obs["matmul"] = {"rel_err": err, "detail": "ran on " + where}
-            if "GPU" not in where.upper():
-                obs["matmul"] = {"error": "the matmul ran on %s, not the GPU" % where}
+            obs["matmul"] = {"rel_err": err, "detail": "ran on " + where} if "GPU" in where.upper() else \
+                {"error": "the matmul ran on %s, not the GPU" % where}
         except Exception as exc:
             obs["matmul"] = {"error": error(exc)}
     return obs
@@ -159,7 +157,7 @@ def installed_tensorflow(facts: Mapping[str, Any]) -> Optional[Installed]:
     cuda = str(t.get("cuda") or "").strip()
     arch = t.get("arch_list")
     return Installed(
-        "tensorflow", version, None, "%d.%d" % (release(cuda) + (0,))[:2] if release(cuda) else None,
+        "tensorflow", version, None, major_minor(cuda),
         gpu=built if isinstance(built, bool) else None,
         cpu_only=built is False or cpu_dist is not None,
         arch_list=tuple(str(a) for a in arch) if isinstance(arch, list) else (),

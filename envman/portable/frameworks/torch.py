@@ -8,21 +8,17 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-from ..versions import arch_covers
+from ..versions import major_minor, split_local, vt
 from .base import (
-    TOL_BF16,
-    TOL_FP32,
     Installed,
     Plugin,
     check,
     cuda_variant,
+    device_checks,
     error,
     import_observed,
-    op_check,
-    release,
     release_matches,
     skip,
-    split_local,
 )
 
 
@@ -36,17 +32,20 @@ def torch_variant(version: object, cuda: object) -> str:
 
 def cudnn_number(version: object) -> int:
     """'9.24.0.43' -> 92400, '8.9.7' -> 8907: the number torch.backends.cudnn.version() returns."""
-    r = release(version) + (0, 0, 0)
+    r = vt(version) + (0, 0, 0)
     major, minor, patch = r[0], r[1], r[2]
     return major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch
 
 
 def cudnn_text(number: int | str) -> str:
     """92400 -> '9.24.0'; 8907 -> '8.9.7'."""
-    n = int(number)
-    if n >= 90000:
-        return "%d.%d.%d" % (n // 10000, n % 10000 // 100, n % 100)
-    return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
+    return _unpacked(int(number), int(number) >= 90000)
+
+
+def _unpacked(n: int, wide: bool) -> str:
+    """major*10000 + minor*100 + patch (``wide``), else major*1000 + minor*100 + patch, as text."""
+    m = 10000 if wide else 1000
+    return "%d.%d.%d" % (n // m, n % m // 100, n % 100)
 
 
 def nccl_text(value: int | tuple[int, ...] | list[int] | None) -> str | None:
@@ -55,14 +54,10 @@ def nccl_text(value: int | tuple[int, ...] | list[int] | None) -> str | None:
         return None
     if isinstance(value, (tuple, list)):
         return ".".join(str(int(p)) for p in value[:3])
-    n = int(value)
-    if n >= 10000:  # NCCL >= 2.9: major*10000 + minor*100 + patch
-        return "%d.%d.%d" % (n // 10000, n % 10000 // 100, n % 100)
-    return "%d.%d.%d" % (n // 1000, n % 1000 // 100, n % 100)
+    return _unpacked(int(value), int(value) >= 10000)  # NCCL >= 2.9: the wide packing
 
 
 def evaluate_torch(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Non-GPU checks for a torch stack. obs: what observe_torch recorded."""
     fw = expect["framework"]
     if obs.get("import_error"):
         return [check("framework", False, "torch " + fw["version"], None,
@@ -90,7 +85,7 @@ def evaluate_torch(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str
             out.append(skip("nccl", "NCCL version not readable without a GPU: " + obs["nccl_error"]))
         else:
             out.append(check("nccl", got is not None and release_matches(expect["nccl"], got) and
-                             len(release(got)) >= min(3, len(release(expect["nccl"]))), expect["nccl"], got,
+                             len(vt(got)) >= min(3, len(vt(expect["nccl"]))), expect["nccl"], got,
                              obs.get("nccl_error") or ""))
     if expect["arch_list"]:
         got = obs.get("arch_list") or []
@@ -103,7 +98,6 @@ def evaluate_torch(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str
 
 
 def evaluate_torch_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict[str, Any]]:
-    """GPU checks for a torch stack on a machine where a GPU is visible."""
     if obs.get("import_error"):
         return []
     out = []
@@ -113,20 +107,8 @@ def evaluate_torch_gpu(expect: dict[str, Any], obs: dict[str, Any]) -> list[dict
                       "a GPU is visible (%s) but torch cannot use it (%s): this stack would silently run on the "
                       "CPU" % (obs.get("gpu_evidence", "?"), why), gpu=True)]
     out.append(check("cuda available", True, True, True, "%d device(s)" % obs.get("device_count", 0), gpu=True))
-    arch = obs.get("arch_list") or []
-    for dev in obs.get("devices", []):
-        ok, how = arch_covers(dev["capability"], arch)
-        out.append(check("capability %s (%s)" % (".".join(map(str, dev["capability"])), dev.get("name", "?")), ok,
-                         "covered by arch list", " ".join(arch), how, gpu=True))
-    for op in obs.get("ops", []):
-        cc = tuple(op["capability"])
-        tag = " on cc %d.%d" % cc
-        out.append(op_check("matmul+backward" + tag, op.get("matmul"), TOL_FP32))
-        out.append(op_check("cudnn conv fwd+bwd" + tag, op.get("conv"), TOL_FP32))
-        if cc >= (8, 0):
-            out.append(op_check("bf16 matmul" + tag, op.get("bf16"), TOL_BF16))
-        else:
-            out.append(skip("bf16 matmul" + tag, "compute capability %d.%d has no native bf16" % cc, gpu=True))
+    out += device_checks(obs.get("devices", []), obs.get("arch_list") or [], obs.get("ops", []),
+                         (("matmul+backward", "matmul"), ("cudnn conv fwd+bwd", "conv")))
     nccl: Any = obs.get("nccl_gpu")  # a dict, or None when torch did not get that far
     if expect["nccl"] or nccl is not None:
         ok = bool(nccl) and nccl.get("available") and nccl.get("version") is not None
@@ -165,10 +147,8 @@ def _torch_ops(torch: Any, dev: Any) -> dict[str, Any]:
         yd.sum().backward()
         torch.cuda.synchronize(dev)
         ok_grad = xd.grad is not None and conv_d.weight.grad is not None and bool(torch.isfinite(xd.grad).all())
-        res["conv"] = {"rel_err": _rel_err(torch, yd, ref) if ok_grad else None,
-                       "detail": "cudnn %s" % torch.backends.cudnn.version()}
-        if not ok_grad:
-            res["conv"] = {"error": "backward produced no finite gradients"}
+        res["conv"] = {"rel_err": _rel_err(torch, yd, ref), "detail": "cudnn %s" % torch.backends.cudnn.version()} \
+            if ok_grad else {"error": "backward produced no finite gradients"}
     except Exception as exc:
         res["conv"] = {"error": error(exc)}
     finally:
@@ -272,9 +252,7 @@ def probe_torch(dists: Mapping[str, Any], read: Callable[[str, int], Optional[st
     vals = _assignments(read(os.path.join(loc, "torch", "version.py"), 1 << 16) or "")
     if isinstance(vals.get("__version__"), str):
         t["version"] = vals["__version__"]
-    for k in ("cuda", "hip", "git_version", "debug"):
-        if k in vals:
-            t[k] = vals[k]
+    t.update({k: vals[k] for k in ("cuda", "hip", "git_version", "debug") if k in vals})
     abi = _cxx11_abi(loc, read)
     if abi is not None:
         t["cxx11_abi"] = abi
@@ -324,7 +302,7 @@ def installed_torch(facts: Mapping[str, Any]) -> Optional[Installed]:
     if not version:
         return None
     cuda = _text(t.get("cuda"))
-    cuda = "%d.%d" % (release(cuda) + (0,))[:2] if cuda and release(cuda) else None
+    cuda = major_minor(cuda)
     label = split_local(version)[1]
     variant = label or _text(t.get("variant")) or ("rocm" if _text(t.get("hip")) else cuda_variant(cuda))
     conda = facts.get("conda")
