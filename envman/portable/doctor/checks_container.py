@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..versions import major, major_minor, vcmp
+from ..versions import major_minor
 from .checks_host import CONSUMER
 from .findings import Finding, error
 from .knowledge import Knowledge
@@ -41,12 +41,7 @@ def check_container_cuda(v: FactsView, k: Knowledge) -> list[Finding]:
     if not v.in_container or not cuda or not v.driver:
         return []
     mm = major_minor(cuda)
-    mode = k.driver_mode(v.driver, mm)
-    if mode is None and v.driver_cuda:
-        # no data on that CUDA: only a CUDA major with minor-version compatibility runs above the driver's CUDA
-        newer = vcmp(mm, v.driver_cuda) > 0
-        same_major = major(mm) == major(v.driver_cuda)
-        mode = "too-old" if newer and not (same_major and k.floor_driver(mm)) else None
+    mode = k.driver_mode(v.driver, mm, v.driver_cuda)
     need = k.full_driver(mm) or k.floor_driver(mm)
     consumer = [g for g in v.gpus if CONSUMER.search(g.name)]
     if mode == "minor" and consumer and not as_list(v.f.get("cuda_compat")):  # (with a compat library: its check)

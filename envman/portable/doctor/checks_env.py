@@ -10,7 +10,7 @@ from .checks_container import gpu_lost
 from .checks_loader import loader_explains
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge
-from .remedies import gib
+from .remedies import drop_ld_path, gib
 from .view import FactsView, as_dict, as_list, as_num, as_str
 
 # Policy thresholds (not compatibility data).
@@ -263,11 +263,7 @@ def check_disks(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def _pip_lib(v: FactsView, stem: str) -> tuple[str, str] | None:
-    prefix = LIB_PACKAGES.get(stem)
-    if not prefix:
-        return None
-    pat = re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")
-    found = v.pkgs_matching(pat)
+    found = v.wheels(LIB_PACKAGES[stem]) if stem in LIB_PACKAGES else {}
     if not found:
         return None
     name = max(found, key=lambda n: vt(found[n]))
@@ -279,7 +275,6 @@ def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
     wants = v.cuda_frameworks()
     if not wants:
         return []
-    entries = [e for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e]
     # What the loader resolves for torch's own libraries was read (checks_loader says what LD_LIBRARY_PATH shadows):
     # torch's RPATH is searched before LD_LIBRARY_PATH, so only what cuDNN 8 dlopens by name (its sub-libraries,
     # pytorch/pytorch#119989) is still taken from LD_LIBRARY_PATH first.
@@ -292,9 +287,7 @@ def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
         if not older and not maybe:
             continue
         path = as_str(d.get("dir")) or "?"
-        rest = [e for e in entries if e.rstrip("/") != path.rstrip("/")]
-        fix = f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH"
-        fix += f" (drop {path}; the pip wheels bring their own libraries)"
+        fix = drop_ld_path(v, path) + f" (drop {path}; the pip wheels bring their own libraries)"
         who = next((fw for fw in wants if fw.gpu is True), wants[0]).label
         if older:
             out.append(error(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
@@ -23,13 +22,6 @@ _LOAD_FAILS = {
     "onnxruntime-gpu": "the CUDAExecutionProvider fails to load and onnxruntime silently falls back to the CPU",
     "bitsandbytes": "bitsandbytes falls back to its CPU library ('CUDA Setup failed' / 8-bit optimizers unavailable)",
 }
-
-
-def _dists(v: FactsView) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
-    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
-        e = as_dict(e)
-        files = [f for f in as_list(e.get("files")) if isinstance(f, dict) and as_str(f.get("file"))]
-        yield dist, as_str(e.get("version")) or "?", files
 
 
 def _env_cuda(v: FactsView) -> str | None:
@@ -62,7 +54,7 @@ def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
     ccs = v.gpu_ccs()
     if not ccs:
         return out
-    for dist, ver, files in _dists(v):
+    for dist, ver, files in variants.dists(v):
         used = [f for f in variants.loaded(files, _env_cuda(v), lambda f: not _missing_sonames(v, f), forced=_forced(v, dist))
                 if variants.archs(f)]
         floor = k.package_floor(dist, ver)
@@ -125,8 +117,7 @@ def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
     ver: str | None  # a package's version, then a library's
     prefix = _LIB_DIST.get(stem)
     if prefix:
-        pat = re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")
-        for _name, ver in v.pkgs_matching(pat).items():
+        for ver in v.wheels(prefix).values():
             known = True
             # nvidia-cuda-runtime-cu12 12.4.127 -> 12; nvidia-cudnn-cu12 9.1.0.70 -> 9 (soname major = version major)
             if major(ver) is not None:
@@ -157,7 +148,7 @@ def _missing_sonames(v: FactsView, f: dict[str, Any]) -> list[str]:
 def check_ext_cuda_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     """An extension linked against CUDA libraries of a major this environment does not have."""
     out = []
-    for dist, ver, files in _dists(v):
+    for dist, ver, files in variants.dists(v):
         missing: dict[str, str] = {}
         builds: list[str] = []
         if dist == "bitsandbytes" and check_bnb_binary(v, k):
@@ -282,7 +273,7 @@ def check_tf_windows(v: FactsView, k: Knowledge) -> list[Finding]:
     last = k.tf_windows_gpu_last
     if not tf_windows_native(v, k) or tf is None or last is None:
         return []
-    if not (v.gpus or v.pkgs_matching(re.compile(r"^nvidia-")) or tf.gpu):
+    if not (v.gpus or any(n.startswith("nvidia-") for n in v.pip) or tf.gpu):
         return []
     return [error(
         "tf-windows-native",
@@ -316,12 +307,7 @@ def check_python_bits(v: FactsView, k: Knowledge) -> list[Finding]:
 def check_pin_python(v: FactsView, k: Knowledge) -> list[Finding]:
     """A project pin (torch==1.13.1) with no wheels for the running Python."""
     out = []
-    lock = as_dict(v.f.get("lock"))
-    pins = {fw: as_dict(p) for fw, p in as_dict(v.f.get("pins")).items()}
-    fw_lock = as_dict(lock.get("framework"))
-    if as_str(fw_lock.get("name")) and as_str(fw_lock.get("version")):
-        pins.setdefault(str(fw_lock["name"]), {"version": fw_lock["version"], "file": "envman.lock"})
-    for fw, p in sorted(pins.items()):
+    for fw, p in sorted(v.pins().items()):
         ver = as_str(p.get("version"))
         rel = k.release(fw, ver)
         if not v.python or rel is None or not rel.python or v.python in rel.python:

@@ -6,12 +6,12 @@ import re
 from typing import Any
 
 from ..frameworks.base import Installed
-from ..versions import major, major_minor, sm, split_arch_list, vcmp
+from ..versions import sm, split_arch_list, vcmp
 from .checks_container import gpu_lost
 from .checks_extensions import tf_windows_native
 from .checks_host import kernel_module_missing
 from .findings import Finding, error, info, warn
-from .knowledge import Knowledge, Release, covers
+from .knowledge import Knowledge, Release, covers, gpu_key
 from .remedies import build_for, capability, fmt_archs, install, mib
 from .view import FactsView, as_dict, as_list, as_num, as_str, group_label
 
@@ -41,15 +41,7 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
         return []
     out = []
     for fw, cuda, rel in _cuda_frameworks(v, k):
-        mode = k.driver_mode(v.driver, cuda) if v.driver else None
-        if mode is None and v.driver_cuda and major(v.driver_cuda) is not None:
-            # No data on this CUDA release: the driver's own CUDA version still tells. Across majors always; within
-            # one, where the major has no minor-version compatibility (none before CUDA 11: the matrix's `majors`
-            # list the ones that have it), a driver runs no runtime newer than its own CUDA.
-            older = vcmp(major_minor(v.driver_cuda) or "", major_minor(cuda) or "") < 0
-            same = major(v.driver_cuda) == major(cuda)
-            mode = "too-old" if older and (not same or k.floor_driver(cuda) is None) else None
-        if mode != "too-old":
+        if k.driver_mode(v.driver, cuda, v.driver_cuda) != "too-old":
             continue
         full, floor = k.full_driver(cuda), k.floor_driver(cuda)
         need = f"CUDA {cuda} needs driver ≥ {full or floor}"
@@ -92,11 +84,8 @@ def _fatbin_archs(v: FactsView, name: str) -> tuple[list[Any], list[str], str] |
         files.append(str(f.get("file")))
     if not files:
         return None
-    def num(a: str) -> int:
-        return int(a.split("_", 1)[1])
-
-    ptx_l = sorted(ptx, key=num)
-    return sorted(sass, key=num) + ptx_l, ptx_l, f"the fat binary of {', '.join(files)}"
+    sass_l, ptx_l = (sorted(s, key=lambda a: int(a.split("_", 1)[1])) for s in (sass, ptx))
+    return sass_l + ptx_l, ptx_l, f"the fat binary of {', '.join(files)}"
 
 
 def _archs(v: FactsView, fw: Installed, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
@@ -416,8 +405,6 @@ def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
 
 def check_gpu_floor(v: FactsView, k: Knowledge) -> list[Finding]:
     """The driver must be one NVIDIA's supported-GPU list names this GPU in (the matrix's per-GPU floor)."""
-    from .knowledge import gpu_key
-
     if not v.driver:
         return []
     out = []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from ..frameworks.base import Installed
 from ..versions import major, major_minor, vcmp, vt
 from .checks_env import LIB_PACKAGES
@@ -26,7 +24,7 @@ def _available(v: FactsView, stem: str) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     prefix = LIB_PACKAGES.get(stem)
     if prefix:
-        for name, ver in v.pkgs_matching(re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")).items():
+        for name, ver in v.wheels(prefix).items():
             m = major(ver)
             if m is not None:
                 out.setdefault(m, []).append(f"{name} {ver}")
@@ -40,7 +38,7 @@ def _available(v: FactsView, stem: str) -> dict[int, list[str]]:
 
 def _cudnn_versions(v: FactsView, cudnn_major: int) -> list[tuple[str, str]]:
     """(version, where) of every cuDNN of that major here: wheels (nvidia-cudnn-cuNN) and library directories."""
-    found = [(ver, name) for name, ver in v.pkgs_matching(re.compile(r"^nvidia-cudnn(-cu\d+)?\Z")).items()
+    found = [(ver, name) for name, ver in v.wheels("nvidia-cudnn").items()
              if major(ver) == cudnn_major]
     for d in as_list(v.f.get("cuda_libs")):
         ver = as_dict(as_dict(d).get("libs")).get("libcudnn")
@@ -117,7 +115,7 @@ def _cross_major(v: FactsView, k: Knowledge, fw: Installed, cudnn: str, pinned: 
     """Another framework's wheel pins a cuDNN of another major: one environment cannot hold both."""
     ofw, want = pinned
     dm, om = major(cudnn), major(want)
-    wheel = next((f"{n} {ver}" for n, ver in v.pkgs_matching(re.compile(r"^nvidia-cudnn(-cu\d+)?\Z")).items()
+    wheel = next((f"{n} {ver}" for n, ver in v.wheels("nvidia-cudnn").items()
                   if major(ver) == om), f"cuDNN {want}")
     alt = _with_cudnn(k, fw.name, om)  # type: ignore[arg-type]
     return error(

@@ -12,9 +12,6 @@ from .view import FactsView, as_dict, as_list, as_str
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+\Z")
 _SUFFIX = re.compile(r"-cu(\d+)\Z")
-_NCCL = re.compile(r"^nvidia-nccl(-cu\d+)?\Z")
-_CUDNN = re.compile(r"^nvidia-cudnn(-cu\d+)?\Z")
-_CUDART = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?\Z")
 # PEP 600 defines these legacy manylinux tags by the glibc they need (a spec, not compatibility data).
 _LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 
@@ -34,7 +31,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
     """nvidia-* wheels of two CUDA majors, or two NCCLs, in one environment."""
     out: list[Finding] = []
     by_major: dict[int, list[str]] = {}
-    ncc = v.pkgs_matching(_NCCL)
+    ncc = v.wheels("nvidia-nccl")
     for name, ver in v.pip.items():
         if len(ncc) > 1 and name in ncc:
             continue  # one cause, one finding: nccl-duplicate below
@@ -122,7 +119,7 @@ def _installed_cudnn(v: FactsView, fw: Installed, cuda_major: int | None, k: Kno
     """(version, where) of the cuDNN the framework loads: the loaded one (--deep) or the pip wheel."""
     if fw.cudnn and fw.cudnn_loaded:
         return fw.cudnn, f"loaded by {fw.name}"
-    wheels = v.pkgs_matching(_CUDNN)
+    wheels = v.wheels("nvidia-cudnn")
     if cuda_major is not None:
         wheels = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver, k) in (cuda_major, None)}
     if wheels:

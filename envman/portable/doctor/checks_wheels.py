@@ -72,11 +72,7 @@ def check_pin_glibc(v: FactsView, k: Knowledge) -> list[Finding]:
     if not glibc or as_str(v.f.get("os")) not in (None, "Linux"):
         return []
     out = []
-    pins = {fw: as_dict(p) for fw, p in as_dict(v.f.get("pins")).items()}
-    fw_lock = as_dict(as_dict(v.f.get("lock")).get("framework"))
-    if as_str(fw_lock.get("name")) and as_str(fw_lock.get("version")):
-        pins.setdefault(str(fw_lock["name"]), {"version": fw_lock["version"], "file": "envman.lock"})
-    for fw, p in sorted(pins.items()):
+    for fw, p in sorted(v.pins().items()):
         ver = as_str(p.get("version"))
         rel = k.release(fw, ver)
         need = k.glibc_for(rel.package if rel else fw, (ver or "").split("+")[0])

@@ -22,6 +22,8 @@ _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([^;#@]*)
 _SPEC = re.compile(r"(===|==|!=|~=|>=|<=|>|<)\s*([\w.*+!-]+)")
 # download.pytorch.org/whl/cu121, /whl/nightly/cu118, -f /whl/cu111/torch_stable.html: the variant of the index
 _INDEX_VARIANT = re.compile(r"/whl/(?:nightly/|test/)?(cu\d+|cpu|rocm[\d.]+)(?:/|/torch_stable\.html)?\Z")
+_FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow",
+               "tensorflow-cpu": "tensorflow", "tf-nightly": "tensorflow"}  # distribution -> framework
 SOURCE_BUILDS = ("flash-attn", "apex", "mamba-ssm", "causal-conv1d", "deepspeed")
 # NVIDIA's images (and those built FROM them) set these, so the container toolkit injects the GPUs
 _NVIDIA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
@@ -103,11 +105,6 @@ def _pick(k: Knowledge, fw: str, spec: str, python: str | None, variant: str | N
                  and (not variant or r.build(variant) is not None)), None)
 
 
-def _framework(name: str) -> str | None:
-    return {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow",
-            "tf-nightly": "tensorflow"}.get(name)
-
-
 class _Image:
     """The image being read, one install at a time."""
 
@@ -149,7 +146,7 @@ class _Image:
             if not m:
                 continue
             name, extras, spec = norm(m.group(1)), m.group(2) or "", m.group(3).strip()
-            fw = _framework(name)
+            fw = _FRAMEWORKS.get(name)
             if fw:
                 self._install_framework(fw, name, extras, spec, variant, inst["line"])
                 continue
