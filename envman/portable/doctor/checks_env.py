@@ -9,7 +9,7 @@ from ..versions import major, vcmp, vt
 from .checks_container import gpu_lost
 from .checks_loader import loader_explains
 from .findings import Finding, error, info, warn
-from .knowledge import Knowledge
+from .knowledge import Knowledge, same_prefix
 from .remedies import drop_ld_path, gib
 from .view import FactsView, as_dict, as_list, as_num, as_str
 
@@ -318,16 +318,9 @@ def _shadowing(v: FactsView, d: dict[str, Any], resolved: bool) -> tuple[list[st
             continue
         if len(vt(ver)) == 1:
             maybe.append(f"{stem}.so.{ver} ({pip[0]} {pip[1]})")
-        elif vcmp(ver, pip[1]) < 0 and not _same_prefix(ver, pip[1]):
+        elif vcmp(ver, pip[1]) < 0 and not same_prefix(ver, pip[1]):
             older.append(f"{stem}.so.{ver} < {pip[0]} {pip[1]}")
     return older, maybe
-
-
-def _same_prefix(short: str, full: str) -> bool:
-    """'12.8' vs '12.8.93': equal on the parts the shorter one names (not older)."""
-    a, b = vt(short), vt(full)
-    n = min(len(a), len(b))
-    return a[:n] == b[:n]
 
 
 CHECKS = (check_container_gpu, check_docker_toolkit, check_docker_daemon, check_wsl, check_shm, check_ram, check_disks,

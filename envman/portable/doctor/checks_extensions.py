@@ -103,31 +103,17 @@ def _ext_arch(v: FactsView, k: Knowledge, dist: str, ver: str, files: list[dict[
 
 def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
     """CUDA library majors this environment can load for ``stem``; None when nothing is known."""
-    found: set[int] = set()
-    known = False
     t = v.torch
+    vers: list[object] = []  # of each provider here: its version, whose major is the soname's
     if stem in ("libcudart", "libcublas", "libcublasLt", "libcufft", "libcurand", "libcusparse", "libcusolver",
                 "libnvrtc", "libnvJitLink") and t and t.is_cuda:
-        known = True
-        if major(t.cuda) is not None:
-            found.add(major(t.cuda))  # type: ignore[arg-type]
+        vers.append(t.cuda)
     if stem == "libcudnn" and t and t.cudnn:
-        known = True
-        found.add(major(t.cudnn))  # type: ignore[arg-type]
-    ver: str | None  # a package's version, then a library's
-    prefix = _LIB_DIST.get(stem)
-    if prefix:
-        for ver in v.wheels(prefix).values():
-            known = True
-            # nvidia-cuda-runtime-cu12 12.4.127 -> 12; nvidia-cudnn-cu12 9.1.0.70 -> 9 (soname major = version major)
-            if major(ver) is not None:
-                found.add(major(ver))  # type: ignore[arg-type]
-    for d in as_list(v.f.get("cuda_libs")):
-        ver = as_str(as_dict(as_dict(d).get("libs")).get(stem))
-        if as_str(ver):
-            known = True
-            found.add(major(ver))  # type: ignore[arg-type]
-    return found if known else None
+        vers.append(t.cudnn)
+    # nvidia-cuda-runtime-cu12 12.4.127 -> 12; nvidia-cudnn-cu12 9.1.0.70 -> 9 (soname major = version major)
+    vers += v.wheels(_LIB_DIST[stem]).values() if stem in _LIB_DIST else []
+    vers += [ver for d in as_list(v.f.get("cuda_libs")) if (ver := as_str(as_dict(as_dict(d).get("libs")).get(stem)))]
+    return {m for ver in vers if (m := major(ver)) is not None} if vers else None
 
 
 def _missing_sonames(v: FactsView, f: dict[str, Any]) -> list[str]:

@@ -29,10 +29,11 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
         if not missing and not apart:
             continue
         lib = _lib(missing + apart, pins)
+        check = "torch-wheels-missing" if fw.name == "torch" else f"{fw.tag or fw.name}-wheels-missing"
         if missing:
             reqs = " ".join(f"'{n}{pins[n]}'" for n in missing)
             out.append(error(
-                "torch-wheels-missing" if fw.name == "torch" else f"{fw.tag or fw.name}-wheels-missing",
+                check,
                 f"{fw.label} pins {len(missing)} wheel{'s' if len(missing) != 1 else ''} its METADATA requires that "
                 f"{'are' if len(missing) != 1 else 'is'} not installed ({', '.join(missing[:4])}"
                 f"{' …' if len(missing) > 4 else ''}): import {fw.name} fails with '{lib}: cannot open shared object "
@@ -42,7 +43,7 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
         else:
             loc = as_str(as_dict(v.f.get(fw.name)).get("location")) or f"{fw.name}'s site-packages"
             out.append(error(
-                "torch-wheels-missing" if fw.name == "torch" else f"{fw.tag or fw.name}-wheels-missing",
+                check,
                 f"{', '.join(apart[:3])}{' …' if len(apart) > 3 else ''} {'are' if len(apart) != 1 else 'is'} installed "
                 f"in another site-packages than {fw.label} ({loc}): its libraries look for them beside themselves, so "
                 f"import {fw.name} fails with '{lib}: cannot open shared object file'",

@@ -292,6 +292,12 @@ def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] 
     return None
 
 
+def same_prefix(a: str, b: str) -> bool:
+    """'12.8' vs '12.8.93': equal on the parts the shorter one names."""
+    n = min(len(vt(a)), len(vt(b)))
+    return vt(a)[:n] == vt(b)[:n]
+
+
 def gpu_key(name: str) -> str:
     """A GPU product name as NVML and NVIDIA's list spell it: case, spacing and 'NVIDIA ' ignored."""
     s = " ".join(name.lower().split())
