@@ -42,29 +42,23 @@ def check_container_cuda(v: FactsView, k: Knowledge) -> list[Finding]:
         return []
     mm = major_minor(cuda)
     mode = k.driver_mode(v.driver, mm, v.driver_cuda)
-    need = k.full_driver(mm) or k.floor_driver(mm)
     consumer = [g for g in v.gpus if CONSUMER.search(g.name)]
-    if mode == "minor" and consumer and not as_list(v.f.get("cuda_compat")):  # (with a compat library: its check)
-        # Minor-version compatibility needs no compat library on data-center GPUs; a GeForce-class one gets either the
-        # toolkit's refusal (NVIDIA_REQUIRE_CUDA lists no brand=geforce exception for this driver) or, when the image
-        # carries cuda-compat, error 804.
-        return [error(
-            "container-cuda-newer",
-            f"this container was started from a CUDA {cuda} image, newer than the CUDA {v.driver_cuda or '?'} of the "
-            f"host driver {v.driver}, on a {consumer[0].name}: GeForce-class GPUs get no minor-version compatibility in "
-            f"containers — 'nvidia-container-cli: requirement error: unsatisfied condition: cuda>={mm}', or with the "
-            f"image's cuda-compat, error 804 'forward compatibility was attempted on non supported HW'",
-            (f"install NVIDIA driver ≥ {k.full_driver(mm)} on the host, or" if k.full_driver(mm) else
-             "upgrade the host's NVIDIA driver, or")
-            + f" build the image FROM a CUDA ≤ {v.driver_cuda or 'the driver’s'} base (envman init --driver {v.driver} picks one)",
-        )]
-    if mode != "too-old":
+    # Minor-version compatibility needs no compat library on data-center GPUs; a GeForce-class one gets either the
+    # toolkit's refusal (NVIDIA_REQUIRE_CUDA lists no brand=geforce exception for this driver) or, when the image
+    # carries cuda-compat, error 804 (with a compat library here: check_cuda_compat's finding).
+    geforce = mode == "minor" and consumer and not as_list(v.f.get("cuda_compat"))
+    if not geforce and mode != "too-old":
         return []
+    need = k.full_driver(mm) if geforce else k.full_driver(mm) or k.floor_driver(mm)
     return [error(
         "container-cuda-newer",
-        f"this container was started from a CUDA {cuda} image, but the host driver {v.driver} supports CUDA ≤ "
-        f"{v.driver_cuda or '?'}: CUDA calls fail with 'CUDA driver version is insufficient for CUDA runtime version' "
-        f"(error 35)",
+        (f"this container was started from a CUDA {cuda} image, newer than the CUDA {v.driver_cuda or '?'} of the "
+         f"host driver {v.driver}, on a {consumer[0].name}: GeForce-class GPUs get no minor-version compatibility in "
+         f"containers — 'nvidia-container-cli: requirement error: unsatisfied condition: cuda>={mm}', or with the "
+         f"image's cuda-compat, error 804 'forward compatibility was attempted on non supported HW'") if geforce else
+        (f"this container was started from a CUDA {cuda} image, but the host driver {v.driver} supports CUDA ≤ "
+         f"{v.driver_cuda or '?'}: CUDA calls fail with 'CUDA driver version is insufficient for CUDA runtime version' "
+         f"(error 35)"),
         (f"install NVIDIA driver ≥ {need} on the host, or" if need else "upgrade the host's NVIDIA driver, or")
         + f" build the image FROM a CUDA ≤ {v.driver_cuda or 'the driver’s'} base (envman init --driver {v.driver} picks one)",
     )]

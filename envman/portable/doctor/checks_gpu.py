@@ -200,11 +200,9 @@ def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
     smi = as_str(v.f.get("nvidia_smi_error")) or ""
     nvml = as_str(v.f.get("nvml_error")) or ""
     mod, lib = as_str(v.f.get("driver_module")), as_str(v.f.get("nvml_lib"))
-    mismatch = "mismatch" in smi.lower() or "mismatch" in nvml.lower() or bool(mod and lib and vcmp(mod, lib) != 0)
-    if mismatch:
-        parts = []
-        if mod and lib and vcmp(mod, lib) != 0:
-            parts.append(f"kernel module {mod} is loaded, user-space library is {lib}")
+    differ = bool(mod and lib and vcmp(mod, lib) != 0)
+    if differ or "mismatch" in smi.lower() or "mismatch" in nvml.lower():
+        parts = [f"kernel module {mod} is loaded, user-space library is {lib}"] if differ else []
         quote = smi or nvml
         if quote:
             parts.append(f"'{quote.splitlines()[0].strip()}'")

@@ -58,12 +58,10 @@ def _lib(names: list[str], pins: dict[str, str]) -> str:
     """The soname the loader names first for these wheels (cuDNN is what torch's import stops at): a wheel's soname
     major is its version's (nvidia-cudnn-cu12==9.1.0.70 ships libcudnn.so.9)."""
     for n in sorted(names, key=lambda n: (not n.startswith("nvidia-cudnn"), n)):
-        m = re.match(r"nvidia-([a-z]+)(?:-cu(\d+))?\Z", n)
-        stem = {"cudnn": "libcudnn", "cublas": "libcublas", "nccl": "libnccl", "cufft": "libcufft",
-                "curand": "libcurand", "cusparse": "libcusparse", "cusolver": "libcusolver"}.get(m.group(1)) if m else None
-        if stem:
+        m = re.match(r"nvidia-(cudnn|cublas|nccl|cufft|curand|cusparse|cusolver)(?:-cu\d+)?\Z", n)
+        if m:
             ver = re.search(r"(\d+)", pins.get(n, ""))
-            return f"{stem}.so.{ver.group(1)}" if ver else f"{stem}.so"
+            return f"lib{m.group(1)}.so.{ver.group(1)}" if ver else f"lib{m.group(1)}.so"
     return "libcudnn.so"
 
 
