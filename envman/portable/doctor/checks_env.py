@@ -263,7 +263,7 @@ def check_disks(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def _pip_lib(v: FactsView, stem: str) -> tuple[str, str] | None:
-    found = v.wheels(LIB_PACKAGES[stem]) if stem in LIB_PACKAGES else {}
+    found = v.wheels(LIB_PACKAGES.get(stem))
     if not found:
         return None
     name = max(found, key=lambda n: vt(found[n]))

@@ -39,13 +39,9 @@ def _forced(v: FactsView, dist: str) -> bool:
     return dist == "bitsandbytes" and bool(v.env.get("BNB_CUDA_VERSION"))
 
 
-def _base(path: str) -> str:
-    return path.rsplit("/", 1)[-1]
-
-
 def _short(name: str) -> str:
     """'flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so' -> 'flash_attn_2_cuda.so'."""
-    return re.sub(r"\.(cpython|abi3|cp\d)[^/]*\.so$", ".so", _base(name))
+    return re.sub(r"\.(cpython|abi3|cp\d)[^/]*\.so$", ".so", name.rsplit("/", 1)[-1])
 
 
 def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -111,7 +107,7 @@ def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
     if stem == "libcudnn" and t and t.cudnn:
         vers.append(t.cudnn)
     # nvidia-cuda-runtime-cu12 12.4.127 -> 12; nvidia-cudnn-cu12 9.1.0.70 -> 9 (soname major = version major)
-    vers += v.wheels(_LIB_DIST[stem]).values() if stem in _LIB_DIST else []
+    vers += v.wheels(_LIB_DIST.get(stem)).values()
     vers += [ver for d in as_list(v.f.get("cuda_libs")) if (ver := as_str(as_dict(as_dict(d).get("libs")).get(stem)))]
     return {m for ver in vers if (m := major(ver)) is not None} if vers else None
 
@@ -176,7 +172,7 @@ def _cuda_libs_finding(v: FactsView, k: Knowledge, dist: str, ver: str, missing:
 def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
     """bitsandbytes picks libbitsandbytes_cudaXYZ.so by torch's CUDA (or BNB_CUDA_VERSION): none there."""
     e = as_dict(as_dict(v.f.get("extensions")).get("bitsandbytes"))
-    names = [_base(str(as_dict(f).get("file"))) for f in as_list(e.get("files"))]
+    names = [str(as_dict(f).get("file")).rsplit("/", 1)[-1] for f in as_list(e.get("files"))]
     # Linux .so and Windows .dll: the same names (libbitsandbytes_cuda128.dll, the file 'Could not find the
     # bitsandbytes CUDA binary at …' names on Windows)
     have = sorted({m.group(1) for n in names if (m := _BNB_LIB.match(n))})
@@ -261,18 +257,15 @@ def check_tf_windows(v: FactsView, k: Knowledge) -> list[Finding]:
         return []
     if not (v.gpus or any(n.startswith("nvidia-") for n in v.pip) or tf.gpu):
         return []
+    t = vt(last)
+    after = f"{t[0]}.{t[1] + 1}" if len(t) > 1 else str(t[0] + 1)  # the line after the last one with GPU support
     return [error(
         "tf-windows-native",
         f"{tf.label} on native Windows has no GPU support (the last release with it is {last}): it "
         f"runs on the CPU whatever CUDA is installed",
-        f"use WSL2 (pip install 'tensorflow[and-cuda]' inside it), or natively: pip install 'tensorflow<{_next(last)}' "
+        f"use WSL2 (pip install 'tensorflow[and-cuda]' inside it), or natively: pip install 'tensorflow<{after}' "
         f"with the CUDA and cuDNN it was tested with (tensorflow.org/install/source_windows#gpu)",
     )]
-
-
-def _next(version: str) -> str:
-    t = vt(version)
-    return f"{t[0]}.{t[1] + 1}" if len(t) > 1 else str(t[0] + 1)
 
 
 def check_python_bits(v: FactsView, k: Knowledge) -> list[Finding]:

@@ -6,7 +6,7 @@ from ..frameworks.base import Installed
 from ..versions import major, major_minor, vcmp, vt
 from .checks_env import LIB_PACKAGES
 from .findings import Finding, error
-from .knowledge import Knowledge, Release
+from .knowledge import Knowledge
 from .remedies import install
 from .view import FactsView, as_dict, as_list
 
@@ -22,7 +22,7 @@ def _available(v: FactsView, stem: str) -> dict[int, list[tuple[str, str]]]:
     """soname major -> (version, where: a wheel or a file) of the library ``stem`` in this environment; a wheel's
     soname major is its version's major (nvidia-cufft-cu12 11.4 ships libcufft.so.11), a file's the first number
     after .so."""
-    found = [(ver, name) for name, ver in (v.wheels(LIB_PACKAGES[stem]) if stem in LIB_PACKAGES else {}).items()]
+    found = [(ver, name) for name, ver in v.wheels(LIB_PACKAGES.get(stem)).items()]
     found += [(str(lib), f"{as_dict(d).get('dir')}/{stem}.so.{lib}") for d in as_list(v.f.get("cuda_libs"))
               if major(lib := as_dict(as_dict(d).get("libs")).get(stem)) is not None]
     out: dict[int, list[tuple[str, str]]] = {}
@@ -105,7 +105,8 @@ def _cross_major(v: FactsView, k: Knowledge, fw: Installed, cudnn: str, pinned: 
     dm, om = major(cudnn), major(want)
     wheel = next((f"{n} {ver}" for n, ver in v.wheels("nvidia-cudnn").items()
                   if major(ver) == om), f"cuDNN {want}")
-    alt = _with_cudnn(k, fw.name, om)  # type: ignore[arg-type]
+    alt = next((r for r in k.releases.get(fw.name, ())  # the newest release whose GPU build uses cuDNN om
+                if any(not b.is_cpu and b.cudnn and major(b.cudnn) == om for b in r.builds)), None)
     return error(
         check,
         f"{wheel} is installed, but {fw.label} was built with cuDNN {cudnn}; {ofw.label} needs cuDNN {om} "
@@ -124,14 +125,6 @@ def _pinned_cudnn(v: FactsView, k: Knowledge) -> tuple[Installed, str] | None:
             want = (b.cudnn if b else None) or fw.cudnn
             if want:
                 return fw, want
-    return None
-
-
-def _with_cudnn(k: Knowledge, framework: str, cudnn_major: int) -> Release | None:
-    """The newest release of ``framework`` whose GPU build uses cuDNN ``cudnn_major``."""
-    for r in k.releases.get(framework, ()):
-        if any(not b.is_cpu and b.cudnn and major(b.cudnn) == cudnn_major for b in r.builds):
-            return r
     return None
 
 

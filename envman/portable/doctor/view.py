@@ -111,8 +111,10 @@ class FactsView:
     def pkg(self, name: str) -> str | None:
         return self.pip.get(norm_name(name)) or None
 
-    def wheels(self, dist: str) -> dict[str, str]:
+    def wheels(self, dist: str | None) -> dict[str, str]:
         """The installed wheels of ``dist`` for any CUDA major ('nvidia-cudnn': nvidia-cudnn-cu12 9.1.0.70, …)."""
+        if not dist:
+            return {}
         pattern = re.compile(rf"^{re.escape(dist)}(-cu\d+)?\Z")
         return {n: v for n, v in sorted(self.pip.items()) if pattern.match(n)}
 
