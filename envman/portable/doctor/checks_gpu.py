@@ -1,4 +1,4 @@
-"""Checks on the driver, the GPUs and whether the installed frameworks can use them."""
+"""Checks on the driver, the GPUs and whether the installed frameworks (and CUDA library wheels) can use them."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import re
 from typing import Any
 
 from ..frameworks.base import Installed
-from ..versions import sm, split_arch_list, vcmp
-from .checks_container import gpu_lost
+from ..versions import major, sm, split_arch_list, vcmp
+from .checks_env import gpu_lost
 from .checks_extensions import tf_windows_native
 from .checks_host import kernel_module_missing
+from .checks_packages import cuda_major_of
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge, Release, covers, gpu_key
 from .remedies import build_for, capability, fmt_archs, install, mib
@@ -416,5 +417,49 @@ def check_gpu_floor(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
+_CUDA_PYTHON = ("cuda-python", "cuda-bindings")
+
+
+def check_driver_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
+    """CUDA library wheels of a major the driver does not run, with no framework of that major."""
+    if not v.driver and not v.driver_cuda:
+        return []
+    majors: dict[int, list[str]] = {}
+    for name, ver in v.pip.items():
+        m = _wheel_major(name, ver, k)
+        if m is not None:
+            majors.setdefault(m, []).append(f"{name} {ver}")
+    fw_majors = {major(c) for _, c, _ in _cuda_frameworks(v, k)}
+    out = []
+    for m, wheels in sorted(majors.items()):
+        floor = k.floor_driver(f"{m}.0")
+        if m in fw_majors:
+            continue
+        if v.driver and floor:
+            old = vcmp(v.driver, floor) < 0
+        elif v.driver_cuda:
+            old = (major(v.driver_cuda) or 0) < m
+        else:
+            continue
+        if not old:
+            continue
+        shown = ", ".join(sorted(wheels)[:3]) + (" …" if len(wheels) > 3 else "")
+        out.append(error(
+            "driver-too-old",
+            f"{_driver_words(v)} is too old for the CUDA {m} libraries installed here ({shown}): CUDA {m} needs driver "
+            f"≥ {floor or '?'}; calls fail with 'CUDA driver version is insufficient for CUDA runtime version' "
+            "(cudaErrorInsufficientDriver)",
+            (f"install NVIDIA driver ≥ {floor}" if floor else "upgrade the NVIDIA driver")
+            + f", or the CUDA {major(v.driver_cuda) or m - 1} builds of these packages",
+        ))
+    return out
+
+
+def _wheel_major(name: str, ver: str, k: Knowledge) -> int | None:
+    if name in _CUDA_PYTHON:
+        return major(ver)
+    return cuda_major_of(name, ver, k) if name.startswith("nvidia-") or name in k.toolkit_wheels else None
+
+
 CHECKS = (check_nvml, check_driver, check_gpu_floor, check_arch, check_cpu_build, check_no_driver,
-          check_visible_devices, check_health, check_memory_held)
+          check_visible_devices, check_health, check_memory_held, check_driver_wheels)

@@ -1,4 +1,5 @@
-"""Checks on the installed Python packages: CUDA wheels, companions, cuDNN, NumPy, Python, glibc."""
+"""Checks on the installed Python packages: CUDA wheels, companions, cuDNN, NumPy, Python, glibc, and per-release
+defects no version rule predicts (matrices/extensions.yaml ``quirks``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ _SUFFIX = re.compile(r"-cu(\d+)\Z")
 _LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 
 
-def _cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
+def cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
     """The CUDA major an NVIDIA wheel belongs to: its -cuNN suffix, else (CUDA 13 on dropped the suffix where
     the version is the toolkit's: k.toolkit_wheels) its version's major; None for self-numbered libraries."""
     m = _SUFFIX.search(name)
@@ -36,7 +37,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
         if len(ncc) > 1 and name in ncc:
             continue  # one cause, one finding: nccl-duplicate below
         if _NVIDIA.match(name) or name == "cuda-toolkit":
-            m = _cuda_major_of(name, ver, k)
+            m = cuda_major_of(name, ver, k)
             if m is not None:
                 by_major.setdefault(m, []).append(name)
     cfw = next((fw for fw in v.frameworks if fw.cuda), None)  # the first that says its CUDA
@@ -56,7 +57,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
             f"pip uninstall -y {' '.join(drop)}",
         ))
     if len(ncc) > 1:
-        keep_n = next((n for n in ncc if want is not None and _cuda_major_of(n, ncc[n], k) == want), None)
+        keep_n = next((n for n in ncc if want is not None and cuda_major_of(n, ncc[n], k) == want), None)
         drop_n = [n for n in ncc if n != keep_n] if keep_n else sorted(ncc)[:-1]
         keep_n = keep_n or sorted(ncc)[-1]
         out.append(error(
@@ -121,7 +122,7 @@ def _installed_cudnn(v: FactsView, fw: Installed, cuda_major: int | None, k: Kno
         return fw.cudnn, f"loaded by {fw.name}"
     wheels = v.wheels("nvidia-cudnn")
     if cuda_major is not None:
-        wheels = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver, k) in (cuda_major, None)}
+        wheels = {n: ver for n, ver in wheels.items() if cuda_major_of(n, ver, k) in (cuda_major, None)}
     if wheels:
         name = max(wheels, key=lambda n: vt(wheels[n]))
         return wheels[name], name
@@ -246,5 +247,19 @@ def check_in_matrix(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
+def check_quirks(v: FactsView, k: Knowledge) -> list[Finding]:
+    out = []
+    for fw in v.frameworks:
+        if fw.gpu is False:
+            continue
+        for qid, sev, says, fix, when, unless in k.quirks_of(fw.name, fw.base):
+            if when and not v.pkg(when):
+                continue
+            if any(text in v.env.get(var, "") for var, text in unless):
+                continue  # the workaround is in place
+            out.append(Finding(sev, qid, f"{fw.label} {says}", fix))
+    return out
+
+
 CHECKS = (check_in_matrix, check_cuda_wheels, check_companions, check_cudnn, check_numpy,
-          check_python, check_glibc)
+          check_python, check_glibc, check_quirks)
