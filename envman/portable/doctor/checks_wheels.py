@@ -9,11 +9,10 @@ from .findings import Finding, error
 from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_list, as_str
 
-# Packages whose compiled ops are a module of their own; without it their CUDA ops cannot import. (package,
-# the ops' import name, the file it is, the packages that are only usable with the ops, the package to install)
-_OPS = (("mmcv", "mmcv._ext", re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)\Z")),
-        ("mmcv-full", "mmcv._ext", re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)\Z")))
-# mmcv 1.x named the lite build "mmcv" and the one with ops "mmcv-full"; from 2.0 "mmcv" has the ops again
+# mmcv's compiled ops are a module of their own (mmcv._ext): without it its CUDA ops cannot import, nor the packages
+# below, which are only usable with them. mmcv 1.x named the lite build "mmcv" and the one with ops "mmcv-full"; from
+# 2.0 "mmcv" has the ops again.
+_MMCV_EXT = re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)\Z")
 _NEEDS_OPS = ("mmdet", "mmsegmentation", "mmdet3d", "mmpose", "mmocr", "mmrotate", "mmaction2")
 
 
@@ -29,7 +28,7 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
         if not missing and not apart:
             continue
         lib = _lib(missing + apart, pins)
-        check = "torch-wheels-missing" if fw.name == "torch" else f"{fw.tag or fw.name}-wheels-missing"
+        check = f"{fw.tag or fw.name}-wheels-missing"
         if missing:
             reqs = " ".join(f"'{n}{pins[n]}'" for n in missing)
             out.append(error(
@@ -114,12 +113,12 @@ def check_compiled_ops(v: FactsView, k: Knowledge) -> list[Finding]:
     """mmcv without mmcv._ext: the lite package, or a source build that skipped the ops."""
     out = []
     exts = as_dict(v.f.get("extensions"))
-    for dist, module, pattern in _OPS:
+    for dist in ("mmcv", "mmcv-full"):
         ver = v.pkg(dist)
         if not ver or dist not in exts:
             continue  # (not probed: unknown)
         files = [str(as_dict(f).get("file")) for f in as_list(as_dict(exts[dist]).get("files"))]
-        if as_dict(exts[dist]).get("truncated") or any(pattern.search(f) for f in files):
+        if as_dict(exts[dist]).get("truncated") or any(_MMCV_EXT.search(f) for f in files):
             continue
         users = [p for p in _NEEDS_OPS if v.pkg(p)]
         lite = dist == "mmcv" and ver.split(".")[0] == "1"
@@ -133,7 +132,7 @@ def check_compiled_ops(v: FactsView, k: Knowledge) -> list[Finding]:
         out.append(error(
             "ext-missing-ops",
             f"{dist} {ver} has no compiled ops{' (the lite package)' if lite else ''}{why}: 'ModuleNotFoundError: No "
-            f"module named {module!r}'",
+            "module named 'mmcv._ext''",
             fix,
         ))
     return out
