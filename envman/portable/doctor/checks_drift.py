@@ -125,16 +125,12 @@ def _archs(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
     ptx = [str(a) for a in as_list(lock.get("ptx"))]
     if not archs or not v.gpus:
         return []
-    out = []
-    for c in v.gpu_ccs():
-        if covers(archs, ptx, c) is None:
-            out.append(warn(
-                "lock-drift",
-                f"{group_label(v.gpus_with_cc(c))} is {capability(c)}, not in {path}'s arch list ({' '.join(archs)}): the "
-                f"locked stack will not run on it",
-                f"add {sm(c)} to the project's target GPUs and run `envman lock` again",
-            ))
-    return out
+    return [warn(
+        "lock-drift",
+        f"{group_label(v.gpus_with_cc(c))} is {capability(c)}, not in {path}'s arch list ({' '.join(archs)}): the "
+        f"locked stack will not run on it",
+        f"add {sm(c)} to the project's target GPUs and run `envman lock` again",
+    ) for c in v.gpu_ccs() if covers(archs, ptx, c) is None]
 
 
 def _driver(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:

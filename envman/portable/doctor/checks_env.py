@@ -47,9 +47,7 @@ def _gpu_wanted(v: FactsView) -> str | None:
     if fw is not None:
         return fw.label
     nvd = v.env.get("NVIDIA_VISIBLE_DEVICES")
-    if nvd and nvd not in ("void", "none"):
-        return f"NVIDIA_VISIBLE_DEVICES={nvd}"
-    return None
+    return f"NVIDIA_VISIBLE_DEVICES={nvd}" if nvd and nvd not in ("void", "none") else None
 
 
 def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:

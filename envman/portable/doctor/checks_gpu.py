@@ -94,13 +94,8 @@ def _archs(v: FactsView, fw: Installed, k: Knowledge) -> tuple[list[Any], list[s
     if fw.arch_list:
         ptx = split_arch_list(fw.arch_list)[1]
         return list(fw.arch_list), [f"compute_{a[0]}{a[1]}" for a in ptx], fw.arch_source
-    read = _fatbin_archs(v, fw.name)
-    if read:
-        return read
     b = k.build_of(fw.name, fw.base, fw.variant, fw.gpu)
-    if b is None:
-        return None
-    return list(b.archs), list(b.ptx), "envman's matrix"
+    return _fatbin_archs(v, fw.name) or ((list(b.archs), list(b.ptx), "envman's matrix") if b else None)
 
 
 def check_arch(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -406,15 +401,11 @@ def check_gpu_floor(v: FactsView, k: Knowledge) -> list[Finding]:
     """The driver must be one NVIDIA's supported-GPU list names this GPU in (the matrix's per-GPU floor)."""
     if not v.driver:
         return []
-    out = []
-    for g in v.gpus:
-        floor = k.gpu_floors.get(gpu_key(g.name))
-        if floor is not None and vcmp(v.driver, floor[0]) < 0:
-            out.append(error("driver-below-gpu-floor",
-                             f"driver {v.driver} cannot run {g.label}: NVIDIA's supported-GPU list names it from "
-                             f"driver {floor[0]} (R{floor[0].split('.')[0]}) on ({floor[1]})",
-                             f"install NVIDIA driver ≥ {floor[0]}"))
-    return out
+    return [error("driver-below-gpu-floor",
+                  f"driver {v.driver} cannot run {g.label}: NVIDIA's supported-GPU list names it from driver {floor[0]} "
+                  f"(R{floor[0].split('.')[0]}) on ({floor[1]})",
+                  f"install NVIDIA driver ≥ {floor[0]}")
+            for g in v.gpus if (floor := k.gpu_floors.get(gpu_key(g.name))) is not None and vcmp(v.driver, floor[0]) < 0]
 
 
 _CUDA_PYTHON = ("cuda-python", "cuda-bindings")

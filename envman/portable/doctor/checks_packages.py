@@ -23,9 +23,7 @@ def cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
     m = _SUFFIX.search(name)
     if m:
         return int(m.group(1))
-    if name in k.toolkit_wheels:
-        return major(version)
-    return None
+    return major(version) if name in k.toolkit_wheels else None
 
 
 def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
