@@ -164,12 +164,11 @@ def check_docker_daemon(v: FactsView, k: Knowledge) -> list[Finding]:
 
 def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
     """WSL1 has no GPU; a Linux driver inside WSL2 breaks the one Windows provides."""
+    wants = v.cuda_frameworks()
     if v.wsl == 1:
         distro = v.env.get("WSL_DISTRO_NAME") or "<distro>"
-        wants = v.cuda_frameworks()
         cuda = next((fw for fw in wants if fw.gpu is True), None)
-        f = error if wants else warn
-        return [f(
+        return [(error if wants else warn)(
             "wsl1",
             "this is WSL1, which has no GPU access (CUDA on WSL needs WSL2)"
             + (f": {cuda.label} will run on the CPU" if cuda else ""),
@@ -189,7 +188,6 @@ def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
         if isinstance(nodes, list) and "dxg" not in nodes and not v.in_container:
             # WSL2's GPU is the Windows driver's, reached through the paravirtualised /dev/dxg (NVIDIA's CUDA on WSL
             # guide): without it nothing inside can see the GPU, whatever is installed there
-            wants = v.cuda_frameworks()
             return [(error if wants else warn)(
                 "wsl2-no-gpu",
                 "this WSL2 has no /dev/dxg: Windows passes no GPU into it"

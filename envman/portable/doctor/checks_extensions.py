@@ -181,7 +181,7 @@ def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
         return []
     env = v.env.get("BNB_CUDA_VERSION")
     t = v.torch
-    want = env if env else ("".join(str(x) for x in vt(t.cuda)[:2]) if t and t.is_cuda else None)
+    want = env or ("".join(str(x) for x in vt(t.cuda)[:2]) if t and t.is_cuda else None)
     if not want or want in have:
         return []
     src = f"BNB_CUDA_VERSION={env}" if env or not t else f"{t.label} (CUDA {t.cuda})"

@@ -177,10 +177,8 @@ def check_cpu_build(v: FactsView, k: Knowledge) -> list[Finding]:
         if not fw.cpu_only or (fw.name == "tensorflow" and tf_windows_native(v, k)):
             continue
         rel = k.release(fw.name, fw.base)
-        if fw.variant is None:  # one GPU build per release (TensorFlow): its install says it all
-            fix = install(rel) if rel else None
-        else:
-            fix = build_for(k, fw.name, v, prefer=rel)
+        # no variant: one GPU build per release (TensorFlow), whose install says it all
+        fix = (install(rel) if rel else None) if fw.variant is None else build_for(k, fw.name, v, prefer=rel)
         fix = fix or f"install a CUDA build of {fw.name}"
         if fw.cpu_undo:
             fix = f"{fw.cpu_undo} {fix}"

@@ -91,11 +91,10 @@ def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
         return _gcc(v, used, k)  # gcc against nvcc matters to any CUDA build, torch or not
     out: list[Finding] = []
     cuda = t.cuda or ""
-    home_known = "cuda_home" in v.f
     home = as_dict(v.f.get("cuda_home"))
     nvcc = as_dict(v.f.get("nvcc"))
     building = bool(_about_to_build(v))
-    if home_known and not home and not as_str(nvcc.get("path")):
+    if "cuda_home" in v.f and not home and not as_str(nvcc.get("path")):
         why = _builds_extensions(v, k)
         if why:
             out.append((error if building else warn)(

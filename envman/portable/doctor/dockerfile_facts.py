@@ -78,7 +78,7 @@ def read_base(image: str, k: Knowledge) -> dict[str, Any]:
 
 
 def _requirement_lines(inst: dict[str, Any], read: Callable[[str], str | None],
-                       unread: list[str]) -> tuple[list[str], list[str]]:
+                       unread: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """(requirement strings, index URLs) of one pip command: its arguments and the files it names with -r (those
     that cannot be read go to ``unread``)."""
     reqs = list(inst.get("packages") or ())
@@ -87,7 +87,7 @@ def _requirement_lines(inst: dict[str, Any], read: Callable[[str], str | None],
     for f in inst.get("requirements") or ():
         text = read(f)
         if text is None:
-            unread.append(f)
+            unread.append({"file": f, "line": inst["line"]})
         for line in (text or "").splitlines():
             line = line.split(" #", 1)[0].strip()
             if line.startswith(("--index-url", "-i ", "--extra-index-url")):
@@ -137,9 +137,7 @@ class _Image:
         self.pip[fw if fw != "tensorflow" else rec["package"]] = version
 
     def pip_install(self, inst: dict[str, Any], read: Callable[[str], str | None]) -> None:
-        missing: list[str] = []
-        reqs, indexes = _requirement_lines(inst, read, missing)
-        self.unread += [{"file": f, "line": inst["line"]} for f in missing]
+        reqs, indexes = _requirement_lines(inst, read, self.unread)
         variant = next((m.group(1) for u in indexes if (m := _INDEX_VARIANT.search(u))), None)
         for r in reqs:
             m = _REQ.match(r)
