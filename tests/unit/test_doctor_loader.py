@@ -236,6 +236,18 @@ def test_near_misses_data_center_gpu_and_a_compat_library():
     assert found(_container("NVIDIA GeForce RTX 3090", "8.6", cuda_compat=compat), "container-cuda-newer") == []
 
 
+def test_without_data_on_the_images_cuda_only_a_readable_driver_cuda_judges_it():
+    """The rule check_driver follows too: an unparsable driver CUDA ('N/A' in a hand-edited facts file) says nothing."""
+    def image(driver_cuda):
+        return box(in_container=True, container="docker", driver="418.87.00", driver_cuda=driver_cuda,
+                   gpus=[gpu(0, "Tesla V100-SXM2-32GB", "7.0")], container_cuda={"cuda": "99.9"})
+
+    assert one(image("10.1"), "container-cuda-newer").verdict == (
+        "this container was started from a CUDA 99.9 image, but the host driver 418.87.00 supports CUDA ≤ 10.1: CUDA "
+        "calls fail with 'CUDA driver version is insufficient for CUDA runtime version' (error 35)")
+    assert found(image("N/A"), "container-cuda-newer") == []
+
+
 # --- CUDA 10 has no minor-version compatibility -------------------------------------------------------
 
 

@@ -6,11 +6,9 @@ from typing import Any
 
 from ..frameworks import registered as plugins
 from . import (
-    checks_container,
     checks_deep,
     checks_dockerfile,
     checks_drift,
-    checks_driver,
     checks_env,
     checks_extbuild,
     checks_extensions,
@@ -21,7 +19,6 @@ from . import (
     checks_loader,
     checks_nccl,
     checks_packages,
-    checks_quirks,
     checks_toolchain,
     checks_wheels,
     checks_workload,
@@ -30,10 +27,9 @@ from .findings import SEVERITIES, Finding, info, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict
 
-CHECKS = tuple(c for m in (checks_gpu, checks_driver, checks_env, checks_container, checks_packages, checks_quirks,
-                           checks_libraries, checks_loader, checks_toolchain, checks_deep, checks_drift,
-                           checks_extensions, checks_extbuild, checks_host, checks_workload, checks_jupyter,
-                           checks_wheels, checks_dockerfile, checks_nccl) for c in m.CHECKS)  # in run order
+CHECKS = tuple(c for m in (checks_gpu, checks_env, checks_packages, checks_libraries, checks_loader, checks_toolchain,
+                           checks_deep, checks_drift, checks_extensions, checks_extbuild, checks_host, checks_workload,
+                           checks_jupyter, checks_wheels, checks_dockerfile, checks_nccl) for c in m.CHECKS)  # in run order
 
 
 def run_checks(facts: dict[str, Any], knowledge: Knowledge | None = None) -> list[Finding]:

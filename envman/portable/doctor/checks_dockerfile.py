@@ -63,21 +63,18 @@ def check_two_cudas(v: FactsView, k: Knowledge) -> list[Finding]:
         if not rec.get("wheels") or not fw_cuda or major(fw_cuda) == major(cuda):
             continue
         label = next((fw.label for fw in v.frameworks if fw.name == name), f"{name} {rec.get('version')}")
+        newest = k.newest(name)
+        py = v.python or (newest.python[-1] if newest and newest.python else "<python>")
         out.append(warn(
             "dockerfile-two-cudas",
             f"{d.get('path')}:{rec.get('line')}: {label} brings the CUDA {fw_cuda} libraries in its nvidia-* wheels, "
             f"but the image is FROM {base.get('image')} (CUDA {cuda}): two CUDAs in one image, several GB, and the "
             f"base's is unused (its nvcc builds extensions for CUDA {cuda}, not {fw_cuda})",
-            f"start FROM a base without CUDA (python:{v.python or _newest_python(k, name)}-slim) and let the wheels bring "
+            f"start FROM a base without CUDA (python:{py}-slim) and let the wheels bring "
             f"it, or install "
             f"the {name} build for CUDA {cuda}; or " + INIT,
         ))
     return out
-
-
-def _newest_python(k: Knowledge, framework: str) -> str:
-    rel = k.newest(framework)
-    return rel.python[-1] if rel and rel.python else "<python>"
 
 
 def check_replaced(v: FactsView, k: Knowledge) -> list[Finding]:

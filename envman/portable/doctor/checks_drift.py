@@ -7,7 +7,7 @@ from typing import Any
 from ..frameworks import label
 from ..versions import major_minor, sm, split_local, vcmp, vt
 from .findings import Finding, error, info, warn
-from .knowledge import Knowledge, covers
+from .knowledge import Knowledge, covers, same_prefix
 from .remedies import capability, install
 from .view import FactsView, as_dict, as_list, as_str, group_label, norm_name
 
@@ -88,13 +88,9 @@ def _cudnn(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
     want = as_str(lock.get("cudnn"))
     if not want:
         return []
-    have = next((ver for n, ver in sorted(v.pip.items()) if n.startswith("nvidia-cudnn")), None)
-    if not have:
+    pkg, have = next(((n, ver) for n, ver in sorted(v.pip.items()) if n.startswith("nvidia-cudnn")), ("", ""))
+    if not have or same_prefix(want, have):
         return []
-    n = min(len(vt(want)), len(vt(have)))
-    if vt(want)[:n] == vt(have)[:n]:
-        return []
-    pkg = next(n for n in sorted(v.pip) if n.startswith("nvidia-cudnn"))
     return [warn("lock-drift", f"{path} pins cuDNN {want}, installed is {pkg} {have}", f"pip install {pkg}=={want}")]
 
 
@@ -129,16 +125,12 @@ def _archs(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:
     ptx = [str(a) for a in as_list(lock.get("ptx"))]
     if not archs or not v.gpus:
         return []
-    out = []
-    for c in v.gpu_ccs():
-        if covers(archs, ptx, c) is None:
-            out.append(warn(
-                "lock-drift",
-                f"{group_label(v.gpus_with_cc(c))} is {capability(c)}, not in {path}'s arch list ({' '.join(archs)}): the "
-                f"locked stack will not run on it",
-                f"add {sm(c)} to the project's target GPUs and run `envman lock` again",
-            ))
-    return out
+    return [warn(
+        "lock-drift",
+        f"{group_label(v.gpus_with_cc(c))} is {capability(c)}, not in {path}'s arch list ({' '.join(archs)}): the "
+        f"locked stack will not run on it",
+        f"add {sm(c)} to the project's target GPUs and run `envman lock` again",
+    ) for c in v.gpu_ccs() if covers(archs, ptx, c) is None]
 
 
 def _driver(v: FactsView, lock: dict[str, Any], path: str) -> list[Finding]:

@@ -1,16 +1,17 @@
-"""Checks on where training runs: container, Docker, WSL, shared memory, RAM, disks, the library path."""
+"""Checks on where training runs: container (its GPUs, its image's CUDA), Docker, WSL, shared memory, RAM, disks,
+the library path."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from ..versions import major, vcmp, vt
-from .checks_container import gpu_lost
+from ..versions import major, major_minor, vcmp, vt
+from .checks_host import CONSUMER
 from .checks_loader import loader_explains
 from .findings import Finding, error, info, warn
-from .knowledge import Knowledge
-from .remedies import gib
+from .knowledge import Knowledge, same_prefix
+from .remedies import drop_ld_path, gib
 from .view import FactsView, as_dict, as_list, as_num, as_str
 
 # Policy thresholds (not compatibility data).
@@ -46,9 +47,7 @@ def _gpu_wanted(v: FactsView) -> str | None:
     if fw is not None:
         return fw.label
     nvd = v.env.get("NVIDIA_VISIBLE_DEVICES")
-    if nvd and nvd not in ("void", "none"):
-        return f"NVIDIA_VISIBLE_DEVICES={nvd}"
-    return None
+    return f"NVIDIA_VISIBLE_DEVICES={nvd}" if nvd and nvd not in ("void", "none") else None
 
 
 def check_container_gpu(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -165,12 +164,11 @@ def check_docker_daemon(v: FactsView, k: Knowledge) -> list[Finding]:
 
 def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
     """WSL1 has no GPU; a Linux driver inside WSL2 breaks the one Windows provides."""
+    wants = v.cuda_frameworks()
     if v.wsl == 1:
         distro = v.env.get("WSL_DISTRO_NAME") or "<distro>"
-        wants = v.cuda_frameworks()
         cuda = next((fw for fw in wants if fw.gpu is True), None)
-        f = error if wants else warn
-        return [f(
+        return [(error if wants else warn)(
             "wsl1",
             "this is WSL1, which has no GPU access (CUDA on WSL needs WSL2)"
             + (f": {cuda.label} will run on the CPU" if cuda else ""),
@@ -190,7 +188,6 @@ def check_wsl(v: FactsView, k: Knowledge) -> list[Finding]:
         if isinstance(nodes, list) and "dxg" not in nodes and not v.in_container:
             # WSL2's GPU is the Windows driver's, reached through the paravirtualised /dev/dxg (NVIDIA's CUDA on WSL
             # guide): without it nothing inside can see the GPU, whatever is installed there
-            wants = v.cuda_frameworks()
             return [(error if wants else warn)(
                 "wsl2-no-gpu",
                 "this WSL2 has no /dev/dxg: Windows passes no GPU into it"
@@ -263,11 +260,7 @@ def check_disks(v: FactsView, k: Knowledge) -> list[Finding]:
 
 
 def _pip_lib(v: FactsView, stem: str) -> tuple[str, str] | None:
-    prefix = LIB_PACKAGES.get(stem)
-    if not prefix:
-        return None
-    pat = re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")
-    found = v.pkgs_matching(pat)
+    found = v.wheels(LIB_PACKAGES.get(stem))
     if not found:
         return None
     name = max(found, key=lambda n: vt(found[n]))
@@ -279,7 +272,6 @@ def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
     wants = v.cuda_frameworks()
     if not wants:
         return []
-    entries = [e for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e]
     # What the loader resolves for torch's own libraries was read (checks_loader says what LD_LIBRARY_PATH shadows):
     # torch's RPATH is searched before LD_LIBRARY_PATH, so only what cuDNN 8 dlopens by name (its sub-libraries,
     # pytorch/pytorch#119989) is still taken from LD_LIBRARY_PATH first.
@@ -292,9 +284,7 @@ def check_ld_library_path(v: FactsView, k: Knowledge) -> list[Finding]:
         if not older and not maybe:
             continue
         path = as_str(d.get("dir")) or "?"
-        rest = [e for e in entries if e.rstrip("/") != path.rstrip("/")]
-        fix = f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH"
-        fix += f" (drop {path}; the pip wheels bring their own libraries)"
+        fix = drop_ld_path(v, path) + f" (drop {path}; the pip wheels bring their own libraries)"
         who = next((fw for fw in wants if fw.gpu is True), wants[0]).label
         if older:
             out.append(error(
@@ -325,17 +315,63 @@ def _shadowing(v: FactsView, d: dict[str, Any], resolved: bool) -> tuple[list[st
             continue
         if len(vt(ver)) == 1:
             maybe.append(f"{stem}.so.{ver} ({pip[0]} {pip[1]})")
-        elif vcmp(ver, pip[1]) < 0 and not _same_prefix(ver, pip[1]):
+        elif vcmp(ver, pip[1]) < 0 and not same_prefix(ver, pip[1]):
             older.append(f"{stem}.so.{ver} < {pip[0]} {pip[1]}")
     return older, maybe
 
 
-def _same_prefix(short: str, full: str) -> bool:
-    """'12.8' vs '12.8.93': equal on the parts the shorter one names (not older)."""
-    a, b = vt(short), vt(full)
-    n = min(len(a), len(b))
-    return a[:n] == b[:n]
+def gpu_lost(v: FactsView) -> str | None:
+    """The first GPU device node of a container whose NVML answers 'Unknown Error', else None."""
+    msg = " ".join(x for x in (as_str(v.f.get("nvml_error")), as_str(v.f.get("nvidia_smi_error"))) if x)
+    if not v.in_container or v.gpus or "unknown error" not in msg.lower():
+        return None
+    return next((str(n) for n in as_list(v.f.get("device_nodes")) if re.fullmatch(r"nvidia\d+", str(n))), None)
+
+
+def check_gpu_lost(v: FactsView, k: Knowledge) -> list[Finding]:
+    """NVML's 'Unknown Error' beside the device nodes: the cgroup lost the GPUs (nvidia-container-toolkit#48)."""
+    first = gpu_lost(v)
+    if first is None:
+        return []
+    return [error(
+        "container-gpu-lost",
+        f"this container has /dev/{first} and the driver library but NVML fails with 'Failed to initialize NVML: "
+        f"Unknown Error': it lost access to its GPUs while running (a systemd reload of the host's units resets the "
+        f"container's device cgroup)",
+        "recreate the container (docker rm -f, then docker run --gpus …); on the host, stop it recurring: sudo nvidia-ctk "
+        "system create-dev-char-symlinks --create-all (and its udev rule), or start containers with --device "
+        "/dev/nvidia0 … per device, or cgroupfs instead of systemd (NVIDIA/nvidia-container-toolkit#48)",
+    )]
+
+
+def check_container_cuda(v: FactsView, k: Knowledge) -> list[Finding]:
+    """An image built FROM a CUDA release the host driver does not run (CUDA_VERSION, set by NVIDIA's images)."""
+    cuda = as_str(as_dict(v.f.get("container_cuda")).get("cuda"))
+    if not v.in_container or not cuda or not v.driver:
+        return []
+    mm = major_minor(cuda)
+    mode = k.driver_mode(v.driver, mm, v.driver_cuda)
+    consumer = [g for g in v.gpus if CONSUMER.search(g.name)]
+    # Minor-version compatibility needs no compat library on data-center GPUs; a GeForce-class one gets either the
+    # toolkit's refusal (NVIDIA_REQUIRE_CUDA lists no brand=geforce exception for this driver) or, when the image
+    # carries cuda-compat, error 804 (with a compat library here: check_cuda_compat's finding).
+    geforce = mode == "minor" and consumer and not as_list(v.f.get("cuda_compat"))
+    if not geforce and mode != "too-old":
+        return []
+    need = k.full_driver(mm) if geforce else k.full_driver(mm) or k.floor_driver(mm)
+    return [error(
+        "container-cuda-newer",
+        (f"this container was started from a CUDA {cuda} image, newer than the CUDA {v.driver_cuda or '?'} of the "
+         f"host driver {v.driver}, on a {consumer[0].name}: GeForce-class GPUs get no minor-version compatibility in "
+         f"containers — 'nvidia-container-cli: requirement error: unsatisfied condition: cuda>={mm}', or with the "
+         f"image's cuda-compat, error 804 'forward compatibility was attempted on non supported HW'") if geforce else
+        (f"this container was started from a CUDA {cuda} image, but the host driver {v.driver} supports CUDA ≤ "
+         f"{v.driver_cuda or '?'}: CUDA calls fail with 'CUDA driver version is insufficient for CUDA runtime version' "
+         f"(error 35)"),
+        (f"install NVIDIA driver ≥ {need} on the host, or" if need else "upgrade the host's NVIDIA driver, or")
+        + f" build the image FROM a CUDA ≤ {v.driver_cuda or 'the driver’s'} base (envman init --driver {v.driver} picks one)",
+    )]
 
 
 CHECKS = (check_container_gpu, check_docker_toolkit, check_docker_daemon, check_wsl, check_shm, check_ram, check_disks,
-          check_ld_library_path)
+          check_ld_library_path, check_gpu_lost, check_container_cuda)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..frameworks.base import Installed
 from ..versions import major_minor, split_local, vcmp
 from .findings import Finding, error
 from .knowledge import Knowledge
@@ -84,18 +85,11 @@ def check_ext_torch(v: FactsView, k: Knowledge) -> list[Finding]:
     have = major_minor(t.base) if t else None
     if not t or not have:
         return []
-    out = []
-    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
-        e = as_dict(e)
-        found = _judge(v, k, str(dist), e, have)
-        if found:
-            out.append(found)
-    return out
+    return [f for dist, e in sorted(as_dict(v.f.get("extensions")).items())
+            if (f := _judge(v, k, t, str(dist), as_dict(e), have))]
 
 
-def _judge(v: FactsView, k: Knowledge, dist: str, e: dict[str, Any], have: str) -> Finding | None:
-    t = v.torch
-    assert t is not None
+def _judge(v: FactsView, k: Knowledge, t: Installed, dist: str, e: dict[str, Any], have: str) -> Finding | None:
     ver = as_str(e.get("version")) or "?"
     compares, same = k.loader(dist)
     want = _torch_wanted(e)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from ..versions import arch_covers, major, major_minor, ptx_for, split_arch_list, vcmp, vt
@@ -25,13 +24,6 @@ _LOAD_FAILS = {
 }
 
 
-def _dists(v: FactsView) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
-    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
-        e = as_dict(e)
-        files = [f for f in as_list(e.get("files")) if isinstance(f, dict) and as_str(f.get("file"))]
-        yield dist, as_str(e.get("version")) or "?", files
-
-
 def _env_cuda(v: FactsView) -> str | None:
     """The CUDA a package that ships one build per CUDA release loads its build for: BNB_CUDA_VERSION, else the
     installed framework's (torch's, whose libraries it shares)."""
@@ -47,13 +39,9 @@ def _forced(v: FactsView, dist: str) -> bool:
     return dist == "bitsandbytes" and bool(v.env.get("BNB_CUDA_VERSION"))
 
 
-def _base(path: str) -> str:
-    return path.rsplit("/", 1)[-1]
-
-
 def _short(name: str) -> str:
     """'flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so' -> 'flash_attn_2_cuda.so'."""
-    return re.sub(r"\.(cpython|abi3|cp\d)[^/]*\.so$", ".so", _base(name))
+    return re.sub(r"\.(cpython|abi3|cp\d)[^/]*\.so$", ".so", name.rsplit("/", 1)[-1])
 
 
 def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -62,7 +50,7 @@ def check_ext_archs(v: FactsView, k: Knowledge) -> list[Finding]:
     ccs = v.gpu_ccs()
     if not ccs:
         return out
-    for dist, ver, files in _dists(v):
+    for dist, ver, files in variants.dists(v):
         used = [f for f in variants.loaded(files, _env_cuda(v), lambda f: not _missing_sonames(v, f), forced=_forced(v, dist))
                 if variants.archs(f)]
         floor = k.package_floor(dist, ver)
@@ -111,32 +99,17 @@ def _ext_arch(v: FactsView, k: Knowledge, dist: str, ver: str, files: list[dict[
 
 def _provided_majors(v: FactsView, stem: str) -> set[int] | None:
     """CUDA library majors this environment can load for ``stem``; None when nothing is known."""
-    found: set[int] = set()
-    known = False
     t = v.torch
+    vers: list[object] = []  # of each provider here: its version, whose major is the soname's
     if stem in ("libcudart", "libcublas", "libcublasLt", "libcufft", "libcurand", "libcusparse", "libcusolver",
                 "libnvrtc", "libnvJitLink") and t and t.is_cuda:
-        known = True
-        if major(t.cuda) is not None:
-            found.add(major(t.cuda))  # type: ignore[arg-type]
+        vers.append(t.cuda)
     if stem == "libcudnn" and t and t.cudnn:
-        known = True
-        found.add(major(t.cudnn))  # type: ignore[arg-type]
-    ver: str | None  # a package's version, then a library's
-    prefix = _LIB_DIST.get(stem)
-    if prefix:
-        pat = re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")
-        for _name, ver in v.pkgs_matching(pat).items():
-            known = True
-            # nvidia-cuda-runtime-cu12 12.4.127 -> 12; nvidia-cudnn-cu12 9.1.0.70 -> 9 (soname major = version major)
-            if major(ver) is not None:
-                found.add(major(ver))  # type: ignore[arg-type]
-    for d in as_list(v.f.get("cuda_libs")):
-        ver = as_str(as_dict(as_dict(d).get("libs")).get(stem))
-        if as_str(ver):
-            known = True
-            found.add(major(ver))  # type: ignore[arg-type]
-    return found if known else None
+        vers.append(t.cudnn)
+    # nvidia-cuda-runtime-cu12 12.4.127 -> 12; nvidia-cudnn-cu12 9.1.0.70 -> 9 (soname major = version major)
+    vers += v.wheels(_LIB_DIST.get(stem)).values()
+    vers += [ver for d in as_list(v.f.get("cuda_libs")) if (ver := as_str(as_dict(as_dict(d).get("libs")).get(stem)))]
+    return {m for ver in vers if (m := major(ver)) is not None} if vers else None
 
 
 def _missing_sonames(v: FactsView, f: dict[str, Any]) -> list[str]:
@@ -157,7 +130,7 @@ def _missing_sonames(v: FactsView, f: dict[str, Any]) -> list[str]:
 def check_ext_cuda_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     """An extension linked against CUDA libraries of a major this environment does not have."""
     out = []
-    for dist, ver, files in _dists(v):
+    for dist, ver, files in variants.dists(v):
         missing: dict[str, str] = {}
         builds: list[str] = []
         if dist == "bitsandbytes" and check_bnb_binary(v, k):
@@ -199,7 +172,7 @@ def _cuda_libs_finding(v: FactsView, k: Knowledge, dist: str, ver: str, missing:
 def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
     """bitsandbytes picks libbitsandbytes_cudaXYZ.so by torch's CUDA (or BNB_CUDA_VERSION): none there."""
     e = as_dict(as_dict(v.f.get("extensions")).get("bitsandbytes"))
-    names = [_base(str(as_dict(f).get("file"))) for f in as_list(e.get("files"))]
+    names = [str(as_dict(f).get("file")).rsplit("/", 1)[-1] for f in as_list(e.get("files"))]
     # Linux .so and Windows .dll: the same names (libbitsandbytes_cuda128.dll, the file 'Could not find the
     # bitsandbytes CUDA binary at …' names on Windows)
     have = sorted({m.group(1) for n in names if (m := _BNB_LIB.match(n))})
@@ -208,7 +181,7 @@ def check_bnb_binary(v: FactsView, k: Knowledge) -> list[Finding]:
         return []
     env = v.env.get("BNB_CUDA_VERSION")
     t = v.torch
-    want = env if env else ("".join(str(x) for x in vt(t.cuda)[:2]) if t and t.is_cuda else None)
+    want = env or ("".join(str(x) for x in vt(t.cuda)[:2]) if t and t.is_cuda else None)
     if not want or want in have:
         return []
     src = f"BNB_CUDA_VERSION={env}" if env or not t else f"{t.label} (CUDA {t.cuda})"
@@ -282,20 +255,17 @@ def check_tf_windows(v: FactsView, k: Knowledge) -> list[Finding]:
     last = k.tf_windows_gpu_last
     if not tf_windows_native(v, k) or tf is None or last is None:
         return []
-    if not (v.gpus or v.pkgs_matching(re.compile(r"^nvidia-")) or tf.gpu):
+    if not (v.gpus or any(n.startswith("nvidia-") for n in v.pip) or tf.gpu):
         return []
+    t = vt(last)
+    after = f"{t[0]}.{t[1] + 1}" if len(t) > 1 else str(t[0] + 1)  # the line after the last one with GPU support
     return [error(
         "tf-windows-native",
         f"{tf.label} on native Windows has no GPU support (the last release with it is {last}): it "
         f"runs on the CPU whatever CUDA is installed",
-        f"use WSL2 (pip install 'tensorflow[and-cuda]' inside it), or natively: pip install 'tensorflow<{_next(last)}' "
+        f"use WSL2 (pip install 'tensorflow[and-cuda]' inside it), or natively: pip install 'tensorflow<{after}' "
         f"with the CUDA and cuDNN it was tested with (tensorflow.org/install/source_windows#gpu)",
     )]
-
-
-def _next(version: str) -> str:
-    t = vt(version)
-    return f"{t[0]}.{t[1] + 1}" if len(t) > 1 else str(t[0] + 1)
 
 
 def check_python_bits(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -316,12 +286,7 @@ def check_python_bits(v: FactsView, k: Knowledge) -> list[Finding]:
 def check_pin_python(v: FactsView, k: Knowledge) -> list[Finding]:
     """A project pin (torch==1.13.1) with no wheels for the running Python."""
     out = []
-    lock = as_dict(v.f.get("lock"))
-    pins = {fw: as_dict(p) for fw, p in as_dict(v.f.get("pins")).items()}
-    fw_lock = as_dict(lock.get("framework"))
-    if as_str(fw_lock.get("name")) and as_str(fw_lock.get("version")):
-        pins.setdefault(str(fw_lock["name"]), {"version": fw_lock["version"], "file": "envman.lock"})
-    for fw, p in sorted(pins.items()):
+    for fw, p in sorted(v.pins().items()):
         ver = as_str(p.get("version"))
         rel = k.release(fw, ver)
         if not v.python or rel is None or not rel.python or v.python in rel.python:

@@ -1,4 +1,4 @@
-"""Checks on the driver, the GPUs and whether the installed frameworks can use them."""
+"""Checks on the driver, the GPUs and whether the installed frameworks (and CUDA library wheels) can use them."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import re
 from typing import Any
 
 from ..frameworks.base import Installed
-from ..versions import major, major_minor, sm, split_arch_list, vcmp
-from .checks_container import gpu_lost
+from ..versions import major, sm, split_arch_list, vcmp
+from .checks_env import gpu_lost
 from .checks_extensions import tf_windows_native
 from .checks_host import kernel_module_missing
+from .checks_packages import cuda_major_of
 from .findings import Finding, error, info, warn
-from .knowledge import Knowledge, Release, covers
+from .knowledge import Knowledge, Release, covers, gpu_key
 from .remedies import build_for, capability, fmt_archs, install, mib
 from .view import FactsView, as_dict, as_list, as_num, as_str, group_label
 
@@ -41,15 +42,7 @@ def check_driver(v: FactsView, k: Knowledge) -> list[Finding]:
         return []
     out = []
     for fw, cuda, rel in _cuda_frameworks(v, k):
-        mode = k.driver_mode(v.driver, cuda) if v.driver else None
-        if mode is None and v.driver_cuda and major(v.driver_cuda) is not None:
-            # No data on this CUDA release: the driver's own CUDA version still tells. Across majors always; within
-            # one, where the major has no minor-version compatibility (none before CUDA 11: the matrix's `majors`
-            # list the ones that have it), a driver runs no runtime newer than its own CUDA.
-            older = vcmp(major_minor(v.driver_cuda) or "", major_minor(cuda) or "") < 0
-            same = major(v.driver_cuda) == major(cuda)
-            mode = "too-old" if older and (not same or k.floor_driver(cuda) is None) else None
-        if mode != "too-old":
+        if k.driver_mode(v.driver, cuda, v.driver_cuda) != "too-old":
             continue
         full, floor = k.full_driver(cuda), k.floor_driver(cuda)
         need = f"CUDA {cuda} needs driver ≥ {full or floor}"
@@ -92,11 +85,8 @@ def _fatbin_archs(v: FactsView, name: str) -> tuple[list[Any], list[str], str] |
         files.append(str(f.get("file")))
     if not files:
         return None
-    def num(a: str) -> int:
-        return int(a.split("_", 1)[1])
-
-    ptx_l = sorted(ptx, key=num)
-    return sorted(sass, key=num) + ptx_l, ptx_l, f"the fat binary of {', '.join(files)}"
+    sass_l, ptx_l = (sorted(s, key=lambda a: int(a.split("_", 1)[1])) for s in (sass, ptx))
+    return sass_l + ptx_l, ptx_l, f"the fat binary of {', '.join(files)}"
 
 
 def _archs(v: FactsView, fw: Installed, k: Knowledge) -> tuple[list[Any], list[str], str] | None:
@@ -104,13 +94,8 @@ def _archs(v: FactsView, fw: Installed, k: Knowledge) -> tuple[list[Any], list[s
     if fw.arch_list:
         ptx = split_arch_list(fw.arch_list)[1]
         return list(fw.arch_list), [f"compute_{a[0]}{a[1]}" for a in ptx], fw.arch_source
-    read = _fatbin_archs(v, fw.name)
-    if read:
-        return read
     b = k.build_of(fw.name, fw.base, fw.variant, fw.gpu)
-    if b is None:
-        return None
-    return list(b.archs), list(b.ptx), "envman's matrix"
+    return _fatbin_archs(v, fw.name) or ((list(b.archs), list(b.ptx), "envman's matrix") if b else None)
 
 
 def check_arch(v: FactsView, k: Knowledge) -> list[Finding]:
@@ -192,10 +177,8 @@ def check_cpu_build(v: FactsView, k: Knowledge) -> list[Finding]:
         if not fw.cpu_only or (fw.name == "tensorflow" and tf_windows_native(v, k)):
             continue
         rel = k.release(fw.name, fw.base)
-        if fw.variant is None:  # one GPU build per release (TensorFlow): its install says it all
-            fix = install(rel) if rel else None
-        else:
-            fix = build_for(k, fw.name, v, prefer=rel)
+        # no variant: one GPU build per release (TensorFlow), whose install says it all
+        fix = (install(rel) if rel else None) if fw.variant is None else build_for(k, fw.name, v, prefer=rel)
         fix = fix or f"install a CUDA build of {fw.name}"
         if fw.cpu_undo:
             fix = f"{fw.cpu_undo} {fix}"
@@ -211,11 +194,9 @@ def check_nvml(v: FactsView, k: Knowledge) -> list[Finding]:
     smi = as_str(v.f.get("nvidia_smi_error")) or ""
     nvml = as_str(v.f.get("nvml_error")) or ""
     mod, lib = as_str(v.f.get("driver_module")), as_str(v.f.get("nvml_lib"))
-    mismatch = "mismatch" in smi.lower() or "mismatch" in nvml.lower() or bool(mod and lib and vcmp(mod, lib) != 0)
-    if mismatch:
-        parts = []
-        if mod and lib and vcmp(mod, lib) != 0:
-            parts.append(f"kernel module {mod} is loaded, user-space library is {lib}")
+    differ = bool(mod and lib and vcmp(mod, lib) != 0)
+    if differ or "mismatch" in smi.lower() or "mismatch" in nvml.lower():
+        parts = [f"kernel module {mod} is loaded, user-space library is {lib}"] if differ else []
         quote = smi or nvml
         if quote:
             parts.append(f"'{quote.splitlines()[0].strip()}'")
@@ -416,20 +397,58 @@ def check_memory_held(v: FactsView, k: Knowledge) -> list[Finding]:
 
 def check_gpu_floor(v: FactsView, k: Knowledge) -> list[Finding]:
     """The driver must be one NVIDIA's supported-GPU list names this GPU in (the matrix's per-GPU floor)."""
-    from .knowledge import gpu_key
-
     if not v.driver:
         return []
+    return [error("driver-below-gpu-floor",
+                  f"driver {v.driver} cannot run {g.label}: NVIDIA's supported-GPU list names it from driver {floor[0]} "
+                  f"(R{floor[0].split('.')[0]}) on ({floor[1]})",
+                  f"install NVIDIA driver ≥ {floor[0]}")
+            for g in v.gpus if (floor := k.gpu_floors.get(gpu_key(g.name))) is not None and vcmp(v.driver, floor[0]) < 0]
+
+
+_CUDA_PYTHON = ("cuda-python", "cuda-bindings")
+
+
+def check_driver_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
+    """CUDA library wheels of a major the driver does not run, with no framework of that major."""
+    if not v.driver and not v.driver_cuda:
+        return []
+    majors: dict[int, list[str]] = {}
+    for name, ver in v.pip.items():
+        m = _wheel_major(name, ver, k)
+        if m is not None:
+            majors.setdefault(m, []).append(f"{name} {ver}")
+    fw_majors = {major(c) for _, c, _ in _cuda_frameworks(v, k)}
     out = []
-    for g in v.gpus:
-        floor = k.gpu_floors.get(gpu_key(g.name))
-        if floor is not None and vcmp(v.driver, floor[0]) < 0:
-            out.append(error("driver-below-gpu-floor",
-                             f"driver {v.driver} cannot run {g.label}: NVIDIA's supported-GPU list names it from "
-                             f"driver {floor[0]} (R{floor[0].split('.')[0]}) on ({floor[1]})",
-                             f"install NVIDIA driver ≥ {floor[0]}"))
+    for m, wheels in sorted(majors.items()):
+        floor = k.floor_driver(f"{m}.0")
+        if m in fw_majors:
+            continue
+        if v.driver and floor:
+            old = vcmp(v.driver, floor) < 0
+        elif v.driver_cuda:
+            old = (major(v.driver_cuda) or 0) < m
+        else:
+            continue
+        if not old:
+            continue
+        shown = ", ".join(sorted(wheels)[:3]) + (" …" if len(wheels) > 3 else "")
+        out.append(error(
+            "driver-too-old",
+            f"{_driver_words(v)} is too old for the CUDA {m} libraries installed here ({shown}): CUDA {m} needs driver "
+            f"≥ {floor or '?'}; calls fail with 'CUDA driver version is insufficient for CUDA runtime version' "
+            "(cudaErrorInsufficientDriver)",
+            (f"install NVIDIA driver ≥ {floor}" if floor else "upgrade the NVIDIA driver")
+            + f", or the CUDA {major(v.driver_cuda) or m - 1} builds of these packages",
+        ))
     return out
 
 
+def _wheel_major(name: str, ver: str, k: Knowledge) -> int | None:
+    if name in _CUDA_PYTHON:
+        return major(ver)
+    return cuda_major_of(name, ver, k) if name.startswith("nvidia-") or name in k.toolkit_wheels else None
+
+
 CHECKS = (check_nvml, check_driver, check_gpu_floor, check_arch, check_cpu_build, check_no_driver,
-          check_visible_devices, check_health, check_memory_held)
+          check_visible_devices, check_health, check_memory_held, check_driver_wheels)

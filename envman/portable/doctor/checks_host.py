@@ -77,25 +77,23 @@ def check_cuda_compat(v: FactsView, k: Knowledge) -> list[Finding]:
 
 def check_libcuda_stub(v: FactsView, k: Knowledge) -> list[Finding]:
     """The loader resolves the CUDA toolkit's link-time stub libcuda (…/lib64/stubs) instead of the driver's."""
-    out = []
-    for name in ("libcuda.so.1", "libcuda.so"):
-        e = _loaded_libcuda(v, name)
-        if e.get("stub") is not True:
-            continue
-        path = as_str(e.get("path")) or "stubs/libcuda.so"
-        folder = path.rsplit("/", 1)[0]
-        how = "LD_LIBRARY_PATH puts" if e.get("from") == "LD_LIBRARY_PATH" else "the loader's cache (ld.so.conf) puts"
-        fix = (f"drop {folder} from LD_LIBRARY_PATH" if e.get("from") == "LD_LIBRARY_PATH" else
-               f"remove {folder} from /etc/ld.so.conf.d and run ldconfig (in an image: RUN rm -rf {folder} after the build "
-               f"that linked against it)")
-        out.append(error(
-            "libcuda-stub",
-            f"{how} the toolkit's stub {path} ahead of the driver's libcuda: programs that load {name} fail with "
-            f"'CUDA driver is a stub library' (CUDA_ERROR_STUB_LIBRARY, 34)",
-            fix,
-        ))
-        break  # one cause, one finding
-    return out
+    # the first name that resolves to the stub: one cause, one finding
+    name = next((n for n in ("libcuda.so.1", "libcuda.so") if _loaded_libcuda(v, n).get("stub") is True), None)
+    if name is None:
+        return []
+    e = _loaded_libcuda(v, name)
+    path = as_str(e.get("path")) or "stubs/libcuda.so"
+    folder = path.rsplit("/", 1)[0]
+    how = "LD_LIBRARY_PATH puts" if e.get("from") == "LD_LIBRARY_PATH" else "the loader's cache (ld.so.conf) puts"
+    fix = (f"drop {folder} from LD_LIBRARY_PATH" if e.get("from") == "LD_LIBRARY_PATH" else
+           f"remove {folder} from /etc/ld.so.conf.d and run ldconfig (in an image: RUN rm -rf {folder} after the build "
+           f"that linked against it)")
+    return [error(
+        "libcuda-stub",
+        f"{how} the toolkit's stub {path} ahead of the driver's libcuda: programs that load {name} fail with "
+        f"'CUDA driver is a stub library' (CUDA_ERROR_STUB_LIBRARY, 34)",
+        fix,
+    )]
 
 
 def check_libcuda_unversioned(v: FactsView, k: Knowledge) -> list[Finding]:

@@ -36,10 +36,8 @@ def check_jupyter_kernels(v: FactsView, k: Knowledge) -> list[Finding]:
         if not missing:
             continue  # its own environment has the framework too: a choice, not a mistake
         fw, label = missing[0]
-        if interp is None:
-            where = f"'{argv0}', which is not found"
-        else:
-            where = interp + (f" (environment {kprefix})" if kprefix else "")
+        where = f"'{argv0}', which is not found" if interp is None else interp + (
+            f" (environment {kprefix})" if kprefix else "")
         there = as_str(fws.get(fw))
         got = (f"{fw} {there} there instead" if there else
                f"no {fw} there: `import {fw}` fails with ModuleNotFoundError")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from ..frameworks.base import Installed
 from ..versions import major, major_minor, vcmp, vt
 from .checks_env import LIB_PACKAGES
 from .findings import Finding, error
-from .knowledge import Knowledge, Release
+from .knowledge import Knowledge
 from .remedies import install
 from .view import FactsView, as_dict, as_list
 
@@ -20,33 +18,22 @@ def check_tf_libs(v: FactsView, k: Knowledge) -> list[Finding]:
     return [f for fw in v.cuda_frameworks() if not fw.pins_cuda_wheels for f in _loaded_libs(v, k, fw)]
 
 
-def _available(v: FactsView, stem: str) -> dict[int, list[str]]:
-    """soname major -> where (wheel or directory) for the library ``stem`` in this environment; a wheel's soname
-    major is its version's major (nvidia-cufft-cu12 11.4 ships libcufft.so.11), a file's the first number after .so."""
-    out: dict[int, list[str]] = {}
-    prefix = LIB_PACKAGES.get(stem)
-    if prefix:
-        for name, ver in v.pkgs_matching(re.compile(rf"^{re.escape(prefix)}(-cu\d+)?$")).items():
-            m = major(ver)
-            if m is not None:
-                out.setdefault(m, []).append(f"{name} {ver}")
-    for d in as_list(v.f.get("cuda_libs")):
-        lib = as_dict(as_dict(d).get("libs")).get(stem)
-        m = major(lib)
-        if m is not None:
-            out.setdefault(m, []).append(f"{as_dict(d).get('dir')}/{stem}.so.{lib}")
+def _available(v: FactsView, stem: str) -> dict[int, list[tuple[str, str]]]:
+    """soname major -> (version, where: a wheel or a file) of the library ``stem`` in this environment; a wheel's
+    soname major is its version's major (nvidia-cufft-cu12 11.4 ships libcufft.so.11), a file's the first number
+    after .so."""
+    found = [(ver, name) for name, ver in v.wheels(LIB_PACKAGES.get(stem)).items()]
+    found += [(str(lib), f"{as_dict(d).get('dir')}/{stem}.so.{lib}") for d in as_list(v.f.get("cuda_libs"))
+              if major(lib := as_dict(as_dict(d).get("libs")).get(stem)) is not None]
+    out: dict[int, list[tuple[str, str]]] = {}
+    for ver, where in found:
+        if (m := major(ver)) is not None:
+            out.setdefault(m, []).append((ver, where))
     return out
 
 
-def _cudnn_versions(v: FactsView, cudnn_major: int) -> list[tuple[str, str]]:
-    """(version, where) of every cuDNN of that major here: wheels (nvidia-cudnn-cuNN) and library directories."""
-    found = [(ver, name) for name, ver in v.pkgs_matching(re.compile(r"^nvidia-cudnn(-cu\d+)?\Z")).items()
-             if major(ver) == cudnn_major]
-    for d in as_list(v.f.get("cuda_libs")):
-        ver = as_dict(as_dict(d).get("libs")).get("libcudnn")
-        if major(ver) == cudnn_major:
-            found.append((str(ver), f"{as_dict(d).get('dir')}/libcudnn.so.{ver}"))
-    return found
+def _shown(ver: str, where: str) -> str:
+    return f"{where} {ver}" if where.startswith("nvidia-") else where
 
 
 def _loaded_libs(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
@@ -70,7 +57,7 @@ def _loaded_libs(v: FactsView, k: Knowledge, fw: Installed) -> list[Finding]:
         if major(want) in have or (not dirs_known and not have):
             continue  # (library directories not probed and no wheel of it: unknown, not missing)
         missing.append(f"{stem}.so.{want}")
-        other_major += [(f"{stem}.so.{m}", have[m][0]) for m in sorted(have)]
+        other_major += [(f"{stem}.so.{m}", _shown(*have[m][0])) for m in sorted(have)]
     pinned = _pinned_cudnn(v, k)
     if missing == [f"libcudnn.so.{dm}"] and pinned and major(pinned[1]) != dm and major(pinned[1]) in _available(v, "libcudnn"):
         return [_cross_major(v, k, fw, cudnn, pinned, check)]
@@ -91,14 +78,13 @@ def _cudnn_minor(v: FactsView, k: Knowledge, fw: Installed, cudnn: str, fix: str
     """cuDNN of the right major but an older minor than the build ('Loaded runtime CuDNN library: 9.1.0 but source
     was compiled with: 9.3.0'): the newest one here decides."""
     dm = major(cudnn)
-    found = _cudnn_versions(v, dm)  # type: ignore[arg-type]
+    found = _available(v, "libcudnn").get(dm, [])  # type: ignore[arg-type]
     if not found:
         return []
     have, where = max(found, key=lambda x: vt(x[0]))
     if vcmp(major_minor(have), major_minor(cudnn)) >= 0:
         return []
-    what = f"{where} {have}" if where.startswith("nvidia-") else where
-    verdict = (f"{what} is installed, but {fw.label} was built with cuDNN {cudnn}: 'Loaded runtime CuDNN library: "
+    verdict = (f"{_shown(have, where)} is installed, but {fw.label} was built with cuDNN {cudnn}: 'Loaded runtime CuDNN library: "
                f"{'.'.join(str(x) for x in (vt(have) + (0, 0, 0))[:3])} but source was compiled with: "
                f"{major_minor(cudnn)}.0'")
     why = fix
@@ -117,9 +103,10 @@ def _cross_major(v: FactsView, k: Knowledge, fw: Installed, cudnn: str, pinned: 
     """Another framework's wheel pins a cuDNN of another major: one environment cannot hold both."""
     ofw, want = pinned
     dm, om = major(cudnn), major(want)
-    wheel = next((f"{n} {ver}" for n, ver in v.pkgs_matching(re.compile(r"^nvidia-cudnn(-cu\d+)?\Z")).items()
+    wheel = next((f"{n} {ver}" for n, ver in v.wheels("nvidia-cudnn").items()
                   if major(ver) == om), f"cuDNN {want}")
-    alt = _with_cudnn(k, fw.name, om)  # type: ignore[arg-type]
+    alt = next((r for r in k.releases.get(fw.name, ())  # the newest release whose GPU build uses cuDNN om
+                if any(not b.is_cpu and b.cudnn and major(b.cudnn) == om for b in r.builds)), None)
     return error(
         check,
         f"{wheel} is installed, but {fw.label} was built with cuDNN {cudnn}; {ofw.label} needs cuDNN {om} "
@@ -138,14 +125,6 @@ def _pinned_cudnn(v: FactsView, k: Knowledge) -> tuple[Installed, str] | None:
             want = (b.cudnn if b else None) or fw.cudnn
             if want:
                 return fw, want
-    return None
-
-
-def _with_cudnn(k: Knowledge, framework: str, cudnn_major: int) -> Release | None:
-    """The newest release of ``framework`` whose GPU build uses cuDNN ``cudnn_major``."""
-    for r in k.releases.get(framework, ()):
-        if any(not b.is_cpu and b.cudnn and major(b.cudnn) == cudnn_major for b in r.builds):
-            return r
     return None
 
 

@@ -9,6 +9,7 @@ from ..versions import vcmp
 from . import variants
 from .findings import Finding, error, warn
 from .knowledge import Knowledge
+from .remedies import drop_ld_path
 from .view import FactsView, as_dict, as_list, as_str
 
 # What a package's own documentation says to do when its CUDA libraries are installed but not found.
@@ -19,11 +20,9 @@ def _extension_files(v: FactsView) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(dist, version, file) of each extension library that loads here (of a package that ships one build per
     CUDA release, the one for this environment's CUDA)."""
     fw = next((fw for fw in v.frameworks if fw.is_cuda), None)
-    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
-        e = as_dict(e)
-        files = [f for f in as_list(e.get("files")) if isinstance(f, dict) and as_str(f.get("file"))]
+    for dist, ver, files in variants.dists(v):
         for g in variants.groups(files):
-            yield dist, as_str(e.get("version")) or "?", variants.pick(g, fw.cuda if fw else None)
+            yield dist, ver, variants.pick(g, fw.cuda if fw else None)
 
 
 def _framework_files(v: FactsView) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -93,15 +92,13 @@ def check_shadowed_libs(v: FactsView, k: Knowledge) -> list[Finding]:
                 continue  # the same library, or a newer one of its soname: what it was built against still holds
             seen.add(path)
             folder = path.rsplit("/", 1)[0]
-            rest = [e for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e and e.rstrip("/") != folder]
             older = bool(a and b)  # (older: a newer one was skipped above; unknown: said, not judged)
             out.append((error if older else warn)(
                 "ld-library-path",
                 f"LD_LIBRARY_PATH entry {folder} puts {path}{f' ({a})' if a else ''} before {owner} {ver}'s own {own}"
                 f"{f' ({b})' if b else ''}: its RUNPATH is searched after LD_LIBRARY_PATH, so {so} comes from the "
                 f"wrong place — expect 'cuDNN version incompatibility' or 'undefined symbol'",
-                (f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH")
-                + f" (drop {folder}: {owner} brings its own {so})",
+                drop_ld_path(v, folder) + f" (drop {folder}: {owner} brings its own {so})",
             ))
     return out
 

@@ -1,4 +1,5 @@
-"""Checks on the installed Python packages: CUDA wheels, companions, cuDNN, NumPy, Python, glibc."""
+"""Checks on the installed Python packages: CUDA wheels, companions, cuDNN, NumPy, Python, glibc, and per-release
+defects no version rule predicts (matrices/extensions.yaml ``quirks``)."""
 
 from __future__ import annotations
 
@@ -12,34 +13,29 @@ from .view import FactsView, as_dict, as_list, as_str
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+\Z")
 _SUFFIX = re.compile(r"-cu(\d+)\Z")
-_NCCL = re.compile(r"^nvidia-nccl(-cu\d+)?\Z")
-_CUDNN = re.compile(r"^nvidia-cudnn(-cu\d+)?\Z")
-_CUDART = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?\Z")
 # PEP 600 defines these legacy manylinux tags by the glibc they need (a spec, not compatibility data).
 _LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 
 
-def _cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
+def cuda_major_of(name: str, version: str, k: Knowledge) -> int | None:
     """The CUDA major an NVIDIA wheel belongs to: its -cuNN suffix, else (CUDA 13 on dropped the suffix where
     the version is the toolkit's: k.toolkit_wheels) its version's major; None for self-numbered libraries."""
     m = _SUFFIX.search(name)
     if m:
         return int(m.group(1))
-    if name in k.toolkit_wheels:
-        return major(version)
-    return None
+    return major(version) if name in k.toolkit_wheels else None
 
 
 def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
     """nvidia-* wheels of two CUDA majors, or two NCCLs, in one environment."""
     out: list[Finding] = []
     by_major: dict[int, list[str]] = {}
-    ncc = v.pkgs_matching(_NCCL)
+    ncc = v.wheels("nvidia-nccl")
     for name, ver in v.pip.items():
         if len(ncc) > 1 and name in ncc:
             continue  # one cause, one finding: nccl-duplicate below
         if _NVIDIA.match(name) or name == "cuda-toolkit":
-            m = _cuda_major_of(name, ver, k)
+            m = cuda_major_of(name, ver, k)
             if m is not None:
                 by_major.setdefault(m, []).append(name)
     cfw = next((fw for fw in v.frameworks if fw.cuda), None)  # the first that says its CUDA
@@ -59,7 +55,7 @@ def check_cuda_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
             f"pip uninstall -y {' '.join(drop)}",
         ))
     if len(ncc) > 1:
-        keep_n = next((n for n in ncc if want is not None and _cuda_major_of(n, ncc[n], k) == want), None)
+        keep_n = next((n for n in ncc if want is not None and cuda_major_of(n, ncc[n], k) == want), None)
         drop_n = [n for n in ncc if n != keep_n] if keep_n else sorted(ncc)[:-1]
         keep_n = keep_n or sorted(ncc)[-1]
         out.append(error(
@@ -122,9 +118,9 @@ def _installed_cudnn(v: FactsView, fw: Installed, cuda_major: int | None, k: Kno
     """(version, where) of the cuDNN the framework loads: the loaded one (--deep) or the pip wheel."""
     if fw.cudnn and fw.cudnn_loaded:
         return fw.cudnn, f"loaded by {fw.name}"
-    wheels = v.pkgs_matching(_CUDNN)
+    wheels = v.wheels("nvidia-cudnn")
     if cuda_major is not None:
-        wheels = {n: ver for n, ver in wheels.items() if _cuda_major_of(n, ver, k) in (cuda_major, None)}
+        wheels = {n: ver for n, ver in wheels.items() if cuda_major_of(n, ver, k) in (cuda_major, None)}
     if wheels:
         name = max(wheels, key=lambda n: vt(wheels[n]))
         return wheels[name], name
@@ -249,5 +245,19 @@ def check_in_matrix(v: FactsView, k: Knowledge) -> list[Finding]:
     return out
 
 
+def check_quirks(v: FactsView, k: Knowledge) -> list[Finding]:
+    out = []
+    for fw in v.frameworks:
+        if fw.gpu is False:
+            continue
+        for qid, sev, says, fix, when, unless in k.quirks_of(fw.name, fw.base):
+            if when and not v.pkg(when):
+                continue
+            if any(text in v.env.get(var, "") for var, text in unless):
+                continue  # the workaround is in place
+            out.append(Finding(sev, qid, f"{fw.label} {says}", fix))
+    return out
+
+
 CHECKS = (check_in_matrix, check_cuda_wheels, check_companions, check_cudnn, check_numpy,
-          check_python, check_glibc)
+          check_python, check_glibc, check_quirks)

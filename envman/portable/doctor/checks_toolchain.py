@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..versions import arch_covers, major, major_minor, vt
+from . import variants
 from .findings import Finding, error, info, warn
 from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_list, as_num, as_str
@@ -42,8 +43,7 @@ def _rebuild_helps(v: FactsView, k: Knowledge, dist: str) -> bool:
     if "extensions" not in v.f:
         return True  # the compiled files were not probed: assume it may be (re)built
     files = [f for f in as_list(as_dict(as_dict(v.f.get("extensions")).get(dist)).get("files")) if isinstance(f, dict)]
-    archs = [[str(a) for a in as_list(f.get("sass")) + as_list(f.get("ptx"))] for f in files]
-    archs = [a for a in archs if a]
+    archs = [a for f in files if (a := variants.archs(f))]
     if not archs:
         return True  # installed without its kernels: installing it properly compiles them
     floor = k.package_floor(dist, v.pkg(dist))
@@ -79,14 +79,6 @@ def _builds_extensions(v: FactsView, k: Knowledge) -> str | None:
     return None
 
 
-def _exact(v: FactsView) -> str | None:
-    """A package being built that refuses any nvcc but the CUDA torch was built with, down to the minor: apex's
-    setup.py (check_cuda_torch_binary_vs_bare_metal, NVIDIA/apex#323)."""
-    if v.pkg("apex") or any(p == "apex" for p, _ in _about_to_build(v)):
-        return "apex"
-    return None
-
-
 def _toolkit_pkg(cuda: str) -> str:
     mj, mn = vt(cuda)[:2]
     return f"cuda-toolkit-{mj}-{mn}"
@@ -99,11 +91,10 @@ def check_toolkit(v: FactsView, k: Knowledge) -> list[Finding]:
         return _gcc(v, used, k)  # gcc against nvcc matters to any CUDA build, torch or not
     out: list[Finding] = []
     cuda = t.cuda or ""
-    home_known = "cuda_home" in v.f
     home = as_dict(v.f.get("cuda_home"))
     nvcc = as_dict(v.f.get("nvcc"))
     building = bool(_about_to_build(v))
-    if home_known and not home and not as_str(nvcc.get("path")):
+    if "cuda_home" in v.f and not home and not as_str(nvcc.get("path")):
         why = _builds_extensions(v, k)
         if why:
             out.append((error if building else warn)(
@@ -147,11 +138,12 @@ def _nvcc_vs_torch(v: FactsView, k: Knowledge, label: str, cuda: str,
         )]
     if nv == cuda:
         return []
-    strict = _exact(v)
-    if strict:
+    # apex's setup.py refuses any nvcc but the CUDA torch was built with, down to the minor
+    # (check_cuda_torch_binary_vs_bare_metal, NVIDIA/apex#323)
+    if v.pkg("apex") or any(p == "apex" for p, _ in _about_to_build(v)):
         return [error(
             "ext-nvcc-mismatch",
-            f"nvcc {nv} ({where}) ≠ {label}'s CUDA {cuda}, and {strict} builds only with the CUDA torch was built with: "
+            f"nvcc {nv} ({where}) ≠ {label}'s CUDA {cuda}, and apex builds only with the CUDA torch was built with: "
             f"'Cuda extensions are being compiled with a version of Cuda that does not match the version used to "
             f"compile Pytorch binaries'",
             fix + f", or a torch built for CUDA {nv}",

@@ -9,11 +9,10 @@ from .findings import Finding, error
 from .knowledge import Knowledge
 from .view import FactsView, as_dict, as_list, as_str
 
-# Packages whose compiled ops are a module of their own; without it their CUDA ops cannot import. (package,
-# the ops' import name, the file it is, the packages that are only usable with the ops, the package to install)
-_OPS = (("mmcv", "mmcv._ext", re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)\Z")),
-        ("mmcv-full", "mmcv._ext", re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)\Z")))
-# mmcv 1.x named the lite build "mmcv" and the one with ops "mmcv-full"; from 2.0 "mmcv" has the ops again
+# mmcv's compiled ops are a module of their own (mmcv._ext): without it its CUDA ops cannot import, nor the packages
+# below, which are only usable with them. mmcv 1.x named the lite build "mmcv" and the one with ops "mmcv-full"; from
+# 2.0 "mmcv" has the ops again.
+_MMCV_EXT = re.compile(r"(^|/)mmcv/_ext[.\w-]*\.(so|pyd)\Z")
 _NEEDS_OPS = ("mmdet", "mmsegmentation", "mmdet3d", "mmpose", "mmocr", "mmrotate", "mmaction2")
 
 
@@ -29,10 +28,11 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
         if not missing and not apart:
             continue
         lib = _lib(missing + apart, pins)
+        check = f"{fw.tag or fw.name}-wheels-missing"
         if missing:
             reqs = " ".join(f"'{n}{pins[n]}'" for n in missing)
             out.append(error(
-                "torch-wheels-missing" if fw.name == "torch" else f"{fw.tag or fw.name}-wheels-missing",
+                check,
                 f"{fw.label} pins {len(missing)} wheel{'s' if len(missing) != 1 else ''} its METADATA requires that "
                 f"{'are' if len(missing) != 1 else 'is'} not installed ({', '.join(missing[:4])}"
                 f"{' …' if len(missing) > 4 else ''}): import {fw.name} fails with '{lib}: cannot open shared object "
@@ -42,7 +42,7 @@ def check_framework_wheels(v: FactsView, k: Knowledge) -> list[Finding]:
         else:
             loc = as_str(as_dict(v.f.get(fw.name)).get("location")) or f"{fw.name}'s site-packages"
             out.append(error(
-                "torch-wheels-missing" if fw.name == "torch" else f"{fw.tag or fw.name}-wheels-missing",
+                check,
                 f"{', '.join(apart[:3])}{' …' if len(apart) > 3 else ''} {'are' if len(apart) != 1 else 'is'} installed "
                 f"in another site-packages than {fw.label} ({loc}): its libraries look for them beside themselves, so "
                 f"import {fw.name} fails with '{lib}: cannot open shared object file'",
@@ -57,12 +57,10 @@ def _lib(names: list[str], pins: dict[str, str]) -> str:
     """The soname the loader names first for these wheels (cuDNN is what torch's import stops at): a wheel's soname
     major is its version's (nvidia-cudnn-cu12==9.1.0.70 ships libcudnn.so.9)."""
     for n in sorted(names, key=lambda n: (not n.startswith("nvidia-cudnn"), n)):
-        m = re.match(r"nvidia-([a-z]+)(?:-cu(\d+))?\Z", n)
-        stem = {"cudnn": "libcudnn", "cublas": "libcublas", "nccl": "libnccl", "cufft": "libcufft",
-                "curand": "libcurand", "cusparse": "libcusparse", "cusolver": "libcusolver"}.get(m.group(1)) if m else None
-        if stem:
+        m = re.match(r"nvidia-(cudnn|cublas|nccl|cufft|curand|cusparse|cusolver)(?:-cu\d+)?\Z", n)
+        if m:
             ver = re.search(r"(\d+)", pins.get(n, ""))
-            return f"{stem}.so.{ver.group(1)}" if ver else f"{stem}.so"
+            return f"lib{m.group(1)}.so.{ver.group(1)}" if ver else f"lib{m.group(1)}.so"
     return "libcudnn.so"
 
 
@@ -72,11 +70,7 @@ def check_pin_glibc(v: FactsView, k: Knowledge) -> list[Finding]:
     if not glibc or as_str(v.f.get("os")) not in (None, "Linux"):
         return []
     out = []
-    pins = {fw: as_dict(p) for fw, p in as_dict(v.f.get("pins")).items()}
-    fw_lock = as_dict(as_dict(v.f.get("lock")).get("framework"))
-    if as_str(fw_lock.get("name")) and as_str(fw_lock.get("version")):
-        pins.setdefault(str(fw_lock["name"]), {"version": fw_lock["version"], "file": "envman.lock"})
-    for fw, p in sorted(pins.items()):
+    for fw, p in sorted(v.pins().items()):
         ver = as_str(p.get("version"))
         rel = k.release(fw, ver)
         need = k.glibc_for(rel.package if rel else fw, (ver or "").split("+")[0])
@@ -119,12 +113,12 @@ def check_compiled_ops(v: FactsView, k: Knowledge) -> list[Finding]:
     """mmcv without mmcv._ext: the lite package, or a source build that skipped the ops."""
     out = []
     exts = as_dict(v.f.get("extensions"))
-    for dist, module, pattern in _OPS:
+    for dist in ("mmcv", "mmcv-full"):
         ver = v.pkg(dist)
         if not ver or dist not in exts:
             continue  # (not probed: unknown)
         files = [str(as_dict(f).get("file")) for f in as_list(as_dict(exts[dist]).get("files"))]
-        if as_dict(exts[dist]).get("truncated") or any(pattern.search(f) for f in files):
+        if as_dict(exts[dist]).get("truncated") or any(_MMCV_EXT.search(f) for f in files):
             continue
         users = [p for p in _NEEDS_OPS if v.pkg(p)]
         lite = dist == "mmcv" and ver.split(".")[0] == "1"
@@ -138,7 +132,7 @@ def check_compiled_ops(v: FactsView, k: Knowledge) -> list[Finding]:
         out.append(error(
             "ext-missing-ops",
             f"{dist} {ver} has no compiled ops{' (the lite package)' if lite else ''}{why}: 'ModuleNotFoundError: No "
-            f"module named {module!r}'",
+            "module named 'mmcv._ext''",
             fix,
         ))
     return out

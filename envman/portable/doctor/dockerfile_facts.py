@@ -22,6 +22,8 @@ _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([^;#@]*)
 _SPEC = re.compile(r"(===|==|!=|~=|>=|<=|>|<)\s*([\w.*+!-]+)")
 # download.pytorch.org/whl/cu121, /whl/nightly/cu118, -f /whl/cu111/torch_stable.html: the variant of the index
 _INDEX_VARIANT = re.compile(r"/whl/(?:nightly/|test/)?(cu\d+|cpu|rocm[\d.]+)(?:/|/torch_stable\.html)?\Z")
+_FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow",
+               "tensorflow-cpu": "tensorflow", "tf-nightly": "tensorflow"}  # distribution -> framework
 SOURCE_BUILDS = ("flash-attn", "apex", "mamba-ssm", "causal-conv1d", "deepspeed")
 # NVIDIA's images (and those built FROM them) set these, so the container toolkit injects the GPUs
 _NVIDIA_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
@@ -76,7 +78,7 @@ def read_base(image: str, k: Knowledge) -> dict[str, Any]:
 
 
 def _requirement_lines(inst: dict[str, Any], read: Callable[[str], str | None],
-                       unread: list[str]) -> tuple[list[str], list[str]]:
+                       unread: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """(requirement strings, index URLs) of one pip command: its arguments and the files it names with -r (those
     that cannot be read go to ``unread``)."""
     reqs = list(inst.get("packages") or ())
@@ -85,7 +87,7 @@ def _requirement_lines(inst: dict[str, Any], read: Callable[[str], str | None],
     for f in inst.get("requirements") or ():
         text = read(f)
         if text is None:
-            unread.append(f)
+            unread.append({"file": f, "line": inst["line"]})
         for line in (text or "").splitlines():
             line = line.split(" #", 1)[0].strip()
             if line.startswith(("--index-url", "-i ", "--extra-index-url")):
@@ -101,11 +103,6 @@ def _pick(k: Knowledge, fw: str, spec: str, python: str | None, variant: str | N
     return next((r for r in k.releases.get(fw, ()) if satisfies(r.version, spec)
                  and (not python or not r.python or python in r.python)
                  and (not variant or r.build(variant) is not None)), None)
-
-
-def _framework(name: str) -> str | None:
-    return {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow",
-            "tf-nightly": "tensorflow"}.get(name)
 
 
 class _Image:
@@ -140,16 +137,14 @@ class _Image:
         self.pip[fw if fw != "tensorflow" else rec["package"]] = version
 
     def pip_install(self, inst: dict[str, Any], read: Callable[[str], str | None]) -> None:
-        missing: list[str] = []
-        reqs, indexes = _requirement_lines(inst, read, missing)
-        self.unread += [{"file": f, "line": inst["line"]} for f in missing]
+        reqs, indexes = _requirement_lines(inst, read, self.unread)
         variant = next((m.group(1) for u in indexes if (m := _INDEX_VARIANT.search(u))), None)
         for r in reqs:
             m = _REQ.match(r)
             if not m:
                 continue
             name, extras, spec = norm(m.group(1)), m.group(2) or "", m.group(3).strip()
-            fw = _framework(name)
+            fw = _FRAMEWORKS.get(name)
             if fw:
                 self._install_framework(fw, name, extras, spec, variant, inst["line"])
                 continue

@@ -201,16 +201,18 @@ class Knowledge:
         m = major(cuda)
         return self.minor_floor.get(m) if m is not None else None
 
-    def driver_mode(self, driver: str | None, cuda: str | None) -> str | None:
-        """'full' | 'minor' (minor-version compatibility) | 'too-old' | None; floors are inclusive."""
+    def driver_mode(self, driver: str | None, cuda: str | None, driver_cuda: str | None = None) -> str | None:
+        """'full' | 'minor' (minor-version compatibility) | 'too-old' | None; floors are inclusive. With no data on
+        ``cuda`` the driver's own CUDA still tells: across majors always; within one, where the major has no
+        minor-version compatibility (none before CUDA 11: the matrix's `majors` list the ones that have it), a driver
+        runs no runtime newer than its own CUDA."""
         full, floor = self.full_driver(cuda), self.floor_driver(cuda)
-        if not driver or not cuda or (full is None and floor is None):
-            return None
-        if full is not None and vge(driver, full):
-            return "full"
-        if floor is not None and vge(driver, floor):
-            return "minor"
-        return "too-old"
+        if driver and cuda and (full is not None or floor is not None):
+            if full is not None and vge(driver, full):
+                return "full"
+            return "minor" if floor is not None and vge(driver, floor) else "too-old"
+        older = major(driver_cuda) is not None and vcmp(major_minor(driver_cuda), major_minor(cuda)) < 0
+        return "too-old" if older and (major(driver_cuda) != major(cuda) or floor is None) else None
 
     # --- searches that name remedies ---------------------------------------------------------
 
@@ -288,6 +290,12 @@ def covers(build_archs: tuple[str, ...] | list[str], build_ptx: tuple[str, ...] 
     if ptx_for(ptx_in_list + ptx2, device):
         return "ptx"
     return None
+
+
+def same_prefix(a: str, b: str) -> bool:
+    """'12.8' vs '12.8.93': equal on the parts the shorter one names."""
+    n = min(len(vt(a)), len(vt(b)))
+    return vt(a)[:n] == vt(b)[:n]
 
 
 def gpu_key(name: str) -> str:

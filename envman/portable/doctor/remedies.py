@@ -53,6 +53,12 @@ def build_for(
     return None
 
 
+def drop_ld_path(v: FactsView, folder: str) -> str:
+    """The command that takes ``folder`` off LD_LIBRARY_PATH."""
+    rest = [e for e in v.env.get("LD_LIBRARY_PATH", "").split(":") if e and e.rstrip("/") != folder.rstrip("/")]
+    return f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH"
+
+
 def fmt_archs(archs: Sequence[tuple[int, ...]]) -> str:
     return " ".join(sm(a) if isinstance(a, tuple) else str(a) for a in archs) or "none"
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..versions import split_arch_list, vt
-from .view import as_list, as_str
+from .view import FactsView, as_dict, as_list, as_str
 
 # A CUDA release in a file or directory name: _cuda118, -cu121, /cuda12/, _cuda11x (never inside a word:
 # 'libcudart' has no digits after 'cuda', 'libcuda.so.1' is not preceded by a separator)
@@ -24,6 +24,14 @@ def cuda_token(path: str) -> tuple[str, str] | None:
     cuda = digits if len(digits) == 2 else f"{digits[:-1]}.{digits[-1]}"
     key = ("/" + path)[: m.start()] + "*" + ("/" + path)[m.end():]
     return key[1:], cuda
+
+
+def dists(v: FactsView) -> Iterator[tuple[str, str, list[dict[str, Any]]]]:
+    """(dist, version, its library files) of each probed package with compiled libraries (facts ``extensions``)."""
+    for dist, e in sorted(as_dict(v.f.get("extensions")).items()):
+        e = as_dict(e)
+        files = [f for f in as_list(e.get("files")) if isinstance(f, dict) and as_str(f.get("file"))]
+        yield dist, as_str(e.get("version")) or "?", files
 
 
 def groups(files: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

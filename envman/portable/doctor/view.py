@@ -111,8 +111,20 @@ class FactsView:
     def pkg(self, name: str) -> str | None:
         return self.pip.get(norm_name(name)) or None
 
-    def pkgs_matching(self, pattern: re.Pattern[str]) -> dict[str, str]:
+    def wheels(self, dist: str | None) -> dict[str, str]:
+        """The installed wheels of ``dist`` for any CUDA major ('nvidia-cudnn': nvidia-cudnn-cu12 9.1.0.70, …)."""
+        if not dist:
+            return {}
+        pattern = re.compile(rf"^{re.escape(dist)}(-cu\d+)?\Z")
         return {n: v for n, v in sorted(self.pip.items()) if pattern.match(n)}
+
+    def pins(self) -> dict[str, dict[str, Any]]:
+        """The project's framework pins (facts ``pins``), and envman.lock's framework where no file pins it."""
+        pins = {fw: as_dict(p) for fw, p in as_dict(self.f.get("pins")).items()}
+        fw = as_dict(as_dict(self.f.get("lock")).get("framework"))
+        if as_str(fw.get("name")) and as_str(fw.get("version")):
+            pins.setdefault(str(fw["name"]), {"version": fw["version"], "file": "envman.lock"})
+        return pins
 
     # --- GPUs --------------------------------------------------------------------------------
 
