@@ -272,7 +272,7 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(indexes)
             echo(f"{label}the private indexes the lock names go to the build as a BuildKit secret (never a layer)")
-        result = _build_image(engine, root, root / names.lock, build_file, candidate, opts, echo, label,
+        result = _build_image(engine, root, root / names.lock, lock, build_file, candidate, opts, echo, label,
                               build_args=args, secrets=secrets, **({"platform": platform} if platform else {}))
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -287,7 +287,7 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
             echo(f"{label}smoke test ({'with' if res.gpus else 'without'} GPU access), report in {report.name}:")
             echo(res.summary())
             if res.failed:
-                failed = f"{lock.name}:{lock.short_hash}-unverified"
+                failed = f"{out.image}-unverified"
                 engine.tag(result.image_id, failed)
                 out.exit_code = EXIT_SMOKE
                 out.notes.append(f"smoke test failed: {failed} keeps the image for inspection; no good tag")
@@ -295,18 +295,17 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
                 return None
         else:
             out.notes.append("not smoke-tested (--no-smoke)")
-        engine.tag(result.image_id, f"{lock.name}:{lock.short_hash}")  # the image this run tested, by its ID
-        echo(f"{label}tagged {lock.name}:{lock.short_hash}")
+        engine.tag(result.image_id, out.image)  # the image this run tested, by its ID
+        echo(f"{label}tagged {out.image}")
         return result.image_id
     finally:
         engine.remove_image(candidate)  # this run's own tag only; the image keeps its good (or failed) tag
 
 
-def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, build_file: Path, tag: str, opts: BuildOptions,
-                 echo: Callable[[str], None], label: str, **kwargs: Any) -> BuildResult:
+def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, lock: Lock, build_file: Path, tag: str,
+                 opts: BuildOptions, echo: Callable[[str], None], label: str, **kwargs: Any) -> BuildResult:
     """One build at the lock's date (the engine clamps what it can); with --verify-repro, two from scratch that
-    must agree, the agreed image ID then recorded in the lock."""
-    lock = read_lock(lock_path)
+    must agree (the first under this run's own ``tag`` too), the agreed image ID then recorded in the lock."""
     base = lock.base_image.get("ref") or ""
     if lock.base_image.get("digest") and "@" not in base:
         base = f"{base}@{lock.base_image['digest']}"
@@ -323,11 +322,7 @@ def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, build_fil
             return engine.build(root, dockerfile=build_file, tags=[t], progress=opts.progress, on_output=echo,
                                 no_cache=True, source_date_epoch=sde, **kwargs)
 
-        from envman.app.buildruns import candidate_tag
-        from envman.process import Owner
-
-        first = f"{lock.name}:{candidate_tag(lock.short_hash, Owner.me())}"
-        repro = verify_build(engine, build, tag=tag, base=base, echo=echo, label=label, first_tag=first,
+        repro = verify_build(engine, build, tag=tag, base=base, echo=echo, label=label, first_tag=tag,
                              keep_as=f"{lock.name}:{lock.short_hash}-unverified")  # as a failed smoke test's
         record_image(lock_path, engine=engine, image_id=repro.result.image_id, dockerfile=build_file, root=root)
         echo(f"{label}recorded {repro.result.image_id} in {lock_path.name} (`envman verify IMAGE` checks an image against it)")

@@ -36,9 +36,9 @@ class FetchOutcome:
 def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
     """A requirements lock that envman.lock records must be the one it records, before anything is
     downloaded: a tampered file is envman's finding (LockError naming it), not pip's."""
+    from envman.app.generate import read_text_or_none
     from envman.errors import LockError
     from envman.files import sha256
-    from envman.inputs import read_regular_text
     from envman.lock.lockfile import try_read_lock
 
     lock = try_read_lock(path / lock_name)
@@ -49,13 +49,8 @@ def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
         name, want = pl.get(key), pl.get(sha_key)
         if not name or not want or (path / name).resolve() != lock_file.resolve():
             continue
-        try:
-            body = read_regular_text(lock_file).partition("\n")[2]
-        except FileNotFoundError:
-            body = None
-        except (OSError, UnicodeDecodeError):
-            body = ""
-        if body is not None and sha256(body) != want:
+        text = read_text_or_none(lock_file)
+        if text is not None and sha256(text.partition("\n")[2]) != want:
             raise LockError(f"{name} differs from the one {lock_name} records",
                             hint="regenerate it with `envman lock` (or restore it), then fetch")
 
@@ -65,6 +60,7 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
                      on_output: Callable[[str], None] | None = None) -> FetchOutcome:
     """The target defaults to the stack.python and platform of PATH's envman lock (of ``profile``'s)."""
     from envman.lock import wheelhouse as wh
+    from envman.lock.indexes import PLACEHOLDER
 
     names = StackFiles.for_profile(profile)
     lock_file = lock or path / names.req
@@ -91,7 +87,8 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
     env = _index_env(path, names)  # pip expands the lock's ${ENVMAN_INDEX_…} names from its environment
     try:
         res = wh.fetch_wheels(parsed, dest, target, on_output=on_output, env=env)
-        got, had = fetch_sdists({n: (_expand(u, path, names), h) for n, (u, h) in sdists.items()}, dest)
+        got, had = fetch_sdists({n: (PLACEHOLDER.sub(lambda m: env.get(m.group(1), m.group(0)), u), h)
+                                 for n, (u, h) in sdists.items()}, dest)
     except OSError as exc:  # envman's own writes there (the staging folder, the request file)
         if exc.errno in NO_SPACE:
             raise no_space(dest, hint=wh.FULL_WHEELHOUSE) from None
@@ -108,15 +105,6 @@ def _index_env(path: Path, names: StackFiles) -> dict[str, str]:
 
     lock = try_read_lock(path / names.lock)
     return {i.name: i.root for i in private_index_values(path, names, lock)} if lock is not None else {}
-
-
-def _expand(url: str, path: Path, names: StackFiles) -> str:
-    from envman.lock.indexes import PLACEHOLDER
-
-    if not PLACEHOLDER.search(url):
-        return url
-    env = _index_env(path, names)
-    return PLACEHOLDER.sub(lambda m: env.get(m.group(1), m.group(0)), url)
 
 
 def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:

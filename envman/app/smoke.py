@@ -16,7 +16,6 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
@@ -31,11 +30,6 @@ KIT_IN_IMAGE = "/opt/envman/kit"
 EXPECT_IN_IMAGE = "/opt/envman/stack.json"
 REPORT_NAME = StackFiles().smoke_report  # saved beside the lock
 PASS, FAIL, NO_GPU = 0, 1, 6  # the script's own exit codes
-
-
-def load_smoke_module() -> ModuleType:
-    """The smoke program as a module (its pure functions: format_summary, load_expect …)."""
-    return importlib.import_module("envman.portable.smoke")
 
 
 def write_kit(directory: Path) -> Path:
@@ -73,7 +67,7 @@ class SmokeResult:
         return 0 if self.passed else EXIT_SMOKE_NO_GPU if self.no_gpu else EXIT_SMOKE
 
     def summary(self) -> str:
-        return load_smoke_module().format_summary(self.report)
+        return importlib.import_module("envman.portable.smoke").format_summary(self.report)
 
     def to_json(self) -> dict[str, Any]:
         return {**self.report, "where": self.where, "gpus_requested": self.gpus}
@@ -151,7 +145,9 @@ def baked_stack_for(lock_path: Path) -> Path:
 def write_expect_file(source: Path, dest_dir: Path) -> Path:
     """A file the script can read: ``source`` itself when it is an expected-stack file; for a lock, the stack
     file written beside it when it belongs to this lock (same lock_hash), else one derived from the lock."""
-    data = _read_json(source)
+    from envman.inputs import MAX_FACTS, load_json, read_input
+
+    data = load_json(read_input(source, str(source), MAX_FACTS), str(source), hint="give envman.lock or a stack file")
     if is_expected_stack(data):
         return source
     exp = expected_stack(data)  # refuses what is neither a stack nor a lock
@@ -166,12 +162,6 @@ def write_expect_file(source: Path, dest_dir: Path) -> Path:
     out = dest_dir / "stack.json"
     write_atomic(out, json.dumps(exp, indent=2, sort_keys=True) + "\n")
     return out
-
-
-def _read_json(path: Path) -> Any:
-    from envman.inputs import MAX_FACTS, load_json, read_input
-
-    return load_json(read_input(path, str(path), MAX_FACTS), str(path), hint="give envman.lock or a stack file")
 
 
 # ----------------------------------------------------------------------------------------------- runners

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from envman.errors import EXIT_OK, EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
+from envman.errors import UsageError
 
 EXPECT_HELP = ("Expected stack: a smoke JSON or an envman.lock. "
                "Default: ./envman.lock (--host), the one baked into the image (--image)")
@@ -39,9 +39,7 @@ def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu:
 
 def exit_code(result, *, host: bool) -> int:
     """--host relays the script's own code (0, 1 or 6); --image maps its verdict to 0, 5 (EXIT_SMOKE) or 6."""
-    if host:
-        return result.exit_code
-    return EXIT_OK if result.passed else EXIT_SMOKE_NO_GPU if result.no_gpu else EXIT_SMOKE
+    return result.exit_code if host else result.cli_exit_code()
 
 
 def register(app: typer.Typer) -> None:
