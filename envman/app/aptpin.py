@@ -8,7 +8,7 @@ from collections.abc import Callable
 from envman.engine.protocol import ContainerEngine
 from envman.errors import ToolError
 
-# the proxy settings apt reads (app/build.py passes the same to builds; not imported from there: build imports lock)
+# the proxy settings apt reads (app/build.py passes the same to builds)
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envman.app.aptpin import PROXY_VARS
 from envman.app.generate import offline_built, offline_dockerfile
 from envman.app.lock import check_lock
 from envman.app.lockinputs import stack_files
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from envman.engine.buildkit import BuildResult
     from envman.engine.protocol import ContainerEngine
 
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 WHEELHOUSE = ".envman/wheelhouse"
 
 

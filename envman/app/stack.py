@@ -111,7 +111,7 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         base_digest = _kept_digest(last, base, inputs_hash)
         if base_digest:
             notes.append(f"base image {base} pinned to {base_digest} (kept: --no-lock asks no registry)")
-    tables = inputs.image_tables()
+    tables = inputs.tables
     locked = python.locked
     libs, lib_notes = system_libraries([p.name for p in locked.packages] if locked else [r.name for r in lines.reqs],
                                        tables.system_libraries)
@@ -252,8 +252,7 @@ def body_digest(text: str) -> str:
 
 
 def spec_request(matrix: Matrix, spec: ProjectSpec):
-    fields = {"framework": f"{spec.source}: framework", "python": f"{spec.source}: python",
-              "driver": f"{spec.source}: driver", "cuda": f"{spec.source}: cuda"}
+    fields = {k: f"{spec.source}: {k}" for k in ("framework", "python", "driver", "cuda")}
     return build_request(matrix, framework=spec.framework, python=spec.python, targets=list(spec.targets),
                          driver=spec.driver, cuda=spec.cuda, cpu=spec.cpu, cuda_devel=spec.cuda_devel, fields=fields,
                          own_base=bool(spec.base_image))

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from envman.cli.output import emit_json
 from envman.errors import EXIT_OK, EXIT_USER
 
 
@@ -60,8 +61,6 @@ def register(app: typer.Typer) -> None:
 def report(rep, *, as_json: bool, strict: bool) -> int:
     """Print the report and return the exit code."""
     if as_json:
-        from envman.cli.output import emit_json
-
         emit_json(rep.to_json())
     else:
         typer.echo(rep.text())
@@ -75,8 +74,6 @@ def report_dockerfiles(project: str, paths: list[str], targets: list[str], *, as
 
     reports = run_dockerfile_doctor(paths, project=project, targets=targets)
     if as_json:
-        from envman.cli.output import emit_json
-
         emit_json({"schema": 1, "dockerfiles": [r.to_json() for r in reports]})
     else:
         for i, r in enumerate(reports):
