@@ -32,43 +32,6 @@ def _files(out, root: Path) -> None:
         typer.echo(f"next: {c}")
 
 
-def _export(path: Path, out: Optional[Path], formats: str, profile: Optional[str], force: bool) -> None:
-    from envman.app.cluster_export import export_images
-
-    fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
-    for res in export_images(path.resolve(), out=out, formats=fmts, profile=profile, force=force, echo=typer.echo):
-        for kind, p in res.files.items():
-            typer.echo(f"{kind:8} {p}")
-        for n in res.notes:
-            typer.echo(f"note: {n}")
-        for c in res.commands:
-            typer.echo(f"run: {c}")
-
-
-def _nodes(reports: Path) -> int:
-    """Print the table; 0 when every node of every class is ready, else 1."""
-    from envman.app.cluster_nodes import gather_nodes
-    from envman.errors import EXIT_OK, EXIT_USER
-
-    classes, job, unreadable = gather_nodes(reports)
-    for c in classes:
-        typer.echo(f"{c.gpus} · driver {c.driver} · {len(c.nodes)} node(s): {c.verdict}")
-        typer.echo(f"  nodes   {', '.join(c.nodes)}")
-        typer.echo(f"  nccl    {c.nccl}")
-        typer.echo(f"  shm     {c.shm}")
-        for a in c.allreduce:
-            typer.echo(f"  nccl    all-reduce {a}")
-        for f in c.failures:
-            typer.echo(f"  FAIL    {f}")
-    if job:
-        typer.echo(f"all nodes: all-reduce {job}")
-    for name in unreadable:
-        typer.echo(f"unreadable: {name}; see the .log beside it")
-    ready = all(c.verdict == "ready" for c in classes) and not unreadable and "FAILED" not in (job or "")
-    ready = ready and not any("FAILED" in a for c in classes for a in c.allreduce)
-    return EXIT_OK if ready else EXIT_USER
-
-
 def register(app: typer.Typer) -> None:
     cl = typer.Typer(help="Run the lock on a cluster: image exports, Slurm and Kubernetes files, node readiness.",
                      no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -86,7 +49,16 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Export again even when the files exist for the lock hash"),
     ) -> None:
         """Export the built image: OCI bundle, enroot .sqsh, OCI archive, Apptainer .def; print the exact commands."""
-        _export(path, out, formats, profile, force)
+        from envman.app.cluster_export import export_images
+
+        fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
+        for res in export_images(path.resolve(), out=out, formats=fmts, profile=profile, force=force, echo=typer.echo):
+            for kind, p in res.files.items():
+                typer.echo(f"{kind:8} {p}")
+            for n in res.notes:
+                typer.echo(f"note: {n}")
+            for c in res.commands:
+                typer.echo(f"run: {c}")
 
     @cl.command("slurm")
     def slurm_cmd(
@@ -124,4 +96,23 @@ def register(app: typer.Typer) -> None:
         reports: Path = typer.Argument(..., metavar="REPORTS", help="The folder a .nodes. sbatch wrote (NODE.json)"),
     ) -> None:
         """The readiness table: nodes by class (GPUs, driver), the lock's verdict, what NCCL will find."""
-        raise typer.Exit(_nodes(reports))
+        from envman.app.cluster_nodes import gather_nodes
+        from envman.errors import EXIT_OK, EXIT_USER
+
+        classes, job, unreadable = gather_nodes(reports)
+        for c in classes:
+            typer.echo(f"{c.gpus} · driver {c.driver} · {len(c.nodes)} node(s): {c.verdict}")
+            typer.echo(f"  nodes   {', '.join(c.nodes)}")
+            typer.echo(f"  nccl    {c.nccl}")
+            typer.echo(f"  shm     {c.shm}")
+            for a in c.allreduce:
+                typer.echo(f"  nccl    all-reduce {a}")
+            for f in c.failures:
+                typer.echo(f"  FAIL    {f}")
+        if job:
+            typer.echo(f"all nodes: all-reduce {job}")
+        for name in unreadable:
+            typer.echo(f"unreadable: {name}; see the .log beside it")
+        ready = all(c.verdict == "ready" for c in classes) and not unreadable and "FAILED" not in (job or "")
+        ready = ready and not any("FAILED" in a for c in classes for a in c.allreduce)
+        raise typer.Exit(EXIT_OK if ready else EXIT_USER)
