@@ -108,9 +108,4 @@ def has_ci_files(root: Path) -> bool:
 
 def stale_ci_files(root: Path) -> list[str]:
     """After a re-lock: generated CI files that name images by lock hash (none: nothing loaded)."""
-    if not has_ci_files(root):
-        return []
-    from envman.ci import check_ci_files, load_ci_project
-
-    stale, _ = check_ci_files(load_ci_project(root))
-    return stale
+    return check_ci(root)[0] if has_ci_files(root) else []

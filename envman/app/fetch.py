@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envman.errors import UsageError
 from envman.files import NO_SPACE, NoSpaceError, no_space
 from envman.inputs import present, read_input
+from envman.lock import wheelhouse as wh
 from envman.lock.layout import StackFiles
-
-if TYPE_CHECKING:
-    from envman.lock.wheelhouse import HashedLock
+from envman.lock.lockfile import try_read_lock
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,6 @@ def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
     from envman.app.generate import read_text_or_none
     from envman.errors import LockError
     from envman.files import sha256
-    from envman.lock.lockfile import try_read_lock
 
     lock = try_read_lock(path / lock_name)
     if lock is None:
@@ -59,7 +56,6 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
                      python: str | None = None, glibc: str | None = None, profile: str | None = None,
                      on_output: Callable[[str], None] | None = None) -> FetchOutcome:
     """The target defaults to the stack.python and platform of PATH's envman lock (of ``profile``'s)."""
-    from envman.lock import wheelhouse as wh
     from envman.lock.indexes import PLACEHOLDER
 
     names = StackFiles.for_profile(profile)
@@ -101,17 +97,15 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
 def _index_env(path: Path, names: StackFiles) -> dict[str, str]:
     """The private indexes the lock names, as variables for pip (app/build.py finds them as a build does)."""
     from envman.app.build import private_index_values
-    from envman.lock.lockfile import try_read_lock
 
     lock = try_read_lock(path / names.lock)
     return {i.name: i.root for i in private_index_values(path, names, lock)} if lock is not None else {}
 
 
-def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:
+def builder_inputs(path: Path, names: StackFiles, parsed: wh.HashedLock) -> tuple[wh.HashedLock, dict[str, tuple[str, str]]]:
     """What an offline builder stage reads besides the lock's wheels: the source-only packages are not
     wheels (pip download --only-binary would find none; their sdists come from pylock.toml's URLs instead),
     and the builder installs requirements.build.lock.txt (nvcc, setuptools …) before it builds them."""
-    from envman.lock import wheelhouse as wh
     from envman.lock.build_deps import sdist_urls
 
     source = path / names.source
@@ -143,17 +137,16 @@ def fetch_sdists(sdists: dict[str, tuple[str, str]], dest: Path) -> tuple[tuple[
     """Each sdist, hash-checked, beside the wheels: (downloaded, kept)."""
     from envman.files import write_atomic
     from envman.lock.build_deps import fetch_sdist
-    from envman.lock.wheelhouse import FULL_WHEELHOUSE, sha256_file
 
     got, had = [], []
     for _name, (url, sha) in sorted(sdists.items()):
         f = dest / url.rsplit("/", 1)[-1]
-        if f.is_file() and sha256_file(f) == sha:
+        if f.is_file() and wh.sha256_file(f) == sha:
             had.append(f.name)
             continue
         try:
             write_atomic(f, fetch_sdist(url, sha))
         except NoSpaceError:  # write_atomic's: this hint says where else to fetch
-            raise no_space(dest, hint=FULL_WHEELHOUSE) from None
+            raise no_space(dest, hint=wh.FULL_WHEELHOUSE) from None
         got.append(f.name)
     return tuple(got), tuple(had)

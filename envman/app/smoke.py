@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
 from envman.files import write_atomic
+from envman.image.kit import SMOKE_MODULE, kit_files
 from envman.inputs import read_regular_text
 from envman.lock.layout import StackFiles
 
@@ -34,8 +35,6 @@ PASS, FAIL, NO_GPU = 0, 1, 6  # the script's own exit codes
 
 def write_kit(directory: Path) -> Path:
     """The kit as the image gets it (the island and the matrix knowledge), under ``directory``."""
-    from envman.image.kit import kit_files
-
     for rel, text in kit_files().items():
         (directory / rel).parent.mkdir(parents=True, exist_ok=True)
         (directory / rel).write_text(text, encoding="utf-8")
@@ -171,8 +170,6 @@ def run_smoke_host(expect: Path | str, *, require_gpu: bool = False, python: str
     from envman.process import sigterm_raises
 
     with tempfile.TemporaryDirectory(prefix="envman-smoke-") as tmp:
-        from envman.image.kit import SMOKE_MODULE
-
         exp = write_expect_file(Path(expect), Path(tmp))
         kit = write_kit(Path(tmp) / "kit")
         # -s: no user site-packages; the kit comes first on the path, the interpreter's own packages after
@@ -228,8 +225,6 @@ def run_smoke_in_image(
             binds[str(write_kit(Path(tmp) / "kit").resolve())] = KIT_IN_IMAGE
         if expect is not None:
             binds[str(write_expect_file(Path(expect), Path(tmp)).resolve())] = EXPECT_IN_IMAGE
-        from envman.image.kit import SMOKE_MODULE
-
         argv = [python, "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE]
         if require_gpu:
             argv.append("--require-gpu")

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envman.errors import LockError, UsageError
+from envman.inputs import MAX_SPEC, read_input
 from envman.model import Matrix
+from envman.redact import redact
 
 PYPROJECT = "pyproject.toml"
 
@@ -29,8 +31,6 @@ class UvPlan:
     def diff(self) -> str:
         """The change as a unified diff, for display: a URL's credentials in the context lines are cut
         (``https://bob:TOKEN@host`` → ``https://host``), as in every line envman prints; the file keeps them."""
-        from envman.redact import redact
-
         return redact("".join(difflib.unified_diff(self.before.splitlines(keepends=True),
                                                    self.after.splitlines(keepends=True),
                                                    f"{PYPROJECT} (now)", f"{PYPROJECT} (envman's stack)")))
@@ -44,7 +44,6 @@ def lock_name(profile: str | None) -> str:
 
 def plan_uv_write(root: Path, profile: str | None = None, matrix: Matrix | None = None) -> UvPlan:
     """What `envman uv write` would change in ``root``'s pyproject.toml. Raises UsageError/LockError."""
-    from envman.inputs import MAX_SPEC, read_input
     from envman.project.uvwrite import edit_pyproject
 
     path = root / PYPROJECT
@@ -54,8 +53,6 @@ def plan_uv_write(root: Path, profile: str | None = None, matrix: Matrix | None 
 
         matrix = load_matrix()
     target, source, notes = _target(root, profile, matrix)
-    from envman.redact import redact
-
     edit = edit_pyproject(before, target)
     return UvPlan(path, before, edit.text, tuple(redact(c) for c in edit.changes), source, tuple(notes))
 
@@ -63,7 +60,6 @@ def plan_uv_write(root: Path, profile: str | None = None, matrix: Matrix | None 
 def write_uv_plan(plan: UvPlan) -> None:
     """Write the plan's pyproject.toml, unless the file changed since it was planned (nothing is lost)."""
     from envman.files import write_atomic
-    from envman.inputs import MAX_SPEC, read_input
 
     if read_input(plan.path, PYPROJECT, MAX_SPEC) != plan.before:
         raise UsageError(f"{PYPROJECT} changed while envman was planning its edit; nothing was written",
