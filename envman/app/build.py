@@ -21,7 +21,7 @@ from envman.image.plan import CA_SECRET
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, read_lock, write_lock
 from envman.model import PLATFORM_ARCH, PLATFORMS
-from envman.project.spec import load_spec
+from envman.project.spec import load_spec, validate_base_image
 
 if TYPE_CHECKING:
     from envman.engine.buildkit import BuildResult
@@ -146,8 +146,6 @@ def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
     """``progress``: where a push's progress lines go (layers, bytes; throttled by the caller)."""
     root = root.resolve()
     if opts.base_image is not None:
-        from envman.project.spec import validate_base_image
-
         validate_base_image(opts.base_image)
     targets = _profiles(root, opts)
     if not opts.allow_secrets_in_context:

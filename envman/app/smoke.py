@@ -173,10 +173,9 @@ def run_smoke_host(expect: Path | str, *, require_gpu: bool = False, python: str
         exp = write_expect_file(Path(expect), Path(tmp))
         kit = write_kit(Path(tmp) / "kit")
         # -s: no user site-packages; the kit comes first on the path, the interpreter's own packages after
-        argv = [python or sys.executable, "-s", "-m", SMOKE_MODULE, "--json", "--expect", str(exp)]
+        argv = [python or sys.executable, "-s", "-m", SMOKE_MODULE, "--json", "--expect", str(exp),
+                *(["--require-gpu"] if require_gpu else [])]
         env = {**os.environ, "PYTHONPATH": str(kit)}
-        if require_gpu:
-            argv.append("--require-gpu")
         with sigterm_raises():  # subprocess.run kills the child on any exception, Terminated included
             try:
                 p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env,
@@ -225,9 +224,8 @@ def run_smoke_in_image(
             binds[str(write_kit(Path(tmp) / "kit").resolve())] = KIT_IN_IMAGE
         if expect is not None:
             binds[str(write_expect_file(Path(expect), Path(tmp)).resolve())] = EXPECT_IN_IMAGE
-        argv = [python, "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE]
-        if require_gpu:
-            argv.append("--require-gpu")
+        argv = [python, "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE,
+                *(["--require-gpu"] if require_gpu else [])]
         env = {"PYTHONPATH": KIT_IN_IMAGE}
         if gpus:
             env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
