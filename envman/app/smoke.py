@@ -31,6 +31,7 @@ KIT_IN_IMAGE = "/opt/envman/kit"
 EXPECT_IN_IMAGE = "/opt/envman/stack.json"
 REPORT_NAME = StackFiles().smoke_report  # saved beside the lock
 PASS, FAIL, NO_GPU = 0, 1, 6  # the script's own exit codes
+TIMEOUT = 900  # seconds the smoke program may run
 
 
 def write_kit(directory: Path) -> Path:
@@ -164,26 +165,25 @@ def write_expect_file(source: Path, dest_dir: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------------------------- runners
-def run_smoke_host(expect: Path | str, *, require_gpu: bool = False, python: str | None = None,
-                   timeout: float = 900) -> SmokeResult:
-    """The script with this interpreter (or ``python``), on this machine."""
+def run_smoke_host(expect: Path | str, *, require_gpu: bool = False) -> SmokeResult:
+    """The script with this interpreter, on this machine."""
     from envman.process import sigterm_raises
 
     with tempfile.TemporaryDirectory(prefix="envman-smoke-") as tmp:
         exp = write_expect_file(Path(expect), Path(tmp))
         kit = write_kit(Path(tmp) / "kit")
         # -s: no user site-packages; the kit comes first on the path, the interpreter's own packages after
-        argv = [python or sys.executable, "-s", "-m", SMOKE_MODULE, "--json", "--expect", str(exp),
+        argv = [sys.executable, "-s", "-m", SMOKE_MODULE, "--json", "--expect", str(exp),
                 *(["--require-gpu"] if require_gpu else [])]
         env = {**os.environ, "PYTHONPATH": str(kit)}
         with sigterm_raises():  # subprocess.run kills the child on any exception, Terminated included
             try:
-                p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env,
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, check=False, env=env,
                                    stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired as exc:
                 out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
                 err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-                return SmokeResult(FAIL, _no_report(-1, out, err, f"timed out after {timeout:g} s"), "host", False, err)
+                return SmokeResult(FAIL, _no_report(-1, out, err, f"timed out after {TIMEOUT} s"), "host", False, err)
     return _result(p.returncode, p.stdout, p.stderr, "host", False)
 
 
@@ -208,8 +208,6 @@ def run_smoke_in_image(
     gpus: bool | None = None,
     expect: Path | str | None = None,
     mount_kit: bool = False,
-    python: str = "python3",
-    timeout: float = 900,
 ) -> SmokeResult:
     """The smoke program baked into ``image`` (or this envman's kit, bind-mounted over it with ``mount_kit``)
     against the expected stack baked beside it (or ``expect``, a stack or lock file, bind-mounted).
@@ -224,13 +222,13 @@ def run_smoke_in_image(
             binds[str(write_kit(Path(tmp) / "kit").resolve())] = KIT_IN_IMAGE
         if expect is not None:
             binds[str(write_expect_file(Path(expect), Path(tmp)).resolve())] = EXPECT_IN_IMAGE
-        argv = [python, "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE,
+        argv = ["python3", "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE,
                 *(["--require-gpu"] if require_gpu else [])]
         env = {"PYTHONPATH": KIT_IN_IMAGE}
         if gpus:
             env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
         try:
-            rc, out, err = engine.run(image, argv, gpus=gpus, env=env, binds=binds, timeout=timeout, network=False)
+            rc, out, err = engine.run(image, argv, gpus=gpus, env=env, binds=binds, timeout=TIMEOUT, network=False)
         except RunTimeout as exc:
             return SmokeResult(FAIL, _no_report(-1, exc.stdout, exc.stderr, exc.message), image, gpus, exc.stderr)
     return _result(rc, out, err, image, gpus)

@@ -42,17 +42,14 @@ def lock_name(profile: str | None) -> str:
     return StackFiles.for_profile(profile).lock
 
 
-def plan_uv_write(root: Path, profile: str | None = None, matrix: Matrix | None = None) -> UvPlan:
+def plan_uv_write(root: Path, profile: str | None = None) -> UvPlan:
     """What `envman uv write` would change in ``root``'s pyproject.toml. Raises UsageError/LockError."""
+    from envman.matrix.load import load_matrix
     from envman.project.uvwrite import edit_pyproject
 
     path = root / PYPROJECT
     before = read_input(path, PYPROJECT, MAX_SPEC, hint="run it in a uv project (uv init makes one)")
-    if matrix is None:
-        from envman.matrix.load import load_matrix
-
-        matrix = load_matrix()
-    target, source, notes = _target(root, profile, matrix)
+    target, source, notes = _target(root, profile, load_matrix())
     edit = edit_pyproject(before, target)
     return UvPlan(path, before, edit.text, tuple(redact(c) for c in edit.changes), source, tuple(notes))
 
