@@ -322,9 +322,9 @@ def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, lock: Loc
 
         repro = verify_build(engine, build, tag=tag, base=base, echo=echo, label=label, first_tag=tag,
                              keep_as=f"{lock.name}:{lock.short_hash}-unverified")  # as a failed smoke test's
-        record_image(lock_path, engine=engine, image_id=repro.result.image_id, dockerfile=build_file, root=root)
-        echo(f"{label}recorded {repro.result.image_id} in {lock_path.name} (`envman verify IMAGE` checks an image against it)")
-        return repro.result
+        record_image(lock_path, engine=engine, image_id=repro.image_id, dockerfile=build_file, root=root)
+        echo(f"{label}recorded {repro.image_id} in {lock_path.name} (`envman verify IMAGE` checks an image against it)")
+        return repro
     return engine.build(root, dockerfile=build_file, tags=[tag], progress=opts.progress, on_output=echo,
                         source_date_epoch=sde, **kwargs)
 
