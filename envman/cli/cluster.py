@@ -32,6 +32,30 @@ def _files(out, root: Path) -> None:
         typer.echo(f"next: {c}")
 
 
+def _nodes(reports: Path) -> int:
+    """Print the table; 0 when every node of every class is ready, else 1."""
+    from envman.app.cluster_nodes import gather_nodes
+    from envman.errors import EXIT_OK, EXIT_USER
+
+    classes, job, unreadable = gather_nodes(reports)
+    for c in classes:
+        typer.echo(f"{c.gpus} · driver {c.driver} · {len(c.nodes)} node(s): {c.verdict}")
+        typer.echo(f"  nodes   {', '.join(c.nodes)}")
+        typer.echo(f"  nccl    {c.nccl}")
+        typer.echo(f"  shm     {c.shm}")
+        for a in c.allreduce:
+            typer.echo(f"  nccl    all-reduce {a}")
+        for f in c.failures:
+            typer.echo(f"  FAIL    {f}")
+    if job:
+        typer.echo(f"all nodes: all-reduce {job}")
+    for name in unreadable:
+        typer.echo(f"unreadable: {name}; see the .log beside it")
+    ready = all(c.verdict == "ready" for c in classes) and not unreadable and "FAILED" not in (job or "")
+    ready = ready and not any("FAILED" in a for c in classes for a in c.allreduce)
+    return EXIT_OK if ready else EXIT_USER
+
+
 def register(app: typer.Typer) -> None:
     cl = typer.Typer(help="Run the lock on a cluster: image exports, Slurm and Kubernetes files, node readiness.",
                      no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -96,23 +120,4 @@ def register(app: typer.Typer) -> None:
         reports: Path = typer.Argument(..., metavar="REPORTS", help="The folder a .nodes. sbatch wrote (NODE.json)"),
     ) -> None:
         """The readiness table: nodes by class (GPUs, driver), the lock's verdict, what NCCL will find."""
-        from envman.app.cluster_nodes import gather_nodes
-        from envman.errors import EXIT_OK, EXIT_USER
-
-        classes, job, unreadable = gather_nodes(reports)
-        for c in classes:
-            typer.echo(f"{c.gpus} · driver {c.driver} · {len(c.nodes)} node(s): {c.verdict}")
-            typer.echo(f"  nodes   {', '.join(c.nodes)}")
-            typer.echo(f"  nccl    {c.nccl}")
-            typer.echo(f"  shm     {c.shm}")
-            for a in c.allreduce:
-                typer.echo(f"  nccl    all-reduce {a}")
-            for f in c.failures:
-                typer.echo(f"  FAIL    {f}")
-        if job:
-            typer.echo(f"all nodes: all-reduce {job}")
-        for name in unreadable:
-            typer.echo(f"unreadable: {name}; see the .log beside it")
-        ready = all(c.verdict == "ready" for c in classes) and not unreadable and "FAILED" not in (job or "")
-        ready = ready and not any("FAILED" in a for c in classes for a in c.allreduce)
-        raise typer.Exit(EXIT_OK if ready else EXIT_USER)
+        raise typer.Exit(_nodes(reports))

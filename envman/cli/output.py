@@ -136,10 +136,7 @@ def format_resolution(res, base_image: str | None = None) -> str:
         rows.append(["arch list", " ".join(res.arch_list), ("PTX " + " ".join(res.ptx)) if res.ptx else ""])
     if res.targets:
         rows.append(["targets", ", ".join(f"{t.label} ({t.cc.sm})" for t in res.targets), ""])
-    if base_image and base_image != res.base_image:
-        rows.append(["base image", base_image, f"override (the stack's default: {res.base_image})"])
-    else:
-        rows.append(["base image", res.base_image, res.base_kind])
+    rows.append(_base_row(res, base_image))
     if res.platform != "linux/amd64":  # x86_64 summaries read as they always did
         rows.append(["platform", res.platform, f"Linux {res.arch} wheels and image"])
     out = [table(rows)]
@@ -150,6 +147,12 @@ def format_resolution(res, base_image: str | None = None) -> str:
         out.append("\nwarnings:")
         out += [f"  ! {w}" for w in res.warnings]
     return "\n".join(out)
+
+
+def _base_row(res, base_image: str | None) -> list[str]:
+    if base_image and base_image != res.base_image:
+        return ["base image", base_image, f"override (the stack's default: {res.base_image})"]
+    return ["base image", res.base_image, res.base_kind]
 
 
 def format_outcome(out, root) -> str:
