@@ -29,7 +29,6 @@ class ClusterLock:
     facts: LockFacts
     site: Site
     shape: Shape
-    notes: tuple[str, ...] = ()
 
 
 def default_images_dir() -> Path:
