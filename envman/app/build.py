@@ -20,14 +20,13 @@ from envman.files import write_atomic
 from envman.image.plan import CA_SECRET
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, read_lock, write_lock
+from envman.lock.wheelhouse import DEFAULT_WHEELHOUSE
 from envman.model import PLATFORM_ARCH, PLATFORMS
 from envman.project.spec import load_spec, validate_base_image
 
 if TYPE_CHECKING:
     from envman.engine.buildkit import BuildResult
     from envman.engine.protocol import ContainerEngine
-
-WHEELHOUSE = ".envman/wheelhouse"
 
 
 @dataclass
@@ -356,7 +355,7 @@ def _buildable_dockerfile(root: Path, names: StackFiles, opts: BuildOptions, loc
 
 def _offline_build_file(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable[[str], None],
                         engine: ContainerEngine) -> Path:
-    wh = (opts.wheelhouse or root / WHEELHOUSE).resolve()
+    wh = (opts.wheelhouse or root / DEFAULT_WHEELHOUSE).resolve()
     if not wh.is_dir() or not any(wh.glob("*.whl")):
         raise UsageError(f"no wheelhouse at {wh}", hint="run `envman fetch` first (it downloads every locked wheel)")
     ref = wheelhouse_image(wh)
