@@ -95,7 +95,6 @@ class Verdict:
     image: str
     image_id: str
     matched: dict | None
-    records: tuple[dict, ...]
 
     def summary(self) -> str:
         if self.matched:
@@ -118,7 +117,7 @@ def verify_image(lock_path: Path, image: str, engine: ContainerEngine) -> Verdic
         raise UsageError(f"no image {image} on {engine.name}", hint=f"pull it first, or pass --engine (found: {engine.name})")
     current = [r for r in records if r.get("lock_hash") == lock.lock_hash]
     matched = next((r for r in current if r.get("image_id") == image_id), None)
-    verdict = Verdict(image, image_id, matched, records)
+    verdict = Verdict(image, image_id, matched)
     if matched is None:
         said = "; ".join(f"{r['image_id']} ({r['engine']} {r['engine_version']}, {r['dockerfile']})" for r in current)
         raise ReproError(f"{verdict.summary()}: the lock's reproducible images are {said or 'none for its hash'}",

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -48,7 +48,6 @@ class SmokeResult:
     report: dict[str, Any]
     where: str  # "host" or the image reference
     gpus: bool  # was the run given GPU access
-    stderr: str = field(default="", repr=False)
 
     @property
     def passed(self) -> bool:
@@ -97,12 +96,12 @@ def _no_report(exit_code: int, stdout: str, stderr: str, why: str) -> dict[str, 
 def _result(rc: int, out: str, err: str, where: str, gpus: bool) -> SmokeResult:
     report = parse_report(out)
     if report is None:
-        return SmokeResult(FAIL, _no_report(rc, out, err, "the smoke script printed no report"), where, gpus, err)
+        return SmokeResult(FAIL, _no_report(rc, out, err, "the smoke script printed no report"), where, gpus)
     if rc not in (PASS, FAIL, NO_GPU) or report.get("exit_code") != rc:
         said = report.get("exit_code")
         report.setdefault("notes", []).append(f"the smoke process exited {rc}, its report said {said}")
         rc = FAIL if rc != NO_GPU else rc
-    return SmokeResult(rc, report, where, gpus, err)
+    return SmokeResult(rc, report, where, gpus)
 
 
 # ----------------------------------------------------------------------------------------- expectations
@@ -183,7 +182,7 @@ def run_smoke_host(expect: Path | str, *, require_gpu: bool = False) -> SmokeRes
             except subprocess.TimeoutExpired as exc:
                 out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
                 err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-                return SmokeResult(FAIL, _no_report(-1, out, err, f"timed out after {TIMEOUT} s"), "host", False, err)
+                return SmokeResult(FAIL, _no_report(-1, out, err, f"timed out after {TIMEOUT} s"), "host", False)
     return _result(p.returncode, p.stdout, p.stderr, "host", False)
 
 
@@ -230,7 +229,7 @@ def run_smoke_in_image(
         try:
             rc, out, err = engine.run(image, argv, gpus=gpus, env=env, binds=binds, timeout=TIMEOUT, network=False)
         except RunTimeout as exc:
-            return SmokeResult(FAIL, _no_report(-1, exc.stdout, exc.stderr, exc.message), image, gpus, exc.stderr)
+            return SmokeResult(FAIL, _no_report(-1, exc.stdout, exc.stderr, exc.message), image, gpus)
     return _result(rc, out, err, image, gpus)
 
 
