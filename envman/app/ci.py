@@ -102,7 +102,6 @@ CI_FILES = (".github/workflows/envman.yml", ".gitlab-ci.yml", "docker-bake.json"
 
 
 def has_ci_files(root: Path) -> bool:
-    """Whether the project has CI files envman generates (GitHub/GitLab workflows, the bake file)."""
     return any((root / f).exists() for f in CI_FILES)
 
 

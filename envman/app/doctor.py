@@ -65,7 +65,6 @@ def run_doctor(path: str = ".", *, facts_file: str | None = None, python: str | 
 
 def check_doctor_args(path: str = ".", *, facts_file: str | None = None, python: str | None = None,
                       deep: bool = False) -> None:
-    """A UsageError for options that contradict each other or name nothing."""
     import shutil
 
     if facts_file is not None and (deep or python):

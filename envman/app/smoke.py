@@ -165,7 +165,6 @@ def write_expect_file(source: Path, dest_dir: Path) -> Path:
 
 # ----------------------------------------------------------------------------------------------- runners
 def run_smoke_host(expect: Path | str, *, require_gpu: bool = False) -> SmokeResult:
-    """The script with this interpreter, on this machine."""
     from envman.process import sigterm_raises
 
     with tempfile.TemporaryDirectory(prefix="envman-smoke-") as tmp:

@@ -33,7 +33,6 @@ def _files(out, root: Path) -> None:
 
 
 def _nodes(reports: Path) -> int:
-    """Print the table; 0 when every node of every class is ready, else 1."""
     from envman.app.cluster_nodes import gather_nodes
     from envman.errors import EXIT_OK, EXIT_USER
 
