@@ -156,7 +156,6 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
     return stack, last, notes
 
 
-
 def _age_notes(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, reqs: list, pylock: str | None) -> list[str]:
     """init's age rule (project/age.py) once uv has locked: the exact pins dated by their files' upload-time."""
     if not pylock or res.framework is None:
@@ -186,6 +185,7 @@ def _import_notes(root: Path, spec: ProjectSpec, locked) -> list[str]:
 
     add_to = spec.requirements[0] if spec.requirements else f"packages: in {spec.source}"
     return missing_imports(root, {p.name: p.version for p in locked.packages}, add_to)
+
 
 def apt_choice(last: Lock | None, apt: tuple[str, ...], base: str, digest: str | None, sde: int,
                opts: LockOptions) -> tuple[dict[str, str], str | None, list[str]]:
