@@ -191,15 +191,14 @@ def _shown(root: Path, path: Path) -> str:
 
 
 def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOutcome) -> None:
-    from envman.app.generate import read_text_or_none
     from envman.cluster.render import ownership
-    from envman.files import commit_files
+    from envman.files import commit_files, owned_text
 
     inside = all(p.is_relative_to(root) for p, _ in files)
     blocked, changed = [], []
     for path, text in files:
         o = ownership(path)
-        if o.exists and read_text_or_none(path) == text:
+        if o.exists and owned_text(path) == text:  # ownership read it already: no error it did not raise
             out.unchanged.append(path)
             continue
         if o.exists and (not o.ours or o.edited) and not force:
