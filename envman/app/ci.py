@@ -28,10 +28,10 @@ class CiOutcome:
     install: str = ""  # where the pipelines get envman from ("" for the bake file)
 
 
-def _options(project, registry: str | None, runners, option: str):
+def _options(project, registry: str | None, runners):
     from envman.ci import CiOptions, parse_registry, parse_runners
 
-    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option))
+    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, "--gpu-runner"))
 
 
 def envman_install(project, spec: str | None, index: str | None, origin=None):
@@ -72,7 +72,7 @@ def write_pipeline(kind: str, path: Path, registry: str | None = None, gpu_runne
     from envman import ci as ci_mod
 
     project = ci_mod.load_ci_project(Path(path).resolve())
-    opts = replace(_options(project, registry, gpu_runners, "--gpu-runner"),
+    opts = replace(_options(project, registry, gpu_runners),
                    install=envman_install(project, envman_spec, envman_index, origin))
     b = ci_mod.backend(kind)
     files = ci_mod.pipeline_files(b, project, opts)
@@ -84,7 +84,7 @@ def write_bake(path: Path, registry: str | None = None, force: bool = False) -> 
     from envman.ci import bake_files, load_ci_project, write_ci_files
 
     project = load_ci_project(Path(path).resolve())
-    opts = _options(project, registry, None, "--gpu-runner")
+    opts = _options(project, registry, None)
     return _outcome(project, opts, write_ci_files(project.root, bake_files(project, opts), force))
 
 
