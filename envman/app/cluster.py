@@ -13,6 +13,7 @@ from pathlib import Path
 
 from envman.cluster.plan import RUNTIMES, LockFacts, Shape, Site, job_shape
 from envman.errors import UsageError
+from envman.lock.layout import StackFiles
 from envman.lock.lockfile import read_lock
 
 FORMATS = ("bundle", "sqsh", "archive", "layout")
@@ -59,9 +60,7 @@ def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
         names = [profile]
     out = []
     for p in names:
-        lock_file = f"envman.{p}.lock" if p else "envman.lock"
-        lock = read_lock(root / lock_file)
-        lf = lock_facts(root, lock, spec.command)
+        lf = lock_facts(root, read_lock(root / StackFiles.for_profile(p).lock), spec.command)
         psite = site.for_profile(p)
         gpus, note = _fit_gpus(spec.workload, lf, str(root))
         out.append(ClusterLock(lf, psite, job_shape(lf, psite, gpus, note)))

@@ -90,10 +90,7 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: Project
     image_spec = {k: v for k, v in spec.to_data().items() if k not in ("workload", "price_per_gpu_hour")}
     h = {"spec": sha256(canonical_json(image_spec)), "matrices": matrix.digest,
          "image_tables": tables.digest}
-    files = list(spec.requirements)
-    for f in [*(package.files if package else ()), *includes, *spec.sources]:
-        if f not in files:
-            files.append(f)
+    files = dict.fromkeys([*spec.requirements, *(package.files if package else ()), *includes, *spec.sources])
     from envman.inputs import MAX_REQUIREMENTS, present, read_input_bytes
 
     for f in files:
