@@ -8,14 +8,15 @@ from collections.abc import Callable
 from envman.engine.protocol import ContainerEngine
 from envman.errors import ToolError
 
-# the proxy settings apt reads (app/build.py passes the same to builds; not imported from there: build imports lock)
+# the proxy settings apt reads (app/build.py passes the same to builds)
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
-def apt_pinner(engine_name: str | None = None, engine: ContainerEngine | None = None,
-               echo: Callable[[str], None] | None = None) -> Callable[[str, tuple[str, ...]], dict[str, str]]:
-    """The apt pinner for ``envman lock --pin-apt``."""
+def apt_pinner(engine_name: str | None = None) -> Callable[[str, tuple[str, ...]], dict[str, str]]:
+    """The apt pinner for ``envman lock --pin-apt``: on the engine ``engine_name`` names, chosen at its first use."""
     from envman.lock.apt import check_pins, parse_simulation, simulate_command
+
+    engine: ContainerEngine | None = None
 
     def pin(base: str, packages: tuple[str, ...]) -> dict[str, str]:
         nonlocal engine
@@ -23,9 +24,7 @@ def apt_pinner(engine_name: str | None = None, engine: ContainerEngine | None = 
             from envman.engine.select import choose_engine
 
             engine = choose_engine(engine_name).engine
-        said = engine.provide_base(base)
-        if said and echo:
-            echo(said)
+        engine.provide_base(base)
         proxies = {k: os.environ[k] for k in PROXY_VARS if os.environ.get(k)}
         rc, out, err = engine.run(base, ["sh", "-c", simulate_command(packages)], env=proxies, timeout=900)
         if rc != 0:

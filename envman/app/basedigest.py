@@ -36,7 +36,6 @@ def start_digest(last: Lock | None, base: str, *, upgrade: bool = False) -> Call
 
 
 def _pinned(old: Lock | None, base: str) -> str | None:
-    """The digest the current lock pinned for ``base``, if it did."""
     if old is None or not old.is_intact():
         return None  # no lock, or one edited by hand: its digest is not trusted
     b = old.base_image

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envman.app.aptpin import PROXY_VARS
 from envman.app.generate import offline_built, offline_dockerfile
 from envman.app.lock import check_lock
 from envman.app.lockinputs import stack_files
@@ -19,15 +20,13 @@ from envman.files import write_atomic
 from envman.image.plan import CA_SECRET
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, read_lock, write_lock
+from envman.lock.wheelhouse import DEFAULT_WHEELHOUSE
 from envman.model import PLATFORM_ARCH, PLATFORMS
-from envman.project.spec import load_spec
+from envman.project.spec import load_spec, validate_base_image
 
 if TYPE_CHECKING:
     from envman.engine.buildkit import BuildResult
     from envman.engine.protocol import ContainerEngine
-
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
-WHEELHOUSE = ".envman/wheelhouse"
 
 
 @dataclass
@@ -146,8 +145,6 @@ def build_project(root: Path, opts: BuildOptions, echo: Callable[[str], None],
     """``progress``: where a push's progress lines go (layers, bytes; throttled by the caller)."""
     root = root.resolve()
     if opts.base_image is not None:
-        from envman.project.spec import validate_base_image
-
         validate_base_image(opts.base_image)
     targets = _profiles(root, opts)
     if not opts.allow_secrets_in_context:
@@ -272,7 +269,7 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(indexes)
             echo(f"{label}the private indexes the lock names go to the build as a BuildKit secret (never a layer)")
-        result = _build_image(engine, root, root / names.lock, build_file, candidate, opts, echo, label,
+        result = _build_image(engine, root, root / names.lock, lock, build_file, candidate, opts, echo, label,
                               build_args=args, secrets=secrets, **({"platform": platform} if platform else {}))
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -287,7 +284,7 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
             echo(f"{label}smoke test ({'with' if res.gpus else 'without'} GPU access), report in {report.name}:")
             echo(res.summary())
             if res.failed:
-                failed = f"{lock.name}:{lock.short_hash}-unverified"
+                failed = f"{out.image}-unverified"
                 engine.tag(result.image_id, failed)
                 out.exit_code = EXIT_SMOKE
                 out.notes.append(f"smoke test failed: {failed} keeps the image for inspection; no good tag")
@@ -295,18 +292,17 @@ def _build_and_test(root: Path, names: StackFiles, opts: BuildOptions, echo: Cal
                 return None
         else:
             out.notes.append("not smoke-tested (--no-smoke)")
-        engine.tag(result.image_id, f"{lock.name}:{lock.short_hash}")  # the image this run tested, by its ID
-        echo(f"{label}tagged {lock.name}:{lock.short_hash}")
+        engine.tag(result.image_id, out.image)  # the image this run tested, by its ID
+        echo(f"{label}tagged {out.image}")
         return result.image_id
     finally:
         engine.remove_image(candidate)  # this run's own tag only; the image keeps its good (or failed) tag
 
 
-def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, build_file: Path, tag: str, opts: BuildOptions,
-                 echo: Callable[[str], None], label: str, **kwargs: Any) -> BuildResult:
+def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, lock: Lock, build_file: Path, tag: str,
+                 opts: BuildOptions, echo: Callable[[str], None], label: str, **kwargs: Any) -> BuildResult:
     """One build at the lock's date (the engine clamps what it can); with --verify-repro, two from scratch that
-    must agree, the agreed image ID then recorded in the lock."""
-    lock = read_lock(lock_path)
+    must agree (the first under this run's own ``tag`` too), the agreed image ID then recorded in the lock."""
     base = lock.base_image.get("ref") or ""
     if lock.base_image.get("digest") and "@" not in base:
         base = f"{base}@{lock.base_image['digest']}"
@@ -323,15 +319,11 @@ def _build_image(engine: ContainerEngine, root: Path, lock_path: Path, build_fil
             return engine.build(root, dockerfile=build_file, tags=[t], progress=opts.progress, on_output=echo,
                                 no_cache=True, source_date_epoch=sde, **kwargs)
 
-        from envman.app.buildruns import candidate_tag
-        from envman.process import Owner
-
-        first = f"{lock.name}:{candidate_tag(lock.short_hash, Owner.me())}"
-        repro = verify_build(engine, build, tag=tag, base=base, echo=echo, label=label, first_tag=first,
+        repro = verify_build(engine, build, tag=tag, base=base, echo=echo, label=label, first_tag=tag,
                              keep_as=f"{lock.name}:{lock.short_hash}-unverified")  # as a failed smoke test's
-        record_image(lock_path, engine=engine, image_id=repro.result.image_id, dockerfile=build_file, root=root)
-        echo(f"{label}recorded {repro.result.image_id} in {lock_path.name} (`envman verify IMAGE` checks an image against it)")
-        return repro.result
+        record_image(lock_path, engine=engine, image_id=repro.image_id, dockerfile=build_file, root=root)
+        echo(f"{label}recorded {repro.image_id} in {lock_path.name} (`envman verify IMAGE` checks an image against it)")
+        return repro
     return engine.build(root, dockerfile=build_file, tags=[tag], progress=opts.progress, on_output=echo,
                         source_date_epoch=sde, **kwargs)
 
@@ -363,7 +355,7 @@ def _buildable_dockerfile(root: Path, names: StackFiles, opts: BuildOptions, loc
 
 def _offline_build_file(root: Path, names: StackFiles, opts: BuildOptions, echo: Callable[[str], None],
                         engine: ContainerEngine) -> Path:
-    wh = (opts.wheelhouse or root / WHEELHOUSE).resolve()
+    wh = (opts.wheelhouse or root / DEFAULT_WHEELHOUSE).resolve()
     if not wh.is_dir() or not any(wh.glob("*.whl")):
         raise UsageError(f"no wheelhouse at {wh}", hint="run `envman fetch` first (it downloads every locked wheel)")
     ref = wheelhouse_image(wh)

@@ -28,10 +28,10 @@ class CiOutcome:
     install: str = ""  # where the pipelines get envman from ("" for the bake file)
 
 
-def _options(project, registry: str | None, runners, option: str):
+def _options(project, registry: str | None, runners):
     from envman.ci import CiOptions, parse_registry, parse_runners
 
-    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, option))
+    return CiOptions(parse_registry(registry), parse_runners(list(runners or ()), project, "--gpu-runner"))
 
 
 def envman_install(project, spec: str | None, index: str | None, origin=None):
@@ -72,7 +72,7 @@ def write_pipeline(kind: str, path: Path, registry: str | None = None, gpu_runne
     from envman import ci as ci_mod
 
     project = ci_mod.load_ci_project(Path(path).resolve())
-    opts = replace(_options(project, registry, gpu_runners, "--gpu-runner"),
+    opts = replace(_options(project, registry, gpu_runners),
                    install=envman_install(project, envman_spec, envman_index, origin))
     b = ci_mod.backend(kind)
     files = ci_mod.pipeline_files(b, project, opts)
@@ -84,7 +84,7 @@ def write_bake(path: Path, registry: str | None = None, force: bool = False) -> 
     from envman.ci import bake_files, load_ci_project, write_ci_files
 
     project = load_ci_project(Path(path).resolve())
-    opts = _options(project, registry, None, "--gpu-runner")
+    opts = _options(project, registry, None)
     return _outcome(project, opts, write_ci_files(project.root, bake_files(project, opts), force))
 
 
@@ -102,15 +102,9 @@ CI_FILES = (".github/workflows/envman.yml", ".gitlab-ci.yml", "docker-bake.json"
 
 
 def has_ci_files(root: Path) -> bool:
-    """Whether the project has CI files envman generates (GitHub/GitLab workflows, the bake file)."""
     return any((root / f).exists() for f in CI_FILES)
 
 
 def stale_ci_files(root: Path) -> list[str]:
     """After a re-lock: generated CI files that name images by lock hash (none: nothing loaded)."""
-    if not has_ci_files(root):
-        return []
-    from envman.ci import check_ci_files, load_ci_project
-
-    stale, _ = check_ci_files(load_ci_project(root))
-    return stale
+    return check_ci(root)[0] if has_ci_files(root) else []

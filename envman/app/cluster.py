@@ -13,6 +13,7 @@ from pathlib import Path
 
 from envman.cluster.plan import RUNTIMES, LockFacts, Shape, Site, job_shape
 from envman.errors import UsageError
+from envman.lock.layout import StackFiles
 from envman.lock.lockfile import read_lock
 
 FORMATS = ("bundle", "sqsh", "archive", "layout")
@@ -29,7 +30,6 @@ class ClusterLock:
     facts: LockFacts
     site: Site
     shape: Shape
-    notes: tuple[str, ...] = ()
 
 
 def default_images_dir() -> Path:
@@ -60,9 +60,7 @@ def load_cluster(root: Path, profile: str | None = None) -> list[ClusterLock]:
         names = [profile]
     out = []
     for p in names:
-        lock_file = f"envman.{p}.lock" if p else "envman.lock"
-        lock = read_lock(root / lock_file)
-        lf = lock_facts(root, lock, spec.command)
+        lf = lock_facts(root, read_lock(root / StackFiles.for_profile(p).lock), spec.command)
         psite = site.for_profile(p)
         gpus, note = _fit_gpus(spec.workload, lf, str(root))
         out.append(ClusterLock(lf, psite, job_shape(lf, psite, gpus, note)))
@@ -112,13 +110,6 @@ def _inputs_hash(cl: ClusterLock, extra: object) -> str:
                                   "pinned": cl.facts.pinned, "extra": repr(extra)}))
 
 
-def image_files(cl: ClusterLock, images: Path):
-    from envman.cluster.runtimes import ImageFiles
-
-    base = images / cl.facts.stem
-    return ImageFiles(sqsh=f"{base}.sqsh", sif=f"{base}.sif", bundle=f"{base}.bundle")
-
-
 def checked_path(path: Path, option: str) -> Path:
     """A folder the user names that reaches a generated file (a script, a .def): one printable line."""
     from envman.cluster.values import path as path_problem
@@ -129,11 +120,6 @@ def checked_path(path: Path, option: str) -> Path:
         raise UsageError(f"{option} {text[:80]!r}: {problem}",
                          hint="name a folder whose path is one line of printable text (it is written into job files)")
     return path
-
-
-def files_dir(root: Path, out: Path | None) -> Path:
-    """Where the scheduler files go: --out, else .envman/cluster/ in the project."""
-    return checked_path(out, "--out").resolve() if out is not None else root / FILES_DIR
 
 
 def slurm_files(root: Path, *, images: Path | None = None, runtimes: tuple[str, ...] = RUNTIMES,
@@ -164,8 +150,9 @@ def backend_files(root: Path, backends: list, *, images: Path, extra: object, pr
     """Every file of ``backends`` (cluster/backends.py) for every lock of the project: planned, rendered, then
     written all or nothing into --out or .envman/cluster/."""
     from envman.cluster.render import render_manifest, render_sbatch
+    from envman.cluster.runtimes import ImageFiles
 
-    where = files_dir(root, out)
+    where = checked_path(out, "--out").resolve() if out is not None else root / FILES_DIR
     files: list[tuple[Path, str]] = []
     result = FilesOutcome()
     for cl in load_cluster(root, profile):
@@ -177,7 +164,9 @@ def backend_files(root: Path, backends: list, *, images: Path, extra: object, pr
             if b.needs_pinned and not cl.facts.pinned:
                 raise UsageError(f"{cl.facts.job_name}: the image is not in a registry yet (a pod pulls it by digest)",
                                  hint="push it first: envman build --push REGISTRY (it records the digest in the lock)")
-            planned = b.plan(cl.facts, cl.site, cl.shape, image_files(cl, images))
+            base = images / cl.facts.stem
+            planned = b.plan(cl.facts, cl.site, cl.shape,
+                             ImageFiles(sqsh=f"{base}.sqsh", sif=f"{base}.sif", bundle=f"{base}.bundle"))
             for f in planned.files:
                 text = (render_sbatch(f.body, ih, command) if f.kind == "sbatch"
                         else render_manifest(f.body, ih, command, list(f.about)))
@@ -200,25 +189,15 @@ def _shown(root: Path, path: Path) -> str:
         return shlex.quote(str(path))
 
 
-def _current(path: Path) -> str | None:
-    """The text of a file envman is about to replace (bounded, never blocking on a FIFO); None when unreadable."""
-    from envman.inputs import read_regular_text
-
-    try:
-        return read_regular_text(path)
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOutcome) -> None:
     from envman.cluster.render import ownership
-    from envman.files import commit_files
+    from envman.files import commit_files, owned_text
 
     inside = all(p.is_relative_to(root) for p, _ in files)
     blocked, changed = [], []
     for path, text in files:
         o = ownership(path)
-        if o.exists and _current(path) == text:
+        if o.exists and owned_text(path) == text:  # ownership read it already: no error it did not raise
             out.unchanged.append(path)
             continue
         if o.exists and (not o.ours or o.edited) and not force:

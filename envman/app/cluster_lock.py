@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from envman.cluster import values as v
 from envman.cluster.plan import LockedTarget, LockFacts
 from envman.errors import LockError
 from envman.lock.lockfile import Lock
@@ -42,12 +43,26 @@ def _lock_file(lock: Lock) -> str:
 
 
 def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
-    """Every value of the lock that reaches a cluster file, held to its grammar. A lock is a file people commit
-    and anyone can rewrite with a matching hash, so it is read as untrusted input: a newline in its ``name`` or
-    a framework version must not become a line of every sbatch."""
-    from envman.cluster import values as v
-
-    checks = [*_identity_checks(lock), *_stack_checks(lock.stack)]
+    """Every value of the lock that reaches a cluster file, held to its grammar: a newline in its ``name`` or a
+    framework version must not become a line of every sbatch."""
+    st = lock.stack
+    fw = st.get("framework") or {}
+    fw = fw if isinstance(fw, dict) else {"name": fw}
+    checks = [("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
+              ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)"))]
+    if lock.profile is not None:
+        checks.append(("profile", lock.profile, v.matches(v.NAME, lock.profile, "a profile name")))
+    checks += [(f"stack.framework.{k}", fw[k], v.matches(v.VERSION, fw[k], "a name or version"))
+               for k in ("name", "version", "variant") if fw.get(k) is not None]
+    checks += [(f"stack.{k}", st[k], v.matches(v.VERSION, str(st[k]), "a version"))
+               for k in ("cuda", "python") if st.get(k) is not None]
+    checks += [(f"stack.{k}", st[k], v.matches(v.DRIVER, st[k], "a driver version like 570.124.06"))
+               for k in ("min_driver", "min_driver_minor_compat") if st.get(k) is not None]
+    checks += [(f"stack.{k}[{i}]", a, v.matches(v.ARCH, a, "an architecture like sm_90"))
+               for k in ("arch_list", "ptx") for i, a in enumerate(st.get(k) or ())]
+    checks += [(f"stack.targets[{i}].{k}", val, v.matches(v.WORD, str(val), "a GPU's name or id"))
+               for i, t in enumerate(st.get("targets") or ()) for k in ("id", "name", "compute_capability")
+               for val in [t.get(k) if isinstance(t, dict) else t]]
     pushed = lock.get("pushed")
     if isinstance(pushed, dict) and pushed.get("pinned") is not None:
         checks.append(("pushed.pinned", pushed["pinned"], v.image_ref(pushed["pinned"], pinned=True)))
@@ -55,40 +70,8 @@ def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
     for where, value, problem in checks:
         if problem:
             raise LockError(f"{_lock_file(lock)}: {where}: {str(value)[:80]!r} {problem}",
-                            hint=f"the value reaches the cluster files: {REGENERATE_HINT}")
-
-
-def _identity_checks(lock: Lock) -> list[tuple[str, object, str | None]]:
-    from envman.cluster import values as v
-
-    out = [("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
-           ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)"))]
-    if lock.profile is not None:
-        out.append(("profile", lock.profile, v.matches(v.NAME, lock.profile, "a profile name")))
-    return out
-
-
-def _stack_checks(st: Any) -> list[tuple[str, object, str | None]]:
-    from envman.cluster import values as v
-
-    fw = st.get("framework") or {}
-    fw = fw if isinstance(fw, dict) else {"name": fw}
-    out = [(f"stack.framework.{k}", fw[k], v.matches(v.VERSION, fw[k], "a name or version"))
-           for k in ("name", "version", "variant") if fw.get(k) is not None]
-    out += [(f"stack.{k}", st[k], v.matches(v.VERSION, str(st[k]), "a version"))
-            for k in ("cuda", "python") if st.get(k) is not None]
-    out += [(f"stack.{k}", st[k], v.matches(v.DRIVER, st[k], "a driver version like 570.124.06"))
-            for k in ("min_driver", "min_driver_minor_compat") if st.get(k) is not None]
-    out += [(f"stack.{k}[{i}]", a, v.matches(v.ARCH, a, "an architecture like sm_90"))
-            for k in ("arch_list", "ptx") for i, a in enumerate(st.get(k) or ())]
-    targets = st.get("targets") or ()
-    out += [(f"stack.targets[{i}].{k}", val, v.matches(v.WORD, str(val), "a GPU's name or id"))
-            for i, t in enumerate(targets) for k in ("id", "name", "compute_capability")
-            for val in [t.get(k) if isinstance(t, dict) else t]]
-    return out
-
-
-REGENERATE_HINT = "regenerate the lock with `envman lock` (and `envman build --push` for pushed.pinned)"
+                            hint="the value reaches the cluster files: regenerate the lock with `envman lock` (and "
+                                 "`envman build --push` for pushed.pinned)")
 
 
 def driver_floor(root: Path, lock: Lock) -> str | None:

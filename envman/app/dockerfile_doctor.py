@@ -98,13 +98,10 @@ def dockerfile_targets(project: str, targets: list[str]) -> tuple[list[dict], st
     if names:
         from envman.matrix.load import load_matrix
         from envman.resolve.targets import parse_target
-        from envman.resources import matrix_dir
 
-        m = load_matrix(matrix_dir())
-        gpus = []
-        for i, n in enumerate(names):
-            t = parse_target(m, n)
-            gpus.append({"index": i, "name": t.gpu.name if t.gpu else t.label, "cc": f"{t.cc.major}.{t.cc.minor}"})
+        m = load_matrix()
+        gpus = [{"index": i, "name": t.gpu.name if t.gpu else t.label, "cc": f"{t.cc.major}.{t.cc.minor}"}
+                for i, t in enumerate(parse_target(m, n) for n in names)]
         return gpus, f"{', '.join(names)} ({source})", {}
     from envman.portable.facts.nvidia import probe_nvidia
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from envman import __version__
 from envman.errors import UsageError
 from envman.files import write_atomic
+from envman.portable.doctor.findings import ERROR, WARN
+from envman.portable.doctor.report import render_text, report_dict
 from envman.portable.facts.gather import FACTS_SCHEMA
 
 if TYPE_CHECKING:
@@ -28,24 +30,16 @@ class DoctorReport:
 
     @property
     def has_errors(self) -> bool:
-        from envman.portable.doctor.findings import ERROR
-
         return any(f.severity == ERROR for f in self.findings)
 
     @property
     def has_warnings(self) -> bool:
-        from envman.portable.doctor.findings import WARN
-
         return any(f.severity == WARN for f in self.findings)
 
     def text(self) -> str:
-        from envman.portable.doctor.report import render_text
-
         return render_text(list(self.findings), self.facts)
 
     def to_json(self) -> dict:
-        from envman.portable.doctor.report import report_dict
-
         return report_dict(list(self.findings), self.facts)
 
 
@@ -71,7 +65,6 @@ def run_doctor(path: str = ".", *, facts_file: str | None = None, python: str | 
 
 def check_doctor_args(path: str = ".", *, facts_file: str | None = None, python: str | None = None,
                       deep: bool = False) -> None:
-    """A UsageError for options that contradict each other or name nothing."""
     import shutil
 
     if facts_file is not None and (deep or python):

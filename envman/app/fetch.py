@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envman.errors import UsageError
 from envman.files import NO_SPACE, NoSpaceError, no_space
 from envman.inputs import present, read_input
+from envman.lock import wheelhouse as wh
 from envman.lock.layout import StackFiles
-
-if TYPE_CHECKING:
-    from envman.lock.wheelhouse import HashedLock
+from envman.lock.lockfile import try_read_lock
 
 
 @dataclass(frozen=True)
@@ -36,10 +34,9 @@ class FetchOutcome:
 def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
     """A requirements lock that envman.lock records must be the one it records, before anything is
     downloaded: a tampered file is envman's finding (LockError naming it), not pip's."""
+    from envman.app.generate import read_text_or_none
     from envman.errors import LockError
     from envman.files import sha256
-    from envman.inputs import read_regular_text
-    from envman.lock.lockfile import try_read_lock
 
     lock = try_read_lock(path / lock_name)
     if lock is None:
@@ -49,13 +46,8 @@ def _verify_recorded(path: Path, lock_name: str, lock_file: Path) -> None:
         name, want = pl.get(key), pl.get(sha_key)
         if not name or not want or (path / name).resolve() != lock_file.resolve():
             continue
-        try:
-            body = read_regular_text(lock_file).partition("\n")[2]
-        except FileNotFoundError:
-            body = None
-        except (OSError, UnicodeDecodeError):
-            body = ""
-        if body is not None and sha256(body) != want:
+        text = read_text_or_none(lock_file)
+        if text is not None and sha256(text.partition("\n")[2]) != want:
             raise LockError(f"{name} differs from the one {lock_name} records",
                             hint="regenerate it with `envman lock` (or restore it), then fetch")
 
@@ -64,7 +56,7 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
                      python: str | None = None, glibc: str | None = None, profile: str | None = None,
                      on_output: Callable[[str], None] | None = None) -> FetchOutcome:
     """The target defaults to the stack.python and platform of PATH's envman lock (of ``profile``'s)."""
-    from envman.lock import wheelhouse as wh
+    from envman.lock.indexes import PLACEHOLDER
 
     names = StackFiles.for_profile(profile)
     lock_file = lock or path / names.req
@@ -91,7 +83,8 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
     env = _index_env(path, names)  # pip expands the lock's ${ENVMAN_INDEX_…} names from its environment
     try:
         res = wh.fetch_wheels(parsed, dest, target, on_output=on_output, env=env)
-        got, had = fetch_sdists({n: (_expand(u, path, names), h) for n, (u, h) in sdists.items()}, dest)
+        got, had = fetch_sdists({n: (PLACEHOLDER.sub(lambda m: env.get(m.group(1), m.group(0)), u), h)
+                                 for n, (u, h) in sdists.items()}, dest)
     except OSError as exc:  # envman's own writes there (the staging folder, the request file)
         if exc.errno in NO_SPACE:
             raise no_space(dest, hint=wh.FULL_WHEELHOUSE) from None
@@ -104,26 +97,15 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
 def _index_env(path: Path, names: StackFiles) -> dict[str, str]:
     """The private indexes the lock names, as variables for pip (app/build.py finds them as a build does)."""
     from envman.app.build import private_index_values
-    from envman.lock.lockfile import try_read_lock
 
     lock = try_read_lock(path / names.lock)
     return {i.name: i.root for i in private_index_values(path, names, lock)} if lock is not None else {}
 
 
-def _expand(url: str, path: Path, names: StackFiles) -> str:
-    from envman.lock.indexes import PLACEHOLDER
-
-    if not PLACEHOLDER.search(url):
-        return url
-    env = _index_env(path, names)
-    return PLACEHOLDER.sub(lambda m: env.get(m.group(1), m.group(0)), url)
-
-
-def builder_inputs(path: Path, names: StackFiles, parsed: HashedLock) -> tuple[HashedLock, dict[str, tuple[str, str]]]:
+def builder_inputs(path: Path, names: StackFiles, parsed: wh.HashedLock) -> tuple[wh.HashedLock, dict[str, tuple[str, str]]]:
     """What an offline builder stage reads besides the lock's wheels: the source-only packages are not
     wheels (pip download --only-binary would find none; their sdists come from pylock.toml's URLs instead),
     and the builder installs requirements.build.lock.txt (nvcc, setuptools …) before it builds them."""
-    from envman.lock import wheelhouse as wh
     from envman.lock.build_deps import sdist_urls
 
     source = path / names.source
@@ -155,17 +137,16 @@ def fetch_sdists(sdists: dict[str, tuple[str, str]], dest: Path) -> tuple[tuple[
     """Each sdist, hash-checked, beside the wheels: (downloaded, kept)."""
     from envman.files import write_atomic
     from envman.lock.build_deps import fetch_sdist
-    from envman.lock.wheelhouse import FULL_WHEELHOUSE, sha256_file
 
     got, had = [], []
     for _name, (url, sha) in sorted(sdists.items()):
         f = dest / url.rsplit("/", 1)[-1]
-        if f.is_file() and sha256_file(f) == sha:
+        if f.is_file() and wh.sha256_file(f) == sha:
             had.append(f.name)
             continue
         try:
             write_atomic(f, fetch_sdist(url, sha))
         except NoSpaceError:  # write_atomic's: this hint says where else to fetch
-            raise no_space(dest, hint=FULL_WHEELHOUSE) from None
+            raise no_space(dest, hint=wh.FULL_WHEELHOUSE) from None
         got.append(f.name)
     return tuple(got), tuple(had)

@@ -22,10 +22,8 @@ class Outcome:
     resolution: Resolution
     lock: Lock
     written: list[Path] = field(default_factory=list)
-    unchanged: list[Path] = field(default_factory=list)
     spec_created: bool = False
     notes: list[str] = field(default_factory=list)
-    built: list[Stack] = field(default_factory=list)
 
 
 @dataclass
@@ -120,11 +118,8 @@ def shared_stacks(stacks: list[Stack]) -> list[list[str]]:
 
 def commit(planned: Planned) -> Outcome:
     """Write what changed, all or nothing (envman.lock last)."""
-    wp = planned.plan
-    written = wp.write(planned.changes)
     first = planned.stacks[0]
-    return Outcome(first.resolution, first.lock, written, [p for p, _ in wp.files if p not in written],
-                   notes=planned.notes, built=planned.stacks)
+    return Outcome(first.resolution, first.lock, planned.plan.write(planned.changes), notes=planned.notes)
 
 
 def _check_lock_owner(root: Path, stack: Stack, force: bool) -> None:

@@ -6,13 +6,14 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from envman.app.companions import locked_companions
 from envman.app.generate import Outcome, generate
 from envman.app.lockinputs import LockOptions
 from envman.app.pythonchoice import open_choice, plan_with_wheels
 from envman.errors import ResolutionError, UsageError
 from envman.image.render import render_yaml
 from envman.lock.uv import CudaMajorConflict
-from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, spec_header
+from envman.project.spec import SPEC_FILE, ProjectSpec, load_spec, parse_spec, spec_header, validate_base_image
 
 
 @dataclass
@@ -45,8 +46,6 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory", hint="pass the path of your training repository")
     if opts.base_image is not None:
-        from envman.project.spec import validate_base_image
-
         validate_base_image(opts.base_image)  # the same check as envman.yaml's base_image
     spec = load_spec(root)
     notes: list[str] = []
@@ -71,8 +70,6 @@ def init_project(root: Path, opts: InitOptions, detect_gpus=None, progress=None)
         out.written.insert(0, p)
     out.spec_created = created
     out.notes = notes + [n for n in out.notes if n not in notes]  # discovery's report already has its warnings
-    from envman.app.companions import locked_companions
-
     return locked_companions(root, load_spec(root) or spec, out)
 
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from envman.app.companions import locked_companions
 from envman.app.generate import Outcome, generate, read_text_or_none, require_spec
 from envman.app.lockinputs import BASE_OVERRIDE, ProjectInputs
 from envman.app.stack import body_digest
-from envman.files import sha256
+from envman.files import sha256, write_atomic
 from envman.lock.layout import StackFiles
 from envman.lock.lockfile import Lock, read_lock
 from envman.matrix.load import load_matrix
-from envman.project.spec import ProjectSpec
+from envman.project.spec import SPEC_FILE, ProjectSpec, validate_base_image
 
 
 def lock_project(root: Path, *, force: bool = False, base_image: str | None = None, upgrade: bool = False,
@@ -22,14 +24,10 @@ def lock_project(root: Path, *, force: bool = False, base_image: str | None = No
     """``pin_apt``: pin the apt packages' closure to what apt in the base image installs now (on ``engine``);
     ``apt_snapshot``: install them from the snapshot archive at the lock's date (docs/reproducible.md)."""
     if base_image is not None:
-        from envman.project.spec import validate_base_image
-
         validate_base_image(base_image)  # the same check as envman.yaml's base_image
     spec = require_spec(root)
     edit: tuple[str | None, str] = (None, "")
     if base_image is not None and base_image != spec.base_image:  # kept in envman.yaml: the next lock keeps it
-        from dataclasses import replace
-
         from envman.app.specedit import base_image_edit
 
         edit = base_image_edit(root, spec, base_image)
@@ -43,14 +41,9 @@ def lock_project(root: Path, *, force: bool = False, base_image: str | None = No
     out = generate(root, spec, force=force, upgrade=upgrade, timeout=timeout, progress=progress,
                    base_image=base_image, pin_apt=pinner, apt_snapshot=apt_snapshot)
     if edit[0] is not None:
-        from envman.files import write_atomic
-        from envman.project.spec import SPEC_FILE
-
         write_atomic(root / SPEC_FILE, edit[0])
     if edit[1]:
         out.notes.append(edit[1])
-    from envman.app.companions import locked_companions
-
     return locked_companions(root, spec, out)
 
 

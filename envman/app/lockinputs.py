@@ -40,13 +40,13 @@ class ProjectInputs:
     matrix: Matrix
     package: ProjectPackage | None  # the project as a package to install into the image
     hashes: dict[str, str]
+    tables: ImageTables  # matrices' build_needs and system_libraries, read once per run
     reqs: tuple[Req, ...] = ()  # the requirements to lock
     constraints: tuple[Req, ...] = ()  # what the files include with -c: they hold uv's resolution, install nothing
     overrides: tuple[Req, ...] = ()  # envman.yaml overrides: uv puts them in place of what packages ask
     warnings: tuple[str, ...] = ()  # of reading them
     index_urls: tuple[str, ...] = ()  # the files' index options, credentials and all: for uv only, never written
     unreadable: UsageError | None = None  # a requirements file that could not be read: raised when a lock needs it
-    tables: ImageTables | None = None  # matrices' build_needs and system_libraries, read once per run
 
     @classmethod
     def read(cls, root: Path, spec: ProjectSpec, matrix: Matrix) -> ProjectInputs:
@@ -61,11 +61,8 @@ class ProjectInputs:
         hashes = input_hashes(root, spec, matrix, package, includes, tables)
         overrides = tuple(Req(validate_requirement(o, f"overrides[{i}]", spec.source), f"{spec.source} overrides[{i}]")
                           for i, o in enumerate(spec.overrides))
-        return cls(root, spec, matrix, package, hashes, tuple(reqs), tuple(constraints), overrides, tuple(warnings),
-                   tuple(indexes), unreadable, tables)
-
-    def image_tables(self) -> ImageTables:
-        return self.tables if self.tables is not None else load_image_tables()
+        return cls(root, spec, matrix, package, hashes, tables, tuple(reqs), tuple(constraints), overrides,
+                   tuple(warnings), tuple(indexes), unreadable)
 
     @cached_property
     def inputs_hash(self) -> str:
@@ -93,10 +90,7 @@ def input_hashes(root: Path, spec: ProjectSpec, matrix: Matrix, package: Project
     image_spec = {k: v for k, v in spec.to_data().items() if k not in ("workload", "price_per_gpu_hour")}
     h = {"spec": sha256(canonical_json(image_spec)), "matrices": matrix.digest,
          "image_tables": tables.digest}
-    files = list(spec.requirements)
-    for f in [*(package.files if package else ()), *includes, *spec.sources]:
-        if f not in files:
-            files.append(f)
+    files = dict.fromkeys([*spec.requirements, *(package.files if package else ()), *includes, *spec.sources])
     from envman.inputs import MAX_REQUIREMENTS, present, read_input_bytes
 
     for f in files:

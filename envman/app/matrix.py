@@ -9,11 +9,6 @@ from envman.errors import UsageError
 SUBJECTS = ("torch", "tensorflow", "jax", "gpus", "cuda", "cudnn", "base-images")
 
 
-def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of one subject of ``matrix`` (default: the shipped one)."""
-    return _rows(_matrix_for(subject, matrix), subject)
-
-
 def _matrix_for(subject: str, matrix):
     if subject not in SUBJECTS:
         import difflib
@@ -31,7 +26,9 @@ def _flag(prov) -> str:
     return "uncertain" if prov.uncertain else ""
 
 
-def _rows(m, subject: str) -> tuple[list[str], list[list[str]]]:
+def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of one subject of ``matrix`` (default: the shipped one)."""
+    m = _matrix_for(subject, matrix)
     if subject == "cuda":
         floors = {c.major: str(c.minor_compat_floor) for c in m.cuda_majors}
         return (

@@ -61,19 +61,15 @@ def dockerfile_answer(paths: tuple[str, ...], project: str = ".", targets: tuple
     install, against the target GPUs (envman.yaml's, else this machine's)."""
     from envman.app.dockerfile_doctor import run_dockerfile_doctor
 
-    if not paths:
-        raise UsageError("no Dockerfile named", hint="pass paths: a Dockerfile, or a project directory")
     reports = run_dockerfile_doctor(list(paths), project=project, targets=list(targets))
     return {"schema": 1, "dockerfiles": [r.to_json() for r in reports]}
 
 
 def fit_answer(opts) -> dict[str, Any]:
-    """Will this training run fit (`envman fit --json`). ``opts``: an app.fit.FitOptions."""
+    """Will this training run fit (`envman fit --json`). ``opts``: an app.fit.FitOptions (the MCP tool offers no
+    --trace, which runs a real training step)."""
     from envman.app.fit import result_dict, run_fit
 
-    if opts.trace:
-        raise UsageError("trace runs a real training step under PyTorch's tracer (minutes)",
-                         hint="run `envman fit --trace` in a terminal; this tool estimates")
     return result_dict(run_fit(opts))
 
 

@@ -99,11 +99,12 @@ def python_locks(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, line
         return PythonFiles()
     root = inputs.root
     if opts.no_lock:
-        old = _reusable_python_lock(root, files, made_from(last, inputs.inputs_hash))
-        if old is None:
+        made = made_from(last, inputs.inputs_hash)
+        req, fw, pylock, build = (_our_body(root / n, made) for n in (files.req, files.fw, files.pylock, files.build))
+        if req is None:
             return PythonFiles(notes=["--no-lock: Python dependencies are NOT locked yet; run `envman lock` before "
                                       "`envman build`"])
-        return PythonFiles(*old, request=_last_request(last),
+        return PythonFiles(req, fw, pylock, build, request=_last_request(last),
                            notes=["--no-lock: kept the existing Python lock (its inputs are unchanged)"])
     from envman.lock.indexes import lock_index_urls
 
@@ -271,8 +272,3 @@ def _last_request(last: Lock | None) -> str | None:
     key = last.python_lock.get("request") if last is not None and last.is_intact() else None
     return key if isinstance(key, str) else None
 
-
-def _reusable_python_lock(root: Path, files: StackFiles,
-                          made: tuple[str, frozenset[str]]) -> tuple[str, str | None, str | None, str | None] | None:
-    req, fw, pylock, build = (_our_body(root / n, made) for n in (files.req, files.fw, files.pylock, files.build))
-    return None if req is None else (req, fw, pylock, build)

@@ -38,16 +38,11 @@ def _read(engine: ContainerEngine, ref: str, skip: set[str]) -> ImageArchive:
         return read_image_archive(stream, wanted=lambda diff_id: diff_id not in skip)
 
 
-@dataclass(frozen=True)
-class ReproBuild:
-    result: BuildResult  # the second build, tagged as asked
-    record: dict
-
-
 def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *, tag: str, base: str,
                  echo: Callable[[str], None], label: str = "", first_tag: str | None = None,
-                 keep_as: str | None = None) -> ReproBuild:
-    """Two builds from scratch compared; on a difference the second is kept as ``keep_as`` (ReproError)."""
+                 keep_as: str | None = None) -> BuildResult:
+    """Two builds from scratch compared: the second, tagged as asked; on a difference it is kept as ``keep_as``
+    (ReproError)."""
     require_clamping(engine)
     first_tag = first_tag or f"{tag}-repro-1"
     base_layers = set(engine.diff_ids(base) or ())
@@ -67,7 +62,7 @@ def verify_build(engine: ContainerEngine, build: Callable[[str], BuildResult], *
     if second.image_id == first.image_id:
         echo(f"{label}reproducible: both builds gave {second.image_id} "
              f"({first.seconds:.1f} s and {second.seconds:.1f} s)")
-        return ReproBuild(second, {"image_id": second.image_id})
+        return second
     echo(f"{label}the two builds differ ({first.image_id} vs {second.image_id}): reading the second's layers")
     second_files = _read(engine, tag, base_layers | set(first_files.diff_ids))
     lines = differences(first_files, second_files)
@@ -100,7 +95,6 @@ class Verdict:
     image: str
     image_id: str
     matched: dict | None
-    records: tuple[dict, ...]
 
     def summary(self) -> str:
         if self.matched:
@@ -123,7 +117,7 @@ def verify_image(lock_path: Path, image: str, engine: ContainerEngine) -> Verdic
         raise UsageError(f"no image {image} on {engine.name}", hint=f"pull it first, or pass --engine (found: {engine.name})")
     current = [r for r in records if r.get("lock_hash") == lock.lock_hash]
     matched = next((r for r in current if r.get("image_id") == image_id), None)
-    verdict = Verdict(image, image_id, matched, records)
+    verdict = Verdict(image, image_id, matched)
     if matched is None:
         said = "; ".join(f"{r['image_id']} ({r['engine']} {r['engine_version']}, {r['dockerfile']})" for r in current)
         raise ReproError(f"{verdict.summary()}: the lock's reproducible images are {said or 'none for its hash'}",
@@ -132,15 +126,11 @@ def verify_image(lock_path: Path, image: str, engine: ContainerEngine) -> Verdic
     return verdict
 
 
-def verify_project_image(root: Path, image: str, *, profile: str | None = None, engine_name: str | None = None,
-                         engine: ContainerEngine | None = None) -> Verdict:
+def verify_project_image(root: Path, image: str, *, profile: str | None = None,
+                         engine_name: str | None = None) -> Verdict:
     """``envman verify IMAGE``: the project's lock (or its profile's) against an image on the chosen engine."""
+    from envman.engine.select import choose_engine
     from envman.lock.layout import StackFiles
 
-    lock = root / StackFiles.for_profile(profile).lock
-    if engine is None:
-        from envman.engine.select import choose_engine
-
-        engine = choose_engine(engine_name).engine
-    return verify_image(lock, image, engine)
+    return verify_image(root / StackFiles.for_profile(profile).lock, image, choose_engine(engine_name).engine)
 

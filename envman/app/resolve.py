@@ -7,7 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from envman.errors import UsageError
-from envman.model import Matrix, Resolution
+from envman.matrix.load import load_matrix
+from envman.model import Matrix, Note, Resolution
 from envman.resolve.summary import refusal_dict as refusal_json  # noqa: F401 - the CLI's and MCP's names
 from envman.resolve.summary import resolution_dict as resolution_json  # noqa: F401 - envman resolve --json
 
@@ -23,10 +24,7 @@ def detected_targets(matrix: Matrix | None = None) -> tuple[list[str], str | Non
             f"no NVIDIA GPU detected on this machine ({scan.error or 'no devices'})",
             hint="pass --target GPU (repeatable, e.g. --target h100) to resolve for GPUs you are not on, or --cpu",
         )
-    if matrix is None:
-        from envman.matrix.load import load_matrix
-
-        matrix = load_matrix()
+    matrix = matrix or load_matrix()
     targets = []
     for g in scan.gpus:
         known = find_gpu(matrix, g.name)
@@ -43,12 +41,7 @@ def resolve_request(framework: str | None = None, python: str | None = None, tar
     from envman.resolve.request import build_request
     from envman.resolve.resolver import resolve_stack
 
-    if matrix is None:
-        from envman.matrix.load import load_matrix
-
-        matrix = load_matrix()
-    from envman.model import Note
-
+    matrix = matrix or load_matrix()
     extra_notes: list[Note] = []
     targets = list(targets or ())
     if not cpu and not targets:
@@ -69,8 +62,6 @@ def resolve_request(framework: str | None = None, python: str | None = None, tar
 
 def _with_workload(res: Resolution, project: Path, targets: tuple[str, ...]) -> Resolution:
     from envman.app.workload import workload_verdicts
-    from envman.errors import UsageError
-    from envman.model import Note
     from envman.project.spec import load_spec
 
     spec = load_spec(project)

@@ -14,13 +14,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
 from envman.files import write_atomic
+from envman.image.kit import SMOKE_MODULE, kit_files
 from envman.inputs import read_regular_text
 from envman.lock.layout import StackFiles
 
@@ -31,17 +31,11 @@ KIT_IN_IMAGE = "/opt/envman/kit"
 EXPECT_IN_IMAGE = "/opt/envman/stack.json"
 REPORT_NAME = StackFiles().smoke_report  # saved beside the lock
 PASS, FAIL, NO_GPU = 0, 1, 6  # the script's own exit codes
-
-
-def load_smoke_module() -> ModuleType:
-    """The smoke program as a module (its pure functions: format_summary, load_expect …)."""
-    return importlib.import_module("envman.portable.smoke")
+TIMEOUT = 900  # seconds the smoke program may run
 
 
 def write_kit(directory: Path) -> Path:
     """The kit as the image gets it (the island and the matrix knowledge), under ``directory``."""
-    from envman.image.kit import kit_files
-
     for rel, text in kit_files().items():
         (directory / rel).parent.mkdir(parents=True, exist_ok=True)
         (directory / rel).write_text(text, encoding="utf-8")
@@ -54,7 +48,6 @@ class SmokeResult:
     report: dict[str, Any]
     where: str  # "host" or the image reference
     gpus: bool  # was the run given GPU access
-    stderr: str = field(default="", repr=False)
 
     @property
     def passed(self) -> bool:
@@ -73,7 +66,7 @@ class SmokeResult:
         return 0 if self.passed else EXIT_SMOKE_NO_GPU if self.no_gpu else EXIT_SMOKE
 
     def summary(self) -> str:
-        return load_smoke_module().format_summary(self.report)
+        return importlib.import_module("envman.portable.smoke").format_summary(self.report)
 
     def to_json(self) -> dict[str, Any]:
         return {**self.report, "where": self.where, "gpus_requested": self.gpus}
@@ -103,12 +96,12 @@ def _no_report(exit_code: int, stdout: str, stderr: str, why: str) -> dict[str, 
 def _result(rc: int, out: str, err: str, where: str, gpus: bool) -> SmokeResult:
     report = parse_report(out)
     if report is None:
-        return SmokeResult(FAIL, _no_report(rc, out, err, "the smoke script printed no report"), where, gpus, err)
+        return SmokeResult(FAIL, _no_report(rc, out, err, "the smoke script printed no report"), where, gpus)
     if rc not in (PASS, FAIL, NO_GPU) or report.get("exit_code") != rc:
         said = report.get("exit_code")
         report.setdefault("notes", []).append(f"the smoke process exited {rc}, its report said {said}")
         rc = FAIL if rc != NO_GPU else rc
-    return SmokeResult(rc, report, where, gpus, err)
+    return SmokeResult(rc, report, where, gpus)
 
 
 # ----------------------------------------------------------------------------------------- expectations
@@ -151,7 +144,9 @@ def baked_stack_for(lock_path: Path) -> Path:
 def write_expect_file(source: Path, dest_dir: Path) -> Path:
     """A file the script can read: ``source`` itself when it is an expected-stack file; for a lock, the stack
     file written beside it when it belongs to this lock (same lock_hash), else one derived from the lock."""
-    data = _read_json(source)
+    from envman.inputs import MAX_FACTS, load_json, read_input
+
+    data = load_json(read_input(source, str(source), MAX_FACTS), str(source), hint="give envman.lock or a stack file")
     if is_expected_stack(data):
         return source
     exp = expected_stack(data)  # refuses what is neither a stack nor a lock
@@ -168,36 +163,25 @@ def write_expect_file(source: Path, dest_dir: Path) -> Path:
     return out
 
 
-def _read_json(path: Path) -> Any:
-    from envman.inputs import MAX_FACTS, load_json, read_input
-
-    return load_json(read_input(path, str(path), MAX_FACTS), str(path), hint="give envman.lock or a stack file")
-
-
 # ----------------------------------------------------------------------------------------------- runners
-def run_smoke_host(expect: Path | str, *, require_gpu: bool = False, python: str | None = None,
-                   timeout: float = 900) -> SmokeResult:
-    """The script with this interpreter (or ``python``), on this machine."""
+def run_smoke_host(expect: Path | str, *, require_gpu: bool = False) -> SmokeResult:
     from envman.process import sigterm_raises
 
     with tempfile.TemporaryDirectory(prefix="envman-smoke-") as tmp:
-        from envman.image.kit import SMOKE_MODULE
-
         exp = write_expect_file(Path(expect), Path(tmp))
         kit = write_kit(Path(tmp) / "kit")
         # -s: no user site-packages; the kit comes first on the path, the interpreter's own packages after
-        argv = [python or sys.executable, "-s", "-m", SMOKE_MODULE, "--json", "--expect", str(exp)]
+        argv = [sys.executable, "-s", "-m", SMOKE_MODULE, "--json", "--expect", str(exp),
+                *(["--require-gpu"] if require_gpu else [])]
         env = {**os.environ, "PYTHONPATH": str(kit)}
-        if require_gpu:
-            argv.append("--require-gpu")
         with sigterm_raises():  # subprocess.run kills the child on any exception, Terminated included
             try:
-                p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env,
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, check=False, env=env,
                                    stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired as exc:
                 out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
                 err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-                return SmokeResult(FAIL, _no_report(-1, out, err, f"timed out after {timeout:g} s"), "host", False, err)
+                return SmokeResult(FAIL, _no_report(-1, out, err, f"timed out after {TIMEOUT} s"), "host", False)
     return _result(p.returncode, p.stdout, p.stderr, "host", False)
 
 
@@ -222,8 +206,6 @@ def run_smoke_in_image(
     gpus: bool | None = None,
     expect: Path | str | None = None,
     mount_kit: bool = False,
-    python: str = "python3",
-    timeout: float = 900,
 ) -> SmokeResult:
     """The smoke program baked into ``image`` (or this envman's kit, bind-mounted over it with ``mount_kit``)
     against the expected stack baked beside it (or ``expect``, a stack or lock file, bind-mounted).
@@ -238,18 +220,15 @@ def run_smoke_in_image(
             binds[str(write_kit(Path(tmp) / "kit").resolve())] = KIT_IN_IMAGE
         if expect is not None:
             binds[str(write_expect_file(Path(expect), Path(tmp)).resolve())] = EXPECT_IN_IMAGE
-        from envman.image.kit import SMOKE_MODULE
-
-        argv = [python, "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE]
-        if require_gpu:
-            argv.append("--require-gpu")
+        argv = ["python3", "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE,
+                *(["--require-gpu"] if require_gpu else [])]
         env = {"PYTHONPATH": KIT_IN_IMAGE}
         if gpus:
             env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
         try:
-            rc, out, err = engine.run(image, argv, gpus=gpus, env=env, binds=binds, timeout=timeout, network=False)
+            rc, out, err = engine.run(image, argv, gpus=gpus, env=env, binds=binds, timeout=TIMEOUT, network=False)
         except RunTimeout as exc:
-            return SmokeResult(FAIL, _no_report(-1, exc.stdout, exc.stderr, exc.message), image, gpus, exc.stderr)
+            return SmokeResult(FAIL, _no_report(-1, exc.stdout, exc.stderr, exc.message), image, gpus)
     return _result(rc, out, err, image, gpus)
 
 

@@ -30,7 +30,7 @@ def source_builds(inputs: ProjectInputs, res: Resolution, lines: Lines, python: 
     locked, py_text = python.locked, python.pylock
     if py_text is None or locked is None:
         return Builds()
-    tables = inputs.image_tables()
+    tables = inputs.tables
     reqs = inputs.reqs
     artifacts.refuse_unbuildable(py_text, res.python)
     artifacts.refuse_vcs(py_text, {**{r.line: r.origin for r in reqs if r.req.url}, **{r.name: r.origin for r in reqs}})

@@ -66,14 +66,13 @@ def render_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles, op
     body = render_dockerfile(plan, known.get(files.dockerfile)).lstrip("\n")
     sbom = stack_sbom(stack, lock.lock_hash)
     stack_text = render_json(stack_expectation(stack, lock.lock_hash))
-    recorded = {files.dockerfile: body, files.stack: stack_text, files.pylock: bodies.pylock,
-                files.source: bodies.source, files.build: bodies.build, files.rest: bodies.rest, files.sbom: sbom}
+    locks = ((files.req, bodies.req), (files.fw, bodies.fw), (files.pylock, bodies.pylock),
+             (files.source, bodies.source), (files.build, bodies.build), (files.rest, bodies.rest))
+    recorded = {files.dockerfile: body, files.stack: stack_text, files.sbom: sbom, **dict(locks[2:])}
     lock = lock.with_changes(files={k: body_digest(t) for k, t in recorded.items() if t is not None})
     root = inputs.root
     writes: list[tuple[Path, str]] = [(root / files.dockerfile, with_header(body, stack.inputs_hash)),
                                       (root / files.stack, stack_text), (root / files.sbom, sbom)]
-    locks = ((files.req, bodies.req), (files.fw, bodies.fw), (files.pylock, bodies.pylock),
-             (files.source, bodies.source), (files.build, bodies.build), (files.rest, bodies.rest))
     # a lock file's header names its content only: the install step that mounts it is then cached while its locked
     # lines are (an edit of command: or env: changes the inputs' hash, not these bytes); envman.lock names the inputs
     writes += [(root / name, with_header(text, None)) for name, text in locks if text is not None]
@@ -108,10 +107,12 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
         base_digest, digest_note = digest()()
         notes.append(digest_note)
     else:
-        base_digest = _kept_digest(last, base, inputs_hash)
+        base_digest = None  # --no-lock asks no registry: the current lock's, if it is for the same inputs and base
+        if last is not None and last.inputs_hash == inputs_hash and last.base_image.get("ref") == base:
+            base_digest = last.base_image.get("digest")
         if base_digest:
             notes.append(f"base image {base} pinned to {base_digest} (kept: --no-lock asks no registry)")
-    tables = inputs.image_tables()
+    tables = inputs.tables
     locked = python.locked
     libs, lib_notes = system_libraries([p.name for p in locked.packages] if locked else [r.name for r in lines.reqs],
                                        tables.system_libraries)
@@ -155,7 +156,6 @@ def lock_stack(inputs: ProjectInputs, spec: ProjectSpec, files: StackFiles,
     return stack, last, notes
 
 
-
 def _age_notes(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution, reqs: list, pylock: str | None) -> list[str]:
     """init's age rule (project/age.py) once uv has locked: the exact pins dated by their files' upload-time."""
     if not pylock or res.framework is None:
@@ -185,6 +185,7 @@ def _import_notes(root: Path, spec: ProjectSpec, locked) -> list[str]:
 
     add_to = spec.requirements[0] if spec.requirements else f"packages: in {spec.source}"
     return missing_imports(root, {p.name: p.version for p in locked.packages}, add_to)
+
 
 def apt_choice(last: Lock | None, apt: tuple[str, ...], base: str, digest: str | None, sde: int,
                opts: LockOptions) -> tuple[dict[str, str], str | None, list[str]]:
@@ -252,8 +253,7 @@ def body_digest(text: str) -> str:
 
 
 def spec_request(matrix: Matrix, spec: ProjectSpec):
-    fields = {"framework": f"{spec.source}: framework", "python": f"{spec.source}: python",
-              "driver": f"{spec.source}: driver", "cuda": f"{spec.source}: cuda"}
+    fields = {k: f"{spec.source}: {k}" for k in ("framework", "python", "driver", "cuda")}
     return build_request(matrix, framework=spec.framework, python=spec.python, targets=list(spec.targets),
                          driver=spec.driver, cuda=spec.cuda, cpu=spec.cpu, cuda_devel=spec.cuda_devel, fields=fields,
                          own_base=bool(spec.base_image))
@@ -289,13 +289,6 @@ def _package_notes(pkg, builds: Builds, no_lock: bool) -> list[str]:
                      "the lock will not hold is installed in the builder stage, which then builds the project into a "
                      "wheel (after `envman lock`: --no-lock plans no builder)")
     return notes
-
-
-def _kept_digest(last: Lock | None, base: str, inputs_hash: str) -> str | None:
-    """--no-lock asks no registry: keep the digest the current lock pinned, if it is for the same inputs."""
-    if last is None or last.inputs_hash != inputs_hash or last.base_image.get("ref") != base:
-        return None
-    return last.base_image.get("digest")
 
 
 def _in_image(marker, res: Resolution) -> bool:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envman.errors import LockError, UsageError
+from envman.inputs import MAX_SPEC, read_input
 from envman.model import Matrix
+from envman.redact import redact
 
 PYPROJECT = "pyproject.toml"
 
@@ -29,8 +31,6 @@ class UvPlan:
     def diff(self) -> str:
         """The change as a unified diff, for display: a URL's credentials in the context lines are cut
         (``https://bob:TOKEN@host`` → ``https://host``), as in every line envman prints; the file keeps them."""
-        from envman.redact import redact
-
         return redact("".join(difflib.unified_diff(self.before.splitlines(keepends=True),
                                                    self.after.splitlines(keepends=True),
                                                    f"{PYPROJECT} (now)", f"{PYPROJECT} (envman's stack)")))
@@ -42,20 +42,14 @@ def lock_name(profile: str | None) -> str:
     return StackFiles.for_profile(profile).lock
 
 
-def plan_uv_write(root: Path, profile: str | None = None, matrix: Matrix | None = None) -> UvPlan:
+def plan_uv_write(root: Path, profile: str | None = None) -> UvPlan:
     """What `envman uv write` would change in ``root``'s pyproject.toml. Raises UsageError/LockError."""
-    from envman.inputs import MAX_SPEC, read_input
+    from envman.matrix.load import load_matrix
     from envman.project.uvwrite import edit_pyproject
 
     path = root / PYPROJECT
     before = read_input(path, PYPROJECT, MAX_SPEC, hint="run it in a uv project (uv init makes one)")
-    if matrix is None:
-        from envman.matrix.load import load_matrix
-
-        matrix = load_matrix()
-    target, source, notes = _target(root, profile, matrix)
-    from envman.redact import redact
-
+    target, source, notes = _target(root, profile, load_matrix())
     edit = edit_pyproject(before, target)
     return UvPlan(path, before, edit.text, tuple(redact(c) for c in edit.changes), source, tuple(notes))
 
@@ -63,7 +57,6 @@ def plan_uv_write(root: Path, profile: str | None = None, matrix: Matrix | None 
 def write_uv_plan(plan: UvPlan) -> None:
     """Write the plan's pyproject.toml, unless the file changed since it was planned (nothing is lost)."""
     from envman.files import write_atomic
-    from envman.inputs import MAX_SPEC, read_input
 
     if read_input(plan.path, PYPROJECT, MAX_SPEC) != plan.before:
         raise UsageError(f"{PYPROJECT} changed while envman was planning its edit; nothing was written",

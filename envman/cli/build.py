@@ -10,42 +10,6 @@ import typer
 from envman.errors import EXIT_OK, EXIT_SMOKE, UsageError
 
 
-def build(path: Path, opts, as_json: bool = False) -> int:
-    from envman.app.build import build_project
-    from envman.cli.output import Progress
-
-    # with --json the build's log goes to stderr: stdout holds the one JSON document. A push's progress goes to
-    # stderr, a live line on a terminal, else a line every 10 s; its clock starts with the push
-    pushing: list[Progress] = []
-
-    def push_progress(line: str) -> None:
-        if not pushing:
-            pushing.append(Progress(every=10.0))
-        pushing[0](line)
-
-    try:
-        outcomes = build_project(path, opts, echo=lambda line: typer.echo(line, err=as_json), progress=push_progress)
-    finally:
-        for p in pushing:
-            p.done()
-    code = max((exit_code(o) for o in outcomes), default=EXIT_OK)
-    if as_json:
-        from envman.cli.jsonout import build_json
-        from envman.cli.output import emit_json
-
-        emit_json(build_json(outcomes, code))
-        return code
-    for o in outcomes:
-        state = "built" if o.built else "reused"
-        extra = f", pushed as {o.pushed['pinned']}" if o.pushed else ""
-        gpu = ""
-        if o.smoke is not None and getattr(o.smoke, "no_gpu", False):
-            gpu = " — GPU checks skipped: no GPU visible (run `envman smoke --image` on a GPU machine)"
-        verdict = "FAILED" if exit_code(o) else "ok"
-        typer.echo(f"{verdict}: {o.image} ({state}{extra}){gpu}" + (f" [{o.profile}]" if o.profile else ""))
-    return code
-
-
 def exit_code(outcome) -> int:
     """5 (EXIT_SMOKE) when the image's smoke test failed; a failed build raised its own error (exit 4)."""
     return EXIT_SMOKE if outcome.smoke is not None and outcome.smoke.failed else EXIT_OK
@@ -78,7 +42,8 @@ def register(app: typer.Typer) -> None:
 
         Exit codes: 0 built (and smoke passed or found no GPU), 1 --verify-repro: the two builds differ (the
         files that differ are named), 4 engine/build failure, 5 smoke failed."""
-        from envman.app.build import BuildOptions
+        from envman.app.build import BuildOptions, build_project
+        from envman.cli.output import Progress
 
         if progress not in (None, "tty", "plain"):
             raise UsageError(f"--progress {progress!r}: expected tty or plain",
@@ -86,4 +51,33 @@ def register(app: typer.Typer) -> None:
         opts = BuildOptions(profile, offline, wheelhouse, rebuild, tuple(tag or ()), not no_smoke, require_gpu,
                             ca_bundle, base_image, push, progress, allow_secrets_in_context=allow_secrets_in_context,
                             engine=engine, verify_repro=verify_repro)
-        raise typer.Exit(build(path, opts, as_json))
+        # with --json the build's log goes to stderr: stdout holds the one JSON document. A push's progress goes to
+        # stderr, a live line on a terminal, else a line every 10 s; its clock starts with the push
+        pushing: list[Progress] = []
+
+        def push_progress(line: str) -> None:
+            if not pushing:
+                pushing.append(Progress(every=10.0))
+            pushing[0](line)
+
+        try:
+            outcomes = build_project(path, opts, echo=lambda line: typer.echo(line, err=as_json), progress=push_progress)
+        finally:
+            for p in pushing:
+                p.done()
+        code = max((exit_code(o) for o in outcomes), default=EXIT_OK)
+        if as_json:
+            from envman.cli.jsonout import build_json
+            from envman.cli.output import emit_json
+
+            emit_json(build_json(outcomes, code))
+            raise typer.Exit(code)
+        for o in outcomes:
+            state = "built" if o.built else "reused"
+            extra = f", pushed as {o.pushed['pinned']}" if o.pushed else ""
+            gpu = ""
+            if o.smoke is not None and getattr(o.smoke, "no_gpu", False):
+                gpu = " — GPU checks skipped: no GPU visible (run `envman smoke --image` on a GPU machine)"
+            verdict = "FAILED" if exit_code(o) else "ok"
+            typer.echo(f"{verdict}: {o.image} ({state}{extra}){gpu}" + (f" [{o.profile}]" if o.profile else ""))
+        raise typer.Exit(code)

@@ -19,9 +19,8 @@ _INDEX = "The index that serves envman (default: envman.yaml's ci.index_url); ne
 
 
 def _report(out, kind: str | None) -> None:
-    root = out.root
-    written = out.written
-    typer.echo("wrote: " + ", ".join(str(p.relative_to(root)) for p in written) if written else "up to date: nothing changed")
+    typer.echo("wrote: " + ", ".join(str(p.relative_to(out.root)) for p in out.written) if out.written
+               else "up to date: nothing changed")
     for img in out.images:
         typer.echo(f"image: {img.tag}" + (f" (profile {img.profile})" if img.profile else ""))
     if out.profiled:
@@ -32,10 +31,9 @@ def _report(out, kind: str | None) -> None:
     if kind is None:
         return
     for img in out.images:
-        labels = img.runner
         who = f"profile {img.profile}" if img.profile else "the image"
-        if labels:
-            typer.echo(f"smoke: {who} on the GPU runner {', '.join(labels)}")
+        if img.runner:
+            typer.echo(f"smoke: {who} on the GPU runner {', '.join(img.runner)}")
         elif not img.gpu:
             typer.echo(f"smoke: {who} is CPU-only: no GPU runner needed")
         else:

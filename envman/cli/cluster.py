@@ -32,21 +32,7 @@ def _files(out, root: Path) -> None:
         typer.echo(f"next: {c}")
 
 
-def _export(path: Path, out: Optional[Path], formats: str, profile: Optional[str], force: bool) -> None:
-    from envman.app.cluster_export import export_images
-
-    fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
-    for res in export_images(path.resolve(), out=out, formats=fmts, profile=profile, force=force, echo=typer.echo):
-        for kind, p in res.files.items():
-            typer.echo(f"{kind:8} {p}")
-        for n in res.notes:
-            typer.echo(f"note: {n}")
-        for c in res.commands:
-            typer.echo(f"run: {c}")
-
-
 def _nodes(reports: Path) -> int:
-    """Print the table; 0 when every node of every class is ready, else 1."""
     from envman.app.cluster_nodes import gather_nodes
     from envman.errors import EXIT_OK, EXIT_USER
 
@@ -86,7 +72,16 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Export again even when the files exist for the lock hash"),
     ) -> None:
         """Export the built image: OCI bundle, enroot .sqsh, OCI archive, Apptainer .def; print the exact commands."""
-        _export(path, out, formats, profile, force)
+        from envman.app.cluster_export import export_images
+
+        fmts = tuple(f.strip() for f in formats.split(",") if f.strip())
+        for res in export_images(path.resolve(), out=out, formats=fmts, profile=profile, force=force, echo=typer.echo):
+            for kind, p in res.files.items():
+                typer.echo(f"{kind:8} {p}")
+            for n in res.notes:
+                typer.echo(f"note: {n}")
+            for c in res.commands:
+                typer.echo(f"run: {c}")
 
     @cl.command("slurm")
     def slurm_cmd(

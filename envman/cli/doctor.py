@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from envman.cli.output import emit_json
 from envman.errors import EXIT_OK, EXIT_USER
 
 
@@ -40,7 +41,17 @@ def register(app: typer.Typer) -> None:
         from envman.app.doctor import collect_facts, run_doctor
 
         if dockerfile:
-            raise typer.Exit(report_dockerfiles(path, dockerfile, target or [], as_json=as_json, strict=strict))
+            from envman.app.dockerfile_doctor import run_dockerfile_doctor
+
+            reports = run_dockerfile_doctor(dockerfile, project=path, targets=target or [])
+            if as_json:
+                emit_json({"schema": 1, "dockerfiles": [r.to_json() for r in reports]})
+            else:
+                for i, r in enumerate(reports):
+                    typer.echo(("\n" if i else "") + f"== {r.path} (judged for {r.targets})")
+                    typer.echo(r.report.text())
+            bad = any(r.report.has_errors or (strict and r.report.has_warnings) for r in reports)
+            raise typer.Exit(EXIT_USER if bad else EXIT_OK)
         if target:
             from envman.errors import UsageError
 
@@ -54,33 +65,8 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(json.dumps(facts, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
             raise typer.Exit(EXIT_OK)
         rep = run_doctor(path, facts_file=facts_file, python=python, deep=deep, dump_facts=dump_facts)
-        raise typer.Exit(report(rep, as_json=as_json, strict=strict))
-
-
-def report(rep, *, as_json: bool, strict: bool) -> int:
-    """Print the report and return the exit code."""
-    if as_json:
-        from envman.cli.output import emit_json
-
-        emit_json(rep.to_json())
-    else:
-        typer.echo(rep.text())
-    if rep.has_errors or (strict and rep.has_warnings):
-        return EXIT_USER
-    return EXIT_OK
-
-
-def report_dockerfiles(project: str, paths: list[str], targets: list[str], *, as_json: bool, strict: bool) -> int:
-    from envman.app.dockerfile_doctor import run_dockerfile_doctor
-
-    reports = run_dockerfile_doctor(paths, project=project, targets=targets)
-    if as_json:
-        from envman.cli.output import emit_json
-
-        emit_json({"schema": 1, "dockerfiles": [r.to_json() for r in reports]})
-    else:
-        for i, r in enumerate(reports):
-            typer.echo(("\n" if i else "") + f"== {r.path} (judged for {r.targets})")
-            typer.echo(r.report.text())
-    bad = any(r.report.has_errors or (strict and r.report.has_warnings) for r in reports)
-    return EXIT_USER if bad else EXIT_OK
+        if as_json:
+            emit_json(rep.to_json())
+        else:
+            typer.echo(rep.text())
+        raise typer.Exit(EXIT_USER if rep.has_errors or (strict and rep.has_warnings) else EXIT_OK)

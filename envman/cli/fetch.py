@@ -8,26 +8,6 @@ from typing import Optional
 import typer
 
 
-def fetch(path: Path, wheelhouse: Optional[Path], lock: Optional[Path], python: Optional[str],
-          glibc: Optional[str], as_json: bool, profile: Optional[str] = None) -> None:
-    from envman.app.fetch import fetch_wheelhouse
-    from envman.cli.output import emit_json
-
-    res = fetch_wheelhouse(path, wheelhouse=wheelhouse, lock=lock, python=python, glibc=glibc, profile=profile,
-                           on_output=None if as_json else (lambda s: typer.echo(f"  {s}", err=True)))
-    if as_json:
-        emit_json(res.to_json())
-        return
-    typer.echo(
-        f"wheelhouse {res.wheelhouse}: {len(res.downloaded)} downloaded, {len(res.kept)} already there, "
-        f"all {len(res.downloaded) + len(res.kept)} hash-checked against {res.lock_file}"
-        + (f" and the builder stage's {' and '.join(res.builder_locks)}" if res.builder_locks else "") + " "
-        f"(target CPython {res.python}, {res.platform})"
-    )
-    if res.extra:
-        typer.echo(f"  {len(res.extra)} other file(s) in it are not in the lock for this target (left alone)")
-
-
 def register(app: typer.Typer) -> None:
     @app.command("fetch")
     def fetch_cmd(
@@ -44,4 +24,19 @@ def register(app: typer.Typer) -> None:
         profile: Optional[str] = typer.Option(None, "--profile", help="The wheels of this profile's lock (envman.P.lock)"),
     ) -> None:
         """Download every locked wheel, hash-checked, into a wheelhouse for offline builds."""
-        fetch(path, wheelhouse, lock, python, glibc, as_json, profile)
+        from envman.app.fetch import fetch_wheelhouse
+        from envman.cli.output import emit_json
+
+        res = fetch_wheelhouse(path, wheelhouse=wheelhouse, lock=lock, python=python, glibc=glibc, profile=profile,
+                               on_output=None if as_json else (lambda s: typer.echo(f"  {s}", err=True)))
+        if as_json:
+            emit_json(res.to_json())
+            return
+        typer.echo(
+            f"wheelhouse {res.wheelhouse}: {len(res.downloaded)} downloaded, {len(res.kept)} already there, "
+            f"all {len(res.downloaded) + len(res.kept)} hash-checked against {res.lock_file}"
+            + (f" and the builder stage's {' and '.join(res.builder_locks)}" if res.builder_locks else "") + " "
+            f"(target CPython {res.python}, {res.platform})"
+        )
+        if res.extra:
+            typer.echo(f"  {len(res.extra)} other file(s) in it are not in the lock for this target (left alone)")

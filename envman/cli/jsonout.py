@@ -14,7 +14,6 @@ from envman.errors import EnvmanError, ResolutionError
 
 
 def wants_json(argv: list[str]) -> bool:
-    """Whether the command line asks for JSON (``--json`` before any ``--``)."""
     return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
 
 

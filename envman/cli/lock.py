@@ -23,14 +23,14 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Machine-readable output on stdout (docs/commands.md); the rest goes to stderr"),
     ) -> None:
         """Resolve and hash-lock the whole stack (uv for the Python set). Pins that still fit are kept."""
+        from envman.cli.output import emit_json
+
         root = path.resolve()
         if check:
             from envman.app.lock import check_lock
 
             stale = check_lock(root)
             if as_json:
-                from envman.cli.output import emit_json
-
                 emit_json({"current": not stale, "stale": stale})
             if stale:
                 for s in stale:
@@ -53,7 +53,6 @@ def register(app: typer.Typer) -> None:
         ci_stale = stale_ci_files(root)
         if as_json:
             from envman.cli.jsonout import outcome_json
-            from envman.cli.output import emit_json
 
             emit_json(outcome_json(out, root, ci_stale))
             return

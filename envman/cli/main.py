@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 from typing import Any
 
@@ -35,8 +36,12 @@ from envman.errors import EXIT_INTERNAL, EnvmanError
 COMMANDS = (resolve, init, lock, build, verify, smoke, fetch, doctor, fit, matrix, ci, uv, mcp, cluster)
 
 
-def _typer(completion: bool = True) -> typer.Typer:
-    return typer.Typer(
+def make_app(commands=COMMANDS, completion: bool = True) -> typer.Typer:
+    """envman's commands, registered in the order `envman --help` lists them (one module per command, named
+    after it): a renamed or broken module fails at start-up instead of its command silently disappearing.
+    The modules import typer only; each command imports its use case (envman.app.*) when it runs.
+    ``completion``: the root's --install-completion/--show-completion (and the shells they complete for)."""
+    cli = typer.Typer(
         name="envman",
         help="Reproducible GPU training environments: resolve a consistent driver/CUDA/cuDNN/framework/Python "
         "stack for your GPUs, generate and build the image, and diagnose the machine.",
@@ -49,6 +54,10 @@ def _typer(completion: bool = True) -> typer.Typer:
         rich_markup_mode=None,
         context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command's context
     )
+    cli.callback(invoke_without_command=True)(_root)
+    for command in commands:
+        command.register(cli)
+    return cli
 
 
 def _root(
@@ -65,18 +74,6 @@ def _root(
         raise typer.Exit(0)
 
 
-def make_app(commands=COMMANDS, completion: bool = True) -> typer.Typer:
-    """envman's commands, registered in the order `envman --help` lists them (one module per command, named
-    after it): a renamed or broken module fails at start-up instead of its command silently disappearing.
-    The modules import typer only; each command imports its use case (envman.app.*) when it runs.
-    ``completion``: the root's --install-completion/--show-completion (and the shells they complete for)."""
-    cli = _typer(completion)
-    cli.callback(invoke_without_command=True)(_root)
-    for command in commands:
-        command.register(cli)
-    return cli
-
-
 app = make_app()
 
 
@@ -91,9 +88,7 @@ def _app_for(argv: list[str]) -> typer.Typer:
 
 def report_error(err: EnvmanError) -> int:
     from envman.cli.output import clean  # and no escape sequence (report_error is called outside main too)
-    from envman.redact import (
-        redact,  # the last line of defence: no token in a message, whoever wrote it
-    )
+    from envman.redact import redact  # the last line of defence: no token in a message, whoever wrote it
 
     print(f"error: {clean(redact(err.message))}", file=sys.stderr)
     if err.hint:
@@ -126,7 +121,6 @@ def _on_sigint(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    import signal
     import threading
 
     previous = None
@@ -148,8 +142,6 @@ def _json_error(args: list[str], err: EnvmanError) -> None:
 
 
 def _run(argv: list[str] | None, previous: Any) -> int:
-    import signal
-
     args = sys.argv[1:] if argv is None else argv
     try:
         run = _app_for(args)

@@ -19,12 +19,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print as JSON"),
     ) -> None:
         """Print one subject of the matrix as a table."""
-        from envman.app.matrix import show_matrix
+        from envman.app.matrix import show_matrix, show_matrix_data
         from envman.cli.output import emit_json, table
 
         if as_json:  # data, not a table: typed fields per entry (docs/matrix.md)
-            from envman.app.matrix import show_matrix_data
-
             emit_json(show_matrix_data(subject))
             return
         header, rows = show_matrix(subject)

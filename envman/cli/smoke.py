@@ -7,41 +7,15 @@ from typing import Optional
 
 import typer
 
-from envman.errors import EXIT_OK, EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
+from envman.errors import UsageError
 
 EXPECT_HELP = ("Expected stack: a smoke JSON or an envman.lock. "
                "Default: ./envman.lock (--host), the one baked into the image (--image)")
 
 
-def smoke(host: bool, image: Optional[str], expect: Optional[Path], require_gpu: bool, as_json: bool,
-          save: Optional[Path], mount_script: bool, engine: Optional[str] = None) -> int:
-    from envman.app import smoke as smoke_runner
-    from envman.cli.output import emit_json
-
-    if host == bool(image):
-        raise UsageError("say where to run the smoke test: --host (this machine) or --image REF",
-                         hint="envman smoke --host --expect envman.lock")
-    if host:
-        result = smoke_runner.smoke_host(expect, require_gpu=require_gpu)
-    else:
-        assert image is not None  # host == bool(image) was refused above
-        result = smoke_runner.smoke_image(image, expect=expect, require_gpu=require_gpu, mount_kit=mount_script,
-                                          engine_name=engine)
-    if save is not None:
-        smoke_runner.save_report(result, save)
-    if as_json:
-        emit_json(result.to_json())
-    else:
-        where = "this host" if host else f"{image}{' with GPUs' if result.gpus else ''}"
-        typer.echo(f"smoke test on {where}:\n{result.summary()}")
-    return exit_code(result, host=host)
-
-
 def exit_code(result, *, host: bool) -> int:
     """--host relays the script's own code (0, 1 or 6); --image maps its verdict to 0, 5 (EXIT_SMOKE) or 6."""
-    if host:
-        return result.exit_code
-    return EXIT_OK if result.passed else EXIT_SMOKE_NO_GPU if result.no_gpu else EXIT_SMOKE
+    return result.exit_code if host else result.cli_exit_code()
 
 
 def register(app: typer.Typer) -> None:
@@ -62,4 +36,23 @@ def register(app: typer.Typer) -> None:
 
         Exit codes: 0 passed (GPU checks included), 6 passed but no GPU visible; a failure is 1 with --host
         (the script's code) and 5 with --image."""
-        raise typer.Exit(smoke(host, image, expect, require_gpu, as_json, save, mount_script, engine))
+        from envman.app import smoke as smoke_runner
+        from envman.cli.output import emit_json
+
+        if host == bool(image):
+            raise UsageError("say where to run the smoke test: --host (this machine) or --image REF",
+                             hint="envman smoke --host --expect envman.lock")
+        if host:
+            result = smoke_runner.smoke_host(expect, require_gpu=require_gpu)
+        else:
+            assert image is not None  # host == bool(image) was refused above
+            result = smoke_runner.smoke_image(image, expect=expect, require_gpu=require_gpu, mount_kit=mount_script,
+                                              engine_name=engine)
+        if save is not None:
+            smoke_runner.save_report(result, save)
+        if as_json:
+            emit_json(result.to_json())
+        else:
+            where = "this host" if host else f"{image}{' with GPUs' if result.gpus else ''}"
+            typer.echo(f"smoke test on {where}:\n{result.summary()}")
+        raise typer.Exit(exit_code(result, host=host))

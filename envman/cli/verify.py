@@ -8,8 +8,6 @@ from typing import Optional
 
 import typer
 
-from envman.errors import EXIT_OK
-
 
 def register(app: typer.Typer) -> None:
     @app.command("verify")
@@ -26,4 +24,3 @@ def register(app: typer.Typer) -> None:
 
         verdict = verify_project_image(path, image, profile=profile, engine_name=engine)
         typer.echo(verdict.summary())
-        raise typer.Exit(EXIT_OK)
