@@ -211,13 +211,12 @@ def _current(path: Path) -> str | None:
 
 
 def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOutcome) -> None:
-    from envman.cluster.render import ownership
-    from envman.files import commit_files
+    from envman.files import commit_files, ownership
 
     inside = all(p.is_relative_to(root) for p, _ in files)
     blocked, changed = [], []
     for path, text in files:
-        o = ownership(path)
+        o = ownership(path, lines=2)  # a script's header follows its shebang
         if o.exists and _current(path) == text:
             out.unchanged.append(path)
             continue
@@ -239,10 +238,10 @@ def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOut
 
 def _ours(path: Path) -> bool:
     """For a note after the files are written: an unreadable old file is not worth an error then."""
-    from envman.cluster.render import ownership
+    from envman.files import ownership
 
     try:
-        return ownership(path).ours
+        return ownership(path, lines=2).ours
     except UsageError:
         return False
 

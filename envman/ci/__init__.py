@@ -10,7 +10,7 @@ from __future__ import annotations
 from envman.ci import files as _files
 from envman.ci.bake import BAKE_FILE, bake_data, bake_ownership, render_bake
 from envman.ci.base import CiBackend
-from envman.ci.files import GITHUB_FILE, GITLAB_FILE, dump_yaml, with_ci_header, write_ci_files
+from envman.ci.files import GITHUB_FILE, GITLAB_FILE, write_ci_files
 from envman.ci.github import github_workflow
 from envman.ci.gitlab import gitlab_pipeline
 from envman.ci.project import (
@@ -24,6 +24,7 @@ from envman.ci.project import (
     parse_runners,
     shared_stacks,
 )
+from envman.files import dump_yaml, with_header
 
 __all__ = [
     "BACKENDS", "BAKE_FILE", "GITHUB_FILE", "GITLAB_FILE", "CiBackend", "CiImage", "backend", "pipeline_files", "CiOptions", "CiProject", "Registry", "bake_data",
@@ -70,7 +71,7 @@ def backend(name: str) -> CiBackend:
 def pipeline_files(b: CiBackend, project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
     """The backend's pipeline file, plus docker-bake.json when the project has profiles."""
     body = dump_yaml(b.pipeline(project, opts))
-    files = [(b.file, with_ci_header(body, project.inputs_hash, b.command))]
+    files = [(b.file, with_header(body, project.inputs_hash, command=b.command))]
     return files + (bake_files(project, opts) if project.profiled else [])
 
 

@@ -23,12 +23,11 @@ from envman.ci import (
     shared_stacks,
     write_ci_files,
 )
-from envman.ci.files import dump_yaml
 from envman.ci.github import github_workflow
 from envman.ci.install import envman_install
 from envman.cli.main import main
 from envman.errors import UsageError
-from envman.files import ownership
+from envman.files import dump_yaml, ownership
 
 PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "ci" / "projects"
 # where the pipelines install envman in these tests: a git commit (envman/ci/install.py decides it)
