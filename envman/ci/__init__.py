@@ -28,7 +28,7 @@ from envman.files import dump_yaml, with_header
 
 __all__ = [
     "BACKENDS", "BAKE_FILE", "GITHUB_FILE", "GITLAB_FILE", "CiBackend", "CiImage", "backend", "pipeline_files", "CiOptions", "CiProject", "Registry", "bake_data",
-    "bake_ownership", "check_ci_files", "github_files", "gitlab_files", "bake_files", "image_tags",
+    "bake_ownership", "check_ci_files", "bake_files", "image_tags",
     "load_ci_project", "parse_registry", "parse_runners", "render_bake", "shared_stacks",
     "write_ci_files",
 ]
@@ -73,14 +73,6 @@ def pipeline_files(b: CiBackend, project: CiProject, opts: CiOptions) -> list[tu
     body = dump_yaml(b.pipeline(project, opts))
     files = [(b.file, with_header(body, project.inputs_hash, command=b.command))]
     return files + (bake_files(project, opts) if project.profiled else [])
-
-
-def github_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
-    return pipeline_files(backend("github"), project, opts)
-
-
-def gitlab_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
-    return pipeline_files(backend("gitlab"), project, opts)
 
 
 def pipeline_commands() -> dict[str, str]:

@@ -158,7 +158,7 @@ def _smoke_job(project: CiProject, opts: CiOptions, img: CiImage) -> dict:
     elif not img.gpu:
         script = pick + f"docker run --rm {image} {SMOKE}\n"
     else:
-        script = pick + skip_script("github", "LABEL", f"docker run --rm {image} {SMOKE}", github=True)
+        script = pick + skip_script("github", "LABEL", f"docker run --rm {image} {SMOKE}")
     name = "GPU smoke test" if labels else ("smoke test without a GPU" if img.gpu else "smoke test")
     steps.append({"name": name, "env": env, "run": script})
     job["steps"] = steps

@@ -213,17 +213,11 @@ def cache_ref(project: CiProject, img: CiImage, registry: Registry) -> str:
     return f"{registry.ref}/{project.name}:buildcache" + (f"-{img.profile}" if img.profile else "")
 
 
-def quote(*words: str) -> str:
-    return " ".join(shlex.quote(w) for w in words)
-
-
-
-
-def skip_script(kind: str, word: str, run: str, github: bool) -> str:
+def skip_script(kind: str, word: str, run: str) -> str:
     """The smoke without a GPU: say so where a reader looks, and take exit 6 (no GPU visible) as a pass."""
     line = SKIP_LINE.format(kind=kind, word=word)
     lines = [f"echo {shlex.quote(line)}"]
-    if github:  # an annotation on the run's summary page, and a line in the job summary
+    if kind == "github":  # an annotation on the run's summary page, and a line in the job summary
         lines += [f"echo {shlex.quote('::warning title=GPU smoke skipped::' + line)}",
                   f"echo {shlex.quote('### ' + line)} >> \"$GITHUB_STEP_SUMMARY\""]
     return "\n".join(lines + [
