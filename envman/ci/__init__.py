@@ -3,13 +3,18 @@
 locks (project.py) → pipeline data (github.py, gitlab.py, bake.py) → files with envman's header (files.py).
 The files are serialized from Python data (PyYAML's safe dumper, json), never templated, and name the
 image of each lock by its hash: `envman ci check` (run by the pipelines) fails when a lock moved on.
+
+To add a CI system: a module with its pipeline function and one ``CiBackend`` line in ``BACKENDS``; `envman ci
+NAME`, `envman ci check` and the re-lock reminder pick it up from there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from envman.ci import files as _files
 from envman.ci.bake import BAKE_FILE, bake_data, bake_ownership, render_bake
-from envman.ci.base import CiBackend
 from envman.ci.files import GITHUB_FILE, GITLAB_FILE, write_ci_files
 from envman.ci.github import github_workflow
 from envman.ci.gitlab import gitlab_pipeline
@@ -32,6 +37,19 @@ __all__ = [
     "load_ci_project", "parse_registry", "parse_runners", "render_bake", "shared_stacks",
     "write_ci_files",
 ]
+
+
+@dataclass(frozen=True)
+class CiBackend:
+    name: str  # the `envman ci NAME` subcommand
+    file: str  # where its pipeline lives in the repository
+    runner_word: str  # what the system calls the runner selector in help and hints: LABEL, TAG
+    pipeline: Callable[[CiProject, CiOptions], dict]
+    setup_notes: Callable[[CiOptions, bool], list[str]]  # (options, any GPU runner) -> what to set up by hand
+
+    @property
+    def command(self) -> str:
+        return f"envman ci {self.name}"
 
 
 def bake_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -324,11 +324,9 @@ class DaemonlessEngine:
             return False
         for d in _CDI_SPECS:
             for spec in Path(d).glob("*.*") if Path(d).is_dir() else ():
-                try:
+                with suppress(OSError):
                     if "nvidia.com/gpu" in spec.read_text(errors="replace"):
                         return True
-                except OSError:
-                    continue
         return False
 
     # -- containers
