@@ -1,9 +1,5 @@
-"""The only package that talks to Docker (envman.engine).
-
-The docker SDK (docker-py) does ping, inspect, run, tag and push. It cannot drive BuildKit, so builds go
-through a docker *client* that can: ``docker buildx build --load`` where the buildx plugin works, else a
-client whose BuildKit is built in (``DOCKER_BUILDKIT=1 docker build``, clients 20.10–22.x).
-``find_build_client`` finds one and says which; nothing here assumes the ``docker`` first on PATH can.
+"""The Docker engine: the docker SDK (docker-py) pings, inspects, runs, tags and pushes; builds go through a
+BuildKit-capable docker client (buildkit.py: the SDK cannot drive BuildKit).
 
 Interruptions: ``run`` always removes its container and ``build`` kills its client's whole process group,
 on Ctrl-C and on SIGTERM alike (a SIGTERM handler that raises ``Terminated`` is installed around both).
