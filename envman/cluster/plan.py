@@ -97,8 +97,9 @@ class Site:
         return Site(**merged, tolerations=self.tolerations, mounts=self.mounts)
 
 
-PROFILE_FIELDS = ("partition", "account", "time", "nodes", "gpus_per_node", "constraint", "namespace",
-                  "cpus_per_gpu", "mem")
+# what a profile may override (every cluster: key but mounts, tolerations, profiles), in the order hints list them
+PROFILE_FIELDS = ("constraint", "partition", "account", "time", "nodes", "gpus_per_node", "cpus_per_gpu", "mem",
+                  "namespace")
 # Policy, not hardware data: most GPU nodes have 8–32 cores per GPU; 8 keeps a DataLoader's workers off one core
 # (Slurm's default is one CPU per task: 8 torchrun workers sharing one core) without asking for more than nodes have
 DEFAULT_CPUS_PER_GPU = 8

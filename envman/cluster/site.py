@@ -31,12 +31,11 @@ import difflib
 import re
 from typing import Any
 
-from envman.cluster.plan import Site
+from envman.cluster.plan import PROFILE_FIELDS, Site
 from envman.cluster.values import mount
 from envman.errors import SpecError
 
-KEYS = ("constraint", "partition", "account", "time", "nodes", "gpus_per_node", "cpus_per_gpu", "mem", "namespace",
-        "mounts", "tolerations", "profiles")
+KEYS = (*PROFILE_FIELDS, "mounts", "tolerations", "profiles")
 _SCRIPT_HINT = "no spaces, quotes, $ or newlines: the value is written into job scripts"
 _PATTERNS = {
     # Slurm feature expressions: names joined by & | , with [] () * counts and ! negation
@@ -60,7 +59,7 @@ def parse_site(raw: Any, source: str = "envman.yaml", where: str = "cluster", ne
     if not isinstance(raw, dict):
         raise SpecError(f"{source}: {where}: expected a mapping (constraint: h100, partition: gpu …)",
                         hint="see docs/cluster.md#site-settings for the keys")
-    allowed = KEYS if nested else tuple(k for k in KEYS if k not in ("profiles", "tolerations", "mounts"))
+    allowed = KEYS if nested else PROFILE_FIELDS
     for key in raw:
         if key not in allowed:
             near = difflib.get_close_matches(str(key), allowed, n=1)
