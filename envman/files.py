@@ -260,9 +260,16 @@ def check_inside(root: Path, paths: list[Path]) -> None:
 _TMP = re.compile(r"\.(.+)\.(?:([0-9a-f]{8}-\d+-\d+)-)?[a-z0-9_]{8}\.tmp\Z")
 
 
+def abandoned(entry: os.DirEntry, owner: str) -> bool:
+    """Is ``entry``, named with its run's ``owner`` label, a killed run's leftover: that run provably gone, or,
+    with no owner in its name (an older envman's), an hour old? OSError when it cannot be told."""
+    run = Owner.parse(owner)
+    return run.stale() if run is not None else time.time() - entry.stat(follow_symlinks=False).st_mtime > 3600
+
+
 def clean_stale_temps(paths: list[Path]) -> None:
-    """Temp files a killed run left beside any of ``paths`` (one listing per folder): only those provably
-    abandoned — their run's process gone, or older than a day — never another live run's staged files."""
+    """Temp files a killed run left beside any of ``paths`` (one listing per folder): only those ``abandoned``,
+    never another live run's staged files."""
     by_dir: dict[Path, set[str]] = {}
     for p in paths:
         by_dir.setdefault(p.parent, set()).add(p.name)
@@ -275,9 +282,8 @@ def clean_stale_temps(paths: list[Path]) -> None:
             m = _TMP.match(e.name)
             if not (m and m.group(1) in names and e.is_file(follow_symlinks=False)):
                 continue
-            owner = Owner.parse(m.group(2) or "")
             with contextlib.suppress(OSError):
-                if owner.stale() if owner is not None else time.time() - e.stat(follow_symlinks=False).st_mtime > 3600:
+                if abandoned(e, m.group(2) or ""):
                     os.unlink(e.path)
 
 
