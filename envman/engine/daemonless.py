@@ -93,12 +93,11 @@ class DaemonlessEngine:
             raise EngineError(f"{self.tool} is not installed (not on PATH)", hint=INSTALL_HINT)
         return [self.exe, *self._global, *args]
 
-    def _call(self, *args: str, timeout: float | None = None, env: Mapping[str, str] | None = None,
-              ) -> subprocess.CompletedProcess[str]:
+    def _call(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         argv = self._argv(*args)
         try:
             return subprocess.run(argv, capture_output=True, text=True, timeout=timeout or self._timeout, check=False,
-                                  env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise EngineError(f"`{self.tool} {args[0]}` did not answer within {timeout or self._timeout:g} s") from None
         except OSError as exc:
