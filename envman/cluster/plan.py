@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from envman.cluster.runtimes import RUNTIMES as _REGISTERED
 from envman.image.plan import IMAGE_PATH, SMOKE_DIR, VENV
@@ -109,7 +109,7 @@ DEFAULT_CPUS_PER_GPU = 8
 class Shape:
     nodes: int
     gpus_per_node: int  # 0 for a CPU stack
-    why: tuple[str, ...] = field(default=())
+    why: tuple[str, ...] = ()
     cpus_per_node: int | None = None  # Slurm --cpus-per-task (one task per node: torchrun and its workers)
     mem: str | None = None  # Slurm --mem ("320G")
 
