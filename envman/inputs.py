@@ -39,14 +39,8 @@ def read_regular(path: Path | str, limit: int = MAX_GENERATED, *, follow: bool =
             raise OSError(errno.EINVAL, NOT_REGULAR, str(path))
         if st.st_size > limit:
             raise OSError(errno.EFBIG, f"{_size(st.st_size)}, over envman's limit of {_size(limit)}", str(path))
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        with os.fdopen(fd, "rb", closefd=False) as fh:  # read() of a regular file runs to the count or the end
+            data = fh.read(limit + 1)
         if len(data) > limit:
             raise OSError(errno.EFBIG, f"over envman's limit of {_size(limit)}", str(path))
         return data
