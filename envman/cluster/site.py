@@ -4,22 +4,8 @@ class, partition, account, GPUs per node, the Kubernetes namespace and taints).
 PURE: app/cluster.py reads the section (envman.yaml or pyproject's [tool.envman]) and hands it here. Kept out
 of the lock's identity on purpose: moving a job to another partition must not make the image's lock
 stale. Every value reaches an #SBATCH line or a manifest, so each is matched against a strict pattern (no
-spaces, quotes, `$`, backquotes or newlines can pass).
-
-    cluster:
-      constraint: h100          # sbatch --constraint: the node class's Slurm feature
-      partition: gpu
-      account: proj042
-      time: "04:00:00"
-      nodes: 2
-      gpus_per_node: 8
-      cpus_per_gpu: 16          # sbatch --cpus-per-task = this × GPUs per node (default 8)
-      mem: 960G                 # sbatch --mem per node (default: 2 × the GPUs' memory, the doctor's rule)
-      mounts: [/shared/data:/data:ro]   # Apptainer --bind, pyxis --container-mounts
-      namespace: training       # Kubernetes
-      tolerations: [nvidia.com/gpu]
-      profiles:                 # per profile (envman.yaml profiles:), the same keys but tolerations and mounts
-        a100: {constraint: a100, gpus_per_node: 4}
+spaces, quotes, `$`, backquotes or newlines can pass). Every key, with an example: docs/cluster.md, "envman.yaml
+`cluster:`".
 
 Patterns are ASCII and matched whole (``fullmatch``: ``$`` would let a trailing newline through, and a digit class in
 Python's default accepts any script's digits).
