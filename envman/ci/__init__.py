@@ -80,10 +80,7 @@ BACKENDS: tuple[CiBackend, ...] = (
 
 
 def backend(name: str) -> CiBackend:
-    for b in BACKENDS:
-        if b.name == name:
-            return b
-    raise KeyError(name)
+    return {b.name: b for b in BACKENDS}[name]
 
 
 def pipeline_files(b: CiBackend, project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
