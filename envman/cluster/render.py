@@ -29,12 +29,13 @@ def _env():
     )
 
 
-def _with_header(text: str, inputs_hash: str, command: str) -> str:
-    """``text`` holds MARK on a line of its own: replace it with the header over everything else."""
-    lines = text.split("\n")
+def _render(template: str, inputs_hash: str, command: str, **plan: Any) -> str:
+    """``template`` with ``plan``, once its every value is one line; the template prints MARK on a line of its own,
+    which becomes the header over everything else."""
+    one_line(list(plan.values()))
+    lines = _env().get_template(template).render(header=MARK, **plan).split("\n")
     at = lines.index(MARK)
-    body = "\n".join(lines[:at] + lines[at + 1:])
-    lines[at] = header_line(body, inputs_hash, command=command)
+    lines[at] = header_line("\n".join(lines[:at] + lines[at + 1:]), inputs_hash, command=command)
     return "\n".join(lines)
 
 
@@ -53,9 +54,7 @@ def one_line(values: Any) -> None:
 
 
 def render_sbatch(plan: SbatchPlan, inputs_hash: str, command: str) -> str:
-    one_line(plan)
-    text = _env().get_template("train.sbatch.j2").render(p=plan, header=MARK)
-    return _with_header(text, inputs_hash, command)
+    return _render("train.sbatch.j2", inputs_hash, command, p=plan)
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,7 @@ class DefPlan:
 
 
 def render_def(plan: DefPlan, inputs_hash: str, command: str) -> str:
-    one_line(plan)
-    text = _env().get_template("apptainer.def.j2").render(d=plan, header=MARK)
-    return _with_header(text, inputs_hash, command)
+    return _render("apptainer.def.j2", inputs_hash, command, d=plan)
 
 
 def render_manifest(doc: dict[str, Any], inputs_hash: str, command: str, about: list[str]) -> str:
