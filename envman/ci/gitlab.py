@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 
 from envman.ci.bake import BAKE_FILE
+from envman.ci.install import GIT_APT
 from envman.ci.project import (
     SMOKE,
     CiImage,
@@ -89,8 +90,6 @@ def _smoke_job(project: CiProject, opts: CiOptions, img: CiImage) -> dict:
 
 def _install(opts: CiOptions) -> list[str]:
     """The check job's install lines: its python image has no git, which pip needs for a git URL."""
-    from envman.ci.install import GIT_APT
-
     return ([GIT_APT] if opts.install is not None and opts.install.needs_git else []) + opts.install_lines
 
 
