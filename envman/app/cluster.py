@@ -200,14 +200,25 @@ def _shown(root: Path, path: Path) -> str:
         return shlex.quote(str(path))
 
 
+def _current(path: Path) -> str | None:
+    """The text of a file envman is about to replace (bounded, never blocking on a FIFO); None when unreadable."""
+    from envman.inputs import read_regular_text
+
+    try:
+        return read_regular_text(path)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOutcome) -> None:
-    from envman.files import commit_files, holds, ownership
+    from envman.cluster.render import ownership
+    from envman.files import commit_files
 
     inside = all(p.is_relative_to(root) for p, _ in files)
     blocked, changed = [], []
     for path, text in files:
-        o = ownership(path, lines=2)  # a script's header follows its shebang
-        if o.exists and holds(path, text):
+        o = ownership(path)
+        if o.exists and _current(path) == text:
             out.unchanged.append(path)
             continue
         if o.exists and (not o.ours or o.edited) and not force:
@@ -228,10 +239,10 @@ def _write(root: Path, files: list[tuple[Path, str]], force: bool, out: FilesOut
 
 def _ours(path: Path) -> bool:
     """For a note after the files are written: an unreadable old file is not worth an error then."""
-    from envman.files import ownership
+    from envman.cluster.render import ownership
 
     try:
-        return ownership(path, lines=2).ours
+        return ownership(path).ours
     except UsageError:
         return False
 

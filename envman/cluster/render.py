@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from envman.cluster.slurm import SbatchPlan
 from envman.cluster.values import CONTROL
-from envman.files import dump_yaml, header_line, with_header
+from envman.files import Ownership, dump_yaml, header_line, with_header
+from envman.files import ownership as _ownership
 
 MARK = "\x00envman-header\x00"
 
@@ -78,3 +80,8 @@ def render_def(plan: DefPlan, inputs_hash: str, command: str) -> str:
 
 def render_manifest(doc: dict[str, Any], inputs_hash: str, command: str, about: list[str]) -> str:
     return with_header("".join(f"# {a}\n" for a in about) + dump_yaml(doc, blocks=False), inputs_hash, command=command)
+
+
+def ownership(path: Path) -> Ownership:
+    """envman's header on the first line, or on the second after a shebang (which must stay first)."""
+    return _ownership(path, lines=2)
