@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,21 +48,12 @@ def cache_path(kind: str, digest: str) -> Path:
 def read_small(path: Path | str, limit: int = MAX_ENTRY) -> bytes | None:
     """A cache file's bytes, or None: a regular file only, opened without following a link and without
     blocking on a FIFO, of at most ``limit`` bytes. Every cache envman keeps is read through this."""
+    from envman.inputs import read_regular
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        return read_regular(path, limit, follow=False)
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)
-        return data if len(data) <= limit else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def read_entry(path: Path, digest: str) -> Any | None:

@@ -1,13 +1,8 @@
 """One error root for everything a user can get wrong, one subclass per kind of failure.
 
 The CLI is the only place that catches these, prints ``error:`` and ``hint:`` lines and exits with
-``exit_code``. Exit codes are documented in docs/commands.md and are part of the CLI contract.
-
-Kinds: UsageError (a bad value; SpecError for envman.yaml, LockError for a lock file, both under it so
-``except UsageError`` still catches them), ToolError (uv, pip, the network, a registry), ReproError (two
-builds of one lock differ, or an image is not its lock's), DataError
-(envman's own matrices; MatrixError), ResolutionError, InternalError (a bug envman noticed itself);
-the engine's EngineError lives in envman/engine/errors.py.
+``exit_code``. Exit codes are documented in docs/commands.md and are part of the CLI contract. SpecError and
+LockError are UsageErrors, so ``except UsageError`` catches them; the engine's EngineError is in engine/errors.py.
 """
 
 from __future__ import annotations

@@ -25,11 +25,12 @@ NOT_REGULAR = "not a regular file (a FIFO, socket or device)"
 MAX_GENERATED = 64 * MIB  # a file envman generated (a lock, a Dockerfile): far above any real one
 
 
-def read_regular(path: Path | str, limit: int = MAX_GENERATED) -> bytes:
+def read_regular(path: Path | str, limit: int = MAX_GENERATED, *, follow: bool = True) -> bytes:
     """The bytes of a regular file. Opened with O_NONBLOCK, so a FIFO put in a file's place never blocks: it
-    is an OSError (EINVAL, strerror NOT_REGULAR), as a folder (EISDIR) or a file over ``limit`` (EFBIG) is.
-    Every file envman reads from a project or a cache goes through this or ``read_input``."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    is an OSError (EINVAL, strerror NOT_REGULAR), as a folder (EISDIR) or a file over ``limit`` (EFBIG) is;
+    without ``follow``, so is a symbolic link (ELOOP). Every file envman reads from a project or a cache goes
+    through this or ``read_input``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
@@ -38,14 +39,8 @@ def read_regular(path: Path | str, limit: int = MAX_GENERATED) -> bytes:
             raise OSError(errno.EINVAL, NOT_REGULAR, str(path))
         if st.st_size > limit:
             raise OSError(errno.EFBIG, f"{_size(st.st_size)}, over envman's limit of {_size(limit)}", str(path))
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        with os.fdopen(fd, "rb", closefd=False) as fh:  # read() of a regular file runs to the count or the end
+            data = fh.read(limit + 1)
         if len(data) > limit:
             raise OSError(errno.EFBIG, f"over envman's limit of {_size(limit)}", str(path))
         return data

@@ -3,14 +3,19 @@
 locks (project.py) → pipeline data (github.py, gitlab.py, bake.py) → files with envman's header (files.py).
 The files are serialized from Python data (PyYAML's safe dumper, json), never templated, and name the
 image of each lock by its hash: `envman ci check` (run by the pipelines) fails when a lock moved on.
+
+To add a CI system: a module with its pipeline function and one ``CiBackend`` line in ``BACKENDS``; `envman ci
+NAME`, `envman ci check` and the re-lock reminder pick it up from there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from envman.ci import files as _files
 from envman.ci.bake import BAKE_FILE, bake_data, bake_ownership, render_bake
-from envman.ci.base import CiBackend
-from envman.ci.files import GITHUB_FILE, GITLAB_FILE, dump_yaml, with_ci_header, write_ci_files
+from envman.ci.files import GITHUB_FILE, GITLAB_FILE, write_ci_files
 from envman.ci.github import github_workflow
 from envman.ci.gitlab import gitlab_pipeline
 from envman.ci.project import (
@@ -24,13 +29,27 @@ from envman.ci.project import (
     parse_runners,
     shared_stacks,
 )
+from envman.files import dump_yaml, with_header
 
 __all__ = [
     "BACKENDS", "BAKE_FILE", "GITHUB_FILE", "GITLAB_FILE", "CiBackend", "CiImage", "backend", "pipeline_files", "CiOptions", "CiProject", "Registry", "bake_data",
-    "bake_ownership", "check_ci_files", "github_files", "gitlab_files", "bake_files", "image_tags",
+    "bake_ownership", "check_ci_files", "bake_files", "image_tags",
     "load_ci_project", "parse_registry", "parse_runners", "render_bake", "shared_stacks",
     "write_ci_files",
 ]
+
+
+@dataclass(frozen=True)
+class CiBackend:
+    name: str  # the `envman ci NAME` subcommand
+    file: str  # where its pipeline lives in the repository
+    runner_word: str  # what the system calls the runner selector in help and hints: LABEL, TAG
+    pipeline: Callable[[CiProject, CiOptions], dict]
+    setup_notes: Callable[[CiOptions, bool], list[str]]  # (options, any GPU runner) -> what to set up by hand
+
+    @property
+    def command(self) -> str:
+        return f"envman ci {self.name}"
 
 
 def bake_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
@@ -61,25 +80,14 @@ BACKENDS: tuple[CiBackend, ...] = (
 
 
 def backend(name: str) -> CiBackend:
-    for b in BACKENDS:
-        if b.name == name:
-            return b
-    raise KeyError(name)
+    return {b.name: b for b in BACKENDS}[name]
 
 
 def pipeline_files(b: CiBackend, project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
     """The backend's pipeline file, plus docker-bake.json when the project has profiles."""
     body = dump_yaml(b.pipeline(project, opts))
-    files = [(b.file, with_ci_header(body, project.inputs_hash, b.command))]
+    files = [(b.file, with_header(body, project.inputs_hash, command=b.command))]
     return files + (bake_files(project, opts) if project.profiled else [])
-
-
-def github_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
-    return pipeline_files(backend("github"), project, opts)
-
-
-def gitlab_files(project: CiProject, opts: CiOptions) -> list[tuple[str, str]]:
-    return pipeline_files(backend("gitlab"), project, opts)
 
 
 def pipeline_commands() -> dict[str, str]:

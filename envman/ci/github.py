@@ -42,11 +42,15 @@ def _login(reg: Registry) -> dict:
     return {"name": f"log in to {reg.host or 'Docker Hub'}", "if": _expr(TRUSTED), "uses": ACTIONS["login"], "with": with_}
 
 
+def _with_envman(opts: CiOptions) -> list[dict]:
+    """The steps that check out the repository and install envman in the runner's own Python."""
+    return [{"uses": ACTIONS["checkout"]}, {"uses": ACTIONS["python"], "with": {"python-version": HOST_PYTHON}},
+            {"name": "install envman", "run": "\n".join(opts.install_lines)}]
+
+
 def _check_job(opts: CiOptions) -> dict:
     return {"name": "locks are current", "runs-on": "ubuntu-latest", "steps": [
-        {"uses": ACTIONS["checkout"]},
-        {"uses": ACTIONS["python"], "with": {"python-version": HOST_PYTHON}},
-        {"name": "install envman", "run": "\n".join(opts.install_lines)},
+        *_with_envman(opts),
         {"name": "the locks match envman.yaml, the requirements and the matrices", "run": "envman lock --check"},
         {"name": "the CI files match the locks", "run": "envman ci check"},
     ]}
@@ -115,9 +119,7 @@ def _repro_job(opts: CiOptions) -> dict:
     not on every pull request (a torch image is two full builds)."""
     return {"name": "reproducible image (two builds from scratch agree)", "needs": "check", "runs-on": "ubuntu-latest",
             "if": _expr("github.event_name == 'push'"), "steps": [
-                {"uses": ACTIONS["checkout"]},
-                {"uses": ACTIONS["python"], "with": {"python-version": HOST_PYTHON}},
-                {"name": "install envman", "run": "\n".join(opts.install_lines)},
+                *_with_envman(opts),
                 {"name": "build twice with podman and compare", "run": "envman build --verify-repro --engine podman --no-smoke"},
             ]}
 
@@ -158,7 +160,7 @@ def _smoke_job(project: CiProject, opts: CiOptions, img: CiImage) -> dict:
     elif not img.gpu:
         script = pick + f"docker run --rm {image} {SMOKE}\n"
     else:
-        script = pick + skip_script("github", "LABEL", f"docker run --rm {image} {SMOKE}", github=True)
+        script = pick + skip_script("github", "LABEL", f"docker run --rm {image} {SMOKE}")
     name = "GPU smoke test" if labels else ("smoke test without a GPU" if img.gpu else "smoke test")
     steps.append({"name": name, "env": env, "run": script})
     job["steps"] = steps

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 
 from envman.ci.bake import BAKE_FILE
+from envman.ci.install import GIT_APT
 from envman.ci.project import (
     SMOKE,
     CiImage,
@@ -20,7 +21,6 @@ from envman.ci.project import (
     cache_ref,
     image_tags,
     peers,
-    quote,
     skip_script,
     source_date_env,
 )
@@ -39,7 +39,7 @@ def _login(reg: Registry | None) -> str:
     if reg is None:
         return 'echo "$CI_REGISTRY_PASSWORD" | docker login --username "$CI_REGISTRY_USER" --password-stdin "$CI_REGISTRY"'
     return (f'echo "${VARIABLES[1]}" | docker login --username "${VARIABLES[0]}" --password-stdin'
-            + (f" {quote(reg.host)}" if reg.host else ""))
+            + (f" {shlex.quote(reg.host)}" if reg.host else ""))
 
 
 def _cache_args(project: CiProject, img: CiImage, reg: Registry | None, flag: str) -> list[str]:
@@ -60,8 +60,8 @@ def _build_script(project: CiProject, reg: Registry | None) -> str:
                 args += _cache_args(project, img, reg, "--set {}.{}=")
     else:
         img = project.images[0]
-        args = ["docker buildx build", f"--file {quote(img.dockerfile)}"]
-        args += [f"--platform {quote(img.platform)}"] if img.platform else []
+        args = ["docker buildx build", f"--file {shlex.quote(img.dockerfile)}"]
+        args += [f"--platform {shlex.quote(img.platform)}"] if img.platform else []
         args += [f"--tag {_word(reg, t)}" for t in image_tags(project, img, reg)]
         args += _cache_args(project, img, reg, "--{1} ")
         args += ["--push", "."]
@@ -84,14 +84,12 @@ def _smoke_job(project: CiProject, opts: CiOptions, img: CiImage) -> dict:
     elif not img.gpu:
         job["script"] = [SMOKE]
     else:
-        job["script"] = [skip_script("gitlab", "TAG", SMOKE, github=False)]
+        job["script"] = [skip_script("gitlab", "TAG", SMOKE)]
     return job
 
 
 def _install(opts: CiOptions) -> list[str]:
     """The check job's install lines: its python image has no git, which pip needs for a git URL."""
-    from envman.ci.install import GIT_APT
-
     return ([GIT_APT] if opts.install is not None and opts.install.needs_git else []) + opts.install_lines
 
 

@@ -146,16 +146,18 @@ def _requirement(text: str, name: str):
         raise UsageError(f"{name}: {redact(text)!r} is not a requirement on envman",
                          hint="write it like envman @ git+https://HOST/envman@COMMIT, a wheel in the repository "
                               "(vendor/envman-V-py3-none-any.whl) or envman==V with an index")
-    if redact_userinfo(text) != text:  # a CI file is committed: a token in it is a leaked token
-        raise UsageError(f"{name}: {redact(text)!r} carries credentials in its URL",
-                         hint="give the CI job the token as a secret (PIP_INDEX_URL, netrc), not in the generated file")
+    _no_credentials(text, name)
     return req
 
 
-def _index(url: str, name: str) -> str:
-    if redact_userinfo(url) != url:
-        raise UsageError(f"{name}: {redact(url)!r} carries credentials in its URL",
+def _no_credentials(text: str, name: str) -> None:
+    if redact_userinfo(text) != text:  # a CI file is committed: a token in it is a leaked token
+        raise UsageError(f"{name}: {redact(text)!r} carries credentials in its URL",
                          hint="give the CI job the token as a secret (PIP_INDEX_URL, netrc), not in the generated file")
+
+
+def _index(url: str, name: str) -> str:
+    _no_credentials(url, name)
     if not _INDEX.match(url):
         raise UsageError(f"{name}: {url!r} is not an https index URL", hint="write it like https://pypi.example.com/simple")
     return url
@@ -167,11 +169,7 @@ def _wheel(root: Path, rel: str, name: str, expected: str | None) -> EnvmanInsta
         raise UsageError(f"{name}: {rel!r} is not a path to an envman wheel inside the repository",
                          hint="a relative path like vendor/envman-0.2.0-py3-none-any.whl (letters, digits, . _ + -)")
     path = root / rel
-    try:
-        inside = path.resolve(strict=True).is_relative_to(root.resolve()) and path.is_file()
-    except (OSError, RuntimeError):
-        inside = False
-    if not inside:
+    if not (_inside(path, root) and path.is_file()):
         raise UsageError(f"{name}: {rel} is not a file inside {root}", hint="commit the wheel into the repository, then re-run")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if expected is not None and digest != expected:

@@ -18,6 +18,7 @@ from envman.errors import EXIT_SMOKE_NO_GPU, InternalError, LockError, UsageErro
 from envman.files import sha256
 from envman.lock.layout import LOCK_FILE, PROFILE_LOCK, StackFiles
 from envman.lock.lockfile import canonical_json, read_lock
+from envman.model import PLATFORMS
 
 SMOKE = "env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"  # the smoke program every envman image carries
 SKIP_LINE = "GPU smoke skipped: no GPU runner configured (envman ci {kind} --gpu-runner {word})"
@@ -27,7 +28,6 @@ _HOST = re.compile(r"^(?:localhost|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 _HASH = re.compile(r"^[0-9a-f]{64}\Z")
 _DOCKERFILE = re.compile(r"^Dockerfile(?:\.[a-z0-9]+(?:[._-][a-z0-9]+)*)?\Z")
-_PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
 
 
 # --- the project -----------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImag
     cuda = f"CUDA {key[3]}" if key[3] else "CPU"
     summary = f"{fw_text}, {cuda}, Python {key[4]}, base {key[5]}"
     arch = str((data.get("python_lock") or {}).get("platform") or "").split("-")[0]
-    return name, CiImage(profile, lock_file, dockerfile, lock_hash, key, summary, _PLATFORMS.get(arch), bool(key[3]),
+    return name, CiImage(profile, lock_file, dockerfile, lock_hash, key, summary, PLATFORMS.get(arch), bool(key[3]),
                          data.source_date_epoch)
 
 
@@ -213,17 +213,11 @@ def cache_ref(project: CiProject, img: CiImage, registry: Registry) -> str:
     return f"{registry.ref}/{project.name}:buildcache" + (f"-{img.profile}" if img.profile else "")
 
 
-def quote(*words: str) -> str:
-    return " ".join(shlex.quote(w) for w in words)
-
-
-
-
-def skip_script(kind: str, word: str, run: str, github: bool) -> str:
+def skip_script(kind: str, word: str, run: str) -> str:
     """The smoke without a GPU: say so where a reader looks, and take exit 6 (no GPU visible) as a pass."""
     line = SKIP_LINE.format(kind=kind, word=word)
     lines = [f"echo {shlex.quote(line)}"]
-    if github:  # an annotation on the run's summary page, and a line in the job summary
+    if kind == "github":  # an annotation on the run's summary page, and a line in the job summary
         lines += [f"echo {shlex.quote('::warning title=GPU smoke skipped::' + line)}",
                   f"echo {shlex.quote('### ' + line)} >> \"$GITHUB_STEP_SUMMARY\""]
     return "\n".join(lines + [

@@ -13,7 +13,7 @@ other backend is a module with a ``plan`` function and one ``Backend`` line in `
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -33,7 +33,7 @@ class PlannedFile:
 class Planned:
     files: tuple[PlannedFile, ...]
     run: str  # the file to submit first
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,19 @@ never leaves a half-written image under the final name. The temporary names carr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from envman.cluster.enroot import FILES, enroot_files, mksquashfs_argv
 from envman.errors import ToolError, UsageError
+from envman.files import abandoned
 from envman.process import Owner
 
 PACKAGES = {"skopeo": "skopeo", "umoci": "umoci", "mksquashfs": "squashfs-tools", "apptainer": "apptainer"}
@@ -84,7 +85,6 @@ class Staged:
 SUFFIXES = ("bundle", "sqsh", "oci.tar", "oci")
 WORK_PREFIX = "envman-oci-"  # the export's own working folder beside the images
 _OWNER = r"(?:([0-9a-f]{8}-[0-9]+-[0-9]+)-)?"
-STALE_UNOWNED = 3600  # seconds: a temp from an older envman (no owner in its name) is abandoned after an hour
 
 
 def work_prefix() -> str:
@@ -93,8 +93,8 @@ def work_prefix() -> str:
 
 def sweep(folder: Path, stem: str) -> list[str]:
     """Remove what a killed export of ``stem`` left in ``folder`` (its staged ``.STEM.SUFFIX.*.tmp`` and the
-    ``envman-oci-*`` working folders): only envman's own names, only when their run is provably gone (or, for
-    names without an owner, older than an hour). Returns the names removed."""
+    ``envman-oci-*`` working folders): only envman's own names, only those ``files.abandoned``. Returns the names
+    removed."""
     staged = re.compile(rf"\.{re.escape(stem)}\.(?:{'|'.join(map(re.escape, SUFFIXES))})\.{_OWNER}[A-Za-z0-9_]{{8}}\.tmp")
     work = re.compile(rf"{re.escape(WORK_PREFIX)}{_OWNER}[A-Za-z0-9_]{{8}}")
     removed: list[str] = []
@@ -106,14 +106,10 @@ def sweep(folder: Path, stem: str) -> list[str]:
         m = staged.fullmatch(e.name) or work.fullmatch(e.name)
         if not m or not e.is_dir(follow_symlinks=False):
             continue
-        owner = Owner.parse(m.group(1) or "")
-        try:
-            gone = owner.stale() if owner else time.time() - e.stat(follow_symlinks=False).st_mtime > STALE_UNOWNED
-        except OSError:
-            continue
-        if gone:
-            shutil.rmtree(e.path, ignore_errors=True)
-            removed.append(e.name)
+        with contextlib.suppress(OSError):
+            if abandoned(e, m.group(1) or ""):
+                shutil.rmtree(e.path, ignore_errors=True)
+                removed.append(e.name)
     return removed
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from envman.cluster.runtimes import RUNTIMES as _REGISTERED
 from envman.image.plan import IMAGE_PATH, SMOKE_DIR, VENV
@@ -97,8 +97,9 @@ class Site:
         return Site(**merged, tolerations=self.tolerations, mounts=self.mounts)
 
 
-PROFILE_FIELDS = ("partition", "account", "time", "nodes", "gpus_per_node", "constraint", "namespace",
-                  "cpus_per_gpu", "mem")
+# what a profile may override (every cluster: key but mounts, tolerations, profiles), in the order hints list them
+PROFILE_FIELDS = ("constraint", "partition", "account", "time", "nodes", "gpus_per_node", "cpus_per_gpu", "mem",
+                  "namespace")
 # Policy, not hardware data: most GPU nodes have 8–32 cores per GPU; 8 keeps a DataLoader's workers off one core
 # (Slurm's default is one CPU per task: 8 torchrun workers sharing one core) without asking for more than nodes have
 DEFAULT_CPUS_PER_GPU = 8
@@ -108,7 +109,7 @@ DEFAULT_CPUS_PER_GPU = 8
 class Shape:
     nodes: int
     gpus_per_node: int  # 0 for a CPU stack
-    why: tuple[str, ...] = field(default=())
+    why: tuple[str, ...] = ()
     cpus_per_node: int | None = None  # Slurm --cpus-per-task (one task per node: torchrun and its workers)
     mem: str | None = None  # Slurm --mem ("320G")
 

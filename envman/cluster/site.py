@@ -4,22 +4,8 @@ class, partition, account, GPUs per node, the Kubernetes namespace and taints).
 PURE: app/cluster.py reads the section (envman.yaml or pyproject's [tool.envman]) and hands it here. Kept out
 of the lock's identity on purpose: moving a job to another partition must not make the image's lock
 stale. Every value reaches an #SBATCH line or a manifest, so each is matched against a strict pattern (no
-spaces, quotes, `$`, backquotes or newlines can pass).
-
-    cluster:
-      constraint: h100          # sbatch --constraint: the node class's Slurm feature
-      partition: gpu
-      account: proj042
-      time: "04:00:00"
-      nodes: 2
-      gpus_per_node: 8
-      cpus_per_gpu: 16          # sbatch --cpus-per-task = this × GPUs per node (default 8)
-      mem: 960G                 # sbatch --mem per node (default: 2 × the GPUs' memory, the doctor's rule)
-      mounts: [/shared/data:/data:ro]   # Apptainer --bind, pyxis --container-mounts
-      namespace: training       # Kubernetes
-      tolerations: [nvidia.com/gpu]
-      profiles:                 # per profile (envman.yaml profiles:), the same keys but tolerations and mounts
-        a100: {constraint: a100, gpus_per_node: 4}
+spaces, quotes, `$`, backquotes or newlines can pass). Every key, with an example: docs/cluster.md, "envman.yaml
+`cluster:`".
 
 Patterns are ASCII and matched whole (``fullmatch``: ``$`` would let a trailing newline through, and a digit class in
 Python's default accepts any script's digits).
@@ -31,12 +17,11 @@ import difflib
 import re
 from typing import Any
 
-from envman.cluster.plan import Site
+from envman.cluster.plan import PROFILE_FIELDS, Site
 from envman.cluster.values import mount
 from envman.errors import SpecError
 
-KEYS = ("constraint", "partition", "account", "time", "nodes", "gpus_per_node", "cpus_per_gpu", "mem", "namespace",
-        "mounts", "tolerations", "profiles")
+KEYS = (*PROFILE_FIELDS, "mounts", "tolerations", "profiles")
 _SCRIPT_HINT = "no spaces, quotes, $ or newlines: the value is written into job scripts"
 _PATTERNS = {
     # Slurm feature expressions: names joined by & | , with [] () * counts and ! negation
@@ -60,7 +45,7 @@ def parse_site(raw: Any, source: str = "envman.yaml", where: str = "cluster", ne
     if not isinstance(raw, dict):
         raise SpecError(f"{source}: {where}: expected a mapping (constraint: h100, partition: gpu …)",
                         hint="see docs/cluster.md#site-settings for the keys")
-    allowed = KEYS if nested else tuple(k for k in KEYS if k not in ("profiles", "tolerations", "mounts"))
+    allowed = KEYS if nested else PROFILE_FIELDS
     for key in raw:
         if key not in allowed:
             near = difflib.get_close_matches(str(key), allowed, n=1)

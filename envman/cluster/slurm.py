@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from envman.cluster.plan import (
     MASTER_PORT_EXPR,
@@ -31,9 +32,6 @@ ALLREDUCE_MODULE = "envman_portable.allreduce"
 RENDEZVOUS = "$MASTER_ADDR:$MASTER_PORT"  # quoted where it is used
 
 
-__all__ = ["ImageFiles", "SbatchPlan", "nodes_plan", "sbatch_plan", "shell_join"]
-
-
 @dataclass(frozen=True)
 class SbatchPlan:
     runtime: str
@@ -41,12 +39,12 @@ class SbatchPlan:
     title: str
     about: tuple[str, ...]
     directives: tuple[tuple[str, str], ...]
-    master_port: str
     image_path: str  # one shell word (quoted)
     image_hint: str  # one shell word (quoted)
     preflight: str  # the whole srun line
-    train: str
-    train_about: str
+    train: str = ""
+    train_about: str = ""
+    master_port: str = MASTER_PORT_EXPR
     reports: bool = False  # the readiness script: per-node JSON reports instead of training
     allreduce: tuple[str, ...] = ()  # the readiness script's NCCL all-reduce steps (torch stacks with GPUs)
 
@@ -102,8 +100,10 @@ def about_lines(lf: LockFacts, site: Site, shape: Shape, runtime: str, step: Ste
     return tuple(lines)
 
 
-def _hint(runtime: str, lf: LockFacts) -> str:
-    return shlex.quote(RUNTIMES[runtime].image_hint.replace("NAME", lf.stem))
+def _plan(lf: LockFacts, site: Site, shape: Shape, runtime: str, st: Step, **fields: Any) -> SbatchPlan:
+    """What the training and the readiness script share: the header, the image and how to make it."""
+    return SbatchPlan(runtime=runtime, about=about_lines(lf, site, shape, runtime, st), image_path=shlex.quote(st.image),
+                      image_hint=shlex.quote(RUNTIMES[runtime].image_hint.replace("NAME", lf.stem)), **fields)
 
 
 def sbatch_plan(lf: LockFacts, site: Site, shape: Shape, runtime: str, images: ImageFiles) -> SbatchPlan:
@@ -113,12 +113,9 @@ def sbatch_plan(lf: LockFacts, site: Site, shape: Shape, runtime: str, images: I
     train_line = shell_join(_srun(st, "--kill-on-bad-exit=1") + _env_words(False, st) + train)
     what = ("torchrun on every node, rendezvous at $MASTER_ADDR:$MASTER_PORT" if launches_torchrun(lf)
             else "the project's command, once per node")
-    return SbatchPlan(
-        runtime=runtime, file=f"{lf.stem}.{runtime}.sbatch", title=f"envman: train {lf.job_name} on Slurm with {runtime}",
-        about=about_lines(lf, site, shape, runtime, st), directives=directives(lf, site, shape), master_port=MASTER_PORT_EXPR,
-        image_path=shlex.quote(st.image), image_hint=_hint(runtime, lf), preflight=preflight, train=train_line,
-        train_about=what,
-    )
+    return _plan(lf, site, shape, runtime, st, file=f"{lf.stem}.{runtime}.sbatch",
+                 title=f"envman: train {lf.job_name} on Slurm with {runtime}", directives=directives(lf, site, shape),
+                 preflight=preflight, train=train_line, train_about=what)
 
 
 def nodes_plan(lf: LockFacts, site: Site, shape: Shape, runtime: str, images: ImageFiles) -> SbatchPlan:
@@ -127,13 +124,10 @@ def nodes_plan(lf: LockFacts, site: Site, shape: Shape, runtime: str, images: Im
     st = container(runtime, images, lf.gpu, site.mounts)
     step = _srun(st, Raw('--output="$REPORTS/%N.json"'), Raw('--error="$REPORTS/%N.log"'))
     line = shell_join(step + _env_words(True, st) + preflight_argv(lf, shape, json_report=True))
-    return SbatchPlan(
-        runtime=runtime, file=f"{lf.stem}.nodes.{runtime}.sbatch",
-        title=f"envman: is every node ready for {lf.job_name}? (preflight reports, {runtime})",
-        about=about_lines(lf, site, shape, runtime, st), directives=directives(lf, site, shape, suffix="-nodes"),
-        master_port=MASTER_PORT_EXPR, image_path=shlex.quote(st.image), image_hint=_hint(runtime, lf), preflight=line,
-        train="", train_about="", reports=True, allreduce=allreduce_lines(lf, shape, st),
-    )
+    return _plan(lf, site, shape, runtime, st, file=f"{lf.stem}.nodes.{runtime}.sbatch",
+                 title=f"envman: is every node ready for {lf.job_name}? (preflight reports, {runtime})",
+                 directives=directives(lf, site, shape, suffix="-nodes"), preflight=line, reports=True,
+                 allreduce=allreduce_lines(lf, shape, st))
 
 
 def allreduce_lines(lf: LockFacts, shape: Shape, st: Step) -> tuple[str, ...]:

@@ -83,34 +83,18 @@ def read_image_archive(stream: IO[bytes], wanted: Callable[[str], bool] = lambda
             fh = outer.extractfile(m)
             if fh is None:
                 continue
-            head = fh.read(512)
-            rest = _Prefixed(head, fh)
+            # a member is a BufferedReader (tarfile.ExFileObject): peeking consumes nothing
+            head = fh.peek(512)[:512]  # type: ignore[attr-defined]
             if m.name.endswith(".json") or head[:1] == b"{":
-                doc = json.loads(head + fh.read())
+                doc = json.loads(fh.read())
                 if isinstance(doc, dict) and "rootfs" in doc:
                     out.config = doc
                 continue
             if len(head) == 512 and head[257:262] == b"ustar":
-                diff_id, entries = _index_layer(rest)  # type: ignore[arg-type]
+                diff_id, entries = _index_layer(fh)
                 if wanted(diff_id):
                     out.layers[diff_id] = entries
     return out
-
-
-class _Prefixed:
-    """``head`` (already read) then the rest of ``raw``."""
-
-    def __init__(self, head: bytes, raw: IO[bytes]):
-        self.head, self.raw = head, raw
-
-    def read(self, n: int = -1) -> bytes:
-        if self.head:
-            if n < 0:
-                data, self.head = self.head + self.raw.read(), b""
-                return data
-            data, self.head = self.head[:n], self.head[n:]
-            return data
-        return self.raw.read(n)
 
 
 def layer_steps(config: dict[str, Any]) -> list[str]:

@@ -236,12 +236,6 @@ class BuildResult:
     seconds: float
 
 
-def run_build_client(argv: Sequence[str], env: Mapping[str, str], *, progress: str,
-                     on_output: Callable[[str], None] | None) -> tuple[int, list[str]]:
-    """A build client: in tty mode it owns the terminal, else each output line goes to ``on_output``."""
-    return run_teed(argv, env, on_output=on_output, tty=progress == "tty")
-
-
 def run_build(client: BuildClient, command: Callable[[str], tuple[list[str], dict[str, str]]], tags: Sequence[str],
               progress: str, on_output: Callable[[str], None] | None) -> BuildResult:
     """Run the build ``command(iidfile)`` gives; the image it wrote, or BuildError with the output's last lines."""
@@ -249,7 +243,8 @@ def run_build(client: BuildClient, command: Callable[[str], tuple[list[str], dic
     os.close(fd)
     started = time.monotonic()
     try:
-        rc, tail = run_build_client(*command(iid), progress=progress, on_output=on_output)
+        argv, env = command(iid)  # in tty mode the client owns the terminal, else each line goes to on_output
+        rc, tail = run_teed(argv, env, on_output=on_output, tty=progress == "tty")
         if rc != 0:
             shown = "\n  ".join(tail[-15:])
             raise BuildError(f"the build failed (exit {rc}) using {client.describe()}", tail,

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -93,12 +93,11 @@ class DaemonlessEngine:
             raise EngineError(f"{self.tool} is not installed (not on PATH)", hint=INSTALL_HINT)
         return [self.exe, *self._global, *args]
 
-    def _call(self, *args: str, timeout: float | None = None, env: Mapping[str, str] | None = None,
-              ) -> subprocess.CompletedProcess[str]:
+    def _call(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         argv = self._argv(*args)
         try:
             return subprocess.run(argv, capture_output=True, text=True, timeout=timeout or self._timeout, check=False,
-                                  env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise EngineError(f"`{self.tool} {args[0]}` did not answer within {timeout or self._timeout:g} s") from None
         except OSError as exc:
@@ -272,31 +271,11 @@ class DaemonlessEngine:
                 proc.stderr.close()
 
     # -- builds
-    def build(
-        self,
-        context_dir: Path | str,
-        *,
-        dockerfile: Path | str | None = None,
-        tags: Sequence[str] = (),
-        build_args: Mapping[str, str] | None = None,
-        secrets: Mapping[str, Path | str] | None = None,
-        extra_contexts: Mapping[str, Path | str] | None = None,
-        labels: Mapping[str, str] | None = None,
-        target: str | None = None,
-        progress: str | None = None,
-        on_output: Callable[[str], None] | None = None,
-        platform: str | None = None,
-        no_cache: bool = False,
-        source_date_epoch: int | None = None,
-    ) -> BuildResult:
-        """``build --layers`` with the engine's own Dockerfile support. Build-arg values travel in the
-        environment (``--build-arg NAME``), so a proxy URL with credentials is not in ``ps`` output; secrets
-        are files the RUN steps see under /run/secrets and no layer keeps."""
-        return run_build(self.build_client, lambda iid: self.build_command(
-            context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
-            extra_contexts={**self._contexts, **(extra_contexts or {})}, labels=labels, target=target,
-            platform=platform, no_cache=no_cache, source_date_epoch=source_date_epoch, iidfile=iid),
-            tags, progress or default_progress(), on_output)
+    def build(self, context_dir: Path | str, *, tags: Sequence[str] = (), progress: str | None = None,
+              on_output: Callable[[str], None] | None = None, **options: Any) -> BuildResult:
+        """The protocol's build: ``build --layers`` with the engine's own Dockerfile support."""
+        return run_build(self.build_client, lambda iid: self.build_command(context_dir, tags=tags, iidfile=iid, **options),
+                         tags, progress or default_progress(), on_output)
 
     def build_command(
         self, context_dir: Path | str, *, dockerfile: Path | str | None = None, tags: Sequence[str] = (),
@@ -305,6 +284,9 @@ class DaemonlessEngine:
         target: str | None = None, platform: str | None = None, no_cache: bool = False,
         source_date_epoch: int | None = None, iidfile: Path | str | None = None,
     ) -> tuple[list[str], dict[str, str]]:
+        """Build-arg values travel in the environment (``--build-arg NAME``), so a proxy URL with credentials is
+        not in ``ps`` output; secrets are files the RUN steps see under /run/secrets and no layer keeps; a
+        directory ``import_dir`` named is a named build context."""
         rt = self.runtime.args()
         argv = self._argv(*rt, "build") if self.tool == "podman" else self._argv("build", *rt)
         argv += ["--layers", *_file_args(context_dir, dockerfile)]
@@ -317,7 +299,7 @@ class DaemonlessEngine:
         env = {name: value for name, value in sorted(args.items())}
         argv += [a for name in env for a in ("--build-arg", name)]
         argv += self._secret_args(secrets or {})
-        argv += [a for name, where in sorted((extra_contexts or {}).items())
+        argv += [a for name, where in sorted({**self._contexts, **(extra_contexts or {})}.items())
                  for a in ("--build-context", f"{name}={Path(where).resolve()}")]
         return argv + build_tail(context_dir, labels, target, platform, no_cache, iidfile), env
 
@@ -341,11 +323,9 @@ class DaemonlessEngine:
             return False
         for d in _CDI_SPECS:
             for spec in Path(d).glob("*.*") if Path(d).is_dir() else ():
-                try:
+                with suppress(OSError):
                     if "nvidia.com/gpu" in spec.read_text(errors="replace"):
                         return True
-                except OSError:
-                    continue
         return False
 
     # -- containers

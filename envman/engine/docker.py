@@ -1,9 +1,5 @@
-"""The only package that talks to Docker (envman.engine).
-
-The docker SDK (docker-py) does ping, inspect, run, tag and push. It cannot drive BuildKit, so builds go
-through a docker *client* that can: ``docker buildx build --load`` where the buildx plugin works, else a
-client whose BuildKit is built in (``DOCKER_BUILDKIT=1 docker build``, clients 20.10–22.x).
-``find_build_client`` finds one and says which; nothing here assumes the ``docker`` first on PATH can.
+"""The Docker engine: the docker SDK (docker-py) pings, inspects, runs, tags and pushes; builds go through a
+BuildKit-capable docker client (buildkit.py: the SDK cannot drive BuildKit).
 
 Interruptions: ``run`` always removes its container and ``build`` kills its client's whole process group,
 on Ctrl-C and on SIGTERM alike (a SIGTERM handler that raises ``Terminated`` is installed around both).
@@ -21,29 +17,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from envman.engine.buildkit import (
-    NATIVE_BUILDKIT,
     BuildClient,
     BuildResult,
     build_command,
     buildkit_version,
     can_rewrite_timestamps,
-    candidate_clients,
-    classify_client,
     default_progress,
     find_build_client,
     run_build,
-    run_build_client,
 )
-from envman.engine.errors import CLIENT_HINT, NOT_FOUND_HINT, START_HINT, BuildError, EngineError, RunTimeout
+from envman.engine.errors import NOT_FOUND_HINT, START_HINT, EngineError, RunTimeout
 from envman.engine.protocol import OWNER_LABEL, RUN_LABEL, ReproSupport, volume_specs
-from envman.process import Owner, Terminated, signals_deferred, sigterm_raises
-
-__all__ = [
-    "NATIVE_BUILDKIT", "RUN_LABEL", "BuildClient", "BuildError", "BuildResult", "CLIENT_HINT", "Engine", "EngineError",
-    "RunTimeout", "START_HINT", "Terminated", "build_command", "candidate_clients", "classify_client",
-    "default_progress", "find_build_client", "run_build_client", "sigterm_raises",
-]
-
+from envman.process import Owner, signals_deferred, sigterm_raises
 
 
 class Engine:
@@ -66,14 +51,8 @@ class Engine:
             try:
                 self._client = docker.from_env(version="auto", timeout=self._timeout)
             except docker.errors.DockerException as exc:
-                raise self._no_engine(exc) from None
+                raise self._gone(None, exc) from None
         return self._client
-
-    @staticmethod
-    def _no_engine(exc: BaseException) -> EngineError:
-        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        return EngineError(f"no Docker engine answers at {where} ({reason})", hint=START_HINT)
 
     def ping(self) -> str:
         import docker
@@ -83,7 +62,7 @@ class Engine:
             self.client.ping()
             return str(self.client.version().get("Version", "?"))
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise self._no_engine(exc) from None
+            raise self._gone(None, exc) from None
 
     @property
     def build_client(self) -> BuildClient:
@@ -91,9 +70,14 @@ class Engine:
             self._build_client = find_build_client()
         return self._build_client
 
-    def _gone(self, what: str, exc: BaseException) -> EngineError:
-        """The engine stopped answering in the middle of ``what`` (restarted, killed, its socket gone)."""
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    @staticmethod
+    def _gone(what: str | None, exc: BaseException) -> EngineError:
+        """No engine answers (``what`` None), or it stopped answering in the middle of ``what`` (restarted,
+        killed, its socket gone)."""
+        reason = str(exc).splitlines()[0][:300 if what is None else 200] if str(exc) else type(exc).__name__
+        if what is None:
+            where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+            return EngineError(f"no Docker engine answers at {where} ({reason})", hint=START_HINT)
         return EngineError(f"the Docker engine stopped answering while {what} ({reason})", hint=START_HINT)
 
     def _ask(self, what: str, call: Callable[[], Any], refused: str | None = None, missing: Any = None) -> Any:
@@ -144,9 +128,6 @@ class Engine:
         found = self._ask("listing envman's containers",
                           lambda: self.client.api.containers(all=True, filters={"label": RUN_LABEL}))
         return [((c.get("Names") or ["?"])[0].lstrip("/"), (c.get("Labels") or {}).get(OWNER_LABEL, "")) for c in found]
-
-    def remove_container(self, name: str) -> None:
-        self._remove_container(name)
 
     def inspect_image(self, ref: str) -> dict | None:
         return self._ask(f"inspecting {ref}", lambda: self.client.api.inspect_image(ref), f"inspect image {ref}")
@@ -346,7 +327,7 @@ class Engine:
             finally:
                 with signals_deferred():
                     try:
-                        self._remove_container(name)
+                        self.remove_container(name)
                     except (docker.errors.DockerException, requests.exceptions.RequestException):
                         pass  # an engine that went away: its next run's sweep removes the container
 
@@ -356,7 +337,7 @@ class Engine:
         err = container.logs(stdout=False, stderr=True) or b""
         return out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
-    def _remove_container(self, name: str) -> None:
+    def remove_container(self, name: str) -> None:
         import docker
 
         try:
@@ -368,26 +349,10 @@ class Engine:
                 raise EngineError(f"cannot remove container {name}: {exc.explanation or exc}") from None
 
     # -- builds
-    def build(
-        self,
-        context_dir: Path | str,
-        *,
-        dockerfile: Path | str | None = None,
-        tags: Sequence[str] = (),
-        build_args: Mapping[str, str] | None = None,
-        secrets: Mapping[str, Path | str] | None = None,
-        extra_contexts: Mapping[str, Path | str] | None = None,
-        labels: Mapping[str, str] | None = None,
-        target: str | None = None,
-        no_cache: bool = False,
-        progress: str | None = None,
-        on_output: Callable[[str], None] | None = None,
-        platform: str | None = None,
-        source_date_epoch: int | None = None,
-    ) -> BuildResult:
-        """Build with BuildKit through ``self.build_client``. ``secrets`` maps secret ids to files
-        (``RUN --mount=type=secret,id=ID``): they reach the build and never a layer. ``progress`` None picks
-        tty in a terminal, plain in CI/pipes; in plain mode every line goes to ``on_output``.
+    def build(self, context_dir: Path | str, *, tags: Sequence[str] = (), build_args: Mapping[str, str] | None = None,
+              progress: str | None = None, on_output: Callable[[str], None] | None = None,
+              source_date_epoch: int | None = None, **options: Any) -> BuildResult:
+        """The protocol's build, with BuildKit through ``self.build_client``; ``options`` are ``build_command``'s.
         ``source_date_epoch``: the SOURCE_DATE_EPOCH build arg, and clamped layer times where BuildKit can."""
         self.ping()
         client = self.build_client
@@ -397,7 +362,5 @@ class Engine:
             rewrite = self.repro_support().clamps
         shown = progress or default_progress()
         return run_build(client, lambda iid: build_command(
-            client, context_dir, dockerfile=dockerfile, tags=tags, build_args=build_args, secrets=secrets,
-            extra_contexts=extra_contexts, progress=shown, iidfile=iid, labels=labels, target=target,
-            no_cache=no_cache, platform=platform, rewrite_timestamp=rewrite,
-        ), tags, shown, on_output)
+            client, context_dir, tags=tags, build_args=build_args, progress=shown, iidfile=iid,
+            rewrite_timestamp=rewrite, **options), tags, shown, on_output)

@@ -28,19 +28,9 @@ CAP_SYS_RESOURCE = 24  # linux/capability.h
 def cgroup_mode(mounts: str) -> str:
     """"unified" (cgroup v2 only), "hybrid" (v1 controllers + a v2 tree beside them), "legacy" (v1 only) or
     "none", from the text of /proc/self/mounts."""
-    v1 = v2_root = v2_elsewhere = False
-    for line in mounts.splitlines():
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        target, fstype = fields[1], fields[2]
-        if fstype == "cgroup2":
-            if target == "/sys/fs/cgroup":
-                v2_root = True
-            else:
-                v2_elsewhere = True
-        elif fstype == "cgroup":
-            v1 = True
+    found = {(f[2], f[1] == "/sys/fs/cgroup") for f in map(str.split, mounts.splitlines()) if len(f) >= 3}  # (type, root?)
+    v1 = any(fstype == "cgroup" for fstype, _ in found)
+    v2_root, v2_elsewhere = ("cgroup2", True) in found, ("cgroup2", False) in found
     if v2_root and not v1:
         return "unified"
     if v1:

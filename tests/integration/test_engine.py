@@ -88,7 +88,7 @@ def test_cache_mount_persists_between_builds(engine, build_client, base_image, b
 
 
 def test_failed_build_is_exit_4_with_the_failing_step(engine, build_client, base_image, tmp_path, token):
-    from envman.engine.docker import BuildError
+    from envman.engine.errors import BuildError
     from envman.errors import EXIT_ENGINE
 
     ctx = write_context(tmp_path, base_image, token,

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from envman.cli.main import report_error
 from envman.engine.buildkit import BuildClient
 from envman.engine.daemonless import DaemonlessEngine
-from envman.engine.docker import BuildError, Engine
+from envman.engine.docker import Engine
+from envman.engine.errors import BuildError
 from envman.engine.runtime import RuntimeChoice
 from tests.unit.test_engine import FakeSDK
 

@@ -197,10 +197,10 @@ def test_a_missing_wheel_is_refused(project):
 
 
 def test_gitlab_installs_git_before_a_git_url(project):
-    from envman.ci import CiOptions, gitlab_files, load_ci_project
+    from envman.ci import CiOptions, backend, load_ci_project, pipeline_files
 
     install = envman_install(project, f"envman @ git+https://git.example.com/acme/envman@{COMMIT}", None, None)
-    doc = yaml.safe_load(dict(gitlab_files(load_ci_project(project), CiOptions(install=install)))[".gitlab-ci.yml"])
+    doc = yaml.safe_load(dict(pipeline_files(backend("gitlab"), load_ci_project(project), CiOptions(install=install)))[".gitlab-ci.yml"])
     assert doc["envman-check"]["script"][:2] == [GIT_APT, f"python -m pip install 'envman @ git+https://git.example.com/acme/envman@{COMMIT}'"]
 
 

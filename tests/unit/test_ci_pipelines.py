@@ -20,9 +20,9 @@ from envman.ci import (
     GITHUB_FILE,
     GITLAB_FILE,
     CiOptions,
-    github_files,
-    gitlab_files,
+    backend,
     load_ci_project,
+    pipeline_files,
 )
 from envman.ci.install import envman_install
 from envman.ci.project import parse_registry, parse_runners
@@ -56,7 +56,7 @@ def generate(case: str, tmp_path: Path) -> dict[str, str]:
     shutil.copytree(FIXTURES / "projects" / project, d)
     p = load_ci_project(d)
     opts = CiOptions(parse_registry(registry), parse_runners(runners, p), install=INSTALL)
-    return dict((github_files if kind == "github" else gitlab_files)(p, opts))
+    return dict(pipeline_files(backend(kind), p, opts))
 
 
 @pytest.fixture(scope="module")
@@ -338,10 +338,10 @@ def test_cpu_only_profile_needs_no_gpu_runner_and_skips_nothing(tmp_path):
     (d / "envman.legacy.lock").write_text(json.dumps(lock))
     p = load_ci_project(d)
     opts = CiOptions(runners=parse_runners(["gpu"], p), install=INSTALL)
-    wf = yaml.safe_load(dict(github_files(p, opts))[GITHUB_FILE])
+    wf = yaml.safe_load(dict(pipeline_files(backend("github"), p, opts))[GITHUB_FILE])
     legacy = wf["jobs"]["smoke-legacy"]
     assert legacy["name"] == "smoke test legacy (CPU-only stack)" and legacy["runs-on"] == "ubuntu-latest"
     assert legacy["steps"][-1]["run"] == 'docker run --rm "$ENVMAN_IMAGE" env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke\n'
     assert wf["jobs"]["smoke-hopper"]["runs-on"] == ["self-hosted", "gpu"]
-    gl = yaml.safe_load(dict(gitlab_files(p, opts))[GITLAB_FILE])
+    gl = yaml.safe_load(dict(pipeline_files(backend("gitlab"), p, opts))[GITLAB_FILE])
     assert gl["envman-smoke-legacy"]["script"] == ["env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"] and "tags" not in gl["envman-smoke-legacy"]

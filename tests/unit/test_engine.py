@@ -12,8 +12,11 @@ import pytest
 
 from envman.engine import buildkit
 from envman.engine import docker as eng
-from envman.engine.docker import BuildClient, BuildError, Engine, EngineError, Terminated
+from envman.engine.buildkit import BuildClient
+from envman.engine.docker import Engine
+from envman.engine.errors import BuildError, EngineError
 from envman.errors import EXIT_ENGINE
+from envman.process import Terminated, run_teed, sigterm_raises
 
 
 def script(path: Path, body: str) -> str:
@@ -42,23 +45,23 @@ def _fresh_cache():
 
 # ------------------------------------------------------------------------------------------ client discovery
 def test_classify_native_20_10(tmp_path):
-    client, why = eng.classify_client(fake_docker(tmp_path, "a", "20.10.24+dfsg1", buildx=False))
+    client, why = buildkit.classify_client(fake_docker(tmp_path, "a", "20.10.24+dfsg1", buildx=False))
     assert client == BuildClient("native", str(tmp_path / "a" / "docker"), "20.10.24+dfsg1")
     assert why == "BuildKit built in"
 
 
 def test_classify_new_client_without_buildx_cannot_build(tmp_path):
-    client, why = eng.classify_client(fake_docker(tmp_path, "a", "28.2.2", buildx=False))
+    client, why = buildkit.classify_client(fake_docker(tmp_path, "a", "28.2.2", buildx=False))
     assert client is None
     assert why == "docker 28.2.2 has no buildx plugin and no built-in BuildKit"
 
 
 def test_classify_19_03_cannot_mount_without_syntax_line(tmp_path):
-    assert eng.classify_client(fake_docker(tmp_path, "a", "19.03.15", buildx=False))[0] is None
+    assert buildkit.classify_client(fake_docker(tmp_path, "a", "19.03.15", buildx=False))[0] is None
 
 
 def test_classify_buildx(tmp_path):
-    client, _ = eng.classify_client(fake_docker(tmp_path, "a", "28.2.2", buildx=True))
+    client, _ = buildkit.classify_client(fake_docker(tmp_path, "a", "28.2.2", buildx=True))
     assert (client.kind, client.version) == ("buildx", "v0.12.1")
     assert client.supports_named_contexts
     assert "buildx build --load" in client.describe()
@@ -68,7 +71,7 @@ def test_buildx_preferred_over_an_earlier_native_client(tmp_path):
     native = fake_docker(tmp_path, "first", "20.10.24", buildx=False)
     bx = fake_docker(tmp_path, "second", "27.0.1", buildx=True)
     env = {"PATH": f"{Path(native).parent}{os.pathsep}{Path(bx).parent}"}
-    assert eng.find_build_client(env).path == bx
+    assert buildkit.find_build_client(env).path == bx
 
 
 def test_native_found_behind_a_newer_client_without_buildx(tmp_path, monkeypatch):
@@ -76,19 +79,19 @@ def test_native_found_behind_a_newer_client_without_buildx(tmp_path, monkeypatch
     new = fake_docker(tmp_path, "local", "28.2.2", buildx=False)
     old = fake_docker(tmp_path, "pkg", "20.10.24+dfsg1", buildx=False)
     monkeypatch.setattr(buildkit, "_dpkg_clients", lambda: [old])
-    client = eng.find_build_client({"PATH": str(Path(new).parent)})
+    client = buildkit.find_build_client({"PATH": str(Path(new).parent)})
     assert (client.kind, client.path) == ("native", old)
 
 
 def test_envman_docker_overrides_discovery(tmp_path):
     only = fake_docker(tmp_path, "x", "20.10.5", buildx=False)
-    assert eng.candidate_clients({"ENVMAN_DOCKER": only, "PATH": "/usr/bin"}) == [only]
+    assert buildkit.candidate_clients({"ENVMAN_DOCKER": only, "PATH": "/usr/bin"}) == [only]
 
 
 def test_no_buildkit_client_is_exit_4_with_a_hint(tmp_path, monkeypatch):
     new = fake_docker(tmp_path, "local", "28.2.2", buildx=False)
     with pytest.raises(EngineError) as ei:
-        eng.find_build_client({"ENVMAN_DOCKER": new})
+        buildkit.find_build_client({"ENVMAN_DOCKER": new})
     assert ei.value.exit_code == EXIT_ENGINE
     assert ei.value.message == (
         f"no docker client can build with BuildKit ({new}: docker 28.2.2 has no buildx plugin and no built-in BuildKit)"
@@ -104,7 +107,7 @@ BX = BuildClient("buildx", "/usr/bin/docker", "v0.12.1")
 def test_native_build_command(tmp_path):
     secret = tmp_path / "ca, bundle.pem"
     secret.write_text("x")
-    argv, env = eng.build_command(
+    argv, env = buildkit.build_command(
         NATIVE, tmp_path, dockerfile=tmp_path / "Dockerfile", tags=["a:1", "a:good"],
         build_args={"HTTPS_PROXY": "http://user:pw@proxy:3128", "DOCKER_X": "1"}, secrets={"ca": secret},
         progress="plain", iidfile="/tmp/iid", labels={"org.envman.lock": "abc"},
@@ -121,7 +124,7 @@ def test_native_build_command(tmp_path):
 
 
 def test_buildx_build_command_loads_and_takes_named_contexts(tmp_path):
-    argv, env = eng.build_command(BX, tmp_path, extra_contexts={"wheels": tmp_path}, progress="tty")
+    argv, env = buildkit.build_command(BX, tmp_path, extra_contexts={"wheels": tmp_path}, progress="tty")
     assert argv[:6] == ["/usr/bin/docker", "buildx", "build", "--load", "--progress", "tty"]
     assert ["--build-context", f"wheels={tmp_path.resolve()}"] == argv[6:8]
     assert env == {}
@@ -129,14 +132,14 @@ def test_buildx_build_command_loads_and_takes_named_contexts(tmp_path):
 
 def test_named_contexts_refused_on_native_client(tmp_path):
     with pytest.raises(EngineError) as ei:
-        eng.build_command(NATIVE, tmp_path, extra_contexts={"wheels": tmp_path})
+        buildkit.build_command(NATIVE, tmp_path, extra_contexts={"wheels": tmp_path})
     assert ei.value.message.startswith("named build contexts (wheels) need buildx 0.8+")
     assert "RUN --mount=type=bind" in ei.value.hint
 
 
 def test_missing_secret_file(tmp_path):
     with pytest.raises(EngineError, match=r"build secret 'ca': .* is not a file"):
-        eng.build_command(NATIVE, tmp_path, secrets={"ca": tmp_path / "nope"})
+        buildkit.build_command(NATIVE, tmp_path, secrets={"ca": tmp_path / "nope"})
 
 
 @pytest.mark.parametrize("env,tty,want", [({"CI": "true"}, True, "plain"), ({}, True, "tty"), ({}, False, "plain")])
@@ -145,7 +148,7 @@ def test_default_progress(env, tty, want):
         def isatty(self):
             return tty
 
-    assert eng.default_progress(S(), env) == want
+    assert buildkit.default_progress(S(), env) == want
 
 
 # ------------------------------------------------------------------------------------------ build process
@@ -189,7 +192,7 @@ def test_interrupted_build_kills_the_client_process_group(tmp_path):
 
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        eng.run_build_client([cli], {}, progress="plain", on_output=interrupt)
+        run_teed([cli], {}, on_output=interrupt)
     assert time.monotonic() - t0 < 10
     child = int(pidfile.read_text())
     for _ in range(50):
@@ -202,7 +205,7 @@ def test_interrupted_build_kills_the_client_process_group(tmp_path):
 def test_sigterm_raises_terminated_and_restores_the_handler():
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(Terminated):
-        with eng.sigterm_raises():
+        with sigterm_raises():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(1)
     assert signal.getsignal(signal.SIGTERM) is before
