@@ -19,6 +19,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
+from envman.project.req import holds
+
 
 def setup_requires(text: str | None) -> tuple[str, ...]:
     """setup.py's literal ``setup_requires=[...]`` (read with ast, never run): setuptools' backend asks for them
@@ -85,7 +87,7 @@ def unmet(reqs: tuple[str, ...], locked: Mapping[str, str], env: Mapping[str, st
     out = []
     for r in reqs:
         req = Requirement(r)
-        if req.marker is not None and env is not None and not _holds(req, env):
+        if env is not None and not holds(req.marker, dict(env)):
             continue
         v = have.get(canonicalize_name(req.name))
         try:
@@ -95,13 +97,6 @@ def unmet(reqs: tuple[str, ...], locked: Mapping[str, str], env: Mapping[str, st
         if not ok:
             out.append(r)
     return tuple(out)
-
-
-def _holds(req: Requirement, env: Mapping[str, str]) -> bool:
-    try:
-        return bool(req.marker is None or req.marker.evaluate(dict(env)))
-    except Exception:  # a marker packaging cannot evaluate: the requirement stands
-        return True
 
 
 def _valid(r: str) -> bool:

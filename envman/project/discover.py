@@ -20,16 +20,16 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.inputs import MAX_SPEC, read_regular
+from envman.lock.layout import StackFiles
 from envman.project.codeimports import dominant, read_code_frameworks
 from envman.project.infer import NOT_APPLIED, Inference, infer_framework, load_dependents
 from envman.project.lockstep import refuse_stale
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
-from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import conda_document, conda_platform, is_export, read_conda
 from envman.project.sources.locks import read_locks
 from envman.project.sources.poetry import read_poetry
-from envman.project.sources.pyproject import OPTIONAL, read_pyproject_project
+from envman.project.sources.pyproject import OPTIONAL, read_pyproject, read_pyproject_project
 from envman.project.sources.registry import READERS
 from envman.project.sources.registry import files as reader_files
 from envman.project.sources.uv import lock_constraints, read_uv_resolution, read_uv_sources
@@ -42,6 +42,7 @@ _CORE = re.compile(r"(base|main|core|common|runtime|install|prod|production|defa
 # conda environment files, best name first; the dev/test ones are variants (skipped, said)
 _CONDA = re.compile(r"^(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml\Z")
 _EXTRAS_SHOWN = 4  # a table with more extras than this is said in one line
+OWN_FILES = (StackFiles().req, StackFiles().fw)  # envman's own, never read as requirements
 
 
 @dataclass(frozen=True)

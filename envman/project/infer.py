@@ -17,7 +17,7 @@ from packaging.version import Version
 from envman import frameworks
 from envman.errors import UsageError
 from envman.project.age import say_age
-from envman.project.requirements import Req
+from envman.project.req import LINUX, Req, holds
 
 _LOCAL = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)\Z")
 
@@ -144,17 +144,8 @@ def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:
 def on_linux(r: Req) -> bool:
     """The line's environment marker holds on Linux x86_64 for some Python envman builds for (a
     ``sys_platform == 'darwin'`` line does not: it is not the image's)."""
-    if r.req.marker is None:
-        return True
-    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-    for minor in range(9, 15):
-        try:
-            if r.req.marker.evaluate({**env, "python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0"}):
-                return True
-        except Exception:  # a marker packaging cannot evaluate: keep the line
-            return True
-    return False
+    return any(holds(r.req.marker, {**LINUX, "python_version": f"3.{m}", "python_full_version": f"3.{m}.0"})
+               for m in range(9, 15))
 
 
 NOT_APPLIED = "the image's: not applied"
@@ -167,13 +158,7 @@ def _for_python(r: Req, python: str | None, inf: Inference) -> bool:
     if python is None or r.req.marker is None or "python" not in str(r.req.marker) \
             or r.name not in frameworks.by_distribution():
         return True
-    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython",
-           "python_version": python, "python_full_version": f"{python}.0"}
-    try:
-        if r.req.marker.evaluate(env):
-            return True
-    except Exception:  # a marker packaging cannot evaluate: keep the line
+    if holds(r.req.marker, {**LINUX, "python_version": python, "python_full_version": f"{python}.0"}):
         return True
     inf.notes.append(f"{r.origin}: {r.req} is not for Python {python}, {NOT_APPLIED}")
     return False

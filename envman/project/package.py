@@ -22,7 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from envman.errors import UsageError
 from envman.project.backend_requires import backend_requires
 from envman.project.compiled import Compiled, compiled_code
-from envman.project.requirements import read_pyproject
+from envman.project.sources.pyproject import read_pyproject
 
 # PEP 517: "If the pyproject.toml file is absent, or the build-backend key is missing, the source tree is
 # not using this specification, and tools should revert to the legacy behaviour of running setup.py"

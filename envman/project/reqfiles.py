@@ -18,9 +18,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.markers import Marker
-
 from envman.errors import UsageError
+from envman.project.req import LINUX, holds
 from envman.project.sources import Found
 from envman.project.sources.requirements_txt import read_requirements
 
@@ -42,7 +41,6 @@ _CORE = {"", "base", "main", "core", "common", "runtime", "install", "prod", "pr
          "train", "training", "deps", "dependencies", "linux", "docker", "gpu", "cuda"}
 _CUDA = re.compile(r"^(?:cu|cuda)(\d{2,3})\Z")
 _PY = re.compile(r"^py(?:thon)?3\.?(\d{1,2})\Z")
-_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64"}
 FEATURE_SET = "an optional feature set beside the core ({core}); name it under requirements: in envman.yaml to use it"
 NAME_IT = "name it under requirements: in envman.yaml to use it"
 
@@ -101,19 +99,12 @@ def _off_linux(found: Found) -> bool:
     markers = [r.req.marker for r in found.reqs if r.req.marker is not None]
     if not found.reqs or len(markers) < len(found.reqs):
         return False
-    return not any(_marker_true(m, dict(_LINUX)) for m in markers)
-
-
-def _marker_true(marker: Marker, env: dict) -> bool:
-    try:
-        return marker.evaluate(env)
-    except Exception:  # an odd marker: treat as true (keep the file)
-        return True
+    return not any(holds(m, LINUX) for m in markers)
 
 
 def _pins(found: Found) -> dict[str, str]:
     return {r.name: str(r.req.specifier) for r in found.reqs if any(s.operator == "==" for s in r.req.specifier)
-            and (r.req.marker is None or _marker_true(r.req.marker, dict(_LINUX)))}
+            and holds(r.req.marker, LINUX)}
 
 
 def backends_of(f: str) -> list[str]:

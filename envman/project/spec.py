@@ -667,7 +667,7 @@ def load_spec(project: Path) -> ProjectSpec | None:
         # (whoever can write the cache could add a package); PyYAML's import is ~10 ms (issue 24)
         text = read_input(path, SPEC_FILE, MAX_SPEC, error=SpecError)
         return parse_spec(load_yaml(text, SPEC_FILE, error=SpecError, numbers_as_written=True), SPEC_FILE)
-    from envman.project.requirements import read_pyproject
+    from envman.project.sources.pyproject import read_pyproject
 
     doc = read_pyproject(project)
     if doc is not None:

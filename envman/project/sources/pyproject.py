@@ -1,17 +1,51 @@
-"""pyproject.toml: ``[project]`` (dependencies, optional-dependencies, requires-python) and PEP 735
-``[dependency-groups]``. Poetry's tables are read by ``poetry.py``."""
+"""pyproject.toml read once, with the tables envman reads checked (``read_pyproject``); its ``[project]``
+(dependencies, optional-dependencies, requires-python) and PEP 735 ``[dependency-groups]``. Poetry's tables are
+read by ``poetry.py``."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from envman.errors import UsageError
+from envman.inputs import WrittenFloat, present
 from envman.project.req import Req
 from envman.project.sources import Fate, Found
 
 FILE = "pyproject.toml"
 OPTIONAL = "an optional extra or group; name it under packages: in envman.yaml to install it"
+# the tables envman reads, and the shape each must have: `project = 'x'` is one error line, not a crash
+_SHAPES = (("project", dict), ("tool", dict), ("tool.poetry", dict), ("tool.envman", dict),
+           ("project.optional-dependencies", dict), ("dependency-groups", dict), ("project.dependencies", list))
+
+
+def read_pyproject(project: Path) -> dict | None:
+    """pyproject.toml as a dict; None when there is none; a UsageError naming the file when it is invalid."""
+    from envman.inputs import MAX_SPEC, read_input
+
+    pp = project / FILE
+    if not present(pp):  # a FIFO or a link loop there is named as such (read_input), never "no pyproject"
+        return None
+    from envman._compat import tomllib
+
+    text = read_input(pp, FILE, MAX_SPEC)
+    try:
+        # a number keeps its text: `python = 3.10` in [tool.envman] is refused as in envman.yaml, never read as 3.1
+        doc = tomllib.loads(text, parse_float=lambda s: WrittenFloat(float(s), s))
+    except RecursionError:
+        raise UsageError("pyproject.toml: nested too deeply", hint="fix the file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"pyproject.toml: invalid TOML: {exc}", hint="fix the file, or put envman's keys in envman.yaml") from None
+    for dotted, shape in _SHAPES:
+        node: object = doc
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None and not isinstance(node, shape):
+            raise UsageError(f"pyproject.toml: {dotted}: expected {'a table' if shape is dict else 'an array'}, got "
+                             f"{type(node).__name__}", hint="fix the file")
+    return doc
 
 
 def add_requirement(found: Found, text: str, where: str, *, optional: bool = False) -> None:
