@@ -19,6 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
+from envman.project.files import setup_cfg, small_text
 from envman.project.req import holds
 
 
@@ -43,8 +44,6 @@ def setup_requires(text: str | None) -> tuple[str, ...]:
 
 def _setup_cfg_requires(root: Path) -> tuple[str, ...]:
     """setup.cfg ``[options] setup_requires``: one per line, or comma-separated on one (setuptools' list rule)."""
-    from envman.project.files import setup_cfg
-
     cp = setup_cfg(root)
     if cp is None or not cp.has_option("options", "setup_requires"):
         return ()
@@ -69,7 +68,7 @@ def _hatch_requires(doc: Mapping) -> tuple[str, ...]:
 def backend_requires(root: Path, doc: Mapping, backend: str | None, rules: Mapping) -> tuple[tuple[str, ...], str]:
     """(what the backend asks for beyond [build-system] requires, where it is said); only valid requirements."""
     if backend in (rules.get("setuptools") or {}).get("backends", []):
-        found = [(setup_requires(_text(root, "setup.py")), "its setup.py's setup_requires"),
+        found = [(setup_requires(small_text(root, "setup.py")), "its setup.py's setup_requires"),
                  (_setup_cfg_requires(root), "its setup.cfg's setup_requires")]
     elif backend in (rules.get("hatchling") or {}).get("backends", []):
         found = [(_hatch_requires(doc), "its [tool.hatch.build] dependencies")]
@@ -105,9 +104,3 @@ def _valid(r: str) -> bool:
     except InvalidRequirement:
         return False
     return True
-
-
-def _text(root: Path, rel: str) -> str | None:
-    from envman.project.files import small_text
-
-    return small_text(root, rel)

@@ -208,7 +208,6 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
         named = " named by pyproject.toml as its dependencies" if f in dynamic else ""
         d.read.append(f + (f" (with {', '.join(fd.includes)})" if fd.includes else "") + named)
     d.skipped += choice.skipped
-    d.warnings += choice.notes
     for sub in ("docs", "doc", "tests", "test"):
         for p in sorted((root / sub).glob("requirements*.txt")) if (root / sub).is_dir() else []:
             d.skipped.append((f"{sub}/{p.name}", f"{sub}/ is not the training environment; name it under requirements: to use it"))
@@ -490,7 +489,7 @@ def _narrow_to_locks(d: Discovery, root: Path, reqs: list, variants: list, relea
             name = named.pop() if len(named) == 1 else None
         lock_reqs, lock_variants, notes = lock_constraints(locked.framework, name, locked.file) if name else ([], [], [])
         d.read.append(locked.file)
-        d.warnings.append(locked.note(name if lock_reqs else None, None))
+        d.warnings.append(locked.note(name if lock_reqs else None))
         if not lock_reqs or asked and d.inference.framework is None:
             continue
         if [v for o, v in variants if "tool.uv" in o] or not keep_variants:  # an index or --cuda already chose

@@ -61,7 +61,6 @@ def tokens(f: str) -> list[str]:
 class FileChoice:
     read: list[str] = field(default_factory=list)  # in reading order
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, or files joined by ", "; why)
-    notes: list[str] = field(default_factory=list)
     python: list[tuple[str, str]] = field(default_factory=list)  # (origin, "==3.12.*") from a py312 file name
     backends: list[str] = field(default_factory=list)  # a per-backend set the request could not choose from
 

@@ -110,7 +110,7 @@ def _verify(want: dict, out: str) -> None:
                               "keys), then run it again (tomlkit 0.15 or newer edits tables split by others)")
 
 
-# --- which distributions ---------------------------------------------------------------------------
+# --- which distributions (each key below had its shape checked first: uvshapes.check_shapes) -------------
 
 
 def _requirement_names(doc: Any) -> set[str]:
@@ -120,7 +120,7 @@ def _requirement_names(doc: Any) -> set[str]:
     lists += list((doc.get("dependency-groups") or {}).values())
     names: set[str] = set()
     for deps in lists:
-        for d in deps if isinstance(deps, list) else []:
+        for d in deps:
             try:
                 names.add(canonicalize_name(Requirement(str(d)).name))
             except InvalidRequirement:
@@ -151,8 +151,6 @@ def _table(doc: Any, *path: str) -> Any:
         if key not in t:
             t[key] = tomlkit.table(is_super_table=True)
         t = t[key]
-        if not isinstance(t, dict):
-            raise UsageError(f"{FILE}: {'.'.join(path)} is not a table", hint="fix the file (uv cannot read it either)")
     return t
 
 
@@ -169,15 +167,6 @@ def _put(lay: Layout, table: Any, key: str, value: Any) -> None:
     table[key] = item
 
 
-def _indexes(uv: Any) -> list[Any]:
-    raw = uv.get("index")
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise UsageError(f"{FILE}: tool.uv.index is not an array of tables", hint="write it as [[tool.uv.index]] entries")
-    return [i for i in raw if isinstance(i, dict)]
-
-
 def _same_url(a: object, b: str) -> bool:
     return isinstance(a, str) and a.strip().rstrip("/") == b.strip().rstrip("/")
 
@@ -187,7 +176,7 @@ def _choose_index(lay: Layout, uv: Any, target: UvTarget, changes: list[str]) ->
     import tomlkit
 
     assert target.index_url is not None
-    indexes = _indexes(uv)
+    indexes = list(uv.get("index") or [])
     for entry in indexes:
         if _same_url(entry.get("url"), target.index_url):
             if entry.get("explicit") is not True:
@@ -215,7 +204,7 @@ def _append_index(lay: Layout, uv: Any, entry: Any) -> None:
 
 
 def _index_urls(uv: Any) -> dict[str, str]:
-    return {str(e.get("name")): str(e.get("url")) for e in _indexes(uv) if isinstance(e.get("url"), str)}
+    return {str(e.get("name")): str(e.get("url")) for e in uv.get("index") or [] if isinstance(e.get("url"), str)}
 
 
 # --- sources -----------------------------------------------------------------------------------------
@@ -236,8 +225,6 @@ def _replaceable(entry: Any, ours: str | None, urls: dict[str, str]) -> bool:
 
 def _check_entries(dist: str, entries: list[Any]) -> None:
     for e in entries:
-        if not isinstance(e, dict):
-            raise UsageError(f"{FILE}: tool.uv.sources.{dist}: {e!r} is not a table", hint="fix the file")
         kind = next((k for k in _NOT_INDEX if k in e), None)
         if kind is not None:
             raise UsageError(f"{FILE}: tool.uv.sources.{dist} is a {kind} source; envman writes index sources only",
@@ -248,8 +235,7 @@ def _check_entries(dist: str, entries: list[Any]) -> None:
 def _set_sources(lay: Layout, uv: Any, dist: str, ours: str | None, target: UvTarget, changes: list[str]) -> None:
     import tomlkit
 
-    sources = uv.get("sources")
-    current = sources.get(dist) if isinstance(sources, dict) else None
+    current = (uv.get("sources") or {}).get(dist)
     entries = _entries(current) if current is not None else []
     _check_entries(dist, entries)
     urls = _index_urls(uv)
@@ -292,19 +278,15 @@ def _write_entries(uv: Any, dist: str, keep: list[Any]) -> None:
 
 
 def _referenced(uv: Any) -> set[str]:
-    sources = uv.get("sources")
-    out = set()
-    for value in (sources.values() if isinstance(sources, dict) else []):
-        out |= {str(e.get("index")) for e in _entries(value) if isinstance(e, dict) and "index" in e}
-    return out
+    return {str(e.get("index")) for value in (uv.get("sources") or {}).values() for e in _entries(value) if "index" in e}
 
 
 def _drop_orphan_indexes(uv: Any, changes: list[str]) -> None:
     used = _referenced(uv)
     raw = uv.get("index")
-    if not isinstance(raw, list):
+    if raw is None:
         return
-    for entry in [e for e in raw if isinstance(e, dict)]:
+    for entry in list(raw):
         url = entry.get("url")
         if (isinstance(url, str) and index_variant(url) and str(entry.get("name")) not in used
                 and entry.get("default") is not True):
@@ -320,10 +302,7 @@ def _drop_orphan_indexes(uv: Any, changes: list[str]) -> None:
 def _set_constraints(lay: Layout, uv: Any, pins: dict[str, str], changes: list[str]) -> None:
     import tomlkit
 
-    current = uv.get("constraint-dependencies")
-    if current is not None and not isinstance(current, list):
-        raise UsageError(f"{FILE}: tool.uv.constraint-dependencies is not a list", hint="fix the file")
-    lines = [str(c) for c in (current or [])]
+    lines = [str(c) for c in (uv.get("constraint-dependencies") or [])]
     wanted = set(pins.values())
     kept: list[str] = []
     dropped: list[str] = []

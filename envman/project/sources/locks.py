@@ -20,7 +20,9 @@ from envman import frameworks
 from envman.errors import UsageError
 
 LOCK_FILES = ("uv.lock", "poetry.lock", "pdm.lock", "Pipfile.lock")
-_REGENERATE = {"uv.lock": "uv lock", "poetry.lock": "poetry lock", "pdm.lock": "pdm lock", "Pipfile.lock": "pipenv lock"}
+# each lock's tool, and the command that regenerates it
+_TOOL = {"uv.lock": ("uv", "uv lock"), "poetry.lock": ("Poetry", "poetry lock"), "pdm.lock": ("PDM", "pdm lock"),
+         "Pipfile.lock": ("Pipenv", "pipenv lock")}
 
 
 @dataclass(frozen=True)
@@ -29,16 +31,13 @@ class LockedVersions:
     framework: dict[str, list[str]]  # the framework's and its companions' distributions → every version locked
     count: int  # packages the lock pins in all
 
-    def note(self, framework: str | None, python: str | None) -> str:
+    def note(self, framework: str | None) -> str:
         """What the lock's pins become (one line)."""
         took = f"its {framework} version is the stack's starting point; " if framework and self.framework else ""
         return (f"{self.file}: {self.count} locked packages; {took}the other pins are not copied as pins: envman "
-                f"locks anew with uv for the image's Python{f' {python}' if python else ''} and Linux platform, "
+                "locks anew with uv for the image's Python and Linux platform, "
                 "hash-checked, and a first lock prefers the pins that fit (name a pin under packages: in envman.yaml "
                 "to hold it)")
-
-
-_KIND = {"uv.lock": "uv", "poetry.lock": "Poetry", "pdm.lock": "PDM", "Pipfile.lock": "Pipenv"}
 
 
 def _entries(path: Path, name: str) -> list[tuple[str, str]]:
@@ -61,8 +60,8 @@ def _entries(path: Path, name: str) -> list[tuple[str, str]]:
         doc = tomllib.loads(text)
     except (OSError, ValueError, tomllib.TOMLDecodeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueError
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise UsageError(f"{name}: not a readable {_KIND[name]} lock ({why})",
-                         hint=f"regenerate it with `{_REGENERATE[name]}`, or delete it (envman locks by itself)") from None
+        raise UsageError(f"{name}: not a readable {_TOOL[name][0]} lock ({why})",
+                         hint=f"regenerate it with `{_TOOL[name][1]}`, or delete it (envman locks by itself)") from None
     packages = doc.get("package")
     return [(p["name"], p["version"]) for p in packages if isinstance(p, dict) and isinstance(p.get("name"), str)
             and isinstance(p.get("version"), str)] if isinstance(packages, list) else []
