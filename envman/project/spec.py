@@ -26,21 +26,17 @@ from envman.inputs import MAX_VALUE, Yaml11, plain_numbers
 from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
-# `workload:` — what `envman fit` needs to say whether training fits the targets (the keys of its options)
-WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
-    "model": str, "params": (int, float), "method": str, "precision": str, "optimizer": str, "batch": int,
-    "seq": int, "image_size": int, "grad_checkpointing": bool, "lora_rank": int, "lora_targets": list, "gpus": int,
-    "shard": str, "global_batch": int, "attention": str, "stack": str,
-    "loss": str, "optimizer_in_backward": bool, "activation_offload": bool, "compile": bool,
+# `workload:` — what `envman fit` needs to say whether training fits the targets (the keys of its options): each
+# key's type, and what it looks like, for the hint of a value of the wrong type (YAML as a user writes it)
+_WORKLOAD: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "model": (str, "llama-3.1-8b"), "params": ((int, float), "7e9"), "method": (str, "lora"),
+    "precision": (str, "bf16-mixed"), "optimizer": (str, "adamw"), "batch": (int, "4"), "seq": (int, "2048"),
+    "image_size": (int, "224"), "grad_checkpointing": (bool, "true"), "lora_rank": (int, "16"),
+    "lora_targets": (list, "[q_proj, v_proj]"), "gpus": (int, "8"), "shard": (str, "fsdp"), "global_batch": (int, "64"),
+    "attention": (str, "flash"), "stack": (str, "peft-lora"), "loss": (str, "fused"),
+    "optimizer_in_backward": (bool, "true"), "activation_offload": (bool, "true"), "compile": (bool, "true"),
 }
-# what each workload key looks like, for the hint of a value of the wrong type (YAML as a user writes it)
-WORKLOAD_EXAMPLES: dict[str, str] = {
-    "model": "llama-3.1-8b", "params": "7e9", "method": "lora", "precision": "bf16-mixed", "optimizer": "adamw",
-    "batch": "4", "seq": "2048", "image_size": "224", "grad_checkpointing": "true", "lora_rank": "16",
-    "lora_targets": "[q_proj, v_proj]", "gpus": "8", "shard": "fsdp", "global_batch": "64", "attention": "flash",
-    "stack": "peft-lora", "loss": "fused", "optimizer_in_backward": "true", "activation_offload": "true",
-    "compile": "true",
-}
+WORKLOAD_KEYS = {k: t for k, (t, _) in _WORKLOAD.items()}
 
 # Docker's limit on a repository name (distribution/reference NameTotalLengthMax, 255) holds for the name as it
 # normalizes it: a bare name is docker.io/library/NAME, so 237 characters are left (measured with Docker 20.10:
@@ -337,14 +333,12 @@ def _env(p: Problems, v: Any, path: str) -> tuple[tuple[str, str], ...]:
             p.bad(f"{path}.{k}", f"{k!r} is not an environment variable name", "letters, digits and _, not starting with a digit")
         elif isinstance(val, bool) or not isinstance(val, (str, int, float)):
             p.bad(f"{path}.{k}", f"expected a string value, got {val!r}")
-        elif not isinstance(val, str) and _number_text(p, val, f"{path}.{k}") is None:
-            pass
-        elif not _bounded(p, f"{path}.{k}", str(val)):
-            pass
-        elif _CTRL.search(str(val)):
-            p.bad(f"{path}.{k}", "value contains a control character (newline, tab …)", "keep values on one line")
-        else:
-            out.append((k, str(val)))
+        elif (isinstance(val, str) or _number_text(p, val, f"{path}.{k}") is not None) \
+                and _bounded(p, f"{path}.{k}", str(val)):
+            if _CTRL.search(str(val)):
+                p.bad(f"{path}.{k}", "value contains a control character (newline, tab …)", "keep values on one line")
+            else:
+                out.append((k, str(val)))
     return tuple(out)
 
 
@@ -403,12 +397,12 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
             p.bad(f"{path}.{k}", "unknown key", f"did you mean {near[0]}?" if near else "keys: " + ", ".join(WORKLOAD_KEYS))
         elif isinstance(val, bool) and want is not bool or not isinstance(val, want):
             p.bad(f"{path}.{k}", f"expected {getattr(want, '__name__', 'a number')}, got {val!r}",
-                  f"e.g. {k}: {WORKLOAD_EXAMPLES[k]} (the value of `envman fit --{k.replace('_', '-')}`)")
+                  f"e.g. {k}: {_WORKLOAD[k][1]} (the value of `envman fit --{k.replace('_', '-')}`)")
         elif k == "lora_targets" and isinstance(val, list) and not all(isinstance(i, str) for i in val):
-            p.bad(f"{path}.{k}", f"expected a list of layer names, got {val!r}", f"e.g. {k}: {WORKLOAD_EXAMPLES[k]}")
+            p.bad(f"{path}.{k}", f"expected a list of layer names, got {val!r}", f"e.g. {k}: {_WORKLOAD[k][1]}")
         elif isinstance(val, str) and (_CTRL.search(val) or len(val) > 200):
             p.bad(f"{path}.{k}", f"{val!r} is not a plain value",
-                  f"one line of at most 200 characters, e.g. {k}: {WORKLOAD_EXAMPLES[k]}")
+                  f"one line of at most 200 characters, e.g. {k}: {_WORKLOAD[k][1]}")
         else:
             out.append((k, _strings(p, val, f"{path}.lora_targets") if k == "lora_targets" else val))
     return tuple(sorted(out))
@@ -601,13 +595,6 @@ def spec_header() -> str:
     keys = textwrap.wrap(", ".join(k.name for k in KEYS), 100, initial_indent="# Keys: ", subsequent_indent="#       ")
     return ("# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n" + "\n".join(keys) + "\n"
             "# Every key: docs/envman-yaml.md (envman's documentation)\n")
-
-
-def keys_markdown() -> str:
-    """docs/envman-yaml.md's table of keys."""
-    rows = ["| key | example | what it is | in a profile |", "|---|---|---|---|"]
-    rows += [f"| `{k.name}` | `{k.example}` | {k.doc} | {'yes' if k.profile else ''} |" for k in KEYS]
-    return "\n".join(rows) + "\n"
 
 
 def validate_requirement(text: str, fld: str, source: str) -> Requirement:
