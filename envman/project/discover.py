@@ -9,7 +9,9 @@ lines it overrides are said; independent problems are reported together."""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from envman.project.sources.poetry import read_poetry
 from envman.project.sources.pyproject import OPTIONAL, read_pyproject, read_pyproject_project
 from envman.project.sources.registry import READERS
 from envman.project.sources.registry import files as reader_files
+from envman.project.sources.requirements_txt import read_requirements
 from envman.project.sources.uv import lock_constraints, read_uv_resolution, read_uv_sources
 
 DEP_FILES = ("requirements.txt", "pyproject.toml", "environment.yml", "environment.yaml", *reader_files())
@@ -192,8 +195,6 @@ def _core_elsewhere(root: Path, doc: dict | None, files: list[str], dynamic: lis
 def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: tuple[str, ...], dynamic: list[str],
                             core: str | None, asked: Asked) -> tuple[list[Found], FileChoice]:
     """Read the requirements files that make the training environment; say why each other one is skipped."""
-    from envman.project.sources.requirements_txt import read_requirements
-
     want = Want(asked.framework_name if asked.framework_name != "none" else None, asked.cuda, asked.cpu)
     choice = choose_files(root, files, wanted=wanted, dynamic=dynamic, core=core, want=want)
     founds = []
@@ -348,8 +349,6 @@ def _files_setup_reads(d: Discovery, root: Path, extra: list[Found]) -> list[Fou
     """A setup.py whose install_requires reads a file when it runs (``open(HERE / 'requirements.txt')``,
     ``_fetch_requirements('requirements.txt')``: audiocraft, OpenRLHF, TTS) has that file for its core: read, or
     said to be read already, instead of "list these packages under packages:"."""
-    from envman.project.sources.requirements_txt import read_requirements
-
     out: list[Found] = []
     for fd in extra:
         for i, f in enumerate(fd.fates):
@@ -509,12 +508,8 @@ def _marker_python(asked: Asked, pairs: list[tuple[str, SpecifierSet]]) -> str |
         return None
     ok = [m for m in _PYTHONS if all(s.contains(f"{m}.99", prereleases=True) or s.contains(f"{m}.0", prereleases=True)
                                      for _, s in pairs)]
-    below = [m for m in ok if _minor(m) <= _minor(asked.default_python)]
+    below = [m for m in ok if int(m[2:]) <= int(asked.default_python.split(".")[1])]
     return (below[-1] if below else ok[0]) if ok else asked.default_python
-
-
-def _minor(v: str) -> int:
-    return int(v.split(".")[1])
 
 
 def _python(d: Discovery, pairs: list[tuple[str, SpecifierSet]], asked: Asked) -> str | None:
@@ -537,7 +532,7 @@ def _python(d: Discovery, pairs: list[tuple[str, SpecifierSet]], asked: Asked) -
         total &= sa
     minors = [p for p in _PYTHONS if _admits(total, p)]
     if minors and not any(total.contains(p, prereleases=True) for p in minors):
-        text = f"=={minors[0]}.*" if len(minors) == 1 else f">={minors[0]},<{_next_minor(minors[-1])}"
+        text = f"=={minors[0]}.*" if len(minors) == 1 else f">={minors[0]},<3.{int(minors[-1][2:]) + 1}"
         d.warnings.append(f"Python {total} is a patch-level constraint; envman resolves minor versions: Python {text} "
                           f"(the base image's {minors[0]} must be a patch release that satisfies {total})")
         return text
@@ -550,11 +545,6 @@ def _admits(spec: SpecifierSet, minor: str) -> bool:
         return any(spec.contains(f"{minor}.{p}", prereleases=True) for p in range(0, 40)) or spec.contains(minor)
     except InvalidSpecifier:
         return False
-
-
-def _next_minor(minor: str) -> str:
-    major, m = minor.split(".")
-    return f"{major}.{int(m) + 1}"
 
 
 def sub_projects(root: Path, depth: int = 3) -> list[str]:
@@ -590,9 +580,6 @@ def nothing_found(root: Path) -> UsageError:
 
 def _from_here(path: Path) -> str:
     """``path`` as the user can type it from where they stand (a hint is followed from there, issue 38)."""
-    import os
-    import shlex
-
     try:
         rel = os.path.relpath(path, Path.cwd())
     except (OSError, ValueError):  # another drive (Windows), or no working directory

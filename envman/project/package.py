@@ -22,6 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from envman.errors import UsageError
 from envman.project.backend_requires import backend_requires
 from envman.project.compiled import Compiled, compiled_code
+from envman.project.files import setup_cfg, setup_py_tree
 from envman.project.sources.pyproject import read_pyproject
 
 # PEP 517: "If the pyproject.toml file is absent, or the build-backend key is missing, the source tree is
@@ -55,8 +56,6 @@ def _backends() -> dict:
 def _setup_py_configures(root: Path) -> bool:
     """setup.py passes packages, py_modules, package_dir or ext_modules (any value: setuptools then does not
     discover), or keywords computed at run time (**kwargs: envman cannot tell, and trusts it)."""
-    from envman.project.files import setup_py_tree
-
     tree = setup_py_tree(root)
     if tree is None:
         return True
@@ -67,8 +66,6 @@ def _setup_py_configures(root: Path) -> bool:
 
 
 def _setup_cfg_configures(root: Path) -> bool:
-    from envman.project.files import setup_cfg
-
     cp = setup_cfg(root)
     if cp is None:
         return True
@@ -136,35 +133,31 @@ def backend_refusal(root: Path, doc: dict | None = None) -> str | None:
 def find_package(root: Path, extras: tuple[str, ...] = ()) -> ProjectPackage | None:
     """The project as a package its build backend builds; None when it is not a package, or when the backend
     would refuse its tree (``backend_refusal``): it then runs from its source."""
-    doc = read_pyproject(root)
-    has_setup = (root / "setup.py").is_file()
-    if (doc is not None and isinstance(doc.get("build-system"), dict) or has_setup) and backend_refusal(root, doc):
+    doc = read_pyproject(root) or {}
+    pyproject = isinstance(doc.get("build-system"), dict)
+    if not (pyproject or (root / "setup.py").is_file()) or backend_refusal(root, doc):
         return None
     files = tuple(f for f in ("pyproject.toml", "setup.py", "setup.cfg") if (root / f).is_file())
-    if doc is not None and isinstance(doc.get("build-system"), dict):
-        reqs = doc["build-system"].get("requires", [])
-        if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
-            raise UsageError("pyproject.toml: build-system.requires: expected a list of requirements")
-        kind = "pyproject"
-    elif has_setup:
-        reqs, kind = list(LEGACY_BUILD_REQUIRES), "setup.py"
-    else:
-        return None
+    reqs, kind = (doc["build-system"].get("requires", []), "pyproject") if pyproject else (
+        list(LEGACY_BUILD_REQUIRES), "setup.py")
+    if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
+        raise UsageError("pyproject.toml: build-system.requires: expected a list of requirements")
     for r in reqs:
         try:
             Requirement(r)
         except InvalidRequirement as exc:
             raise UsageError(f"pyproject.toml: build-system.requires: {r!r} is not valid ({exc})") from None
     extra_reqs: list[str] = []
-    optional = ((doc or {}).get("project") or {}).get("optional-dependencies") or {}
+    optional = (doc.get("project") or {}).get("optional-dependencies") or {}
     for e in extras:
         if e not in optional:
             raise UsageError(f"install_project: extra {e!r} is not in pyproject.toml [project.optional-dependencies]",
                              hint="extras there: " + (", ".join(sorted(optional)) or "none"))
         extra_reqs.extend(optional[e])
-    asked, where = backend_requires(root, doc or {}, _backend(root, doc or {}), _backends())
+    backend, rules = _backend(root, doc), _backends()
+    asked, where = backend_requires(root, doc, backend, rules)
     build = tuple(reqs)
-    if any(r.get("builder_only") and _backend(root, doc or {}) in r.get("backends", []) for r in _backends().values()
+    if any(r.get("builder_only") and backend in r.get("backends", []) for r in rules.values()
            if isinstance(r, dict)):  # a whole tool as the backend (poetry): the builder stage only, never the image
         build, asked, where = (), (*reqs, *asked), "its build backend, a whole tool (matrices/build_backends.yaml)"
     return ProjectPackage(kind, build, tuple(extras), tuple(extra_reqs), files, compiled_code(root, tuple(reqs)),
