@@ -19,7 +19,6 @@ FRAMEWORK_INDEX_HOSTS = ("download.pytorch.org",)
 _URL = re.compile(r"^(git|hg|svn|bzr)\+|^https?://|^file:")
 _IGNORED_OPTIONS = ("--pre", "--prefer-binary", "--no-binary", "--only-binary", "--trusted-host", "--no-index",
                     "--use-feature", "--config-settings", "--global-option", "--no-build-isolation")
-_PROJECT = (".", "./", "file:.", "-e .", "-e ./")
 # a file named for development or an option: a core file's include of one is not the core (mmlab's
 # requirements.txt includes requirements/tests.txt and optional.txt beside runtime.txt; speechbrain's includes
 # lint-requirements.txt). A file so named itself may include another (requirements-dev.txt: -r requirements-test.txt)
@@ -131,7 +130,8 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
                 found.find_links.append((where, arg))
                 found.fates.append(Fate(where, line, "kept", "recorded under find_links: in envman.yaml"))
             else:
-                found.index_urls.append((where, _option_value(whole, opt) or arg))
+                written = re.match(r"^" + re.escape(opt) + r"(?:=|\s+)(\S+)", whole.strip())  # with its credentials
+                found.index_urls.append((where, written.group(1) if written else arg))
                 found.fates.append(Fate(where, line, "kept", "extra index passed to uv for the other packages"))
                 if opt in ("-i", "--index-url"):
                     found.warnings.append(f"{where}: {opt} {arg} is used as an extra index beside PyPI, not instead of it")
@@ -216,12 +216,6 @@ def _refuse_machine_path(project: Path, line: str, where: str) -> None:
     raise UsageError(f"{where}: {redact(m.group(0).lstrip('@ '))} is an absolute path of this machine", hint=hint)
 
 
-def _option_value(line: str, opt: str) -> str | None:
-    """The value of ``opt`` on ``line`` as written (with its credentials)."""
-    m = re.match(r"^" + re.escape(opt) + r"(?:=|\s+)(\S+)", line.strip())
-    return m.group(1) if m else None
-
-
 # options pip takes after a requirement on its line (``pkg>=1 --no-binary a,b``, ``--config-settings k=v``)
 _LINE_OPTION = re.compile(r"\s(--?[A-Za-z][\w-]*(?:[ =]\S+)?)(?=\s|$)")
 
@@ -242,16 +236,12 @@ def _drop_line_options(line: str, where: str, found: Found) -> str:
 
 
 def _checkable_hashes(req: Requirement, hashes: tuple[str, ...], where: str, found: Found) -> tuple[str, ...]:
-    if hashes and not req.url and not _exact_version(req):  # `name @ URL`: the hash pins the file at the URL
+    """A hash pins one file: of ``name @ URL``, or of an exact version (``==1.0``, ``===1.0``; not a range, a
+    wildcard or several specifiers)."""
+    specs = list(req.specifier)
+    exact = len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*")
+    if hashes and not req.url and not exact:
         found.warnings.append(f"{where}: the --hash options of {req} are not checked: a hash pins one file, "
                               f"which needs an exact version (write {req.name}==VERSION)")
         return ()
     return hashes
-
-
-def _exact_version(req: Requirement) -> str | None:
-    """``1.0`` of ``pkg==1.0`` (or ``===1.0``); None for a range, a wildcard or several specifiers."""
-    specs = list(req.specifier)
-    if len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*"):
-        return specs[0].version
-    return None
