@@ -82,8 +82,6 @@ def _setup_py_scripts(root: Path) -> list[str]:
 
 def _setup_cfg_scripts(root: Path) -> list[str]:
     cp = setup_cfg(root)
-    if cp is None:
-        return []
-    if not cp.has_option("options.entry_points", "console_scripts"):
+    if cp is None or not cp.has_option("options.entry_points", "console_scripts"):
         return []
     return [ln.split("=")[0].strip() for ln in cp.get("options.entry_points", "console_scripts").splitlines() if "=" in ln]
