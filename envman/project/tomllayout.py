@@ -16,6 +16,8 @@ import re
 import uuid
 from typing import Any
 
+import tomlkit
+
 _HOIST, _GAP = "hoist", "gap"
 
 
@@ -43,8 +45,6 @@ class Layout:
     def apply(self, text: str, before: str) -> str:
         """``text`` (LF line ends) laid out from its markers, without them; ``before``: the text as the user
         wrote it."""
-        import tomlkit
-
         if self.tag not in text:
             return text
         laid = "\n".join(self._lay(text.split("\n"), before))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import tomlkit
+
 from envman.errors import UsageError
 
 FILE = "pyproject.toml"
@@ -62,8 +64,6 @@ def _values(doc: Any, path: list[str], at: str = "") -> list[tuple[str, Any]]:
 
 
 def _shown(value: Any) -> str:
-    import tomlkit
-
     try:
         text = tomlkit.item(value).as_string()
     except Exception:  # noqa: BLE001 - what cannot be shown is described by its type

@@ -22,10 +22,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import tomlkit
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from tomlkit.exceptions import TOMLKitError
 
 from envman.errors import UsageError
 from envman.project.sources.uv import index_variant
@@ -60,9 +62,6 @@ class UvEdit:
 def edit_pyproject(text: str, target: UvTarget) -> UvEdit:
     """The pyproject.toml text with ``target`` written in, and what changed. Raises UsageError naming the
     table or key when the project cannot take it (no [project] table, a path/git source for the framework)."""
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
-
     crlf = "\r\n" in text  # a Windows file comes back with CRLF line ends only (tomlkit writes LF for new lines)
     try:
         doc = tomlkit.parse(text.replace("\r\n", "\n") if crlf else text)
@@ -95,9 +94,6 @@ def edit_pyproject(text: str, target: UvTarget) -> UvEdit:
 def _verify(want: dict, out: str) -> None:
     """The written text must read back as the edited document: tomlkit renders some layouts (a ``[tool]`` table
     holding ``uv.package = true``) so that a new sub-table lands elsewhere (``[uv.sources]``)."""
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
-
     try:
         got: Any = tomlkit.parse(out).unwrap()
     except TOMLKitError:
@@ -144,8 +140,6 @@ def _pins(target: UvTarget, dists: list[str]) -> list[tuple[str, str]]:
 
 
 def _table(doc: Any, *path: str) -> Any:
-    import tomlkit
-
     t = doc
     for key in path:
         if key not in t:
@@ -157,8 +151,6 @@ def _table(doc: Any, *path: str) -> Any:
 def _put(lay: Layout, table: Any, key: str, value: Any) -> None:
     """Set ``key`` in place, or as a new key that ``lay`` moves up to the table's other keys (tomlkit alone
     would leave it under the comment that introduces the next table)."""
-    import tomlkit
-
     if key in table:
         table[key] = value
         return
@@ -173,8 +165,6 @@ def _same_url(a: object, b: str) -> bool:
 
 def _choose_index(lay: Layout, uv: Any, target: UvTarget, changes: list[str]) -> tuple[str, Any]:
     """The name of the variant's index, and the new ``[[tool.uv.index]]`` entry to append (None: reused)."""
-    import tomlkit
-
     assert target.index_url is not None
     indexes = list(uv.get("index") or [])
     for entry in indexes:
@@ -195,8 +185,6 @@ def _choose_index(lay: Layout, uv: Any, target: UvTarget, changes: list[str]) ->
 
 
 def _append_index(lay: Layout, uv: Any, entry: Any) -> None:
-    import tomlkit
-
     if "index" not in uv:
         lay.mark_header(entry)  # tomlkit puts no blank line above a new [[array]] of tables
         uv["index"] = tomlkit.aot()
@@ -233,8 +221,6 @@ def _check_entries(dist: str, entries: list[Any]) -> None:
 
 
 def _set_sources(lay: Layout, uv: Any, dist: str, ours: str | None, target: UvTarget, changes: list[str]) -> None:
-    import tomlkit
-
     current = (uv.get("sources") or {}).get(dist)
     entries = _entries(current) if current is not None else []
     _check_entries(dist, entries)
@@ -300,8 +286,6 @@ def _drop_orphan_indexes(uv: Any, changes: list[str]) -> None:
 
 
 def _set_constraints(lay: Layout, uv: Any, pins: dict[str, str], changes: list[str]) -> None:
-    import tomlkit
-
     lines = [str(c) for c in (uv.get("constraint-dependencies") or [])]
     wanted = set(pins.values())
     kept: list[str] = []
