@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envman.inputs import MAX_SPEC, read_regular
+from envman.project.files import setup_py_tree, small_text
 
 # setup.py calls → what they compile
 _CALLS = {"Extension": "a C/C++ extension", "CppExtension": "a C++ extension (torch)", "CUDAExtension": "a CUDA extension",
@@ -42,8 +43,6 @@ class Compiled:
 def _setup_py(root: Path) -> tuple[set[str], set[str], str, bool]:
     """(names called, modules imported, the text, whether it computes ``ext_modules=``: anything but an empty list)
     of setup.py; empty when there is none or it does not parse."""
-    from envman.project.files import setup_py_tree, small_text
-
     tree = setup_py_tree(root)
     if tree is None:
         return set(), set(), "", False

@@ -26,6 +26,7 @@ from envman.lock.layout import StackFiles
 from envman.project.codeimports import dominant, read_code_frameworks
 from envman.project.infer import NOT_APPLIED, Inference, infer_framework, load_dependents
 from envman.project.lockstep import refuse_stale
+from envman.project.package import backend_refusal
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import conda_document, conda_platform, is_export, read_conda
@@ -367,8 +368,6 @@ def _files_setup_reads(d: Discovery, root: Path, extra: list[Found]) -> list[Fou
 def _say_layout(d: Discovery, root: Path, doc: dict | None) -> None:
     """A package its build backend would refuse to build (pattern: a setuptools flat layout with several top-level
     packages) is not installed: the image runs it from its source tree, which is said."""
-    from envman.project.package import backend_refusal
-
     is_package = (doc is not None and isinstance(doc.get("build-system"), dict)) or (root / "setup.py").is_file()
     why = backend_refusal(root, doc) if is_package else None
     if why:

@@ -15,9 +15,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envman import frameworks
-from envman.errors import UsageError
+from envman.errors import MatrixError, UsageError
+from envman.inputs import read_regular_text
 from envman.project.age import say_age
 from envman.project.req import LINUX, Req, holds
+from envman.resources import matrix_dir
 
 _LOCAL = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)\Z")
 
@@ -33,10 +35,6 @@ class Dependent:
 
 def load_dependents() -> tuple[Dependent, ...]:
     import yaml
-
-    from envman.errors import MatrixError
-    from envman.inputs import read_regular_text
-    from envman.resources import matrix_dir
 
     path = matrix_dir() / "framework_dependents.yaml"
     try:

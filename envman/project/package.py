@@ -24,6 +24,7 @@ from envman.project.backend_requires import backend_requires
 from envman.project.compiled import Compiled, compiled_code
 from envman.project.files import setup_cfg, setup_py_tree
 from envman.project.sources.pyproject import read_pyproject
+from envman.resources import matrix_dir
 
 # PEP 517: "If the pyproject.toml file is absent, or the build-backend key is missing, the source tree is
 # not using this specification, and tools should revert to the legacy behaviour of running setup.py"
@@ -47,8 +48,6 @@ class ProjectPackage:
 
 def _backends() -> dict:
     import yaml
-
-    from envman.resources import matrix_dir
 
     return yaml.safe_load((matrix_dir() / "build_backends.yaml").read_text(encoding="utf-8")) or {}
 

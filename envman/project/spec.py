@@ -22,7 +22,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from envman import frameworks
 from envman.errors import SpecError
-from envman.inputs import MAX_VALUE, Yaml11, plain_numbers
+from envman.inputs import MAX_SPEC, MAX_VALUE, Yaml11, load_yaml, plain_numbers, present, read_input
+from envman.project.sources.pyproject import read_pyproject
 from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
@@ -644,18 +645,12 @@ def validate_base_image(value: str, fld: str = "--base-image", source: str | Non
 
 def load_spec(project: Path) -> ProjectSpec | None:
     """envman.yaml first, else ``[tool.envman]`` in pyproject.toml; None when neither exists."""
-    from envman.inputs import present
-
     path = project / SPEC_FILE
     if present(path):  # a FIFO, a link loop or to nowhere is named as such, never "no envman.yaml"
-        from envman.inputs import MAX_SPEC, load_yaml, read_input
-
         # parsed every run, never cached: a cached parse would be data the lock builds from, not envman.yaml
         # (whoever can write the cache could add a package); PyYAML's import is ~10 ms (issue 24)
         text = read_input(path, SPEC_FILE, MAX_SPEC, error=SpecError)
         return parse_spec(load_yaml(text, SPEC_FILE, error=SpecError, numbers_as_written=True), SPEC_FILE)
-    from envman.project.sources.pyproject import read_pyproject
-
     doc = read_pyproject(project)
     if doc is not None:
         tool = doc.get("tool", {}).get("envman")

@@ -16,8 +16,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from envman import frameworks
 from envman.errors import UsageError
+from envman.inputs import read_regular_text
 
 LOCK_FILES = ("uv.lock", "poetry.lock", "pdm.lock", "Pipfile.lock")
 # each lock's tool, and the command that regenerates it
@@ -43,7 +46,6 @@ class LockedVersions:
 def _entries(path: Path, name: str) -> list[tuple[str, str]]:
     """(distribution, version) for every package the lock pins."""
     from envman._compat import tomllib
-    from envman.inputs import read_regular_text
 
     try:
         # a regular file (a FIFO is never waited on), bounded: a monorepo's lock can run to tens of MB
@@ -91,8 +93,6 @@ _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 def preferences(root: Path) -> tuple[tuple[str, str], ...]:
     """(name, version) of every pin of the repository's first lock file (LOCK_FILES' order), valid names and
     versions only: what a first lock asks uv to prefer."""
-    from packaging.version import InvalidVersion, Version
-
     for name in LOCK_FILES:
         if (root / name).is_file():
             out: dict[str, str] = {}

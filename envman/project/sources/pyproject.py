@@ -10,7 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from envman.errors import UsageError
-from envman.inputs import WrittenFloat, present
+from envman.inputs import MAX_SPEC, WrittenFloat, present, read_input
 from envman.project.req import Req
 from envman.project.sources import Fate, Found
 
@@ -23,8 +23,6 @@ _SHAPES = (("project", dict), ("tool", dict), ("tool.poetry", dict), ("tool.envm
 
 def read_pyproject(project: Path) -> dict | None:
     """pyproject.toml as a dict; None when there is none; a UsageError naming the file when it is invalid."""
-    from envman.inputs import MAX_SPEC, read_input
-
     pp = project / FILE
     if not present(pp):  # a FIFO or a link loop there is named as such (read_input), never "no pyproject"
         return None

@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envman.errors import UsageError
+from envman.inputs import MAX_REQUIREMENTS, read_input
 from envman.project.req import Req
 from envman.project.sources import Fate, Found
 from envman.redact import redact, redact_userinfo
@@ -68,8 +69,6 @@ def read_requirements(project: Path, rel: str, *, constraints: bool = False, _se
     if path in seen:
         return found
     seen.add(path)
-    from envman.inputs import MAX_REQUIREMENTS, read_input
-
     text = read_input(path, rel, MAX_REQUIREMENTS, hint="fix the path under 'requirements' in envman.yaml")
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors write one): pip skips it too
     # line numbers stay those of the file: a continuation is joined onto its first line
@@ -204,8 +203,6 @@ def _refuse_machine_path(project: Path, line: str, where: str) -> None:
     m = re.search(r"(?:^|@\s*)file://(?:localhost)?(/[^\s;#]*)", line)
     if not m:
         return
-    from urllib.parse import unquote
-
     path = Path(unquote(m.group(1)))
     try:
         rel = path.resolve().relative_to(project.resolve())

@@ -8,6 +8,8 @@ import configparser
 import re
 from pathlib import Path
 
+from envman.errors import UsageError
+from envman.inputs import MAX_SPEC, read_input
 from envman.project.sources import Fate, Found
 from envman.project.sources.pyproject import add_python, add_requirement
 from envman.project.sources.setup_eval import Unknowable, evaluate
@@ -69,9 +71,6 @@ def _setup_call(tree: ast.Module) -> ast.Call | None:
 def _source(project: Path, rel: str, found: Found) -> str | None:
     """The file's text, bounded (1 MB: a real setup.py or setup.cfg is a few KB), a regular UTF-8 file; else a
     warning that its requirements are not read."""
-    from envman.errors import UsageError
-    from envman.inputs import MAX_SPEC, read_input
-
     try:
         return read_input(project / rel, rel, MAX_SPEC)
     except UsageError as exc:

@@ -15,6 +15,7 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.project.req import Req
 from envman.project.sources import Fate, Found
+from envman.project.sources.pyproject import add_requirement
 
 FILE = "pyproject.toml"
 LOCK = "uv.lock"
@@ -87,8 +88,6 @@ def read_uv_sources(doc: dict) -> Found:
 def read_uv_resolution(doc: dict) -> Found:
     """``[tool.uv] constraint-dependencies`` / ``override-dependencies``: uv applies them to every resolution of the
     project (``uv lock``, ``uv sync``), and so does envman's lock."""
-    from envman.project.sources.pyproject import add_requirement
-
     found = Found(FILE)
     uv = (doc.get("tool") or {}).get("uv") or {}
     if not isinstance(uv, dict):
