@@ -53,9 +53,6 @@ class Layout:
                 return laid
         except tomlkit.exceptions.TOMLKitError:
             pass  # the caller checks what tomlkit wrote
-        return self._strip(text)
-
-    def _strip(self, text: str) -> str:
         return "\n".join(self._pattern.sub("", line) for line in text.split("\n"))
 
     def _lay(self, lines: list[str], before: str) -> list[str]:

@@ -82,7 +82,8 @@ def edit_pyproject(text: str, target: UvTarget) -> UvEdit:
     if new_index is not None:  # after the sources, which name it: the order uv's documentation shows
         _append_index(lay, uv, new_index)
     _drop_orphan_indexes(uv, changes)
-    _set_constraints(lay, uv, dict(_pins(target, dists)), changes)
+    versions = {target.package: target.version, **dict(target.companions)}
+    _set_constraints(lay, uv, {d: f"{d}=={versions[d]}" for d in dists}, changes)
     _set_requires_python(lay, project, target, changes)
     if not changes:
         return UvEdit(text, ())
@@ -131,11 +132,6 @@ def _managed(doc: Any, uv: Any, target: UvTarget) -> list[str]:
     return [target.package] + [c for c, _ in target.companions if canonicalize_name(c) in named]
 
 
-def _pins(target: UvTarget, dists: list[str]) -> list[tuple[str, str]]:
-    versions = {target.package: target.version, **dict(target.companions)}
-    return [(d, f"{d}=={versions[d]}") for d in dists]
-
-
 # --- tables ------------------------------------------------------------------------------------------
 
 
@@ -159,16 +155,12 @@ def _put(lay: Layout, table: Any, key: str, value: Any) -> None:
     table[key] = item
 
 
-def _same_url(a: object, b: str) -> bool:
-    return isinstance(a, str) and a.strip().rstrip("/") == b.strip().rstrip("/")
-
-
 def _choose_index(lay: Layout, uv: Any, target: UvTarget, changes: list[str]) -> tuple[str, Any]:
     """The name of the variant's index, and the new ``[[tool.uv.index]]`` entry to append (None: reused)."""
     assert target.index_url is not None
     indexes = list(uv.get("index") or [])
     for entry in indexes:
-        if _same_url(entry.get("url"), target.index_url):
+        if str(entry.get("url", "")).strip().rstrip("/") == target.index_url.strip().rstrip("/"):
             if entry.get("explicit") is not True:
                 _put(lay, entry, "explicit", True)
                 changes.append(f"tool.uv.index {entry.get('name')}: explicit = true (it serves only what a source names)")
@@ -177,9 +169,7 @@ def _choose_index(lay: Layout, uv: Any, target: UvTarget, changes: list[str]) ->
     base = f"pytorch-{target.variant}" if target.variant else f"{target.package}-index"
     name = next(n for n in (base, *(f"{base}-{i}" for i in range(2, 100))) if n not in taken)
     entry = tomlkit.table()
-    entry["name"] = name
-    entry["url"] = target.index_url
-    entry["explicit"] = True
+    entry.update({"name": name, "url": target.index_url, "explicit": True})
     changes.append(f"tool.uv.index {name}: {target.index_url} (explicit: only the packages sourced from it)")
     return name, entry
 
@@ -263,12 +253,8 @@ def _write_entries(uv: Any, dist: str, keep: list[Any]) -> None:
             sources[dist] = keep[0]
 
 
-def _referenced(uv: Any) -> set[str]:
-    return {str(e.get("index")) for value in (uv.get("sources") or {}).values() for e in _entries(value) if "index" in e}
-
-
 def _drop_orphan_indexes(uv: Any, changes: list[str]) -> None:
-    used = _referenced(uv)
+    used = {str(e.get("index")) for value in (uv.get("sources") or {}).values() for e in _entries(value) if "index" in e}
     raw = uv.get("index")
     if raw is None:
         return
