@@ -237,8 +237,6 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     ``asked``: the framework ``--framework`` names (its lines decide; another framework's are packages);
     ``keep_variants``: False when ``--cuda`` chose the CUDA (the repository's CUDA pins are then said, not applied)."""
     inf = Inference()
-    a: Req | str  # two requirements, then two origins, in the messages that refuse
-    b: Req | str
     # another framework kept on the CPU beside this one (tensorflow beside jax) first, then a choice between two
     reqs = _one_framework(_cpu_beside([r for r in reqs if on_linux(r) and _for_python(r, python, inf)], dependents,
                                       inf), asked, inf, code)
@@ -258,12 +256,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
         elif variant and keep_variants:
             variants = variants + [(r.origin, variant)]
     _cuda_floors(reqs if keep_variants else [], inf)  # --cuda chose: the floors are the lock's to check
-    transitive: list[tuple[Req, Dependent]] = []
     by_pkg = {d.package: d for d in dependents}
-    for r in reqs:
-        d = by_pkg.get(r.name)
-        if d is not None and (d.extra is None or d.extra in r.req.extras):
-            transitive.append((r, d))
+    transitive = [(r, d) for r in reqs if (d := by_pkg.get(r.name)) and (d.extra is None or d.extra in r.req.extras)]
     if direct:
         name = next(iter(direct))
         if asked is None:
@@ -282,10 +276,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     inf.name = name
     rels = releases.get(name, [])
     allowed = [rel.version for rel in rels]
-    constraints: list[tuple[str, str, SpecifierSet]] = []  # (origin, line, spec over framework versions)
-    for r, spec in direct.get(name, []):
-        if len(spec):
-            constraints.append((r.origin, str(r.req), spec))
+    # (origin, line, spec over framework versions)
+    constraints = [(r.origin, str(r.req), spec) for r, spec in direct.get(name, []) if len(spec)]
     # a companion pin steers the framework: torchvision==0.20.1 exists only beside torch 2.5.1
     for r in reqs:
         if r.name in _companions_of(name):
