@@ -512,16 +512,14 @@ KEYS: tuple[Key, ...] = (
     Key("packages", _packages, "More requirements, PEP 508, by name (or a non-framework package by an https "
         "or VCS URL; never with credentials).", "[numpy, pyyaml>=6]"),
     Key("system_packages", _apt, "Debian packages the image installs with apt.", "[libgl1]"),
-    Key("cpu", _flag, "A CPU-only image (instead of `targets`).", "true", write=lambda s: True if s.cpu else _OMIT,
-        profile=True),
+    Key("cpu", _flag, "A CPU-only image (instead of `targets`).", "true", profile=True),
     Key("targets", _strings, "The GPUs the image must run on (names or aliases from matrices/gpus.yaml).",
         "[h100, a100]", write=lambda s: _OMIT if s.cpu else list(s.targets), profile=True),
     Key("driver", _text, "The fleet's NVIDIA driver floor.", '">=570"',
         write=lambda s: s.driver if s.driver and not s.cpu else _OMIT, profile=True),
     Key("cuda", _text, "The CUDA version to resolve for (default: the newest the targets and driver allow).",
         '"12.8"', profile=True),
-    Key("cuda_devel", _flag, "Start from an nvidia/cuda devel image (nvcc for packages built from source).", "true",
-        write=lambda s: True if s.cuda_devel else _OMIT),
+    Key("cuda_devel", _flag, "Start from an nvidia/cuda devel image (nvcc for packages built from source).", "true"),
     Key("command", _command, "The image's command: a list, or a string split like a shell.", "[python, train.py]"),
     Key("env", _env, "Environment variables set in the image.", "{WANDB_MODE: offline}", write=_pairs("env")),
     Key("base_image", _base_image, "Start from this image instead (a mirror, an air-gapped site); it needs python3 "
@@ -536,8 +534,7 @@ KEYS: tuple[Key, ...] = (
     Key("overrides", _packages, "Requirements uv puts in place of what any package asks for; init copies pyproject's "
         "`[tool.uv] override-dependencies` here.", '["transformers>=5.4"]'),
     Key("framework_wins", _flag, "The requirement files' framework and companion lines yield to `framework`/`cuda` "
-        "instead of being refused (init sets it when `--framework`/`--cuda` overrode them).", "true",
-        write=lambda s: True if s.framework_wins else _OMIT),
+        "instead of being refused (init sets it when `--framework`/`--cuda` overrode them).", "true"),
     Key("workload", _workload, "The training run `envman fit` judges: " + ", ".join(WORKLOAD_KEYS) + ".",
         "{model: llama-3.1-8b, method: lora}", write=_pairs("workload")),
     Key("price_per_gpu_hour", _prices, "Your price per GPU-hour, for every GPU (`2.5`) or per GPU name: `envman fit "
