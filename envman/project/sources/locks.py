@@ -52,13 +52,9 @@ def _entries(path: Path, name: str) -> list[tuple[str, str]]:
         text = read_regular_text(path, 64 << 20)
         if name == "Pipfile.lock":
             doc = json.loads(text)
-            out = []
-            for section in ("default",):  # develop: the dev packages, not the training environment
-                for dist, entry in (doc.get(section) or {}).items():
-                    version = entry.get("version") if isinstance(entry, dict) else None
-                    if isinstance(version, str):
-                        out.append((dist, version.lstrip("=")))
-            return out
+            # "default" only: "develop" holds the dev packages, not the training environment
+            return [(dist, e["version"].lstrip("=")) for dist, e in (doc.get("default") or {}).items()
+                    if isinstance(e, dict) and isinstance(e.get("version"), str)]
         doc = tomllib.loads(text)
     except (OSError, ValueError, tomllib.TOMLDecodeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueError
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
