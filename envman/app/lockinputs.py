@@ -51,7 +51,7 @@ class ProjectInputs:
     @classmethod
     def read(cls, root: Path, spec: ProjectSpec, matrix: Matrix) -> ProjectInputs:
         reqs, constraints, warnings, includes, unreadable, indexes = _read_requirements(root, spec)
-        from envman.project.ownname import without_own
+        from envman.project.imports import without_own
         from envman.project.sources.pyproject import read_pyproject
 
         reqs, own = without_own(root, read_pyproject(root), reqs)
