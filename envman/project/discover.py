@@ -96,11 +96,8 @@ class Discovery:
     named_cuda: str | None = None  # the CUDA a per-CUDA file read is named for (requirements_cu128.txt → "12.8")
 
     def report(self) -> list[str]:
-        out = []
-        if self.read:
-            out.append("read: " + ", ".join(self.read))
-        for f, why in self.skipped:
-            out.append(f"skipped {f}: {why}")
+        out = ["read: " + ", ".join(self.read)] if self.read else []
+        out += [f"skipped {f}: {why}" for f, why in self.skipped]
         out.extend(_optional_lines(self.fates))
         out.extend(f.describe() for f in self.fates if f.why != OPTIONAL and (f.fate != "kept" or f.why))
         out.extend(self.warnings)

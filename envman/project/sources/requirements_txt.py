@@ -81,11 +81,8 @@ def read_requirements(project: Path, rel: str, *, constraints: bool = False, _se
             n += 1
             raw = raw.rstrip()[:-1] + " " + lines[n]
         n += 1
-        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-        if not line:
-            continue
-        where = f"{rel}:{start + 1}"
-        _read_line(project, rel, line, where, found, constraints, seen)
+        if line := re.sub(r"(^|\s)#.*$", "", raw).strip():
+            _read_line(project, rel, line, f"{rel}:{start + 1}", found, constraints, seen)
     return found
 
 
