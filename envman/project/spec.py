@@ -485,18 +485,6 @@ class Key:
         return (self.write or _listed(self.name))(spec)
 
 
-def _install_written(s: ProjectSpec) -> Any:
-    if s.install_project is None:
-        return _OMIT
-    return list(s.project_extras) if s.project_extras else s.install_project
-
-
-def _profiles_written(s: ProjectSpec) -> Any:
-    if not s.profiles:
-        return _OMIT
-    return {pr.name: {k.name: w for k in PROFILE_KEYS if (w := k.written(pr)) is not _OMIT} for pr in s.profiles}
-
-
 # The order is envman.yaml's (init writes it so) and docs/envman-yaml.md's.
 KEYS: tuple[Key, ...] = (
     Key("name", _image_name, "The image's repository name: lowercase letters, digits and `. _ -`.", "my-trainer",
@@ -525,7 +513,8 @@ KEYS: tuple[Key, ...] = (
     Key("base_image", _base_image, "Start from this image instead (a mirror, an air-gapped site); it needs python3 "
         "with venv.", "registry.example.com/python:3.11-slim"),
     Key("install_project", _install_project, "Install the project itself: `true`, `false`, `auto` (default: when "
-        "it is a package) or a list of its extras.", "[train]", write=_install_written),
+        "it is a package) or a list of its extras.", "[train]",
+        write=lambda s: _OMIT if s.install_project is None else list(s.project_extras) or s.install_project),
     Key("index_urls", _urls, "Extra package indexes, for the packages that are not the framework's.",
         "[https://pypi.example.com/simple]"),
     Key("find_links", _urls, "Folders or pages of wheels uv may also take packages from.", "[file:///wheels]"),
@@ -548,7 +537,8 @@ KEYS: tuple[Key, ...] = (
         "[pyproject.toml]"),
     Key("profiles", _profiles, "More stacks of the same project, each with its own lock and Dockerfile; a profile "
         "may set " + ", ".join(k for k in ("python", "framework", "cpu", "targets", "driver", "cuda")) + ".",
-        "{old-fleet: {targets: [v100]}}", write=_profiles_written),
+        "{old-fleet: {targets: [v100]}}", write=lambda s: {pr.name: {
+            k.name: w for k in PROFILE_KEYS if (w := k.written(pr)) is not _OMIT} for pr in s.profiles} or _OMIT),
     # not written back nor hashed: moving a job to another partition must not make the image's lock stale
     Key("cluster", lambda p, v, path: plain_numbers(v) if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
         "Site settings of `envman cluster` (Slurm feature, partition, GPUs per node …; docs/cluster.md).",

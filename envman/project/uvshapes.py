@@ -79,8 +79,4 @@ def check_shapes(doc: Any) -> None:
             if _IS[shape](value):
                 continue
             said = f"{where} is a table, not" if isinstance(value, dict) else f"{where} = {_shown(value)} is not"
-            raise UsageError(f"{FILE}: {said} {_article(shape)}{shape}", hint=HINT)
-
-
-def _article(shape: str) -> str:
-    return "an " if shape[0] in "aeiou" else "a "
+            raise UsageError(f"{FILE}: {said} {'an' if shape[0] in 'aeiou' else 'a'} {shape}", hint=HINT)
