@@ -48,11 +48,8 @@ def distribution_name(root: Path, doc: dict | None) -> str | None:
     tree = setup_py_tree(root)
     if tree is None:
         return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "name" and isinstance(node.value, ast.Constant) \
-                and isinstance(node.value.value, str):
-            return node.value.value
-    return None
+    return next((n.value.value for n in ast.walk(tree) if isinstance(n, ast.keyword) and n.arg == "name"
+                 and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)), None)
 
 
 def without_own(root: Path, doc: dict | None, reqs: list[Req]) -> tuple[list[Req], list[str]]:
