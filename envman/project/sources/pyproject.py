@@ -72,16 +72,15 @@ def read_pyproject_project(doc: dict, wanted_groups: tuple[str, ...] = (), dynam
     proj = doc.get("project") or {}
     for i, d in enumerate(proj.get("dependencies") or []):
         add_requirement(found, d, f"{FILE} project.dependencies[{i}]")
-    for extra, deps in sorted((proj.get("optional-dependencies") or {}).items()):
-        for i, d in enumerate(deps or []):
-            add_requirement(found, d, f"{FILE} project.optional-dependencies.{extra}[{i}]", optional=extra not in wanted_groups)
-    for group, deps in sorted((doc.get("dependency-groups") or {}).items()):
-        for i, d in enumerate(deps or []):
-            if isinstance(d, dict):  # {include-group = "…"}
-                found.fates.append(Fate(f"{FILE} dependency-groups.{group}[{i}]", str(d), "kept",
-                                        "an include of another group (read with it)"))
-                continue
-            add_requirement(found, d, f"{FILE} dependency-groups.{group}[{i}]", optional=group not in wanted_groups)
+    for key, table in (("project.optional-dependencies", proj.get("optional-dependencies")),
+                       ("dependency-groups", doc.get("dependency-groups"))):
+        for name, deps in sorted((table or {}).items()):
+            for i, d in enumerate(deps or []):
+                if isinstance(d, dict) and key == "dependency-groups":  # {include-group = "…"}
+                    found.fates.append(Fate(f"{FILE} {key}.{name}[{i}]", str(d), "kept",
+                                            "an include of another group (read with it)"))
+                else:
+                    add_requirement(found, d, f"{FILE} {key}.{name}[{i}]", optional=name not in wanted_groups)
     if isinstance(proj.get("requires-python"), str):
         add_python(found, proj["requires-python"], f"{FILE} project.requires-python")
     if "dependencies" in (proj.get("dynamic") or []) and not dynamic_read:
