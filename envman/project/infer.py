@@ -127,16 +127,10 @@ def _cuda_floors(reqs: list[Req], inf: Inference) -> None:
 
 
 def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:
-    variant = None
-    parts = []
-    for s in req.req.specifier:
-        v = s.version
-        m = _LOCAL.search(v)
-        if m:
-            variant = m.group(1)
-            v = v[: m.start()]
-        parts.append(f"{s.operator}{v}")
-    return SpecifierSet(",".join(parts)), variant
+    """The line's specifier without local labels (``==2.1.0+cu118`` → ``==2.1.0``), and the last label's variant."""
+    variants = [m.group(1) for s in req.req.specifier if (m := _LOCAL.search(s.version))]
+    parts = [f"{s.operator}{_LOCAL.sub('', s.version)}" for s in req.req.specifier]
+    return SpecifierSet(",".join(parts)), variants[-1] if variants else None
 
 
 def on_linux(r: Req) -> bool:
