@@ -81,9 +81,7 @@ def compiled_code(root: Path, build_requires: tuple[str, ...] = ()) -> Compiled 
 def _loads_at_runtime(root: Path, limit: int = 400) -> bool:
     """The code builds an extension when it runs (``torch.utils.cpp_extension.load(…)``, ``load_inline``): read from
     at most ``limit`` of its Python files, names only."""
-    for i, path in enumerate(sorted(root.rglob("*.py"))):
-        if i >= limit:
-            break
+    for path in sorted(root.rglob("*.py"))[:limit]:
         if path.name == "setup.py" or any(part in (".venv", "venv", "node_modules", ".git", ".envman") for part in path.parts):
             continue
         try:

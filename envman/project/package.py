@@ -92,9 +92,8 @@ def _flat_layout_refusal(root: Path, rules: dict) -> str | None:
 def _hatch_refusal(root: Path, doc: dict) -> str | None:
     hatch = ((doc.get("tool") or {}).get("hatch") or {}).get("build") or {}
     wheel = (hatch.get("targets") or {}).get("wheel") or {}
-    for table in (wheel, hatch):
-        if any(table.get(k) for k in ("include", "packages", "only-include", "force-include")):
-            return None
+    if any(table.get(k) for table in (wheel, hatch) for k in ("include", "packages", "only-include", "force-include")):
+        return None
     name = str((doc.get("project") or {}).get("name") or "")
     names = {re.sub(r"[^\w\d.]+", "_", n) for n in (name, name.lower().replace("-", "_").replace(".", "_")) if n}
     for n in names:
