@@ -49,12 +49,9 @@ def _framework_indexes(sources: dict, indexes: dict) -> list[tuple[str, str, str
             if variant:
                 when = ", ".join(f"{k} {entry[k]}" for k in ("extra", "group", "marker") if isinstance(entry.get(k), str))
                 seen.append((where + (f" ({when})" if when else ""), variant, url or ""))
-    if not seen:  # no source names the framework: a default (non-explicit) PyTorch index serves it
-        for name, index in indexes.items():
-            variant = index_variant(index["url"])
-            if variant and not index.get("explicit", False):
-                seen.append((f"{FILE} tool.uv.index {name}", variant, index["url"]))
-    return seen
+    # no source names the framework: a default (non-explicit) PyTorch index serves it
+    return seen or [(f"{FILE} tool.uv.index {name}", v, index["url"]) for name, index in indexes.items()
+                    if (v := index_variant(index["url"])) and not index.get("explicit", False)]
 
 
 def read_uv_sources(doc: dict) -> Found:
