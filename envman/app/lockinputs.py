@@ -16,7 +16,7 @@ from envman.lock.layout import StackFiles
 from envman.lock.lockfile import canonical_json
 from envman.model import Matrix
 from envman.project.package import ProjectPackage, backend_refusal, find_package
-from envman.project.requirements import Req
+from envman.project.req import Req
 from envman.project.spec import ProjectSpec, validate_requirement
 
 BASE_OVERRIDE = "base_image"  # the lock's inputs key for a --base-image override
@@ -51,8 +51,8 @@ class ProjectInputs:
     @classmethod
     def read(cls, root: Path, spec: ProjectSpec, matrix: Matrix) -> ProjectInputs:
         reqs, constraints, warnings, includes, unreadable, indexes = _read_requirements(root, spec)
-        from envman.project.ownname import without_own
-        from envman.project.requirements import read_pyproject
+        from envman.project.imports import without_own
+        from envman.project.sources.pyproject import read_pyproject
 
         reqs, own = without_own(root, read_pyproject(root), reqs)
         warnings += own

@@ -19,7 +19,7 @@ from envman.lock.pylock import parse_pylock
 from envman.lock.user_hashes import check_user_hashes
 from envman.lock.uv import PythonLock, parse_uv_output, python_lock_job
 from envman.model import Resolution
-from envman.project.requirements import Req
+from envman.project.req import Req
 from envman.project.sources.locks import preference_seed
 from envman.project.spec import ProjectSpec
 

@@ -233,7 +233,7 @@ def project_checks(root: Path, spec: ProjectSpec, installed: bool) -> ProjectChe
     top-level packages from the work directory, which is then on PYTHONPATH (said at init)."""
     from envman.image.plan import WORKDIR
     from envman.project.imports import console_scripts, distribution_name, top_level_packages
-    from envman.project.requirements import read_pyproject
+    from envman.project.sources.pyproject import read_pyproject
 
     doc = read_pyproject(root)
     if installed:

@@ -13,7 +13,7 @@ from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.model import Matrix, Resolution, ToolkitWheels
 from envman.project.infer import spec_floor
-from envman.project.requirements import Req
+from envman.project.req import Req
 
 
 def framework_pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:

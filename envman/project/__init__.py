@@ -1,2 +1,2 @@
-"""What a repository says it needs: spec.py (envman.yaml or [tool.envman]), requirements.py (requirement
-files, pyproject, environment.yml and their discovery)."""
+"""What a repository says it needs: spec.py (envman.yaml or [tool.envman]), discover.py (what `envman init` learns
+from its dependency files, read by sources/: one reader per format)."""

@@ -62,8 +62,10 @@ def say_age(name: str, reqs: list[Req], total: SpecifierSet, allowed: list, note
     newest_day = first(name, fits[-1]) if fits else None
     table: list[tuple[date, Req, Version | None, bool]] = [
         (day, r, v, pin) for r in reqs for v, pin in _named(r) if (day := first(r.name, v))]
+    # a line that pins a release or caps the series: what the lock then holds dates the code
     locked: list[tuple[date, Req, Version | None, bool]] = [
-        (day, r, None, True) for r in reqs if _capped(r) and (day := (uploaded or {}).get(r.name))]
+        (day, r, None, True) for r in reqs if any(sp.operator in ("==", "===", "~=", "<", "<=") for sp in r.req.specifier)
+        and (day := (uploaded or {}).get(r.name))]
     if not newest_day:
         return
     commit = last_commit(root) if root is not None else None
@@ -80,11 +82,6 @@ def say_age(name: str, reqs: list[Req], total: SpecifierSet, allowed: list, note
     if commit and newest_day - commit[0] > GAP:
         what = f"the repository's last commit is {commit[1]}"
         notes.append(_predates(name, fits, first, what, commit[0], timedelta()))
-
-
-def _capped(r: Req) -> bool:
-    """The line pins a release or caps the series: what the lock then holds dates the code."""
-    return any(sp.operator in ("==", "===", "~=", "<", "<=") for sp in r.req.specifier)
 
 
 def _predates(name: str, fits: list[Version], first, what: str, day: date, slack: timedelta) -> str:

@@ -19,6 +19,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
+from envman.project.files import setup_cfg, small_text
+from envman.project.req import holds
+
 
 def setup_requires(text: str | None) -> tuple[str, ...]:
     """setup.py's literal ``setup_requires=[...]`` (read with ast, never run): setuptools' backend asks for them
@@ -41,8 +44,6 @@ def setup_requires(text: str | None) -> tuple[str, ...]:
 
 def _setup_cfg_requires(root: Path) -> tuple[str, ...]:
     """setup.cfg ``[options] setup_requires``: one per line, or comma-separated on one (setuptools' list rule)."""
-    from envman.project.files import setup_cfg
-
     cp = setup_cfg(root)
     if cp is None or not cp.has_option("options", "setup_requires"):
         return ()
@@ -67,7 +68,7 @@ def _hatch_requires(doc: Mapping) -> tuple[str, ...]:
 def backend_requires(root: Path, doc: Mapping, backend: str | None, rules: Mapping) -> tuple[tuple[str, ...], str]:
     """(what the backend asks for beyond [build-system] requires, where it is said); only valid requirements."""
     if backend in (rules.get("setuptools") or {}).get("backends", []):
-        found = [(setup_requires(_text(root, "setup.py")), "its setup.py's setup_requires"),
+        found = [(setup_requires(small_text(root, "setup.py")), "its setup.py's setup_requires"),
                  (_setup_cfg_requires(root), "its setup.cfg's setup_requires")]
     elif backend in (rules.get("hatchling") or {}).get("backends", []):
         found = [(_hatch_requires(doc), "its [tool.hatch.build] dependencies")]
@@ -85,7 +86,7 @@ def unmet(reqs: tuple[str, ...], locked: Mapping[str, str], env: Mapping[str, st
     out = []
     for r in reqs:
         req = Requirement(r)
-        if req.marker is not None and env is not None and not _holds(req, env):
+        if env is not None and not holds(req.marker, dict(env)):
             continue
         v = have.get(canonicalize_name(req.name))
         try:
@@ -97,22 +98,9 @@ def unmet(reqs: tuple[str, ...], locked: Mapping[str, str], env: Mapping[str, st
     return tuple(out)
 
 
-def _holds(req: Requirement, env: Mapping[str, str]) -> bool:
-    try:
-        return bool(req.marker is None or req.marker.evaluate(dict(env)))
-    except Exception:  # a marker packaging cannot evaluate: the requirement stands
-        return True
-
-
 def _valid(r: str) -> bool:
     try:
         Requirement(r)
     except InvalidRequirement:
         return False
     return True
-
-
-def _text(root: Path, rel: str) -> str | None:
-    from envman.project.files import small_text
-
-    return small_text(root, rel)

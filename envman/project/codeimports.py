@@ -27,8 +27,9 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)[\w.]*[ \t]+import\b|im
 _DOMINANT = 4
 
 
-def module_files(root: Path, modules: set[str]) -> dict[str, int]:
-    """How many of the project's ``.py`` files import each of ``modules`` (top-level names)."""
+def read_code_frameworks(root: Path) -> dict[str, int]:
+    """How many of the project's ``.py`` files import each framework's modules (top-level names)."""
+    modules = {m for fw in frameworks.registered() for m, _ in fw.modules}
     counts: dict[str, int] = {}
     for _, text in project_sources(root):
         for m in module_names(text) & modules:
@@ -66,8 +67,6 @@ def module_names(text: str) -> set[str]:
     return names
 
 
-
-
 @dataclass
 class CodeFrameworks:
     """What the code imports, per framework: (module, files) pairs, and the verdict over the dependency files."""
@@ -75,11 +74,6 @@ class CodeFrameworks:
     files: dict[str, int] = field(default_factory=dict)  # module → files importing it
     framework: str | None = None  # the framework the code uses, when the dependency files name none
     notes: list[str] = field(default_factory=list)
-
-
-def read_code_frameworks(root: Path) -> dict[str, int]:
-    modules = {m for fw in frameworks.registered() for m, _ in fw.modules}
-    return module_files(root, modules)
 
 
 def _ranked(files: dict[str, int]) -> list[tuple[str, int]]:

@@ -36,35 +36,26 @@ def _theirs(root: Path, rel: str) -> bool:
     return o.exists and not o.ours
 
 
-def _ours(root: Path, rel: str) -> bool:
-    return ownership(root / rel).ours
+def _name(root: Path, default: str, envmans: str, users: tuple[str, ...], said: str, notes: list[str],
+          moved: bool = False) -> str:
+    """``envmans`` where envman wrote it before, where the repository has one of ``users`` (``said`` then names
+    it), or when ``moved``; else ``default``."""
+    user = [c for c in users if _theirs(root, c)]
+    if user:
+        notes.append(said.format(user[0]))
+    return envmans if user or moved or ownership(root / envmans).ours else default
 
 
 def place_files(root: Path) -> Placement:
     notes: list[str] = []
-    dockerfile = "Dockerfile"
-    if _ours(root, "Dockerfile.envman") or _theirs(root, "Dockerfile"):
-        dockerfile = "Dockerfile.envman"
-        if _theirs(root, "Dockerfile"):
-            notes.append("the repository's own Dockerfile is kept; envman writes Dockerfile.envman beside it")
-    dockerignore = ".dockerignore"
-    if _ours(root, f"{dockerfile}.dockerignore") or _theirs(root, ".dockerignore") or dockerfile != "Dockerfile":
-        dockerignore = f"{dockerfile}.dockerignore"
-        if _theirs(root, ".dockerignore"):
-            notes.append(f"the repository's own .dockerignore is kept; envman writes {dockerignore} "
-                         "(BuildKit reads it for that Dockerfile)")
-    compose = "compose.yaml"
-    user_compose = [c for c in COMPOSE_NAMES if _theirs(root, c)]
-    if _ours(root, "compose.envman.yaml") or user_compose:
-        compose = "compose.envman.yaml"
-        if user_compose:
-            notes.append(f"the repository's own {user_compose[0]} is kept; envman writes compose.envman.yaml "
-                         "(docker compose -f compose.envman.yaml …)")
-    devcontainer = ".devcontainer/devcontainer.json"
-    user_dev = [c for c in DEVCONTAINER_NAMES if _theirs(root, c)]
-    if _ours(root, ".devcontainer/envman/devcontainer.json") or user_dev:
-        devcontainer = ".devcontainer/envman/devcontainer.json"
-        if user_dev:
-            notes.append(f"the repository's own {user_dev[0]} is kept; envman writes {devcontainer} "
-                         "(a second configuration editors offer to choose)")
+    dockerfile = _name(root, "Dockerfile", "Dockerfile.envman", ("Dockerfile",), "the repository's own {} is kept; "
+                       "envman writes Dockerfile.envman beside it", notes)
+    dockerignore = _name(root, ".dockerignore", f"{dockerfile}.dockerignore", (".dockerignore",), "the repository's own"
+                         " {} is kept; envman writes " + f"{dockerfile}.dockerignore (BuildKit reads it for that "
+                         "Dockerfile)", notes, moved=dockerfile != "Dockerfile")
+    compose = _name(root, "compose.yaml", "compose.envman.yaml", COMPOSE_NAMES, "the repository's own {} is kept; "
+                    "envman writes compose.envman.yaml (docker compose -f compose.envman.yaml …)", notes)
+    devcontainer = _name(root, ".devcontainer/devcontainer.json", ".devcontainer/envman/devcontainer.json",
+                         DEVCONTAINER_NAMES, "the repository's own {} is kept; envman writes "
+                         ".devcontainer/envman/devcontainer.json (a second configuration editors offer to choose)", notes)
     return Placement(dockerfile, dockerignore, compose, devcontainer, tuple(notes))

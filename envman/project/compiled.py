@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envman.inputs import MAX_SPEC, read_regular
+from envman.project.files import setup_py_tree, small_text
 
 # setup.py calls → what they compile
 _CALLS = {"Extension": "a C/C++ extension", "CppExtension": "a C++ extension (torch)", "CUDAExtension": "a CUDA extension",
@@ -39,29 +40,29 @@ class Compiled:
     imports: tuple[str, ...] = ()  # what setup.py imports while building, beyond the framework (numpy, Cython …)
 
 
-def _setup_py(root: Path) -> tuple[set[str], set[str], str]:
-    """(names called, modules imported, the text) of setup.py; empty when there is none or it does not parse."""
-    from envman.project.files import setup_py_tree, small_text
-
+def _setup_py(root: Path) -> tuple[set[str], set[str], str, bool]:
+    """(names called, modules imported, the text, whether it computes ``ext_modules=``: anything but an empty list)
+    of setup.py; empty when there is none or it does not parse."""
     tree = setup_py_tree(root)
     if tree is None:
-        return set(), set(), ""
-    text = small_text(root, "setup.py") or ""
+        return set(), set(), "", False
     # every name it uses, called or bound (`extension = CUDAExtension` … `extension(...)`)
     calls = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     calls |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     calls |= {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     imports = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imports |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    return calls, imports, text
+    ext = next((n.value for n in ast.walk(tree) if isinstance(n, ast.keyword) and n.arg == "ext_modules"), None)
+    computed = ext is not None and not (isinstance(ext, (ast.List, ast.Tuple)) and not ext.elts)
+    return calls, imports, small_text(root, "setup.py") or "", computed
 
 
 def compiled_code(root: Path, build_requires: tuple[str, ...] = ()) -> Compiled | None:
     """What the project compiles when it is built, or None (pure Python). ``build_requires``: pyproject's
     ``[build-system] requires``."""
-    calls, imports, text = _setup_py(root)
+    calls, imports, text, computed = _setup_py(root)
     kinds = [what for name, what in _CALLS.items() if name in calls]
-    if not kinds and _computed_ext_modules(text):
+    if not kinds and computed:
         kinds.append("extensions its setup.py computes (ext_modules=…)")
     for r in build_requires:
         name = re.split(r"[<>=!~\[; ]", r.strip(), maxsplit=1)[0].lower().replace("_", "-")
@@ -77,24 +78,10 @@ def compiled_code(root: Path, build_requires: tuple[str, ...] = ()) -> Compiled 
     return Compiled(tuple(kinds), framework, cuda, optional, at_runtime, used)
 
 
-def _computed_ext_modules(text: str) -> bool:
-    """setup(ext_modules=<something other than an empty list>)."""
-    try:
-        tree = ast.parse(text) if text else None
-    except SyntaxError:
-        return False
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.keyword) and node.arg == "ext_modules":
-            return not (isinstance(node.value, (ast.List, ast.Tuple)) and not node.value.elts)
-    return False
-
-
 def _loads_at_runtime(root: Path, limit: int = 400) -> bool:
     """The code builds an extension when it runs (``torch.utils.cpp_extension.load(…)``, ``load_inline``): read from
     at most ``limit`` of its Python files, names only."""
-    for i, path in enumerate(sorted(root.rglob("*.py"))):
-        if i >= limit:
-            break
+    for path in sorted(root.rglob("*.py"))[:limit]:
         if path.name == "setup.py" or any(part in (".venv", "venv", "node_modules", ".git", ".envman") for part in path.parts):
             continue
         try:

@@ -9,7 +9,9 @@ lines it overrides are said; independent problems are reported together."""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,18 +22,20 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
 from envman.inputs import MAX_SPEC, read_regular
+from envman.lock.layout import StackFiles
 from envman.project.codeimports import dominant, read_code_frameworks
 from envman.project.infer import NOT_APPLIED, Inference, infer_framework, load_dependents
 from envman.project.lockstep import refuse_stale
+from envman.project.package import backend_refusal
 from envman.project.reqfiles import FileChoice, Want, backends_of, choose_files, key_of, tokens
-from envman.project.requirements import OWN_FILES, read_pyproject
 from envman.project.sources import Fate, Found
 from envman.project.sources.conda import conda_document, conda_platform, is_export, read_conda
 from envman.project.sources.locks import read_locks
 from envman.project.sources.poetry import read_poetry
-from envman.project.sources.pyproject import OPTIONAL, read_pyproject_project
+from envman.project.sources.pyproject import OPTIONAL, read_pyproject, read_pyproject_project
 from envman.project.sources.registry import READERS
 from envman.project.sources.registry import files as reader_files
+from envman.project.sources.requirements_txt import read_requirements
 from envman.project.sources.uv import lock_constraints, read_uv_resolution, read_uv_sources
 
 DEP_FILES = ("requirements.txt", "pyproject.toml", "environment.yml", "environment.yaml", *reader_files())
@@ -42,6 +46,7 @@ _CORE = re.compile(r"(base|main|core|common|runtime|install|prod|production|defa
 # conda environment files, best name first; the dev/test ones are variants (skipped, said)
 _CONDA = re.compile(r"^(environment|conda|conda[-_]env|env)([-_.][\w.-]+)?\.ya?ml\Z")
 _EXTRAS_SHOWN = 4  # a table with more extras than this is said in one line
+OWN_FILES = (StackFiles().req, StackFiles().fw)  # envman's own, never read as requirements
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,8 @@ class Discovery:
     named_cuda: str | None = None  # the CUDA a per-CUDA file read is named for (requirements_cu128.txt → "12.8")
 
     def report(self) -> list[str]:
-        out = []
-        if self.read:
-            out.append("read: " + ", ".join(self.read))
-        for f, why in self.skipped:
-            out.append(f"skipped {f}: {why}")
+        out = ["read: " + ", ".join(self.read)] if self.read else []
+        out += [f"skipped {f}: {why}" for f, why in self.skipped]
         out.extend(_optional_lines(self.fates))
         out.extend(f.describe() for f in self.fates if f.why != OPTIONAL and (f.fate != "kept" or f.why))
         out.extend(self.warnings)
@@ -191,8 +193,6 @@ def _core_elsewhere(root: Path, doc: dict | None, files: list[str], dynamic: lis
 def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: tuple[str, ...], dynamic: list[str],
                             core: str | None, asked: Asked) -> tuple[list[Found], FileChoice]:
     """Read the requirements files that make the training environment; say why each other one is skipped."""
-    from envman.project.sources.requirements_txt import read_requirements
-
     want = Want(asked.framework_name if asked.framework_name != "none" else None, asked.cuda, asked.cpu)
     choice = choose_files(root, files, wanted=wanted, dynamic=dynamic, core=core, want=want)
     founds = []
@@ -207,7 +207,6 @@ def _read_requirement_files(d: Discovery, root: Path, files: list[str], wanted: 
         named = " named by pyproject.toml as its dependencies" if f in dynamic else ""
         d.read.append(f + (f" (with {', '.join(fd.includes)})" if fd.includes else "") + named)
     d.skipped += choice.skipped
-    d.warnings += choice.notes
     for sub in ("docs", "doc", "tests", "test"):
         for p in sorted((root / sub).glob("requirements*.txt")) if (root / sub).is_dir() else []:
             d.skipped.append((f"{sub}/{p.name}", f"{sub}/ is not the training environment; name it under requirements: to use it"))
@@ -348,8 +347,6 @@ def _files_setup_reads(d: Discovery, root: Path, extra: list[Found]) -> list[Fou
     """A setup.py whose install_requires reads a file when it runs (``open(HERE / 'requirements.txt')``,
     ``_fetch_requirements('requirements.txt')``: audiocraft, OpenRLHF, TTS) has that file for its core: read, or
     said to be read already, instead of "list these packages under packages:"."""
-    from envman.project.sources.requirements_txt import read_requirements
-
     out: list[Found] = []
     for fd in extra:
         for i, f in enumerate(fd.fates):
@@ -368,8 +365,6 @@ def _files_setup_reads(d: Discovery, root: Path, extra: list[Found]) -> list[Fou
 def _say_layout(d: Discovery, root: Path, doc: dict | None) -> None:
     """A package its build backend would refuse to build (pattern: a setuptools flat layout with several top-level
     packages) is not installed: the image runs it from its source tree, which is said."""
-    from envman.project.package import backend_refusal
-
     is_package = (doc is not None and isinstance(doc.get("build-system"), dict)) or (root / "setup.py").is_file()
     why = backend_refusal(root, doc) if is_package else None
     if why:
@@ -489,7 +484,7 @@ def _narrow_to_locks(d: Discovery, root: Path, reqs: list, variants: list, relea
             name = named.pop() if len(named) == 1 else None
         lock_reqs, lock_variants, notes = lock_constraints(locked.framework, name, locked.file) if name else ([], [], [])
         d.read.append(locked.file)
-        d.warnings.append(locked.note(name if lock_reqs else None, None))
+        d.warnings.append(locked.note(name if lock_reqs else None))
         if not lock_reqs or asked and d.inference.framework is None:
             continue
         if [v for o, v in variants if "tool.uv" in o] or not keep_variants:  # an index or --cuda already chose
@@ -509,12 +504,8 @@ def _marker_python(asked: Asked, pairs: list[tuple[str, SpecifierSet]]) -> str |
         return None
     ok = [m for m in _PYTHONS if all(s.contains(f"{m}.99", prereleases=True) or s.contains(f"{m}.0", prereleases=True)
                                      for _, s in pairs)]
-    below = [m for m in ok if _minor(m) <= _minor(asked.default_python)]
+    below = [m for m in ok if int(m[2:]) <= int(asked.default_python.split(".")[1])]
     return (below[-1] if below else ok[0]) if ok else asked.default_python
-
-
-def _minor(v: str) -> int:
-    return int(v.split(".")[1])
 
 
 def _python(d: Discovery, pairs: list[tuple[str, SpecifierSet]], asked: Asked) -> str | None:
@@ -537,7 +528,7 @@ def _python(d: Discovery, pairs: list[tuple[str, SpecifierSet]], asked: Asked) -
         total &= sa
     minors = [p for p in _PYTHONS if _admits(total, p)]
     if minors and not any(total.contains(p, prereleases=True) for p in minors):
-        text = f"=={minors[0]}.*" if len(minors) == 1 else f">={minors[0]},<{_next_minor(minors[-1])}"
+        text = f"=={minors[0]}.*" if len(minors) == 1 else f">={minors[0]},<3.{int(minors[-1][2:]) + 1}"
         d.warnings.append(f"Python {total} is a patch-level constraint; envman resolves minor versions: Python {text} "
                           f"(the base image's {minors[0]} must be a patch release that satisfies {total})")
         return text
@@ -550,11 +541,6 @@ def _admits(spec: SpecifierSet, minor: str) -> bool:
         return any(spec.contains(f"{minor}.{p}", prereleases=True) for p in range(0, 40)) or spec.contains(minor)
     except InvalidSpecifier:
         return False
-
-
-def _next_minor(minor: str) -> str:
-    major, m = minor.split(".")
-    return f"{major}.{int(m) + 1}"
 
 
 def sub_projects(root: Path, depth: int = 3) -> list[str]:
@@ -590,9 +576,6 @@ def nothing_found(root: Path) -> UsageError:
 
 def _from_here(path: Path) -> str:
     """``path`` as the user can type it from where they stand (a hint is followed from there, issue 38)."""
-    import os
-    import shlex
-
     try:
         rel = os.path.relpath(path, Path.cwd())
     except (OSError, ValueError):  # another drive (Windows), or no working directory

@@ -1,7 +1,8 @@
 """What of the project itself the image's smoke test imports and runs: its top-level packages (installed, or on
 the work directory when it runs from its source) and its console scripts (``--help``). Read from the files, never
 by running the project's code: ``[project.scripts]``, ``[tool.poetry.scripts]``, setup.py's
-``entry_points={"console_scripts": [...]}`` (ast) and setup.cfg's ``[options.entry_points]``."""
+``entry_points={"console_scripts": [...]}`` (ast) and setup.cfg's ``[options.entry_points]``. And its own name,
+which its requirements may list (``without_own``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import ast
 import re
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from envman.project.files import setup_cfg, setup_py_tree
+from envman.project.req import Req
 
 # folders a project keeps beside its packages, never its importable code (setuptools' flat-layout exclusions
 # hold the same names: matrices/build_backends.yaml)
@@ -44,11 +48,27 @@ def distribution_name(root: Path, doc: dict | None) -> str | None:
     tree = setup_py_tree(root)
     if tree is None:
         return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "name" and isinstance(node.value, ast.Constant) \
-                and isinstance(node.value.value, str):
-            return node.value.value
-    return None
+    return next((n.value.value for n in ast.walk(tree) if isinstance(n, ast.keyword) and n.arg == "name"
+                 and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)), None)
+
+
+def without_own(root: Path, doc: dict | None, reqs: list[Req]) -> tuple[list[Req], list[str]]:
+    """(the requirements without the project's own name, a warning per line left out). A project that lists its
+    own distribution (``myproj`` in requirements.txt beside a pyproject.toml named myproj) names itself, whose
+    source the image already holds: locked from PyPI it would be someone else's release, or none (issue 38). A line
+    with a URL or extras of its own names something else (a fork, ``myproj[train]``) and is kept."""
+    name = distribution_name(root, doc)
+    if not name:
+        return reqs, []
+    own = canonicalize_name(name)
+    kept, said = [], []
+    for r in reqs:
+        if r.name == own and r.req.url is None and not r.req.extras:
+            said.append(f"{r.origin}: {r.req} is this project ({name}, its own name): not locked from PyPI; the "
+                        "image has its source")
+        else:
+            kept.append(r)
+    return kept, said
 
 
 def console_scripts(root: Path, doc: dict | None) -> list[str]:
@@ -82,8 +102,6 @@ def _setup_py_scripts(root: Path) -> list[str]:
 
 def _setup_cfg_scripts(root: Path) -> list[str]:
     cp = setup_cfg(root)
-    if cp is None:
-        return []
-    if not cp.has_option("options.entry_points", "console_scripts"):
+    if cp is None or not cp.has_option("options.entry_points", "console_scripts"):
         return []
     return [ln.split("=")[0].strip() for ln in cp.get("options.entry_points", "console_scripts").splitlines() if "=" in ln]

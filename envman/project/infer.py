@@ -15,9 +15,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envman import frameworks
-from envman.errors import UsageError
+from envman.errors import MatrixError, UsageError
+from envman.inputs import read_regular_text
 from envman.project.age import say_age
-from envman.project.requirements import Req
+from envman.project.req import LINUX, Req, holds
+from envman.resources import matrix_dir
 
 _LOCAL = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+)\Z")
 
@@ -33,10 +35,6 @@ class Dependent:
 
 def load_dependents() -> tuple[Dependent, ...]:
     import yaml
-
-    from envman.errors import MatrixError
-    from envman.inputs import read_regular_text
-    from envman.resources import matrix_dir
 
     path = matrix_dir() / "framework_dependents.yaml"
     try:
@@ -129,32 +127,17 @@ def _cuda_floors(reqs: list[Req], inf: Inference) -> None:
 
 
 def _split_local(req: Req) -> tuple[SpecifierSet, str | None]:
-    variant = None
-    parts = []
-    for s in req.req.specifier:
-        v = s.version
-        m = _LOCAL.search(v)
-        if m:
-            variant = m.group(1)
-            v = v[: m.start()]
-        parts.append(f"{s.operator}{v}")
-    return SpecifierSet(",".join(parts)), variant
+    """The line's specifier without local labels (``==2.1.0+cu118`` → ``==2.1.0``), and the last label's variant."""
+    variants = [m.group(1) for s in req.req.specifier if (m := _LOCAL.search(s.version))]
+    parts = [f"{s.operator}{_LOCAL.sub('', s.version)}" for s in req.req.specifier]
+    return SpecifierSet(",".join(parts)), variants[-1] if variants else None
 
 
 def on_linux(r: Req) -> bool:
     """The line's environment marker holds on Linux x86_64 for some Python envman builds for (a
     ``sys_platform == 'darwin'`` line does not: it is not the image's)."""
-    if r.req.marker is None:
-        return True
-    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-    for minor in range(9, 15):
-        try:
-            if r.req.marker.evaluate({**env, "python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0"}):
-                return True
-        except Exception:  # a marker packaging cannot evaluate: keep the line
-            return True
-    return False
+    return any(holds(r.req.marker, {**LINUX, "python_version": f"3.{m}", "python_full_version": f"3.{m}.0"})
+               for m in range(9, 15))
 
 
 NOT_APPLIED = "the image's: not applied"
@@ -167,13 +150,7 @@ def _for_python(r: Req, python: str | None, inf: Inference) -> bool:
     if python is None or r.req.marker is None or "python" not in str(r.req.marker) \
             or r.name not in frameworks.by_distribution():
         return True
-    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython",
-           "python_version": python, "python_full_version": f"{python}.0"}
-    try:
-        if r.req.marker.evaluate(env):
-            return True
-    except Exception:  # a marker packaging cannot evaluate: keep the line
+    if holds(r.req.marker, {**LINUX, "python_version": python, "python_full_version": f"{python}.0"}):
         return True
     inf.notes.append(f"{r.origin}: {r.req} is not for Python {python}, {NOT_APPLIED}")
     return False
@@ -254,8 +231,6 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     ``asked``: the framework ``--framework`` names (its lines decide; another framework's are packages);
     ``keep_variants``: False when ``--cuda`` chose the CUDA (the repository's CUDA pins are then said, not applied)."""
     inf = Inference()
-    a: Req | str  # two requirements, then two origins, in the messages that refuse
-    b: Req | str
     # another framework kept on the CPU beside this one (tensorflow beside jax) first, then a choice between two
     reqs = _one_framework(_cpu_beside([r for r in reqs if on_linux(r) and _for_python(r, python, inf)], dependents,
                                       inf), asked, inf, code)
@@ -275,12 +250,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
         elif variant and keep_variants:
             variants = variants + [(r.origin, variant)]
     _cuda_floors(reqs if keep_variants else [], inf)  # --cuda chose: the floors are the lock's to check
-    transitive: list[tuple[Req, Dependent]] = []
     by_pkg = {d.package: d for d in dependents}
-    for r in reqs:
-        d = by_pkg.get(r.name)
-        if d is not None and (d.extra is None or d.extra in r.req.extras):
-            transitive.append((r, d))
+    transitive = [(r, d) for r in reqs if (d := by_pkg.get(r.name)) and (d.extra is None or d.extra in r.req.extras)]
     if direct:
         name = next(iter(direct))
         if asked is None:
@@ -299,10 +270,8 @@ def infer_framework(reqs: list[Req], variants: list[tuple[str, str]], releases: 
     inf.name = name
     rels = releases.get(name, [])
     allowed = [rel.version for rel in rels]
-    constraints: list[tuple[str, str, SpecifierSet]] = []  # (origin, line, spec over framework versions)
-    for r, spec in direct.get(name, []):
-        if len(spec):
-            constraints.append((r.origin, str(r.req), spec))
+    # (origin, line, spec over framework versions)
+    constraints = [(r.origin, str(r.req), spec) for r, spec in direct.get(name, []) if len(spec)]
     # a companion pin steers the framework: torchvision==0.20.1 exists only beside torch 2.5.1
     for r in reqs:
         if r.name in _companions_of(name):

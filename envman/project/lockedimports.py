@@ -91,14 +91,14 @@ def project_imports(root: Path, keep) -> tuple[list[Import], set[str]]:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):  # Python 2, or not Python: it cannot run in the image either way
             continue
-        found += [Import(m, rel.as_posix(), n) for m, n in _absolute_imports(tree, False) if keep(m.split(".")[0])]
+        found += [Import(m, rel.as_posix(), n) for m, n in _absolute_imports(tree.body, False) if keep(m.split(".")[0])]
     return found, own
 
 
-def _absolute_imports(node: ast.AST, guarded: bool):
-    """(module, line) of each absolute import not guarded by a handler of ImportError (nor in that handler) or by
-    TYPE_CHECKING / a Python-version or platform test."""
-    for child in ast.iter_child_nodes(node):
+def _absolute_imports(nodes, guarded: bool):
+    """(module, line) of each absolute import in ``nodes`` not guarded by a handler of ImportError (nor in that
+    handler) or by TYPE_CHECKING / a Python-version or platform test."""
+    for child in nodes:
         if isinstance(child, ast.Import) and not guarded:
             yield from ((a.name, child.lineno) for a in child.names)
         elif isinstance(child, ast.ImportFrom) and not guarded and child.level == 0 and child.module:
@@ -106,21 +106,16 @@ def _absolute_imports(node: ast.AST, guarded: bool):
         elif type(child).__name__ in ("Try", "TryStar"):  # TryStar: except* (Python 3.11)
             yield from _in_try(child, guarded)
         elif isinstance(child, ast.If) and _conditional(child.test):
-            yield from _in_block([*child.body, *child.orelse], True)
+            yield from _absolute_imports([*child.body, *child.orelse], True)
         else:
-            yield from _absolute_imports(child, guarded)
+            yield from _absolute_imports(ast.iter_child_nodes(child), guarded)
 
 
 def _in_try(node: Any, guarded: bool):
     # the handler's import is the fallback (``except ImportError: import tomli as tomllib``): optional too
     optional = guarded or any(_catches(h.type) for h in node.handlers)
-    yield from _in_block([*node.body, *node.handlers], optional)
-    yield from _in_block([*node.orelse, *node.finalbody], guarded)
-
-
-def _in_block(nodes: list, guarded: bool):
-    for n in nodes:
-        yield from _absolute_imports(ast.Module(body=[n], type_ignores=[]), guarded)
+    yield from _absolute_imports([*node.body, *node.handlers], optional)
+    yield from _absolute_imports([*node.orelse, *node.finalbody], guarded)
 
 
 def _catches(node: ast.expr | None) -> bool:

@@ -22,7 +22,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from envman.errors import UsageError
 from envman.project.backend_requires import backend_requires
 from envman.project.compiled import Compiled, compiled_code
-from envman.project.requirements import read_pyproject
+from envman.project.files import setup_cfg, setup_py_tree
+from envman.project.sources.pyproject import read_pyproject
+from envman.resources import matrix_dir
 
 # PEP 517: "If the pyproject.toml file is absent, or the build-backend key is missing, the source tree is
 # not using this specification, and tools should revert to the legacy behaviour of running setup.py"
@@ -47,16 +49,12 @@ class ProjectPackage:
 def _backends() -> dict:
     import yaml
 
-    from envman.resources import matrix_dir
-
     return yaml.safe_load((matrix_dir() / "build_backends.yaml").read_text(encoding="utf-8")) or {}
 
 
 def _setup_py_configures(root: Path) -> bool:
     """setup.py passes packages, py_modules, package_dir or ext_modules (any value: setuptools then does not
     discover), or keywords computed at run time (**kwargs: envman cannot tell, and trusts it)."""
-    from envman.project.files import setup_py_tree
-
     tree = setup_py_tree(root)
     if tree is None:
         return True
@@ -67,8 +65,6 @@ def _setup_py_configures(root: Path) -> bool:
 
 
 def _setup_cfg_configures(root: Path) -> bool:
-    from envman.project.files import setup_cfg
-
     cp = setup_cfg(root)
     if cp is None:
         return True
@@ -96,9 +92,8 @@ def _flat_layout_refusal(root: Path, rules: dict) -> str | None:
 def _hatch_refusal(root: Path, doc: dict) -> str | None:
     hatch = ((doc.get("tool") or {}).get("hatch") or {}).get("build") or {}
     wheel = (hatch.get("targets") or {}).get("wheel") or {}
-    for table in (wheel, hatch):
-        if any(table.get(k) for k in ("include", "packages", "only-include", "force-include")):
-            return None
+    if any(table.get(k) for table in (wheel, hatch) for k in ("include", "packages", "only-include", "force-include")):
+        return None
     name = str((doc.get("project") or {}).get("name") or "")
     names = {re.sub(r"[^\w\d.]+", "_", n) for n in (name, name.lower().replace("-", "_").replace(".", "_")) if n}
     for n in names:
@@ -136,35 +131,31 @@ def backend_refusal(root: Path, doc: dict | None = None) -> str | None:
 def find_package(root: Path, extras: tuple[str, ...] = ()) -> ProjectPackage | None:
     """The project as a package its build backend builds; None when it is not a package, or when the backend
     would refuse its tree (``backend_refusal``): it then runs from its source."""
-    doc = read_pyproject(root)
-    has_setup = (root / "setup.py").is_file()
-    if (doc is not None and isinstance(doc.get("build-system"), dict) or has_setup) and backend_refusal(root, doc):
+    doc = read_pyproject(root) or {}
+    pyproject = isinstance(doc.get("build-system"), dict)
+    if not (pyproject or (root / "setup.py").is_file()) or backend_refusal(root, doc):
         return None
     files = tuple(f for f in ("pyproject.toml", "setup.py", "setup.cfg") if (root / f).is_file())
-    if doc is not None and isinstance(doc.get("build-system"), dict):
-        reqs = doc["build-system"].get("requires", [])
-        if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
-            raise UsageError("pyproject.toml: build-system.requires: expected a list of requirements")
-        kind = "pyproject"
-    elif has_setup:
-        reqs, kind = list(LEGACY_BUILD_REQUIRES), "setup.py"
-    else:
-        return None
+    reqs, kind = (doc["build-system"].get("requires", []), "pyproject") if pyproject else (
+        list(LEGACY_BUILD_REQUIRES), "setup.py")
+    if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
+        raise UsageError("pyproject.toml: build-system.requires: expected a list of requirements")
     for r in reqs:
         try:
             Requirement(r)
         except InvalidRequirement as exc:
             raise UsageError(f"pyproject.toml: build-system.requires: {r!r} is not valid ({exc})") from None
     extra_reqs: list[str] = []
-    optional = ((doc or {}).get("project") or {}).get("optional-dependencies") or {}
+    optional = (doc.get("project") or {}).get("optional-dependencies") or {}
     for e in extras:
         if e not in optional:
             raise UsageError(f"install_project: extra {e!r} is not in pyproject.toml [project.optional-dependencies]",
                              hint="extras there: " + (", ".join(sorted(optional)) or "none"))
         extra_reqs.extend(optional[e])
-    asked, where = backend_requires(root, doc or {}, _backend(root, doc or {}), _backends())
+    backend, rules = _backend(root, doc), _backends()
+    asked, where = backend_requires(root, doc, backend, rules)
     build = tuple(reqs)
-    if any(r.get("builder_only") and _backend(root, doc or {}) in r.get("backends", []) for r in _backends().values()
+    if any(r.get("builder_only") and backend in r.get("backends", []) for r in rules.values()
            if isinstance(r, dict)):  # a whole tool as the backend (poetry): the builder stage only, never the image
         build, asked, where = (), (*reqs, *asked), "its build backend, a whole tool (matrices/build_backends.yaml)"
     return ProjectPackage(kind, build, tuple(extras), tuple(extra_reqs), files, compiled_code(root, tuple(reqs)),

@@ -5,8 +5,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+# the image's platform, for evaluating environment markers
+LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64",
+         "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+def holds(marker: Marker | None, env: dict) -> bool:
+    """``marker`` holds in ``env``; one packaging cannot evaluate is taken to hold (its line is kept)."""
+    try:
+        return marker is None or marker.evaluate(env)
+    except Exception:
+        return True
 
 
 @dataclass(frozen=True)

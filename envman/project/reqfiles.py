@@ -18,9 +18,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.markers import Marker
-
 from envman.errors import UsageError
+from envman.project.req import LINUX, holds
 from envman.project.sources import Found
 from envman.project.sources.requirements_txt import read_requirements
 
@@ -42,7 +41,6 @@ _CORE = {"", "base", "main", "core", "common", "runtime", "install", "prod", "pr
          "train", "training", "deps", "dependencies", "linux", "docker", "gpu", "cuda"}
 _CUDA = re.compile(r"^(?:cu|cuda)(\d{2,3})\Z")
 _PY = re.compile(r"^py(?:thon)?3\.?(\d{1,2})\Z")
-_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64"}
 FEATURE_SET = "an optional feature set beside the core ({core}); name it under requirements: in envman.yaml to use it"
 NAME_IT = "name it under requirements: in envman.yaml to use it"
 
@@ -63,7 +61,6 @@ def tokens(f: str) -> list[str]:
 class FileChoice:
     read: list[str] = field(default_factory=list)  # in reading order
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, or files joined by ", "; why)
-    notes: list[str] = field(default_factory=list)
     python: list[tuple[str, str]] = field(default_factory=list)  # (origin, "==3.12.*") from a py312 file name
     backends: list[str] = field(default_factory=list)  # a per-backend set the request could not choose from
 
@@ -77,8 +74,8 @@ class Want:
     cpu: bool = False
 
 
-def _skip_reason(f: str, toks: list[str], want: Want) -> str | None:
-    t = set(toks)
+def _skip_reason(f: str, want: Want) -> str | None:
+    t = set(tokens(f))
     if t & _DEV:
         return f"a dev/test/docs/hardware variant; {NAME_IT}"
     hw = sorted(t & _HARDWARE - ({"cpu"} if want.cpu else set()))
@@ -88,7 +85,7 @@ def _skip_reason(f: str, toks: list[str], want: Want) -> str | None:
     if pl:
         return f"for another platform ({', '.join(pl)}): the image is Linux; {NAME_IT}"
     lang = sorted(t & _LANGUAGE)
-    if lang and set(toks) <= _LANGUAGE:
+    if lang and t <= _LANGUAGE:
         return f"a per-language extra ({lang[0]}); {NAME_IT}"
     nb = sorted(t & _NOTEBOOK)
     if nb and not t & _CORE - {""}:
@@ -101,19 +98,12 @@ def _off_linux(found: Found) -> bool:
     markers = [r.req.marker for r in found.reqs if r.req.marker is not None]
     if not found.reqs or len(markers) < len(found.reqs):
         return False
-    return not any(_marker_true(m, dict(_LINUX)) for m in markers)
-
-
-def _marker_true(marker: Marker, env: dict) -> bool:
-    try:
-        return marker.evaluate(env)
-    except Exception:  # an odd marker: treat as true (keep the file)
-        return True
+    return not any(holds(m, LINUX) for m in markers)
 
 
 def _pins(found: Found) -> dict[str, str]:
     return {r.name: str(r.req.specifier) for r in found.reqs if any(s.operator == "==" for s in r.req.specifier)
-            and (r.req.marker is None or _marker_true(r.req.marker, dict(_LINUX)))}
+            and holds(r.req.marker, LINUX)}
 
 
 def backends_of(f: str) -> list[str]:
@@ -122,15 +112,12 @@ def backends_of(f: str) -> list[str]:
 
 
 def _cuda_of(toks: list[str]) -> int | None:
-    for t in toks:
-        m = _CUDA.match(t)
-        if m:
-            return int(m.group(1))
-    return None
+    return next((int(m.group(1)) for m in map(_CUDA.match, toks) if m), None)
 
 
-def _rank(f: str, toks: list[str], want: Want) -> tuple:
+def _rank(f: str, want: Want) -> tuple:
     """Higher is better: fits the asked framework, the asked CUDA, a GPU image (CUDA over CPU, newest CUDA), Linux."""
+    toks = tokens(f)
     backend = next((_BACKEND[t] for t in toks if t in _BACKEND), None)
     cu = _cuda_of(toks)
     asked = int(want.cuda.replace(".", "")) if want.cuda and re.fullmatch(r"\d+\.\d", want.cuda) else None
@@ -153,7 +140,6 @@ def choose_files(root: Path, files: list[str], *, wanted: tuple[str, ...] = (), 
     # a file read through another's -r is read with it; one included only by a skipped file stays a root
     included = {i for f in kept for i in founds[f].includes}
     rest = [f for f in kept if f not in included and f not in fixed]
-    fixed = [f for f in fixed if f not in included or f in wanted or f in (dynamic or [])]
     chosen = fixed + _choose_among(rest, founds, want, out)
     out.read = _without_clashes(chosen, fixed, founds, out)
     for f in out.read:
@@ -171,7 +157,7 @@ def _read_all(root: Path, files: list[str], fixed: set[str], out: FileChoice, wa
         try:
             founds[f] = read_requirements(root, f)
         except UsageError:
-            if f in fixed or _skip_reason(f, tokens(f), want) is None:
+            if f in fixed or _skip_reason(f, want) is None:
                 raise
             out.skipped.append((f, "cannot be read as a requirements file"))
     return founds
@@ -183,7 +169,7 @@ def _not_skipped(roots: list[str], founds: dict[str, Found], core: str | None, w
     features: list[str] = []
     rest: list[str] = []
     for f in roots:
-        why = _skip_reason(f, tokens(f), want)
+        why = _skip_reason(f, want)
         if why is None and _off_linux(founds[f]):
             why = f"for another platform (every line's marker is false on Linux); {NAME_IT}"
         if why:
@@ -262,9 +248,8 @@ def _choose_backend(backend: list[str], want: Want, out: FileChoice) -> list[str
         out.skipped.append((", ".join(backend), "per-backend alternatives of a multi-backend project; pass "
                             "--framework to choose one (e.g. --framework torch reads the torch file)"))
         return []
-    pick = max(fits, key=lambda f: _rank(f, tokens(f), want))
-    others = [f for f in backend if f != pick]
-    if others:
+    pick = max(fits, key=lambda f: _rank(f, want))
+    if others := [f for f in backend if f != pick]:
         out.skipped.append((", ".join(others), f"per-backend alternatives to {pick} (--framework "
                             f"{want.framework} chose it); {NAME_IT} instead"))
     return [pick]
@@ -274,9 +259,8 @@ def _choose_variant(variant: list[str], want: Want, out: FileChoice) -> list[str
     """Alternatives per CUDA version, platform or Python: the one that fits the request."""
     if not variant:
         return []
-    pick = max(variant, key=lambda f: _rank(f, tokens(f), want))
-    others = [f for f in variant if f != pick]
-    if others:
+    pick = max(variant, key=lambda f: _rank(f, want))
+    if others := [f for f in variant if f != pick]:
         how = ("the newest CUDA one is read for a GPU image; pass --cuda to choose" if _cuda_of(tokens(pick))
                else "the one that fits a Linux GPU image is read")
         out.skipped.append((", ".join(others), f"alternatives to {pick} ({how}), or {NAME_IT} instead"))

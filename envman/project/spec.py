@@ -22,25 +22,22 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from envman import frameworks
 from envman.errors import SpecError
-from envman.inputs import MAX_VALUE, Yaml11, plain_numbers
+from envman.inputs import MAX_SPEC, MAX_VALUE, Yaml11, load_yaml, plain_numbers, present, read_input
+from envman.project.sources.pyproject import read_pyproject
 from envman.redact import redact
 
 SPEC_FILE = "envman.yaml"
-# `workload:` — what `envman fit` needs to say whether training fits the targets (the keys of its options)
-WORKLOAD_KEYS: dict[str, type | tuple[type, ...]] = {
-    "model": str, "params": (int, float), "method": str, "precision": str, "optimizer": str, "batch": int,
-    "seq": int, "image_size": int, "grad_checkpointing": bool, "lora_rank": int, "lora_targets": list, "gpus": int,
-    "shard": str, "global_batch": int, "attention": str, "stack": str,
-    "loss": str, "optimizer_in_backward": bool, "activation_offload": bool, "compile": bool,
+# `workload:` — what `envman fit` needs to say whether training fits the targets (the keys of its options): each
+# key's type, and what it looks like, for the hint of a value of the wrong type (YAML as a user writes it)
+_WORKLOAD: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "model": (str, "llama-3.1-8b"), "params": ((int, float), "7e9"), "method": (str, "lora"),
+    "precision": (str, "bf16-mixed"), "optimizer": (str, "adamw"), "batch": (int, "4"), "seq": (int, "2048"),
+    "image_size": (int, "224"), "grad_checkpointing": (bool, "true"), "lora_rank": (int, "16"),
+    "lora_targets": (list, "[q_proj, v_proj]"), "gpus": (int, "8"), "shard": (str, "fsdp"), "global_batch": (int, "64"),
+    "attention": (str, "flash"), "stack": (str, "peft-lora"), "loss": (str, "fused"),
+    "optimizer_in_backward": (bool, "true"), "activation_offload": (bool, "true"), "compile": (bool, "true"),
 }
-# what each workload key looks like, for the hint of a value of the wrong type (YAML as a user writes it)
-WORKLOAD_EXAMPLES: dict[str, str] = {
-    "model": "llama-3.1-8b", "params": "7e9", "method": "lora", "precision": "bf16-mixed", "optimizer": "adamw",
-    "batch": "4", "seq": "2048", "image_size": "224", "grad_checkpointing": "true", "lora_rank": "16",
-    "lora_targets": "[q_proj, v_proj]", "gpus": "8", "shard": "fsdp", "global_batch": "64", "attention": "flash",
-    "stack": "peft-lora", "loss": "fused", "optimizer_in_backward": "true", "activation_offload": "true",
-    "compile": "true",
-}
+WORKLOAD_KEYS = {k: t for k, (t, _) in _WORKLOAD.items()}
 
 # Docker's limit on a repository name (distribution/reference NameTotalLengthMax, 255) holds for the name as it
 # normalizes it: a bare name is docker.io/library/NAME, so 237 characters are left (measured with Docker 20.10:
@@ -337,14 +334,12 @@ def _env(p: Problems, v: Any, path: str) -> tuple[tuple[str, str], ...]:
             p.bad(f"{path}.{k}", f"{k!r} is not an environment variable name", "letters, digits and _, not starting with a digit")
         elif isinstance(val, bool) or not isinstance(val, (str, int, float)):
             p.bad(f"{path}.{k}", f"expected a string value, got {val!r}")
-        elif not isinstance(val, str) and _number_text(p, val, f"{path}.{k}") is None:
-            pass
-        elif not _bounded(p, f"{path}.{k}", str(val)):
-            pass
-        elif _CTRL.search(str(val)):
-            p.bad(f"{path}.{k}", "value contains a control character (newline, tab …)", "keep values on one line")
-        else:
-            out.append((k, str(val)))
+        elif (isinstance(val, str) or _number_text(p, val, f"{path}.{k}") is not None) \
+                and _bounded(p, f"{path}.{k}", str(val)):
+            if _CTRL.search(str(val)):
+                p.bad(f"{path}.{k}", "value contains a control character (newline, tab …)", "keep values on one line")
+            else:
+                out.append((k, str(val)))
     return tuple(out)
 
 
@@ -403,12 +398,12 @@ def _workload(p: Problems, v: Any, path: str) -> tuple[tuple[str, Any], ...]:
             p.bad(f"{path}.{k}", "unknown key", f"did you mean {near[0]}?" if near else "keys: " + ", ".join(WORKLOAD_KEYS))
         elif isinstance(val, bool) and want is not bool or not isinstance(val, want):
             p.bad(f"{path}.{k}", f"expected {getattr(want, '__name__', 'a number')}, got {val!r}",
-                  f"e.g. {k}: {WORKLOAD_EXAMPLES[k]} (the value of `envman fit --{k.replace('_', '-')}`)")
+                  f"e.g. {k}: {_WORKLOAD[k][1]} (the value of `envman fit --{k.replace('_', '-')}`)")
         elif k == "lora_targets" and isinstance(val, list) and not all(isinstance(i, str) for i in val):
-            p.bad(f"{path}.{k}", f"expected a list of layer names, got {val!r}", f"e.g. {k}: {WORKLOAD_EXAMPLES[k]}")
+            p.bad(f"{path}.{k}", f"expected a list of layer names, got {val!r}", f"e.g. {k}: {_WORKLOAD[k][1]}")
         elif isinstance(val, str) and (_CTRL.search(val) or len(val) > 200):
             p.bad(f"{path}.{k}", f"{val!r} is not a plain value",
-                  f"one line of at most 200 characters, e.g. {k}: {WORKLOAD_EXAMPLES[k]}")
+                  f"one line of at most 200 characters, e.g. {k}: {_WORKLOAD[k][1]}")
         else:
             out.append((k, _strings(p, val, f"{path}.lora_targets") if k == "lora_targets" else val))
     return tuple(sorted(out))
@@ -490,18 +485,6 @@ class Key:
         return (self.write or _listed(self.name))(spec)
 
 
-def _install_written(s: ProjectSpec) -> Any:
-    if s.install_project is None:
-        return _OMIT
-    return list(s.project_extras) if s.project_extras else s.install_project
-
-
-def _profiles_written(s: ProjectSpec) -> Any:
-    if not s.profiles:
-        return _OMIT
-    return {pr.name: {k.name: w for k in PROFILE_KEYS if (w := k.written(pr)) is not _OMIT} for pr in s.profiles}
-
-
 # The order is envman.yaml's (init writes it so) and docs/envman-yaml.md's.
 KEYS: tuple[Key, ...] = (
     Key("name", _image_name, "The image's repository name: lowercase letters, digits and `. _ -`.", "my-trainer",
@@ -517,22 +500,21 @@ KEYS: tuple[Key, ...] = (
     Key("packages", _packages, "More requirements, PEP 508, by name (or a non-framework package by an https "
         "or VCS URL; never with credentials).", "[numpy, pyyaml>=6]"),
     Key("system_packages", _apt, "Debian packages the image installs with apt.", "[libgl1]"),
-    Key("cpu", _flag, "A CPU-only image (instead of `targets`).", "true", write=lambda s: True if s.cpu else _OMIT,
-        profile=True),
+    Key("cpu", _flag, "A CPU-only image (instead of `targets`).", "true", profile=True),
     Key("targets", _strings, "The GPUs the image must run on (names or aliases from matrices/gpus.yaml).",
         "[h100, a100]", write=lambda s: _OMIT if s.cpu else list(s.targets), profile=True),
     Key("driver", _text, "The fleet's NVIDIA driver floor.", '">=570"',
         write=lambda s: s.driver if s.driver and not s.cpu else _OMIT, profile=True),
     Key("cuda", _text, "The CUDA version to resolve for (default: the newest the targets and driver allow).",
         '"12.8"', profile=True),
-    Key("cuda_devel", _flag, "Start from an nvidia/cuda devel image (nvcc for packages built from source).", "true",
-        write=lambda s: True if s.cuda_devel else _OMIT),
+    Key("cuda_devel", _flag, "Start from an nvidia/cuda devel image (nvcc for packages built from source).", "true"),
     Key("command", _command, "The image's command: a list, or a string split like a shell.", "[python, train.py]"),
     Key("env", _env, "Environment variables set in the image.", "{WANDB_MODE: offline}", write=_pairs("env")),
     Key("base_image", _base_image, "Start from this image instead (a mirror, an air-gapped site); it needs python3 "
         "with venv.", "registry.example.com/python:3.11-slim"),
     Key("install_project", _install_project, "Install the project itself: `true`, `false`, `auto` (default: when "
-        "it is a package) or a list of its extras.", "[train]", write=_install_written),
+        "it is a package) or a list of its extras.", "[train]",
+        write=lambda s: _OMIT if s.install_project is None else list(s.project_extras) or s.install_project),
     Key("index_urls", _urls, "Extra package indexes, for the packages that are not the framework's.",
         "[https://pypi.example.com/simple]"),
     Key("find_links", _urls, "Folders or pages of wheels uv may also take packages from.", "[file:///wheels]"),
@@ -541,8 +523,7 @@ KEYS: tuple[Key, ...] = (
     Key("overrides", _packages, "Requirements uv puts in place of what any package asks for; init copies pyproject's "
         "`[tool.uv] override-dependencies` here.", '["transformers>=5.4"]'),
     Key("framework_wins", _flag, "The requirement files' framework and companion lines yield to `framework`/`cuda` "
-        "instead of being refused (init sets it when `--framework`/`--cuda` overrode them).", "true",
-        write=lambda s: True if s.framework_wins else _OMIT),
+        "instead of being refused (init sets it when `--framework`/`--cuda` overrode them).", "true"),
     Key("workload", _workload, "The training run `envman fit` judges: " + ", ".join(WORKLOAD_KEYS) + ".",
         "{model: llama-3.1-8b, method: lora}", write=_pairs("workload")),
     Key("price_per_gpu_hour", _prices, "Your price per GPU-hour, for every GPU (`2.5`) or per GPU name: `envman fit "
@@ -556,7 +537,8 @@ KEYS: tuple[Key, ...] = (
         "[pyproject.toml]"),
     Key("profiles", _profiles, "More stacks of the same project, each with its own lock and Dockerfile; a profile "
         "may set " + ", ".join(k for k in ("python", "framework", "cpu", "targets", "driver", "cuda")) + ".",
-        "{old-fleet: {targets: [v100]}}", write=_profiles_written),
+        "{old-fleet: {targets: [v100]}}", write=lambda s: {pr.name: {
+            k.name: w for k in PROFILE_KEYS if (w := k.written(pr)) is not _OMIT} for pr in s.profiles} or _OMIT),
     # not written back nor hashed: moving a job to another partition must not make the image's lock stale
     Key("cluster", lambda p, v, path: plain_numbers(v) if v is None or isinstance(v, dict) else p.bad(path, "expected a mapping"),
         "Site settings of `envman cluster` (Slurm feature, partition, GPUs per node …; docs/cluster.md).",
@@ -601,13 +583,6 @@ def spec_header() -> str:
     keys = textwrap.wrap(", ".join(k.name for k in KEYS), 100, initial_indent="# Keys: ", subsequent_indent="#       ")
     return ("# envman.yaml: what this project needs. Edit it, then run `envman lock`.\n" + "\n".join(keys) + "\n"
             "# Every key: docs/envman-yaml.md (envman's documentation)\n")
-
-
-def keys_markdown() -> str:
-    """docs/envman-yaml.md's table of keys."""
-    rows = ["| key | example | what it is | in a profile |", "|---|---|---|---|"]
-    rows += [f"| `{k.name}` | `{k.example}` | {k.doc} | {'yes' if k.profile else ''} |" for k in KEYS]
-    return "\n".join(rows) + "\n"
 
 
 def validate_requirement(text: str, fld: str, source: str) -> Requirement:
@@ -657,18 +632,12 @@ def validate_base_image(value: str, fld: str = "--base-image", source: str | Non
 
 def load_spec(project: Path) -> ProjectSpec | None:
     """envman.yaml first, else ``[tool.envman]`` in pyproject.toml; None when neither exists."""
-    from envman.inputs import present
-
     path = project / SPEC_FILE
     if present(path):  # a FIFO, a link loop or to nowhere is named as such, never "no envman.yaml"
-        from envman.inputs import MAX_SPEC, load_yaml, read_input
-
         # parsed every run, never cached: a cached parse would be data the lock builds from, not envman.yaml
         # (whoever can write the cache could add a package); PyYAML's import is ~10 ms (issue 24)
         text = read_input(path, SPEC_FILE, MAX_SPEC, error=SpecError)
         return parse_spec(load_yaml(text, SPEC_FILE, error=SpecError, numbers_as_written=True), SPEC_FILE)
-    from envman.project.requirements import read_pyproject
-
     doc = read_pyproject(project)
     if doc is not None:
         tool = doc.get("tool", {}).get("envman")

@@ -16,6 +16,8 @@ import re
 import uuid
 from typing import Any
 
+import tomlkit
+
 _HOIST, _GAP = "hoist", "gap"
 
 
@@ -43,8 +45,6 @@ class Layout:
     def apply(self, text: str, before: str) -> str:
         """``text`` (LF line ends) laid out from its markers, without them; ``before``: the text as the user
         wrote it."""
-        import tomlkit
-
         if self.tag not in text:
             return text
         laid = "\n".join(self._lay(text.split("\n"), before))
@@ -53,9 +53,6 @@ class Layout:
                 return laid
         except tomlkit.exceptions.TOMLKitError:
             pass  # the caller checks what tomlkit wrote
-        return self._strip(text)
-
-    def _strip(self, text: str) -> str:
         return "\n".join(self._pattern.sub("", line) for line in text.split("\n"))
 
     def _lay(self, lines: list[str], before: str) -> list[str]:

@@ -7,7 +7,9 @@ the shape uv's settings reference gives it; one that has another is refused, nam
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
+
+import tomlkit
 
 from envman.errors import UsageError
 
@@ -36,20 +38,16 @@ SHAPES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _is(value: Any, shape: str) -> bool:
-    if shape == "table":
-        return isinstance(value, dict)
-    if shape == "string":
-        return isinstance(value, str)
-    if shape == "boolean":
-        return isinstance(value, bool)
-    if shape == "array":
-        return isinstance(value, list)
-    if shape == "array of strings":
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if shape == "array of tables":
-        return isinstance(value, list) and all(isinstance(v, dict) for v in value)
-    return isinstance(value, dict) or _is(value, "array of tables")  # table or array of tables
+def _array_of(kind: type) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, list) and all(isinstance(x, kind) for x in v)
+
+
+_IS: dict[str, Callable[[Any], bool]] = {
+    "table": lambda v: isinstance(v, dict), "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool), "array": lambda v: isinstance(v, list),
+    "array of strings": _array_of(str), "array of tables": _array_of(dict),
+    "table or array of tables": lambda v: isinstance(v, dict) or _array_of(dict)(v),
+}
 
 
 def _values(doc: Any, path: list[str], at: str = "") -> list[tuple[str, Any]]:
@@ -66,8 +64,6 @@ def _values(doc: Any, path: list[str], at: str = "") -> list[tuple[str, Any]]:
 
 
 def _shown(value: Any) -> str:
-    import tomlkit
-
     try:
         text = tomlkit.item(value).as_string()
     except Exception:  # noqa: BLE001 - what cannot be shown is described by its type
@@ -80,11 +76,7 @@ def check_shapes(doc: Any) -> None:
     """Raise UsageError naming the first key whose value has another shape than uv gives it."""
     for key, shape in SHAPES:
         for where, value in _values(doc, key.split(".")):
-            if _is(value, shape):
+            if _IS[shape](value):
                 continue
             said = f"{where} is a table, not" if isinstance(value, dict) else f"{where} = {_shown(value)} is not"
-            raise UsageError(f"{FILE}: {said} {_article(shape)}{shape}", hint=HINT)
-
-
-def _article(shape: str) -> str:
-    return "an " if shape[0] in "aeiou" else "a "
+            raise UsageError(f"{FILE}: {said} {'an' if shape[0] in 'aeiou' else 'a'} {shape}", hint=HINT)

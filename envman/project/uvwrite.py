@@ -22,10 +22,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import tomlkit
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from tomlkit.exceptions import TOMLKitError
 
 from envman.errors import UsageError
 from envman.project.sources.uv import index_variant
@@ -60,9 +62,6 @@ class UvEdit:
 def edit_pyproject(text: str, target: UvTarget) -> UvEdit:
     """The pyproject.toml text with ``target`` written in, and what changed. Raises UsageError naming the
     table or key when the project cannot take it (no [project] table, a path/git source for the framework)."""
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
-
     crlf = "\r\n" in text  # a Windows file comes back with CRLF line ends only (tomlkit writes LF for new lines)
     try:
         doc = tomlkit.parse(text.replace("\r\n", "\n") if crlf else text)
@@ -83,7 +82,8 @@ def edit_pyproject(text: str, target: UvTarget) -> UvEdit:
     if new_index is not None:  # after the sources, which name it: the order uv's documentation shows
         _append_index(lay, uv, new_index)
     _drop_orphan_indexes(uv, changes)
-    _set_constraints(lay, uv, dict(_pins(target, dists)), changes)
+    versions = {target.package: target.version, **dict(target.companions)}
+    _set_constraints(lay, uv, {d: f"{d}=={versions[d]}" for d in dists}, changes)
     _set_requires_python(lay, project, target, changes)
     if not changes:
         return UvEdit(text, ())
@@ -95,9 +95,6 @@ def edit_pyproject(text: str, target: UvTarget) -> UvEdit:
 def _verify(want: dict, out: str) -> None:
     """The written text must read back as the edited document: tomlkit renders some layouts (a ``[tool]`` table
     holding ``uv.package = true``) so that a new sub-table lands elsewhere (``[uv.sources]``)."""
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
-
     try:
         got: Any = tomlkit.parse(out).unwrap()
     except TOMLKitError:
@@ -110,7 +107,7 @@ def _verify(want: dict, out: str) -> None:
                               "keys), then run it again (tomlkit 0.15 or newer edits tables split by others)")
 
 
-# --- which distributions ---------------------------------------------------------------------------
+# --- which distributions (each key below had its shape checked first: uvshapes.check_shapes) -------------
 
 
 def _requirement_names(doc: Any) -> set[str]:
@@ -120,7 +117,7 @@ def _requirement_names(doc: Any) -> set[str]:
     lists += list((doc.get("dependency-groups") or {}).values())
     names: set[str] = set()
     for deps in lists:
-        for d in deps if isinstance(deps, list) else []:
+        for d in deps:
             try:
                 names.add(canonicalize_name(Requirement(str(d)).name))
             except InvalidRequirement:
@@ -135,32 +132,21 @@ def _managed(doc: Any, uv: Any, target: UvTarget) -> list[str]:
     return [target.package] + [c for c, _ in target.companions if canonicalize_name(c) in named]
 
 
-def _pins(target: UvTarget, dists: list[str]) -> list[tuple[str, str]]:
-    versions = {target.package: target.version, **dict(target.companions)}
-    return [(d, f"{d}=={versions[d]}") for d in dists]
-
-
 # --- tables ------------------------------------------------------------------------------------------
 
 
 def _table(doc: Any, *path: str) -> Any:
-    import tomlkit
-
     t = doc
     for key in path:
         if key not in t:
             t[key] = tomlkit.table(is_super_table=True)
         t = t[key]
-        if not isinstance(t, dict):
-            raise UsageError(f"{FILE}: {'.'.join(path)} is not a table", hint="fix the file (uv cannot read it either)")
     return t
 
 
 def _put(lay: Layout, table: Any, key: str, value: Any) -> None:
     """Set ``key`` in place, or as a new key that ``lay`` moves up to the table's other keys (tomlkit alone
     would leave it under the comment that introduces the next table)."""
-    import tomlkit
-
     if key in table:
         table[key] = value
         return
@@ -169,27 +155,12 @@ def _put(lay: Layout, table: Any, key: str, value: Any) -> None:
     table[key] = item
 
 
-def _indexes(uv: Any) -> list[Any]:
-    raw = uv.get("index")
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise UsageError(f"{FILE}: tool.uv.index is not an array of tables", hint="write it as [[tool.uv.index]] entries")
-    return [i for i in raw if isinstance(i, dict)]
-
-
-def _same_url(a: object, b: str) -> bool:
-    return isinstance(a, str) and a.strip().rstrip("/") == b.strip().rstrip("/")
-
-
 def _choose_index(lay: Layout, uv: Any, target: UvTarget, changes: list[str]) -> tuple[str, Any]:
     """The name of the variant's index, and the new ``[[tool.uv.index]]`` entry to append (None: reused)."""
-    import tomlkit
-
     assert target.index_url is not None
-    indexes = _indexes(uv)
+    indexes = list(uv.get("index") or [])
     for entry in indexes:
-        if _same_url(entry.get("url"), target.index_url):
+        if str(entry.get("url", "")).strip().rstrip("/") == target.index_url.strip().rstrip("/"):
             if entry.get("explicit") is not True:
                 _put(lay, entry, "explicit", True)
                 changes.append(f"tool.uv.index {entry.get('name')}: explicit = true (it serves only what a source names)")
@@ -198,16 +169,12 @@ def _choose_index(lay: Layout, uv: Any, target: UvTarget, changes: list[str]) ->
     base = f"pytorch-{target.variant}" if target.variant else f"{target.package}-index"
     name = next(n for n in (base, *(f"{base}-{i}" for i in range(2, 100))) if n not in taken)
     entry = tomlkit.table()
-    entry["name"] = name
-    entry["url"] = target.index_url
-    entry["explicit"] = True
+    entry.update({"name": name, "url": target.index_url, "explicit": True})
     changes.append(f"tool.uv.index {name}: {target.index_url} (explicit: only the packages sourced from it)")
     return name, entry
 
 
 def _append_index(lay: Layout, uv: Any, entry: Any) -> None:
-    import tomlkit
-
     if "index" not in uv:
         lay.mark_header(entry)  # tomlkit puts no blank line above a new [[array]] of tables
         uv["index"] = tomlkit.aot()
@@ -215,7 +182,7 @@ def _append_index(lay: Layout, uv: Any, entry: Any) -> None:
 
 
 def _index_urls(uv: Any) -> dict[str, str]:
-    return {str(e.get("name")): str(e.get("url")) for e in _indexes(uv) if isinstance(e.get("url"), str)}
+    return {str(e.get("name")): str(e.get("url")) for e in uv.get("index") or [] if isinstance(e.get("url"), str)}
 
 
 # --- sources -----------------------------------------------------------------------------------------
@@ -236,8 +203,6 @@ def _replaceable(entry: Any, ours: str | None, urls: dict[str, str]) -> bool:
 
 def _check_entries(dist: str, entries: list[Any]) -> None:
     for e in entries:
-        if not isinstance(e, dict):
-            raise UsageError(f"{FILE}: tool.uv.sources.{dist}: {e!r} is not a table", hint="fix the file")
         kind = next((k for k in _NOT_INDEX if k in e), None)
         if kind is not None:
             raise UsageError(f"{FILE}: tool.uv.sources.{dist} is a {kind} source; envman writes index sources only",
@@ -246,10 +211,7 @@ def _check_entries(dist: str, entries: list[Any]) -> None:
 
 
 def _set_sources(lay: Layout, uv: Any, dist: str, ours: str | None, target: UvTarget, changes: list[str]) -> None:
-    import tomlkit
-
-    sources = uv.get("sources")
-    current = sources.get(dist) if isinstance(sources, dict) else None
+    current = (uv.get("sources") or {}).get(dist)
     entries = _entries(current) if current is not None else []
     _check_entries(dist, entries)
     urls = _index_urls(uv)
@@ -291,20 +253,12 @@ def _write_entries(uv: Any, dist: str, keep: list[Any]) -> None:
             sources[dist] = keep[0]
 
 
-def _referenced(uv: Any) -> set[str]:
-    sources = uv.get("sources")
-    out = set()
-    for value in (sources.values() if isinstance(sources, dict) else []):
-        out |= {str(e.get("index")) for e in _entries(value) if isinstance(e, dict) and "index" in e}
-    return out
-
-
 def _drop_orphan_indexes(uv: Any, changes: list[str]) -> None:
-    used = _referenced(uv)
+    used = {str(e.get("index")) for value in (uv.get("sources") or {}).values() for e in _entries(value) if "index" in e}
     raw = uv.get("index")
-    if not isinstance(raw, list):
+    if raw is None:
         return
-    for entry in [e for e in raw if isinstance(e, dict)]:
+    for entry in list(raw):
         url = entry.get("url")
         if (isinstance(url, str) and index_variant(url) and str(entry.get("name")) not in used
                 and entry.get("default") is not True):
@@ -318,12 +272,7 @@ def _drop_orphan_indexes(uv: Any, changes: list[str]) -> None:
 
 
 def _set_constraints(lay: Layout, uv: Any, pins: dict[str, str], changes: list[str]) -> None:
-    import tomlkit
-
-    current = uv.get("constraint-dependencies")
-    if current is not None and not isinstance(current, list):
-        raise UsageError(f"{FILE}: tool.uv.constraint-dependencies is not a list", hint="fix the file")
-    lines = [str(c) for c in (current or [])]
+    lines = [str(c) for c in (uv.get("constraint-dependencies") or [])]
     wanted = set(pins.values())
     kept: list[str] = []
     dropped: list[str] = []

@@ -16,7 +16,7 @@ from envman.app.init import InitOptions, init_project
 from envman.errors import MatrixError, ResolutionError, UsageError
 from envman.lock.pins import check_user_requirements, cuda_constraints, framework_pins
 from envman.matrix.load import load_matrix
-from envman.project.requirements import Req
+from envman.project.req import Req
 from envman.resolve.request import build_request
 from envman.resolve.resolver import resolve_stack
 

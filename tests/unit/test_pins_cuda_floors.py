@@ -17,7 +17,7 @@ from envman.errors import UsageError
 from envman.lock.pins import _meets, cuda_constraints
 from envman.matrix.load import load_matrix
 from envman.project.infer import infer_framework, load_dependents
-from envman.project.requirements import Req
+from envman.project.req import Req
 from envman.resolve.request import build_request
 from envman.resolve.resolver import resolve_stack
 

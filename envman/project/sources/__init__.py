@@ -4,7 +4,7 @@ it states, index options, and the fate of every line it looked at, so nothing is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from packaging.specifiers import SpecifierSet
 
@@ -42,15 +42,9 @@ class Found:
     warnings: list[str] = field(default_factory=list)
 
     def merge(self, other: Found) -> None:
-        self.reqs += other.reqs
-        self.constraints += other.constraints
-        self.overrides += other.overrides
-        self.optional += other.optional
-        self.python += other.python
-        self.variants += other.variants
-        self.index_urls += other.index_urls
-        self.find_links += other.find_links
+        """``other`` (a file this one includes) read into this one: every list extended."""
+        self.includes.append(other.file)
+        for f in fields(self):
+            if isinstance(mine := getattr(self, f.name), list):
+                mine += getattr(other, f.name)
         self.install_project = self.install_project or other.install_project
-        self.includes += [other.file] + other.includes
-        self.fates += other.fates
-        self.warnings += other.warnings

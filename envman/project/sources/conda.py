@@ -15,8 +15,10 @@ import re
 from pathlib import Path
 
 from envman.errors import UsageError
+from envman.inputs import MAX_SPEC, load_yaml, read_input
 from envman.project.sources import Fate, Found
 from envman.project.sources.pyproject import add_python, add_requirement
+from envman.project.sources.requirements_txt import _read_line
 
 # conda name → PyPI name, for the packages whose framework pin matters (conda-forge/pytorch channel names)
 RENAMES = {"pytorch": "torch", "pytorch-gpu": "torch", "pytorch-cpu": "torch", "tensorflow": "tensorflow",
@@ -45,8 +47,6 @@ def conda_spec(spec: str) -> str:
 
 def conda_document(project: Path, rel: str) -> dict:
     """environment.yml as a mapping whose dependencies are a list; anything else is one error line."""
-    from envman.inputs import MAX_SPEC, load_yaml, read_input
-
     hint = "fix the file, or name it off under skip: in envman.yaml"
     doc = load_yaml(read_input(project / rel, rel, MAX_SPEC, hint=hint), rel, hint=hint) or {}
     if not isinstance(doc, dict):
@@ -82,8 +82,6 @@ def is_export(doc: dict) -> bool:
 
 def read_conda(project: Path, rel: str, doc: dict | None = None) -> Found:
     """A conda environment file; ``doc``: conda dependencies another format holds (pixi.toml's)."""
-    from envman.project.sources.requirements_txt import _read_line
-
     found = Found(rel)
     doc = conda_document(project, rel) if doc is None else doc
     dropped: list[str] = []

@@ -16,11 +16,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from envman import frameworks
 from envman.errors import UsageError
+from envman.inputs import read_regular_text
 
 LOCK_FILES = ("uv.lock", "poetry.lock", "pdm.lock", "Pipfile.lock")
-_REGENERATE = {"uv.lock": "uv lock", "poetry.lock": "poetry lock", "pdm.lock": "pdm lock", "Pipfile.lock": "pipenv lock"}
+# each lock's tool, and the command that regenerates it
+_TOOL = {"uv.lock": ("uv", "uv lock"), "poetry.lock": ("Poetry", "poetry lock"), "pdm.lock": ("PDM", "pdm lock"),
+         "Pipfile.lock": ("Pipenv", "pipenv lock")}
 
 
 @dataclass(frozen=True)
@@ -29,40 +34,32 @@ class LockedVersions:
     framework: dict[str, list[str]]  # the framework's and its companions' distributions → every version locked
     count: int  # packages the lock pins in all
 
-    def note(self, framework: str | None, python: str | None) -> str:
+    def note(self, framework: str | None) -> str:
         """What the lock's pins become (one line)."""
         took = f"its {framework} version is the stack's starting point; " if framework and self.framework else ""
         return (f"{self.file}: {self.count} locked packages; {took}the other pins are not copied as pins: envman "
-                f"locks anew with uv for the image's Python{f' {python}' if python else ''} and Linux platform, "
+                "locks anew with uv for the image's Python and Linux platform, "
                 "hash-checked, and a first lock prefers the pins that fit (name a pin under packages: in envman.yaml "
                 "to hold it)")
-
-
-_KIND = {"uv.lock": "uv", "poetry.lock": "Poetry", "pdm.lock": "PDM", "Pipfile.lock": "Pipenv"}
 
 
 def _entries(path: Path, name: str) -> list[tuple[str, str]]:
     """(distribution, version) for every package the lock pins."""
     from envman._compat import tomllib
-    from envman.inputs import read_regular_text
 
     try:
         # a regular file (a FIFO is never waited on), bounded: a monorepo's lock can run to tens of MB
         text = read_regular_text(path, 64 << 20)
         if name == "Pipfile.lock":
             doc = json.loads(text)
-            out = []
-            for section in ("default",):  # develop: the dev packages, not the training environment
-                for dist, entry in (doc.get(section) or {}).items():
-                    version = entry.get("version") if isinstance(entry, dict) else None
-                    if isinstance(version, str):
-                        out.append((dist, version.lstrip("=")))
-            return out
+            # "default" only: "develop" holds the dev packages, not the training environment
+            return [(dist, e["version"].lstrip("=")) for dist, e in (doc.get("default") or {}).items()
+                    if isinstance(e, dict) and isinstance(e.get("version"), str)]
         doc = tomllib.loads(text)
     except (OSError, ValueError, tomllib.TOMLDecodeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueError
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise UsageError(f"{name}: not a readable {_KIND[name]} lock ({why})",
-                         hint=f"regenerate it with `{_REGENERATE[name]}`, or delete it (envman locks by itself)") from None
+        raise UsageError(f"{name}: not a readable {_TOOL[name][0]} lock ({why})",
+                         hint=f"regenerate it with `{_TOOL[name][1]}`, or delete it (envman locks by itself)") from None
     packages = doc.get("package")
     return [(p["name"], p["version"]) for p in packages if isinstance(p, dict) and isinstance(p.get("name"), str)
             and isinstance(p.get("version"), str)] if isinstance(packages, list) else []
@@ -92,8 +89,6 @@ _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 def preferences(root: Path) -> tuple[tuple[str, str], ...]:
     """(name, version) of every pin of the repository's first lock file (LOCK_FILES' order), valid names and
     versions only: what a first lock asks uv to prefer."""
-    from packaging.version import InvalidVersion, Version
-
     for name in LOCK_FILES:
         if (root / name).is_file():
             out: dict[str, str] = {}

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from envman.errors import UsageError
+from envman.inputs import MAX_SPEC, read_input
 from envman.project.sources import Fate, Found
 from envman.project.sources.pyproject import add_python, add_requirement
 from envman.project.sources.requirements_txt import FRAMEWORK_INDEX_HOSTS
@@ -41,7 +42,6 @@ def read_toml_file(root: Path, name: str) -> Any:
     if not path.is_file():
         return None
     from envman._compat import tomllib
-    from envman.inputs import MAX_SPEC, read_input
 
     try:
         return tomllib.loads(read_input(path, name, MAX_SPEC))

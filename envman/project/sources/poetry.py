@@ -90,10 +90,7 @@ def read_poetry(doc: dict, wanted_groups: tuple[str, ...] = ()) -> Found:
             if text is None:
                 found.fates.append(Fate(where, str(value), "dropped", why))
                 continue
-            if isinstance(value, dict) and value.get("optional") and wanted is True:
-                wanted_here = False
-            else:
-                wanted_here = bool(wanted)
+            wanted_here = wanted and not (isinstance(value, dict) and value.get("optional"))
             add_requirement(found, text, where, optional=not wanted_here)
             if text != f"{name}{value}" and wanted_here:
                 found.fates[-1] = Fate(where, f"{name} = {value!r}", "rewrote", f"→ {text!r}")

@@ -1,17 +1,49 @@
-"""pyproject.toml: ``[project]`` (dependencies, optional-dependencies, requires-python) and PEP 735
-``[dependency-groups]``. Poetry's tables are read by ``poetry.py``."""
+"""pyproject.toml read once, with the tables envman reads checked (``read_pyproject``); its ``[project]``
+(dependencies, optional-dependencies, requires-python) and PEP 735 ``[dependency-groups]``. Poetry's tables are
+read by ``poetry.py``."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from envman.errors import UsageError
+from envman.inputs import MAX_SPEC, WrittenFloat, present, read_input
 from envman.project.req import Req
 from envman.project.sources import Fate, Found
 
 FILE = "pyproject.toml"
 OPTIONAL = "an optional extra or group; name it under packages: in envman.yaml to install it"
+# the tables envman reads, and the shape each must have: `project = 'x'` is one error line, not a crash
+_SHAPES = (("project", dict), ("tool", dict), ("tool.poetry", dict), ("tool.envman", dict),
+           ("project.optional-dependencies", dict), ("dependency-groups", dict), ("project.dependencies", list))
+
+
+def read_pyproject(project: Path) -> dict | None:
+    """pyproject.toml as a dict; None when there is none; a UsageError naming the file when it is invalid."""
+    pp = project / FILE
+    if not present(pp):  # a FIFO or a link loop there is named as such (read_input), never "no pyproject"
+        return None
+    from envman._compat import tomllib
+
+    text = read_input(pp, FILE, MAX_SPEC)
+    try:
+        # a number keeps its text: `python = 3.10` in [tool.envman] is refused as in envman.yaml, never read as 3.1
+        doc = tomllib.loads(text, parse_float=lambda s: WrittenFloat(float(s), s))
+    except RecursionError:
+        raise UsageError("pyproject.toml: nested too deeply", hint="fix the file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"pyproject.toml: invalid TOML: {exc}", hint="fix the file, or put envman's keys in envman.yaml") from None
+    for dotted, shape in _SHAPES:
+        node: object = doc
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None and not isinstance(node, shape):
+            raise UsageError(f"pyproject.toml: {dotted}: expected {'a table' if shape is dict else 'an array'}, got "
+                             f"{type(node).__name__}", hint="fix the file")
+    return doc
 
 
 def add_requirement(found: Found, text: str, where: str, *, optional: bool = False) -> None:
@@ -40,16 +72,15 @@ def read_pyproject_project(doc: dict, wanted_groups: tuple[str, ...] = (), dynam
     proj = doc.get("project") or {}
     for i, d in enumerate(proj.get("dependencies") or []):
         add_requirement(found, d, f"{FILE} project.dependencies[{i}]")
-    for extra, deps in sorted((proj.get("optional-dependencies") or {}).items()):
-        for i, d in enumerate(deps or []):
-            add_requirement(found, d, f"{FILE} project.optional-dependencies.{extra}[{i}]", optional=extra not in wanted_groups)
-    for group, deps in sorted((doc.get("dependency-groups") or {}).items()):
-        for i, d in enumerate(deps or []):
-            if isinstance(d, dict):  # {include-group = "…"}
-                found.fates.append(Fate(f"{FILE} dependency-groups.{group}[{i}]", str(d), "kept",
-                                        "an include of another group (read with it)"))
-                continue
-            add_requirement(found, d, f"{FILE} dependency-groups.{group}[{i}]", optional=group not in wanted_groups)
+    for key, table in (("project.optional-dependencies", proj.get("optional-dependencies")),
+                       ("dependency-groups", doc.get("dependency-groups"))):
+        for name, deps in sorted((table or {}).items()):
+            for i, d in enumerate(deps or []):
+                if isinstance(d, dict) and key == "dependency-groups":  # {include-group = "…"}
+                    found.fates.append(Fate(f"{FILE} {key}.{name}[{i}]", str(d), "kept",
+                                            "an include of another group (read with it)"))
+                else:
+                    add_requirement(found, d, f"{FILE} {key}.{name}[{i}]", optional=name not in wanted_groups)
     if isinstance(proj.get("requires-python"), str):
         add_python(found, proj["requires-python"], f"{FILE} project.requires-python")
     if "dependencies" in (proj.get("dynamic") or []) and not dynamic_read:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envman.errors import UsageError
+from envman.inputs import MAX_REQUIREMENTS, read_input
 from envman.project.req import Req
 from envman.project.sources import Fate, Found
 from envman.redact import redact, redact_userinfo
@@ -19,7 +20,6 @@ FRAMEWORK_INDEX_HOSTS = ("download.pytorch.org",)
 _URL = re.compile(r"^(git|hg|svn|bzr)\+|^https?://|^file:")
 _IGNORED_OPTIONS = ("--pre", "--prefer-binary", "--no-binary", "--only-binary", "--trusted-host", "--no-index",
                     "--use-feature", "--config-settings", "--global-option", "--no-build-isolation")
-_PROJECT = (".", "./", "file:.", "-e .", "-e ./")
 # a file named for development or an option: a core file's include of one is not the core (mmlab's
 # requirements.txt includes requirements/tests.txt and optional.txt beside runtime.txt; speechbrain's includes
 # lint-requirements.txt). A file so named itself may include another (requirements-dev.txt: -r requirements-test.txt)
@@ -69,8 +69,6 @@ def read_requirements(project: Path, rel: str, *, constraints: bool = False, _se
     if path in seen:
         return found
     seen.add(path)
-    from envman.inputs import MAX_REQUIREMENTS, read_input
-
     text = read_input(path, rel, MAX_REQUIREMENTS, hint="fix the path under 'requirements' in envman.yaml")
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors write one): pip skips it too
     # line numbers stay those of the file: a continuation is joined onto its first line
@@ -83,11 +81,8 @@ def read_requirements(project: Path, rel: str, *, constraints: bool = False, _se
             n += 1
             raw = raw.rstrip()[:-1] + " " + lines[n]
         n += 1
-        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-        if not line:
-            continue
-        where = f"{rel}:{start + 1}"
-        _read_line(project, rel, line, where, found, constraints, seen)
+        if line := re.sub(r"(^|\s)#.*$", "", raw).strip():
+            _read_line(project, rel, line, f"{rel}:{start + 1}", found, constraints, seen)
     return found
 
 
@@ -131,7 +126,8 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
                 found.find_links.append((where, arg))
                 found.fates.append(Fate(where, line, "kept", "recorded under find_links: in envman.yaml"))
             else:
-                found.index_urls.append((where, _option_value(whole, opt) or arg))
+                written = re.match(r"^" + re.escape(opt) + r"(?:=|\s+)(\S+)", whole.strip())  # with its credentials
+                found.index_urls.append((where, written.group(1) if written else arg))
                 found.fates.append(Fate(where, line, "kept", "extra index passed to uv for the other packages"))
                 if opt in ("-i", "--index-url"):
                     found.warnings.append(f"{where}: {opt} {arg} is used as an extra index beside PyPI, not instead of it")
@@ -204,8 +200,6 @@ def _refuse_machine_path(project: Path, line: str, where: str) -> None:
     m = re.search(r"(?:^|@\s*)file://(?:localhost)?(/[^\s;#]*)", line)
     if not m:
         return
-    from urllib.parse import unquote
-
     path = Path(unquote(m.group(1)))
     try:
         rel = path.resolve().relative_to(project.resolve())
@@ -214,12 +208,6 @@ def _refuse_machine_path(project: Path, line: str, where: str) -> None:
         hint = (f"copy {path.name} into the project (wheels/, say) and name it relatively (./wheels/{path.name}), "
                 "or publish it to an index and pin it by version")
     raise UsageError(f"{where}: {redact(m.group(0).lstrip('@ '))} is an absolute path of this machine", hint=hint)
-
-
-def _option_value(line: str, opt: str) -> str | None:
-    """The value of ``opt`` on ``line`` as written (with its credentials)."""
-    m = re.match(r"^" + re.escape(opt) + r"(?:=|\s+)(\S+)", line.strip())
-    return m.group(1) if m else None
 
 
 # options pip takes after a requirement on its line (``pkg>=1 --no-binary a,b``, ``--config-settings k=v``)
@@ -242,16 +230,12 @@ def _drop_line_options(line: str, where: str, found: Found) -> str:
 
 
 def _checkable_hashes(req: Requirement, hashes: tuple[str, ...], where: str, found: Found) -> tuple[str, ...]:
-    if hashes and not req.url and not _exact_version(req):  # `name @ URL`: the hash pins the file at the URL
+    """A hash pins one file: of ``name @ URL``, or of an exact version (``==1.0``, ``===1.0``; not a range, a
+    wildcard or several specifiers)."""
+    specs = list(req.specifier)
+    exact = len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*")
+    if hashes and not req.url and not exact:
         found.warnings.append(f"{where}: the --hash options of {req} are not checked: a hash pins one file, "
                               f"which needs an exact version (write {req.name}==VERSION)")
         return ()
     return hashes
-
-
-def _exact_version(req: Requirement) -> str | None:
-    """``1.0`` of ``pkg==1.0`` (or ``===1.0``); None for a range, a wildcard or several specifiers."""
-    specs = list(req.specifier)
-    if len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*"):
-        return specs[0].version
-    return None

@@ -86,12 +86,6 @@ def _fstring(node: ast.JoinedStr, ev) -> str:
     return "".join(str(ev(v.value)) if isinstance(v, ast.FormattedValue) else str(ev(v)) for v in node.values)
 
 
-def _call_rule(node: ast.Call, ev) -> Any:
-    if node.keywords:
-        raise Unknowable(ast.unparse(node)[:60])
-    return _call(node, ev)
-
-
 def _subscript(value: Any, index: ast.AST, ev) -> Any:
     try:
         if isinstance(index, ast.Slice):
@@ -102,6 +96,8 @@ def _subscript(value: Any, index: ast.AST, ev) -> Any:
 
 
 def _call(node: ast.Call, ev) -> Any:
+    if node.keywords:
+        raise Unknowable(ast.unparse(node)[:60])
     f = node.func
     args = [ev(a) for a in node.args]
     try:
@@ -163,6 +159,6 @@ def _bind(target: ast.AST, value: Any, scope: dict[str, Any]) -> None:
 _RULES: dict[type, Callable[[Any, Callable[[ast.AST], Any]], Any]] = {
     ast.Constant: lambda node, ev: node.value, ast.List: _sequence, ast.Tuple: _sequence, ast.Set: _sequence,
     ast.Dict: _dict, ast.BinOp: _binop, ast.UnaryOp: _unary, ast.BoolOp: _boolop, ast.Compare: _compare,
-    ast.JoinedStr: _fstring, ast.Call: _call_rule,
+    ast.JoinedStr: _fstring, ast.Call: _call,
     ast.Subscript: lambda node, ev: _subscript(ev(node.value), node.slice, ev),
 }

@@ -8,6 +8,8 @@ import configparser
 import re
 from pathlib import Path
 
+from envman.errors import UsageError
+from envman.inputs import MAX_SPEC, read_input
 from envman.project.sources import Fate, Found
 from envman.project.sources.pyproject import add_python, add_requirement
 from envman.project.sources.setup_eval import Unknowable, evaluate
@@ -57,21 +59,9 @@ def _lenient(node: ast.List | ast.Tuple | ast.Dict, names: dict[str, ast.AST], d
     return [v for v in (item(e) for e in node.elts) if v is not None]
 
 
-def _setup_call(tree: ast.Module) -> ast.Call | None:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            if (isinstance(f, ast.Name) and f.id == "setup") or (isinstance(f, ast.Attribute) and f.attr == "setup"):
-                return node
-    return None
-
-
 def _source(project: Path, rel: str, found: Found) -> str | None:
     """The file's text, bounded (1 MB: a real setup.py or setup.cfg is a few KB), a regular UTF-8 file; else a
     warning that its requirements are not read."""
-    from envman.errors import UsageError
-    from envman.inputs import MAX_SPEC, read_input
-
     try:
         return read_input(project / rel, rel, MAX_SPEC)
     except UsageError as exc:
@@ -93,7 +83,9 @@ def read_setup_py(project: Path, rel: str = "setup.py", wanted: tuple[str, ...] 
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             names[stmt.targets[0].id] = stmt.value
-    call = _setup_call(tree)
+    # setup(...) or setuptools.setup(...)
+    call = next((n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", getattr(n.func, "attr", None)) == "setup"), None)
     if call is None:
         found.warnings.append(f"{rel}: no setup(...) call found; its requirements are not read")
         return found

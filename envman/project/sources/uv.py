@@ -15,6 +15,7 @@ from envman import frameworks
 from envman.errors import UsageError
 from envman.project.req import Req
 from envman.project.sources import Fate, Found
+from envman.project.sources.pyproject import add_requirement
 
 FILE = "pyproject.toml"
 LOCK = "uv.lock"
@@ -48,12 +49,9 @@ def _framework_indexes(sources: dict, indexes: dict) -> list[tuple[str, str, str
             if variant:
                 when = ", ".join(f"{k} {entry[k]}" for k in ("extra", "group", "marker") if isinstance(entry.get(k), str))
                 seen.append((where + (f" ({when})" if when else ""), variant, url or ""))
-    if not seen:  # no source names the framework: a default (non-explicit) PyTorch index serves it
-        for name, index in indexes.items():
-            variant = index_variant(index["url"])
-            if variant and not index.get("explicit", False):
-                seen.append((f"{FILE} tool.uv.index {name}", variant, index["url"]))
-    return seen
+    # no source names the framework: a default (non-explicit) PyTorch index serves it
+    return seen or [(f"{FILE} tool.uv.index {name}", v, index["url"]) for name, index in indexes.items()
+                    if (v := index_variant(index["url"])) and not index.get("explicit", False)]
 
 
 def read_uv_sources(doc: dict) -> Found:
@@ -87,8 +85,6 @@ def read_uv_sources(doc: dict) -> Found:
 def read_uv_resolution(doc: dict) -> Found:
     """``[tool.uv] constraint-dependencies`` / ``override-dependencies``: uv applies them to every resolution of the
     project (``uv lock``, ``uv sync``), and so does envman's lock."""
-    from envman.project.sources.pyproject import add_requirement
-
     found = Found(FILE)
     uv = (doc.get("tool") or {}).get("uv") or {}
     if not isinstance(uv, dict):
