@@ -26,8 +26,6 @@ class ModelEntry:
     id: str
     name: str
     aliases: tuple[str, ...]
-    task: str
-    params: int
     arch: Arch
     source: str
 
@@ -136,8 +134,7 @@ def load_models(directory: str | None = None) -> tuple[ModelEntry, ...]:
             continue
         if problems:
             continue
-        out.append(ModelEntry(e["id"], e["name"], tuple(e.get("aliases") or ()), e["task"], e["params"], arch,
-                              e["source"]))
+        out.append(ModelEntry(e["id"], e["name"], tuple(e.get("aliases") or ()), arch, e["source"]))
     if problems:
         raise MatrixError(problems)
     return tuple(out)
@@ -260,13 +257,10 @@ def _dense(e: dict, at: str, problems: list[str]) -> dict[str, float]:
     return out
 
 
-def _perf_doc(directory: str | None = None) -> Any:
-    """gpu_perf.yaml's document, read once per process and folder (its readers below validate what they take)."""
-    return _perf_doc_in(str(directory or _data_dir()))
-
-
 @lru_cache(maxsize=2)
-def _perf_doc_in(directory: str) -> Any:  # keyed by the folder itself: ENVMAN_MATRIX_DIR may name another one
+def _perf_doc(directory: str) -> Any:
+    """gpu_perf.yaml's document, read once per process and folder (its readers below validate what they take);
+    keyed by the folder itself: ENVMAN_MATRIX_DIR may name another one."""
     return _yaml(Path(directory) / "gpu_perf.yaml")
 
 
@@ -276,7 +270,7 @@ _Perf = tuple[int, tuple[tuple[str, float], ...], str, float, bool, int]
 @lru_cache(maxsize=2)
 def _load_perf(directory: str | None = None) -> tuple[dict[str, _Perf], dict]:
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"
-    doc = _perf_doc(directory)
+    doc = _perf_doc(str(path.parent))
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
         raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
     problems: list[str] = []
@@ -373,7 +367,7 @@ def allocator_rules(directory: str | None = None):
     from envman.fit.reserve import AllocatorRules
 
     path = Path(directory or _data_dir()) / "gpu_perf.yaml"
-    doc = _perf_doc(directory).get("allocator")
+    doc = _perf_doc(str(path.parent)).get("allocator")
     if not isinstance(doc, dict):
         raise MatrixError([f"{path.name}: allocator: expected a mapping of {', '.join(_RULES)}"])
     bad = [f"{path.name}: allocator.{k}: expected a positive integer, got {doc.get(k)!r}" for k in _RULES
