@@ -21,6 +21,9 @@ from envman.fit.stacks import default_stack, find_stack
 from envman.portable.doctor.fitverdict import fits_verdict  # the doctor judges with the same rule
 
 DEFAULT_COMPARE = ("h100", "a100", "rtx-4090", "l4")
+# LoRA targets where the Setup's (q/k/v/o_proj) name no layer (diffusers' scripts: target_modules=[to_k, to_q, to_v, to_out.0])
+_LORA_TARGETS = {"gpt2": ("c_attn",), **dict.fromkeys(("bert", "vit", "clip", "whisper"), ("query", "value", "attn")),
+                 "diffusion": ("to_q", "to_k", "to_v", "to_out.0")}
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,8 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
     setup = Setup(**{**dict(stack.defaults), **given, "grad_checkpointing": ckpt}, batch=opts.batch, seq=opts.seq,
                   image_size=opts.image_size, lora_rank=opts.lora_rank, gpus=opts.gpus,
                   attention=attention, stack=stack.name, selective_ckpt=opts.selective_checkpointing,
-                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema, compile=opts.compile)
+                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema, compile=opts.compile,
+                  optimizer_in_backward=opts.optimizer_in_backward, activation_offload=opts.activation_offload)
     if opts.double_quant is not None:
         setup = replace(setup, nf4_double_quant=opts.double_quant)
     if opts.loss is not None:
@@ -278,9 +282,6 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                                   "fused (flash-attention's in-place cross-entropy, as Liger/Unsloth-style kernels), "
                                   "chunked-fp32 (torchtune: each chunk upcast)")
         setup = replace(setup, loss=LOSS_FLAGS[opts.loss])
-    if opts.optimizer_in_backward or opts.activation_offload:
-        setup = replace(setup, optimizer_in_backward=opts.optimizer_in_backward,
-                        activation_offload=opts.activation_offload)
     if opts.packed is not None:
         _check_packed(opts.packed, setup, arch)
         setup = replace(setup, packed=opts.packed)
@@ -297,14 +298,9 @@ def estimate_run(opts: FitOptions, model: tuple[str, str, Arch, dict | None] | N
     name, source, arch, entry = model or resolve_model(opts)
     _check_options(opts)
     setup, notes = _make_setup(opts, arch)
-    if opts.lora_targets:
-        setup = replace(setup, lora_targets=tuple(opts.lora_targets))
-    elif arch.family == "gpt2":
-        setup = replace(setup, lora_targets=("c_attn",))
-    elif arch.family in ("bert", "vit", "clip", "whisper"):
-        setup = replace(setup, lora_targets=("query", "value", "attn"))
-    elif arch.task == "diffusion":  # diffusers' LoRA scripts: LoraConfig(target_modules=[to_k, to_q, to_v, to_out.0])
-        setup = replace(setup, lora_targets=("to_q", "to_k", "to_v", "to_out.0"))
+    targets = opts.lora_targets or _LORA_TARGETS.get("diffusion" if arch.task == "diffusion" else arch.family)
+    if targets:
+        setup = replace(setup, lora_targets=tuple(targets))
     if arch.family in ("gpt2", "llama", "bert") and not setup.seq:
         setup = replace(setup, seq=default_seq(arch, setup))  # shown in the output as the value used
     if arch.family in ("vit", "resnet", "unet", "flux") and not setup.image_size:
