@@ -56,10 +56,6 @@ class GpuSpec:
     def bf16(self) -> bool:
         return self.cc is not None and self.cc >= Cc(8, 0)
 
-    @property
-    def fp8(self) -> bool:
-        return self.cc is not None and self.cc >= Cc(8, 9)
-
     def peak_tflops(self, precision: str) -> float | None:
         return dict(self.tflops).get(precision)
 
@@ -347,15 +343,11 @@ def raw_config(ref: str) -> tuple[dict, str]:
     """The config values (HF keys) and task of a catalog entry or a config.json, for --trace."""
     p = Path(ref)
     if ref.endswith(".json") or p.exists():
-        cfg_path = p / "config.json" if p.is_dir() else p
-        cfg = _json_file(cfg_path, "`--model` takes a Hugging Face config.json")
-        arch = arch_from_config(cfg)
-        return cfg, arch.task
-    path = Path(_data_dir()) / "models.yaml"
-    for e in _yaml(path)["models"]:
-        if e.get("id") == ref:
-            return dict(e["config"]), e["task"]
-    raise UsageError(f"unknown model {ref!r}", hint="a name from matrices/models.yaml or a config.json path")
+        cfg = _json_file(p / "config.json" if p.is_dir() else p, "`--model` takes a Hugging Face config.json")
+        return cfg, arch_from_config(cfg).task
+    # ``ref`` is an id find_model returned: its entry is there
+    e = next(e for e in _yaml(Path(_data_dir()) / "models.yaml")["models"] if e.get("id") == ref)
+    return dict(e["config"]), e["task"]
 
 
 _RULES = ("min_block", "small_size", "small_segment", "large_segment", "min_large_alloc", "round_large", "context_bytes")
