@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from envman.app.prices import run_prices
@@ -530,9 +530,7 @@ def result_dict(res: FitResult) -> dict:
         "peak_bytes": e.peak_bytes,
         "load_bytes": e.load_bytes,
         "peak_phase": e.phase,
-        "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,
-                      "optimizer": e.breakdown.optimizer, "activations": e.breakdown.activations,
-                      "temporaries": e.breakdown.temporaries},
+        "breakdown": asdict(e.breakdown),
         "targets": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.targets],
         "compare": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.compare],
         "advice": [{"lever": lv.lever, "change": lv.change, "saves_bytes": lv.saves_bytes, "cost": lv.cost,

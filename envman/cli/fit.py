@@ -156,6 +156,8 @@ def _rate(x: Optional[float], unit: str) -> str:
 
 
 def _setup_lines(res) -> list[str]:
+    from dataclasses import asdict
+
     from envman.app.fit import LOADS, fmt_bytes
     from envman.cli.output import table
 
@@ -176,9 +178,7 @@ def _setup_lines(res) -> list[str]:
         f"load     {fmt_bytes(e.load_bytes)} while the checkpoint loads ({LOADS[s.load]}): "
         + ("the run's peak" if e.phase == "load" else "below the step's peak"),
         *_reserve_line(res),
-        table([["  weights", fmt_bytes(b.weights)], ["  gradients", fmt_bytes(b.gradients)],
-               ["  optimizer", fmt_bytes(b.optimizer)], ["  activations", fmt_bytes(b.activations)],
-               ["  temporaries", fmt_bytes(b.temporaries)]]),
+        table([[f"  {part}", fmt_bytes(n)] for part, n in asdict(b).items()]),
     ]
     if res.traced_peak_bytes is not None:
         same = res.trace_analytic_bytes or e.peak_bytes
