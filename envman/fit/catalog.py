@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from envman.errors import MatrixError, UsageError
+from envman.fit.aliases import match_key
 from envman.fit.architectures import Arch, ArchError, arch_from_config
 from envman.model import Cc
 
@@ -173,20 +174,16 @@ def load_pipeline(folder: Path) -> Arch:
                          hint="envman models UNet2DConditionModel, ControlNetModel and FluxTransformer2DModel") from None
 
 
-def _norm(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum())
-
-
 def find_model(name: str) -> ModelEntry:
     models = load_models()
     idx: dict[str, ModelEntry] = {}
     for m in models:
         for n in (m.id, m.name, *m.aliases):
-            idx.setdefault(_norm(n), m)
-    hit = idx.get(_norm(name))
+            idx.setdefault(match_key(n), m)
+    hit = idx.get(match_key(name))
     if hit:
         return hit
-    close = difflib.get_close_matches(_norm(name), list(idx), n=4, cutoff=0.5)
+    close = difflib.get_close_matches(match_key(name), list(idx), n=4, cutoff=0.5)
     ids = list(dict.fromkeys(idx[c].id for c in close))
     hint = (f"did you mean: {', '.join(ids)}? " if ids else "") + \
         "`--model` takes a name from matrices/models.yaml, a config.json path, or use --params N"
