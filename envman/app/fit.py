@@ -382,10 +382,7 @@ def run_fit(opts: FitOptions) -> FitResult:
         cfg, task = raw_config(str(opts.model) if entry is None else str(entry["id"]))
         traced, tnote_trace = trace_peak(cfg, task, setup)
         # the analytic estimate of what the trace could run (eager, CPU autocast and masks) to compare with
-        same = estimate(arch, replace(setup, attention=TRACE_KERNELS["attention"],
-                                      dropout_mask=TRACE_KERNELS["dropout_mask"],
-                                      optimizer_impl=TRACE_KERNELS["optimizer_impl"], autocast="cpu"))
-        trace_analytic = same.peak_bytes
+        trace_analytic = estimate(arch, replace(setup, **TRACE_KERNELS, autocast="cpu")).peak_bytes
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
                      opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic, band)
 

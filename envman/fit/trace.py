@@ -16,10 +16,11 @@ The recipe (also used by bench/trace_fit.py to produce the accuracy fixture):
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from envman.errors import UsageError
 
-TRACE_KERNELS = {"attention": "eager", "dropout_mask": "input", "optimizer_impl": "foreach"}
+TRACE_KERNELS: dict[str, Any] = {"attention": "eager", "dropout_mask": "input", "optimizer_impl": "foreach"}
 
 
 def _need_torch():
