@@ -201,12 +201,6 @@ def _check_numbers(setup: Setup, arch: Arch) -> None:
                       ("accumulation", setup.accumulation), ("tp", setup.tp), ("pp", setup.pp)):
         if isinstance(num, bool) or not isinstance(num, int) or num < 1:
             raise SetupError(f"--{flag} {num}: expected a positive whole number", f"1 or more, e.g. --{flag} {_EXAMPLE[flag]}")
-    if setup.seq is not None and (isinstance(setup.seq, bool) or setup.seq < 1):
-        raise SetupError(f"--seq {setup.seq}: expected a positive number of tokens",
-                         "e.g. --seq 2048; without --seq: min(2048, the model's positions)")
-    if setup.image_size is not None and setup.image_size < 1:
-        raise SetupError(f"--image-size {setup.image_size}: expected a positive number of pixels",
-                         "e.g. --image-size 224; without it: the model's own")
     if setup.seq and arch.max_positions and arch.family in ("gpt2", "llama", "bert") and setup.seq > arch.max_positions:
         raise SetupError(f"--seq {setup.seq} is longer than this model's {arch.max_positions:,} positions "
                          "(max_position_embeddings)", f"--seq {arch.max_positions} at most for this model; "
