@@ -511,6 +511,7 @@ def result_dict(res: FitResult) -> dict:
     s = e.setup
     unit = e.unit
     first = (res.targets or res.compare)[0] if (res.targets or res.compare) else None
+    thr = None if not first or first.throughput is None else round(first.throughput, 1)
     return {
         "model": {"name": res.model_name, "source": res.model_source, "params": e.params,
                   "trainable_params": e.trainable_params},
@@ -536,10 +537,7 @@ def result_dict(res: FitResult) -> dict:
                  "checkpoint_bytes": e.checkpoint_bytes},
         "estimate": {
             "step_seconds": None if not first or first.step_seconds is None else round(first.step_seconds, 4),
-            "tokens_per_second": None if not first or first.throughput is None or unit != "tokens"
-            else round(first.throughput, 1),
-            "samples_per_second": None if not first or first.throughput is None or unit == "tokens"
-            else round(first.throughput, 1),
+            "tokens_per_second": thr if unit == "tokens" else None, "samples_per_second": None if unit == "tokens" else thr,
             "gpu": first.gpu.id if first else None, "mfu": first.mfu if first else res.mfu,
             "train_flops": e.train_flops, "per": "GPU",
             "band_pct": res.band_pct,

@@ -15,10 +15,7 @@ from envman.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, UsageError
 
 
 def _split(values: Optional[list[str]]) -> tuple[str, ...]:
-    out: list[str] = []
-    for v in values or []:
-        out += [x.strip() for x in v.split(",") if x.strip()]
-    return tuple(out)
+    return tuple(x.strip() for v in values or [] for x in v.split(",") if x.strip())
 
 
 def _params(text: Optional[str], flag: str = "--params") -> Optional[int]:
@@ -46,7 +43,7 @@ def _prices(text: Optional[str]) -> tuple[tuple[str, float], ...]:
     if text is None:
         return ()
     out = []
-    for part in [x.strip() for x in text.split(",") if x.strip()]:
+    for part in _split([text]):
         name, _, value = part.rpartition("=") if "=" in part else ("*", "", part)
         try:
             price = float(value)
