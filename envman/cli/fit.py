@@ -1,6 +1,5 @@
-"""``envman fit``: will this training run fit this GPU, and if not, what to change.
+"""``envman fit``: will this training run fit this GPU, and if not, what to change (text, or --json: docs/fit.md).
 
-Parses options, calls ``envman.app.fit.run_fit``, prints text or the --json contract (docs/fit.md).
 Exit 0 when the run fits every target GPU, 8 (EXIT_DOES_NOT_FIT) when it does not fit one of them, 2 for
 a value that cannot be used (one ``error:`` line), the usual codes otherwise (7: envman's data is corrupt).
 """

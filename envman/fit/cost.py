@@ -1,8 +1,6 @@
 """What a whole training run takes on a GPU type: wall time from the step estimate, and cost at a price the user
-gives. PURE. envman never invents a price: a GPU without one gets a time and no cost.
-
-The time's range is the throughput's: a rate known to ±band% gives a time between volume / (rate·(1 + band))
-and volume / (rate·(1 − band)).
+gives. PURE. envman never invents a price: a GPU without one gets a time and no cost. The time's range is the
+throughput's (±band%).
 """
 
 from __future__ import annotations

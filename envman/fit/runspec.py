@@ -1,9 +1,7 @@
 """The training run `envman fit` describes, and what its estimate returns. PURE: dataclasses in, dataclasses out.
 
 A ``Setup`` is one run as the stacks name it (matrices/fit_stacks.yaml: precision, method, sharding, the
-framework's memory semantics); ``validate`` refuses what no run can be, naming the field; ``Breakdown`` and
-``Estimate`` are the answer fit/estimate.py computes from it (fit/activations.py: what autograd keeps;
-fit/states.py: weights, gradients and optimizer state per GPU).
+framework's memory semantics); ``validate`` refuses what no run can be, naming the field.
 """
 
 from __future__ import annotations
