@@ -6,6 +6,7 @@ a value that cannot be used (one ``error:`` line), the usual codes otherwise (7:
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import typer
@@ -20,8 +21,6 @@ def _split(values: Optional[list[str]]) -> tuple[str, ...]:
 def _params(text: Optional[str], flag: str = "--params") -> Optional[int]:
     if text is None:
         return None
-    import math
-
     t = text.strip().lower().replace("_", "").replace(",", "")
     mult = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}.get(t[-1:], 1)
     try:
@@ -37,8 +36,6 @@ def _params(text: Optional[str], flag: str = "--params") -> Optional[int]:
 
 def _prices(text: Optional[str]) -> tuple[tuple[str, float], ...]:
     """--price-per-gpu-hour 2.5 (every GPU) or h100=2.5,l4=0.8 (per GPU)."""
-    import math
-
     if text is None:
         return ()
     out = []
