@@ -89,8 +89,7 @@ class TargetFit:
     reserve: Reserve | None = None  # the reserved estimate (allocator rounding, CUDA context) on this card
 
     @property
-    def runs(self) -> bool:
-        """Not refused: it fits, or it is tight (inside the card, within the margin)."""
+    def runs(self) -> bool:  # not refused: it fits, or it is tight
         return self.verdict != "does not fit"
 
 
@@ -257,14 +256,14 @@ def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
 
 
 def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
-    """The estimator's Setup: the stack's defaults, then every option the user gave."""
+    """The estimator's Setup: the stack's defaults (matrices/fit_stacks.yaml), then every option the user gave
+    (Setup's defaults where neither says)."""
     stack = find_stack(opts.stack or ("diffusers" if arch.task == "diffusion" else default_stack(opts.method, opts.shard)))
     if stack.get("method") and opts.method and opts.method != stack.get("method"):
         raise UsageError(f"--stack {stack.name} trains with --method {stack.get('method')}, not {opts.method}",
                          hint="drop --method, or pick the stack of that method (docs/fit.md: stacks)")
     attention, notes = _attention(opts, arch)
     ckpt = stack.get("grad_checkpointing", False) if opts.grad_checkpointing is None else opts.grad_checkpointing
-    # the stack's values (matrices/fit_stacks.yaml), then the options given (Setup's defaults where neither says)
     given = {"method": opts.method, "precision": opts.precision, "optimizer": opts.optimizer, "shard": opts.shard,
              "offload": opts.offload, "zero_grad": opts.zero_grad}
     given = {k: v for k, v in given.items() if v}

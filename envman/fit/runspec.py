@@ -61,8 +61,7 @@ class Setup:
     stack: str = "custom"
     base_bytes: int = 0  # frozen (LoRA/QLoRA) base as loaded (2: torch_dtype=bfloat16); 0: the parameter dtype
     kbit_fp32_extras: bool = False  # PEFT prepare_model_for_kbit_training: non-quantised params upcast to fp32
-    loss: str = "fp32"  # fp32: transformers upcasts the logits; compute: LitGPT's chunked loss in the compute dtype;
-    # fused: flash-attention's in-place cross-entropy (the logits in their dtype + an fp32 log-sum-exp per row)
+    loss: str = "fp32"  # LOSSES: what the loss keeps (LOSS_FLAGS names each as --loss does)
     deepspeed: bool = False  # DeepSpeed: a 16-bit module, fp32 master + moments (+ fp32 grads), partitioned by ZeRO
     accumulation: int = 1  # gradient accumulation steps: gradients stay alive across micro-steps
     offload: str = "none"  # none | optimizer (ZeRO-Offload, FSDP CPU offload) | params (ZeRO-3 offload_param)
