@@ -239,9 +239,8 @@ def _check_global_batch(global_batch: int, batch: int, dp: int) -> None:
     if global_batch % step:
         lo, hi = global_batch // step * step, -(-global_batch // step) * step
         raise UsageError(f"--global-batch {global_batch} is not a whole number of micro-steps of {step} samples ({where})",
-                         hint=f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that makes "
-                              f"{global_batch} a multiple of --batch × {dp} GPUs" if dp > 1 else
-                         f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that divides {global_batch}")
+                         hint=f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that " + (
+                             f"makes {global_batch} a multiple of --batch × {dp} GPUs" if dp > 1 else f"divides {global_batch}"))
 
 
 def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:

@@ -226,21 +226,17 @@ def vae(cfg: dict) -> Arch:
         raise ArchError(p)
     top = boc[-1]
     mid = 2 * _resnet_params(top, top, 0) + 2 * top + 4 * (top * top + top)
-    enc = 9 * cin * boc[0] + boc[0] + mid + 2 * top + 9 * top * 2 * lat + 2 * lat
-    prev = boc[0]
-    for i, c in enumerate(boc):
-        enc += sum(_resnet_params(prev if j == 0 else c, c, 0) for j in range(lpb))
-        enc += 9 * c * c + c if i < len(boc) - 1 else 0
-        prev = c
-    dec = 9 * lat * top + top + mid + 2 * boc[0] + 9 * boc[0] * cin + cin
-    prev = top
-    for i, c in enumerate(boc[::-1]):
-        dec += sum(_resnet_params(prev if j == 0 else c, c, 0) for j in range(lpb + 1))
-        dec += 9 * c * c + c if i < len(boc) - 1 else 0
-        prev = c
+    enc = 9 * cin * boc[0] + boc[0] + mid + 2 * top + 9 * top * 2 * lat + 2 * lat + _vae_blocks(boc, lpb)
+    dec = 9 * lat * top + top + mid + 2 * boc[0] + 9 * boc[0] * cin + cin + _vae_blocks(boc[::-1], lpb + 1)
     quant = (4 * lat * lat + 2 * lat if cfg.get("use_quant_conv", True) else 0) + \
         (lat * lat + lat if cfg.get("use_post_quant_conv", True) else 0)
     return Arch("frozen", "vae", enc + dec + quant, 0, 0, (), hidden=boc[0], layers=len(boc), channels=cin)
+
+
+def _vae_blocks(chans: list[int], n: int) -> int:
+    """One side of AutoencoderKL in order: ``n`` resnets a block, a resampling conv after every block but the last."""
+    return sum(_resnet_params(a if j == 0 else c, c, 0) for a, c in zip(chans[:1] + chans[:-1], chans)
+               for j in range(n)) + sum(9 * c * c + c for c in chans[:-1])
 
 
 def frozen_part(cfg: dict) -> Arch:
