@@ -177,7 +177,7 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     mb = max_micro_batch(arch, setup, usable - overhead) if arch.family != "params" else \
         (setup.batch if res.on_card <= usable else 0)
     dp = setup.gpus // (setup.tp * setup.pp)
-    steps = accumulation_steps(global_batch, mb, dp) if mb else None
+    steps = accumulation_steps(global_batch, mb, dp)  # None without a global batch or when nothing fits
     step_s, util, bound = step_time(arch, est, gpu, mfu)
     thr = est.samples_tokens / step_s * (1 if setup.tp * setup.pp == 1 else 1 / (setup.tp * setup.pp)) if step_s else None
     if step_s is None and not est.train_flops:

@@ -261,8 +261,8 @@ _Perf = tuple[int, tuple[tuple[str, float], ...], str, float, bool, int]
 
 
 @lru_cache(maxsize=2)
-def _load_perf(directory: str | None = None) -> tuple[dict[str, _Perf], dict]:
-    path = Path(directory or _data_dir()) / "gpu_perf.yaml"
+def _load_perf() -> tuple[dict[str, _Perf], dict]:
+    path = Path(_data_dir()) / "gpu_perf.yaml"
     doc = _perf_doc(str(path.parent))
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
         raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
@@ -351,11 +351,11 @@ _RULES = ("min_block", "small_size", "small_segment", "large_segment", "min_larg
 
 
 @lru_cache(maxsize=2)
-def allocator_rules(directory: str | None = None):
+def allocator_rules():
     """The caching allocator's block and segment sizes and the CUDA context (gpu_perf.yaml ``allocator:``)."""
     from envman.fit.reserve import AllocatorRules
 
-    path = Path(directory or _data_dir()) / "gpu_perf.yaml"
+    path = Path(_data_dir()) / "gpu_perf.yaml"
     doc = _perf_doc(str(path.parent)).get("allocator")
     if not isinstance(doc, dict):
         raise MatrixError([f"{path.name}: allocator: expected a mapping of {', '.join(_RULES)}"])
