@@ -148,13 +148,9 @@ def _entry_arch(e: dict) -> Arch:
     return diffusion.denoiser(e.get("config") or {}, parts)
 
 
-# a diffusers pipeline folder (model_index.json): the denoiser and the frozen parts it trains beside
-DENOISERS = ("unet", "transformer", "controlnet")
-FROZEN_PARTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
-
-
 def load_pipeline(folder: Path) -> Arch:
-    """A diffusers pipeline folder, read offline: model_index.json names the components, each has a config.json."""
+    """A diffusers pipeline folder, read offline: model_index.json names the components, each has a config.json
+    (the denoiser's folder, and the frozen parts it trains beside)."""
     from envman.fit import diffusion
     from envman.inputs import present
 
@@ -162,12 +158,13 @@ def load_pipeline(folder: Path) -> Arch:
         f = folder / sub / "config.json"
         return _json_file(f, "a diffusers pipeline folder, as downloaded") if present(f) else None
 
-    den = next(((n, c) for n in DENOISERS if (c := read(n)) is not None), None)
+    den = next(((n, c) for n in ("unet", "transformer", "controlnet") if (c := read(n)) is not None), None)
     if den is None:
         raise UsageError(f"{folder}: model_index.json but no unet/, transformer/ or controlnet/ config.json",
                          hint="give the pipeline folder as downloaded (it holds unet/config.json)")
     try:
-        parts = tuple(diffusion.frozen_part(c) for n in FROZEN_PARTS if (c := read(n)) is not None)
+        parts = tuple(diffusion.frozen_part(c) for n in ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
+                      if (c := read(n)) is not None)
         return diffusion.denoiser(den[1], parts)
     except ArchError as exc:
         raise UsageError(f"{folder / den[0] / 'config.json'}: {exc.problems[0]}",
