@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from envman.app.prices import run_prices
@@ -21,6 +21,9 @@ from envman.fit.stacks import default_stack, find_stack
 from envman.portable.doctor.fitverdict import fits_verdict  # the doctor judges with the same rule
 
 DEFAULT_COMPARE = ("h100", "a100", "rtx-4090", "l4")
+# LoRA targets where the Setup's (q/k/v/o_proj) name no layer (diffusers' scripts: target_modules=[to_k, to_q, to_v, to_out.0])
+_LORA_TARGETS = {"gpt2": ("c_attn",), **dict.fromkeys(("bert", "vit", "clip", "whisper"), ("query", "value", "attn")),
+                 "diffusion": ("to_q", "to_k", "to_v", "to_out.0")}
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,7 @@ class TargetFit:
     reserve: Reserve | None = None  # the reserved estimate (allocator rounding, CUDA context) on this card
 
     @property
-    def runs(self) -> bool:
-        """Not refused: it fits, or it is tight (inside the card, within the margin)."""
+    def runs(self) -> bool:  # not refused: it fits, or it is tight
         return self.verdict != "does not fit"
 
 
@@ -175,7 +177,7 @@ def _fit_on(arch: Arch, setup: Setup, est: Estimate, gpu: GpuSpec, margin_pct: f
     mb = max_micro_batch(arch, setup, usable - overhead) if arch.family != "params" else \
         (setup.batch if res.on_card <= usable else 0)
     dp = setup.gpus // (setup.tp * setup.pp)
-    steps = accumulation_steps(global_batch, mb, dp) if mb else None
+    steps = accumulation_steps(global_batch, mb, dp)  # None without a global batch or when nothing fits
     step_s, util, bound = step_time(arch, est, gpu, mfu)
     thr = est.samples_tokens / step_s * (1 if setup.tp * setup.pp == 1 else 1 / (setup.tp * setup.pp)) if step_s else None
     if step_s is None and not est.train_flops:
@@ -237,9 +239,8 @@ def _check_global_batch(global_batch: int, batch: int, dp: int) -> None:
     if global_batch % step:
         lo, hi = global_batch // step * step, -(-global_batch // step) * step
         raise UsageError(f"--global-batch {global_batch} is not a whole number of micro-steps of {step} samples ({where})",
-                         hint=f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that makes "
-                              f"{global_batch} a multiple of --batch × {dp} GPUs" if dp > 1 else
-                         f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that divides {global_batch}")
+                         hint=f"--global-batch {lo} or {hi} (whole micro-steps), or a --batch that " + (
+                             f"makes {global_batch} a multiple of --batch × {dp} GPUs" if dp > 1 else f"divides {global_batch}"))
 
 
 def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
@@ -254,21 +255,22 @@ def _attention(opts: FitOptions, arch: Arch) -> tuple[str, list[str]]:
 
 
 def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
-    """The estimator's Setup: the stack's defaults, then every option the user gave."""
+    """The estimator's Setup: the stack's defaults (matrices/fit_stacks.yaml), then every option the user gave
+    (Setup's defaults where neither says)."""
     stack = find_stack(opts.stack or ("diffusers" if arch.task == "diffusion" else default_stack(opts.method, opts.shard)))
     if stack.get("method") and opts.method and opts.method != stack.get("method"):
         raise UsageError(f"--stack {stack.name} trains with --method {stack.get('method')}, not {opts.method}",
                          hint="drop --method, or pick the stack of that method (docs/fit.md: stacks)")
     attention, notes = _attention(opts, arch)
     ckpt = stack.get("grad_checkpointing", False) if opts.grad_checkpointing is None else opts.grad_checkpointing
-    # the stack's values (matrices/fit_stacks.yaml), then the options given (Setup's defaults where neither says)
     given = {"method": opts.method, "precision": opts.precision, "optimizer": opts.optimizer, "shard": opts.shard,
              "offload": opts.offload, "zero_grad": opts.zero_grad}
     given = {k: v for k, v in given.items() if v}
     setup = Setup(**{**dict(stack.defaults), **given, "grad_checkpointing": ckpt}, batch=opts.batch, seq=opts.seq,
                   image_size=opts.image_size, lora_rank=opts.lora_rank, gpus=opts.gpus,
                   attention=attention, stack=stack.name, selective_ckpt=opts.selective_checkpointing,
-                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema, compile=opts.compile)
+                  tp=opts.tp, pp=opts.pp, optimizer_impl=opts.optimizer_impl, ema=opts.ema, compile=opts.compile,
+                  optimizer_in_backward=opts.optimizer_in_backward, activation_offload=opts.activation_offload)
     if opts.double_quant is not None:
         setup = replace(setup, nf4_double_quant=opts.double_quant)
     if opts.loss is not None:
@@ -278,9 +280,6 @@ def _make_setup(opts: FitOptions, arch: Arch) -> tuple[Setup, list[str]]:
                                   "fused (flash-attention's in-place cross-entropy, as Liger/Unsloth-style kernels), "
                                   "chunked-fp32 (torchtune: each chunk upcast)")
         setup = replace(setup, loss=LOSS_FLAGS[opts.loss])
-    if opts.optimizer_in_backward or opts.activation_offload:
-        setup = replace(setup, optimizer_in_backward=opts.optimizer_in_backward,
-                        activation_offload=opts.activation_offload)
     if opts.packed is not None:
         _check_packed(opts.packed, setup, arch)
         setup = replace(setup, packed=opts.packed)
@@ -297,14 +296,9 @@ def estimate_run(opts: FitOptions, model: tuple[str, str, Arch, dict | None] | N
     name, source, arch, entry = model or resolve_model(opts)
     _check_options(opts)
     setup, notes = _make_setup(opts, arch)
-    if opts.lora_targets:
-        setup = replace(setup, lora_targets=tuple(opts.lora_targets))
-    elif arch.family == "gpt2":
-        setup = replace(setup, lora_targets=("c_attn",))
-    elif arch.family in ("bert", "vit", "clip", "whisper"):
-        setup = replace(setup, lora_targets=("query", "value", "attn"))
-    elif arch.task == "diffusion":  # diffusers' LoRA scripts: LoraConfig(target_modules=[to_k, to_q, to_v, to_out.0])
-        setup = replace(setup, lora_targets=("to_q", "to_k", "to_v", "to_out.0"))
+    targets = opts.lora_targets or _LORA_TARGETS.get("diffusion" if arch.task == "diffusion" else arch.family)
+    if targets:
+        setup = replace(setup, lora_targets=tuple(targets))
     if arch.family in ("gpt2", "llama", "bert") and not setup.seq:
         setup = replace(setup, seq=default_seq(arch, setup))  # shown in the output as the value used
     if arch.family in ("vit", "resnet", "unet", "flux") and not setup.image_size:
@@ -386,10 +380,7 @@ def run_fit(opts: FitOptions) -> FitResult:
         cfg, task = raw_config(str(opts.model) if entry is None else str(entry["id"]))
         traced, tnote_trace = trace_peak(cfg, task, setup)
         # the analytic estimate of what the trace could run (eager, CPU autocast and masks) to compare with
-        same = estimate(arch, replace(setup, attention=TRACE_KERNELS["attention"],
-                                      dropout_mask=TRACE_KERNELS["dropout_mask"],
-                                      optimizer_impl=TRACE_KERNELS["optimizer_impl"], autocast="cpu"))
-        trace_analytic = same.peak_bytes
+        trace_analytic = estimate(arch, replace(setup, **TRACE_KERNELS, autocast="cpu")).peak_bytes
     return FitResult(name, source, arch, est, fits, compare, advice, host, opts.margin_pct, opts.mfu,
                      opts.global_batch, traced, tnote_trace, tuple(notes), per_node, trace_analytic, band)
 
@@ -518,6 +509,7 @@ def result_dict(res: FitResult) -> dict:
     s = e.setup
     unit = e.unit
     first = (res.targets or res.compare)[0] if (res.targets or res.compare) else None
+    thr = None if not first or first.throughput is None else round(first.throughput, 1)
     return {
         "model": {"name": res.model_name, "source": res.model_source, "params": e.params,
                   "trainable_params": e.trainable_params},
@@ -534,9 +526,7 @@ def result_dict(res: FitResult) -> dict:
         "peak_bytes": e.peak_bytes,
         "load_bytes": e.load_bytes,
         "peak_phase": e.phase,
-        "breakdown": {"weights": e.breakdown.weights, "gradients": e.breakdown.gradients,
-                      "optimizer": e.breakdown.optimizer, "activations": e.breakdown.activations,
-                      "temporaries": e.breakdown.temporaries},
+        "breakdown": asdict(e.breakdown),
         "targets": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.targets],
         "compare": [_target_dict(t, "tokens" if unit == "tokens" else "samples", s.gpus) for t in res.compare],
         "advice": [{"lever": lv.lever, "change": lv.change, "saves_bytes": lv.saves_bytes, "cost": lv.cost,
@@ -545,10 +535,7 @@ def result_dict(res: FitResult) -> dict:
                  "checkpoint_bytes": e.checkpoint_bytes},
         "estimate": {
             "step_seconds": None if not first or first.step_seconds is None else round(first.step_seconds, 4),
-            "tokens_per_second": None if not first or first.throughput is None or unit != "tokens"
-            else round(first.throughput, 1),
-            "samples_per_second": None if not first or first.throughput is None or unit == "tokens"
-            else round(first.throughput, 1),
+            "tokens_per_second": thr if unit == "tokens" else None, "samples_per_second": None if unit == "tokens" else thr,
             "gpu": first.gpu.id if first else None, "mfu": first.mfu if first else res.mfu,
             "train_flops": e.train_flops, "per": "GPU",
             "band_pct": res.band_pct,

@@ -54,8 +54,6 @@ def workload_verdicts(workload, targets: tuple[str, ...], path: str = ".") -> tu
             skipped.append(t)
     notes = [f"workload: no memory data for {', '.join(skipped)}: not judged (matrices/gpu_perf.yaml)"] if skipped else []
     warnings: list[str] = []
-    if not known:
-        return notes, warnings
     for target in known:  # one run per target: the levers are ranked for that GPU's memory
         try:
             res = run_fit(workload_options(workload, (target,), path))

@@ -1,12 +1,12 @@
-"""``envman fit``: will this training run fit this GPU, and if not, what to change.
+"""``envman fit``: will this training run fit this GPU, and if not, what to change (text, or --json: docs/fit.md).
 
-Parses options, calls ``envman.app.fit.run_fit``, prints text or the --json contract (docs/fit.md).
 Exit 0 when the run fits every target GPU, 8 (EXIT_DOES_NOT_FIT) when it does not fit one of them, 2 for
 a value that cannot be used (one ``error:`` line), the usual codes otherwise (7: envman's data is corrupt).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import typer
@@ -15,17 +15,12 @@ from envman.errors import EXIT_DOES_NOT_FIT, EXIT_USAGE, UsageError
 
 
 def _split(values: Optional[list[str]]) -> tuple[str, ...]:
-    out: list[str] = []
-    for v in values or []:
-        out += [x.strip() for x in v.split(",") if x.strip()]
-    return tuple(out)
+    return tuple(x.strip() for v in values or [] for x in v.split(",") if x.strip())
 
 
 def _params(text: Optional[str], flag: str = "--params") -> Optional[int]:
     if text is None:
         return None
-    import math
-
     t = text.strip().lower().replace("_", "").replace(",", "")
     mult = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}.get(t[-1:], 1)
     try:
@@ -41,12 +36,10 @@ def _params(text: Optional[str], flag: str = "--params") -> Optional[int]:
 
 def _prices(text: Optional[str]) -> tuple[tuple[str, float], ...]:
     """--price-per-gpu-hour 2.5 (every GPU) or h100=2.5,l4=0.8 (per GPU)."""
-    import math
-
     if text is None:
         return ()
     out = []
-    for part in [x.strip() for x in text.split(",") if x.strip()]:
+    for part in _split([text]):
         name, _, value = part.rpartition("=") if "=" in part else ("*", "", part)
         try:
             price = float(value)
@@ -156,6 +149,8 @@ def _rate(x: Optional[float], unit: str) -> str:
 
 
 def _setup_lines(res) -> list[str]:
+    from dataclasses import asdict
+
     from envman.app.fit import LOADS, fmt_bytes
     from envman.cli.output import table
 
@@ -176,9 +171,7 @@ def _setup_lines(res) -> list[str]:
         f"load     {fmt_bytes(e.load_bytes)} while the checkpoint loads ({LOADS[s.load]}): "
         + ("the run's peak" if e.phase == "load" else "below the step's peak"),
         *_reserve_line(res),
-        table([["  weights", fmt_bytes(b.weights)], ["  gradients", fmt_bytes(b.gradients)],
-               ["  optimizer", fmt_bytes(b.optimizer)], ["  activations", fmt_bytes(b.activations)],
-               ["  temporaries", fmt_bytes(b.temporaries)]]),
+        table([[f"  {part}", fmt_bytes(n)] for part, n in asdict(b).items()]),
     ]
     if res.traced_peak_bytes is not None:
         same = res.trace_analytic_bytes or e.peak_bytes

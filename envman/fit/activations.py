@@ -259,19 +259,17 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         return _linear_inputs(setup, names, width, T, c, r, frozen, targets, mixed, quant_keeps)
 
     attn_core, probs = _attention_terms(arch, setup, kind, T, S, r, c, mixed)
+    ln = T * h * r + T * 8  # a LayerNorm's input, mean and rstd
+    drop = T * h * _mask(setup, c) if p_hid > 0 else 0
     if kind == "llama":
         norm = _rms_in(setup, T, h, r) + (T * h * r if not frozen else 0)  # RMSNorm: input, rstd, normalised
         norms = norm * (2 if arch.variant == "gemma2" else 1)  # gemma2: post-attention and post-MLP norms too
         layer = (norms + lin_in(("q_proj", "k_proj", "v_proj")) + attn_core + probs + lin_in(("o_proj",), hq)
                  + _fused_qkv(arch, setup, T, c, targets) + norms + _mlp(arch, T, c, e, frozen, targets, lin_in, quant_keeps))
     elif kind == "gpt2":
-        ln = T * h * r + T * 8
-        drop = T * h * _mask(setup, c) if p_hid > 0 else 0
         layer = (ln + lin_in(("c_attn",)) + attn_core + probs + lin_in(("c_proj",)) + drop
                  + ln + lin_in(("c_fc",)) + 4 * T * f * c + T * f * c + drop)  # gelu_new: 4 saved tensors
     else:  # bert (post-LN) and vit (pre-LN): same tensors
-        ln = T * h * r + T * 8
-        drop = T * h * _mask(setup, c) if p_hid > 0 else 0
         layer = (lin_in(("query", "key", "value")) + attn_core + probs + lin_in(("attention.output.dense",))
                  + drop + ln + lin_in(("intermediate.dense",)) + 2 * T * f * c + drop + ln)
     drops = _compile_drops(arch, setup, kind, T, r, e, frozen)
@@ -283,12 +281,11 @@ def _transformer(arch: Arch, setup: Setup, b: int, s: int, *, kind: str) -> Acts
         if "lm_head" in targets:  # LoRA on the head: its A output (and dropout output + mask)
             extra += T * setup.lora_rank * c + (T * h * (c + 1) if setup.lora_dropout else 0)
     elif kind == "gpt2":
-        extra = (T * h * _mask(setup, r) if p_hid > 0 else 0) + T * h * r + T * 8 + T * h * c
-    elif kind == "bert":
-        extra = (T * h * r + T * 8 + (T * h * _mask(setup, r) if p_hid > 0 else 0)  # embeddings LN + dropout
-                 + 3 * T * h * c + T * h * c)  # MLM head: dense in, gelu in, LayerNorm in, decoder in
+        extra = (T * h * _mask(setup, r) if p_hid > 0 else 0) + ln + T * h * c
+    elif kind == "bert":  # embeddings LN + dropout; MLM head: dense in, gelu in, LayerNorm in, decoder in
+        extra = ln + (T * h * _mask(setup, r) if p_hid > 0 else 0) + 3 * T * h * c + T * h * c
     elif kind == "vit":
-        extra = T * h * r + T * 8 + b * h * c
+        extra = ln + b * h * c
     if arch.task == "sequence-classification" and kind == "bert":  # pooler + classifier: no vocabulary terms
         extra = extra - 3 * T * h * c - T * h * c + 2 * b * h * c
     loss_saved, loss_transient, loss_forward = _loss_terms(arch, setup, T, b, c)

@@ -47,8 +47,9 @@ def sizes(name: str) -> set[str]:
     return set(_SIZE.findall(_norm(name)))
 
 
-def _key(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum())  # as envman/fit/catalog.py find_model matches
+def match_key(name: str) -> str:
+    """What ``--model`` matches a name by (envman/fit/catalog.py find_model): its letters and digits, lower case."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 def alias_problems(doc: Any, file: str = "models.yaml") -> list[str]:
@@ -61,7 +62,7 @@ def alias_problems(doc: Any, file: str = "models.yaml") -> list[str]:
     for e in entries:
         eid, aliases = str(e.get("id")), [a for a in e.get("aliases") or [] if isinstance(a, str)]
         for i, name in enumerate([eid, str(e.get("name")), *aliases]):
-            other = owner.setdefault(_key(name), eid)
+            other = owner.setdefault(match_key(name), eid)
             if other != eid:
                 where = ("id", "name")[i] if i < 2 else f"aliases[{i - 2}]"
                 out.append(f"{file}: models[{eid}].{where}: {name!r} also names models[{other}] (`--model` finds "

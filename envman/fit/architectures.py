@@ -8,9 +8,7 @@ reference implementations module by module, so they can be checked against the p
 from __future__ import annotations
 
 from envman.fit import diffusion, families
-from envman.fit.shapes import VALIDATED, Arch, ArchError, Linear, _get
-
-__all__ = ["VALIDATED", "Arch", "ArchError", "Linear", "arch_from_config", "head_kind", "params_from_count"]
+from envman.fit.shapes import Arch, ArchError, Linear, _get
 
 DECODERS = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3")
 # config keys that mean "not a dense decoder", whatever model_type says (a Mixtral config relabelled

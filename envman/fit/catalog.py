@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from envman.errors import MatrixError, UsageError
+from envman.fit.aliases import match_key
 from envman.fit.architectures import Arch, ArchError, arch_from_config
 from envman.model import Cc
 
@@ -26,8 +27,6 @@ class ModelEntry:
     id: str
     name: str
     aliases: tuple[str, ...]
-    task: str
-    params: int
     arch: Arch
     source: str
 
@@ -57,10 +56,6 @@ class GpuSpec:
     @property
     def bf16(self) -> bool:
         return self.cc is not None and self.cc >= Cc(8, 0)
-
-    @property
-    def fp8(self) -> bool:
-        return self.cc is not None and self.cc >= Cc(8, 9)
 
     def peak_tflops(self, precision: str) -> float | None:
         return dict(self.tflops).get(precision)
@@ -136,8 +131,7 @@ def load_models(directory: str | None = None) -> tuple[ModelEntry, ...]:
             continue
         if problems:
             continue
-        out.append(ModelEntry(e["id"], e["name"], tuple(e.get("aliases") or ()), e["task"], e["params"], arch,
-                              e["source"]))
+        out.append(ModelEntry(e["id"], e["name"], tuple(e.get("aliases") or ()), arch, e["source"]))
     if problems:
         raise MatrixError(problems)
     return tuple(out)
@@ -154,13 +148,9 @@ def _entry_arch(e: dict) -> Arch:
     return diffusion.denoiser(e.get("config") or {}, parts)
 
 
-# a diffusers pipeline folder (model_index.json): the denoiser and the frozen parts it trains beside
-DENOISERS = ("unet", "transformer", "controlnet")
-FROZEN_PARTS = ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
-
-
 def load_pipeline(folder: Path) -> Arch:
-    """A diffusers pipeline folder, read offline: model_index.json names the components, each has a config.json."""
+    """A diffusers pipeline folder, read offline: model_index.json names the components, each has a config.json
+    (the denoiser's folder, and the frozen parts it trains beside)."""
     from envman.fit import diffusion
     from envman.inputs import present
 
@@ -168,20 +158,17 @@ def load_pipeline(folder: Path) -> Arch:
         f = folder / sub / "config.json"
         return _json_file(f, "a diffusers pipeline folder, as downloaded") if present(f) else None
 
-    den = next(((n, c) for n in DENOISERS if (c := read(n)) is not None), None)
+    den = next(((n, c) for n in ("unet", "transformer", "controlnet") if (c := read(n)) is not None), None)
     if den is None:
         raise UsageError(f"{folder}: model_index.json but no unet/, transformer/ or controlnet/ config.json",
                          hint="give the pipeline folder as downloaded (it holds unet/config.json)")
     try:
-        parts = tuple(diffusion.frozen_part(c) for n in FROZEN_PARTS if (c := read(n)) is not None)
+        parts = tuple(diffusion.frozen_part(c) for n in ("text_encoder", "text_encoder_2", "text_encoder_3", "vae")
+                      if (c := read(n)) is not None)
         return diffusion.denoiser(den[1], parts)
     except ArchError as exc:
         raise UsageError(f"{folder / den[0] / 'config.json'}: {exc.problems[0]}",
                          hint="envman models UNet2DConditionModel, ControlNetModel and FluxTransformer2DModel") from None
-
-
-def _norm(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 def find_model(name: str) -> ModelEntry:
@@ -189,11 +176,11 @@ def find_model(name: str) -> ModelEntry:
     idx: dict[str, ModelEntry] = {}
     for m in models:
         for n in (m.id, m.name, *m.aliases):
-            idx.setdefault(_norm(n), m)
-    hit = idx.get(_norm(name))
+            idx.setdefault(match_key(n), m)
+    hit = idx.get(match_key(name))
     if hit:
         return hit
-    close = difflib.get_close_matches(_norm(name), list(idx), n=4, cutoff=0.5)
+    close = difflib.get_close_matches(match_key(name), list(idx), n=4, cutoff=0.5)
     ids = list(dict.fromkeys(idx[c].id for c in close))
     hint = (f"did you mean: {', '.join(ids)}? " if ids else "") + \
         "`--model` takes a name from matrices/models.yaml, a config.json path, or use --params N"
@@ -260,13 +247,10 @@ def _dense(e: dict, at: str, problems: list[str]) -> dict[str, float]:
     return out
 
 
-def _perf_doc(directory: str | None = None) -> Any:
-    """gpu_perf.yaml's document, read once per process and folder (its readers below validate what they take)."""
-    return _perf_doc_in(str(directory or _data_dir()))
-
-
 @lru_cache(maxsize=2)
-def _perf_doc_in(directory: str) -> Any:  # keyed by the folder itself: ENVMAN_MATRIX_DIR may name another one
+def _perf_doc(directory: str) -> Any:
+    """gpu_perf.yaml's document, read once per process and folder (its readers below validate what they take);
+    keyed by the folder itself: ENVMAN_MATRIX_DIR may name another one."""
     return _yaml(Path(directory) / "gpu_perf.yaml")
 
 
@@ -274,9 +258,9 @@ _Perf = tuple[int, tuple[tuple[str, float], ...], str, float, bool, int]
 
 
 @lru_cache(maxsize=2)
-def _load_perf(directory: str | None = None) -> tuple[dict[str, _Perf], dict]:
-    path = Path(directory or _data_dir()) / "gpu_perf.yaml"
-    doc = _perf_doc(directory)
+def _load_perf() -> tuple[dict[str, _Perf], dict]:
+    path = Path(_data_dir()) / "gpu_perf.yaml"
+    doc = _perf_doc(str(path.parent))
     if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), dict):
         raise MatrixError([f"{path.name}: gpus: expected a mapping of gpus.yaml id → entry"])
     problems: list[str] = []
@@ -353,27 +337,23 @@ def raw_config(ref: str) -> tuple[dict, str]:
     """The config values (HF keys) and task of a catalog entry or a config.json, for --trace."""
     p = Path(ref)
     if ref.endswith(".json") or p.exists():
-        cfg_path = p / "config.json" if p.is_dir() else p
-        cfg = _json_file(cfg_path, "`--model` takes a Hugging Face config.json")
-        arch = arch_from_config(cfg)
-        return cfg, arch.task
-    path = Path(_data_dir()) / "models.yaml"
-    for e in _yaml(path)["models"]:
-        if e.get("id") == ref:
-            return dict(e["config"]), e["task"]
-    raise UsageError(f"unknown model {ref!r}", hint="a name from matrices/models.yaml or a config.json path")
+        cfg = _json_file(p / "config.json" if p.is_dir() else p, "`--model` takes a Hugging Face config.json")
+        return cfg, arch_from_config(cfg).task
+    # ``ref`` is an id find_model returned: its entry is there
+    e = next(e for e in _yaml(Path(_data_dir()) / "models.yaml")["models"] if e.get("id") == ref)
+    return dict(e["config"]), e["task"]
 
 
 _RULES = ("min_block", "small_size", "small_segment", "large_segment", "min_large_alloc", "round_large", "context_bytes")
 
 
 @lru_cache(maxsize=2)
-def allocator_rules(directory: str | None = None):
+def allocator_rules():
     """The caching allocator's block and segment sizes and the CUDA context (gpu_perf.yaml ``allocator:``)."""
     from envman.fit.reserve import AllocatorRules
 
-    path = Path(directory or _data_dir()) / "gpu_perf.yaml"
-    doc = _perf_doc(directory).get("allocator")
+    path = Path(_data_dir()) / "gpu_perf.yaml"
+    doc = _perf_doc(str(path.parent)).get("allocator")
     if not isinstance(doc, dict):
         raise MatrixError([f"{path.name}: allocator: expected a mapping of {', '.join(_RULES)}"])
     bad = [f"{path.name}: allocator.{k}: expected a positive integer, got {doc.get(k)!r}" for k in _RULES

@@ -1,8 +1,6 @@
 """What a whole training run takes on a GPU type: wall time from the step estimate, and cost at a price the user
-gives. PURE. envman never invents a price: a GPU without one gets a time and no cost.
-
-The time's range is the throughput's: a rate known to ±band% gives a time between volume / (rate·(1 + band))
-and volume / (rate·(1 − band)).
+gives. PURE. envman never invents a price: a GPU without one gets a time and no cost. The time's range is the
+throughput's (±band%).
 """
 
 from __future__ import annotations
@@ -15,20 +13,9 @@ class RunCost:
     seconds: float  # wall time of the whole run at the estimated rate
     low: float  # at the top of the throughput's band
     high: float  # at its bottom
-    gpus: int
     price: float | None = None  # per GPU-hour, as the user gave it
-
-    def cost(self, seconds: float) -> float | None:
-        return None if self.price is None else seconds / 3600 * self.gpus * self.price
-
-    @property
-    def amount(self) -> float | None:
-        return self.cost(self.seconds)
-
-    @property
-    def amount_range(self) -> tuple[float, float] | None:
-        lo, hi = self.cost(self.low), self.cost(self.high)
-        return None if lo is None or hi is None else (lo, hi)
+    amount: float | None = None  # `seconds` on every GPU at that price (None: no price given)
+    amount_range: tuple[float, float] | None = None  # `low` and `high` at that price
 
 
 def run_cost(volume: float, rate_per_gpu: float, gpus: int, band_pct: float, price: float | None) -> RunCost | None:
@@ -37,7 +24,9 @@ def run_cost(volume: float, rate_per_gpu: float, gpus: int, band_pct: float, pri
         return None
     rate = rate_per_gpu * gpus
     band = min(max(band_pct, 0.0), 99.0) / 100
-    return RunCost(volume / rate, volume / (rate * (1 + band)), volume / (rate * (1 - band)), gpus, price)
+    secs = (volume / rate, volume / (rate * (1 + band)), volume / (rate * (1 - band)))
+    cost = None if price is None else [s / 3600 * gpus * price for s in secs]
+    return RunCost(*secs, price, cost[0] if cost else None, (cost[1], cost[2]) if cost else None)
 
 
 def price_for(prices: tuple[tuple[str, float], ...], gpu_id: str, aliases: tuple[str, ...]) -> float | None:

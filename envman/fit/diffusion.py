@@ -226,21 +226,17 @@ def vae(cfg: dict) -> Arch:
         raise ArchError(p)
     top = boc[-1]
     mid = 2 * _resnet_params(top, top, 0) + 2 * top + 4 * (top * top + top)
-    enc = 9 * cin * boc[0] + boc[0] + mid + 2 * top + 9 * top * 2 * lat + 2 * lat
-    prev = boc[0]
-    for i, c in enumerate(boc):
-        enc += sum(_resnet_params(prev if j == 0 else c, c, 0) for j in range(lpb))
-        enc += 9 * c * c + c if i < len(boc) - 1 else 0
-        prev = c
-    dec = 9 * lat * top + top + mid + 2 * boc[0] + 9 * boc[0] * cin + cin
-    prev = top
-    for i, c in enumerate(boc[::-1]):
-        dec += sum(_resnet_params(prev if j == 0 else c, c, 0) for j in range(lpb + 1))
-        dec += 9 * c * c + c if i < len(boc) - 1 else 0
-        prev = c
+    enc = 9 * cin * boc[0] + boc[0] + mid + 2 * top + 9 * top * 2 * lat + 2 * lat + _vae_blocks(boc, lpb)
+    dec = 9 * lat * top + top + mid + 2 * boc[0] + 9 * boc[0] * cin + cin + _vae_blocks(boc[::-1], lpb + 1)
     quant = (4 * lat * lat + 2 * lat if cfg.get("use_quant_conv", True) else 0) + \
         (lat * lat + lat if cfg.get("use_post_quant_conv", True) else 0)
     return Arch("frozen", "vae", enc + dec + quant, 0, 0, (), hidden=boc[0], layers=len(boc), channels=cin)
+
+
+def _vae_blocks(chans: list[int], n: int) -> int:
+    """One side of AutoencoderKL in order: ``n`` resnets a block, a resampling conv after every block but the last."""
+    return sum(_resnet_params(a if j == 0 else c, c, 0) for a, c in zip(chans[:1] + chans[:-1], chans)
+               for j in range(n)) + sum(9 * c * c + c for c in chans[:-1])
 
 
 def frozen_part(cfg: dict) -> Arch:
@@ -291,12 +287,10 @@ class Train:
     rank: int = 0
     eager: bool = False  # attention probabilities kept (the math kernel) instead of flash/efficient SDPA
 
-    def keeps(self, name: str) -> bool:
-        """Does this linear/conv keep its input? Only if its weight trains."""
-        return self.mode == "full" or name in self.targets
-
-    def lora(self, name: str, T: int, c: int) -> int:
-        return T * self.rank * c if name in self.targets else 0
+    def kept(self, name: str, T: int, width: int, c: int) -> int:
+        """What a linear/conv keeps for backward: its input only if its weight trains, a LoRA target's A output."""
+        return (T * width * c if self.mode == "full" or name in self.targets else 0) + \
+            (T * self.rank * c if name in self.targets else 0)
 
 
 @dataclass
@@ -334,7 +328,7 @@ def _attn_block(t: Tally, d: Dtypes, c: int, T: int, heads: int, cross: int, tex
         return
 
     def lin(name: str) -> int:
-        return (T * c * d.c if tr.keeps(name) else 0) + tr.lora(name, T, d.c)
+        return tr.kept(name, T, c, d.c)
 
     core = (2 * T * c * d.c + T * heads * (T // b) * (4 + d.c)) if tr.eager else (4 * T * c * d.c + T * heads * 4)
     s = T * c * d.n + lin("to_q") + lin("to_k") + lin("to_v") + core + lin("to_out.0")  # self-attention
@@ -406,17 +400,15 @@ def flux_activations(arch: Arch, b: int, size: int, d: Dtypes, tr: Train, text_t
     Tt = b * text_tokens
     t = Tally()
 
-    def lin(T: int, width: int, name: str) -> int:
-        return (T * width * d.c if tr.keeps(name) else 0) + tr.lora(name, T, d.c)
-
     for T in (Ti, Tt):  # one stream of a double block (both streams' q/k/v join in one attention)
         s = 2 * T * dim * d.n + 2 * T * dim * 4 + 4 * T * dim * d.c + T * arch.heads * 4 + 10 * T * dim * d.c
-        s += sum(lin(T, dim, n) for n in ("to_q", "to_k", "to_v", "to_out.0", "ff.net.0.proj")) + lin(T, 4 * dim, "ff.net.2")
+        s += sum(tr.kept(n, T, dim, d.c) for n in ("to_q", "to_k", "to_v", "to_out.0", "ff.net.0.proj"))
+        s += tr.kept("ff.net.2", T, 4 * dim, d.c)
         for _ in range(L2):
             t.module(s, T * dim * d.r)
     T = Ti + Tt
     s = T * dim * (d.n + 4) + 2 * T * dim * 4 + 4 * T * dim * d.c + T * arch.heads * 4 + 9 * T * dim * d.c
-    s += sum(lin(T, dim, n) for n in ("to_q", "to_k", "to_v", "proj_mlp")) + lin(T, 5 * dim, "proj_out")
+    s += sum(tr.kept(n, T, dim, d.c) for n in ("to_q", "to_k", "to_v", "proj_mlp")) + tr.kept("proj_out", T, 5 * dim, d.c)
     for _ in range(L1):
         t.module(s, T * dim * d.r)
     t.flops = 2.0 * (Ti + Tt) * arch.matmul_params + 4.0 * (Ti + Tt) * (Ti + Tt) // b * dim * (L1 + L2)

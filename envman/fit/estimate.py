@@ -9,9 +9,8 @@ The peak of a step is the largest of three moments (measured the same way in ben
 3. optimizer step: weights + gradients + optimizer state + the optimizer's temporaries (PyTorch's default
    foreach AdamW builds a parameter-sized list for sqrt(v)).
 
-The parts: fit/runspec.py (the run described, the answer's types, what is refused), fit/activations.py (what
-the forward keeps), fit/states.py (weights, gradients, optimizer state per GPU); this module puts them
-together at those moments, with recomputation and accumulation, and finds the largest micro-batch that fits.
+This module puts runspec, activations and states together at those moments, with recomputation and
+accumulation, and finds the largest micro-batch that fits.
 """
 
 from __future__ import annotations

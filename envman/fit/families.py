@@ -2,8 +2,7 @@
 
 Counted module by module after the Hugging Face implementations (MixtralForCausalLM, Qwen2MoeForCausalLM,
 Qwen3MoeForCausalLM, DeepseekV2/V3ForCausalLM with multi-head latent attention, MambaForCausalLM); the
-published totals are checked in the tests (within 2%). A config whose keys say "experts" is a MoE whatever
-its model_type says, so a Mixtral relabelled `mistral` is never estimated as a dense 7B.
+published totals are checked in the tests (within 2%). architectures.py routes a config here by its keys.
 """
 
 from __future__ import annotations

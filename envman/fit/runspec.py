@@ -1,9 +1,7 @@
 """The training run `envman fit` describes, and what its estimate returns. PURE: dataclasses in, dataclasses out.
 
 A ``Setup`` is one run as the stacks name it (matrices/fit_stacks.yaml: precision, method, sharding, the
-framework's memory semantics); ``validate`` refuses what no run can be, naming the field; ``Breakdown`` and
-``Estimate`` are the answer fit/estimate.py computes from it (fit/activations.py: what autograd keeps;
-fit/states.py: weights, gradients and optimizer state per GPU).
+framework's memory semantics); ``validate`` refuses what no run can be, naming the field.
 """
 
 from __future__ import annotations
@@ -63,8 +61,7 @@ class Setup:
     stack: str = "custom"
     base_bytes: int = 0  # frozen (LoRA/QLoRA) base as loaded (2: torch_dtype=bfloat16); 0: the parameter dtype
     kbit_fp32_extras: bool = False  # PEFT prepare_model_for_kbit_training: non-quantised params upcast to fp32
-    loss: str = "fp32"  # fp32: transformers upcasts the logits; compute: LitGPT's chunked loss in the compute dtype;
-    # fused: flash-attention's in-place cross-entropy (the logits in their dtype + an fp32 log-sum-exp per row)
+    loss: str = "fp32"  # LOSSES: what the loss keeps (LOSS_FLAGS names each as --loss does)
     deepspeed: bool = False  # DeepSpeed: a 16-bit module, fp32 master + moments (+ fp32 grads), partitioned by ZeRO
     accumulation: int = 1  # gradient accumulation steps: gradients stay alive across micro-steps
     offload: str = "none"  # none | optimizer (ZeRO-Offload, FSDP CPU offload) | params (ZeRO-3 offload_param)
@@ -201,12 +198,6 @@ def _check_numbers(setup: Setup, arch: Arch) -> None:
                       ("accumulation", setup.accumulation), ("tp", setup.tp), ("pp", setup.pp)):
         if isinstance(num, bool) or not isinstance(num, int) or num < 1:
             raise SetupError(f"--{flag} {num}: expected a positive whole number", f"1 or more, e.g. --{flag} {_EXAMPLE[flag]}")
-    if setup.seq is not None and (isinstance(setup.seq, bool) or setup.seq < 1):
-        raise SetupError(f"--seq {setup.seq}: expected a positive number of tokens",
-                         "e.g. --seq 2048; without --seq: min(2048, the model's positions)")
-    if setup.image_size is not None and setup.image_size < 1:
-        raise SetupError(f"--image-size {setup.image_size}: expected a positive number of pixels",
-                         "e.g. --image-size 224; without it: the model's own")
     if setup.seq and arch.max_positions and arch.family in ("gpt2", "llama", "bert") and setup.seq > arch.max_positions:
         raise SetupError(f"--seq {setup.seq} is longer than this model's {arch.max_positions:,} positions "
                          "(max_position_embeddings)", f"--seq {arch.max_positions} at most for this model; "

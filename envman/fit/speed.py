@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from envman.fit.architectures import Arch
 from envman.fit.catalog import GpuSpec, perf_constants, utilisation
-from envman.fit.runspec import Estimate
+from envman.fit.runspec import Estimate, dtype_bytes
 from envman.model import Cc
 
 
@@ -27,11 +27,6 @@ def traffic(arch: Arch, est: Estimate) -> float:
 
 # families whose layer is a pre-/post-norm transformer block as transformers writes it (elementwise_bytes below)
 _BLOCKS = ("gpt2", "llama", "bert", "vit")
-
-
-def _dtypes(precision: str) -> tuple[int, int]:
-    """(residual-stream dtype, compute dtype) in bytes."""
-    return (4, 4) if precision == "fp32" else ((4, 2) if precision.endswith("-mixed") else (2, 2))
 
 
 def _per_token_layer(family: str, h: int, f: int, r: int, c: int) -> float:
@@ -78,7 +73,7 @@ def elementwise_bytes(arch: Arch, est: Estimate) -> int:
     if arch.family not in _BLOCKS or arch.variant not in ("", "gemma2") or not arch.hidden or not arch.layers:
         return 0
     s = est.setup
-    r, c = _dtypes(s.precision)
+    r, c, _, _ = dtype_bytes(s.precision)
     tokens = est.samples_tokens
     if arch.family == "vit" and arch.patch_size:
         tokens *= ((s.image_size or arch.image_size) // arch.patch_size) ** 2 + 1
@@ -109,7 +104,7 @@ def step_time(arch: Arch, est: Estimate, gpu: GpuSpec, mfu: float | None) -> tup
     ew = est.elementwise_bytes
     if not ew and gpu.bandwidth and (ew := elementwise_bytes(arch, est)):
         # the measured run's own memory-bound share is inside the utilisation: the matmuls took the rest
-        compute *= max(0.0, 1 - _source_share(gpu, key, util, *_dtypes(est.setup.precision)))
+        compute *= max(0.0, 1 - _source_share(gpu, key, util, *dtype_bytes(est.setup.precision)[:2]))
     if gpu.bandwidth:
         compute += optimizer_bytes(est) / gpu.bandwidth
     if ew and gpu.bandwidth:

@@ -1,8 +1,7 @@
 """``--stack``: the training code path a run uses, read from matrices/fit_stacks.yaml (IO at the boundary).
 
-A stack is a set of defaults for the estimator's Setup (precision, method, shard, the frozen base's dtype,
-QLoRA's fp32 extras, the loss's dtype, offload); what each does with the bytes and its source live in the
-data file, next to the values.
+A stack is a set of defaults for the estimator's Setup (KEYS); what each does with the bytes and its source
+live in the data file, next to the values.
 """
 
 from __future__ import annotations

@@ -50,13 +50,9 @@ def _base_states(arch: Arch, setup: Setup, trainable: int) -> tuple[int, int, in
     grads = trainable * (setup.adapter_bytes or gb) if setup.method in ("lora", "qlora") else trainable * gb
     opt = int(trainable * state_bytes(setup.optimizer, r))
     # optimizer temporaries: foreach AdamW/Lion keep a trainable-sized list; per-tensor loops the largest tensor
-    if setup.optimizer in ("adamw", "lion"):
-        opt_tmp = {"foreach": trainable * r, "fused": 0,
-                   "for-loop": 2 * min(arch.largest_param or trainable, trainable) * r}[setup.optimizer_impl]
-    elif setup.optimizer == "adafactor":
-        opt_tmp = 2 * min(arch.largest_param or trainable, trainable) * r
-    else:
-        opt_tmp = 0
+    per_tensor = 2 * min(arch.largest_param or trainable, trainable) * r
+    opt_tmp = {"foreach": trainable * r, "fused": 0, "for-loop": per_tensor}[setup.optimizer_impl] \
+        if setup.optimizer in ("adamw", "lion") else per_tensor if setup.optimizer == "adafactor" else 0
     if setup.optimizer == "paged-adamw":
         # bitsandbytes' paged optimizers keep their state in unified memory that the driver evicts to CPU RAM
         # when the GPU runs out (QLoRA paper §3): it does not have to fit beside the step's peak
@@ -118,14 +114,13 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
     bytes) split over the data-parallel GPUs (stage 1: 4Ψ + 16Ψ/N, its 16-bit gradients kept whole until the
     step; stage 2: 2Ψ + 18Ψ/N + the reduce bucket; stage3.py: 18Ψ/N)."""
     module = _deepspeed_module(arch, setup, trainable)
-    k = state_bytes(setup.optimizer, 4)
+    master, gathered = int(trainable * (4 + state_bytes(setup.optimizer, 4)) / mp / n), 0
     if setup.shard == "zero3":
         # stage3.py: the gradient partition (grad_partitions_flat_buffer, allocated at init) is in
         # gradient_accumulation_dtype, which engine.get_data_types makes the 16-bit model dtype unless
         # data_types.grad_accum_dtype says otherwise; step() upcasts one sub-group's at a time
         # (_prepare_fp32_grad_for_sub_group: flatten(...).to(fp32), freed in _release_sub_group)
         weights, grads = module // mp // n, trainable * 2 // mp // n
-        master = int(trainable * (4 + k) / mp / n)
         # the largest gather of a step is at the loss: partitioned_param_coordinator.py __params_to_release keeps
         # a parameter whose next use is within stage3_max_reuse_distance (1e9 elements), so the head gathered for
         # its forward stays gathered into its backward, and its 16-bit gradient — larger than the reduce bucket
@@ -144,13 +139,11 @@ def _deepspeed_states(arch: Arch, setup: Setup, trainable: int, mp: int, n: int,
         weights = module // mp
         extra = largest_trained(arch, setup) // mp
         grads = trainable * 2 // mp // n + (setup.reduce_bucket + (extra if extra > setup.reduce_bucket else 0)) * 2
-        master, gathered = int(trainable * (4 + k) / mp / n), 0
         note = (f"ZeRO-2 (DeepSpeed): 16-bit weights replicated; 16-bit gradients reduced bucket by bucket into "
                 f"this GPU's partition; fp32 master, moments and gradient partitions split over {n} GPUs "
                 "(2Ψ + 18Ψ/N + the bucket; DeepSpeed's estimator says 4Ψ + 16Ψ/N)")
     else:
         weights, grads = module // mp, trainable * 2 // mp
-        master, gathered = int(trainable * (4 + k) / mp / n), 0
         note = (f"ZeRO-{setup.shard[-1]} (DeepSpeed): 16-bit weights and gradients replicated, fp32 master, "
                 f"moments and gradient partitions split over {n} GPUs (DeepSpeed's estimator: 4Ψ + 16Ψ/N)")
     if setup.shard in ("none", "ddp"):

@@ -16,10 +16,11 @@ The recipe (also used by bench/trace_fit.py to produce the accuracy fixture):
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from envman.errors import UsageError
 
-TRACE_KERNELS = {"attention": "eager", "dropout_mask": "input", "optimizer_impl": "foreach"}
+TRACE_KERNELS: dict[str, Any] = {"attention": "eager", "dropout_mask": "input", "optimizer_impl": "foreach"}
 
 
 def _need_torch():
@@ -111,15 +112,12 @@ def make_inputs(config: dict, task: str, setup, dtype) -> dict:
 def make_optimizer(params, name: str):
     import torch
 
-    params = [p for p in params if p.requires_grad]
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, foreach=True)
-    if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
-    raise UsageError(f"--trace supports the optimizers adamw, sgd and sgd-momentum, not {name!r}",
-                     hint="drop --trace (the estimate is analytic), or trace with --optimizer adamw")
+    kw = {"adamw": {"lr": 1e-4}, "sgd": {"lr": 1e-3}, "sgd-momentum": {"lr": 1e-3, "momentum": 0.9}}.get(name)
+    if kw is None:
+        raise UsageError(f"--trace supports the optimizers adamw, sgd and sgd-momentum, not {name!r}",
+                         hint="drop --trace (the estimate is analytic), or trace with --optimizer adamw")
+    cls = torch.optim.AdamW if name == "adamw" else torch.optim.SGD
+    return cls([p for p in params if p.requires_grad], foreach=True, **kw)
 
 
 def model_dtypes(setup) -> tuple[str, str]:

@@ -121,7 +121,7 @@ def shipped_data():
     from envman.fit import catalog, stacks
     from envman.resources import shipped_matrix_dir
 
-    caches = (catalog.load_models, catalog._load_perf, catalog._perf_doc_in, catalog.allocator_rules,
+    caches = (catalog.load_models, catalog._load_perf, catalog._perf_doc, catalog.allocator_rules,
               stacks.load_stacks)
     old = os.environ.get("ENVMAN_MATRIX_DIR")
     os.environ["ENVMAN_MATRIX_DIR"] = str(shipped_matrix_dir())
