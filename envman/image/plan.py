@@ -91,8 +91,6 @@ class BuilderStage:
     name: str
     base_image: str
     system_step: Step | None
-    python_exe: str
-    venv: str
     venv_command: str
     framework_step: Step | None
     tools_step: Step | None
@@ -106,14 +104,10 @@ class BuilderStage:
 class DockerPlan:
     name: str
     base_image: str
-    base_kind: str
     system_step: Step | None
-    python_exe: str
     venv_command: str
     user_command: str
-    venv: str
     user: str
-    uid: int
     workdir: str
     framework_step: Step | None
     requirements_step: Step | None
@@ -181,12 +175,12 @@ def _lock_mounts(lock_name: str, offline_image: str | None, wheels: str = "/whee
     return [*mounts, f"--mount=type=bind,from={offline_image},target={wheels}"], f"--no-index --find-links {wheels}"
 
 
-def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
-    mounts, src = _lock_mounts(lock_name, offline_image, "/wheels")
+def _pip_step(comment: str, lock_name: str, offline_image: str | None, wheels: str = "/wheels", link: str = "") -> Step:
+    mounts, src = _lock_mounts(lock_name, offline_image, wheels)
     # The CA bundle (a TLS-intercepting proxy) exists only while this RUN runs, as a secret file.
     cmd = (
         f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: {src}".rstrip()
-        + f" -r /tmp/envman/{lock_name}"
+        + f" -r /tmp/envman/{lock_name}{link}"
     )
     return Step(comment, tuple(mounts), cmd)
 
@@ -234,16 +228,6 @@ def _apt_step(comment: str, apt: list[str], reproducible: bool = False, pins: Ma
     )
 
 
-def _locked_tools_step(build_lock: str, offline_image: str | None, link: str) -> Step:
-    """Every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked with
-    hashes: the builds then run without isolation and download nothing unpinned."""
-    # offline, the build tools come from the wheelhouse too (envman fetch adds the build lock's wheels)
-    tool_mounts, tool_src = _lock_mounts(build_lock, offline_image)
-    return Step("what the builds need, locked with hashes (this stage only)", tuple(tool_mounts),
-                f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: "
-                f"{tool_src + ' ' if tool_src else ''}-r /tmp/envman/{build_lock}{link}")
-
-
 def venv_command(python_exe: str, python: str) -> str:
     """The venv's creation, after a check that the base image's Python is the lock's: a base whose Python is
     another minor (a --base-image, a distro Python on nvidia/cuda) otherwise fails later as pip's 'no matching
@@ -288,7 +272,11 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         env.append(("TORCH_CUDA_ARCH_LIST", ";".join(cuda_archs)))
     tools_step = None
     if build_lock:
-        tools_step = _locked_tools_step(build_lock, offline_image, link)
+        # Every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked with
+        # hashes: the builds then run without isolation and download nothing unpinned; offline, from the
+        # wheelhouse too (envman fetch adds the build lock's wheels)
+        tools_step = _pip_step("what the builds need, locked with hashes (this stage only)", build_lock, offline_image,
+                               "/wheels-in", link)
     elif tools:
         tools_step = Step("what the builds import (this stage only; not part of the lock)",
                           ("--mount=type=cache,target=/root/.cache/pip", f"--mount=type=secret,id={CA_SECRET}"),
@@ -312,8 +300,7 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         f"--no-index --no-cache-dir --wheel-dir {PROJECT_WHEELS} {PROJECT_MOUNT}",
     ) if sb.project else None
     return BuilderStage(
-        name=BUILDER, base_image=image, system_step=system, python_exe="python3", venv=VENV,
-        venv_command=venv_command("python3", python),
+        name=BUILDER, base_image=image, system_step=system, venv_command=venv_command("python3", python),
         framework_step=fw_step if sb.framework else None, tools_step=tools_step,
         env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel, project_step=project,
         args=stage_args(source_date_epoch),
@@ -330,7 +317,6 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
     fw_lock, source_lock = stack.fw_lock, stack.source_lock
     reproducible = source_date_epoch is not None
     apt = list(stack.apt)
-    python_exe = "python3"
     if base_kind.startswith("cuda-"):
         # nvidia/cuda images carry no Python: the distro's, with venv support.
         apt += ["python3", "python3-venv"]
@@ -405,8 +391,8 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
         ("dev.envman.version", stack.version),
     ]
     return DockerPlan(
-        name=stack.name, base_image=base_image, base_kind=base_kind, system_step=system,
-        python_exe=python_exe, venv_command=venv_command(python_exe, res.python), user_command=_user_command(reproducible), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
+        name=stack.name, base_image=base_image, system_step=system, venv_command=venv_command("python3", res.python),
+        user_command=_user_command(reproducible), user=APP_USER, workdir=WORKDIR,
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
         cmd_json=json.dumps(list(stack.project.command)) if stack.project.command else None, gpu=gpu,
