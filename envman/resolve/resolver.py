@@ -247,8 +247,7 @@ def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], d
            notes: list[Note]) -> Resolution:
     """The chosen candidate as a Resolution: each decision adds its reason (a Note) or a warning."""
     rel, var = c.rel, c.var
-    warnings: list[str] = []
-    warnings += _legacy_driver_warning(matrix, req)
+    warnings = _legacy_driver_warning(matrix, req)
     notes.append(_release_note(req, rel, cands))
     if req.cpu:
         notes.append(Note("variant", f"{var.name}: CPU-only build requested (--cpu)"))
@@ -448,14 +447,8 @@ def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: 
         notes.append(Note("base-image", f"no framework, CPU only: base image {img}"))
         return _plain(matrix, req, py, img, "slim", None, None, notes, ())
     # Pick the newest toolkit this driver fully runs that compiles for every target.
-    viable = []
-    for cr in matrix.cuda:
-        if not req.cuda.contains(cr.version, prereleases=True):
-            continue
-        if driver < cr.min_driver:
-            continue
-        if all(sass_covers(cr.archs, t.cc) for t in req.targets):
-            viable.append(cr)
+    viable = [cr for cr in matrix.cuda if req.cuda.contains(cr.version, prereleases=True) and driver >= cr.min_driver
+              and all(sass_covers(cr.archs, t.cc) for t in req.targets)]
     if not viable:
         raise ResolutionError(
             "no CUDA toolkit fits the driver and every target",
