@@ -84,7 +84,8 @@ def cache_dir() -> Path:
     return Path(cache_root()) / "metadata-v1"
 
 
-def _ssl_context() -> ssl.SSLContext:
+def ssl_context() -> ssl.SSLContext:
+    """TLS that trusts the CA bundle pip is told to use (a TLS-intercepting proxy's)."""
     import ssl
 
     return ssl.create_default_context(cafile=ca_bundle())
@@ -223,7 +224,7 @@ def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: st
     from envman.model import target_environment
 
     locked = {p.name: p for p in pkgs}
-    ctx = _ssl_context()
+    ctx = ssl_context()
     with ThreadPoolExecutor(max_workers=16) as pool:
         meta = dict(zip(locked, pool.map(lambda p: requires_dist(p, timeout, ctx), locked.values())))
     env = target_environment(python, platform)
