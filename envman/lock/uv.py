@@ -215,7 +215,7 @@ def interpreter_args(python: str) -> list[str]:
 
 
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
-                       offline: bool = False, upgrade: bool = False, index_url: str | None = None,
+                       upgrade: bool = False, index_url: str | None = None,
                        find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None,
                        platform: str = PLATFORM, binary: str | None = None, overrides: Path | None = None) -> UvCommand:
     """``binary``: the uv to name first (default: envman's; a request only records what follows it)."""
@@ -233,8 +233,6 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
         args += ["--overrides", overrides.name]
     if fmt:
         args += ["--format", fmt]
-    if offline:
-        args.append("--offline")
     if upgrade:
         args.append("--upgrade")
     return UvCommand(args, secret)

@@ -36,14 +36,14 @@ def matrix_key(directory: Path) -> str | None:
     return h.hexdigest()[:24]
 
 
-def load_knowledge(directory: Path | None = None, use_cache: bool = True) -> Knowledge:
+def load_knowledge(directory: Path | None = None) -> Knowledge:
     """Knowledge for the matrix in ``directory`` (default: envman's own). Raises what load_matrix raises.
     Kept on disk as JSON data under the matrix's key (envman/diskcache.py: a bad entry is a miss)."""
     from envman.diskcache import cached
     from envman.portable.doctor.knowledge import Knowledge
 
     d = directory or matrix_dir()
-    key = matrix_key(d) if use_cache else None
+    key = matrix_key(d)
 
     def compute() -> dict:
         from envman.matrix.load import load_matrix
