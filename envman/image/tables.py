@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from envman.diskcache import cached, files_digest
 from envman.errors import DataError
 from envman.image.stages import BuildNeed, NvccWheel, SystemLibraries
-from envman.resources import matrix_dir
+from envman.matrix.load import load_tables
 
 BUILD_NEEDS = "build_needs.yaml"
 SYSTEM_LIBRARIES = "system_libraries.yaml"
@@ -70,35 +68,7 @@ def _rows(doc, file: str, problems: list[str]) -> dict:
 
 
 def load_image_tables(directory: Path | None = None) -> ImageTables:
-    d = directory or matrix_dir()
-    raw = {}
-    for f in (BUILD_NEEDS, SYSTEM_LIBRARIES):
-        try:
-            raw[f] = (d / f).read_bytes()
-        except OSError as exc:
-            raise DataError(f"{f}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
-    return _load(raw[BUILD_NEEDS], raw[SYSTEM_LIBRARIES])
-
-
-@lru_cache(maxsize=4)
-def _load(build_needs: bytes, system_libraries: bytes) -> ImageTables:
-    """The tables for the files' bytes: memoized (a lock asks more than once) and kept on disk by digest
-    (parsing the YAML costs ~8 ms a run)."""
-    digest = files_digest({BUILD_NEEDS: build_needs, SYSTEM_LIBRARIES: system_libraries})
-    return cached("image-tables-documents", digest, lambda: _documents(build_needs, system_libraries),
-                  lambda docs: _tables(docs, digest))
-
-
-def _documents(build_needs: bytes, system_libraries: bytes) -> dict[str, Any]:
-    import yaml
-
-    docs = {}
-    for f, data in ((BUILD_NEEDS, build_needs), (SYSTEM_LIBRARIES, system_libraries)):
-        try:
-            docs[f] = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-        except yaml.YAMLError as exc:
-            raise DataError(f"{f}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
-    return docs
+    return load_tables("image-tables-documents", (BUILD_NEEDS, SYSTEM_LIBRARIES), _tables, directory)
 
 
 def _tables(docs: dict[str, Any], digest: str) -> ImageTables:
