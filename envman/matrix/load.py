@@ -37,6 +37,7 @@ from envman.model import (
     ToolkitWheels,
     normalize_gpu_name,
 )
+from envman.resources import matrix_dir
 
 SCHEMA = 1
 REINSTALL = "reinstall envman, or undo the local edit"
@@ -53,12 +54,6 @@ SEGMENTS = ("datacenter", "workstation", "consumer", "embedded")
 HOST_ARCHS = ("x86_64", "aarch64")
 
 
-def default_matrix_dir() -> Path:
-    from envman.resources import matrix_dir
-
-    return matrix_dir()
-
-
 def _yaml_load(text: str) -> Any:
     import yaml
 
@@ -71,7 +66,7 @@ def load_tables(kind: str, files: tuple[str, ...], build: Callable[[dict[str, An
     """``build(documents, digest)`` of matrices/ table files beside the matrix (image/tables.py, lock/one_module.py):
     built once per process for the same bytes and kept on disk by their digest (parsing the YAML costs ~8 ms a
     run); a file that cannot be read or parsed is a DataError naming it."""
-    d = directory or default_matrix_dir()
+    d = directory or matrix_dir()
     raw = []
     for f in files:
         try:
@@ -400,7 +395,7 @@ def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework
 
 def load_matrix(directory: Path | str | None = None) -> Matrix:
     """Read and validate every matrix file; raise MatrixError listing all problems."""
-    d = Path(directory) if directory is not None else default_matrix_dir()
+    d = Path(directory) if directory is not None else matrix_dir()
     return _load_cached(str(d.resolve()), tuple(f.name for f in frameworks.registered()))
 
 
