@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -443,12 +443,12 @@ def stack_summary(res: Resolution) -> str:
     return ", ".join(parts)
 
 
-def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
-                      lock_hash: str, scripts: Sequence[str] = (), command: Sequence[str] = ()) -> dict[str, Any]:
-    """The stack the smoke script checks the image against (baked in as JSON). ``imports``: [distribution, module
-    or None] pairs, each once; ``scripts``: the project's console scripts, run with --help; ``command``: the image's
-    command, whose entry point's imports the smoke test imports."""
-    unique = list(dict.fromkeys(tuple(i) for i in imports))
+def stack_expectation(stack: LockedStack, lock_hash: str) -> dict[str, Any]:
+    """stack.json: the stack the smoke script checks the image of ``stack`` against (baked in as JSON): the
+    project's imports ([distribution, module or None] pairs, each once), its console scripts (run with --help) and
+    the image's command, whose entry point's imports the smoke test imports."""
+    res, scripts, command = stack.res, stack.project.scripts, stack.project.command
+    unique = list(dict.fromkeys(tuple(i) for i in stack.project.imports))
     return {
         "schema": 1,
         "framework": None if res.framework is None else {"name": res.framework, "version": str(res.version), "variant": res.variant},
@@ -462,11 +462,6 @@ def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
         **({"scripts": sorted(set(scripts))} if scripts else {}),
         **({"command": list(command)} if command else {}),
     }
-
-
-def stack_expectation(stack: LockedStack, lock_hash: str) -> dict[str, Any]:
-    """stack.json: the stack the smoke test checks the image of ``stack`` against."""
-    return smoke_expectation(stack.res, stack.project.imports, lock_hash, stack.project.scripts, stack.project.command)
 
 
 def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -> dict[str, Any]:
