@@ -76,13 +76,11 @@ def _tables(docs: dict[str, Any], digest: str) -> ImageTables:
     problems: list[str] = []
     needs = {}
     for name, row in _rows(docs[BUILD_NEEDS], BUILD_NEEDS, problems).items():
-        for k in row:
-            if k not in (*_FLAGS, "build_requires", "source", "apt"):
-                problems.append(f"{BUILD_NEEDS}: packages.{name}.{k}: unknown key")
+        problems += [f"{BUILD_NEEDS}: packages.{name}.{k}: unknown key" for k in row
+                     if k not in (*_FLAGS, "build_requires", "source", "apt")]
         flags = {k: row.get(k, k == "compiler") for k in _FLAGS}
-        for k, v in flags.items():
-            if not isinstance(v, bool):
-                problems.append(f"{BUILD_NEEDS}: packages.{name}.{k}: expected true or false")
+        problems += [f"{BUILD_NEEDS}: packages.{name}.{k}: expected true or false" for k, v in flags.items()
+                     if not isinstance(v, bool)]
         needs[name] = BuildNeed(name, **{k: bool(v) for k, v in flags.items()},
                                 build_requires=_strings(row.get("build_requires"), f"{BUILD_NEEDS}: packages.{name}.build_requires", problems),
                                 source=str(row.get("source", "")),
