@@ -251,10 +251,6 @@ class LockResult:
     # (name, version, Requires-Python) locked for a Python they exclude: uv ignores Requires-Python's upper bounds
     python_excluded: tuple[tuple[str, str, str], ...] = ()
 
-    @property
-    def wheel_only(self) -> bool:
-        return not self.sdist_only
-
 
 def index_lines(index_url: str | None, extra: list[str], find_links: list[str] | tuple[str, ...] = (),
                 private: list[PrivateIndex] | tuple[PrivateIndex, ...] = ()) -> list[str]:
