@@ -240,16 +240,17 @@ def venv_command(python_exe: str, python: str) -> str:
     return f'{probe} && {{ [ "$v" = "{python}" ] || {{ echo "{why}" >&2; exit 1; }}; }} && {python_exe} -m venv {VENV}'
 
 
-def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_image: str | None, cuda: str | None,
-                 fw_step: Step | None, source_lock: str, offline_image: str | None = None,
-                 cuda_archs: tuple[str, ...] = (), build_lock: str | None = None,
-                 source_date_epoch: int | None = None, python: str = "3.11") -> BuilderStage:
-    """The builder stage. CUDA sources build on the stack's devel image when the base is nvidia/cuda (same
-    Ubuntu, same Python: the wheel fits the final stage), else with nvcc from NVIDIA's wheels on the same
-    base; either way nvcc never reaches the final image."""
+def plan_builder(stack: LockedStack, sb: SourceBuilds, source_lock: str, fw_step: Step | None) -> BuilderStage:
+    """The builder stage of ``stack`` (``sb``: its source builds, locked in ``source_lock``). CUDA sources build on
+    the stack's devel image when the base is nvidia/cuda (same Ubuntu, same Python: the wheel fits the final stage),
+    else with nvcc from NVIDIA's wheels on the same base; either way nvcc never reaches the final image."""
+    base_image, base_kind, build_lock, offline_image = (stack.base.pinned, stack.base.kind, stack.tools_lock,
+                                                        stack.offline_image)
+    cuda_archs = sorted({f"{t.cc.major}.{t.cc.minor}" for t in stack.res.targets},
+                        key=lambda v: tuple(map(int, v.split("."))))
     image = base_image
-    if sb.cuda and base_kind.startswith("cuda-") and devel_image:
-        image = devel_image
+    if sb.cuda and base_kind.startswith("cuda-") and stack.devel_image:
+        image = stack.devel_image
     apt = (["build-essential"] if sb.compiler else []) + list(sb.apt)
     if base_kind.startswith("cuda-"):
         apt += ["python3", "python3-venv"]
@@ -257,7 +258,8 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         # the distro's python3 (nvidia/cuda, a base of the user's own) has no C headers: a compiled build needs
         # them (python:X-slim carries its own under /usr/local/include)
         apt += ["python3-dev"]
-    system = _apt_step("build tools (this stage only)", sorted(set(apt)), source_date_epoch is not None) if apt else None
+    reproducible = stack.source_date_epoch is not None
+    system = _apt_step("build tools (this stage only)", sorted(set(apt)), reproducible) if apt else None
     tools = list(sb.build_requires)
     env: list[tuple[str, str]] = []
     link = ""
@@ -300,10 +302,10 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         f"--no-index --no-cache-dir --wheel-dir {PROJECT_WHEELS} {PROJECT_MOUNT}",
     ) if sb.project else None
     return BuilderStage(
-        name=BUILDER, base_image=image, system_step=system, venv_command=venv_command("python3", python),
+        name=BUILDER, base_image=image, system_step=system, venv_command=venv_command("python3", stack.res.python),
         framework_step=fw_step if sb.framework else None, tools_step=tools_step,
         env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel, project_step=project,
-        args=stage_args(source_date_epoch),
+        args=stage_args(stack.source_date_epoch),
     )
 
 
@@ -328,12 +330,7 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
     fw = _pip_step(f"{res.framework} {res.version} ({res.variant}) and what it needs: its own layer", fw_lock, offline_image) if fw_lock else None
     builder = wheels = None
     if source_builds is not None and source_lock:
-        builder = plan_builder(source_builds, base_image=base_image, base_kind=base_kind, devel_image=stack.devel_image,
-                               cuda=res.cuda if res.variant != "cpu" else None, fw_step=fw, source_lock=source_lock,
-                               offline_image=offline_image, python=res.python,
-                               cuda_archs=tuple(sorted({f"{t.cc.major}.{t.cc.minor}" for t in res.targets},
-                                                       key=lambda v: tuple(map(int, v.split("."))))),
-                               build_lock=stack.tools_lock, source_date_epoch=source_date_epoch)
+        builder = plan_builder(stack, source_builds, source_lock, fw)
         wheels = Step(f"the wheels built in {BUILDER} (the rest of the lock then skips them as installed)",
                       (f"--mount=type=bind,from={BUILDER},source={WHEELS_DIR},target=/tmp/envman/wheels",),
                       f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl"
