@@ -23,7 +23,7 @@ def framework_pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
     return frameworks.get(res.framework).pins(res, companions)
 
 
-def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: list[Req], yield_to_stack: bool = False,
+def check_user_requirements(res: Resolution, reqs: list[Req], yield_to_stack: bool = False,
                             notes: list[str] | None = None) -> list[Req]:
     """Drop the user's framework/companion lines after checking they agree with the stack. ``yield_to_stack``
     (envman.yaml ``framework_wins``, set when init chose against the repository's lines: ``--framework``/``--cuda``,
