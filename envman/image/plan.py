@@ -318,11 +318,8 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
     source_date_epoch, apt_pins, apt_snapshot = stack.source_date_epoch, stack.apt_pins, stack.apt_snapshot
     fw_lock, source_lock = stack.fw_lock, stack.source_lock
     reproducible = source_date_epoch is not None
-    apt = list(stack.apt)
-    if base_kind.startswith("cuda-"):
-        # nvidia/cuda images carry no Python: the distro's, with venv support.
-        apt += ["python3", "python3-venv"]
-    apt = sorted(set(apt))
+    # nvidia/cuda images carry no Python: the distro's, with venv support.
+    apt = sorted({*stack.apt, *(("python3", "python3-venv") if base_kind.startswith("cuda-") else ())})
     system = _apt_step("system packages (apt lists and archives in cache mounts, not layers)"
                        + (", at the versions the lock pins" if apt_pins else "")
                        + (f", from the snapshot archive at {apt_snapshot}" if apt_snapshot else ""),
