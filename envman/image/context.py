@@ -168,13 +168,10 @@ def context_secrets(root: Path, dockerfile: str = "Dockerfile") -> list[str]:
     from envman.diskcache import read_small
     from envman.redact import CONTENT_BYTES, holds_credentials, is_credential_file
 
-    found = []
-    for rel, size in context_files(root, dockerfile):
-        # a small file's head, read as a cache is: a regular file only (never a FIFO), no link followed
-        if is_credential_file(rel) or (0 < size <= 4 * CONTENT_BYTES and (head := read_small(root / rel, 4 * CONTENT_BYTES))
-                                       is not None and holds_credentials(head[:CONTENT_BYTES])):
-            found.append(rel)
-    return sorted(found)
+    # a small file's head, read as a cache is: a regular file only (never a FIFO), no link followed
+    return sorted(rel for rel, size in context_files(root, dockerfile) if is_credential_file(rel) or (
+        0 < size <= 4 * CONTENT_BYTES and (head := read_small(root / rel, 4 * CONTENT_BYTES)) is not None
+        and holds_credentials(head[:CONTENT_BYTES])))
 
 
 def context_warning(root: Path, limit: int = WARN_BYTES, dockerfile: str = "Dockerfile") -> str | None:

@@ -269,9 +269,7 @@ def verify_wheelhouse(directory: Path | str, lock: HashedLock, target: WheelTarg
 def requirements_text(lock: HashedLock, wheels: Iterable[LockedWheel]) -> str:
     """A lock pip can take for the target: markers already evaluated (pip would evaluate them for this
     host, not the target), source options kept."""
-    lines = list(lock.options)
-    for w in wheels:
-        lines.append(w.pin() + "".join(f" --hash=sha256:{h}" for h in sorted(w.hashes)))
+    lines = [*lock.options, *(w.pin() + "".join(f" --hash=sha256:{h}" for h in sorted(w.hashes)) for w in wheels)]
     return "\n".join(lines) + "\n"
 
 

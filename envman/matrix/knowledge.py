@@ -185,9 +185,8 @@ _COMPARES = ("cuda",)
 def _loader(x: _Extensions, where: str, e: dict) -> tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """loaders[]: a package, what its loader compares beyond release/CPU/ABI, and torch releases of one ABI."""
     compares = _strings(x, e, "compares", where)
-    for c in compares:
-        if c not in _COMPARES:
-            x.problems.append(f"{EXTENSIONS_FILE}: {where}.compares: {c!r} is not one of {', '.join(_COMPARES)}")
+    x.problems += [f"{EXTENSIONS_FILE}: {where}.compares: {c!r} is not one of {', '.join(_COMPARES)}"
+                   for c in compares if c not in _COMPARES]
     groups = e.get("same_abi") or []
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
         x.problems.append(f"{EXTENSIONS_FILE}: {where}.same_abi: expected a list of lists of torch releases")

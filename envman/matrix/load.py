@@ -388,9 +388,8 @@ def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework
                     problems.append(f"{where}: archs: {', '.join(beyond)} cannot be compiled by CUDA {cr.label}")
                 if v.cudnn and m.cudnn and m.cudnn_release(v.cudnn) is None:
                     problems.append(f"{where}: cudnn: {v.cudnn} has no entry in cudnn.yaml")
-    for img in m.base_images.cuda:
-        if m.cuda_release(img.cuda) is None:
-            problems.append(f"base_images.yaml: cuda {img.cuda}: not a CUDA release in cuda.yaml")
+    problems += [f"base_images.yaml: cuda {img.cuda}: not a CUDA release in cuda.yaml" for img in m.base_images.cuda
+                 if m.cuda_release(img.cuda) is None]
 
 
 def load_matrix(directory: Path | str | None = None) -> Matrix:
