@@ -162,14 +162,9 @@ def python_span(pys: tuple[str, ...]) -> str:
 
 
 def candidates_for(matrix: Matrix, req: Request, driver: Version) -> list[Candidate]:
-    out = []
     arch = host_arch(req)
-    for rel in matrix.frameworks.get(req.framework or "", ()):
-        for var in rel.variants:
-            if var.is_cpu != req.cpu:
-                continue
-            out.append(judge(matrix, req, rel, var, driver, arch))
-    return out
+    return [judge(matrix, req, rel, var, driver, arch) for rel in matrix.frameworks.get(req.framework or "", ())
+            for var in rel.variants if var.is_cpu == req.cpu]
 
 
 def best_candidate(cands: list[Candidate], ignore: frozenset[str] = frozenset()) -> Candidate | None:
