@@ -93,13 +93,9 @@ def _gpu_floors(m: Matrix) -> dict[str, tuple[str, str]]:
     """The GPUs whose floor is NVIDIA's supported-GPU list, by the product names (NVML's) they are listed as."""
     from envman.portable.doctor.knowledge import gpu_key
 
-    out = {}
-    for g in m.gpus:
-        if g.listed is not None and g.min_driver == g.listed and g.min_driver_prov is not None:
-            for name in (g.name, *g.aliases):
-                if any(ch.isupper() for ch in name):  # product names, not the slugs people type
-                    out[gpu_key(name)] = (str(g.min_driver), g.min_driver_prov.source)
-    return out
+    return {gpu_key(name): (str(g.min_driver), g.min_driver_prov.source) for g in m.gpus
+            if g.listed is not None and g.min_driver == g.listed and g.min_driver_prov is not None
+            for name in (g.name, *g.aliases) if any(ch.isupper() for ch in name)}  # product names, not slugs typed
 
 
 def _cudnn_floor(m: Matrix, v) -> tuple[int, int] | None:
