@@ -60,13 +60,13 @@ def fetch_wheelhouse(path: Path, *, wheelhouse: Path | None = None, lock: Path |
 
     names = StackFiles.for_profile(profile)
     lock_file = lock or path / names.req
-    lock_py, lock_glibc = wh.lock_target(path, names.lock)
+    lock_py, lock_glibc, lock_arch = wh.lock_target(path, names.lock)
     py = python or lock_py
     if not py:
         raise UsageError(f"no Python version for the target: {path / 'envman.lock'} has no stack.python",
                          hint="pass --python 3.11 (the image's Python)")
     target = wh.WheelTarget(python=py, glibc=glibc or lock_glibc or wh.DEFAULT_GLIBC,
-                            arch=wh.lock_arch(path, names.lock) or "x86_64")
+                            arch=lock_arch or "x86_64")
     target.tags()  # a bad --python fails here, before anything is read or downloaded
     _verify_recorded(path, names.lock, Path(lock_file))
     parsed = wh.read_lock(lock_file)

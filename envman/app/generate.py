@@ -77,7 +77,7 @@ def shared_files(inputs: ProjectInputs, stacks: list[Stack], place) -> list[tupl
     """.dockerignore, compose.yaml (a service per stack) and the devcontainer (the first stack's)."""
     from envman.image.context import dockerignore_text
     from envman.image.plan import compose_plan, devcontainer_plan
-    from envman.image.render import DOCKERIGNORE, render_json, render_yaml
+    from envman.image.render import render_dockerignore, render_json, render_yaml
 
     root, name, inputs_hash = inputs.root, inputs.spec.name, inputs.inputs_hash
     gi = root / ".gitignore"
@@ -86,7 +86,7 @@ def shared_files(inputs: ProjectInputs, stacks: list[Stack], place) -> list[tupl
     first = stacks[0]
     devcontainer = devcontainer_plan(name, first.gpu, place.devcontainer_dockerfile(first.files.dockerfile),
                                      editable=first.install_project)
-    return [(root / place.dockerignore, with_header(dockerignore_text(DOCKERIGNORE, gitignore), inputs_hash)),
+    return [(root / place.dockerignore, with_header(dockerignore_text(render_dockerignore(), gitignore), inputs_hash)),
             (root / place.compose, with_header(render_yaml(compose_plan(name, services)), inputs_hash)),
             (root / place.devcontainer, with_header(render_json(devcontainer), inputs_hash, "//"))]
 

@@ -68,10 +68,11 @@ def show_matrix(subject: str, matrix=None) -> tuple[list[str], list[list[str]]]:
 def check_matrix(directory: Path | None = None) -> list[str]:
     """Every problem the loader finds, read fresh, and every models.yaml alias naming another model; [] when none."""
     from envman.errors import MatrixError
-    from envman.matrix.load import _load_cached, default_matrix_dir, load_matrix
+    from envman.matrix.load import _load_cached, load_matrix
+    from envman.resources import matrix_dir
 
     _load_cached.cache_clear()
-    d = Path(directory) if directory is not None else default_matrix_dir()
+    d = Path(directory) if directory is not None else matrix_dir()
     try:
         load_matrix(d)
     except MatrixError as exc:

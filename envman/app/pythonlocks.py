@@ -85,7 +85,7 @@ def requirement_lines(inputs: ProjectInputs, spec: ProjectSpec, res: Resolution)
                      "numpy_abi: 1): numpy<2 is a constraint of the lock (NumPy 2 cannot load its compiled modules)")
 
     def checked(lines: list[Req]) -> list[Req]:
-        return check_user_requirements(res, spec.companions, lines, wins, notes)
+        return check_user_requirements(res, lines, wins, notes)
 
     # a -c line (or an override) on the framework is checked against the stack like a requirement; the others go to uv
     return Lines(framework_pins(res, spec.companions), checked(list(reqs)), checked(list(constraints)),

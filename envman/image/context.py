@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,30 +165,13 @@ def context_secrets(root: Path, dockerfile: str = "Dockerfile") -> list[str]:
     """Files that hold credentials and that the ignore file does not keep out of the build context, sorted:
     by name (envman.redact.CREDENTIAL_FILES), or by what the first bytes of a small file look like (a private
     key, a service-account key, a netrc entry), whatever it is called."""
+    from envman.diskcache import read_small
     from envman.redact import CONTENT_BYTES, holds_credentials, is_credential_file
 
-    found = []
-    for rel, size in context_files(root, dockerfile):
-        if is_credential_file(rel) or (0 < size <= 4 * CONTENT_BYTES and _head_holds(root / rel, CONTENT_BYTES,
-                                                                                      holds_credentials)):
-            found.append(rel)
-    return sorted(found)
-
-
-def _head_holds(path: Path, limit: int, test) -> bool:
-    """``test`` on the first ``limit`` bytes of a regular file (never a FIFO: lstat said regular, O_NONBLOCK)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        return bool(test(os.read(fd, limit)))
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    # a small file's head, read as a cache is: a regular file only (never a FIFO), no link followed
+    return sorted(rel for rel, size in context_files(root, dockerfile) if is_credential_file(rel) or (
+        0 < size <= 4 * CONTENT_BYTES and (head := read_small(root / rel, 4 * CONTENT_BYTES)) is not None
+        and holds_credentials(head[:CONTENT_BYTES])))
 
 
 def context_warning(root: Path, limit: int = WARN_BYTES, dockerfile: str = "Dockerfile") -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,8 +91,6 @@ class BuilderStage:
     name: str
     base_image: str
     system_step: Step | None
-    python_exe: str
-    venv: str
     venv_command: str
     framework_step: Step | None
     tools_step: Step | None
@@ -106,14 +104,10 @@ class BuilderStage:
 class DockerPlan:
     name: str
     base_image: str
-    base_kind: str
     system_step: Step | None
-    python_exe: str
     venv_command: str
     user_command: str
-    venv: str
     user: str
-    uid: int
     workdir: str
     framework_step: Step | None
     requirements_step: Step | None
@@ -181,12 +175,12 @@ def _lock_mounts(lock_name: str, offline_image: str | None, wheels: str = "/whee
     return [*mounts, f"--mount=type=bind,from={offline_image},target={wheels}"], f"--no-index --find-links {wheels}"
 
 
-def _pip_step(comment: str, lock_name: str, offline_image: str | None) -> Step:
-    mounts, src = _lock_mounts(lock_name, offline_image, "/wheels")
+def _pip_step(comment: str, lock_name: str, offline_image: str | None, wheels: str = "/wheels", link: str = "") -> Step:
+    mounts, src = _lock_mounts(lock_name, offline_image, wheels)
     # The CA bundle (a TLS-intercepting proxy) exists only while this RUN runs, as a secret file.
     cmd = (
         f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: {src}".rstrip()
-        + f" -r /tmp/envman/{lock_name}"
+        + f" -r /tmp/envman/{lock_name}{link}"
     )
     return Step(comment, tuple(mounts), cmd)
 
@@ -234,16 +228,6 @@ def _apt_step(comment: str, apt: list[str], reproducible: bool = False, pins: Ma
     )
 
 
-def _locked_tools_step(build_lock: str, offline_image: str | None, link: str) -> Step:
-    """Every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked with
-    hashes: the builds then run without isolation and download nothing unpinned."""
-    # offline, the build tools come from the wheelhouse too (envman fetch adds the build lock's wheels)
-    tool_mounts, tool_src = _lock_mounts(build_lock, offline_image)
-    return Step("what the builds need, locked with hashes (this stage only)", tuple(tool_mounts),
-                f"{_ca_export()} && {VENV}/bin/pip install --require-hashes --no-deps --only-binary=:all: "
-                f"{tool_src + ' ' if tool_src else ''}-r /tmp/envman/{build_lock}{link}")
-
-
 def venv_command(python_exe: str, python: str) -> str:
     """The venv's creation, after a check that the base image's Python is the lock's: a base whose Python is
     another minor (a --base-image, a distro Python on nvidia/cuda) otherwise fails later as pip's 'no matching
@@ -256,16 +240,17 @@ def venv_command(python_exe: str, python: str) -> str:
     return f'{probe} && {{ [ "$v" = "{python}" ] || {{ echo "{why}" >&2; exit 1; }}; }} && {python_exe} -m venv {VENV}'
 
 
-def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_image: str | None, cuda: str | None,
-                 fw_step: Step | None, source_lock: str, offline_image: str | None = None,
-                 cuda_archs: tuple[str, ...] = (), build_lock: str | None = None,
-                 source_date_epoch: int | None = None, python: str = "3.11") -> BuilderStage:
-    """The builder stage. CUDA sources build on the stack's devel image when the base is nvidia/cuda (same
-    Ubuntu, same Python: the wheel fits the final stage), else with nvcc from NVIDIA's wheels on the same
-    base; either way nvcc never reaches the final image."""
+def plan_builder(stack: LockedStack, sb: SourceBuilds, source_lock: str, fw_step: Step | None) -> BuilderStage:
+    """The builder stage of ``stack`` (``sb``: its source builds, locked in ``source_lock``). CUDA sources build on
+    the stack's devel image when the base is nvidia/cuda (same Ubuntu, same Python: the wheel fits the final stage),
+    else with nvcc from NVIDIA's wheels on the same base; either way nvcc never reaches the final image."""
+    base_image, base_kind, build_lock, offline_image = (stack.base.pinned, stack.base.kind, stack.tools_lock,
+                                                        stack.offline_image)
+    cuda_archs = sorted({f"{t.cc.major}.{t.cc.minor}" for t in stack.res.targets},
+                        key=lambda v: tuple(map(int, v.split("."))))
     image = base_image
-    if sb.cuda and base_kind.startswith("cuda-") and devel_image:
-        image = devel_image
+    if sb.cuda and base_kind.startswith("cuda-") and stack.devel_image:
+        image = stack.devel_image
     apt = (["build-essential"] if sb.compiler else []) + list(sb.apt)
     if base_kind.startswith("cuda-"):
         apt += ["python3", "python3-venv"]
@@ -273,7 +258,8 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         # the distro's python3 (nvidia/cuda, a base of the user's own) has no C headers: a compiled build needs
         # them (python:X-slim carries its own under /usr/local/include)
         apt += ["python3-dev"]
-    system = _apt_step("build tools (this stage only)", sorted(set(apt)), source_date_epoch is not None) if apt else None
+    reproducible = stack.source_date_epoch is not None
+    system = _apt_step("build tools (this stage only)", sorted(set(apt)), reproducible) if apt else None
     tools = list(sb.build_requires)
     env: list[tuple[str, str]] = []
     link = ""
@@ -288,7 +274,11 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         env.append(("TORCH_CUDA_ARCH_LIST", ";".join(cuda_archs)))
     tools_step = None
     if build_lock:
-        tools_step = _locked_tools_step(build_lock, offline_image, link)
+        # Every build requirement (the sdists' own [build-system] requires, the table's, nvcc) is locked with
+        # hashes: the builds then run without isolation and download nothing unpinned; offline, from the
+        # wheelhouse too (envman fetch adds the build lock's wheels)
+        tools_step = _pip_step("what the builds need, locked with hashes (this stage only)", build_lock, offline_image,
+                               "/wheels-in", link)
     elif tools:
         tools_step = Step("what the builds import (this stage only; not part of the lock)",
                           ("--mount=type=cache,target=/root/.cache/pip", f"--mount=type=secret,id={CA_SECRET}"),
@@ -312,11 +302,10 @@ def plan_builder(sb: SourceBuilds, *, base_image: str, base_kind: str, devel_ima
         f"--no-index --no-cache-dir --wheel-dir {PROJECT_WHEELS} {PROJECT_MOUNT}",
     ) if sb.project else None
     return BuilderStage(
-        name=BUILDER, base_image=image, system_step=system, python_exe="python3", venv=VENV,
-        venv_command=venv_command("python3", python),
+        name=BUILDER, base_image=image, system_step=system, venv_command=venv_command("python3", stack.res.python),
         framework_step=fw_step if sb.framework else None, tools_step=tools_step,
         env=tuple((k, quote_docker(v)) for k, v in env), wheel_step=wheel, project_step=project,
-        args=stage_args(source_date_epoch),
+        args=stage_args(stack.source_date_epoch),
     )
 
 
@@ -329,12 +318,8 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
     source_date_epoch, apt_pins, apt_snapshot = stack.source_date_epoch, stack.apt_pins, stack.apt_snapshot
     fw_lock, source_lock = stack.fw_lock, stack.source_lock
     reproducible = source_date_epoch is not None
-    apt = list(stack.apt)
-    python_exe = "python3"
-    if base_kind.startswith("cuda-"):
-        # nvidia/cuda images carry no Python: the distro's, with venv support.
-        apt += ["python3", "python3-venv"]
-    apt = sorted(set(apt))
+    # nvidia/cuda images carry no Python: the distro's, with venv support.
+    apt = sorted({*stack.apt, *(("python3", "python3-venv") if base_kind.startswith("cuda-") else ())})
     system = _apt_step("system packages (apt lists and archives in cache mounts, not layers)"
                        + (", at the versions the lock pins" if apt_pins else "")
                        + (f", from the snapshot archive at {apt_snapshot}" if apt_snapshot else ""),
@@ -342,12 +327,7 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
     fw = _pip_step(f"{res.framework} {res.version} ({res.variant}) and what it needs: its own layer", fw_lock, offline_image) if fw_lock else None
     builder = wheels = None
     if source_builds is not None and source_lock:
-        builder = plan_builder(source_builds, base_image=base_image, base_kind=base_kind, devel_image=stack.devel_image,
-                               cuda=res.cuda if res.variant != "cpu" else None, fw_step=fw, source_lock=source_lock,
-                               offline_image=offline_image, python=res.python,
-                               cuda_archs=tuple(sorted({f"{t.cc.major}.{t.cc.minor}" for t in res.targets},
-                                                       key=lambda v: tuple(map(int, v.split("."))))),
-                               build_lock=stack.tools_lock, source_date_epoch=source_date_epoch)
+        builder = plan_builder(stack, source_builds, source_lock, fw)
         wheels = Step(f"the wheels built in {BUILDER} (the rest of the lock then skips them as installed)",
                       (f"--mount=type=bind,from={BUILDER},source={WHEELS_DIR},target=/tmp/envman/wheels",),
                       f"{VENV}/bin/pip install --no-deps --no-index --no-cache-dir /tmp/envman/wheels/*.whl"
@@ -405,8 +385,8 @@ def plan_dockerfile(stack: LockedStack, lock_hash: str) -> DockerPlan:
         ("dev.envman.version", stack.version),
     ]
     return DockerPlan(
-        name=stack.name, base_image=base_image, base_kind=base_kind, system_step=system,
-        python_exe=python_exe, venv_command=venv_command(python_exe, res.python), user_command=_user_command(reproducible), venv=VENV, user=APP_USER, uid=APP_UID, workdir=WORKDIR,
+        name=stack.name, base_image=base_image, system_step=system, venv_command=venv_command("python3", res.python),
+        user_command=_user_command(reproducible), user=APP_USER, workdir=WORKDIR,
         framework_step=fw, requirements_step=rq, smoke_dir=SMOKE_DIR, env=all_env,
         labels=tuple((k, quote_docker(v)) for k, v in labels),
         cmd_json=json.dumps(list(stack.project.command)) if stack.project.command else None, gpu=gpu,
@@ -457,12 +437,12 @@ def stack_summary(res: Resolution) -> str:
     return ", ".join(parts)
 
 
-def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
-                      lock_hash: str, scripts: Sequence[str] = (), command: Sequence[str] = ()) -> dict[str, Any]:
-    """The stack the smoke script checks the image against (baked in as JSON). ``imports``: [distribution, module
-    or None] pairs, each once; ``scripts``: the project's console scripts, run with --help; ``command``: the image's
-    command, whose entry point's imports the smoke test imports."""
-    unique = list(dict.fromkeys(tuple(i) for i in imports))
+def stack_expectation(stack: LockedStack, lock_hash: str) -> dict[str, Any]:
+    """stack.json: the stack the smoke script checks the image of ``stack`` against (baked in as JSON): the
+    project's imports ([distribution, module or None] pairs, each once), its console scripts (run with --help) and
+    the image's command, whose entry point's imports the smoke test imports."""
+    res, scripts, command = stack.res, stack.project.scripts, stack.project.command
+    unique = list(dict.fromkeys(tuple(i) for i in stack.project.imports))
     return {
         "schema": 1,
         "framework": None if res.framework is None else {"name": res.framework, "version": str(res.version), "variant": res.variant},
@@ -476,11 +456,6 @@ def smoke_expectation(res: Resolution, imports: Sequence[Sequence[str | None]],
         **({"scripts": sorted(set(scripts))} if scripts else {}),
         **({"command": list(command)} if command else {}),
     }
-
-
-def stack_expectation(stack: LockedStack, lock_hash: str) -> dict[str, Any]:
-    """stack.json: the stack the smoke test checks the image of ``stack`` against."""
-    return smoke_expectation(stack.res, stack.project.imports, lock_hash, stack.project.scripts, stack.project.command)
 
 
 def compose_plan(name: str, services: list[tuple[str | None, str, str, bool]]) -> dict[str, Any]:

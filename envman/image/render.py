@@ -5,15 +5,9 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
 from envman.image.plan import DockerPlan
-
-
-def templates_dir() -> Path:
-    from envman.resources import templates_dir as locate
-
-    return locate()
+from envman.resources import templates_dir
 
 
 @lru_cache(maxsize=1)
@@ -81,9 +75,3 @@ def render_json(data: dict) -> str:
 def render_dockerignore() -> str:
     """templates/dockerignore: what never enters a build context (caches, virtualenvs, credentials)."""
     return (templates_dir() / "dockerignore").read_text(encoding="utf-8")
-
-
-def __getattr__(name: str) -> str:  # DOCKERIGNORE, read from its template file when first asked for
-    if name == "DOCKERIGNORE":
-        return render_dockerignore()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from envman.diskcache import cached, files_digest
 from envman.errors import DataError
 from envman.image.stages import BuildNeed, NvccWheel, SystemLibraries
-from envman.resources import matrix_dir
+from envman.matrix.load import load_tables
 
 BUILD_NEEDS = "build_needs.yaml"
 SYSTEM_LIBRARIES = "system_libraries.yaml"
@@ -70,35 +68,7 @@ def _rows(doc, file: str, problems: list[str]) -> dict:
 
 
 def load_image_tables(directory: Path | None = None) -> ImageTables:
-    d = directory or matrix_dir()
-    raw = {}
-    for f in (BUILD_NEEDS, SYSTEM_LIBRARIES):
-        try:
-            raw[f] = (d / f).read_bytes()
-        except OSError as exc:
-            raise DataError(f"{f}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
-    return _load(raw[BUILD_NEEDS], raw[SYSTEM_LIBRARIES])
-
-
-@lru_cache(maxsize=4)
-def _load(build_needs: bytes, system_libraries: bytes) -> ImageTables:
-    """The tables for the files' bytes: memoized (a lock asks more than once) and kept on disk by digest
-    (parsing the YAML costs ~8 ms a run)."""
-    digest = files_digest({BUILD_NEEDS: build_needs, SYSTEM_LIBRARIES: system_libraries})
-    return cached("image-tables-documents", digest, lambda: _documents(build_needs, system_libraries),
-                  lambda docs: _tables(docs, digest))
-
-
-def _documents(build_needs: bytes, system_libraries: bytes) -> dict[str, Any]:
-    import yaml
-
-    docs = {}
-    for f, data in ((BUILD_NEEDS, build_needs), (SYSTEM_LIBRARIES, system_libraries)):
-        try:
-            docs[f] = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-        except yaml.YAMLError as exc:
-            raise DataError(f"{f}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
-    return docs
+    return load_tables("image-tables-documents", (BUILD_NEEDS, SYSTEM_LIBRARIES), _tables, directory)
 
 
 def _tables(docs: dict[str, Any], digest: str) -> ImageTables:
@@ -106,13 +76,11 @@ def _tables(docs: dict[str, Any], digest: str) -> ImageTables:
     problems: list[str] = []
     needs = {}
     for name, row in _rows(docs[BUILD_NEEDS], BUILD_NEEDS, problems).items():
-        for k in row:
-            if k not in (*_FLAGS, "build_requires", "source", "apt"):
-                problems.append(f"{BUILD_NEEDS}: packages.{name}.{k}: unknown key")
+        problems += [f"{BUILD_NEEDS}: packages.{name}.{k}: unknown key" for k in row
+                     if k not in (*_FLAGS, "build_requires", "source", "apt")]
         flags = {k: row.get(k, k == "compiler") for k in _FLAGS}
-        for k, v in flags.items():
-            if not isinstance(v, bool):
-                problems.append(f"{BUILD_NEEDS}: packages.{name}.{k}: expected true or false")
+        problems += [f"{BUILD_NEEDS}: packages.{name}.{k}: expected true or false" for k, v in flags.items()
+                     if not isinstance(v, bool)]
         needs[name] = BuildNeed(name, **{k: bool(v) for k, v in flags.items()},
                                 build_requires=_strings(row.get("build_requires"), f"{BUILD_NEEDS}: packages.{name}.build_requires", problems),
                                 source=str(row.get("source", "")),

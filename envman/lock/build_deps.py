@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import ssl
 import tarfile
 import zipfile
 from pathlib import Path
 
 from envman.errors import LockError, ToolError
-from envman.hostenv import ca_bundle
+from envman.lock.graph import ssl_context
 from envman.lock.uv import PLATFORM, UvRequest, parse_uv_output, uv_answer, uv_compile_command
 from envman.project.backend_requires import setup_requires
 
@@ -65,15 +64,11 @@ def build_requires_of(data: bytes, filename: str) -> tuple[str, ...]:
     return tuple(str(r) for r in bs["requires"]) + extra
 
 
-def _ssl_context() -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=ca_bundle())
-
-
 def fetch_sdist(url: str, sha256: str, timeout: float = 120) -> bytes:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url, timeout=timeout, context=_ssl_context()) as r:  # noqa: S310 (https from the lock)
+        with urllib.request.urlopen(url, timeout=timeout, context=ssl_context()) as r:  # noqa: S310 (https from the lock)
             data = r.read()
     except OSError as exc:
         raise ToolError(f"cannot download {url.rsplit('/', 1)[-1]} to read its build requirements: {exc}",

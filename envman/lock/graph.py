@@ -84,7 +84,8 @@ def cache_dir() -> Path:
     return Path(cache_root()) / "metadata-v1"
 
 
-def _ssl_context() -> ssl.SSLContext:
+def ssl_context() -> ssl.SSLContext:
+    """TLS that trusts the CA bundle pip is told to use (a TLS-intercepting proxy's)."""
     import ssl
 
     return ssl.create_default_context(cafile=ca_bundle())
@@ -128,14 +129,19 @@ def requires_dist(pkg: PylockPackage, timeout: float, ctx: ssl.SSLContext | None
     reqs = list(headers.get_all("Requires-Dist") or [])
     if headers.get("Requires-Python"):
         reqs.append(REQUIRES_PYTHON + " ".join(str(headers["Requires-Python"]).split())[:200])  # said in a note
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text("".join(r + "\n" for r in reqs), encoding="utf-8")
-        os.replace(tmp, cached)
-    except OSError:
-        pass  # a read-only cache only costs the next lock a fetch
+    _keep(cached, "".join(r + "\n" for r in reqs))
     return reqs
+
+
+def _keep(path: Path, text: str) -> None:
+    """A cache entry, renamed into place whole; a read-only cache only costs the next lock a fetch."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def _metadata_by_range(url: str, timeout: float, ctx) -> str | None:
@@ -183,13 +189,7 @@ def dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: str
         return kept
     parents, unknown, excluded = _dependency_parents(pkgs, inputs, python, platform, timeout)
     if not unknown:  # an incomplete graph is asked again next time
-        try:
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"parents": parents, "unknown": unknown, "excluded": excluded}), encoding="utf-8")
-            os.replace(tmp, entry)
-        except OSError:
-            pass
+        _keep(entry, json.dumps({"parents": parents, "unknown": unknown, "excluded": excluded}))
     return parents, unknown, excluded
 
 
@@ -223,7 +223,7 @@ def _dependency_parents(pkgs: list[PylockPackage], inputs: list[str], python: st
     from envman.model import target_environment
 
     locked = {p.name: p for p in pkgs}
-    ctx = _ssl_context()
+    ctx = ssl_context()
     with ThreadPoolExecutor(max_workers=16) as pool:
         meta = dict(zip(locked, pool.map(lambda p: requires_dist(p, timeout, ctx), locked.values())))
     env = target_environment(python, platform)

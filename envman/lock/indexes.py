@@ -58,11 +58,6 @@ class PrivateIndex:
     def host(self) -> str:
         return urlsplit(self.shown).hostname or "?"
 
-    def named(self, url: str) -> str:
-        """``url`` (this index, or a file below it) with the variable in place of the root."""
-        shown = redact(url)
-        return "${" + self.name + "}" + shown[len(self.shown):] if shown.startswith(self.shown) else shown
-
 
 def is_public(url: str, public: Iterable[str] = ()) -> bool:
     return _norm(url) in {_norm(PYPI), *(_norm(u) for u in public if u)}

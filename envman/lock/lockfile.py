@@ -241,13 +241,11 @@ def parse_lock(text: str, name: str = LOCK_FILE) -> Lock:
     if not isinstance(data, dict):
         raise LockError(f"{name}: not a JSON object", hint=REGENERATE)
     version = data.get("lock_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise LockError(f"{name}: lock_version {version!r} is not {LOCK_VERSION}", hint=REGENERATE)
-    if version > LOCK_VERSION:
+    if isinstance(version, int) and not isinstance(version, bool) and version > LOCK_VERSION:
         raise LockError(f"{name}: lock_version {version} was written by a newer envman (this one reads {LOCK_VERSION})",
                          hint="upgrade envman (pip install -U envman), or regenerate the lock with this one")
-    if version not in READABLE_VERSIONS:
-        raise LockError(f"{name}: lock_version {version} is not {LOCK_VERSION}", hint=REGENERATE)
+    if not isinstance(version, int) or isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise LockError(f"{name}: lock_version {version!r} is not {LOCK_VERSION}", hint=REGENERATE)
     check_recorded(data, name)
     return Lock(data)
 

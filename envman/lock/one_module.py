@@ -8,10 +8,8 @@ uv documents for removing a dependency) and what their dependents asked of them 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +18,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envman.diskcache import cached
 from envman.errors import DataError, LockError
-from envman.resources import matrix_dir
+from envman.matrix.load import load_tables
 
 FILE = "one_module.yaml"
 NEVER = 'sys_platform == "never"'  # an override's marker that no target holds: uv then drops the requirement
@@ -56,33 +53,15 @@ class LoadOrder:
 
 
 def load_families(directory: Path | None = None) -> tuple[Family, ...]:
-    return _load(_read(directory))[0]
+    return load_tables("one-module", (FILE,), _load, directory)[0]
 
 
 def load_orders(directory: Path | None = None) -> tuple[LoadOrder, ...]:
-    return _load(_read(directory))[1]
+    return load_tables("one-module", (FILE,), _load, directory)[1]
 
 
-def _read(directory: Path | None) -> bytes:
-    try:
-        return ((directory or matrix_dir()) / FILE).read_bytes()
-    except OSError as exc:
-        raise DataError(f"{FILE}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
-
-
-@lru_cache(maxsize=2)
-def _load(raw: bytes) -> tuple[tuple[Family, ...], tuple[LoadOrder, ...]]:
-    return cached("one-module", hashlib.sha256(raw).hexdigest(), lambda: _document(raw),
-                  lambda doc: (_families(doc), _orders(doc)))
-
-
-def _document(raw: bytes) -> Any:
-    import yaml
-
-    try:
-        return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        raise DataError(f"{FILE}: cannot read: {exc}", hint="reinstall envman, or undo the local edit") from None
+def _load(docs: dict[str, Any], digest: str) -> tuple[tuple[Family, ...], tuple[LoadOrder, ...]]:
+    return _families(docs[FILE]), _orders(docs[FILE])
 
 
 def _families(doc: Any) -> tuple[Family, ...]:

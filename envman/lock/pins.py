@@ -11,7 +11,7 @@ from packaging.version import Version
 from envman import frameworks
 from envman.errors import UsageError
 from envman.frameworks.base import on_cpu
-from envman.model import Matrix, Resolution, ToolkitWheels
+from envman.model import Matrix, Resolution, ToolkitWheels, target_environment
 from envman.project.infer import spec_floor
 from envman.project.req import Req
 
@@ -23,7 +23,7 @@ def framework_pins(res: Resolution, companions: tuple[str, ...]) -> list[str]:
     return frameworks.get(res.framework).pins(res, companions)
 
 
-def check_user_requirements(res: Resolution, companions: tuple[str, ...], reqs: list[Req], yield_to_stack: bool = False,
+def check_user_requirements(res: Resolution, reqs: list[Req], yield_to_stack: bool = False,
                             notes: list[str] | None = None) -> list[Req]:
     """Drop the user's framework/companion lines after checking they agree with the stack. ``yield_to_stack``
     (envman.yaml ``framework_wins``, set when init chose against the repository's lines: ``--framework``/``--cuda``,
@@ -74,12 +74,8 @@ def applies(r: Req, res: Resolution) -> bool:
     """The line's environment marker holds for the image: Linux, the stack's CPU architecture and Python."""
     if r.req.marker is None:
         return True
-    env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-           "platform_machine": "aarch64" if res.platform == "linux/arm64" else "x86_64",
-           "python_version": res.python, "python_full_version": f"{res.python}.0",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-    try:
-        return r.req.marker.evaluate(env)
+    try:  # packaging fills the names no lock decides (platform_release …) from this host, as target_environment does
+        return r.req.marker.evaluate(target_environment(res.python, res.arch))
     except Exception:  # a marker packaging cannot evaluate: the line stands
         return True
 

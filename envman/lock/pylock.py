@@ -114,8 +114,7 @@ def requirement_block(pkg: PylockPackage, via: list[str]) -> list[str]:
     pin = f"{pkg.name} @ {pkg.direct}" if pkg.direct else f"{pkg.name}=={pkg.version}"
     hashes = sorted({f.sha256 for f in pkg.files if f.sha256})
     lines = [pin + (" \\" if hashes else "")]
-    for i, h in enumerate(hashes):
-        lines.append(f"    --hash=sha256:{h}" + (" \\" if i < len(hashes) - 1 else ""))
+    lines += [f"    --hash=sha256:{h}" + (" \\" if i < len(hashes) - 1 else "") for i, h in enumerate(hashes)]
     if len(via) == 1:
         lines.append(f"    # via {via[0]}")
     elif via:

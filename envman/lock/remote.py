@@ -126,16 +126,12 @@ class RangeReader(io.RawIOBase):
             raise ToolError(f"{self.url}: the server ignores HTTP range requests",
                             hint="pass --wheel PATH with a downloaded wheel")
         total = int(m.group(1))
-        start = total - len(data)
-        self._store(start, data)
+        self._segments.append((total - len(data), data))
         return total
 
     def _range(self, spec: str) -> tuple[bytes, dict[str, str]]:
         self.requests += 1
         return self._get(self.url, {"Range": spec})
-
-    def _store(self, start: int, data: bytes) -> None:
-        self._segments.append((start, data))
 
     def _covering(self, pos: int) -> tuple[int, bytes]:
         for start, data in self._segments:
@@ -144,7 +140,7 @@ class RangeReader(io.RawIOBase):
         lo = (pos // BLOCK) * BLOCK
         hi = min(self.size, lo + BLOCK) - 1
         data, _ = self._range(f"bytes={lo}-{hi}")
-        self._store(lo, data)
+        self._segments.append((lo, data))
         return lo, data
 
     def readable(self) -> bool:

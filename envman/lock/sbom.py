@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import quote
 
@@ -31,20 +30,6 @@ from envman.lockedstack import LockedStack
 
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://envman.dev/sbom")
 Json = dict[str, object]
-
-
-@dataclass(frozen=True)
-class SbomInputs:
-    name: str
-    lock_hash: str
-    source_date_epoch: int
-    base_ref: str
-    base_digest: str | None
-    pylock_text: str | None
-    apt: Mapping[str, str | None] = field(default_factory=dict)  # name → pinned version (None: not pinned)
-    stack: str = ""
-    envman_version: str = ""
-    properties: Sequence[tuple[str, str]] = ()
 
 
 def purl(kind: str, name: str, version: str | None) -> str:
@@ -104,18 +89,22 @@ def _apt_components(apt: Mapping[str, str | None]) -> list[Json]:
             for name, version in sorted(apt.items())]
 
 
-def render_sbom(inputs: SbomInputs) -> str:
-    """The SBOM's JSON text: the same lock gives the same bytes."""
+def stack_sbom(stack: LockedStack, lock_hash: str) -> str:
+    """The SBOM's JSON text of the locked ``stack``, whose lock's identity is ``lock_hash``: the same lock gives the
+    same bytes."""
+    from envman.image.plan import stack_summary
     from envman.lock.lockfile import canonical_json
 
-    listed = {k: v for k, v in vars(inputs).items() if k != "lock_hash"}
-    listed["apt"], listed["properties"] = sorted(inputs.apt.items()), list(inputs.properties)
-    props = [("dev.envman.lock-hash", inputs.lock_hash), ("dev.envman.source-date-epoch", str(inputs.source_date_epoch))]
-    props += [(k, v) for k, v in (("dev.envman.stack", inputs.stack), ("dev.envman.version", inputs.envman_version)) if v]
-    root = _component("container", inputs.name, inputs.lock_hash[:12] or None, "image",
-                      {"properties": _props([*props, *inputs.properties])})
-    every = [_base_component(inputs.base_ref, inputs.base_digest), *_python_components(inputs.pylock_text),
-             *_apt_components(inputs.apt)]
+    apt = {a: stack.apt_pins.get(a) for a in sorted({*stack.apt, *stack.apt_pins})}  # None: not pinned
+    sde, base, summary, pylock = stack.source_date_epoch or 0, stack.base, stack_summary(stack.res), stack.locked.pylock
+    # what the serial number is derived from, under the names it always had (a new name would change every SBOM)
+    listed = {"name": stack.name, "source_date_epoch": sde, "base_ref": base.ref, "base_digest": base.digest,
+              "pylock_text": pylock, "apt": sorted(apt.items()), "stack": summary, "envman_version": stack.version,
+              "properties": []}
+    props = [("dev.envman.lock-hash", lock_hash), ("dev.envman.source-date-epoch", str(sde))]
+    props += [(k, v) for k, v in (("dev.envman.stack", summary), ("dev.envman.version", stack.version)) if v]
+    root = _component("container", stack.name, lock_hash[:12] or None, "image", {"properties": _props(props)})
+    every = [_base_component(base.ref, base.digest), *_python_components(pylock), *_apt_components(apt)]
     unique: dict[str, Json] = {}  # bom-refs are unique in CycloneDX: a package listed twice is one component
     for part in every:
         unique.setdefault(str(part["bom-ref"]), part)
@@ -127,7 +116,7 @@ def render_sbom(inputs: SbomInputs) -> str:
         "specVersion": "1.6",
         "serialNumber": f"urn:uuid:{uuid.uuid5(NAMESPACE, canonical_json(listed))}",
         "version": 1,
-        "metadata": {"timestamp": datetime.fromtimestamp(inputs.source_date_epoch, tz=timezone.utc).isoformat(),
+        "metadata": {"timestamp": datetime.fromtimestamp(sde, tz=timezone.utc).isoformat(),
                      "component": root},
         "components": parts,
         "dependencies": [{"ref": "image", "dependsOn": refs}, *({"ref": r} for r in refs)],
@@ -144,12 +133,3 @@ def _layout(doc: Json) -> str:
     fields = [f"  {one(k)}: [\n" + ",\n".join(f"    {one(x)}" for x in v) + "\n  ]" if isinstance(v, list) and v
               else f"  {one(k)}: {one(v)}" for k, v in doc.items()]
     return "{\n" + ",\n".join(fields) + "\n}\n"
-
-
-def stack_sbom(stack: LockedStack, lock_hash: str) -> str:
-    """The SBOM of the locked ``stack``, whose lock's identity is ``lock_hash``."""
-    from envman.image.plan import stack_summary
-
-    apt = {a: stack.apt_pins.get(a) for a in sorted({*stack.apt, *stack.apt_pins})}
-    return render_sbom(SbomInputs(stack.name, lock_hash, stack.source_date_epoch or 0, stack.base.ref, stack.base.digest,
-                                  stack.locked.pylock, apt, stack_summary(stack.res), stack.version))

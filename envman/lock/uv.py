@@ -215,7 +215,7 @@ def interpreter_args(python: str) -> list[str]:
 
 
 def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: list[str], fmt: str | None = None,
-                       offline: bool = False, upgrade: bool = False, index_url: str | None = None,
+                       upgrade: bool = False, index_url: str | None = None,
                        find_links: list[str] | tuple[str, ...] = (), constraints: Path | None = None,
                        platform: str = PLATFORM, binary: str | None = None, overrides: Path | None = None) -> UvCommand:
     """``binary``: the uv to name first (default: envman's; a request only records what follows it)."""
@@ -233,8 +233,6 @@ def uv_compile_command(input_file: Path, output: Path, python: str, index_urls: 
         args += ["--overrides", overrides.name]
     if fmt:
         args += ["--format", fmt]
-    if offline:
-        args.append("--offline")
     if upgrade:
         args.append("--upgrade")
     return UvCommand(args, secret)
@@ -252,10 +250,6 @@ class LockResult:
     request: UvRequest | None = None  # the uv run, as data
     # (name, version, Requires-Python) locked for a Python they exclude: uv ignores Requires-Python's upper bounds
     python_excluded: tuple[tuple[str, str, str], ...] = ()
-
-    @property
-    def wheel_only(self) -> bool:
-        return not self.sdist_only
 
 
 def index_lines(index_url: str | None, extra: list[str], find_links: list[str] | tuple[str, ...] = (),
@@ -300,7 +294,7 @@ def _holds(marker, env: dict[str, str]) -> bool:
 
 
 def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots: list[str], res: Resolution,
-                    pylock: bool = True, previous: tuple[str | None, str | None] = (None, None),
+                    previous: tuple[str | None, str | None] = (None, None),
                     upgrade: bool = False, *, index_url: str | None = None, find_links: tuple[str, ...] = (),
                     constraints: list[str] | tuple[str, ...] = (), timeout: float | None = None,
                     overrides: list[str] | tuple[str, ...] = ()) -> PythonLockJob:
@@ -322,7 +316,7 @@ def python_lock_job(lines: list[str], python: str, index_urls: list[str], roots:
     request = uv_request(lines, python, extra, fw_index, upgrade=upgrade, index_url=index_url, find_links=find_links,
                          constraints=constraints, seed=seed, platform=python_platform(res), overrides=overrides)
     header = index_lines(default_index, extra + ([fw_index] if fw_index else []), find_links, private)
-    return PythonLockJob(request, list(lines), python, list(roots), res, header, pylock, timeout, tuple(private))
+    return PythonLockJob(request, list(lines), python, list(roots), res, header, timeout, tuple(private))
 
 
 @dataclass
@@ -337,7 +331,6 @@ class PythonLockJob:
     roots: list[str]
     res: Resolution
     header: list[str]
-    pylock: bool = True
     timeout: float | None = None
     private: tuple[PrivateIndex, ...] = field(default=(), repr=False)  # named in what is written, never shown
 
@@ -374,7 +367,7 @@ class PythonLockJob:
         req_text, fw_text = lock.render(), lock.render(closure)
         py_named = name_indexes(py_text, self.private) if self.private else py_text
         check_unleaked({"requirements.lock.txt": req_text, "pylock.toml": py_named}, self.private)
-        return LockResult(lock, req_text, fw_text, py_named if self.pylock else None,
+        return LockResult(lock, req_text, fw_text, py_named,
                           {p.name for p in pkgs if p.sdist_only}, {p.name: p.version for p in pkgs}, notes, self.request,
                           tuple(excluded))
 

@@ -277,9 +277,10 @@ _URL_HOST = re.compile(r"\b\w+://(?:[^/@\s`'\")]*@)?([^/:\s`'\")]+)")
 
 
 # an HTTP status uv got from an index (reqwest's words, and uv's own hint for a 401/403 it turned into "not found")
-_STATUS = (re.compile(r"HTTP status (?:client|server) error \((\d{3})([^)]*)\) for url \((\S+?)\)"),
-           re.compile(r"index URL \((\S+?)\) could not be queried due to a lack of valid authentication credentials "
-                      r"\((\d{3})([^)]*)\)"))
+_STATUS = (re.compile(r"HTTP status (?:client|server) error \((?P<code>\d{3})(?P<reason>[^)]*)\) "
+                      r"for url \((?P<url>\S+?)\)"),
+           re.compile(r"index URL \((?P<url>\S+?)\) could not be queried due to a lack of valid authentication "
+                      r"credentials \((?P<code>\d{3})(?P<reason>[^)]*)\)"))
 _NO_SPACE = re.compile(r"No space left on device|os error 28\b|Disk quota exceeded|os error 122\b")
 _NO_SPACE_PATH = re.compile(r"(?:write to|create|persist|rename|copy)[^`]*`(/[^`]+)`", re.I)
 # clap's refusal of a URL uv cannot parse: a password with an unencoded / # ? @ reads as a port or a path
@@ -342,17 +343,10 @@ def _killed(sig: int, lines: list[str]) -> tuple[str, str]:
 
 def http_status(lines: list[str]) -> tuple[str, str] | None:
     """("the index pypi.internal answered HTTP 500 (Internal Server Error)", hint), or None."""
-    for ln in lines:
-        m = _STATUS[0].search(ln)
-        if m is not None:
-            code, reason, url = m.group(1), m.group(2).strip(), m.group(3)
-            break
-        m = _STATUS[1].search(ln)
-        if m is not None:
-            url, code, reason = m.group(1), m.group(2), m.group(3).strip()
-            break
-    else:
+    m = next((m for ln in lines if (m := _STATUS[0].search(ln) or _STATUS[1].search(ln))), None)
+    if m is None:
         return None
+    code, reason, url = m["code"], m["reason"].strip(), m["url"]
     said = f"HTTP {code}" + (f" ({reason})" if reason else "")
     if code in ("401", "403"):
         return (f"the index {index_of(url + '/')} refused the credentials: {said}",

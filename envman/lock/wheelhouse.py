@@ -143,25 +143,17 @@ def read_lock(path: Path | str) -> HashedLock:
     return parse_lock(text, str(path))
 
 
-def lock_target(project: Path | str, lock_name: str = "envman.lock") -> tuple[str | None, str | None]:
-    """(stack.python, the manylinux glibc of python_lock.platform) from <project>/envman.lock, where given:
-    the lock's ``"x86_64-manylinux_2_28"`` gives ``"2.28"``."""
+def lock_target(project: Path | str, lock_name: str = "envman.lock") -> tuple[str | None, str | None, str | None]:
+    """(stack.python, glibc, CPU architecture) from <project>/envman.lock, where given: python_lock.platform
+    ``"aarch64-manylinux_2_28"`` gives ``"2.28"`` and ``"aarch64"``."""
     from envman.lock.lockfile import try_read_lock
 
     lock = try_read_lock(Path(project) / lock_name)
     if lock is None:
-        return None, None
-    m = re.search(r"manylinux_(\d+)_(\d+)", str(lock.python_lock.get("platform") or ""))
-    return lock.python, (f"{m.group(1)}.{m.group(2)}" if m else None)
-
-
-def lock_arch(project: Path | str, lock_name: str = "envman.lock") -> str | None:
-    """The CPU architecture of python_lock.platform (``aarch64`` of ``"aarch64-manylinux_2_28"``), where given."""
-    from envman.lock.lockfile import try_read_lock
-
-    lock = try_read_lock(Path(project) / lock_name)
-    m = re.match(r"(x86_64|aarch64)-", str(lock.python_lock.get("platform") or "")) if lock is not None else None
-    return m.group(1) if m else None
+        return None, None, None
+    platform = str(lock.python_lock.get("platform") or "")
+    glibc, arch = re.search(r"manylinux_(\d+)_(\d+)", platform), re.match(r"(x86_64|aarch64)-", platform)
+    return lock.python, (f"{glibc.group(1)}.{glibc.group(2)}" if glibc else None), (arch.group(1) if arch else None)
 
 
 # ------------------------------------------------------------------------------------------------ target
@@ -277,9 +269,7 @@ def verify_wheelhouse(directory: Path | str, lock: HashedLock, target: WheelTarg
 def requirements_text(lock: HashedLock, wheels: Iterable[LockedWheel]) -> str:
     """A lock pip can take for the target: markers already evaluated (pip would evaluate them for this
     host, not the target), source options kept."""
-    lines = list(lock.options)
-    for w in wheels:
-        lines.append(w.pin() + "".join(f" --hash=sha256:{h}" for h in sorted(w.hashes)))
+    lines = [*lock.options, *(w.pin() + "".join(f" --hash=sha256:{h}" for h in sorted(w.hashes)) for w in wheels)]
     return "\n".join(lines) + "\n"
 
 

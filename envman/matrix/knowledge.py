@@ -36,14 +36,14 @@ def matrix_key(directory: Path) -> str | None:
     return h.hexdigest()[:24]
 
 
-def load_knowledge(directory: Path | None = None, use_cache: bool = True) -> Knowledge:
+def load_knowledge(directory: Path | None = None) -> Knowledge:
     """Knowledge for the matrix in ``directory`` (default: envman's own). Raises what load_matrix raises.
     Kept on disk as JSON data under the matrix's key (envman/diskcache.py: a bad entry is a miss)."""
     from envman.diskcache import cached
     from envman.portable.doctor.knowledge import Knowledge
 
     d = directory or matrix_dir()
-    key = matrix_key(d) if use_cache else None
+    key = matrix_key(d)
 
     def compute() -> dict:
         from envman.matrix.load import load_matrix
@@ -93,13 +93,9 @@ def _gpu_floors(m: Matrix) -> dict[str, tuple[str, str]]:
     """The GPUs whose floor is NVIDIA's supported-GPU list, by the product names (NVML's) they are listed as."""
     from envman.portable.doctor.knowledge import gpu_key
 
-    out = {}
-    for g in m.gpus:
-        if g.listed is not None and g.min_driver == g.listed and g.min_driver_prov is not None:
-            for name in (g.name, *g.aliases):
-                if any(ch.isupper() for ch in name):  # product names, not the slugs people type
-                    out[gpu_key(name)] = (str(g.min_driver), g.min_driver_prov.source)
-    return out
+    return {gpu_key(name): (str(g.min_driver), g.min_driver_prov.source) for g in m.gpus
+            if g.listed is not None and g.min_driver == g.listed and g.min_driver_prov is not None
+            for name in (g.name, *g.aliases) if any(ch.isupper() for ch in name)}  # product names, not slugs typed
 
 
 def _cudnn_floor(m: Matrix, v) -> tuple[int, int] | None:
@@ -185,9 +181,8 @@ _COMPARES = ("cuda",)
 def _loader(x: _Extensions, where: str, e: dict) -> tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """loaders[]: a package, what its loader compares beyond release/CPU/ABI, and torch releases of one ABI."""
     compares = _strings(x, e, "compares", where)
-    for c in compares:
-        if c not in _COMPARES:
-            x.problems.append(f"{EXTENSIONS_FILE}: {where}.compares: {c!r} is not one of {', '.join(_COMPARES)}")
+    x.problems += [f"{EXTENSIONS_FILE}: {where}.compares: {c!r} is not one of {', '.join(_COMPARES)}"
+                   for c in compares if c not in _COMPARES]
     groups = e.get("same_abi") or []
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
         x.problems.append(f"{EXTENSIONS_FILE}: {where}.same_abi: expected a list of lists of torch releases")

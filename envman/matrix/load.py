@@ -7,9 +7,10 @@ maintainer fixing a refresh wants the whole list, not one error per run.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from packaging.utils import canonicalize_name as normalize_dist
 from packaging.version import Version
@@ -20,7 +21,7 @@ from envman._validate import dupes as _dupes
 from envman._validate import items as _items
 from envman._validate import opt_str as _opt_str
 from envman.diskcache import cached, files_digest
-from envman.errors import MatrixError
+from envman.errors import DataError, MatrixError
 from envman.model import (
     BaseImages,
     Cc,
@@ -36,8 +37,11 @@ from envman.model import (
     ToolkitWheels,
     normalize_gpu_name,
 )
+from envman.resources import matrix_dir
 
 SCHEMA = 1
+REINSTALL = "reinstall envman, or undo the local edit"
+T = TypeVar("T")
 
 
 def matrix_files(fws: tuple[frameworks.Framework, ...]) -> tuple[str, ...]:
@@ -50,17 +54,43 @@ SEGMENTS = ("datacenter", "workstation", "consumer", "embedded")
 HOST_ARCHS = ("x86_64", "aarch64")
 
 
-def default_matrix_dir() -> Path:
-    from envman.resources import matrix_dir
-
-    return matrix_dir()
-
-
 def _yaml_load(text: str) -> Any:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster parse
     return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader
+
+
+def load_tables(kind: str, files: tuple[str, ...], build: Callable[[dict[str, Any], str], T],
+                directory: Path | None = None) -> T:
+    """``build(documents, digest)`` of matrices/ table files beside the matrix (image/tables.py, lock/one_module.py):
+    built once per process for the same bytes and kept on disk by their digest (parsing the YAML costs ~8 ms a
+    run); a file that cannot be read or parsed is a DataError naming it."""
+    d = directory or matrix_dir()
+    raw = []
+    for f in files:
+        try:
+            raw.append((f, (d / f).read_bytes()))
+        except OSError as exc:
+            raise DataError(f"{f}: cannot read: {exc}", hint=REINSTALL) from None
+    return _tables(kind, tuple(raw), build)
+
+
+@lru_cache(maxsize=8)
+def _tables(kind: str, raw: tuple[tuple[str, bytes], ...], build: Callable[[dict[str, Any], str], T]) -> T:
+    import yaml
+
+    def documents() -> dict[str, Any]:
+        docs = {}
+        for f, data in raw:
+            try:
+                docs[f] = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
+            except yaml.YAMLError as exc:
+                raise DataError(f"{f}: cannot read: {exc}", hint=REINSTALL) from None
+        return docs
+
+    digest = files_digest(dict(raw))
+    return cached(kind, digest, documents, lambda docs: build(docs, digest))
 
 
 def _check_schema(ctx: _Ctx, doc: Any) -> bool:
@@ -358,14 +388,13 @@ def _cross_check(m: Matrix, problems: list[str], fws: tuple[frameworks.Framework
                     problems.append(f"{where}: archs: {', '.join(beyond)} cannot be compiled by CUDA {cr.label}")
                 if v.cudnn and m.cudnn and m.cudnn_release(v.cudnn) is None:
                     problems.append(f"{where}: cudnn: {v.cudnn} has no entry in cudnn.yaml")
-    for img in m.base_images.cuda:
-        if m.cuda_release(img.cuda) is None:
-            problems.append(f"base_images.yaml: cuda {img.cuda}: not a CUDA release in cuda.yaml")
+    problems += [f"base_images.yaml: cuda {img.cuda}: not a CUDA release in cuda.yaml" for img in m.base_images.cuda
+                 if m.cuda_release(img.cuda) is None]
 
 
 def load_matrix(directory: Path | str | None = None) -> Matrix:
     """Read and validate every matrix file; raise MatrixError listing all problems."""
-    d = Path(directory) if directory is not None else default_matrix_dir()
+    d = Path(directory) if directory is not None else matrix_dir()
     return _load_cached(str(d.resolve()), tuple(f.name for f in frameworks.registered()))
 
 

@@ -87,12 +87,6 @@ def host_arch(req: Request) -> str:
     return "aarch64" if archs == {"aarch64"} else "x86_64"
 
 
-def _platform_failure(rel: FrameworkRelease, var: Variant, arch: str) -> dict[str, str]:
-    if arch in var.platforms:
-        return {}
-    return {"platform": f"{rel.framework} {rel.version} {var.name} has no Linux {arch} wheels (in the matrix)"}
-
-
 def lifted(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant) -> Variant:
     """A build whose wheels only set floors (jax, tensorflow[and-cuda]) at a newer CUDA of its major when the
     request excludes the matrix's (the oldest its floors allow): the oldest cuda.yaml release the request admits."""
@@ -110,7 +104,8 @@ def judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, dri
     var = c.var
     if not req.framework_spec.contains(rel.version, prereleases=True):
         c.failures["framework"] = f"{rel.framework} {rel.version} does not match {req.framework_text}"
-    c.failures.update(_platform_failure(rel, var, arch))
+    if arch not in var.platforms:
+        c.failures["platform"] = f"{rel.framework} {rel.version} {var.name} has no Linux {arch} wheels (in the matrix)"
     if py is None:
         c.failures["python"] = (
             f"{rel.framework} {rel.version} has no wheels for Python {show_spec(req.python)} (it has {python_span(rel.python)})"
@@ -125,15 +120,9 @@ def judge(matrix: Matrix, req: Request, rel: FrameworkRelease, var: Variant, dri
     c.mode = mode
     if why:
         c.failures["driver"] = why
-    missing, ptx_only = [], []
-    for t in req.targets:
-        if sass_covers(var.archs, t.cc):
-            continue
-        if ptx_covers(var.ptx, t.cc):
-            ptx_only.append(t)
-        else:
-            missing.append(t)
-    c.ptx_only = tuple(ptx_only)
+    uncovered = [t for t in req.targets if not sass_covers(var.archs, t.cc)]
+    c.ptx_only = tuple(t for t in uncovered if ptx_covers(var.ptx, t.cc))
+    missing = [t for t in uncovered if t not in c.ptx_only]
     if missing:
         newest = max(var.archs).sm if var.archs else "none"
         c.failures["arch"] = (
@@ -173,14 +162,9 @@ def python_span(pys: tuple[str, ...]) -> str:
 
 
 def candidates_for(matrix: Matrix, req: Request, driver: Version) -> list[Candidate]:
-    out = []
     arch = host_arch(req)
-    for rel in matrix.frameworks.get(req.framework or "", ()):
-        for var in rel.variants:
-            if var.is_cpu != req.cpu:
-                continue
-            out.append(judge(matrix, req, rel, var, driver, arch))
-    return out
+    return [judge(matrix, req, rel, var, driver, arch) for rel in matrix.frameworks.get(req.framework or "", ())
+            for var in rel.variants if var.is_cpu == req.cpu]
 
 
 def best_candidate(cands: list[Candidate], ignore: frozenset[str] = frozenset()) -> Candidate | None:

@@ -119,17 +119,13 @@ def _alternatives(matrix: Matrix, req: Request, cands: list[Candidate],
     if outside:
         lo = min((c.rel.version for c in in_spec), default=None)
         hi = max((c.rel.version for c in in_spec), default=None)
+        newer = [c for c in outside if hi is not None and c.rel.version > hi]
+        older = [c for c in outside if lo is not None and c.rel.version < lo]
         picks: list[Candidate] = []
-        if hi is not None:
-            newer = [c for c in outside if c.rel.version > hi]
-            if newer:
-                first = min(c.rel.version for c in newer)
-                picks.append(max((c for c in newer if c.rel.version == first), key=Candidate.key))
-        if lo is not None:
-            older = [c for c in outside if c.rel.version < lo]
-            if older:
-                last = max(c.rel.version for c in older)
-                picks.append(max((c for c in older if c.rel.version == last), key=Candidate.key))
+        for side, edge in ((newer, min((c.rel.version for c in newer), default=None)),
+                           (older, max((c.rel.version for c in older), default=None))):
+            # the nearest release on that side, its preferred build
+            picks += [max((c for c in side if c.rel.version == edge), key=Candidate.key)] if side else []
         newest = max(outside, key=Candidate.key)
         if newest not in picks:
             picks.append(newest)

@@ -25,15 +25,10 @@ def parse_framework(text: str | None, known: tuple[str, ...], field: str = "--fr
     if text is None or str(text).strip().lower() in ("", "none"):
         return None, SpecifierSet(), None, None
     raw = str(text).strip()
-    variant = None
     m = _LOCAL.search(raw)
-    if m:
-        variant = m.group(1)
-        raw_spec = _LOCAL.sub("", raw)
-    else:
-        raw_spec = raw
+    variant = m.group(1) if m else None
     try:
-        req = Requirement(raw_spec)
+        req = Requirement(_LOCAL.sub("", raw))
     except InvalidRequirement as exc:
         raise UsageError(
             f"{field}: {raw!r} is not a valid requirement ({exc})",
@@ -48,9 +43,7 @@ def parse_framework(text: str | None, known: tuple[str, ...], field: str = "--fr
         close = difflib.get_close_matches(name, list(known) + list(aliases), n=1)
         hint = f"did you mean {aliases.get(close[0], close[0])}?" if close else f"envman knows: {', '.join(known)}"
         raise UsageError(f"{field}: unknown framework {req.name!r}", hint=hint)
-    if variant == "cpu":
-        variant = None
-    return name, req.specifier, variant, raw
+    return name, req.specifier, None if variant == "cpu" else variant, raw
 
 
 def _extra_cuda(name: str | None, text: str | None) -> str | None:
@@ -72,10 +65,9 @@ def parse_python(text: str | None, field: str = "--python") -> SpecifierSet:
     elif re.fullmatch(r"\d+\.\d+\.\d+", raw):
         raw = "==" + ".".join(raw.split(".")[:2]) + ".*"
     try:
-        spec = SpecifierSet(raw)
+        return SpecifierSet(raw)
     except InvalidSpecifier:
         raise UsageError(f"{field}: {text!r} is not a Python version or specifier", hint="write it like 3.11 or >=3.10,<3.13") from None
-    return spec
 
 
 def parse_cuda(text: str | None, field: str = "--cuda") -> SpecifierSet:
@@ -83,7 +75,7 @@ def parse_cuda(text: str | None, field: str = "--cuda") -> SpecifierSet:
         return SpecifierSet()
     raw = str(text).strip()
     if re.fullmatch(r"\d+(\.\d+)?", raw):
-        raw = f"=={raw}.*" if "." in raw else f"=={raw}.*"
+        raw = f"=={raw}.*"
     try:
         return SpecifierSet(raw)
     except InvalidSpecifier:

@@ -247,8 +247,7 @@ def _build(matrix: Matrix, req: Request, c: Candidate, cands: list[Candidate], d
            notes: list[Note]) -> Resolution:
     """The chosen candidate as a Resolution: each decision adds its reason (a Note) or a warning."""
     rel, var = c.rel, c.var
-    warnings: list[str] = []
-    warnings += _legacy_driver_warning(matrix, req)
+    warnings = _legacy_driver_warning(matrix, req)
     notes.append(_release_note(req, rel, cands))
     if req.cpu:
         notes.append(Note("variant", f"{var.name}: CPU-only build requested (--cpu)"))
@@ -446,16 +445,10 @@ def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: 
     if req.cpu:
         img = matrix.base_images.slim.replace("{python}", py)
         notes.append(Note("base-image", f"no framework, CPU only: base image {img}"))
-        return _plain(matrix, req, py, img, "slim", None, None, notes, ())
+        return _plain(req, py, img, "slim", None, None, notes, ())
     # Pick the newest toolkit this driver fully runs that compiles for every target.
-    viable = []
-    for cr in matrix.cuda:
-        if not req.cuda.contains(cr.version, prereleases=True):
-            continue
-        if driver < cr.min_driver:
-            continue
-        if all(sass_covers(cr.archs, t.cc) for t in req.targets):
-            viable.append(cr)
+    viable = [cr for cr in matrix.cuda if req.cuda.contains(cr.version, prereleases=True) and driver >= cr.min_driver
+              and all(sass_covers(cr.archs, t.cc) for t in req.targets)]
     if not viable:
         raise ResolutionError(
             "no CUDA toolkit fits the driver and every target",
@@ -481,7 +474,7 @@ def _resolve_no_framework(matrix: Matrix, req: Request, driver: Version, notes: 
         img, kind = matrix.base_images.slim.replace("{python}", py), "slim"
         notes.append(Note("base-image", f"base image {img}: no framework asked for, so the image carries no CUDA of its own"))
     major = matrix.cuda_major(cr.version.major)
-    return _plain(matrix, req, py, img, kind, cr.label, (str(cr.min_driver), str(major.minor_compat_floor) if major else None), notes, cr.archs, driver)
+    return _plain(req, py, img, kind, cr.label, (str(cr.min_driver), str(major.minor_compat_floor) if major else None), notes, cr.archs, driver)
 
 
 def _all_slim_pythons(matrix: Matrix) -> tuple[str, ...]:
@@ -489,7 +482,7 @@ def _all_slim_pythons(matrix: Matrix) -> tuple[str, ...]:
     return tuple(sorted(pys, key=python_key))
 
 
-def _plain(matrix: Matrix, req: Request, py: str, img: str, kind: str, cuda: str | None,
+def _plain(req: Request, py: str, img: str, kind: str, cuda: str | None,
            drivers: tuple[str, str | None] | None, notes: list[Note], archs: tuple[Cc, ...],
            driver: Version | None = None) -> Resolution:
     return Resolution(

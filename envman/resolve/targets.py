@@ -56,12 +56,7 @@ def _closest_hint(matrix: Matrix, raw: str) -> str:
     idx = _index(matrix)
     key = normalize_gpu_name(raw)
     close = difflib.get_close_matches(key, list(idx), n=8, cutoff=0.5)
-    seen: list[str] = []
-    for k in close:
-        g = idx[k]
-        label = f"{g.id} ({g.name})"
-        if label not in seen:
-            seen.append(label)
+    seen = list(dict.fromkeys(f"{idx[k].id} ({idx[k].name})" for k in close))
     if not seen:
         contains = sorted({f"{g.id} ({g.name})" for k, g in idx.items() if key and (key in k or k in key)})
         seen = contains[:5]
@@ -71,9 +66,4 @@ def _closest_hint(matrix: Matrix, raw: str) -> str:
 
 
 def parse_targets(matrix: Matrix, texts: list[str] | tuple[str, ...]) -> tuple[Target, ...]:
-    out: list[Target] = []
-    for t in texts:
-        tgt = parse_target(matrix, t)
-        if tgt not in out:
-            out.append(tgt)
-    return tuple(out)
+    return tuple(dict.fromkeys(parse_target(matrix, t) for t in texts))

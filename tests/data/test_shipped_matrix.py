@@ -59,11 +59,10 @@ def test_scenario(matrix, request_, expected, why):
 
 
 def test_envman_reads_the_shipped_matrix_unless_told_otherwise(monkeypatch):
-    from envman.matrix.load import default_matrix_dir
-    from envman.resources import shipped_matrix_dir
+    from envman.resources import matrix_dir, shipped_matrix_dir
 
     monkeypatch.delenv("ENVMAN_MATRIX_DIR")
-    assert default_matrix_dir() == shipped_matrix_dir() and (shipped_matrix_dir() / "cuda.yaml").is_file()
+    assert matrix_dir() == shipped_matrix_dir() and (shipped_matrix_dir() / "cuda.yaml").is_file()
 
 
 def test_shipped_matrices_are_consistent(matrix):

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from envman.matrix.knowledge import knowledge_from_matrix, load_knowledge, matrix_dir, with_extensions
-from envman.matrix.load import default_matrix_dir, load_matrix
+from envman.matrix.load import load_matrix
 from envman.model import Cc, sass_covers
 from envman.portable import versions
 from envman.portable.doctor.knowledge import Knowledge
@@ -104,7 +104,7 @@ def test_one_sass_rule_for_resolver_doctor_and_smoke():
 
 
 def test_cache_finds_the_same_matrix_directory_as_the_loader():
-    assert matrix_dir().resolve() == default_matrix_dir().resolve()
+    assert load_matrix() is load_matrix(matrix_dir())  # the loader's default folder is the cache's
 
 
 def test_knowledge_round_trips_through_json_and_the_cache(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from envman.image.stages import plan_source_builds
 from envman.image.tables import load_image_tables
 from envman.lock.layout import StackFiles
 from envman.lock.wheelhouse import read_lock
+from envman.lockedstack import BaseImage, LockedStack
 
 SDIST = b"deepspeed sdist bytes"
 SHA = hashlib.sha256(SDIST).hexdigest()
@@ -82,9 +83,10 @@ def test_sdists_are_downloaded_once_and_hash_checked(tmp_path, monkeypatch):
 def _builder(offline_image):
     t = load_image_tables()
     sb = plan_source_builds([("deepspeed", "0.19.8")], t.build_needs, "13.0", cuda_base=False, nvcc_wheels=t.nvcc)
-    return plan_builder(sb, base_image="envman-test-base:bookworm", base_kind="slim", devel_image=None, cuda="13.0",
-                        fw_step=None, source_lock="requirements.source.lock.txt", offline_image=offline_image,
-                        build_lock="requirements.build.lock.txt")
+    res = type("R", (), {"targets": (), "python": "3.11"})()
+    stack = LockedStack(name="p", res=res, base=BaseImage("envman-test-base:bookworm", "slim"), inputs_hash="0" * 64,
+                        tools_lock="requirements.build.lock.txt", offline_image=offline_image)
+    return plan_builder(stack, sb, "requirements.source.lock.txt", None)
 
 
 def test_offline_the_builder_installs_its_build_tools_from_the_wheelhouse():

@@ -20,7 +20,7 @@ from envman.image.context import (
     parse_dockerignore,
 )
 from envman.image.plan import plan_dockerfile
-from envman.image.render import DOCKERIGNORE, render_dockerfile
+from envman.image.render import render_dockerfile, render_dockerignore
 from envman.image.stages import BuildNeed, SystemLibraries, plan_source_builds, system_libraries
 from envman.image.tables import load_image_tables
 from envman.lock.artifacts import refuse_in_framework_closure, source_only
@@ -239,7 +239,7 @@ def test_gitignore_is_merged_into_the_dockerignore(tmp_path):
 
 
 def test_build_warns_about_a_big_context_and_names_the_biggest_paths(tmp_path):
-    (tmp_path / ".dockerignore").write_text(dockerignore_text(DOCKERIGNORE, None))
+    (tmp_path / ".dockerignore").write_text(dockerignore_text(render_dockerignore(), None))
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "big.csv").write_bytes(b"x" * 5000)  # ignored
     (tmp_path / "assets").mkdir()

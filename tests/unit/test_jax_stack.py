@@ -107,7 +107,7 @@ def reqs(*lines):
 
 def test_tensorflow_beside_jax_is_locked_as_its_cpu_wheel(m):
     res = resolve(m)
-    rest = check_user_requirements(res, (), reqs("jax>=0.4.30", "tensorflow>=2.15", "tensorflow-cpu==2.20.*", "optax"))
+    rest = check_user_requirements(res, reqs("jax>=0.4.30", "tensorflow>=2.15", "tensorflow-cpu==2.20.*", "optax"))
     assert [r.line for r in rest] == ["tensorflow-cpu>=2.15", "tensorflow-cpu==2.20.*", "optax"]
     assert rest[0].origin == "requirements.txt:2"
 
@@ -115,16 +115,16 @@ def test_tensorflow_beside_jax_is_locked_as_its_cpu_wheel(m):
 def test_a_jax_line_the_stack_cannot_honour_is_refused(m):
     res = resolve(m)
     with pytest.raises(UsageError) as exc:
-        check_user_requirements(res, (), reqs("jax[tpu]"))
+        check_user_requirements(res, reqs("jax[tpu]"))
     assert str(exc.value).startswith("requirements.txt:1: jax[tpu]: a TPU stack (libtpu)")
     with pytest.raises(UsageError, match="asks for jaxlib==0.4.30, but the stack pins jaxlib 0.12.0"):
-        check_user_requirements(res, (), reqs("jaxlib==0.4.30"))
+        check_user_requirements(res, reqs("jaxlib==0.4.30"))
 
 
 def test_tensorflow_in_a_torch_stack_is_still_refused(m):
     res = resolve_stack(m, build_request(m, framework="torch", targets=["h100"]))
     with pytest.raises(UsageError, match="but the stack has no tensorflow"):
-        check_user_requirements(res, (), reqs("tensorflow-cpu"))
+        check_user_requirements(res, reqs("tensorflow-cpu"))
 
 
 # ---------------------------------------------------------------------------- envman init

@@ -161,7 +161,7 @@ def test_wheelhouse_target_follows_the_locks_arch(tmp_path):
     (tmp_path / "envman.lock").write_text(
         '{"lock_version": 1, "name": "p", "stack": {"python": "3.12"}, '
         '"python_lock": {"platform": "aarch64-manylinux_2_28"}}')
-    assert wh.lock_arch(tmp_path) == "aarch64"
+    assert wh.lock_target(tmp_path) == ("3.12", "2.28", "aarch64")
     plats = wh.WheelTarget("3.12", arch="aarch64").platforms()
     assert plats[0] == "manylinux_2_28_aarch64" and "manylinux2014_aarch64" in plats
     assert not [p for p in plats if p.startswith(("manylinux1", "manylinux2010"))]

@@ -16,7 +16,8 @@ from envman.engine.errors import EngineError
 from envman.errors import ReproError
 from envman.lock.epoch import source_date_epoch
 from envman.lock.lockfile import Lock, read_lock, write_lock
-from envman.lock.sbom import SbomInputs, render_sbom
+from envman.lock.sbom import stack_sbom
+from envman.lockedstack import BaseImage, LockedBodies, LockedStack
 
 PYLOCK = """lock-version = "1.0"
 created-by = "uv"
@@ -56,12 +57,13 @@ def test_no_lock_or_no_upload_time_is_a_fixed_date():
 
 
 # ------------------------------------------------------------------------------------------ SBOM
-def sbom(**kw) -> str:
-    args = dict(name="demo", lock_hash="5" * 64, source_date_epoch=1784196781, base_ref="python:3.11-slim-bookworm",
-                base_digest="sha256:" + "d" * 64, pylock_text=PYLOCK, apt={"libgl1": "1.6.0-1", "libgomp1": None},
-                stack="torch 2.14.1 cu130", envman_version="0.2.0")
-    args.update(kw)
-    return render_sbom(SbomInputs(**args))
+def sbom(lock_hash: str = "5" * 64, base_digest: str | None = "sha256:" + "d" * 64, pylock_text: str = PYLOCK) -> str:
+    res = type("R", (), {"framework": "torch", "version": "2.14.1", "variant": "cu130", "cuda": None, "cudnn": None,
+                         "python": "3.11", "arch_list": (), "arch": "x86_64"})()
+    stack = LockedStack(name="demo", res=res, base=BaseImage("python:3.11-slim-bookworm", "slim", base_digest),
+                        inputs_hash="0" * 64, locked=LockedBodies(pylock=pylock_text), apt=("libgomp1",),
+                        apt_pins={"libgl1": "1.6.0-1"}, source_date_epoch=1784196781, version="0.2.0")
+    return stack_sbom(stack, lock_hash)
 
 
 def test_sbom_is_the_lock_in_cyclonedx_and_valid():

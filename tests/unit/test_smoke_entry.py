@@ -14,7 +14,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envman.image.plan import smoke_expectation
+from envman.image.plan import stack_expectation
+from envman.lockedstack import BaseImage, LockedStack, ProjectFacts
 from envman.portable import smoke
 from tests.unit.test_smoke import smoke_argv
 
@@ -133,8 +134,10 @@ def test_entry_script_from_the_command():
 def test_the_expected_stack_carries_the_command_and_refuses_a_bad_one():
     res = type("R", (), {"framework": None, "variant": "cpu", "cuda": None, "cudnn": None, "nccl": None,
                          "python": "3.11", "arch_list": ()})()
-    assert smoke_expectation(res, [], "h", command=["python", "train.py"])["command"] == ["python", "train.py"]
-    assert "command" not in smoke_expectation(res, [], "h")
+    stack = LockedStack(name="p", res=res, base=BaseImage("python:3.11-slim", "slim"), inputs_hash="h",
+                        project=ProjectFacts(command=("python", "train.py")))
+    assert stack_expectation(stack, "h")["command"] == ["python", "train.py"]
+    assert "command" not in stack_expectation(LockedStack(name="p", res=res, base=stack.base, inputs_hash="h"), "h")
     bad = {"schema": 1, "framework": None, "python": "3.11", "command": "python train.py"}
     try:
         smoke.load_expect(bad)

@@ -116,12 +116,12 @@ def test_requirements_text_evaluates_markers_for_the_target():
 
 
 def test_lock_target(tmp_path):
-    assert wh.lock_target(tmp_path) == (None, None)
+    assert wh.lock_target(tmp_path) == (None, None, None)
     (tmp_path / "envman.lock").write_text(json.dumps({"lock_version": 1, "stack": {"python": "3.12"}}))
-    assert wh.lock_target(tmp_path) == ("3.12", None)
+    assert wh.lock_target(tmp_path) == ("3.12", None, None)
     (tmp_path / "envman.lock").write_text(json.dumps({"lock_version": 1, "stack": {"python": "3.10"},
                                                       "python_lock": {"platform": "x86_64-manylinux_2_28"}}))
-    assert wh.lock_target(tmp_path) == ("3.10", "2.28")
+    assert wh.lock_target(tmp_path) == ("3.10", "2.28", "x86_64")
 
 
 # ------------------------------------------------------------------------------------------ wheelhouse state
