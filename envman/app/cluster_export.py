@@ -156,4 +156,7 @@ def export_images(root: Path, *, out: Path | None = None, formats: tuple[str, ..
         raise UsageError(f"--format {(bad or [''])[0][:80]!r}: not one of {', '.join(FORMATS)}",
                          hint=f"a comma-separated list, e.g. --format {','.join(DEFAULT_FORMATS)}")
     out_dir = checked_path(out or default_images_dir(), "--out").resolve()
+    if not next(p for p in (out_dir, *out_dir.parents) if p.exists()).is_dir():
+        raise UsageError(f"--out {str(out_dir)[:80]!r}: a file stands where the folder goes",
+                         hint="name a folder for the images (envman makes it if it is missing)")
     return [export_one(root, cl, out_dir, formats, force, echo) for cl in load_cluster(root, profile)]

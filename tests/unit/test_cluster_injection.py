@@ -219,6 +219,21 @@ def test_any_digest_or_out_folder_keeps_the_definition_to_its_sections(project, 
     assert [ln for ln in text.splitlines() if ln.startswith("From:")] == [f"From: {res.lock.pinned}"]
 
 
+@pytest.mark.parametrize("under", ["", "sub/dir"])
+def test_an_out_folder_where_a_file_stands_is_refused_naming_out(project, tmp_path, under, monkeypatch):  # noqa: F811
+    """Found by the property test above (--out /bin/bash): the export named the .def it could not write, not --out."""
+    monkeypatch.setattr(cluster_export, "image_source", lambda lf: "docker-daemon:x")
+    d = fresh(project, tmp_path, 7)
+    relock(d, pushed={"ref": "r", "digest": DIGEST, "pinned": f"registry.example.com/team/x@{DIGEST}"})
+    (tmp_path / "f").write_text("mine")
+    with pytest.raises(UsageError) as err:
+        cluster_export.export_images(d, out=tmp_path / "f" / under, formats=("archive",))
+    assert (err.value.message, err.value.hint) == (
+        f"--out {str((tmp_path / 'f' / under).resolve())[:80]!r}: a file stands where the folder goes",
+        "name a folder for the images (envman makes it if it is missing)")
+    assert (tmp_path / "f").read_text() == "mine"
+
+
 @settings(SETTINGS, max_examples=60)
 @given(ns=st.one_of(st.just("training"), NASTY), pinned=st.one_of(st.just("registry.example.com/team/x"), NASTY))
 def test_any_namespace_or_digest_gives_valid_manifests_or_an_error(project, tmp_path, ns, pinned):  # noqa: F811
