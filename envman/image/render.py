@@ -65,7 +65,14 @@ def render_yaml(data: dict) -> str:
     the cache saved, is ~10 ms (issue 24, measured)."""
     import yaml
 
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    # With allow_unicode, PyYAML writes NEL and the Unicode line/paragraph separators raw in a single-quoted
+    # scalar, and a reader folds them to a space; double quotes escape them (\N, \L, \P).
+    Dumper.add_representer(str, lambda d, s: d.represent_scalar(
+        "tag:yaml.org,2002:str", s, style='"' if any(c in s for c in "\x85\u2028\u2029") else None))
+    return yaml.dump(data, Dumper=Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 def render_json(data: dict) -> str:

@@ -102,3 +102,12 @@ def test_what_envman_writes_into_envman_yaml_reads_back_as_written(text, number)
                      numbers_as_written=True)
     assert back == {"env": {"X": text}, "workload": {"batch": number}}
     assert type(back["env"]["X"]) is str and type(back["workload"]["batch"]) in (bool, int, WrittenInt)
+
+
+@pytest.mark.parametrize("text", ["a\x85b", "\u2028", "x\u2029y", "\x85"])
+def test_a_unicode_line_break_in_a_value_envman_writes_reads_back_as_written(text):
+    """Found by the property test above: PyYAML wrote NEL raw in a single-quoted scalar and it read back as a space."""
+    from envman.image.render import render_yaml
+
+    out = render_yaml({"env": {"X": text}})
+    assert out.isascii() and load_yaml(out, "envman.yaml")["env"]["X"] == text
