@@ -55,7 +55,7 @@ def _decoder(cfg: dict, mtype: str) -> Arch:
         a = _get(cfg, p, "n_head", "num_attention_heads")
         V = _get(cfg, p, "vocab_size")
         npos = _get(cfg, p, "n_positions", "max_position_embeddings")
-        f = cfg.get("n_inner") or 4 * h
+        f = _get(cfg, p, "n_inner", default=4 * h)
         d_attn = _get(cfg, p, "attn_pdrop", default=0.1, kind=float)
         d_hid = _get(cfg, p, "resid_pdrop", default=0.1, kind=float)
         if p:
@@ -73,6 +73,7 @@ def _decoder(cfg: dict, mtype: str) -> Arch:
     g = _get(cfg, p, "num_key_value_heads", default=a)
     d = _get(cfg, p, "head_dim", default=max(h // max(a, 1), 1))
     npos = _get(cfg, p, "max_position_embeddings", default=4096)
+    d_attn = _get(cfg, p, "attention_dropout", default=0.0, kind=float)
     if p:
         raise ArchError(p)
     tied = bool(cfg.get("tie_word_embeddings", mtype in ("gemma", "gemma2")))
@@ -89,7 +90,7 @@ def _decoder(cfg: dict, mtype: str) -> Arch:
                Linear("down_proj", f, h, L), Linear("lm_head", h, V, 1))
     return Arch("llama", "causal-lm", params, V * h, V * h, linears, hidden=h, layers=L, heads=a, kv_heads=g,
                 head_dim=d, ffn=f, vocab=V, max_positions=npos, tied=tied,
-                dropout_attn=float(cfg.get("attention_dropout") or 0.0), variant="gemma2" if mtype == "gemma2" else "")
+                dropout_attn=d_attn, variant="gemma2" if mtype == "gemma2" else "")
 
 
 def _bert(cfg: dict) -> Arch:
@@ -109,7 +110,9 @@ def _bert(cfg: dict) -> Arch:
             Linear("attention.output.dense", h, h, L), Linear("intermediate.dense", h, f, L),
             Linear("output.dense", f, h, L))
     if head_kind(cfg) == "sequence-classification":  # BertForSequenceClassification: pooler + classifier
-        labels = _labels(cfg, 2)
+        labels = _labels(cfg, p, 2)
+        if p:
+            raise ArchError(p)
         params = emb + 2 * h + L * per_layer + (h * h + h) + (h * labels + labels)
         return Arch("bert", "sequence-classification", params, emb, V * h,
                     body + (Linear("pooler", h, h, 1), Linear("classifier", h, labels, 1)), hidden=h, layers=L,
@@ -134,11 +137,9 @@ def head_kind(cfg: dict) -> str:
     return ""
 
 
-def _labels(cfg: dict, default: int) -> int:
-    if isinstance(cfg.get("id2label"), dict) and cfg["id2label"]:
-        return len(cfg["id2label"])
-    n = cfg.get("num_labels")
-    return n if isinstance(n, int) and n > 0 else default
+def _labels(cfg: dict, p: list[str], default: int) -> int:
+    ids = cfg.get("id2label")
+    return len(ids) if isinstance(ids, dict) and ids else _get(cfg, p, "num_labels", default=default)
 
 
 def _vit(cfg: dict) -> Arch:
@@ -148,7 +149,7 @@ def _vit(cfg: dict) -> Arch:
     img = _get(cfg, p, "image_size", default=224)
     patch = _get(cfg, p, "patch_size", default=16)
     ch = _get(cfg, p, "num_channels", default=3)
-    labels = len(cfg["id2label"]) if isinstance(cfg.get("id2label"), dict) else cfg.get("num_labels", 1000)
+    labels = _labels(cfg, p, 1000)
     if p:
         raise ArchError(p)
     n = (img // patch) ** 2 + 1
@@ -170,12 +171,13 @@ def _resnet(cfg: dict) -> Arch:
     widths = cfg.get("hidden_sizes")
     stem = _get(cfg, p, "embedding_size", default=64)
     ch = _get(cfg, p, "num_channels", default=3)
-    labels = len(cfg["id2label"]) if isinstance(cfg.get("id2label"), dict) else cfg.get("num_labels", 1000)
+    labels = _labels(cfg, p, 1000)
     if not (isinstance(depths, list) and depths and all(isinstance(x, int) and x > 0 for x in depths)):
         p.append(f"depths: expected a list of positive integers, got {depths!r}")
     if not (isinstance(widths, list) and isinstance(depths, list) and len(widths) == len(depths)):
         p.append(f"hidden_sizes: expected one width per stage (as many as depths), got {widths!r}")
     kind = cfg.get("layer_type", "bottleneck")
+    img = _get(cfg, p, "image_size", default=224)
     if kind not in ("bottleneck", "basic"):
         p.append(f"layer_type: expected 'bottleneck' (ResNet-50 and deeper) or 'basic' (ResNet-18/34), got {kind!r}")
     if p:
@@ -205,15 +207,17 @@ def _resnet(cfg: dict) -> Arch:
     params += cin * labels + labels
     linears.append(Linear("classifier", cin, labels, 1))
     return Arch("resnet", "image-classification", params, 0, max(largest, cin * labels), tuple(linears),
-                image_size=int(cfg.get("image_size") or 224), channels=ch, labels=labels,
+                image_size=img, channels=ch, labels=labels,
                 stages=tuple(zip(depths, widths)), stem=stem, hidden=cin, layers=sum(depths),
                 variant="basic" if kind == "basic" else "")
 
 
 def _clip(cfg: dict) -> Arch:
     p: list[str] = []
-    tc = cfg.get("text_config") or {}
-    vc = cfg.get("vision_config") or {}
+    tc, vc = (cfg.get(k) or {} for k in ("text_config", "vision_config"))
+    p += [f"{k}: expected an object, got {c!r}" for k, c in (("text_config", tc), ("vision_config", vc))
+          if not isinstance(c, dict)]
+    tc, vc = (c if isinstance(c, dict) else {} for c in (tc, vc))
     proj = _get(cfg, p, "projection_dim", default=512)
     t, v = "text_config.", "vision_config."
     h, L, a = (_get(tc, p, *k, path=t)

@@ -33,9 +33,13 @@ def _transformer_params(c: int, layers: int, cross: int) -> int:
     return 2 * c + 2 * (c * c + c) + layers * block
 
 
-def _per_block(cfg: dict, key: str, n: int, default):
+def _per_block(cfg: dict, p: list[str], key: str, n: int, default):
     v = cfg.get(key, default)
-    return list(v) if isinstance(v, (list, tuple)) else [v] * n
+    v = list(v) if isinstance(v, (list, tuple)) else [v] * n
+    if len(v) != n or not all(x is default or (type(x) is int and x > 0) for x in v):
+        p.append(f"{key}: expected a positive integer, or one per block ({n}), got {cfg.get(key)!r}")
+        return [1] * n
+    return v
 
 
 def unet_stages(cfg: dict, p: list[str]) -> tuple[Stage, ...]:
@@ -46,12 +50,15 @@ def unet_stages(cfg: dict, p: list[str]) -> tuple[Stage, ...]:
             and len(downs) == len(boc) == len(ups)):
         p.append("block_out_channels / down_block_types / up_block_types: expected lists of one length")
         return ()
+    if not all(type(c) is int and c > 0 for c in boc) or not all(isinstance(k, str) for k in downs + ups):
+        p.append("block_out_channels: expected positive integers; down_block_types / up_block_types: block names")
+        return ()
     n = len(boc)
     lpb = _get(cfg, p, "layers_per_block", default=2)
-    heads = _per_block(cfg, "num_attention_heads", n, None)
+    heads = _per_block(cfg, p, "num_attention_heads", n, None)
     if heads[0] is None:  # diffusers' historical naming: attention_head_dim is the number of heads
-        heads = _per_block(cfg, "attention_head_dim", n, 8)
-    tl = _per_block(cfg, "transformer_layers_per_block", n, 1)
+        heads = _per_block(cfg, p, "attention_head_dim", n, 8)
+    tl = _per_block(cfg, p, "transformer_layers_per_block", n, 1)
     stages: list[Stage] = []
     cin = boc[0]
     for i, kind in enumerate(downs):
@@ -126,16 +133,21 @@ def unet(cfg: dict, frozen: tuple[Arch, ...] = (), control: bool = False) -> Arc
     """A UNet2DConditionModel, or (``control``) a ControlNetModel: conditioning embedding, conv_in, time embedding,
     the down and mid blocks and one zero 1×1 conv per down-path output (diffusers controlnets/controlnet.py)."""
     p: list[str] = []
-    ups = ["UpBlock2D"] * len(cfg.get("down_block_types") or []) if control else cfg.get("up_block_types")
+    downs = cfg.get("down_block_types")
+    ups = ["UpBlock2D"] * len(downs) if control and isinstance(downs, list) else cfg.get("up_block_types")
     stages = unet_stages({**cfg, "up_block_types": ups}, p)
     size = _get(cfg, p, "sample_size", default=64)
     if p:
         raise ArchError(p)
     params, linears = _unet_totals(cfg, stages, p, ("down", "mid") if control else ("down", "mid", "up"))
-    cond = tuple(cfg.get("conditioning_embedding_out_channels") or (16, 32, 96, 256)) if control else ()
+    cond = (cfg.get("conditioning_embedding_out_channels") or [16, 32, 96, 256]) if control else []
+    if not (isinstance(cond, list) and all(type(c) is int and c > 0 for c in cond)):
+        p.append(f"conditioning_embedding_out_channels: expected a list of positive integers, got {cond!r}")
+    cc = _get(cfg, p, "conditioning_channels", default=3) if control else 3
+    if p:
+        raise ArchError(p)
     boc0 = stages[0].channels
     if control:
-        cc = int(cfg.get("conditioning_channels") or 3)
         params += 9 * cc * cond[0] + cond[0] + 9 * cond[-1] * boc0 + boc0
         for a, b in zip(cond[:-1], cond[1:]):
             params += 9 * a * a + a + 9 * a * b + b
@@ -146,7 +158,7 @@ def unet(cfg: dict, frozen: tuple[Arch, ...] = (), control: bool = False) -> Arc
         params += mid * mid + mid
         linears += [Linear("controlnet_block", c, c, 1) for c in zero]
     shape = UNetShape(stages, int(cfg.get("in_channels") or 4), int(cfg.get("cross_attention_dim") or 768),
-                      controlnet=control, cond_channels=cond)
+                      controlnet=control, cond_channels=tuple(cond))
     return Arch("unet", "diffusion", params, 0, max(lin.fan_in * lin.fan_out for lin in linears), tuple(linears),
                 hidden=boc0, layers=sum(len(s.resnets) for s in stages), image_size=size * VAE_FACTOR,
                 towers=frozen, variant="controlnet" if control else "unet", unet=shape)
@@ -163,6 +175,7 @@ def flux(cfg: dict, frozen: tuple[Arch, ...] = ()) -> Arch:
     ctx = _get(cfg, p, "joint_attention_dim", default=4096)
     pooled = _get(cfg, p, "pooled_projection_dim", default=768)
     cin = _get(cfg, p, "in_channels", default=64)
+    size = _get(cfg, p, "sample_size", default=128)
     if p:
         raise ArchError(p)
     d = a * hd
@@ -180,7 +193,7 @@ def flux(cfg: dict, frozen: tuple[Arch, ...] = ()) -> Arch:
                Linear("proj_mlp", d, 4 * d, L1), Linear("proj_out", 5 * d, d, L1), Linear("norm.linear", d, 3 * d, L1),
                Linear("context_embedder", ctx, d, 1), Linear("x_embedder", cin, d, 1))
     return Arch("flux", "diffusion", params, 0, 5 * d * d, linears, hidden=d, layers=L2 + L1, heads=a, kv_heads=a,
-                head_dim=hd, ffn=4 * d, image_size=int(cfg.get("sample_size") or 128) * VAE_FACTOR, towers=frozen,
+                head_dim=hd, ffn=4 * d, image_size=size * VAE_FACTOR, towers=frozen,
                 variant="mmdit", moe_layers=L2)
 
 
@@ -190,10 +203,11 @@ def clip_text(cfg: dict) -> Arch:
     h, L, f = (_get(cfg, p, k) for k in ("hidden_size", "num_hidden_layers", "intermediate_size"))
     V = _get(cfg, p, "vocab_size", default=49408)
     npos = _get(cfg, p, "max_position_embeddings", default=77)
+    proj = _get(cfg, p, "projection_dim", default=0)
     if p:
         raise ArchError(p)
     layer = 2 * h + 4 * (h * h + h) + 2 * h + h * f + f + f * h + h
-    params = V * h + npos * h + L * layer + 2 * h + (h * int(cfg.get("projection_dim") or 0)
+    params = V * h + npos * h + L * layer + 2 * h + (h * proj
                                                      if cfg.get("architectures") == ["CLIPTextModelWithProjection"] else 0)
     return Arch("frozen", "text-encoder", params, V * h, V * h, (), hidden=h, layers=L, max_positions=npos)
 
@@ -204,11 +218,12 @@ def t5_encoder(cfg: dict) -> Arch:
     d, L, ff, heads = (_get(cfg, p, k) for k in ("d_model", "num_layers", "d_ff", "num_heads"))
     kv = _get(cfg, p, "d_kv", default=64)
     V = _get(cfg, p, "vocab_size", default=32128)
+    buckets = _get(cfg, p, "relative_attention_num_buckets", default=32)
     if p:
         raise ArchError(p)
     gated = str(cfg.get("feed_forward_proj", "")).startswith("gated")
     layer = 4 * d * heads * kv + (3 if gated else 2) * d * ff + 2 * d
-    params = V * d + L * layer + d + int(cfg.get("relative_attention_num_buckets") or 32) * heads
+    params = V * d + L * layer + d + buckets * heads
     return Arch("frozen", "text-encoder", params, V * d, V * d, (), hidden=d, layers=L)
 
 
@@ -217,8 +232,8 @@ def vae(cfg: dict) -> Arch:
     each mid block), quant_conv / post_quant_conv where the config uses them."""
     p: list[str] = []
     boc = cfg.get("block_out_channels")
-    if not (isinstance(boc, list) and boc):
-        raise ArchError(["block_out_channels: expected a list"])
+    if not (isinstance(boc, list) and boc and all(type(c) is int and c > 0 for c in boc)):
+        raise ArchError(["block_out_channels: expected a list of positive integers"])
     lpb = _get(cfg, p, "layers_per_block", default=2)
     lat = _get(cfg, p, "latent_channels", default=4)
     cin = _get(cfg, p, "in_channels", default=3)

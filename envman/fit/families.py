@@ -49,11 +49,13 @@ def moe(cfg: dict, mtype: str | None) -> Arch:
     fe = _get(cfg, p, "moe_intermediate_size", "intermediate_size")
     dense_f = _get(cfg, p, "intermediate_size", default=fe)
     shared = 0
-    if isinstance(cfg.get("shared_expert_intermediate_size"), int):  # qwen2_moe: one shared expert + its gate
+    if type(cfg.get("shared_expert_intermediate_size")) is int and cfg["shared_expert_intermediate_size"] > 0:  # qwen2_moe: one shared expert + its gate
         shared = cfg["shared_expert_intermediate_size"]
-    elif isinstance(cfg.get("n_shared_experts"), int) and cfg["n_shared_experts"]:  # deepseek: n × moe width
+    elif type(cfg.get("n_shared_experts")) is int and cfg["n_shared_experts"] > 0:  # deepseek: n × moe width
         shared = cfg["n_shared_experts"] * (fe if isinstance(fe, int) else 1)
     first_dense = cfg.get("first_k_dense_replace") or 0
+    if type(first_dense) is not int or first_dense < 0:
+        p.append(f"first_k_dense_replace: expected a count of dense layers (0 or more), got {first_dense!r}")
     if p:
         raise ArchError(p)
     mla = mtype in ("deepseek_v2", "deepseek_v3") or "kv_lora_rank" in cfg
