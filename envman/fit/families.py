@@ -40,6 +40,14 @@ def _mla(cfg: dict, p: list[str], h: int, a: int) -> tuple[int, tuple[tuple[str,
     return sum(i * o for _, i, o in lins) + norms + kv_r, tuple(lins), qd, vd
 
 
+def _shared(cfg: dict, fe: int) -> int:
+    """The shared experts' width: qwen2_moe's one shared expert (+ its gate), deepseek's n × the routed width."""
+    one, n = cfg.get("shared_expert_intermediate_size"), cfg.get("n_shared_experts")
+    if type(one) is int and one > 0:
+        return one
+    return n * fe if type(n) is int and n > 0 else 0
+
+
 def moe(cfg: dict, mtype: str | None) -> Arch:
     p: list[str] = []
     h, L, a, V = (_get(cfg, p, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"))
@@ -48,11 +56,7 @@ def moe(cfg: dict, mtype: str | None) -> Arch:
     E, k = _experts(cfg, p)
     fe = _get(cfg, p, "moe_intermediate_size", "intermediate_size")
     dense_f = _get(cfg, p, "intermediate_size", default=fe)
-    shared = 0
-    if type(cfg.get("shared_expert_intermediate_size")) is int and cfg["shared_expert_intermediate_size"] > 0:  # qwen2_moe: one shared expert + its gate
-        shared = cfg["shared_expert_intermediate_size"]
-    elif type(cfg.get("n_shared_experts")) is int and cfg["n_shared_experts"] > 0:  # deepseek: n × moe width
-        shared = cfg["n_shared_experts"] * (fe if isinstance(fe, int) else 1)
+    shared = _shared(cfg, fe)
     first_dense = cfg.get("first_k_dense_replace") or 0
     if type(first_dense) is not int or first_dense < 0:
         p.append(f"first_k_dense_replace: expected a count of dense layers (0 or more), got {first_dense!r}")
