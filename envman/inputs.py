@@ -19,6 +19,7 @@ MAX_SPEC = 1 * MIB  # envman.yaml, environment.yml, pyproject.toml
 MAX_REQUIREMENTS = 5 * MIB  # a requirements file, each -r/-c include
 MAX_FACTS = 5 * MIB  # a doctor facts file
 MAX_VALUE = 4 * KIB  # one string value of envman.yaml (env values, command words, …)
+MAX_DATA = 8 * MIB  # a matrix file (ENVMAN_MATRIX_DIR may name any folder); the biggest shipped is ~70 KB
 
 
 NOT_REGULAR = "not a regular file (a FIFO, socket or device)"
@@ -77,6 +78,18 @@ def why_unreadable(path: Path | str, exc: OSError) -> tuple[str, str | None]:
     if exc.errno in (errno.EACCES, errno.EPERM):
         return f"cannot read: {exc.strerror}", "give your user read access to it (chmod u+r), or run as its owner"
     return f"cannot read: {exc.strerror or exc}", None
+
+
+def read_data(path: Path | str) -> bytes:
+    """A matrix file's bytes (YAML reads them as UTF-8): bounded, never a FIFO; else a DataError naming the file."""
+    try:
+        return read_regular(path, MAX_DATA)
+    except OSError as exc:
+        from envman.errors import DataError
+
+        raise DataError(f"{path}: {why_unreadable(path, exc)[0]}",
+                        hint="envman reads its matrix files as regular files: put a copy of the file from envman's "
+                             "matrices/ there") from None
 
 
 def read_input(path: Path | str, label: str, limit: int, *, error: type[UsageError] = UsageError,

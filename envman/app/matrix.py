@@ -82,9 +82,10 @@ def check_matrix(directory: Path | None = None) -> list[str]:
         return []
     # envman fit's catalog: an alias must name a model with its entry's config
     from envman.fit.aliases import alias_problems
+    from envman.inputs import read_data
     from envman.matrix.load import _yaml_load
 
-    return alias_problems(_yaml_load(models.read_text(encoding="utf-8")))
+    return alias_problems(_yaml_load(read_data(models).decode("utf-8")))
 
 
 def show_matrix_data(subject: str, matrix=None) -> list[dict]:

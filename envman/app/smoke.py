@@ -32,6 +32,10 @@ EXPECT_IN_IMAGE = "/opt/envman/stack.json"
 REPORT_NAME = StackFiles().smoke_report  # saved beside the lock
 PASS, FAIL, NO_GPU = 0, 1, 6  # the script's own exit codes
 TIMEOUT = 900  # seconds the smoke program may run
+# The kit goes first on the path and the image's own PYTHONPATH stays: `run -e PYTHONPATH=` would replace it (the
+# engine cannot append to the image's value), and project code reachable only through it was reported missing.
+KIT_FIRST = (f"import runpy, sys; sys.path.insert(0, {KIT_IN_IMAGE!r}); "
+             f"runpy.run_module({SMOKE_MODULE!r}, run_name='__main__', alter_sys=True)")
 
 
 def write_kit(directory: Path) -> Path:
@@ -173,7 +177,7 @@ def run_smoke_host(expect: Path | str, *, require_gpu: bool = False) -> SmokeRes
         # -s: no user site-packages; the kit comes first on the path, the interpreter's own packages after
         argv = [sys.executable, "-s", "-m", SMOKE_MODULE, "--json", "--expect", str(exp),
                 *(["--require-gpu"] if require_gpu else [])]
-        env = {**os.environ, "PYTHONPATH": str(kit)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(kit), os.environ.get("PYTHONPATH")]))}
         with sigterm_raises():  # subprocess.run kills the child on any exception, Terminated included
             try:
                 p = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, check=False, env=env,
@@ -220,11 +224,9 @@ def run_smoke_in_image(
             binds[str(write_kit(Path(tmp) / "kit").resolve())] = KIT_IN_IMAGE
         if expect is not None:
             binds[str(write_expect_file(Path(expect), Path(tmp)).resolve())] = EXPECT_IN_IMAGE
-        argv = ["python3", "-m", SMOKE_MODULE, "--json", "--expect", EXPECT_IN_IMAGE,
+        argv = ["python3", "-c", KIT_FIRST, "--json", "--expect", EXPECT_IN_IMAGE,
                 *(["--require-gpu"] if require_gpu else [])]
-        env = {"PYTHONPATH": KIT_IN_IMAGE}
-        if gpus:
-            env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
+        env = {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"} if gpus else {}
         try:
             rc, out, err = engine.run(image, argv, gpus=gpus, env=env, binds=binds, timeout=TIMEOUT, network=False)
         except RunTimeout as exc:

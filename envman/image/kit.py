@@ -15,6 +15,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from envman.inputs import read_data
 from envman.resources import matrix_dir, portable_dir, shipped_matrix_dir
 
 PACKAGE = "envman_portable"
@@ -72,7 +73,7 @@ def import_names() -> dict[str, str]:
     import yaml
 
     path = matrix_dir() / "import_names.yaml"
-    doc = yaml.safe_load((path if path.is_file() else shipped_matrix_dir() / path.name).read_text(encoding="utf-8"))
+    doc = yaml.safe_load(read_data(path if path.is_file() else shipped_matrix_dir() / path.name))
     return {str(k): v["distributions"][0] for k, v in sorted(doc["modules"].items()) if v.get("distributions")}
 
 

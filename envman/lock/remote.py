@@ -1,18 +1,16 @@
 """Reads of a remote wheel without downloading it: a bounded HTTP body (``read_body``), a seekable file over
-HTTP range requests (``RangeReader``) that ``zipfile`` reads, and bounded reads of one zip member
-(``read_member``, ``copy_member``). lock/graph.py reads a wheel's METADATA this way when the index serves no
-PEP 658 file; the repository's matrix tools (tools/matrix/) read torch's version.py and libraries with it.
+HTTP range requests (``RangeReader``, over the caller's transport) that ``zipfile`` reads, and a bounded read of
+one zip member (``read_member``). lock/graph.py reads a wheel's METADATA this way when the index serves no
+PEP 658 file; the repository's matrix tools (tools/matrix/remote.py) build their urllib reads on it.
 
 The zip's end record and central directory sit at the end of the file, the member itself somewhere inside:
-each a few KiB of a wheel that may weigh 500 MB. Stdlib only (urllib + zipfile); every request has a timeout.
+each a few KiB of a wheel that may weigh 500 MB. Stdlib only; every request has a timeout.
 """
 
 from __future__ import annotations
 
 import io
 import re
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Callable
 
@@ -22,25 +20,7 @@ TIMEOUT_S = 30.0
 BLOCK = 256 * 1024  # one range request fetches at least this much: few round trips for a central directory
 MAX_MEMBER = 16 * 1024 * 1024  # METADATA and version.py are small; refuse to pull a huge member by range
 MAX_BODY = 64 * 1024 * 1024  # an index page or a .metadata file; PyPI's torch page is ~2 MB
-MAX_LIBRARY = 4 * 1024 ** 3  # torch's biggest CUDA library is ~1.5 GB uncompressed
 MAX_RATIO = 200  # deflate packs a shared library ~3:1, METADATA ~4:1; a zip bomb packs 1000:1 and more
-
-
-def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
-    req = urllib.request.Request(url, headers={"User-Agent": "envman-matrix-refresh", **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:  # noqa: S310 - an index URL the user chose
-            got = {k.lower(): v for k, v in resp.headers.items()}
-            if headers and "Range" in headers and resp.status != 206:
-                # a server that ignores Range answers with the whole wheel: never read 500 MB by accident
-                raise ToolError(f"{url}: the server ignores HTTP range requests (HTTP {resp.status})",
-                                hint="pass --wheel PATH with a downloaded wheel, or use an index that serves PEP 658 metadata")
-            return read_body(resp, url), got
-    except urllib.error.HTTPError as exc:
-        raise ToolError(f"{url}: HTTP {exc.code} {exc.reason}", hint="is the index URL right? (--index-url)") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ToolError(f"{url}: cannot reach the index ({reason})", hint="check the network or pass --index-url") from None
 
 
 def read_body(resp, url: str, limit: int = MAX_BODY, within: float = 4 * TIMEOUT_S) -> bytes:
@@ -66,9 +46,9 @@ def read_member(zf: zipfile.ZipFile, name: str, limit: int = MAX_MEMBER, error: 
     """One member of a wheel, refused before it is inflated when it would be over ``limit`` bytes or packed
     tighter than any real wheel (a zip bomb: 2.9 GiB of METADATA from a few MB), and cut at ``limit`` whatever
     its header says. Every zip member envman reads (the lock's metadata; the workshop's sync and --wheel) goes through
-    this or ``copy_member``."""
+    ``check_member``."""
     info = zf.getinfo(name)
-    _check_member(info, limit, error)
+    check_member(info, limit, error)
     with zf.open(info) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
@@ -76,21 +56,7 @@ def read_member(zf: zipfile.ZipFile, name: str, limit: int = MAX_MEMBER, error: 
     return data
 
 
-def copy_member(zf: zipfile.ZipFile, name: str, dst, limit: int = MAX_LIBRARY, error: type[EnvmanError] = ToolError) -> int:
-    """``read_member`` for a big member, streamed into the open file ``dst``: the bytes written."""
-    info = zf.getinfo(name)
-    _check_member(info, limit, error)
-    total = 0
-    with zf.open(info) as src:
-        while chunk := src.read(1 << 20):
-            total += len(chunk)
-            if total > limit:
-                raise error(f"{name}: over {limit >> 20} MB uncompressed")
-            dst.write(chunk)
-    return total
-
-
-def _check_member(info: zipfile.ZipInfo, limit: int, error: type[EnvmanError]) -> None:
+def check_member(info: zipfile.ZipInfo, limit: int, error: type[EnvmanError]) -> None:
     if info.file_size > limit:
         raise error(f"{info.filename}: {info.file_size} bytes uncompressed, over envman's limit of {limit >> 20} MB",
                     hint="not a wheel envman reads (a zip bomb?)")
@@ -105,13 +71,13 @@ Get = Callable[[str, "dict[str, str]"], "tuple[bytes, dict[str, str]]"]
 class RangeReader(io.RawIOBase):
     """A read-only, seekable file over HTTP range requests, with a block cache: what ``zipfile`` needs to
     read one member of a remote wheel. ``get(url, headers) -> (body, lower-cased headers)`` is the transport
-    (urllib by default; the lock's graph passes its keep-alive connections); it raises when the server does
+    (the lock's graph passes its keep-alive connections, the workshop urllib); it raises when the server does
     not answer a range with 206."""
 
-    def __init__(self, url: str, size: int | None = None, get: Get | None = None):
+    def __init__(self, url: str, size: int | None, get: Get):
         super().__init__()
         self.url = url
-        self._get = get or http_get
+        self._get = get
         self.pos = 0
         self.requests = 0
         self._segments: list[tuple[int, bytes]] = []

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from envman import __version__, frameworks
+from envman.inputs import MAX_DATA, read_data, read_regular
 from envman.resources import matrix_dir
 
 FORMAT = 3  # bump when Knowledge.to_dict changes shape
@@ -30,7 +31,7 @@ def matrix_key(directory: Path) -> str | None:
         return None
     for f in files:
         try:
-            h.update(os.path.basename(f).encode() + b"\0" + Path(f).read_bytes() + b"\0")
+            h.update(os.path.basename(f).encode() + b"\0" + read_regular(f, MAX_DATA) + b"\0")
         except OSError:
             return None
     return h.hexdigest()[:24]
@@ -144,7 +145,7 @@ def with_extensions(k: Knowledge, directory: Path) -> Knowledge:
         return k
     import yaml
 
-    x = _Extensions(yaml.safe_load(p.read_text(encoding="utf-8")) or {})
+    x = _Extensions(yaml.safe_load(read_data(p)) or {})
     need = x.need
     features = [_feature(f, need(f, "min_cc", w), need(f, "id", w)) for w, f in x.rows("features", measured=False)]
     ptx = {need(e, "cuda", w): need(e, "isa", w) for w, e in x.rows("ptx_isa", measured=False)}

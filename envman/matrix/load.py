@@ -22,6 +22,7 @@ from envman._validate import items as _items
 from envman._validate import opt_str as _opt_str
 from envman.diskcache import cached, files_digest
 from envman.errors import DataError, MatrixError
+from envman.inputs import MAX_DATA, read_data, read_regular
 from envman.model import (
     BaseImages,
     Cc,
@@ -67,13 +68,7 @@ def load_tables(kind: str, files: tuple[str, ...], build: Callable[[dict[str, An
     built once per process for the same bytes and kept on disk by their digest (parsing the YAML costs ~8 ms a
     run); a file that cannot be read or parsed is a DataError naming it."""
     d = directory or matrix_dir()
-    raw = []
-    for f in files:
-        try:
-            raw.append((f, (d / f).read_bytes()))
-        except OSError as exc:
-            raise DataError(f"{f}: cannot read: {exc}", hint=REINSTALL) from None
-    return _tables(kind, tuple(raw), build)
+    return _tables(kind, tuple((f, read_data(d / f)) for f in files), build)
 
 
 @lru_cache(maxsize=8)
@@ -406,7 +401,7 @@ def _load_cached(directory: str, names: tuple[str, ...]) -> Matrix:
     raw: dict[str, bytes] = {}
     for name in matrix_files(fws):
         try:
-            raw[name] = (d / name).read_bytes()
+            raw[name] = read_regular(d / name, MAX_DATA)
         except OSError as exc:
             problems.append(f"{name}: (file): cannot read: {exc.strerror or exc}")
     if problems:

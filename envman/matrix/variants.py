@@ -27,7 +27,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from envman.model import Cc, Resolution, Variant
+from envman.model import Cc, Resolution
 
 PEP = "PEP 825 (Wheel Variants: Package Format)"
 STATUS = "draft: informational only, no installer reads it yet"
@@ -52,11 +52,6 @@ def properties_for(cuda: str | None, archs: Iterable[str], ptx: Iterable[str]) -
     values = [sm_value(Cc.parse(a), "real") for a in archs] + [sm_value(Cc.parse(p), "virtual") for p in ptx]
     v = Version(cuda)
     return {NAMESPACE: {LOWER: [f"{v.major}.{v.minor}"], SM: sorted({x for x in values if x})}}
-
-
-def variant_properties(variant: Variant) -> Properties:
-    return properties_for(str(variant.cuda) if variant.cuda else None, [a.sm for a in variant.archs],
-                          [p.sm for p in variant.ptx])
 
 
 def label_for(variant_name: str | None) -> str:

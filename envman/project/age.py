@@ -13,6 +13,7 @@ import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from envman.inputs import read_data
 from envman.project.req import Req
 from envman.resources import matrix_dir, shipped_matrix_dir
 
@@ -23,7 +24,7 @@ OF_ITS_TIME = timedelta(days=365)  # the release proposed: the newest one out wi
 
 @lru_cache(maxsize=2)
 def _load(path: Path) -> tuple[dict[str, dict[Version, date]], dict[str, Version]]:
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    doc = yaml.safe_load(read_data(path)) or {}
     return ({name: {Version(k): date.fromisoformat(v) for k, v in series.items()} for name, series in doc["series"].items()},
             {name: Version(v) for name, v in (doc.get("api_breaks") or {}).items()})
 

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envman import frameworks
+from envman.inputs import read_data
 from envman.project.codeimports import module_names, project_sources
 from envman.resources import matrix_dir, shipped_matrix_dir
 
@@ -55,7 +56,7 @@ def load_table(directory: Path | None = None) -> Table:
 
 @lru_cache(maxsize=4)
 def _load_table(path: Path) -> Table:
-    doc: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    doc: dict[str, Any] = yaml.safe_load(read_data(path)) or {}
     mods = {str(k): Provider(tuple(canonicalize_name(d) for d in v.get("distributions") or ()),
                              str((v.get("removed_in") or {}).get("version") or "") or None)
             for k, v in (doc.get("modules") or {}).items()}

@@ -13,6 +13,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envman.errors import UsageError
+from envman.inputs import read_data
 from envman.project.req import Req
 from envman.resources import matrix_dir, shipped_matrix_dir
 
@@ -21,7 +22,7 @@ FILE = "lockstep.yaml"
 
 @lru_cache(maxsize=2)
 def _table(path: Path) -> dict:
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return yaml.safe_load(read_data(path)) or {}
 
 
 def _required(rule: dict, series: Version) -> list[str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envman.errors import UsageError
+from envman.inputs import read_data
 from envman.project.backend_requires import backend_requires
 from envman.project.compiled import Compiled, compiled_code
 from envman.project.files import setup_cfg, setup_py_tree
@@ -49,7 +50,7 @@ class ProjectPackage:
 def _backends() -> dict:
     import yaml
 
-    return yaml.safe_load((matrix_dir() / "build_backends.yaml").read_text(encoding="utf-8")) or {}
+    return yaml.safe_load(read_data(matrix_dir() / "build_backends.yaml")) or {}
 
 
 def _setup_py_configures(root: Path) -> bool:

@@ -9,14 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from envman.matrix.variants import variant_properties
-from tools.matrix.pep825 import check_variants, parse_variants_json
+from envman.matrix.variants import properties_for
+from tools.matrix.pep825 import check_variants, parse_variants_json, variant_properties
 
 PYTORCH_280 = Path(__file__).resolve().parent.parent / "fixtures" / "variants" / "torch-2.8.0-variants.json"
 
 
 def release(matrix, version: str):
     return next(r for r in matrix.frameworks["torch"] if str(r.version) == version)
+
+
+def test_properties_follow_the_nvidia_providers_names_and_sort_lexically(matrix):
+    v = release(matrix, "2.14.1").variant("cu130")
+    assert variant_properties(v) == {"nvidia": {
+        "cuda_version_lower_bound": ["13.0"],
+        "sm_arch": ["100_real", "120_real", "75_real", "80_real", "86_real", "90_real"]}}
+    assert properties_for("12.9", ["sm_90", "sm_90a"], ["sm_120"]) == {"nvidia": {
+        "cuda_version_lower_bound": ["12.9"], "sm_arch": ["120_virtual", "90_real"]}}  # sm_90a: no provider value
+    assert variant_properties(release(matrix, "2.14.1").variant("cpu")) == {}  # the null variant
 
 
 def doc(data: dict, source: str = "variants.json"):

@@ -208,8 +208,19 @@ def test_a_dockerfile_that_cannot_be_read_is_named_not_taken_for_absent(project,
 def test_an_sbatch_in_the_way_that_cannot_be_read_is_named_not_called_someone_elses(project, tmp_path):  # noqa: F811
     first = app.slurm_files(project, images=tmp_path, runtimes=("oci",))
     loop = first.written[0]
+    text = loop.read_text()
     loop.unlink()
     loop.symlink_to(loop.name)  # a link to itself: ELOOP, which says nothing about whose file it was
     p = cli("slurm", str(project), "--images", str(tmp_path), "--runtime", "oci")
     assert p.returncode == 1 and p.stderr.splitlines() == [
         f"error: {loop}: a symbolic link loop", "hint: point the link at a file, or replace it with the file"]
+    assert loop.is_symlink()
+    # --force replaces it like any other file in the way (it was the same error): a link to itself, a loop of two
+    out = app.slurm_files(project, images=tmp_path, runtimes=("oci",), force=True)
+    assert loop in out.written and not loop.is_symlink() and loop.read_text() == text
+    other = loop.with_name("other")
+    other.symlink_to(loop.name)
+    loop.unlink()
+    loop.symlink_to(other.name)
+    p = cli("slurm", str(project), "--images", str(tmp_path), "--runtime", "oci", "--force")
+    assert p.returncode == 0 and not loop.is_symlink() and loop.read_text() == text and other.is_symlink(), p.stderr

@@ -85,10 +85,49 @@ def test_in_image_run_binds_script_and_expect_read_only(stack_file):
     r = sr.run_smoke_in_image(e, "img:1", gpus=True, expect=stack_file, mount_kit=True)
     assert r.passed and r.gpus and r.cli_exit_code() == 0
     _image, cmd, kw = e.runs[0]
-    assert cmd == ["python3", "-m", "envman_portable.smoke", "--json", "--expect", "/opt/envman/stack.json"]
+    assert cmd == ["python3", "-c", sr.KIT_FIRST, "--json", "--expect", "/opt/envman/stack.json"]
     assert kw["gpus"] is True and kw["network"] is False
-    assert kw["env"] == {"PYTHONPATH": "/opt/envman/kit", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
+    assert kw["env"] == {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}  # the image's PYTHONPATH is its own
     assert sorted(kw["binds"].values()) == ["/opt/envman/kit", "/opt/envman/stack.json"]
+
+
+def as_the_container_runs(cmd, env, binds, image_env):
+    """What the engine does with ``run``: the image's env overlaid by run's ``env``, each bind at its target (here
+    the target's text replaced by the host folder: the command names only /opt/envman/...)."""
+    import os
+    import subprocess
+
+    def here(word: str) -> str:
+        for host, target in binds.items():
+            word = word.replace(target, str(host))
+        return word
+
+    return subprocess.run([sys.executable, *map(here, cmd[1:])], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **image_env, **env}, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("where", ["image", "host"])
+def test_project_code_on_the_images_pythonpath_is_found_not_reported_missing(tmp_path, where, monkeypatch):
+    """The kit's PYTHONPATH replaced the image's (`ENV PYTHONPATH=/app/src`), so a module reachable only through it
+    was reported missing. On the real engine: tests/integration/test_smoke_entry.py."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "projmod.py").write_text("VALUE = 1\n")
+    stack = tmp_path / "stack.json"
+    stack.write_text(json.dumps({**STACK, "imports": [["projmod", "projmod"]]}))
+    monkeypatch.setenv("PYTHONPATH", str(src))  # the image's own, or the host's
+    if where == "host":
+        r = sr.run_smoke_host(stack)
+    else:
+        e = FakeEngine((0, "", ""))
+        sr.run_smoke_in_image(e, "img:1", gpus=False, expect=stack, mount_kit=True)
+        _image, cmd, kw = e.runs[0]
+        kit = tmp_path / "kit"
+        sr.write_kit(kit)
+        binds = {kit: "/opt/envman/kit", stack: "/opt/envman/stack.json"}
+        p = as_the_container_runs(cmd, kw["env"], binds, {"PYTHONPATH": str(src)})
+        r = sr.run_smoke_in_image(FakeEngine((p.returncode, p.stdout, p.stderr)), "img:1", gpus=False)
+    assert (r.exit_code, r.report["status"]) == (6, "no-gpu"), r.report
 
 
 def test_gpus_only_when_the_host_has_gpus_and_the_runtime(monkeypatch):

@@ -6,22 +6,6 @@ The reference is PyTorch's own variant wheels: the properties of torch 2.8.0's c
 
 from __future__ import annotations
 
-from envman.matrix.variants import properties_for, variant_properties
-
-
-def release(matrix, version: str):
-    return next(r for r in matrix.frameworks["torch"] if str(r.version) == version)
-
-
-def test_properties_follow_the_nvidia_providers_names_and_sort_lexically(matrix):
-    v = release(matrix, "2.14.1").variant("cu130")
-    assert variant_properties(v) == {"nvidia": {
-        "cuda_version_lower_bound": ["13.0"],
-        "sm_arch": ["100_real", "120_real", "75_real", "80_real", "86_real", "90_real"]}}
-    assert properties_for("12.9", ["sm_90", "sm_90a"], ["sm_120"]) == {"nvidia": {
-        "cuda_version_lower_bound": ["12.9"], "sm_arch": ["120_virtual", "90_real"]}}  # sm_90a: no provider value
-    assert variant_properties(release(matrix, "2.14.1").variant("cpu")) == {}  # the null variant
-
 
 def test_the_lock_records_the_framework_wheels_properties_outside_its_identity(matrix):
     from envman.app.resolve import resolve_request

@@ -294,6 +294,19 @@ def test_a_dockerfile_linked_out_of_the_project_is_refused_and_kept(repo, tmp_pa
     assert (repo / "Dockerfile").is_symlink() and outside.read_text() == before
 
 
+def test_a_link_loop_in_a_generated_files_place_is_named_and_replaced_with_force(tmp_path):
+    """A link loop is in the way like any other file: refused without --force naming the loop, replaced with it
+    (the cluster's sbatch writer read it even with --force: tests/unit/test_cluster_inputs.py)."""
+    (tmp_path / "Dockerfile").symlink_to("Dockerfile")
+    plan = WritePlan([(tmp_path / "Dockerfile", "FROM x\n")])
+    with pytest.raises(UsageError) as exc:
+        plan.check(tmp_path, force=False)
+    assert (exc.value.message, exc.value.hint) == (f"{tmp_path / 'Dockerfile'}: a symbolic link loop",
+                                                   "point the link at a file, or replace it with the file")
+    plan.check(tmp_path, force=True)
+    assert plan.write() == [tmp_path / "Dockerfile"] and (tmp_path / "Dockerfile").read_text() == "FROM x\n"
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can write files another user owns: run as root to test")
 def test_sudo_envman_in_another_users_project_leaves_their_files_theirs(repo):
     """Issue 24: `sudo envman lock` left root-owned files the project's owner could not edit or re-lock."""

@@ -94,8 +94,8 @@ def measure_wheel_archs(path: Path) -> tuple[list[str], list[str]]:
     """SASS and PTX architectures of a torch wheel's CUDA libraries (torch/lib/*cuda*.so), read with the
     stdlib fat-binary reader after extracting each library alone."""
     from envman.errors import UsageError
-    from envman.lock.remote import copy_member
     from envman.portable.fatbin import read_fatbin
+    from tools.matrix.remote import copy_member
 
     sass: set[str] = set()
     ptx: set[str] = set()

@@ -32,9 +32,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from envman.lock.remote import RangeReader
 from envman.model import Matrix
 from tools.matrix.pypi import IndexFile, Project, read_remote_wheel
+from tools.matrix.remote import RangeReader
 
 KERNEL_LIBS = ("_prng.so", "_linalg.so", "_solver.so")  # the plugin's libraries that carry CUDA kernels
 MAJORS = (12, 13)

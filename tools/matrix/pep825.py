@@ -11,7 +11,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from envman.matrix.variants import LOWER, NAMESPACE, NULL, SM, UPPER, Properties
+from envman.matrix.variants import LOWER, NAMESPACE, NULL, SM, UPPER, Properties, properties_for
 from envman.model import Cc, FrameworkRelease, Variant
 
 _NAME = re.compile(r"^[a-z0-9_]+\Z")  # namespace and feature name
@@ -82,6 +82,12 @@ def _properties(props: Any, where: str, problems: list[str]) -> Properties:
                 continue
             out.setdefault(ns, {})[feat] = list(values)
     return out
+
+
+def variant_properties(variant: Variant) -> Properties:
+    """The properties envman derives for a matrix variant (envman/matrix/variants.py), what its wheel should carry."""
+    return properties_for(str(variant.cuda) if variant.cuda else None, [a.sm for a in variant.archs],
+                          [p.sm for p in variant.ptx])
 
 
 # --- the check ---------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 wheel's METADATA without downloading the wheel.
 
 METADATA comes from the PEP 658 ``.metadata`` file when the index serves one (``core-metadata`` /
-``data-dist-info-metadata`` in the file's entry); otherwise from HTTP range requests (envman/lock/remote.py).
+``data-dist-info-metadata`` in the file's entry); otherwise from HTTP range requests (tools/matrix/remote.py).
 Measured 2026-11-30: PyPI serves no ``.metadata`` for torch 2.15.0, so both paths matter.
 """
 
@@ -18,8 +18,9 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from envman.errors import ToolError
-from envman.lock.remote import RangeReader, read_member
-from envman.lock.remote import http_get as _get
+from envman.lock.remote import read_member
+from tools.matrix.remote import RangeReader
+from tools.matrix.remote import http_get as _get
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"

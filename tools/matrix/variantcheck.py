@@ -49,7 +49,7 @@ def _release(matrix: Matrix, framework: str, version: str | None) -> FrameworkRe
 
 def check_variants(framework: str = "torch", version: str | None = None, *, index_url: str | None = None,
                    file: Path | None = None, arch: str = "x86_64", matrix: Matrix | None = None) -> VariantReport:
-    from envman.matrix.variants import label_for, variant_properties
+    from envman.matrix.variants import label_for
     from tools.matrix import pep825
 
     if (index_url is None) == (file is None):
@@ -80,6 +80,6 @@ def check_variants(framework: str = "torch", version: str | None = None, *, inde
     parsed, problems = pep825.parse_variants_json(doc, source)
     findings = [pep825.Finding("error", "", p) for p in problems]
     findings += pep825.check_variants(rel, parsed, labels, arch)
-    expected = {label_for(v.name): variant_properties(v.on(arch)) for v in rel.variants
+    expected = {label_for(v.name): pep825.variant_properties(v.on(arch)) for v in rel.variants
                 if arch in v.platforms}
     return VariantReport(rel.framework, str(rel.version), source, hashed, tuple(findings), expected)
