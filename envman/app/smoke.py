@@ -20,22 +20,17 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from envman.errors import EXIT_SMOKE, EXIT_SMOKE_NO_GPU, UsageError
 from envman.files import write_atomic
-from envman.image.kit import SMOKE_MODULE, kit_files
+from envman.image.kit import KIT_FIRST, KIT_IN_IMAGE, SMOKE_MODULE, kit_files
 from envman.inputs import read_regular_text
 from envman.lock.layout import StackFiles
 
 if TYPE_CHECKING:
     from envman.engine.protocol import ContainerEngine
 
-KIT_IN_IMAGE = "/opt/envman/kit"
 EXPECT_IN_IMAGE = "/opt/envman/stack.json"
 REPORT_NAME = StackFiles().smoke_report  # saved beside the lock
 PASS, FAIL, NO_GPU = 0, 1, 6  # the script's own exit codes
 TIMEOUT = 900  # seconds the smoke program may run
-# The kit goes first on the path and the image's own PYTHONPATH stays: `run -e PYTHONPATH=` would replace it (the
-# engine cannot append to the image's value), and project code reachable only through it was reported missing.
-KIT_FIRST = (f"import runpy, sys; sys.path.insert(0, {KIT_IN_IMAGE!r}); "
-             f"runpy.run_module({SMOKE_MODULE!r}, run_name='__main__', alter_sys=True)")
 
 
 def write_kit(directory: Path) -> Path:

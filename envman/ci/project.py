@@ -16,11 +16,12 @@ from pathlib import Path
 from envman.ci.install import EnvmanInstall
 from envman.errors import EXIT_SMOKE_NO_GPU, InternalError, LockError, UsageError
 from envman.files import sha256
+from envman.image.kit import KIT_FIRST
 from envman.lock.layout import LOCK_FILE, PROFILE_LOCK, StackFiles
 from envman.lock.lockfile import canonical_json, read_lock
 from envman.model import PLATFORMS
 
-SMOKE = "env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"  # the smoke program every envman image carries
+SMOKE = shlex.join(["python3", "-c", KIT_FIRST])  # the smoke program every envman image carries
 SKIP_LINE = "GPU smoke skipped: no GPU runner configured (envman ci {kind} --gpu-runner {word})"
 
 _NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*\Z")  # a Docker repository path component

@@ -20,6 +20,12 @@ from envman.resources import matrix_dir, portable_dir, shipped_matrix_dir
 
 PACKAGE = "envman_portable"
 SMOKE_MODULE = f"{PACKAGE}.smoke"
+KIT_IN_IMAGE = "/opt/envman/kit"
+# The smoke program as every caller runs it in an image (envman smoke --image, the CI pipelines): the kit goes first
+# on the path and the image's own PYTHONPATH stays (`-e PYTHONPATH=` or `env PYTHONPATH=` would replace it, and
+# project code reachable only through it — the source tree envman puts there — would be reported missing).
+KIT_FIRST = (f'import runpy, sys; sys.path.insert(0, "{KIT_IN_IMAGE}"); '
+             f'runpy.run_module("{SMOKE_MODULE}", run_name="__main__", alter_sys=True)')
 KIT_FILE = "kit.py"  # under the project's .envman/
 IN_IMAGE = f"{PACKAGE}.py"  # under the image's kit folder (templates/Dockerfile.j2 copies KIT_FILE there)
 LOADER = "onefile.py"  # the island's module that makes the one file a package: the kit's head, not a submodule

@@ -48,7 +48,8 @@ RANK = {
     "tools": 11,  # the repository's workshop, above the product: it may use any of it; nothing in envman/ uses it
 }
 # adapters that build on another adapter (same rank): named here, so a new sideways arrow is a decision
-SIDEWAYS = {("ci", "lock"), ("ci", "project"), ("lock", "project"), ("image.render", "image.plan")}
+# (ci → image.kit: a pipeline runs the smoke program as `envman smoke --image` does, KIT_FIRST)
+SIDEWAYS = {("ci", "lock"), ("ci", "project"), ("ci", "image.kit"), ("lock", "project"), ("image.render", "image.plan")}
 CLI_MAY_IMPORT = {"app", "cli", "errors", "model", "envman", "redact"}
 PURE = ["resolve", "image.plan", "image.stages", "lockedstack", "model"]
 FORBIDDEN_IN_PURE = {"yaml", "jinja2", "docker", "subprocess", "shutil", "socket", "urllib", "requests", "pynvml",

@@ -7,7 +7,9 @@ workflow variant, and a structural check of every .gitlab-ci.yml (GitLab has no 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,7 +27,7 @@ from envman.ci import (
     pipeline_files,
 )
 from envman.ci.install import envman_install
-from envman.ci.project import parse_registry, parse_runners
+from envman.ci.project import SMOKE, parse_registry, parse_runners
 
 ROOT = Path(__file__).resolve().parents[2]
 # where the pipelines install envman in these tests: a git commit (envman/ci/install.py decides it)
@@ -132,7 +134,7 @@ def test_github_gpu_smoke_and_visible_skip(generated):
     hopper, blackwell = jobs["smoke-hopper"], jobs["smoke-blackwell"]
     assert hopper["runs-on"] == ["self-hosted", "gpu", "h100"]
     run = hopper["steps"][-1]["run"]
-    assert 'docker run --rm --gpus all "$image" env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke --require-gpu' in run
+    assert f'docker run --rm --gpus all "$image" {SMOKE} --require-gpu' in run
     assert hopper["steps"][-1]["env"]["ENVMAN_DIGEST"] == \
         "${{ fromJSON(needs.build.outputs.metadata)['hopper']['containerimage.digest'] }}"
     assert blackwell["runs-on"] == "ubuntu-latest"
@@ -310,7 +312,7 @@ def test_gitlab_build_uses_buildx_on_dind_with_a_registry_cache(generated):
     assert script.startswith("docker buildx build \\\n  --file Dockerfile \\\n  --platform linux/amd64 \\\n")
     assert '--cache-to type=registry,ref="$CI_REGISTRY_IMAGE"/demo:buildcache,mode=max' in script
     smoke = doc["envman-smoke"]
-    assert smoke["tags"] == ["gpu"] and smoke["script"] == ["env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke --require-gpu"]
+    assert smoke["tags"] == ["gpu"] and smoke["script"] == [f"{SMOKE} --require-gpu"]
     assert re.fullmatch(r"\$CI_REGISTRY_IMAGE/demo:[0-9a-f]{12}", smoke["image"]["name"])
 
 
@@ -341,7 +343,22 @@ def test_cpu_only_profile_needs_no_gpu_runner_and_skips_nothing(tmp_path):
     wf = yaml.safe_load(dict(pipeline_files(backend("github"), p, opts))[GITHUB_FILE])
     legacy = wf["jobs"]["smoke-legacy"]
     assert legacy["name"] == "smoke test legacy (CPU-only stack)" and legacy["runs-on"] == "ubuntu-latest"
-    assert legacy["steps"][-1]["run"] == 'docker run --rm "$ENVMAN_IMAGE" env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke\n'
+    assert legacy["steps"][-1]["run"] == f'docker run --rm "$ENVMAN_IMAGE" {SMOKE}\n'
     assert wf["jobs"]["smoke-hopper"]["runs-on"] == ["self-hosted", "gpu"]
     gl = yaml.safe_load(dict(pipeline_files(backend("gitlab"), p, opts))[GITLAB_FILE])
-    assert gl["envman-smoke-legacy"]["script"] == ["env PYTHONPATH=/opt/envman/kit python -m envman_portable.smoke"] and "tags" not in gl["envman-smoke-legacy"]
+    assert gl["envman-smoke-legacy"]["script"] == [SMOKE] and "tags" not in gl["envman-smoke-legacy"]
+
+
+def test_the_pipelines_smoke_command_keeps_the_images_pythonpath(tmp_path):
+    """`env PYTHONPATH=/opt/envman/kit …` replaced the image's PYTHONPATH (where envman puts a project that runs
+    from its source tree): the pipelines now run the smoke module as `envman smoke --image` does, kit first."""
+    assert SMOKE == ("python3 -c 'import runpy, sys; sys.path.insert(0, \"/opt/envman/kit\"); "
+                     "runpy.run_module(\"envman_portable.smoke\", run_name=\"__main__\", alter_sys=True)'")
+    pkg = tmp_path / "image-path" / "envman_portable"  # the image's own PYTHONPATH (no kit at /opt/envman/kit here)
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "smoke.py").write_text("import os, sys\nif __name__ == '__main__':\n"
+                                  "    print(sys.argv[1:], sys.path[0], os.environ['PYTHONPATH'])\n")
+    p = subprocess.run([*shlex.split(SMOKE), "--require-gpu"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path / "image-path")})
+    assert p.stdout.strip() == f"['--require-gpu'] /opt/envman/kit {tmp_path / 'image-path'}", p.stderr
