@@ -174,8 +174,9 @@ def _resnet(cfg: dict) -> Arch:
     labels = _labels(cfg, p, 1000)
     if not (isinstance(depths, list) and depths and all(isinstance(x, int) and x > 0 for x in depths)):
         p.append(f"depths: expected a list of positive integers, got {depths!r}")
-    if not (isinstance(widths, list) and isinstance(depths, list) and len(widths) == len(depths)):
-        p.append(f"hidden_sizes: expected one width per stage (as many as depths), got {widths!r}")
+    if not (isinstance(widths, list) and isinstance(depths, list) and len(widths) == len(depths)
+            and all(type(w) is int and w > 0 for w in widths)):
+        p.append(f"hidden_sizes: expected one positive width per stage (as many as depths), got {widths!r}")
     kind = cfg.get("layer_type", "bottleneck")
     img = _get(cfg, p, "image_size", default=224)
     if kind not in ("bottleneck", "basic"):

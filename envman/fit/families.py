@@ -58,8 +58,8 @@ def moe(cfg: dict, mtype: str | None) -> Arch:
     dense_f = _get(cfg, p, "intermediate_size", default=fe)
     shared = _shared(cfg, fe)
     first_dense = cfg.get("first_k_dense_replace") or 0
-    if type(first_dense) is not int or first_dense < 0:
-        p.append(f"first_k_dense_replace: expected a count of dense layers (0 or more), got {first_dense!r}")
+    if type(first_dense) is not int or not 0 <= first_dense <= L:
+        p.append(f"first_k_dense_replace: expected a count of dense layers (0 to num_hidden_layers), got {first_dense!r}")
     if p:
         raise ArchError(p)
     mla = mtype in ("deepseek_v2", "deepseek_v3") or "kv_lora_rank" in cfg
