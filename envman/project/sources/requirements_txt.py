@@ -158,7 +158,7 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
     try:
         req = Requirement(line)
     except InvalidRequirement as exc:
-        raise UsageError(f"{where}: {line!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per line") from None
+        raise UsageError(f"{where}: {line!r} is not a valid requirement ({str(exc).splitlines()[0]})", hint="one PEP 508 requirement per line") from None
     hashes = _checkable_hashes(req, hashes, where, found)
     if constraints:
         found.constraints.append(Req(req, where, hashes=hashes))
