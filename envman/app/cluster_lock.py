@@ -48,8 +48,9 @@ def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
     st = lock.stack
     fw = st.get("framework") or {}
     fw = fw if isinstance(fw, dict) else {"name": fw}
-    lists = {k: st.get(k) if isinstance(st.get(k), list) else () for k in ("arch_list", "ptx", "targets")}
-    checks = [(f"stack.{k}", st[k], "is not a list") for k, got in lists.items() if got == () and st.get(k)]
+    lists: dict[str, list | tuple] = {k: st[k] if isinstance(st.get(k), list) else () for k in ("arch_list", "ptx", "targets")}
+    checks: list[tuple[str, object, str | None]] = [(f"stack.{k}", st[k], "is not a list")
+                                                   for k, got in lists.items() if got == () and st.get(k)]
     checks += [("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
               ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)"))]
     if lock.profile is not None:
