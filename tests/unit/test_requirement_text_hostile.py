@@ -1,14 +1,15 @@
 """A requirement is text a user writes in many files (requirements.txt, pyproject.toml, envman.yaml) and on the
 command line (--framework): any text is read, or refused as ONE error line (naming where) with a hint. Found when
 packaging's message for `foo bar baz` — its reason, then the text and a caret under it — made the `error:` line
-three lines, and pyproject's build-system.requires refused `x y` with no hint at all."""
+three lines, pyproject's build-system.requires refused `x y` with no hint at all, and a URL line with text after
+the URL was an internal error."""
 from __future__ import annotations
 
 import json
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from envman.errors import EnvmanError
@@ -45,6 +46,8 @@ READERS = {
 
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(reader=st.sampled_from(sorted(READERS)), text=TEXT)
+@example(reader="requirements.txt", text='https://x.example/a.whl ="')  # exit 70 before: no try around the URL line
+@example(reader="requirements.txt", text="-r a\x00b")  # exit 70 before: ValueError (embedded null byte)
 def test_any_requirement_text_is_read_or_refused_in_one_line_with_a_hint(reader, text):
     with tempfile.TemporaryDirectory() as tmp:
         try:
