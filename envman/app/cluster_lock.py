@@ -48,7 +48,10 @@ def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
     st = lock.stack
     fw = st.get("framework") or {}
     fw = fw if isinstance(fw, dict) else {"name": fw}
-    checks = [("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
+    lists: dict[str, list | tuple] = {k: st[k] if isinstance(st.get(k), list) else () for k in ("arch_list", "ptx", "targets")}
+    checks: list[tuple[str, object, str | None]] = [(f"stack.{k}", st[k], "is not a list")
+                                                   for k, got in lists.items() if got == () and st.get(k)]
+    checks += [("name", lock.name, v.matches(v.NAME, lock.name, "an image name like my-trainer")),
               ("lock_hash", lock.lock_hash, v.matches(v.HASH, lock.lock_hash, "a sha256 (64 hex digits)"))]
     if lock.profile is not None:
         checks.append(("profile", lock.profile, v.matches(v.NAME, lock.profile, "a profile name")))
@@ -59,9 +62,9 @@ def check_lock_values(lock: Lock, command: tuple[str, ...]) -> None:
     checks += [(f"stack.{k}", st[k], v.matches(v.DRIVER, st[k], "a driver version like 570.124.06"))
                for k in ("min_driver", "min_driver_minor_compat") if st.get(k) is not None]
     checks += [(f"stack.{k}[{i}]", a, v.matches(v.ARCH, a, "an architecture like sm_90"))
-               for k in ("arch_list", "ptx") for i, a in enumerate(st.get(k) or ())]
+               for k in ("arch_list", "ptx") for i, a in enumerate(lists[k])]
     checks += [(f"stack.targets[{i}].{k}", val, v.matches(v.WORD, str(val), "a GPU's name or id"))
-               for i, t in enumerate(st.get("targets") or ()) for k in ("id", "name", "compute_capability")
+               for i, t in enumerate(lists["targets"]) for k in ("id", "name", "compute_capability")
                for val in [t.get(k) if isinstance(t, dict) else t]]
     pushed = lock.get("pushed")
     if isinstance(pushed, dict) and pushed.get("pinned") is not None:

@@ -118,7 +118,7 @@ def _image(root: Path, profile: str | None, lock_file: str) -> tuple[str, CiImag
     fw_text = " ".join(str(x) for x in key[:3] if x) or "no framework"
     cuda = f"CUDA {key[3]}" if key[3] else "CPU"
     summary = f"{fw_text}, {cuda}, Python {key[4]}, base {key[5]}"
-    arch = str((data.get("python_lock") or {}).get("platform") or "").split("-")[0]
+    arch = str(data.python_lock.get("platform") or "").split("-")[0]
     return name, CiImage(profile, lock_file, dockerfile, lock_hash, key, summary, PLATFORMS.get(arch), bool(key[3]),
                          data.source_date_epoch)
 

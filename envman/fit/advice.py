@@ -88,7 +88,11 @@ def _shard_levers(arch: Arch, setup: Setup, budget: int) -> list[tuple[str, str,
     elif setup.gpus == 1 and arch.family != "params":
         for n in (2, 4, 8):
             sh = replace(setup, gpus=n, shard="fsdp")
-            if estimate(arch, sh).peak_bytes <= budget or n == 8:
+            try:
+                peak = estimate(arch, sh).peak_bytes
+            except SetupError:  # an option of the run forbids it (--optimizer-in-backward: no sharded optimizer)
+                continue
+            if peak <= budget or n == 8:
                 out.append((f"FSDP / ZeRO-3 over {n} GPUs", f"--gpus {n} --shard fsdp", sh,
                             f"needs {n} GPUs; speed: all-gathers weights every layer"))
                 break

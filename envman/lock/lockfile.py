@@ -151,9 +151,11 @@ class Lock:
     def stack_key(self) -> tuple:
         """What makes two locks the same stack: framework build, CUDA, Python and base image (tag and
         digest). Profiles with equal keys build identical dependency layers (they differ only in labels)."""
-        fw = self.stack.get("framework") or {}
-        return (fw.get("name"), fw.get("version"), fw.get("variant"), self.stack.get("cuda"), self.stack.get("python"),
-                self.base_image.get("ref"), self.base_image.get("digest"))
+        fw = self.stack.get("framework")
+        fw = fw if isinstance(fw, dict) else {}
+        key = (fw.get("name"), fw.get("version"), fw.get("variant"), self.stack.get("cuda"), self.stack.get("python"),
+               self.base_image.get("ref"), self.base_image.get("digest"))
+        return tuple(None if v is None else str(v) for v in key)  # a hand-edited list is still a (hashable) key
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.data)

@@ -95,7 +95,7 @@ def parse_lock(text: str, source: str = DEFAULT_LOCK) -> HashedLock:
         try:
             req = Requirement(spec)
         except InvalidRequirement as exc:
-            problems.append(f"{source}:{n}: {exc}")
+            problems.append(f"{source}:{n}: {str(exc).splitlines()[0]}")
             continue
         pins = [s for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
         unpinned = _unpinned(req, pins)

@@ -434,7 +434,7 @@ def entry_imports(entry: str, cwd: str, seen: set[str] | None = None) -> list[tu
         text = read_text(path)  # a FIFO in a module's place would block: None, as an unreadable file
         try:
             body = ast.parse(text, path).body if text is not None else []
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # 1+1+…+1 200,000 long: ast's recursion
             continue
         for module, level, names, line in top_imports(body):
             parts = module.split(".") if module else []

@@ -90,7 +90,7 @@ def project_imports(root: Path, keep) -> tuple[list[Import], set[str]]:
             continue
         try:
             tree = ast.parse(text)
-        except (SyntaxError, ValueError):  # Python 2, or not Python: it cannot run in the image either way
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # Python 2, not Python, nested past ast's limit
             continue
         found += [Import(m, rel.as_posix(), n) for m, n in _absolute_imports(tree.body, False) if keep(m.split(".")[0])]
     return found, own
@@ -108,8 +108,8 @@ def _absolute_imports(nodes, guarded: bool):
             yield from _in_try(child, guarded)
         elif isinstance(child, ast.If) and _conditional(child.test):
             yield from _absolute_imports([*child.body, *child.orelse], True)
-        else:
-            yield from _absolute_imports(ast.iter_child_nodes(child), guarded)
+        else:  # never into an expression: no import is one, and 1+1+…+1 nests deeper than Python's stack
+            yield from _absolute_imports([n for n in ast.iter_child_nodes(child) if not isinstance(n, ast.expr)], guarded)
 
 
 def _in_try(node: Any, guarded: bool):

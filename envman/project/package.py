@@ -140,12 +140,14 @@ def find_package(root: Path, extras: tuple[str, ...] = ()) -> ProjectPackage | N
     reqs, kind = (doc["build-system"].get("requires", []), "pyproject") if pyproject else (
         list(LEGACY_BUILD_REQUIRES), "setup.py")
     if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
-        raise UsageError("pyproject.toml: build-system.requires: expected a list of requirements")
+        raise UsageError("pyproject.toml: build-system.requires: expected a list of requirements",
+                         hint='e.g. requires = ["setuptools>=61", "wheel"]')
     for r in reqs:
         try:
             Requirement(r)
         except InvalidRequirement as exc:
-            raise UsageError(f"pyproject.toml: build-system.requires: {r!r} is not valid ({exc})") from None
+            raise UsageError(f"pyproject.toml: build-system.requires: {r!r} is not valid ({str(exc).splitlines()[0]})",
+                             hint="one PEP 508 requirement per entry, e.g. setuptools>=61") from None
     extra_reqs: list[str] = []
     optional = (doc.get("project") or {}).get("optional-dependencies") or {}
     for e in extras:

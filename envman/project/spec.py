@@ -117,6 +117,9 @@ class Problems:
         self.found: list[tuple[str, str | None]] = []
 
     def bad(self, path: str, what: str, hint: str | None = None) -> None:
+        """``hint`` defaults to the form of the innermost key ``path`` names (``profiles.p.targets[0]``: targets)."""
+        key = next((k for part in reversed(re.split(r"[.\[]", path)) for k in KEYS if k.name == part), None)
+        hint = hint or (f"e.g. {key.name}: {key.example}; " if key else "") + "every key: docs/envman-yaml.md"
         self.found.append((redact(f"{self.source}: {path}: {what}"), hint))  # a value may carry a URL token
 
     def check(self, validate: Callable[..., Any], *args: Any) -> None:
@@ -592,7 +595,7 @@ def validate_requirement(text: str, fld: str, source: str) -> Requirement:
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise SpecError(redact(f"{source}: {fld}: {text!r} is not a valid requirement ({exc})"),
+        raise SpecError(redact(f"{source}: {fld}: {text!r} is not a valid requirement ({str(exc).splitlines()[0]})"),
                          hint="write it like numpy, pyyaml>=6 or transformers==4.46.*") from None
     if req.url and re.match(r"^[a-z+]+://[^/@]+@", req.url) and not req.url.startswith("git+ssh://"):
         raise SpecError(redact(f"{source}: {fld}: {text!r} carries credentials in its URL"),

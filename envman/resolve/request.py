@@ -31,7 +31,7 @@ def parse_framework(text: str | None, known: tuple[str, ...], field: str = "--fr
         req = Requirement(_LOCAL.sub("", raw))
     except InvalidRequirement as exc:
         raise UsageError(
-            f"{field}: {raw!r} is not a valid requirement ({exc})",
+            f"{field}: {raw!r} is not a valid requirement ({str(exc).splitlines()[0]})",
             hint="write it like torch, torch>=2.4, torch==2.5.* or tensorflow==2.15.*",
         ) from None
     if req.marker is not None:

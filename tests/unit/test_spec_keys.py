@@ -70,7 +70,7 @@ def test_every_problem_is_reported_at_once():
     assert hint[2].startswith("  envman.yaml: name: 'Bad Name' is not a valid image name")
     assert hint[3] == ("  envman.yaml: packages[0]: 'torch @ https://evil.example/x.whl' is a direct URL "
                        "(pin it by name and version so the lock can hash-check it)")
-    assert hint[4] == "  envman.yaml: profiles.old.cuda: expected a string, got list"
+    assert hint[4] == '  envman.yaml: profiles.old.cuda: expected a string, got list (e.g. cuda: "12.8"; every key: docs/envman-yaml.md)'
 
 
 def test_one_problem_keeps_its_own_hint():

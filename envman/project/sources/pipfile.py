@@ -35,22 +35,28 @@ def _text(name: str, value) -> tuple[str | None, str]:
     return f"{name}{extras}{spec}{marker}", ""
 
 
-def read_toml_file(root: Path, name: str) -> Any:
+def read_toml_file(root: Path, name: str, shapes: dict[str, type] | None = None) -> Any:
     """A TOML dependency file at the repository's top (Pipfile, pixi.toml) as a document (None when absent), one error when it is
-    not TOML."""
+    not TOML, or a key of ``shapes`` is not of its type (a table: dict, an array: list)."""
     path = root / name
     if not path.is_file():
         return None
     from envman._compat import tomllib
 
+    hint = "fix the file, or write envman.yaml with packages:"
     try:
-        return tomllib.loads(read_input(path, name, MAX_SPEC))
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{name}: invalid TOML: {exc}", hint="fix the file, or write envman.yaml with packages:") from None
+        doc = tomllib.loads(read_input(path, name, MAX_SPEC))
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:  # RecursionError: arrays nested 50,000 deep
+        raise UsageError(f"{name}: invalid TOML: {exc}", hint=hint) from None
+    for key, shape in (shapes or {}).items():
+        if doc.get(key) is not None and not isinstance(doc[key], shape):
+            raise UsageError(f"{name}: {key}: expected {'a table' if shape is dict else 'an array'}, got "
+                             f"{type(doc[key]).__name__}", hint=hint)
+    return doc
 
 
 def read_pipfile(root: Path, wanted: tuple[str, ...] = ()) -> Found | None:
-    doc = read_toml_file(root, FILE)
+    doc = read_toml_file(root, FILE, {"source": list})
     if doc is None:
         return None
     found = Found(FILE)

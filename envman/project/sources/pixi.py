@@ -17,7 +17,7 @@ FILE = "pixi.toml"
 
 
 def read_pixi(root: Path, wanted: tuple[str, ...] = ()) -> Found | None:
-    doc = read_toml_file(root, FILE)
+    doc = read_toml_file(root, FILE, {"feature": dict, "system-requirements": dict})
     if doc is None:
         return None
     conda = doc.get("dependencies") if isinstance(doc.get("dependencies"), dict) else {}

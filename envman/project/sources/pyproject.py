@@ -50,7 +50,7 @@ def add_requirement(found: Found, text: str, where: str, *, optional: bool = Fal
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise UsageError(f"{where}: {text!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per entry") from None
+        raise UsageError(f"{where}: {text!r} is not a valid requirement ({str(exc).splitlines()[0]})", hint="one PEP 508 requirement per entry") from None
     if optional:
         found.fates.append(Fate(where, text, "dropped", OPTIONAL))
         found.optional.append(Req(req, where))

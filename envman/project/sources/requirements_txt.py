@@ -48,7 +48,11 @@ def url_name(url: str) -> str:
 
 
 def _url_req(url: str, where: str, hashes: tuple[str, ...] = ()) -> Req:
-    return Req(Requirement(f"{url_name(url)} @ {url.split('#')[0]}"), where, raw=url, hashes=hashes)
+    try:
+        return Req(Requirement(f"{url_name(url)} @ {url.split('#')[0]}"), where, raw=url, hashes=hashes)
+    except InvalidRequirement as exc:  # text after the URL (`https://h/a.whl ="`)
+        raise UsageError(f"{where}: {url!r} is not a valid URL requirement ({str(exc).splitlines()[0]})",
+                         hint="one URL per line, then only ; markers or --hash options") from None
 
 
 def _resolve(project: Path, rel: str) -> Path:
@@ -56,6 +60,8 @@ def _resolve(project: Path, rel: str) -> Path:
         return (project / rel).resolve()
     except (RuntimeError, OSError):  # Python raises RuntimeError on a loop of symbolic links
         raise UsageError(f"{rel}: a symbolic link loop", hint="point the link at the requirements file itself") from None
+    except ValueError:  # a NUL byte in the name (`-r x\0y`)
+        raise UsageError(f"{rel!r}: not a file name", hint="name a requirements file inside the project") from None
 
 
 def read_requirements(project: Path, rel: str, *, constraints: bool = False, _seen: set[Path] | None = None) -> Found:
@@ -158,7 +164,7 @@ def _read_line(project: Path, rel: str, line: str, where: str, found: Found, con
     try:
         req = Requirement(line)
     except InvalidRequirement as exc:
-        raise UsageError(f"{where}: {line!r} is not a valid requirement ({exc})", hint="one PEP 508 requirement per line") from None
+        raise UsageError(f"{where}: {line!r} is not a valid requirement ({str(exc).splitlines()[0]})", hint="one PEP 508 requirement per line") from None
     hashes = _checkable_hashes(req, hashes, where, found)
     if constraints:
         found.constraints.append(Req(req, where, hashes=hashes))
