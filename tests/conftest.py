@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -74,3 +75,16 @@ def matrix_copy(tmp_path) -> Path:
     d = tmp_path / "matrices"
     shutil.copytree(FIXTURE_MATRIX, d)
     return d
+
+
+@pytest.fixture
+def watchdog():
+    """Fails the test after 20 s instead of letting a blocked read (a FIFO opened for reading) hang the suite."""
+    def fire(signum, frame):
+        raise AssertionError("envman blocked: a read that never returned (a FIFO opened for reading?)")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)

@@ -4,7 +4,6 @@ never a hang. Each case goes through the real CLI; a watchdog turns a hang into 
 from __future__ import annotations
 
 import os
-import signal
 
 import pytest
 
@@ -25,22 +24,6 @@ wheels = [{{ url = "https://files.example/numpy-2.1.0-cp311-cp311-manylinux_2_28
 """
 SPEC = "name: demo\ncpu: true\npython: '3.11'\nframework: none\npackages: [numpy]\n"
 
-
-class Hung(Exception):
-    pass
-
-
-@pytest.fixture
-def watchdog():
-    """Fails the test after 20 s instead of letting a blocked read hang the suite."""
-    def fire(signum, frame):
-        raise Hung("envman blocked")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+from hostile import places
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,17 +34,10 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
                     max_leaves=6)
 
 
-def _places(doc: object, at: tuple = ()) -> list[tuple]:
-    if isinstance(doc, dict):
-        return [p for k, v in doc.items() for p in [(*at, k), *_places(v, (*at, k))]]
-    if isinstance(doc, list):
-        return [p for i, v in enumerate(doc[:2]) for p in [(*at, i), *_places(v, (*at, i))]]
-    return []
-
 
 LOCKS = {(name, f.name): {**json.loads(f.read_text()), "pushed": PUSHED}
          for name in SPECS for f in sorted((PROJECTS / name).glob("envman*.lock"))}
-PLACES = [(lock, place) for lock, doc in LOCKS.items() for place in _places(doc)]
+PLACES = [(lock, place) for lock, doc in LOCKS.items() for place in places(doc)]
 
 
 def test_the_locks_have_every_section():

@@ -6,7 +6,6 @@ file of any size whole."""
 from __future__ import annotations
 
 import os
-import signal
 
 import pytest
 
@@ -89,17 +88,6 @@ def _break(path, how: str) -> None:
         with open(path, "wb") as fh:
             fh.truncate(MAX_DATA + 2**20)  # sparse: no disk, and no memory unless read
 
-
-@pytest.fixture
-def watchdog():
-    def hung(signum, frame):
-        raise AssertionError("the read blocked (a FIFO opened for reading)")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize(("name", "read", "how"), CASES, ids=[f"{n}-{r.__name__[1:]}-{h}" for n, r, h in CASES])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import tomlkit
+from hostile import places
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,15 +32,8 @@ FILES = {
 }
 
 
-def _places(doc: object, at: tuple = ()) -> list[tuple]:
-    if isinstance(doc, dict):
-        return [p for k, v in doc.items() for p in [(*at, k), *_places(v, (*at, k))]]
-    if isinstance(doc, list):
-        return [p for i, v in enumerate(doc[:2]) for p in [(*at, i), *_places(v, (*at, i))]]
-    return []
 
-
-PLACES = [(name, place) for name, (_, doc) in FILES.items() for place in _places(doc)]
+PLACES = [(name, place) for name, (_, doc) in FILES.items() for place in places(doc)]
 TOML = st.recursive(st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False) | st.text(max_size=8)
                     | st.sampled_from(["torch", "torch>=2", "*", "==", "3.11", "https://x.example/simple", "pypi"]),
                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
