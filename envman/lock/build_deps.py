@@ -56,9 +56,14 @@ def build_requires_of(data: bytes, filename: str) -> tuple[str, ...]:
     setup.py's ``setup_requires``."""
     from envman._compat import tomllib
 
-    text = _top_level_file(data, filename, "pyproject.toml")
-    extra = setup_requires(_top_level_file(data, filename, "setup.py"))
-    bs = tomllib.loads(text).get("build-system") if text is not None else None
+    try:
+        text = _top_level_file(data, filename, "pyproject.toml")
+        extra = setup_requires(_top_level_file(data, filename, "setup.py"))
+        bs = tomllib.loads(text).get("build-system") if text is not None else None
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise LockError(f"{filename}: cannot read its build requirements ({exc})",
+                        hint="the source distribution is damaged or its pyproject.toml is not TOML: lock another "
+                             "version of it, or a wheel") from None
     if not isinstance(bs, dict) or not isinstance(bs.get("requires"), list):
         return LEGACY_BACKEND + extra
     return tuple(str(r) for r in bs["requires"]) + extra

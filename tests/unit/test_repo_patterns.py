@@ -568,3 +568,24 @@ def test_the_smoke_test_imports_modules_not_a_wheels_top_level_data_files(tmp_pa
     monkeypatch.syspath_prepend(str(tmp_path))
     assert str(tmp_path) in sys.path
     assert top_level_modules("demo-dist") == ["demo", "solo"]
+
+
+@pytest.mark.parametrize("pyproject, damaged", [(b"[build-system\nrequires = [", False), (b"", True)])
+def test_an_sdist_whose_build_requirements_cannot_be_read_is_one_error_naming_it(pyproject, damaged):
+    """A malformed pyproject.toml in a downloaded sdist, or a damaged archive, was exit 70 (TOMLDecodeError)."""
+    import io
+    import tarfile
+
+    from envman.errors import LockError
+    from envman.lock.build_deps import build_requires_of
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        info = tarfile.TarInfo("w-1.0/pyproject.toml")
+        info.size = len(pyproject)
+        t.addfile(info, io.BytesIO(pyproject))
+    data = buf.getvalue()[:40] if damaged else buf.getvalue()
+    with pytest.raises(LockError) as err:
+        build_requires_of(data, "w-1.0.tar.gz")
+    assert err.value.message.startswith("w-1.0.tar.gz: cannot read its build requirements (")
+    assert err.value.hint.startswith("the source distribution is damaged or its pyproject.toml is not TOML")
