@@ -42,6 +42,13 @@ def shipped_matrix_dir() -> Path:
     return shipped_dir("matrices", "cuda.yaml")
 
 
+def matrix_file(name: str, directory: Path | None = None) -> Path:
+    """``name`` in the matrix in use, or envman's shipped copy when that matrix (an older ENVMAN_MATRIX_DIR copy)
+    has none. Only a missing file falls back: a FIFO or a link there is that file, which the bounded reader refuses."""
+    path = (directory or matrix_dir()) / name
+    return path if path.exists() or path.is_symlink() else shipped_matrix_dir() / name
+
+
 def templates_dir() -> Path:
     return shipped_dir("templates", "Dockerfile.j2")
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from envman.inputs import read_data
-from envman.resources import matrix_dir, portable_dir, shipped_matrix_dir
+from envman.resources import matrix_dir, matrix_file, portable_dir
 
 PACKAGE = "envman_portable"
 SMOKE_MODULE = f"{PACKAGE}.smoke"
@@ -78,8 +78,7 @@ def import_names() -> dict[str, str]:
     → its usual distribution (the shipped table where a matrix copy predates it)."""
     import yaml
 
-    path = matrix_dir() / "import_names.yaml"
-    doc = yaml.safe_load(read_data(path if path.is_file() else shipped_matrix_dir() / path.name))
+    doc = yaml.safe_load(read_data(matrix_file("import_names.yaml")))
     return {str(k): v["distributions"][0] for k, v in sorted(doc["modules"].items()) if v.get("distributions")}
 
 

@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 
 from envman.inputs import read_data
 from envman.project.req import Req
-from envman.resources import matrix_dir, shipped_matrix_dir
+from envman.resources import matrix_file
 
 FILE = "release_dates.yaml"
 GAP = timedelta(days=730)  # pins superseded this long before the newest release: the code predates it
@@ -49,8 +49,7 @@ def say_age(name: str, reqs: list[Req], total: SpecifierSet, allowed: list, note
     source is the data file); propose the release of the pins' time. After the lock, ``uploaded`` dates the exact
     pins (==, ~=, a `<` cap) by their locked files' upload (not in a checkout committed since), and ``root``'s last
     git commit, if it is one, is a date the code cannot postdate (coqui-ai/TTS: `torch>=2.1`, committed 2024-02)."""
-    path = matrix_dir() / FILE
-    dates, breaks = _load(path if path.is_file() else shipped_matrix_dir() / FILE)
+    dates, breaks = _load(matrix_file(FILE))
 
     def first(n: str, v: Version) -> date | None:
         return dates.get(n, {}).get(Version(f"{v.major}.{v.minor}"))

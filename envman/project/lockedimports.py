@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from envman import frameworks
 from envman.inputs import read_data
 from envman.project.codeimports import module_names, project_sources
-from envman.resources import matrix_dir, shipped_matrix_dir
+from envman.resources import matrix_file
 
 FILE = "import_names.yaml"
 SHOWN = 10  # warning lines at most; the rest are counted
@@ -50,8 +50,7 @@ class Table:
 
 def load_table(directory: Path | None = None) -> Table:
     """The table of the matrix in use; of the one envman ships when a matrix copy (ENVMAN_MATRIX_DIR) predates it."""
-    path = (directory or matrix_dir()) / FILE
-    return _load_table(path if path.is_file() else shipped_matrix_dir() / FILE)
+    return _load_table(matrix_file(FILE, directory))
 
 
 @lru_cache(maxsize=4)

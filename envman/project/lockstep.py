@@ -15,7 +15,7 @@ from packaging.version import Version
 from envman.errors import UsageError
 from envman.inputs import read_data
 from envman.project.req import Req
-from envman.resources import matrix_dir, shipped_matrix_dir
+from envman.resources import matrix_file
 
 FILE = "lockstep.yaml"
 
@@ -39,8 +39,7 @@ def _required(rule: dict, series: Version) -> list[str]:
 
 def refuse_stale(name: str, spec: SpecifierSet, allowed: list, reqs: list[Req]) -> None:
     """Refuse, naming every line, when each release of ``name`` that ``spec`` admits rules a line out."""
-    path = matrix_dir() / FILE
-    rules = _table(path if path.is_file() else shipped_matrix_dir() / FILE).get(name) or {}
+    rules = _table(matrix_file(FILE)).get(name) or {}
     series = sorted({Version(f"{v.major}.{v.minor}") for v in allowed if spec.contains(v, prereleases=True)})
     stale = []
     for r in reqs:

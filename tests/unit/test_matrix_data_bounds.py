@@ -48,14 +48,16 @@ def _locked_imports(d):
 
 def _release_dates(d):
     from envman.project.age import FILE, _load
+    from envman.resources import matrix_file
 
-    return _load(d / FILE)
+    return _load(matrix_file(FILE))
 
 
 def _lockstep(d):
     from envman.project.lockstep import FILE, _table
+    from envman.resources import matrix_file
 
-    return _table(d / FILE)
+    return _table(matrix_file(FILE))
 
 
 def _kit_import_names(d):
@@ -77,6 +79,9 @@ CASES = [  # (file, what reads it, how it is broken); a FIFO where the reader te
     ("import_names.yaml", _locked_imports, "big"), ("release_dates.yaml", _release_dates, "big"),
     ("lockstep.yaml", _lockstep, "big"), ("import_names.yaml", _kit_import_names, "big"),
     ("models.yaml", _models_check, "big"),
+    # these four fall back to the shipped table when the matrix copy lacks the file; a FIFO there is not "lacking it"
+    ("import_names.yaml", _locked_imports, "fifo"), ("release_dates.yaml", _release_dates, "fifo"),
+    ("lockstep.yaml", _lockstep, "fifo"), ("import_names.yaml", _kit_import_names, "fifo"),
 ]
 
 
@@ -87,7 +92,6 @@ def _break(path, how: str) -> None:
     else:
         with open(path, "wb") as fh:
             fh.truncate(MAX_DATA + 2**20)  # sparse: no disk, and no memory unless read
-
 
 
 @pytest.mark.parametrize(("name", "read", "how"), CASES, ids=[f"{n}-{r.__name__[1:]}-{h}" for n, r, h in CASES])
@@ -109,3 +113,12 @@ def test_the_matrix_loader_lists_a_fifo_or_huge_file_with_the_other_problems(mat
     with pytest.raises(MatrixError) as exc:
         load_matrix(matrix_copy)
     assert exc.value.problems == [f"cuda.yaml: (file): {FIFO if how == 'fifo' else BIG}"]
+
+
+def test_a_matrix_copy_without_a_newer_table_reads_the_shipped_one(matrix_copy, monkeypatch):
+    from envman.resources import matrix_file, shipped_matrix_dir
+
+    monkeypatch.setenv("ENVMAN_MATRIX_DIR", str(matrix_copy))
+    (matrix_copy / "lockstep.yaml").unlink()
+    assert matrix_file("lockstep.yaml") == shipped_matrix_dir() / "lockstep.yaml"
+    assert matrix_file("cuda.yaml") == matrix_copy / "cuda.yaml"
